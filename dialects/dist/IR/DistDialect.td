@@ -1,0 +1,56 @@
+//===- DistDialect.td - the dist dialect ------------------*- tablegen -*-===//
+//
+// The dist dialect: how a computation is spread over a device mesh.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_DIST_DIALECT
+#define PARTITA_DIST_DIALECT
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::partita::dist";
+  let summary = "Device meshes, sharding annotations and collectives.";
+  let description = [{
+    The `dist` dialect says how a tensor program is spread over devices. It is
+    independent of the `nn` dialect: any op that implements
+    `ShardingRuleOpInterface` can be sharded.
+
+    - `dist.mesh` declares a named logical device mesh.
+    - `#dist.sharding` says, per tensor dimension, which mesh axes split it,
+      over which axes the value is a partial sum, and which dimensions may
+      still gain axes during propagation.
+    - `dist.constraint` pins the sharding of a value in the middle of a function.
+    - Collectives (`all_gather`, `reduce_scatter`, `all_reduce`, `all_to_all`,
+      `collective_permute`, `send`, `recv`) act on *local* tensors in the
+      partitioned, per-device program.
+
+    Shardings are attached as the discardable attribute `dist.sharding`: a
+    `#dist.sharding` on function arguments and results, and an array of
+    `#dist.sharding` (one per result) on operations.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The discardable attribute that carries shardings.
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+class Dist_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Dist_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+#endif // PARTITA_DIST_DIALECT

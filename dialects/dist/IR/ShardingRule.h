@@ -1,0 +1,95 @@
+//===- ShardingRule.h - factor-based sharding rules -------------*- C++ -*-===//
+//
+// The value that ShardingRuleOpInterface returns: how an op's operand and
+// result dimensions decompose into factors, and what splitting each factor
+// means. Propagation and partitioning read only this, never the op itself.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_DIALECTS_DIST_IR_SHARDINGRULE_H
+#define PARTITA_DIALECTS_DIST_IR_SHARDINGRULE_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace partita::dist {
+
+enum class ReductionKind : uint32_t;
+
+enum class FactorKind : uint8_t {
+  /// Splitting it splits every operand and result that carries it alike.
+  Parallel,
+  /// Carried by operands only; splitting it leaves the results partial.
+  Reduction,
+  /// Must stay whole for the op to run locally.
+  Whole,
+  /// Whole for a purely local lowering, but the op has an exact
+  /// collective-aware lowering that allows splitting it.
+  Collective,
+};
+
+llvm::StringRef stringifyFactorKind(FactorKind kind);
+
+struct Factor {
+  int64_t size = 1;
+  FactorKind kind = FactorKind::Parallel;
+  /// For reduction factors: how the partial results combine (sum or max).
+  /// Stored as the underlying value of dist::ReductionKind (0 is sum).
+  uint32_t partialKind = 0;
+  /// A short readable name ("b", "h"); rules built from a spec use its letters.
+  std::string name;
+};
+
+/// The factors of one tensor: for each dimension, the factor indices it is
+/// composed of, major to minor. A dimension of size 1 may have no factor.
+using TensorFactors = llvm::SmallVector<llvm::SmallVector<int64_t, 2>, 4>;
+
+class ShardingRule {
+public:
+  /// Adds a factor and returns its index.
+  int64_t addFactor(int64_t size, FactorKind kind, llvm::StringRef name = {});
+  void addOperand(TensorFactors dims) { operands.push_back(std::move(dims)); }
+  void addResult(TensorFactors dims) { results.push_back(std::move(dims)); }
+
+  /// Builds a rule from an einsum-like spec such as "bsh,hf->bsf": one letter
+  /// per dimension, the same letter the same factor. Letters that appear in a
+  /// result are parallel, the others reduction (sum). Sizes are read from the
+  /// shapes; fails (with no diagnostic) when the spec and shapes disagree.
+  static mlir::FailureOr<ShardingRule>
+  fromSpec(llvm::StringRef spec, llvm::ArrayRef<llvm::ArrayRef<int64_t>> operandShapes,
+           llvm::ArrayRef<llvm::ArrayRef<int64_t>> resultShapes);
+
+  /// Overrides the kind of the factor named `name` (which must exist).
+  void setKind(llvm::StringRef name, FactorKind kind, uint32_t partialKind = 0);
+
+  llvm::ArrayRef<Factor> getFactors() const { return factors; }
+  const Factor &getFactor(int64_t i) const { return factors[i]; }
+  int64_t getNumFactors() const { return factors.size(); }
+  llvm::ArrayRef<TensorFactors> getOperands() const { return operands; }
+  llvm::ArrayRef<TensorFactors> getResults() const { return results; }
+  const TensorFactors &getOperand(unsigned i) const { return operands[i]; }
+  const TensorFactors &getResult(unsigned i) const { return results[i]; }
+
+  /// Checks that the rule fits `op`: one entry per operand and result, one
+  /// per dimension, and factor sizes multiplying to each dimension's size.
+  mlir::LogicalResult verify(mlir::Operation *op) const;
+
+  /// Compact form, e.g. "([b,s,h],[h,f])->([b,s,f]) {b=2,s=8,h=16,f=64}
+  /// reduction={h}". A dimension with several factors prints as "i*j", one
+  /// with none as "1".
+  std::string toString() const;
+
+private:
+  llvm::SmallVector<Factor> factors;
+  llvm::SmallVector<TensorFactors> operands;
+  llvm::SmallVector<TensorFactors> results;
+};
+
+} // namespace partita::dist
+
+#endif // PARTITA_DIALECTS_DIST_IR_SHARDINGRULE_H

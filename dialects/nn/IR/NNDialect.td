@@ -1,0 +1,34 @@
+//===- NNDialect.td - the nn dialect ----------------------*- tablegen -*-===//
+//
+// The nn dialect: what a model computes, as tensor ops with value semantics.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_NN_DIALECT
+#define PARTITA_NN_DIALECT
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def NN_Dialect : Dialect {
+  let name = "nn";
+  let cppNamespace = "::partita::nn";
+  let summary = "Tensor-level neural network ops with value semantics.";
+  let description = [{
+    The `nn` dialect describes what a model computes: contractions,
+    elementwise math, reductions, normalizations, attention, embedding and
+    loss, on builtin `tensor` types with static shapes. Every op implements
+    `ShardingRuleOpInterface` (from `dist`), so every op can be sharded.
+
+    Parameters and inputs are function arguments; `partita model` names them
+    with the argument attributes `nn.param = "layers.3.attn.wq"` and
+    `nn.input = "ids"`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+class NN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<NN_Dialect, mnemonic, traits>;
+
+#endif // PARTITA_NN_DIALECT

@@ -1,0 +1,9 @@
+//===- TestPasses.cpp - registration of the test-only passes --------------===//
+
+#include "test/lib/TestPasses.h"
+
+namespace partita::test {
+void registerTestPrintShardingRulesPass();
+
+void registerTestPasses() { registerTestPrintShardingRulesPass(); }
+} // namespace partita::test

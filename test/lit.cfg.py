@@ -1,0 +1,23 @@
+# Lit configuration for Partita's FileCheck suites.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Partita"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.partita_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "lib",
+                   "unit", "Inputs", "fuzz"]
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.partita_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+config.substitutions.append(("%partita_src", config.partita_src_root))
+if config.partita_have_mpi:
+    config.available_features.add("mpi")
+if config.partita_have_cuda:
+    config.available_features.add("cuda")

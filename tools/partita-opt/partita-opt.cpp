@@ -1,0 +1,17 @@
+//===- partita-opt.cpp - mlir-opt with Partita's dialects and passes ------===//
+
+#include "dialects/InitAllDialects.h"
+#include "test/lib/TestPasses.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerTransformsPasses();
+  partita::test::registerTestPasses();
+  mlir::DialectRegistry registry;
+  partita::registerAllDialects(registry);
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "Partita optimizer driver\n", registry));
+}
