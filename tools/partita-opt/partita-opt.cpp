@@ -1,6 +1,7 @@
 //===- partita-opt.cpp - mlir-opt with Partita's dialects and passes ------===//
 
 #include "dialects/InitAllDialects.h"
+#include "passes/InitAllPasses.h"
 #include "test/lib/TestPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -9,6 +10,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  partita::registerAllPasses();
   partita::test::registerTestPasses();
   mlir::DialectRegistry registry;
   partita::registerAllDialects(registry);

@@ -1,0 +1,78 @@
+//===- Passes.td - sharding passes ------------------------*- tablegen -*-===//
+//
+// Passes that write and complete sharding annotations on global-shape IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_SHARDING_PASSES
+#define PARTITA_PASSES_SHARDING_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
+  let summary = "Writes the sharding annotations that a classic parallelism recipe amounts to.";
+  let description = [{
+    Reads the parameter and input names that `partita model` writes
+    (`nn.param` / `nn.input` argument attributes) and annotates the
+    arguments of every function with the shardings of a named strategy:
+
+    - `dp`: the batch dimension of every input over the data axis.
+    - `megatron`: column-parallel then row-parallel weights in the MLP and in
+      attention (heads over the tensor axis), vocab-parallel embedding and
+      LM head (Megatron-LM, Shoeybi et al. 2019).
+    - `dp+megatron`: both, on a 2-D mesh.
+
+    Preconditions: the module holds a mesh named `mesh-name` with the axes the
+    strategy needs, or `mesh` says how to create it. Afterwards the arguments
+    it recognises carry closed `dist.sharding` annotations with priority p0
+    and every other argument is left unannotated, for `dist-propagate` to
+    complete.
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"dp\"",
+           "Recipe to apply: dp, megatron or dp+megatron">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Create the mesh when the module has none, e.g. \"dp=2,tp=4\"">,
+    Option<"meshName", "mesh-name", "std::string", /*default=*/"\"mesh\"",
+           "Symbol name of the mesh to annotate for">,
+    Option<"dataAxis", "data-axis", "std::string", /*default=*/"\"dp\"",
+           "Mesh axis that splits the batch">,
+    Option<"tensorAxis", "tensor-axis", "std::string", /*default=*/"\"tp\"",
+           "Mesh axis that splits weights (Megatron tensor parallelism)">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+def DistPropagate : Pass<"dist-propagate", "::mlir::ModuleOp"> {
+  let summary = "Completes the sharding of every value from the annotations it has.";
+  let description = [{
+    Propagates shardings through each op's factor rule
+    (`ShardingRuleOpInterface`), forward and backward, to a fixed point, in
+    the manner of GSPMD and Shardy. Annotations come from `dist.sharding` on
+    function arguments and results, `dist.constraint` ops, and op results.
+
+    - A tensor's sharding is projected onto the op's factors; compatible
+      axes flow along each factor to every operand and result carrying it;
+      a sharded reduction factor makes the results partial over its axes.
+    - Closed dimensions never change; open ones may gain axes.
+    - Conflicts are settled by priority (p0 strongest, unprioritised last),
+      then by the choice that moves fewer bytes, then by a fixed order of
+      values; never by the order of ops in the file.
+    - Calls propagate through the callee's signature.
+    - Ops without a rule stay replicated and are named in a warning.
+
+    Afterwards every tensor value (arguments, op results, function results)
+    carries a closed `dist.sharding`. With `record-origins`, each also carries
+    `dist.origin`, naming the annotation its sharding came from.
+  }];
+  let options = [
+    Option<"recordOrigins", "record-origins", "bool", /*default=*/"false",
+           "Attach dist.origin to every value, naming where its sharding came from">,
+  ];
+  let statistics = [
+    Statistic<"numIterations", "iterations", "Sweeps until the fixed point">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+#endif // PARTITA_PASSES_SHARDING_PASSES
