@@ -1,0 +1,1 @@
+dist.mesh @mesh <["dp"=2, "tp"=4]>
