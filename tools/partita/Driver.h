@@ -1,0 +1,66 @@
+//===- Driver.h - shared pieces of the partita subcommands -------*- C++ -*-===//
+//
+// Each subcommand lives in its own file with its own llvm::cl::SubCommand
+// and options; partita.cpp dispatches to the one the command line selects.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_TOOLS_PARTITA_DRIVER_H
+#define PARTITA_TOOLS_PARTITA_DRIVER_H
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <chrono>
+#include <cstdint>
+
+namespace partita::driver {
+
+/// A subcommand: its command-line parser and what runs when it is chosen.
+struct Command {
+  llvm::cl::SubCommand &subCommand;
+  int (*run)();
+};
+
+Command getModelCommand();
+Command getPlanCommand();
+
+/// Prints "partita <command>: error: <message>" on stderr; returns 1, the
+/// exit code of every failure.
+int reportError(llvm::StringRef command, const llvm::Twine &message);
+
+/// Reads the whole number given to `option` (for size flags; range checks
+/// come later, with the other sizes). Returns 1 after reporting, naming the
+/// flag, when the value is not a whole number.
+int parseInteger(llvm::StringRef command, const llvm::cl::opt<std::string> &option,
+                 int64_t &value);
+
+/// Prints `module` to `filename` ("-" for stdout) through a buffered stream,
+/// naming values after their NameLocs. Returns 1 (after reporting) when the
+/// file cannot be written, else 0.
+int writeModule(llvm::StringRef command, mlir::Operation *module,
+                llvm::StringRef filename);
+
+/// Progress lines on stderr ("partita plan: parsed m.mlir in 0.02 s"),
+/// silent when `quiet`.
+class Progress {
+public:
+  Progress(llvm::StringRef command, bool quiet)
+      : command(command), quiet(quiet) {}
+  /// Starts timing a step.
+  void start() { begin = std::chrono::steady_clock::now(); }
+  /// Reports the step started last: "<what> in <seconds> s".
+  void done(const llvm::Twine &what);
+
+private:
+  llvm::StringRef command;
+  bool quiet;
+  std::chrono::steady_clock::time_point begin = std::chrono::steady_clock::now();
+};
+
+} // namespace partita::driver
+
+#endif // PARTITA_TOOLS_PARTITA_DRIVER_H

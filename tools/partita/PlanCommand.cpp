@@ -1,0 +1,233 @@
+//===- PlanCommand.cpp - `partita plan`: compile a model for a mesh -------===//
+//
+// Reads a model, then runs the compilation stages in order (annotate with a
+// strategy, propagate shardings, ...) and prints the module after the stage
+// that --emit names. Each stage is a row in `buildStages`; later stages
+// (partitioned, the plan file) are added there.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/InitAllDialects.h"
+#include "passes/sharding/Passes.h"
+#include "tools/partita/Driver.h"
+#include "tools/partita/MeshSpec.h"
+#include "tools/partita/ModelInput.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <functional>
+
+using namespace llvm;
+
+namespace partita::driver {
+namespace {
+cl::SubCommand planCommand(
+    "plan", "Compile a model for a device mesh (annotate, propagate)");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::sub(planCommand),
+                               cl::desc("<model.mlir>"));
+cl::opt<std::string> meshArg(
+    "mesh", cl::sub(planCommand), cl::value_desc("name=size,..."),
+    cl::desc("Device mesh, major axis first, e.g. dp=2,tp=4 (default: the "
+             "model's dist.mesh @mesh)"));
+cl::opt<std::string> strategyArg(
+    "strategy", cl::sub(planCommand), cl::value_desc("name"),
+    cl::desc("Parallelization recipe: dp, megatron, dp+megatron, or none "
+             "(keep the model's own annotations)"));
+cl::opt<std::string> emitArg(
+    "emit", cl::sub(planCommand), cl::init("propagated"),
+    cl::value_desc("stage"),
+    cl::desc("Print the module after this stage: annotated or propagated"));
+cl::opt<bool> recordOrigins(
+    "record-origins", cl::sub(planCommand),
+    cl::desc("Attach dist.origin to every value, naming the annotation its "
+             "sharding came from"));
+cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
+                            cl::value_desc("file"),
+                            cl::desc("Output file (default: stdout)"));
+cl::opt<bool> quiet("quiet", cl::sub(planCommand),
+                    cl::desc("No progress lines on stderr"));
+
+constexpr StringLiteral kCommand = "plan";
+constexpr StringLiteral kMeshName = "mesh";
+const StringLiteral kStrategies[] = {"dp", "megatron", "dp+megatron", "none"};
+
+/// One step of compilation: the passes it runs, and the --emit value that
+/// stops after it.
+struct Stage {
+  StringRef emitName;
+  std::string progress;
+  std::function<void(mlir::PassManager &)> addPasses;
+};
+
+/// The stages in order. Strategy `none` has no annotation stage of its own
+/// but still answers to --emit annotated (the module as given).
+SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh) {
+  SmallVector<Stage> stages;
+  sharding::DistAnnotateOptions annotate;
+  annotate.strategy = strategy.str();
+  annotate.mesh = mesh.str();
+  annotate.meshName = kMeshName.str();
+  stages.push_back(
+      {"annotated",
+       strategy == "none"
+           ? std::string("kept the model's annotations")
+           : ("annotated with strategy " + strategy +
+              (mesh.empty() ? Twine("") : " on mesh " + mesh))
+                 .str(),
+       [=](mlir::PassManager &pm) {
+         if (strategy != "none")
+           pm.addPass(sharding::createDistAnnotate(annotate));
+       }});
+  sharding::DistPropagateOptions propagate;
+  propagate.recordOrigins = recordOrigins;
+  stages.push_back({"propagated", "propagated shardings",
+                    [=](mlir::PassManager &pm) {
+                      pm.addPass(sharding::createDistPropagate(propagate));
+                    }});
+  return stages;
+}
+
+/// Axes a strategy needs, under the names dist-annotate uses by default.
+SmallVector<StringRef> axesNeededBy(StringRef strategy) {
+  if (strategy == "dp")
+    return {"dp"};
+  if (strategy == "megatron")
+    return {"tp"};
+  if (strategy == "dp+megatron")
+    return {"dp", "tp"};
+  return {};
+}
+
+/// Fails (after reporting) when the model's own mesh disagrees with --mesh:
+/// silently preferring either would compile for a mesh the user did not ask
+/// for.
+LogicalResult checkModelMesh(mlir::ModuleOp module,
+                             ArrayRef<MeshAxisSpec> axes) {
+  for (auto meshOp : module.getOps<dist::MeshOp>()) {
+    if (meshOp.getSymName() != kMeshName)
+      continue;
+    ArrayRef<dist::MeshAxisAttr> declared = meshOp.getMesh().getAxes();
+    bool same = declared.size() == axes.size() &&
+                llvm::all_of(llvm::zip_equal(declared, axes), [](auto pair) {
+                  auto [axis, spec] = pair;
+                  return axis.getName() == spec.name &&
+                         axis.getSize() == spec.size;
+                });
+    if (!same) {
+      meshOp.emitError() << "the model declares mesh @" << kMeshName << " "
+                         << meshOp.getMesh() << ", but --mesh asks for "
+                         << printMeshSpec(axes);
+      return failure();
+    }
+  }
+  return success();
+}
+
+bool hasModelMesh(mlir::ModuleOp module) {
+  return llvm::any_of(module.getOps<dist::MeshOp>(), [](dist::MeshOp mesh) {
+    return mesh.getSymName() == kMeshName;
+  });
+}
+
+int runPlan() {
+  // Everything that can be checked without the model is checked first.
+  if (inputFile.empty())
+    return reportError(kCommand, "missing the model file (partita plan "
+                                 "MODEL.mlir --mesh ... --strategy ...)");
+  if (strategyArg.getNumOccurrences() == 0)
+    return reportError(kCommand, "missing --strategy: dp, megatron, "
+                                 "dp+megatron or none");
+  if (!llvm::is_contained(kStrategies, strategyArg))
+    return reportError(kCommand, "unknown --strategy '" + strategyArg +
+                                     "': expected dp, megatron, dp+megatron "
+                                     "or none");
+  SmallVector<MeshAxisSpec> axes;
+  std::string mesh;
+  if (meshArg.getNumOccurrences()) {
+    Expected<SmallVector<MeshAxisSpec>> parsed = parseMeshSpec(meshArg);
+    if (!parsed)
+      return reportError(kCommand, "--mesh: " + toString(parsed.takeError()));
+    axes = std::move(*parsed);
+    mesh = printMeshSpec(axes);
+    for (StringRef axis : axesNeededBy(strategyArg))
+      if (llvm::none_of(axes, [&](const MeshAxisSpec &spec) {
+            return spec.name == axis;
+          }))
+        return reportError(kCommand, "--strategy " + strategyArg +
+                                         " needs a mesh axis named '" + axis +
+                                         "', and --mesh " + mesh +
+                                         " has none");
+  }
+  SmallVector<Stage> stages = buildStages(strategyArg, mesh);
+  auto last = llvm::find_if(
+      stages, [](const Stage &stage) { return stage.emitName == emitArg; });
+  if (last == stages.end()) {
+    SmallVector<StringRef> names = llvm::map_to_vector(
+        stages, [](const Stage &stage) { return stage.emitName; });
+    return reportError(kCommand, "unknown --emit '" + emitArg +
+                                     "': expected " + join(names, " or "));
+  }
+
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.disableMultithreading();
+  context.loadAllAvailableDialects();
+  SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler printer(sourceMgr, &context);
+  // Registered last, so it sees each diagnostic first and passes it on.
+  unsigned numErrors = 0;
+  mlir::ScopedDiagnosticHandler counter(&context, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error)
+      ++numErrors;
+    return failure();
+  });
+
+  Progress progress(kCommand, quiet);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      readModel(kCommand, inputFile, context, sourceMgr);
+  if (!module)
+    return 1;
+  progress.done("read " + inputFile);
+
+  if (strategyArg != "none") {
+    if (!axes.empty() && failed(checkModelMesh(*module, axes)))
+      return 1;
+    if (axes.empty() && !hasModelMesh(*module))
+      return reportError(kCommand, "no --mesh given, and " + inputFile +
+                                       " declares no dist.mesh @" + kMeshName);
+  }
+
+  for (Stage &stage : llvm::make_range(stages.begin(), std::next(last))) {
+    progress.start();
+    mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+    stage.addPasses(pm);
+    unsigned errorsBefore = numErrors;
+    if (failed(pm.run(*module))) {
+      // A pass that fails says why; only a silent failure needs a word here.
+      if (numErrors == errorsBefore)
+        return reportError(kCommand, "stopped before the module was " +
+                                         stage.emitName +
+                                         ", without a diagnostic");
+      return 1;
+    }
+    progress.done(stage.progress);
+  }
+
+  progress.start();
+  if (int rc = writeModule(kCommand, module->getOperation(), output))
+    return rc;
+  progress.done("wrote " + (output == "-" ? std::string("stdout")
+                                          : std::string(output)));
+  return 0;
+}
+} // namespace
+
+Command getPlanCommand() { return {planCommand, runPlan}; }
+
+} // namespace partita::driver
