@@ -1,16 +1,127 @@
-//===- AnnotatePass.cpp - dist-annotate -----------------------------------------===//
+//===- AnnotatePass.cpp - dist-annotate -----------------------------------===//
+//
+// Wires the strategy tables of Strategies.h to a module: finds or creates the
+// mesh, checks it has the axes the strategy needs, annotates every function.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/sharding/Passes.h"
+#include "passes/sharding/Strategies.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/STLExtras.h"
 
 namespace partita::sharding {
 #define GEN_PASS_DEF_DISTANNOTATE
 #include "passes/sharding/Passes.h.inc"
 
 namespace {
+using namespace mlir;
+
 struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
   using Base::Base;
-  // TODO: implement.
-  void runOnOperation() final {}
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    const Strategy *recipe = lookupStrategy(strategy);
+    if (!recipe) {
+      InFlightDiagnostic diag = module.emitError()
+                                << "unknown strategy '" << strategy
+                                << "'; known strategies: ";
+      llvm::interleaveComma(getStrategies(), diag,
+                            [&](const Strategy &s) { diag << s.name; });
+      return signalPassFailure();
+    }
+    FailureOr<dist::MeshOp> meshOp = getOrCreateMesh(module);
+    if (failed(meshOp) || failed(checkAxes(*recipe, *meshOp)))
+      return signalPassFailure();
+
+    AnnotateOptions options{meshName, meshOp->getMesh(), dataAxis, tensorAxis};
+    for (auto func : module.getOps<FunctionOpInterface>())
+      if (failed(annotateFunction(func, *recipe, options)))
+        return signalPassFailure();
+  }
+
+private:
+  /// The mesh called `meshName`; created from the `mesh` option when absent,
+  /// checked against it when present.
+  FailureOr<dist::MeshOp> getOrCreateMesh(ModuleOp module) {
+    if (meshName.empty()) {
+      module.emitError() << "mesh-name is empty; name the mesh to annotate for";
+      return failure();
+    }
+    SmallVector<dist::MeshAxisAttr> wanted;
+    if (!mesh.empty()) {
+      auto axes = parseMeshSpec(mesh, module.getContext(),
+                                [&] { return module.emitError(); });
+      if (failed(axes))
+        return failure();
+      wanted = std::move(*axes);
+    }
+
+    Operation *symbol = SymbolTable::lookupSymbolIn(module, meshName);
+    if (symbol) {
+      auto meshOp = dyn_cast<dist::MeshOp>(symbol);
+      if (!meshOp) {
+        symbol->emitError() << "symbol @" << meshName
+                            << " is not a dist.mesh; mesh-name must name one";
+        return failure();
+      }
+      ArrayRef<dist::MeshAxisAttr> have = meshOp.getMesh().getAxes();
+      if (!mesh.empty() && ArrayRef<dist::MeshAxisAttr>(wanted) != have) {
+        meshOp.emitError() << "mesh @" << meshName << " has axes \""
+                           << printMeshSpec(have)
+                           << "\" but the mesh option asks for \""
+                           << printMeshSpec(wanted) << "\"";
+        return failure();
+      }
+      return meshOp;
+    }
+    if (mesh.empty()) {
+      module.emitError() << "module has no mesh @" << meshName
+                         << "; declare one or pass the mesh option "
+                            "(e.g. mesh=dp=2,tp=4) to create it";
+      return failure();
+    }
+    auto builder = OpBuilder::atBlockBegin(module.getBody());
+    auto meshAttr =
+        dist::MeshAttr::get(module.getContext(), wanted, /*deviceIds=*/{});
+    return dist::MeshOp::create(builder, module.getLoc(), meshName.getValue(),
+                                meshAttr);
+  }
+
+  /// Checks that `meshOp` has the axes `recipe` splits over.
+  LogicalResult checkAxes(const Strategy &recipe, dist::MeshOp meshOp) {
+    dist::MeshAttr meshAttr = meshOp.getMesh();
+    auto need = [&](StringRef axis, StringRef option) -> LogicalResult {
+      if (axis.empty()) {
+        meshOp.emitError() << "strategy '" << recipe.name << "' needs a "
+                           << option << " but the option is empty";
+        return failure();
+      }
+      if (meshAttr.getAxis(axis))
+        return success();
+      meshOp.emitError() << "strategy '" << recipe.name << "' needs mesh axis \""
+                         << axis << "\" (" << option << "), which mesh @"
+                         << meshName << " lacks; its axes are \""
+                         << printMeshSpec(meshAttr.getAxes()) << "\"";
+      return failure();
+    };
+    if (recipe.needsDataAxis() && failed(need(dataAxis, "data-axis")))
+      return failure();
+    if (recipe.needsTensorAxis() && failed(need(tensorAxis, "tensor-axis")))
+      return failure();
+    if (recipe.needsDataAxis() && recipe.needsTensorAxis() &&
+        dataAxis == tensorAxis) {
+      meshOp.emitError() << "strategy '" << recipe.name
+                         << "' needs two different axes, but data-axis and "
+                            "tensor-axis are both \""
+                         << dataAxis << "\"";
+      return failure();
+    }
+    return success();
+  }
 };
 } // namespace
 } // namespace partita::sharding
