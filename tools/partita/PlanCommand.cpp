@@ -51,6 +51,10 @@ cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::desc("Output file (default: stdout)"));
 cl::opt<bool> quiet("quiet", cl::sub(planCommand),
                     cl::desc("No progress lines on stderr"));
+cl::opt<bool> printPipeline(
+    "print-pipeline", cl::sub(planCommand),
+    cl::desc("Print each stage's pass pipeline on stderr, as partita-opt "
+             "--pass-pipeline takes it"));
 
 constexpr StringLiteral kCommand = "plan";
 constexpr StringLiteral kMeshName = "mesh";
@@ -207,6 +211,11 @@ int runPlan() {
     progress.start();
     mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
     stage.addPasses(pm);
+    if (printPipeline) {
+      errs() << "partita plan: " << stage.emitName << ": ";
+      pm.printAsTextualPipeline(errs());
+      errs() << "\n";
+    }
     unsigned errorsBefore = numErrors;
     if (failed(pm.run(*module))) {
       // A pass that fails says why; only a silent failure needs a word here.
