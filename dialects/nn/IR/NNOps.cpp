@@ -2,12 +2,27 @@
 //
 // Verifiers and folders of the nn operations.
 //
+// ODS has already checked what the declarations say (static shapes, float or
+// integer elements, the AllTypesMatch groups) by the time a verifier here
+// runs, so these check only the relations between shapes and attributes.
+// Every message names the operand, dimension and sizes involved; each one
+// has a case in test/Dialect/nn/invalid.mlir.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <string>
 
 using namespace mlir;
 using namespace partita::nn;
@@ -17,33 +32,439 @@ using namespace partita::nn;
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
-// TODO(nn): real verifiers.
-#define PARTITA_VERIFY_STUB(Op)                                                \
-  LogicalResult Op::verify() { return success(); }
-PARTITA_VERIFY_STUB(EinsumOp)
-PARTITA_VERIFY_STUB(AddOp)
-PARTITA_VERIFY_STUB(SubOp)
-PARTITA_VERIFY_STUB(MulOp)
-PARTITA_VERIFY_STUB(DivOp)
-PARTITA_VERIFY_STUB(MaxOp)
-PARTITA_VERIFY_STUB(NegOp)
-PARTITA_VERIFY_STUB(ExpOp)
-PARTITA_VERIFY_STUB(LogOp)
-PARTITA_VERIFY_STUB(TanhOp)
-PARTITA_VERIFY_STUB(ReluOp)
-PARTITA_VERIFY_STUB(SiluOp)
-PARTITA_VERIFY_STUB(RsqrtOp)
-PARTITA_VERIFY_STUB(SqrtOp)
-PARTITA_VERIFY_STUB(GeluOp)
-PARTITA_VERIFY_STUB(BroadcastOp)
-PARTITA_VERIFY_STUB(ReduceOp)
-PARTITA_VERIFY_STUB(TransposeOp)
-PARTITA_VERIFY_STUB(ReshapeOp)
-PARTITA_VERIFY_STUB(SoftmaxOp)
-PARTITA_VERIFY_STUB(LayerNormOp)
-PARTITA_VERIFY_STUB(RMSNormOp)
-PARTITA_VERIFY_STUB(RotaryOp)
-PARTITA_VERIFY_STUB(AttentionOp)
-PARTITA_VERIFY_STUB(EmbeddingOp)
-PARTITA_VERIFY_STUB(CrossEntropyOp)
-PARTITA_VERIFY_STUB(ConstantOp)
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+// "[2, 8, 64]": shapes in messages read the same everywhere.
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << '[';
+  llvm::interleaveComma(shape, os);
+  os << ']';
+  return text;
+}
+
+// Shortest readable form of an attribute value: 1e-05, 0.5, -1, nan.
+std::string formatNumber(double value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%g", value);
+  return text;
+}
+
+// Epsilon, theta and scale must be usable as they are: a zero, negative,
+// infinite or NaN value makes the op's math meaningless.
+LogicalResult verifyPositiveFinite(Operation *op, StringRef name,
+                                   const llvm::APFloat &value) {
+  double number = value.convertToDouble();
+  if (number > 0 && std::isfinite(number))
+    return success();
+  return op->emitOpError() << name
+                           << " must be a positive finite number, but is "
+                           << formatNumber(number);
+}
+
+LogicalResult verifySameElementType(Operation *op, StringRef what, Type type,
+                                    StringRef reference, Type referenceType) {
+  Type element = cast<ShapedType>(type).getElementType();
+  Type referenceElement = cast<ShapedType>(referenceType).getElementType();
+  if (element == referenceElement)
+    return success();
+  return op->emitOpError("element type of ")
+         << what << " (" << element << ") differs from that of " << reference
+         << " (" << referenceElement << ")";
+}
+
+// Shared by layer_norm and rms_norm: statistics over the last dimension,
+// a 1-D scale (and shift, of the same type as the scale by ODS) of its size.
+LogicalResult verifyNorm(Operation *op, Value input, Value gamma,
+                         const llvm::APFloat &epsilon) {
+  RankedTensorType inputType = tensorType(input);
+  RankedTensorType gammaType = tensorType(gamma);
+  if (inputType.getRank() == 0)
+    return op->emitOpError("input must have rank >= 1 (it is normalized over "
+                           "its last dimension), but has rank 0");
+  if (gammaType.getRank() != 1)
+    return op->emitOpError("gamma must be 1-D, but has rank ")
+           << gammaType.getRank();
+  int64_t last = inputType.getDimSize(inputType.getRank() - 1);
+  if (gammaType.getDimSize(0) != last)
+    return op->emitOpError("gamma has size ")
+           << gammaType.getDimSize(0) << ", but the input's last dimension ("
+           << inputType.getRank() - 1 << ") has size " << last;
+  if (failed(verifySameElementType(op, "gamma", gammaType, "the input",
+                                   inputType)))
+    return failure();
+  return verifyPositiveFinite(op, "epsilon", epsilon);
+}
+
+// The check shared by the trivially verified ops: everything they require
+// is in their ODS declaration.
+LogicalResult verifiedByODS() { return success(); }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Contraction
+//===----------------------------------------------------------------------===//
+
+LogicalResult EinsumOp::verify() {
+  OperandRange inputs = getInputs();
+  if (inputs.empty() || inputs.size() > 2)
+    return emitOpError("takes 1 or 2 operands, but has ") << inputs.size();
+
+  StringRef spec = getSpec();
+  size_t arrow = spec.find("->");
+  if (arrow == StringRef::npos)
+    return emitOpError("spec '")
+           << spec << "' has no '->' between the operands and the result "
+           << "(expected e.g. 'bsh,hf->bsf')";
+  StringRef operandPart = spec.take_front(arrow);
+  StringRef resultPart = spec.drop_front(arrow + 2);
+  for (auto [position, c] : llvm::enumerate(spec)) {
+    bool isArrow = position == arrow || position == arrow + 1;
+    bool allowed =
+        llvm::isAlpha(c) || isArrow || (c == ',' && position < arrow);
+    if (!allowed)
+      return emitOpError("spec '")
+             << spec << "' has '" << spec.substr(position, 1)
+             << "' at position " << position
+             << "; only letters, ',' between operands and one '->' are allowed";
+  }
+
+  SmallVector<StringRef> operandSpecs;
+  operandPart.split(operandSpecs, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/true);
+  if (operandSpecs.size() != inputs.size())
+    return emitOpError("spec '")
+           << spec << "' describes " << operandSpecs.size()
+           << (operandSpecs.size() == 1 ? " operand" : " operands")
+           << ", but the op has " << inputs.size();
+
+  // Where each letter was first seen: its size, operand and dimension.
+  struct Occurrence {
+    int64_t size;
+    unsigned operand;
+  };
+  llvm::SmallDenseMap<char, Occurrence> letters;
+  Type elementType = tensorType(inputs[0]).getElementType();
+  for (auto [index, input] : llvm::enumerate(inputs)) {
+    RankedTensorType type = tensorType(input);
+    StringRef operandSpec = operandSpecs[index];
+    if (static_cast<int64_t>(operandSpec.size()) != type.getRank())
+      return emitOpError("spec '") << spec << "' names " << operandSpec.size()
+                                   << " dimensions for operand #" << index
+                                   << " of rank " << type.getRank();
+    if (type.getElementType() != elementType)
+      return emitOpError("operand #")
+             << index << " has element type " << type.getElementType()
+             << ", but operand #0 has " << elementType;
+    for (auto [dim, c] : llvm::enumerate(operandSpec)) {
+      StringRef letter = operandSpec.substr(dim, 1);
+      if (operandSpec.take_front(dim).contains(c))
+        return emitOpError("spec '")
+               << spec << "' repeats letter '" << letter << "' in operand #"
+               << index << " (a letter names one dimension per operand)";
+      int64_t size = type.getDimSize(dim);
+      auto [it, inserted] = letters.try_emplace(
+          c, Occurrence{size, static_cast<unsigned>(index)});
+      if (!inserted && it->second.size != size)
+        return emitOpError("operand #")
+               << index << " dimension " << dim << " ('" << letter
+               << "') has size " << size << ", but '" << letter << "' has size "
+               << it->second.size << " in operand #" << it->second.operand;
+    }
+  }
+
+  RankedTensorType resultType = tensorType(getResult());
+  if (resultType.getElementType() != elementType)
+    return emitOpError("result has element type ")
+           << resultType.getElementType() << ", but the operands have "
+           << elementType;
+  if (static_cast<int64_t>(resultPart.size()) != resultType.getRank())
+    return emitOpError("spec '")
+           << spec << "' names " << resultPart.size()
+           << " dimensions for the result of rank " << resultType.getRank();
+  for (auto [dim, c] : llvm::enumerate(resultPart)) {
+    StringRef letter = resultPart.substr(dim, 1);
+    if (resultPart.take_front(dim).contains(c))
+      return emitOpError("spec '")
+             << spec << "' repeats letter '" << letter << "' in the result";
+    auto it = letters.find(c);
+    if (it == letters.end())
+      return emitOpError("result letter '")
+             << letter << "' does not appear in any input";
+    if (resultType.getDimSize(dim) != it->second.size)
+      return emitOpError("result dimension ")
+             << dim << " ('" << letter << "') has size "
+             << resultType.getDimSize(dim) << ", but '" << letter
+             << "' has size " << it->second.size << " in operand #"
+             << it->second.operand;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise: ODS's AllTypesMatch and element type constraints say it all.
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::verify() { return verifiedByODS(); }
+LogicalResult SubOp::verify() { return verifiedByODS(); }
+LogicalResult MulOp::verify() { return verifiedByODS(); }
+LogicalResult DivOp::verify() { return verifiedByODS(); }
+LogicalResult MaxOp::verify() { return verifiedByODS(); }
+LogicalResult NegOp::verify() { return verifiedByODS(); }
+LogicalResult ExpOp::verify() { return verifiedByODS(); }
+LogicalResult LogOp::verify() { return verifiedByODS(); }
+LogicalResult TanhOp::verify() { return verifiedByODS(); }
+LogicalResult ReluOp::verify() { return verifiedByODS(); }
+LogicalResult SiluOp::verify() { return verifiedByODS(); }
+LogicalResult RsqrtOp::verify() { return verifiedByODS(); }
+LogicalResult SqrtOp::verify() { return verifiedByODS(); }
+LogicalResult GeluOp::verify() { return verifiedByODS(); }
+
+//===----------------------------------------------------------------------===//
+// Shape
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType inputType = tensorType(getInput());
+  RankedTensorType resultType = tensorType(getResult());
+  if (failed(verifySameElementType(*this, "the result", resultType, "the input",
+                                   inputType)))
+    return failure();
+  ArrayRef<int64_t> dims = getDims();
+  if (static_cast<int64_t>(dims.size()) != inputType.getRank())
+    return emitOpError("dims has ")
+           << dims.size() << " entries, but the input has rank "
+           << inputType.getRank() << " (one entry per input dimension)";
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    if (dim < 0 || dim >= resultType.getRank())
+      return emitOpError("dims[") << index << "] = " << dim
+                                  << " is out of range for a result of rank "
+                                  << resultType.getRank();
+    if (index > 0 && dim <= dims[index - 1])
+      return emitOpError("dims must be strictly increasing, but dims[")
+             << index << "] = " << dim << " follows dims[" << index - 1
+             << "] = " << dims[index - 1];
+    int64_t inputSize = inputType.getDimSize(index);
+    int64_t resultSize = resultType.getDimSize(dim);
+    if (inputSize != resultSize && inputSize != 1)
+      return emitOpError("input dimension ")
+             << index << " has size " << inputSize << ", but result dimension "
+             << dim << " (dims[" << index << "]) has size " << resultSize
+             << "; it must be equal or 1";
+  }
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  RankedTensorType inputType = tensorType(getInput());
+  RankedTensorType resultType = tensorType(getResult());
+  if (failed(verifySameElementType(*this, "the result", resultType, "the input",
+                                   inputType)))
+    return failure();
+  ArrayRef<int64_t> dims = getDims();
+  SmallVector<bool> reduced(inputType.getRank(), false);
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    if (dim < 0 || dim >= inputType.getRank())
+      return emitOpError("dims[")
+             << index << "] = " << dim
+             << " is out of range for an input of rank " << inputType.getRank();
+    if (reduced[dim])
+      return emitOpError("dims names dimension ") << dim << " twice";
+    reduced[dim] = true;
+  }
+  SmallVector<int64_t> expected;
+  for (auto [dim, size] : llvm::enumerate(inputType.getShape()))
+    if (!reduced[dim])
+      expected.push_back(size);
+  if (resultType.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ")
+           << formatShape(resultType.getShape()) << " must be the input shape "
+           << formatShape(inputType.getShape()) << " without dims "
+           << formatShape(dims) << ", i.e. " << formatShape(expected);
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType inputType = tensorType(getInput());
+  RankedTensorType resultType = tensorType(getResult());
+  if (failed(verifySameElementType(*this, "the result", resultType, "the input",
+                                   inputType)))
+    return failure();
+  ArrayRef<int64_t> perm = getPerm();
+  if (static_cast<int64_t>(perm.size()) != inputType.getRank())
+    return emitOpError("perm has ")
+           << perm.size() << " entries, but the input has rank "
+           << inputType.getRank();
+  SmallVector<bool> used(inputType.getRank(), false);
+  SmallVector<int64_t> expected;
+  for (auto [index, dim] : llvm::enumerate(perm)) {
+    if (dim < 0 || dim >= inputType.getRank())
+      return emitOpError("perm[")
+             << index << "] = " << dim
+             << " is out of range for an input of rank " << inputType.getRank();
+    if (used[dim])
+      return emitOpError("perm is not a permutation: it names dimension ")
+             << dim << " twice";
+    used[dim] = true;
+    expected.push_back(inputType.getDimSize(dim));
+  }
+  if (resultType.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ")
+           << formatShape(resultType.getShape()) << " must be the input shape "
+           << formatShape(inputType.getShape()) << " permuted by perm "
+           << formatShape(perm) << ", i.e. " << formatShape(expected);
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType inputType = tensorType(getInput());
+  RankedTensorType resultType = tensorType(getResult());
+  if (failed(verifySameElementType(*this, "the result", resultType, "the input",
+                                   inputType)))
+    return failure();
+  if (inputType.getNumElements() != resultType.getNumElements())
+    return emitOpError("input shape ")
+           << formatShape(inputType.getShape()) << " has "
+           << inputType.getNumElements() << " elements, but result shape "
+           << formatShape(resultType.getShape()) << " has "
+           << resultType.getNumElements();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and activation over a dimension
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t rank = tensorType(getInput()).getRank();
+  // Read the attribute signed: getDim() is unsigned and would turn -1 into a
+  // huge index. Negative dims are rejected rather than wrapped so that every
+  // consumer (sharding rules, kernels) sees the one canonical index.
+  int64_t dim = getDimAttr().getValue().getSExtValue();
+  if (rank == 0)
+    return emitOpError("input must have rank >= 1, but has rank 0");
+  if (dim < 0)
+    return emitOpError("dim ")
+           << dim << " is negative; name the dimension by its index in [0, "
+           << rank << ") (the last one is " << rank - 1 << ")";
+  if (dim >= rank)
+    return emitOpError("dim ")
+           << dim << " is out of range for an input of rank " << rank;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getInput(), getGamma(), getEpsilon());
+}
+
+LogicalResult RMSNormOp::verify() {
+  return verifyNorm(*this, getInput(), getGamma(), getEpsilon());
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer blocks
+//===----------------------------------------------------------------------===//
+
+LogicalResult RotaryOp::verify() {
+  RankedTensorType type = tensorType(getInput());
+  if (type.getRank() != 4)
+    return emitOpError("input must be [batch, seq, heads, head_dim] (rank 4), "
+                       "but has rank ")
+           << type.getRank();
+  if (type.getDimSize(3) % 2 != 0)
+    return emitOpError("head_dim (dimension 3) must be even, but is ")
+           << type.getDimSize(3);
+  return verifyPositiveFinite(*this, "theta", getTheta());
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType queryType = tensorType(getQuery());
+  RankedTensorType keyType = tensorType(getKey());
+  if (queryType.getRank() != 4)
+    return emitOpError("query must be [batch, seq_q, heads, head_dim] (rank "
+                       "4), but has rank ")
+           << queryType.getRank();
+  // ODS makes value's type key's, so checking key covers both.
+  if (keyType.getRank() != 4)
+    return emitOpError("key and value must be [batch, seq_kv, kv_heads, "
+                       "head_dim] (rank 4), but have rank ")
+           << keyType.getRank();
+  if (failed(verifySameElementType(*this, "the key", keyType, "the query",
+                                   queryType)))
+    return failure();
+  if (keyType.getDimSize(0) != queryType.getDimSize(0))
+    return emitOpError("key batch size (dimension 0) is ")
+           << keyType.getDimSize(0) << ", but the query's is "
+           << queryType.getDimSize(0);
+  if (keyType.getDimSize(3) != queryType.getDimSize(3))
+    return emitOpError("key head_dim (dimension 3) is ")
+           << keyType.getDimSize(3) << ", but the query's is "
+           << queryType.getDimSize(3);
+  int64_t heads = queryType.getDimSize(2);
+  int64_t kvHeads = keyType.getDimSize(2);
+  if (kvHeads == 0)
+    return emitOpError("kv_heads (key dimension 2) must be at least 1");
+  if (heads % kvHeads != 0)
+    return emitOpError("query heads (")
+           << heads << ") must be a multiple of kv_heads (" << kvHeads << ")";
+  if (getCausal() && queryType.getDimSize(1) != keyType.getDimSize(1))
+    return emitOpError("causal attention needs seq_q == seq_kv, but seq_q is ")
+           << queryType.getDimSize(1) << " and seq_kv is "
+           << keyType.getDimSize(1);
+  if (std::optional<llvm::APFloat> scale = getScale())
+    return verifyPositiveFinite(*this, "scale", *scale);
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType tableType = tensorType(getTable());
+  RankedTensorType idsType = tensorType(getIds());
+  RankedTensorType resultType = tensorType(getResult());
+  if (tableType.getRank() != 2)
+    return emitOpError("table must be [vocab, hidden] (rank 2), but has rank ")
+           << tableType.getRank();
+  if (failed(verifySameElementType(*this, "the result", resultType, "the table",
+                                   tableType)))
+    return failure();
+  SmallVector<int64_t> expected(idsType.getShape());
+  expected.push_back(tableType.getDimSize(1));
+  if (resultType.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ")
+           << formatShape(resultType.getShape())
+           << " must be ids.shape + [hidden], i.e. " << formatShape(expected);
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  RankedTensorType logitsType = tensorType(getLogits());
+  RankedTensorType labelsType = tensorType(getLabels());
+  RankedTensorType resultType = tensorType(getResult());
+  if (logitsType.getRank() == 0)
+    return emitOpError(
+        "logits must be [..., vocab] (rank >= 1), but has rank 0");
+  ArrayRef<int64_t> leading = logitsType.getShape().drop_back();
+  if (labelsType.getShape() != leading)
+    return emitOpError("labels shape ")
+           << formatShape(labelsType.getShape())
+           << " must be the logits shape without its last dimension, i.e. "
+           << formatShape(leading);
+  if (resultType.getRank() != 0)
+    return emitOpError("result must be a 0-d tensor (the mean loss), but has "
+                       "type ")
+           << resultType;
+  return verifySameElementType(*this, "the result", resultType, "the logits",
+                               logitsType);
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+// ODS checks that the value's type is the result type (AllTypesMatch).
+LogicalResult ConstantOp::verify() { return verifiedByODS(); }
