@@ -51,8 +51,10 @@ private:
       module.emitError() << "mesh-name is empty; name the mesh to annotate for";
       return failure();
     }
+    // A blank spec is no spec: the option parser strips quotes and blanks.
+    bool hasSpec = !StringRef(mesh).trim().empty();
     SmallVector<dist::MeshAxisAttr> wanted;
-    if (!mesh.empty()) {
+    if (hasSpec) {
       auto axes = parseMeshSpec(mesh, module.getContext(),
                                 [&] { return module.emitError(); });
       if (failed(axes))
@@ -69,7 +71,7 @@ private:
         return failure();
       }
       ArrayRef<dist::MeshAxisAttr> have = meshOp.getMesh().getAxes();
-      if (!mesh.empty() && ArrayRef<dist::MeshAxisAttr>(wanted) != have) {
+      if (hasSpec && ArrayRef<dist::MeshAxisAttr>(wanted) != have) {
         meshOp.emitError() << "mesh @" << meshName << " has axes \""
                            << printMeshSpec(have)
                            << "\" but the mesh option asks for \""
@@ -78,7 +80,7 @@ private:
       }
       return meshOp;
     }
-    if (mesh.empty()) {
+    if (!hasSpec) {
       module.emitError() << "module has no mesh @" << meshName
                          << "; declare one or pass the mesh option "
                             "(e.g. mesh=dp=2,tp=4) to create it";
