@@ -64,6 +64,11 @@ def Dist_AxisRefAttr : Dist_Attr<"AxisRef", "axis"> {
     bool isSubAxis() const { return getSubSize() != 0; }
     /// Number of devices this reference spans on `mesh`.
     int64_t getSize(MeshAttr mesh) const;
+    /// Whether this and `other` share devices of one axis: the same axis,
+    /// whole or sub-axes whose ranges [pre, pre*sub) intersect.
+    bool overlaps(AxisRefAttr other, MeshAttr mesh) const;
+    /// The form used inside a sharding: `"tp"` or `"tp":(2)2`.
+    std::string toString() const;
   }];
 }
 
@@ -110,6 +115,9 @@ def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
     /// The local (per-device) shape of a tensor of `globalShape`.
     ::llvm::SmallVector<int64_t> getLocalShape(
         MeshAttr mesh, ::llvm::ArrayRef<int64_t> globalShape) const;
+    /// Number of shards of the whole tensor: the product of the shard counts
+    /// of its dimensions on `mesh`.
+    int64_t getShardCount(MeshAttr mesh) const;
     /// A fully replicated sharding of a tensor of `rank` on `mesh`.
     static ShardingAttr getReplicated(::mlir::MLIRContext *ctx,
                                       ::llvm::StringRef meshName, int64_t rank,

@@ -39,6 +39,9 @@ def Dist_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// The discardable attribute that carries shardings.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+    /// The discardable attribute naming the annotation(s) a value's sharding
+    /// came from: a string, or an array of strings.
+    static constexpr ::llvm::StringLiteral kOriginAttrName = "dist.origin";
   private:
     void registerAttributes();
   public:

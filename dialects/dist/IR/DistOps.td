@@ -46,6 +46,7 @@ def Dist_ConstraintOp : Dist_Op<"constraint", [
 class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Dist_Op<mnemonic, !listconcat(traits, [
         DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let hasVerifier = 1;
   code commonDecl = [{
     /// Product of the sizes of the named axes on the mesh; requires a valid
     /// mesh symbol (checked by verifySymbolUses).
@@ -87,7 +88,7 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", [Pure]> {
                        Dist_ReductionKindAttr:$kind);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` `=` $axes `dim` `=` $dim `kind` `=` $kind
+    $input `on` $mesh `axes` `=` $axes `dim` `=` $dim `kind` `=` `` $kind
     attr-dict `:` type($input) `->` type($result)
   }];
   let extraClassDeclaration = commonDecl;
@@ -105,7 +106,7 @@ def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", [
                        StrArrayAttr:$axes, Dist_ReductionKindAttr:$kind);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` `=` $axes `kind` `=` $kind attr-dict
+    $input `on` $mesh `axes` `=` $axes `kind` `=` `` $kind attr-dict
     `:` type($result)
   }];
   let extraClassDeclaration = commonDecl;
@@ -155,6 +156,8 @@ def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute", [
 }
 
 def Dist_SendOp : Dist_CollectiveOp<"send"> {
+  // Only the axis and the peer to check, both against the mesh.
+  let hasVerifier = 0;
   let summary = "Sends a tensor to the device at another position along one axis.";
   let description = [{
     Used between pipeline stages: the device at position p along `axis`
@@ -172,6 +175,8 @@ def Dist_SendOp : Dist_CollectiveOp<"send"> {
 }
 
 def Dist_RecvOp : Dist_CollectiveOp<"recv"> {
+  // Only the axis and the peer to check, both against the mesh.
+  let hasVerifier = 0;
   let summary = "Receives a tensor sent by `dist.send` from another position along one axis.";
   let description = [{
     ```mlir
