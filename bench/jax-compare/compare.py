@@ -94,6 +94,10 @@ def run_partita(partita_opt, mlir):
     if proc.returncode != 0:
         first = (proc.stderr.strip().splitlines() or ["no message"])[0]
         return "partita-opt failed: " + first.replace(ROOT + "/", "")
+    # Ops the pass could not see into: their sharding is a fallback, not a
+    # propagated result, and the table says so.
+    no_rule = set(re.findall(r'loc\("([^"]+)"\): op \S+ has no sharding rule',
+                             proc.stderr))
     out = {}
     for line in proc.stdout.splitlines():
         loc = re.search(r'loc\("([^"]+)"\)\s*$', line)
@@ -107,7 +111,7 @@ def run_partita(partita_opt, mlir):
             end = _bracket_end(line, start)
             items = _split_top(line[start + 1:end])
             sharding = " / ".join(normalize_partita(i) for i in items)
-        out[loc.group(1)] = (op.group(1), sharding)
+        out[loc.group(1)] = (op.group(1), sharding, loc.group(1) in no_rule)
     return out
 
 
@@ -164,8 +168,10 @@ def program_block(prog, partita, jax_runs):
         elif row.name not in partita:
             pcell, pval = f'(no op with loc("{row.name}"))', None
         else:
-            op, pval = partita[row.name]
+            op, pval, fallback = partita[row.name]
             pcell = _code(pval) if pval else f"(`{op}`: no `dist.sharding` written)"
+            if fallback:
+                pcell += f" (`{op}` has no rule yet: replicated by default)"
         shape = "[" + ", ".join(str(d) for d in row.shape) + "]"
         lines.append(f"| `{row.name}` | {shape} | {pcell} | {_code(jax['shardy'])} "
                      f"| {_code(jax['gspmd'])} | {_verdict(pval, jax)} |")
