@@ -104,9 +104,10 @@ private:
       }
       if (meshAttr.getAxis(axis))
         return success();
-      meshOp.emitError() << "strategy '" << recipe.name << "' needs mesh axis \""
-                         << axis << "\" (" << option << "), which mesh @"
-                         << meshName << " lacks; its axes are \""
+      meshOp.emitError() << "strategy '" << recipe.name
+                         << "' needs mesh axis \"" << axis << "\" (" << option
+                         << "), which mesh @" << meshName
+                         << " lacks; its axes are \""
                          << printMeshSpec(meshAttr.getAxes()) << "\"";
       return failure();
     };

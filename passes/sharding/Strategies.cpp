@@ -142,7 +142,8 @@ const ParamRecipe *sharding::lookupParamRecipe(const Strategy &strategy,
 static bool isIdentifier(StringRef name) {
   if (name.empty() || !(llvm::isAlpha(name.front()) || name.front() == '_'))
     return false;
-  return llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  return llvm::all_of(name,
+                      [](char c) { return llvm::isAlnum(c) || c == '_'; });
 }
 
 FailureOr<SmallVector<dist::MeshAxisAttr>>
@@ -279,9 +280,8 @@ planArgument(FunctionOpInterface func, unsigned index,
   auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
   if (!type) {
     emitError(loc) << plan.kind << " '" << plan.name << "' has type "
-                   << func.getArgumentTypes()[index]
-                   << "; strategy '" << strategy.name
-                   << "' annotates ranked tensors only";
+                   << func.getArgumentTypes()[index] << "; strategy '"
+                   << strategy.name << "' annotates ranked tensors only";
     return failure();
   }
   int64_t rank = type.getRank();
@@ -299,8 +299,8 @@ planArgument(FunctionOpInterface func, unsigned index,
   plan.roles.assign(rank, AxisRole::Replicated);
   if (input && strategy.splitsBatch) {
     if (rank == 0) {
-      emitError(loc) << "input '" << plan.name
-                     << "' is a scalar; strategy '" << strategy.name
+      emitError(loc) << "input '" << plan.name << "' is a scalar; strategy '"
+                     << strategy.name
                      << "' splits dimension 0 (the batch) of every input";
       return failure();
     }

@@ -112,8 +112,8 @@ TEST(AnnotateFunctionTest, MissingAxisIsAnErrorNotACrash) {
   auto func = func::FuncOp::create(builder, loc, "f",
                                    builder.getFunctionType({type}, {}));
   func.setArgAttr(0, kParamAttrName, builder.getStringAttr("layers.0.mlp.w1"));
-  auto mesh = dist::MeshAttr::get(
-      &ctx, {dist::MeshAxisAttr::get(&ctx, "dp", 2)}, {});
+  auto mesh =
+      dist::MeshAttr::get(&ctx, {dist::MeshAxisAttr::get(&ctx, "dp", 2)}, {});
   AnnotateOptions options{"mesh", mesh, "dp", "tp"};
   EXPECT_TRUE(failed(annotateFunction(cast<FunctionOpInterface>(*func),
                                       *lookupStrategy("megatron"), options)));
