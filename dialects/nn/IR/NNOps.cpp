@@ -27,6 +27,27 @@
 using namespace mlir;
 using namespace partita::nn;
 
+// `nn.reduce sum %x ...`: the kind as a bare keyword. The enum attribute's own
+// printer starts with a space, which the op format would double.
+static ParseResult parseReduceKind(OpAsmParser &parser, ReduceKindAttr &kind) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (failed(parser.parseOptionalKeyword(&keyword)))
+    return parser.emitError(loc,
+                            "expected a reduction kind: 'sum', 'max' or 'mean'");
+  std::optional<ReduceKind> value = symbolizeReduceKind(keyword);
+  if (!value)
+    return parser.emitError(loc, "unknown reduction kind '")
+           << keyword << "'; expected 'sum', 'max' or 'mean'";
+  kind = ReduceKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printReduceKind(OpAsmPrinter &printer, Operation *,
+                            ReduceKindAttr kind) {
+  printer << stringifyReduceKind(kind.getValue());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/IR/NNOps.cpp.inc"
 

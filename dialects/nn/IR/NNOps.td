@@ -53,6 +53,12 @@ def NN_EinsumOp : NN_ShardableOp<"einsum"> {
     Letters missing from the result are summed over. A letter names one size
     everywhere it appears. Matmul, batched matmul, outer products and
     per-head projections (`"bsh,hnd->bsnd"`) are all cases of it.
+
+    The verifier requires: one or two operands, all of one element type (the
+    result's too); a spec of ASCII letters, `,` between operand terms and one
+    `->`, with no spaces and no ellipsis; one term per operand with one letter
+    per dimension; no letter twice in one term (no diagonals) or in the
+    result; every result letter present in some operand.
   }];
   let arguments = (ins StrAttr:$spec, Variadic<NN_FloatTensor>:$inputs);
   let results = (outs NN_FloatTensor:$result);
@@ -118,9 +124,10 @@ def NN_GeluOp : NN_ShardableOp<"gelu", [AllTypesMatch<["input", "result"]>]> {
 def NN_BroadcastOp : NN_ShardableOp<"broadcast"> {
   let summary = "Broadcasts a tensor into a larger shape.";
   let description = [{
-    Operand dimension i becomes result dimension `dims[i]` (strictly
-    increasing); its size must equal the result's or be 1 (then it is
-    repeated). Other result dimensions are new.
+    Operand dimension i becomes result dimension `dims[i]` (one entry per
+    operand dimension, strictly increasing, in range of the result's rank);
+    its size must equal the result's or be 1 (then it is repeated). Other
+    result dimensions are new. Element types match.
     ```mlir
     %y = nn.broadcast %b dims = [2] : tensor<64xf32> -> tensor<2x8x64xf32>
     ```
@@ -135,6 +142,10 @@ def NN_BroadcastOp : NN_ShardableOp<"broadcast"> {
 def NN_ReduceOp : NN_ShardableOp<"reduce"> {
   let summary = "Reduces (sum, max or mean) over some dimensions, dropping them.";
   let description = [{
+    `dims` names each reduced input dimension once, in any order; the result
+    is the input's shape without them, of the same element type (rank 0 when
+    every dimension is reduced). `mean` divides the sum by the product of the
+    reduced sizes.
     ```mlir
     %y = nn.reduce sum %x dims = [2] : tensor<2x8x64xf32> -> tensor<2x8xf32>
     ```
@@ -143,12 +154,19 @@ def NN_ReduceOp : NN_ShardableOp<"reduce"> {
                        DenseI64ArrayAttr:$dims);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $kind $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
+    custom<ReduceKind>($kind) $input `dims` `=` $dims attr-dict
+    `:` type($input) `->` type($result)
   }];
 }
 
 def NN_TransposeOp : NN_ShardableOp<"transpose"> {
   let summary = "Permutes dimensions: result dimension i is input dimension perm[i].";
+  let description = [{
+    ```mlir
+    %y = nn.transpose %x perm = [0, 2, 1, 3]
+        : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+    ```
+  }];
   let arguments = (ins NN_AnyTensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = [{
@@ -158,6 +176,12 @@ def NN_TransposeOp : NN_ShardableOp<"transpose"> {
 
 def NN_ReshapeOp : NN_ShardableOp<"reshape"> {
   let summary = "Reinterprets a tensor's row-major elements in another shape.";
+  let description = [{
+    Same element type and element count.
+    ```mlir
+    %y = nn.reshape %x : tensor<2x4x8x16xf32> -> tensor<8x128xf32>
+    ```
+  }];
   let arguments = (ins NN_AnyTensor:$input);
   let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
@@ -169,6 +193,14 @@ def NN_ReshapeOp : NN_ShardableOp<"reshape"> {
 
 def NN_SoftmaxOp : NN_ShardableOp<"softmax", [AllTypesMatch<["input", "result"]>]> {
   let summary = "Softmax along one dimension.";
+  let description = [{
+    y = exp(x - max(x)) / sum(exp(x - max(x))) along `dim`. `dim` is an index
+    in [0, rank): negative (Python-style) indices are rejected, so that every
+    consumer sees one canonical index.
+    ```mlir
+    %p = nn.softmax %s dim = 3 : tensor<2x4x8x8xf32>
+    ```
+  }];
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
@@ -179,7 +211,8 @@ def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [
   let summary = "Layer normalization over the last dimension, with scale and shift.";
   let description = [{
     y = (x - mean) / sqrt(var + epsilon) * gamma + beta, statistics over the
-    last dimension; `gamma` and `beta` are 1-D of that size.
+    last dimension; `gamma` and `beta` are 1-D of that size and of the
+    input's element type; `epsilon` is positive and finite.
     ```mlir
     %y = nn.layer_norm %x, %g, %b eps = 1.0e-05 : tensor<2x8x64xf32>, tensor<64xf32>
     ```
@@ -197,7 +230,12 @@ def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [
 def NN_RMSNormOp : NN_ShardableOp<"rms_norm", [AllTypesMatch<["input", "result"]>]> {
   let summary = "RMS normalization over the last dimension, with scale.";
   let description = [{
-    y = x / sqrt(mean(x^2) + epsilon) * gamma, over the last dimension.
+    y = x / sqrt(mean(x^2) + epsilon) * gamma, over the last dimension;
+    `gamma` is 1-D of that size and of the input's element type; `epsilon`
+    is positive and finite.
+    ```mlir
+    %y = nn.rms_norm %x, %g eps = 1.0e-05 : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gamma,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
@@ -216,7 +254,10 @@ def NN_RotaryOp : NN_ShardableOp<"rotary", [AllTypesMatch<["input", "result"]>]>
   let description = [{
     Rotates each pair (x[2i], x[2i+1]) of the head dimension at position p by
     the angle p * theta^(-2i/head_dim); positions count from 0 along dimension
-    1. `head_dim` must be even.
+    1. `head_dim` must be even and `theta` positive and finite.
+    ```mlir
+    %q2 = nn.rotary %q theta = 10000.0 : tensor<2x8x4x16xf32>
+    ```
   }];
   let arguments = (ins NN_FloatTensor:$input,
                        DefaultValuedAttr<F64Attr, "10000.0">:$theta);
@@ -231,11 +272,14 @@ def NN_AttentionOp : NN_ShardableOp<"attention", [
     `query` is [batch, seq_q, heads, head_dim]; `key` and `value` are
     [batch, seq_kv, kv_heads, head_dim], with `heads` a multiple of
     `kv_heads` (grouped-query attention when they differ). The result has the
-    query's type. Scores are scaled by `scale` (default 1/sqrt(head_dim));
-    with `causal`, query i attends to keys 0..i (seq_q must equal seq_kv).
+    query's type; batch, head_dim and element type are shared by all three.
+    Scores are scaled by `scale` (positive; default 1/sqrt(head_dim)); with
+    `causal`, query i attends to keys 0..i (seq_q must equal seq_kv).
     ```mlir
     %o = nn.attention %q, %k, %v causal
         : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+    %g = nn.attention %q, %k2, %v2 causal scale = 0.25
+        : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
@@ -243,7 +287,8 @@ def NN_AttentionOp : NN_ShardableOp<"attention", [
                        OptionalAttr<F64Attr>:$scale);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? attr-dict
+    $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
+    attr-dict
     `:` type($query) `,` type($key)
   }];
 }
@@ -255,7 +300,8 @@ def NN_EmbeddingOp : NN_ShardableOp<"embedding"> {
     %x = nn.embedding %table[%ids]
         : tensor<512x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
     ```
-    The result is ids.shape + [hidden]. Ids outside [0, vocab) give zeros.
+    The result is ids.shape + [hidden], of the table's element type. Ids
+    outside [0, vocab) give zeros.
   }];
   let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids);
   let results = (outs NN_FloatTensor:$result);
@@ -268,7 +314,8 @@ def NN_CrossEntropyOp : NN_ShardableOp<"cross_entropy"> {
   let summary = "Softmax cross-entropy of logits against integer labels, mean over tokens.";
   let description = [{
     `logits` is [..., vocab] and `labels` its leading dimensions; the result
-    is the 0-d mean over all tokens of logsumexp(logits) - logits[label].
+    is the 0-d mean over all tokens of logsumexp(logits) - logits[label],
+    of the logits' element type.
     ```mlir
     %l = nn.cross_entropy %logits, %labels
         : tensor<2x8x512xf32>, tensor<2x8xi32> -> tensor<f32>
@@ -289,6 +336,7 @@ def NN_ConstantOp : NN_ShardableOp<"constant", [ConstantLike,
     AllTypesMatch<["value", "result"]>]> {
   let summary = "A constant tensor.";
   let description = [{
+    The value's type is the result type.
     ```mlir
     %c = nn.constant dense<1.0> : tensor<4x8xf32>
     ```
