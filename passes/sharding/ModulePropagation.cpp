@@ -69,14 +69,16 @@ public:
   FailureOr<int64_t> run();
 
 private:
-  LogicalResult collectMeshes();
+  void collectMeshes();
   LogicalResult createNodes();
   /// Creates a node for a value of `type` (none when it is not a ranked
   /// tensor: returns -1) and reads `annotation` when non-null.
-  FailureOr<int32_t> addNode(Type type, Location loc, std::string what,
-                             std::string origin, Attribute annotation);
+  FailureOr<int32_t> addNode(Type type, Operation *anchor, Location loc,
+                             std::string what, std::string origin,
+                             Attribute annotation);
   FailureOr<TensorAnnotation> convert(dist::ShardingAttr sharding,
                                       RankedTensorType type,
+                                      mlir::Operation *anchor,
                                       const NodeInfo &info, int32_t &meshIdx);
   LogicalResult createEdges();
   LogicalResult assignMeshes();
@@ -103,59 +105,50 @@ private:
 };
 } // namespace
 
-LogicalResult ModulePropagator::collectMeshes() {
+void ModulePropagator::collectMeshes() {
   for (dist::MeshOp meshOp : module.getOps<dist::MeshOp>()) {
     MeshInfo info;
     info.name = meshOp.getSymName().str();
     for (dist::MeshAxisAttr axis : meshOp.getMesh().getAxes()) {
-      if (axis.getSize() < 1)
-        return meshOp.emitError()
-               << "mesh axis \"" << axis.getName() << "\" has size "
-               << axis.getSize() << "; dist-propagate needs sizes of at least 1";
       info.axisNames.push_back(axis.getName().str());
-      info.axisSizes.push_back(axis.getSize());
+      // The mesh verifier requires sizes >= 1; never divide by less.
+      info.axisSizes.push_back(std::max<int64_t>(axis.getSize(), 1));
     }
     meshIndex[info.name] = graph.meshes.size();
     graph.meshes.push_back(std::move(info));
   }
-  return success();
 }
 
 FailureOr<TensorAnnotation>
 ModulePropagator::convert(dist::ShardingAttr sharding, RankedTensorType type,
-                          const NodeInfo &info, int32_t &meshIdx) {
+                          Operation *anchor, const NodeInfo &info,
+                          int32_t &meshIdx) {
+  // The dist verifiers have checked this already when the IR came from text;
+  // IR built in C++ may not have been verified, so check again here.
+  if (failed(dist::verifyShardingOfValue(
+          anchor, sharding, type, Twine(kShardingAttr) + " of " + info.what)))
+    return failure();
   auto err = [&]() {
     return emitError(info.loc) << "sharding of " << info.what << " ";
   };
-  StringRef meshName = sharding.getMeshName().getValue();
-  auto it = meshIndex.find(meshName);
+  auto it = meshIndex.find(sharding.getMeshName().getValue());
   if (it == meshIndex.end())
-    return err() << "names unknown mesh @" << meshName;
+    return err() << "names a mesh that is not declared at module level";
   meshIdx = it->second;
   const MeshInfo &mesh = graph.meshes[meshIdx];
-  if (sharding.getRank() != type.getRank())
-    return err() << "has " << sharding.getRank()
-                 << " dimensions, but the value has rank " << type.getRank();
-  dist::MeshOp meshOp = dist::lookupMesh(module, sharding.getMeshName());
-  if (failed(sharding.verifyFor(err, meshOp.getMesh(), type)))
-    return failure();
 
-  SmallVector<int32_t> used;
   auto convertAxes = [&](ArrayRef<dist::AxisRefAttr> axes,
                          AxisList &out) -> LogicalResult {
     for (dist::AxisRefAttr axis : axes) {
       if (axis.isSubAxis())
-        return err() << "uses a sub-axis of \"" << axis.getName()
-                     << "\", which dist-propagate does not support yet";
+        return err() << "uses sub-axis " << axis.toString()
+                     << ", which dist-propagate does not support yet";
       auto pos = llvm::find(mesh.axisNames, axis.getName());
       if (pos == mesh.axisNames.end())
         return err() << "names axis \"" << axis.getName()
                      << "\", which mesh @" << mesh.name << " does not have";
-      int32_t idx = pos - mesh.axisNames.begin();
-      if (llvm::is_contained(used, idx))
-        return err() << "uses axis \"" << axis.getName() << "\" twice";
-      used.push_back(idx);
-      out.push_back({idx, kUnprioritized, -1});
+      out.push_back({static_cast<int32_t>(pos - mesh.axisNames.begin()),
+                     kUnprioritized, -1});
     }
     return success();
   };
@@ -165,8 +158,6 @@ ModulePropagator::convert(dist::ShardingAttr sharding, RankedTensorType type,
     DimAnnotation d;
     d.closed = dim.getIsClosed();
     d.priority = dim.getPriority().value_or(kUnprioritized);
-    if (d.priority < 0)
-      return err() << "has negative priority p" << d.priority;
     if (failed(convertAxes(dim.getAxes(), d.axes)))
       return failure();
     for (AxisEntry &e : d.axes)
@@ -181,15 +172,16 @@ ModulePropagator::convert(dist::ShardingAttr sharding, RankedTensorType type,
   return ann;
 }
 
-FailureOr<int32_t> ModulePropagator::addNode(Type type, Location loc,
-                                             std::string what,
+FailureOr<int32_t> ModulePropagator::addNode(Type type, Operation *anchor,
+                                             Location loc, std::string what,
                                              std::string origin,
                                              Attribute annotation) {
   auto tensorType = dyn_cast<RankedTensorType>(type);
   if (!tensorType) {
-    if (annotation)
-      return emitError(loc) << what << " is not a ranked tensor, but carries "
-                            << kShardingAttr;
+    // Only reachable on unverified IR: the dist verifier rejects this.
+    if (auto sharding = dyn_cast_if_present<dist::ShardingAttr>(annotation))
+      return dist::verifyShardingOfValue(anchor, sharding, type,
+                                         Twine(kShardingAttr) + " of " + what);
     return -1;
   }
   NodeInfo info{loc, std::move(what), std::move(origin), {}, -1};
@@ -202,7 +194,7 @@ FailureOr<int32_t> ModulePropagator::addNode(Type type, Location loc,
       return emitError(loc) << kShardingAttr << " of " << info.what
                             << " must be a #dist.sharding, not " << annotation;
     FailureOr<TensorAnnotation> ann =
-        convert(sharding, tensorType, info, info.annotationMesh);
+        convert(sharding, tensorType, anchor, info, info.annotationMesh);
     if (failed(ann))
       return failure();
     node.annotation = std::move(*ann);
@@ -225,7 +217,7 @@ LogicalResult ModulePropagator::createNodes() {
       else if (auto name = func.getArgAttrOfType<StringAttr>(i, "nn.input"))
         origin = ("input " + name.getValue()).str();
       FailureOr<int32_t> node =
-          addNode(type, loc, "argument #" + std::to_string(i) + " of " + fname,
+          addNode(type, func, loc, "argument #" + std::to_string(i) + " of " + fname,
                   origin, func.getArgAttr(i, kShardingAttr));
       if (failed(node))
         return failure();
@@ -238,7 +230,7 @@ LogicalResult ModulePropagator::createNodes() {
       if (auto name = func.getResultAttrOfType<StringAttr>(i, "nn.output"))
         origin = ("output " + name.getValue()).str();
       FailureOr<int32_t> node =
-          addNode(type, func.getLoc(),
+          addNode(type, func, func.getLoc(),
                   "result #" + std::to_string(i) + " of " + fname, origin,
                   func.getResultAttr(i, kShardingAttr));
       if (failed(node))
@@ -275,7 +267,7 @@ LogicalResult ModulePropagator::createNodes() {
         Attribute annotation = constraint ? Attribute(constraint.getSharding())
                                : array    ? array[i]
                                           : Attribute();
-        FailureOr<int32_t> node = addNode(result.getType(), op->getLoc(), what,
+        FailureOr<int32_t> node = addNode(result.getType(), op, op->getLoc(), what,
                                           origin, annotation);
         if (failed(node))
           return WalkResult::interrupt();
@@ -515,7 +507,8 @@ void ModulePropagator::write(const PropagationResult &result) {
 }
 
 FailureOr<int64_t> ModulePropagator::run() {
-  if (failed(collectMeshes()) || failed(createNodes()))
+  collectMeshes();
+  if (failed(createNodes()))
     return failure();
   // Without a mesh there is nothing to shard on (and no annotation, or
   // createNodes would have reported its unknown mesh).
