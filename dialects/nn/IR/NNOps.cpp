@@ -33,8 +33,8 @@ static ParseResult parseReduceKind(OpAsmParser &parser, ReduceKindAttr &kind) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
   if (failed(parser.parseOptionalKeyword(&keyword)))
-    return parser.emitError(loc,
-                            "expected a reduction kind: 'sum', 'max' or 'mean'");
+    return parser.emitError(
+        loc, "expected a reduction kind: 'sum', 'max' or 'mean'");
   std::optional<ReduceKind> value = symbolizeReduceKind(keyword);
   if (!value)
     return parser.emitError(loc, "unknown reduction kind '")
@@ -479,8 +479,16 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("result must be a 0-d tensor (the mean loss), but has "
                        "type ")
            << resultType;
-  return verifySameElementType(*this, "the result", resultType, "the logits",
-                               logitsType);
+  // The loss may be accumulated in f32 whatever the logits' precision: the
+  // model IR's `loss` is tensor<f32> for bf16 and f16 models too, and nn has
+  // no conversion op to get there otherwise.
+  Type lossType = resultType.getElementType();
+  Type logitsElement = logitsType.getElementType();
+  if (lossType != logitsElement && !lossType.isF32())
+    return emitOpError("element type of the result (")
+           << lossType << ") must be that of the logits (" << logitsElement
+           << ") or f32";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
