@@ -1,0 +1,7 @@
+//===- NoMpiCommunicator.cpp - MPI communicator when built without MPI ----===//
+
+#include "partita/runtime/Communicator.h"
+
+namespace partita::runtime {
+std::unique_ptr<Communicator> createMpiCommunicator() { return nullptr; }
+} // namespace partita::runtime
