@@ -49,8 +49,8 @@ SizeOpt ffn("ffn", cl::sub(modelCommand), cl::value_desc("n"),
             cl::desc("Feed-forward width (default 4 * --hidden)"));
 cl::opt<std::string> dtype("dtype", cl::sub(modelCommand), cl::init("f32"),
                            cl::value_desc("f32|bf16|f16"),
-                           cl::desc("Element type of parameters and "
-                                    "activations (the loss is f32)"));
+                           cl::desc("Element type of parameters, "
+                                    "activations and loss"));
 cl::opt<bool> tied("tied", cl::sub(modelCommand),
                    cl::desc("gpt: compute the logits with wte (no lm_head)"));
 cl::opt<bool> untied("untied", cl::sub(modelCommand),

@@ -13,6 +13,7 @@
 #include "tools/partita/MeshSpec.h"
 #include "tools/partita/ModelInput.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -115,16 +116,13 @@ LogicalResult checkModelMesh(mlir::ModuleOp module,
   for (auto meshOp : module.getOps<dist::MeshOp>()) {
     if (meshOp.getSymName() != kMeshName)
       continue;
-    ArrayRef<dist::MeshAxisAttr> declared = meshOp.getMesh().getAxes();
-    bool same = declared.size() == axes.size() &&
-                llvm::all_of(llvm::zip_equal(declared, axes), [](auto pair) {
-                  auto [axis, spec] = pair;
-                  return axis.getName() == spec.name &&
-                         axis.getSize() == spec.size;
-                });
-    if (!same) {
-      meshOp.emitError() << "the model declares mesh @" << kMeshName << " "
-                         << meshOp.getMesh() << ", but --mesh asks for "
+    SmallVector<MeshAxisSpec> declared = llvm::map_to_vector(
+        meshOp.getMesh().getAxes(), [](dist::MeshAxisAttr axis) {
+          return MeshAxisSpec{axis.getName().str(), axis.getSize()};
+        });
+    if (printMeshSpec(declared) != printMeshSpec(axes)) {
+      meshOp.emitError() << "the model declares mesh @" << kMeshName << " as "
+                         << printMeshSpec(declared) << ", but --mesh asks for "
                          << printMeshSpec(axes);
       return failure();
     }
@@ -152,6 +150,9 @@ int runPlan() {
                                      "or none");
   SmallVector<MeshAxisSpec> axes;
   std::string mesh;
+  if (meshArg.getNumOccurrences() && strategyArg == "none")
+    return reportError(kCommand, "--mesh has no effect with --strategy none: "
+                                 "the model's annotations name their mesh");
   if (meshArg.getNumOccurrences()) {
     Expected<SmallVector<MeshAxisSpec>> parsed = parseMeshSpec(meshArg);
     if (!parsed)
@@ -181,6 +182,8 @@ int runPlan() {
   registerAllDialects(registry);
   mlir::MLIRContext context(registry);
   context.disableMultithreading();
+  // Diagnostics show the source line; a dump of the op adds nothing.
+  context.printOpOnDiagnostic(false);
   context.loadAllAvailableDialects();
   SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler printer(sourceMgr, &context);
@@ -198,6 +201,9 @@ int runPlan() {
   if (!module)
     return 1;
   progress.done("read " + inputFile);
+  // An empty input (a wrong file, an empty pipe) would otherwise "compile".
+  if (module->getOps<mlir::func::FuncOp>().empty())
+    return reportError(kCommand, inputFile + " defines no func.func to compile");
 
   if (strategyArg != "none") {
     if (!axes.empty() && failed(checkModelMesh(*module, axes)))

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
   }
   // libLLVM registers hundreds of codegen options at the top level; the
   // subcommands' own options are the only ones a user needs.
-  cl::OptionCategory none("partita");
+  static cl::OptionCategory none("partita");
   cl::HideUnrelatedOptions(none);
   cl::ParseCommandLineOptions(
       argc, argv,

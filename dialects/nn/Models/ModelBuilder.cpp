@@ -232,7 +232,7 @@ private:
   Value llamaLayer(Value x, int64_t layer);
   Value lossOf(Value logits, Value labels) {
     return nn::CrossEntropyOp::create(
-        builder, loc("loss"), RankedTensorType::get({}, builder.getF32Type()),
+        builder, loc("loss"), RankedTensorType::get({}, elementType),
         logits, labels);
   }
 

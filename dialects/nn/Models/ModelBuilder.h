@@ -22,7 +22,8 @@ namespace partita::models {
 
 enum class ModelKind { MLP, GPT, Llama };
 
-/// Element type of parameters and activations (the loss is always f32).
+/// Element type of parameters, activations and the loss (nn.cross_entropy
+/// returns the logits' element type).
 enum class DType { F32, BF16, F16 };
 
 std::optional<ModelKind> parseModelKind(llvm::StringRef name);
