@@ -1,5 +1,8 @@
 // RUN: partita-opt %s --dist-propagate -split-input-file --allow-unregistered-dialect | FileCheck %s
 // RUN: partita-opt %s --dist-propagate=record-origins -split-input-file --allow-unregistered-dialect | FileCheck %s --check-prefix=ORIGIN
+// Propagating again changes nothing: its output is a fixed point.
+// RUN: partita-opt %s --dist-propagate -split-input-file --allow-unregistered-dialect \
+// RUN:   | partita-opt --dist-propagate -split-input-file --allow-unregistered-dialect | FileCheck %s
 
 // Tests that a returned argument gives its sharding to the function result,
 // and that every dimension comes out closed and without priority.
