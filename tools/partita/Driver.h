@@ -8,7 +8,6 @@
 #ifndef PARTITA_TOOLS_PARTITA_DRIVER_H
 #define PARTITA_TOOLS_PARTITA_DRIVER_H
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
