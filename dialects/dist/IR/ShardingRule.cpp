@@ -8,6 +8,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -62,9 +63,14 @@ ShardingRule::fromSpec(StringRef spec, ArrayRef<ArrayRef<int64_t>> operandShapes
     if (letters.size() != shape.size())
       return failure();
     TensorFactors dims;
-    for (auto [c, size] : llvm::zip(letters, shape)) {
+    for (auto [d, entry] : llvm::enumerate(llvm::zip(letters, shape))) {
+      auto [c, size] = entry;
       unsigned char key = c;
       if (!llvm::isAlpha(c))
+        return failure();
+      // A letter twice in one term (a diagonal) is not a factorization: one
+      // factor cannot split two dimensions of one tensor.
+      if (letters.take_front(d).contains(c))
         return failure();
       if (factorOf[key] < 0) {
         FactorKind kind = StringRef(inResult).contains(c) ? FactorKind::Parallel
@@ -103,6 +109,10 @@ void ShardingRule::setKind(StringRef name, FactorKind kind,
 }
 
 LogicalResult ShardingRule::verify(Operation *op) const {
+  for (const Factor &factor : factors)
+    if (factor.size < 0)
+      return op->emitError() << "sharding rule factor '" << factor.name
+                             << "' has negative size " << factor.size;
   auto check = [&](ArrayRef<TensorFactors> all, TypeRange types,
                    StringRef what) -> LogicalResult {
     if (all.size() != types.size())
@@ -121,12 +131,23 @@ LogicalResult ShardingRule::verify(Operation *op) const {
         return op->emitError() << "sharding rule gives " << dims.size()
                                << " dimensions to " << what << " #" << i
                                << " of rank " << shaped.getRank();
+      llvm::SmallDenseSet<int64_t> used;
       for (auto [d, dimFactors] : llvm::enumerate(dims)) {
         int64_t product = 1;
         for (int64_t f : dimFactors) {
           if (f < 0 || f >= (int64_t)factors.size())
             return op->emitError() << "sharding rule names factor " << f
                                    << " of " << factors.size();
+          // Splitting one factor cannot split two dimensions of one tensor.
+          if (!used.insert(f).second)
+            return op->emitError()
+                   << "sharding rule uses factor '" << factors[f].name
+                   << "' twice in " << what << " #" << i;
+          if (what == "result" && factors[f].kind == FactorKind::Reduction)
+            return op->emitError()
+                   << "sharding rule puts reduction factor '"
+                   << factors[f].name << "' in result #" << i
+                   << " (reduction factors are carried by operands only)";
           product *= factors[f].size;
         }
         if (product != shaped.getDimSize(d))
