@@ -165,7 +165,7 @@ LogicalResult EinsumOp::verify() {
            << (operandSpecs.size() == 1 ? " operand" : " operands")
            << ", but the op has " << inputs.size();
 
-  // Where each letter was first seen: its size, operand and dimension.
+  // Where each letter was first seen: its size and operand.
   struct Occurrence {
     int64_t size;
     unsigned operand;
