@@ -338,8 +338,12 @@ bool AxisRefAttr::overlaps(AxisRefAttr other, MeshAttr mesh) const {
   // A reference covers the factors [pre, pre*size) of its axis, counted
   // multiplicatively from the major end; a whole axis covers [1, size).
   auto range = [&](AxisRefAttr ref) -> std::pair<int64_t, int64_t> {
-    if (ref.isSubAxis())
-      return {ref.getPreSize(), ref.getPreSize() * ref.getSubSize()};
+    if (ref.isSubAxis()) {
+      int64_t end = 0;
+      if (llvm::MulOverflow(ref.getPreSize(), ref.getSubSize(), end))
+        end = std::numeric_limits<int64_t>::max();
+      return {ref.getPreSize(), end};
+    }
     MeshAxisAttr axis = mesh.getAxis(ref.getName());
     return {1, std::max<int64_t>(axis ? axis.getSize() : 1, 2)};
   };
