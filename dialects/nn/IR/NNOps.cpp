@@ -479,16 +479,8 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("result must be a 0-d tensor (the mean loss), but has "
                        "type ")
            << resultType;
-  // The loss may be accumulated in f32 whatever the logits' precision: the
-  // model IR's `loss` is tensor<f32> for bf16 and f16 models too, and nn has
-  // no conversion op to get there otherwise.
-  Type lossType = resultType.getElementType();
-  Type logitsElement = logitsType.getElementType();
-  if (lossType != logitsElement && !lossType.isF32())
-    return emitOpError("element type of the result (")
-           << lossType << ") must be that of the logits (" << logitsElement
-           << ") or f32";
-  return success();
+  return verifySameElementType(*this, "the result", resultType, "the logits",
+                               logitsType);
 }
 
 //===----------------------------------------------------------------------===//

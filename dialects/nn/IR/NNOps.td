@@ -315,8 +315,7 @@ def NN_CrossEntropyOp : NN_ShardableOp<"cross_entropy"> {
   let description = [{
     `logits` is [..., vocab] and `labels` its leading dimensions; the result
     is the 0-d mean over all tokens of logsumexp(logits) - logits[label],
-    of the logits' element type or f32 (the loss of a bf16 or f16 model is
-    accumulated and returned in f32).
+    of the logits' element type.
     ```mlir
     %l = nn.cross_entropy %logits, %labels
         : tensor<2x8x512xf32>, tensor<2x8xi32> -> tensor<f32>
