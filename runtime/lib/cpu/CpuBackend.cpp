@@ -1,1 +1,542 @@
-// Placeholder: being written.
+//===- CpuBackend.cpp - the cpu backend: dispatch and shared helpers ------===//
+//
+// Kernels are single-threaded loops, except contractions, which go to
+// OpenBLAS (whose thread count the backend sets when asked: ranks run as
+// threads of one process, so the executor decides how many BLAS threads each
+// gets). Every kernel checks its call first and throws Error naming itself
+// and the mismatch, so a bad plan never reaches undefined behavior.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace partita::runtime {
+
+namespace {
+struct KindName {
+  KernelKind kind;
+  const char *name;
+};
+// The nn dialect's mnemonics; nn.reduce's kinds are separate kernels.
+constexpr KindName kKindNames[] = {
+    {KernelKind::Einsum, "einsum"},
+    {KernelKind::Add, "add"},
+    {KernelKind::Sub, "sub"},
+    {KernelKind::Mul, "mul"},
+    {KernelKind::Div, "div"},
+    {KernelKind::Max, "max"},
+    {KernelKind::Neg, "neg"},
+    {KernelKind::Exp, "exp"},
+    {KernelKind::Log, "log"},
+    {KernelKind::Tanh, "tanh"},
+    {KernelKind::Relu, "relu"},
+    {KernelKind::Silu, "silu"},
+    {KernelKind::Rsqrt, "rsqrt"},
+    {KernelKind::Sqrt, "sqrt"},
+    {KernelKind::Gelu, "gelu"},
+    {KernelKind::Broadcast, "broadcast"},
+    {KernelKind::ReduceSum, "reduce_sum"},
+    {KernelKind::ReduceMax, "reduce_max"},
+    {KernelKind::ReduceMean, "reduce_mean"},
+    {KernelKind::Transpose, "transpose"},
+    {KernelKind::Reshape, "reshape"},
+    {KernelKind::Softmax, "softmax"},
+    {KernelKind::LayerNorm, "layer_norm"},
+    {KernelKind::RMSNorm, "rms_norm"},
+    {KernelKind::Rotary, "rotary"},
+    {KernelKind::Attention, "attention"},
+    {KernelKind::Embedding, "embedding"},
+    {KernelKind::CrossEntropy, "cross_entropy"},
+    {KernelKind::Fill, "fill"},
+};
+} // namespace
+
+const char *toString(KernelKind kind) {
+  for (const KindName &entry : kKindNames)
+    if (entry.kind == kind)
+      return entry.name;
+  return "unknown kernel";
+}
+
+std::optional<KernelKind> kernelKindFromString(const std::string &name) {
+  for (const KindName &entry : kKindNames)
+    if (name == entry.name)
+      return entry.kind;
+  return std::nullopt;
+}
+
+namespace cpu {
+
+//===----------------------------------------------------------------------===//
+// Diagnostics and validation
+//===----------------------------------------------------------------------===//
+
+void fail(KernelKind kind, const std::string &message) {
+  throw Error(std::string(toString(kind)) + ": " + message);
+}
+
+std::string shapeToString(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+std::string typeToString(const TensorView &view) {
+  std::ostringstream os;
+  os << "tensor<";
+  for (int64_t d : view.shape)
+    os << d << "x";
+  os << toString(view.dtype) << ">";
+  return os.str();
+}
+
+namespace {
+void checkView(KernelKind kind, const TensorView &view,
+               const std::string &what) {
+  switch (view.dtype) {
+  case DType::F32:
+  case DType::F64:
+  case DType::F16:
+  case DType::BF16:
+  case DType::I32:
+  case DType::I64:
+    break;
+  default:
+    fail(kind, what + " has an invalid dtype (" +
+                   std::to_string(static_cast<int>(view.dtype)) + ")");
+  }
+  int64_t count = 1;
+  for (int64_t d : view.shape) {
+    if (d < 0)
+      fail(kind, what + " has a negative dimension in its shape " +
+                     shapeToString(view.shape));
+    if (__builtin_mul_overflow(count, d, &count))
+      fail(kind, what + " has too many elements: " +
+                     shapeToString(view.shape));
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(count, static_cast<int64_t>(sizeOf(view.dtype)),
+                             &bytes))
+    fail(kind, what + " has too many bytes: " + typeToString(view));
+  if (count > 0 && !view.data)
+    fail(kind, what + " (" + typeToString(view) + ") has no data pointer");
+}
+} // namespace
+
+void checkCall(const KernelCall &call, size_t numInputs, size_t numOutputs) {
+  if (call.inputs.size() != numInputs || call.outputs.size() != numOutputs)
+    fail(call.kind, "expects " + std::to_string(numInputs) + " input(s) and " +
+                        std::to_string(numOutputs) + " output(s), got " +
+                        std::to_string(call.inputs.size()) + " and " +
+                        std::to_string(call.outputs.size()));
+  for (size_t i = 0; i < call.inputs.size(); ++i)
+    checkView(call.kind, call.inputs[i], "input " + std::to_string(i));
+  for (size_t i = 0; i < call.outputs.size(); ++i)
+    checkView(call.kind, call.outputs[i], "output " + std::to_string(i));
+}
+
+void checkShape(KernelKind kind, const TensorView &view, const char *what,
+                const std::vector<int64_t> &shape) {
+  if (view.shape != shape)
+    fail(kind, std::string(what) + " has shape " + shapeToString(view.shape) +
+                   ", expected " + shapeToString(shape));
+}
+
+void checkDType(KernelKind kind, const TensorView &view, const char *what,
+                DType dtype) {
+  if (view.dtype != dtype)
+    fail(kind, std::string(what) + " has dtype " + toString(view.dtype) +
+                   ", expected " + toString(dtype));
+}
+
+void checkFloat(KernelKind kind, const TensorView &view, const char *what) {
+  if (view.dtype != DType::F32 && view.dtype != DType::F64)
+    fail(kind, std::string("dtype ") + toString(view.dtype) + " of " + what +
+                   " is not supported (the cpu backend has f32 and f64 "
+                   "kernels)");
+}
+
+void checkIndex(KernelKind kind, const TensorView &view, const char *what) {
+  if (view.dtype != DType::I32 && view.dtype != DType::I64)
+    fail(kind, std::string(what) + " has dtype " + toString(view.dtype) +
+                   ", expected i32 or i64");
+}
+
+void checkNoOverlap(const KernelCall &call, bool allowExactAlias) {
+  auto range = [](const TensorView &v) {
+    auto begin = reinterpret_cast<uintptr_t>(v.data);
+    return std::make_pair(begin, begin + v.numBytes());
+  };
+  auto overlaps = [&](const TensorView &a, const TensorView &b) {
+    if (a.numElements() == 0 || b.numElements() == 0)
+      return false;
+    auto [a0, a1] = range(a);
+    auto [b0, b1] = range(b);
+    return a0 < b1 && b0 < a1;
+  };
+  for (size_t o = 0; o < call.outputs.size(); ++o) {
+    const TensorView &out = call.outputs[o];
+    for (size_t i = 0; i < call.inputs.size(); ++i) {
+      const TensorView &in = call.inputs[i];
+      if (!overlaps(out, in))
+        continue;
+      if (allowExactAlias && out.data == in.data &&
+          out.numBytes() == in.numBytes())
+        continue;
+      fail(call.kind, "output " + std::to_string(o) + " overlaps input " +
+                          std::to_string(i) +
+                          (allowExactAlias
+                               ? " (only an exact alias is allowed)"
+                               : " (this kernel does not run in place)"));
+    }
+    for (size_t p = 0; p < o; ++p)
+      if (overlaps(out, call.outputs[p]))
+        fail(call.kind, "output " + std::to_string(o) + " overlaps output " +
+                            std::to_string(p));
+  }
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= shape[i];
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// BLAS
+//===----------------------------------------------------------------------===//
+
+namespace {
+blasint toBlasInt(KernelKind kind, int64_t v, const char *what) {
+  if (v < 0 || v > std::numeric_limits<blasint>::max())
+    fail(kind, std::string("GEMM ") + what + " = " + std::to_string(v) +
+                   " does not fit BLAS's integer type");
+  return static_cast<blasint>(v);
+}
+
+template <typename T, typename Fn>
+void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
+              int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
+              const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    // BLAS handles K = 0, but not every build accepts null A/B pointers.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  blas(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+       transB ? CblasTrans : CblasNoTrans, toBlasInt(kind, m, "M"),
+       toBlasInt(kind, n, "N"), toBlasInt(kind, k, "K"), alpha, a,
+       toBlasInt(kind, std::max<int64_t>(lda, 1), "lda"), b,
+       toBlasInt(kind, std::max<int64_t>(ldb, 1), "ldb"), beta, c,
+       toBlasInt(kind, std::max<int64_t>(ldc, 1), "ldc"));
+}
+} // namespace
+
+void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
+          int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float beta, float *c, int64_t ldc) {
+  gemmImpl<float>(cblas_sgemm, kind, transA, transB, m, n, k, alpha, a, lda, b,
+                  ldb, beta, c, ldc);
+}
+
+void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
+          int64_t k, double alpha, const double *a, int64_t lda,
+          const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
+  gemmImpl<double>(cblas_dgemm, kind, transA, transB, m, n, k, alpha, a, lda,
+                   b, ldb, beta, c, ldc);
+}
+
+void setBlasThreads(int numThreads) { openblas_set_num_threads(numThreads); }
+
+//===----------------------------------------------------------------------===//
+// Strided copy (transpose, broadcast)
+//===----------------------------------------------------------------------===//
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+namespace {
+template <typename E>
+void stridedCopyImpl(const E *in, E *out, const std::vector<int64_t> &shape,
+                     const std::vector<int64_t> &strides) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    *out = *in;
+    return;
+  }
+  int64_t inner = shape[rank - 1], innerStride = strides[rank - 1];
+  int64_t outer = product(shape, 0, rank - 1);
+  std::vector<int64_t> index(rank - 1, 0);
+  int64_t offset = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    const E *src = in + offset;
+    E *dst = out + o * inner;
+    if (innerStride == 1)
+      std::memcpy(dst, src, inner * sizeof(E));
+    else if (innerStride == 0)
+      std::fill(dst, dst + inner, *src);
+    else
+      for (int64_t i = 0; i < inner; ++i)
+        dst[i] = src[i * innerStride];
+    // Odometer over the outer dimensions.
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < shape[d]) {
+        offset += strides[d];
+        break;
+      }
+      offset -= (shape[d] - 1) * strides[d];
+      index[d] = 0;
+    }
+  }
+}
+} // namespace
+
+void stridedCopy(const void *in, void *out, size_t elementSize,
+                 const std::vector<int64_t> &outShape,
+                 const std::vector<int64_t> &inStrides) {
+  // Drop size-1 dimensions and merge neighbors that are contiguous in the
+  // input too, so the innermost loop is as long as possible.
+  std::vector<int64_t> shape, strides;
+  for (size_t i = 0; i < outShape.size(); ++i) {
+    if (outShape[i] == 0)
+      return;
+    if (outShape[i] == 1)
+      continue;
+    if (!shape.empty() && strides.back() == inStrides[i] * outShape[i]) {
+      shape.back() *= outShape[i];
+      strides.back() = inStrides[i];
+      continue;
+    }
+    shape.push_back(outShape[i]);
+    strides.push_back(inStrides[i]);
+  }
+  switch (elementSize) {
+  case 1:
+    return stridedCopyImpl(static_cast<const uint8_t *>(in),
+                           static_cast<uint8_t *>(out), shape, strides);
+  case 2:
+    return stridedCopyImpl(static_cast<const uint16_t *>(in),
+                           static_cast<uint16_t *>(out), shape, strides);
+  case 4:
+    return stridedCopyImpl(static_cast<const uint32_t *>(in),
+                           static_cast<uint32_t *>(out), shape, strides);
+  case 8:
+    return stridedCopyImpl(static_cast<const uint64_t *>(in),
+                           static_cast<uint64_t *>(out), shape, strides);
+  default:
+    throw Error("stridedCopy: unsupported element size " +
+                std::to_string(elementSize));
+  }
+}
+
+void permute(const void *in, void *out, size_t elementSize,
+             const std::vector<int64_t> &inShape,
+             const std::vector<int64_t> &perm) {
+  std::vector<int64_t> inStrides = rowMajorStrides(inShape);
+  std::vector<int64_t> outShape(perm.size()), strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    outShape[i] = inShape[perm[i]];
+    strides[i] = inStrides[perm[i]];
+  }
+  stridedCopy(in, out, elementSize, outShape, strides);
+}
+
+//===----------------------------------------------------------------------===//
+// Reduction
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct ReduceGroups {
+  std::vector<int64_t> size, inStride, outStride; // outStride 0 when reduced
+  std::vector<bool> reduced;
+};
+
+template <typename T, typename A, typename Op>
+void reduceRec(const T *in, A *acc, size_t level, const ReduceGroups &g,
+               Op op) {
+  int64_t size = g.size[level];
+  if (level + 1 == g.size.size()) {
+    // The innermost group is contiguous in the input.
+    if (g.reduced[level]) {
+      A s = acc[0];
+      for (int64_t i = 0; i < size; ++i)
+        s = op(s, in[i]);
+      acc[0] = s;
+    } else {
+      for (int64_t i = 0; i < size; ++i)
+        acc[i] = op(acc[i], in[i]);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < size; ++i)
+    reduceRec(in + i * g.inStride[level], acc + i * g.outStride[level],
+              level + 1, g, op);
+}
+} // namespace
+
+template <typename T>
+void reduce(const T *in, T *out, const std::vector<int64_t> &shape,
+            const std::vector<bool> &reduced, ReduceKind kind, double scale) {
+  int64_t outCount = 1, inCount = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    inCount *= shape[d];
+    if (!reduced[d])
+      outCount *= shape[d];
+  }
+  if (outCount == 0)
+    return;
+  if (inCount == 0) {
+    // Every output element reduces an empty set.
+    T init = kind == ReduceKind::Sum ? T(0)
+                                     : -std::numeric_limits<T>::infinity();
+    std::fill(out, out + outCount, init);
+    return;
+  }
+  // Merge neighboring dimensions of one kind; size-1 dimensions vanish.
+  ReduceGroups g;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!g.size.empty() && g.reduced.back() == reduced[d]) {
+      g.size.back() *= shape[d];
+      continue;
+    }
+    g.size.push_back(shape[d]);
+    g.reduced.push_back(reduced[d]);
+  }
+  if (g.size.empty()) {
+    g.size.push_back(1);
+    g.reduced.push_back(false);
+  }
+  size_t n = g.size.size();
+  g.inStride.assign(n, 1);
+  g.outStride.assign(n, 0);
+  for (size_t i = n - 1; i-- > 0;)
+    g.inStride[i] = g.inStride[i + 1] * g.size[i + 1];
+  int64_t outStride = 1;
+  for (size_t i = n; i-- > 0;) {
+    if (g.reduced[i])
+      continue;
+    g.outStride[i] = outStride;
+    outStride *= g.size[i];
+  }
+
+  if (kind == ReduceKind::Sum) {
+    std::vector<double> acc(outCount, 0.0);
+    reduceRec(in, acc.data(), 0, g,
+              [](double s, T x) { return s + static_cast<double>(x); });
+    for (int64_t i = 0; i < outCount; ++i)
+      out[i] = static_cast<T>(acc[i] * scale);
+    return;
+  }
+  std::fill(out, out + outCount, -std::numeric_limits<T>::infinity());
+  // NaN propagates: once the accumulator is NaN it stays NaN.
+  reduceRec(in, out, 0, g, [](T m, T x) { return (x > m || x != x) ? x : m; });
+}
+
+template void reduce<float>(const float *, float *,
+                            const std::vector<int64_t> &,
+                            const std::vector<bool> &, ReduceKind, double);
+template void reduce<double>(const double *, double *,
+                             const std::vector<int64_t> &,
+                             const std::vector<bool> &, ReduceKind, double);
+
+//===----------------------------------------------------------------------===//
+// The backend
+//===----------------------------------------------------------------------===//
+
+namespace {
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(int numThreads) {
+    if (numThreads < 0)
+      throw Error("cpu backend: numThreads must be >= 0 (0 = OpenBLAS's "
+                  "default), got " +
+                  std::to_string(numThreads));
+    if (numThreads > 0)
+      setBlasThreads(numThreads);
+  }
+
+  const char *name() const override { return "cpu"; }
+
+  void run(const KernelCall &call) override {
+    switch (call.kind) {
+    case KernelKind::Einsum:
+      return runEinsum(call);
+    case KernelKind::Add:
+    case KernelKind::Sub:
+    case KernelKind::Mul:
+    case KernelKind::Div:
+    case KernelKind::Max:
+      return runBinary(call);
+    case KernelKind::Neg:
+    case KernelKind::Exp:
+    case KernelKind::Log:
+    case KernelKind::Tanh:
+    case KernelKind::Relu:
+    case KernelKind::Silu:
+    case KernelKind::Rsqrt:
+    case KernelKind::Sqrt:
+    case KernelKind::Gelu:
+      return runUnary(call);
+    case KernelKind::Broadcast:
+      return runBroadcast(call);
+    case KernelKind::ReduceSum:
+    case KernelKind::ReduceMax:
+    case KernelKind::ReduceMean:
+      return runReduce(call);
+    case KernelKind::Transpose:
+      return runTranspose(call);
+    case KernelKind::Reshape:
+      return runReshape(call);
+    case KernelKind::Softmax:
+      return runSoftmax(call);
+    case KernelKind::LayerNorm:
+      return runLayerNorm(call);
+    case KernelKind::RMSNorm:
+      return runRMSNorm(call);
+    case KernelKind::Rotary:
+      return runRotary(call);
+    case KernelKind::Attention:
+      return runAttention(call);
+    case KernelKind::Embedding:
+      return runEmbedding(call);
+    case KernelKind::CrossEntropy:
+      return runCrossEntropy(call);
+    case KernelKind::Fill:
+      return runFill(call);
+    }
+    throw Error("cpu backend: unknown kernel kind " +
+                std::to_string(static_cast<int>(call.kind)));
+  }
+};
+} // namespace
+
+} // namespace cpu
+
+std::unique_ptr<Backend> createCpuBackend(int numThreads) {
+  return std::make_unique<cpu::CpuBackend>(numThreads);
+}
+
+} // namespace partita::runtime

@@ -19,7 +19,34 @@
 
 namespace partita::runtime {
 
-/// One per nn op; names follow the nn dialect's mnemonics.
+/// One per nn op; names follow the nn dialect's mnemonics (nn.reduce's
+/// kinds are separate kernels: "reduce_sum", "reduce_max", "reduce_mean").
+///
+/// Inputs -> outputs of each kind (shapes local; T is f32 or f64 unless
+/// said otherwise; every kind throws Error on anything else):
+///   einsum                 1 or 2 x T -> T, attrs.spec ("bsh,hf->bsf")
+///   add sub mul div max    a, b -> c, one type (also i32/i64)
+///   neg exp log tanh relu silu rsqrt sqrt gelu   x -> y, one type
+///                          (gelu: attrs.tanh for the tanh approximation)
+///   broadcast              x -> y, attrs.dims (y dim of each x dim), any dtype
+///   reduce_sum/max/mean    x -> y, attrs.dims (reduced dims, dropped);
+///                          mean divides by attrs.meanCount when > 0
+///   transpose              x -> y, attrs.dims (perm: y dim i = x dim perm[i]),
+///                          any dtype
+///   reshape                x -> y, same dtype and count, any dtype
+///   softmax                x -> y, attrs.dim
+///   layer_norm             x, gamma[H], beta[H] -> y (last dim), attrs.epsilon
+///   rms_norm               x, gamma[H] -> y (last dim), attrs.epsilon
+///   rotary                 x[B,S,heads,D] -> y, attrs.theta, positionOffset
+///   attention              q[B,Sq,heads,D], k[B,Skv,kvHeads,D], v (as k)
+///                          -> o (as q); attrs.causal, scale, queryOffset
+///   embedding              table[V,H], ids (i32/i64) -> ids.shape + [H],
+///                          attrs.vocabOffset
+///   cross_entropy          logits[..., V], labels (i32/i64) -> 0-d loss
+///                          (T or f32), attrs.meanCount
+///   fill                   () -> y (f32/f64/i32/i64), attrs.fillValue
+/// Outputs must not overlap inputs, except that elementwise kinds and
+/// reshape may write exactly over one of their inputs (in place).
 enum class KernelKind : uint8_t {
   Einsum,
   Add, Sub, Mul, Div, Max,
@@ -69,7 +96,9 @@ public:
   virtual void run(const KernelCall &call) = 0;
 };
 
-/// The CPU backend (OpenBLAS for contractions); `numThreads` 0 = default.
+/// The CPU backend (OpenBLAS for contractions; other kernels run on the
+/// calling thread). `numThreads` > 0 sets OpenBLAS's thread count, which is
+/// process-wide; 0 keeps OpenBLAS's default.
 std::unique_ptr<Backend> createCpuBackend(int numThreads = 0);
 
 } // namespace partita::runtime

@@ -1,0 +1,141 @@
+//===- CpuKernels.h - internals shared by the cpu kernels -------*- C++ -*-===//
+//
+// Validation helpers (every check throws Error naming the kernel and the
+// mismatch), dtype dispatch, the BLAS wrapper and the data-movement helpers
+// (strided copy, reduction) that several kernels share. Not installed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CPU_CPUKERNELS_H
+#define PARTITA_RUNTIME_LIB_CPU_CPUKERNELS_H
+
+#include "partita/runtime/Backend.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace partita::runtime::cpu {
+
+//===----------------------------------------------------------------------===//
+// Diagnostics and validation
+//===----------------------------------------------------------------------===//
+
+/// Throws Error("<kernel>: <message>").
+[[noreturn]] void fail(KernelKind kind, const std::string &message);
+
+/// "[2, 8, 16]".
+std::string shapeToString(const std::vector<int64_t> &shape);
+/// "tensor<2x8x16xf32>" (the MLIR spelling, as in the plan's IR).
+std::string typeToString(const TensorView &view);
+
+/// Checks the number of inputs and outputs, then every view: no negative
+/// dimension, an element count that fits in int64, a non-null data pointer
+/// when there is at least one element. Names views "input i"/"output i".
+void checkCall(const KernelCall &call, size_t numInputs, size_t numOutputs);
+
+/// Throws unless `view` has exactly `shape`.
+void checkShape(KernelKind kind, const TensorView &view, const char *what,
+                const std::vector<int64_t> &shape);
+/// Throws unless `view` has `dtype`.
+void checkDType(KernelKind kind, const TensorView &view, const char *what,
+                DType dtype);
+/// Throws unless `view` is f32 or f64: the float kernels' dtypes.
+void checkFloat(KernelKind kind, const TensorView &view, const char *what);
+/// Throws unless `view` is i32 or i64 (ids, labels).
+void checkIndex(KernelKind kind, const TensorView &view, const char *what);
+
+/// Throws when the bytes of an output overlap those of an input, or of
+/// another output. `allowExactAlias` permits an output that is exactly an
+/// input (same pointer, same size): elementwise kernels run in place.
+void checkNoOverlap(const KernelCall &call, bool allowExactAlias);
+
+/// Product of `shape[begin, end)`.
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
+
+/// Calls `fn(T{})` with T = float or double for `dtype`, and throws naming
+/// `kind` and the dtype otherwise.
+template <typename Fn> void dispatchFloat(KernelKind kind, DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::F32:
+    fn(float{});
+    return;
+  case DType::F64:
+    fn(double{});
+    return;
+  default:
+    fail(kind, std::string("dtype ") + toString(dtype) +
+                   " is not supported (the cpu backend has f32 and f64 "
+                   "kernels)");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// BLAS
+//===----------------------------------------------------------------------===//
+
+/// Row-major C[M,N] = alpha * op(A) op(B) + beta * C through cblas_?gemm.
+/// op(A) is [M,K] (A stored [K,M] when transA); op(B) is [K,N].
+/// Throws when a dimension does not fit BLAS's int.
+void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
+          int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float beta, float *c, int64_t ldc);
+void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
+          int64_t k, double alpha, const double *a, int64_t lda,
+          const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+
+/// Sets OpenBLAS's thread count (process-wide).
+void setBlasThreads(int numThreads);
+
+//===----------------------------------------------------------------------===//
+// Data movement shared by several kernels
+//===----------------------------------------------------------------------===//
+
+/// out[i0, ..., in-1] = in[sum_k i_k * inStrides[k]] for every index of
+/// `outShape` (strides in elements; 0 repeats). Transpose and broadcast are
+/// both this. Works on any dtype of `elementSize` 1, 2, 4 or 8 bytes.
+void stridedCopy(const void *in, void *out, size_t elementSize,
+                 const std::vector<int64_t> &outShape,
+                 const std::vector<int64_t> &inStrides);
+
+/// Row-major strides of `shape`, in elements.
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
+
+/// Writes into `out` the transpose of `in` (shape `inShape`) by `perm`:
+/// out dimension i is input dimension perm[i]. No validation.
+void permute(const void *in, void *out, size_t elementSize,
+             const std::vector<int64_t> &inShape,
+             const std::vector<int64_t> &perm);
+
+enum class ReduceKind { Sum, Max };
+
+/// Reduces `in` (shape `shape`) over the dimensions with reduced[d] set,
+/// writing the kept dimensions in their order to `out`; sums accumulate in
+/// double and are multiplied by `scale` (1/count for a mean). No validation.
+template <typename T>
+void reduce(const T *in, T *out, const std::vector<int64_t> &shape,
+            const std::vector<bool> &reduced, ReduceKind kind, double scale);
+
+//===----------------------------------------------------------------------===//
+// Kernels (one per KernelKind family; each validates its call)
+//===----------------------------------------------------------------------===//
+
+void runEinsum(const KernelCall &call);
+void runBinary(const KernelCall &call);
+void runUnary(const KernelCall &call);
+void runFill(const KernelCall &call);
+void runBroadcast(const KernelCall &call);
+void runReduce(const KernelCall &call);
+void runTranspose(const KernelCall &call);
+void runReshape(const KernelCall &call);
+void runSoftmax(const KernelCall &call);
+void runLayerNorm(const KernelCall &call);
+void runRMSNorm(const KernelCall &call);
+void runRotary(const KernelCall &call);
+void runAttention(const KernelCall &call);
+void runEmbedding(const KernelCall &call);
+void runCrossEntropy(const KernelCall &call);
+
+} // namespace partita::runtime::cpu
+
+#endif // PARTITA_RUNTIME_LIB_CPU_CPUKERNELS_H

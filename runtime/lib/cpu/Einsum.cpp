@@ -1,0 +1,348 @@
+//===- Einsum.cpp - cpu kernel: einsum as batched GEMM through BLAS -------===//
+//
+// The spec's letters fall into classes: batch (in both operands and the
+// result), free-left / free-right (in one operand and the result),
+// contracted (in both operands, not the result) and summed (in one operand
+// only). Size-1 letters are dropped first: they do not change any layout.
+// Summed letters are reduced away per operand; then each operand is viewed
+// as [batch, free, contracted] or [batch, contracted, free] (a BLAS
+// transpose flag), and permuted into that form only when it is neither;
+// the result is written by the GEMM directly when it is [batch, freeL,
+// freeR] (or [batch, freeR, freeL]: the operands swap roles), else through
+// a temporary and a permutation. One cblas_?gemm call per batch element
+// (OpenBLAS 0.3.21 has no gemm_batch). Single-operand einsum is a sum over
+// the missing letters followed by a permutation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <array>
+#include <cstring>
+
+namespace partita::runtime::cpu {
+
+namespace {
+
+constexpr KernelKind kEinsum = KernelKind::Einsum;
+
+struct Spec {
+  std::vector<std::string> terms;
+  std::string result;
+};
+
+using LetterSizes = std::array<int64_t, 128>;
+
+bool isLetter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+Spec parseSpec(const std::string &spec, size_t numInputs) {
+  auto bad = [&](const std::string &why) {
+    fail(kEinsum, "spec \"" + spec + "\": " + why);
+  };
+  size_t arrow = spec.find("->");
+  if (arrow == std::string::npos || spec.find("->", arrow + 1) !=
+                                        std::string::npos)
+    bad("needs exactly one '->'");
+  Spec s;
+  std::string lhs = spec.substr(0, arrow);
+  s.result = spec.substr(arrow + 2);
+  size_t start = 0;
+  while (true) {
+    size_t comma = lhs.find(',', start);
+    s.terms.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (s.terms.size() != numInputs)
+    bad("has " + std::to_string(s.terms.size()) + " operand term(s) but " +
+        std::to_string(numInputs) + " input(s) were given");
+  auto checkTerm = [&](const std::string &term, const std::string &what) {
+    bool seen[128] = {};
+    for (char c : term) {
+      if (!isLetter(c))
+        bad(what + " has '" + std::string(1, c) +
+            "', not an ASCII letter (no spaces or ellipsis)");
+      if (seen[static_cast<int>(c)])
+        bad(what + " repeats '" + std::string(1, c) +
+            "' (diagonals are not supported)");
+      seen[static_cast<int>(c)] = true;
+    }
+  };
+  for (size_t i = 0; i < s.terms.size(); ++i)
+    checkTerm(s.terms[i], "operand term " + std::to_string(i));
+  checkTerm(s.result, "the result term");
+  for (char c : s.result) {
+    bool found = false;
+    for (const std::string &term : s.terms)
+      found |= term.find(c) != std::string::npos;
+    if (!found)
+      bad("result letter '" + std::string(1, c) + "' is in no operand");
+  }
+  return s;
+}
+
+LetterSizes bindSizes(const KernelCall &call, const Spec &s) {
+  LetterSizes size;
+  size.fill(-1);
+  std::vector<std::string> owner(128);
+  auto bind = [&](const std::string &term, const TensorView &view,
+                  const std::string &what) {
+    if (static_cast<int64_t>(term.size()) != view.rank())
+      fail(kEinsum, what + " (" + typeToString(view) + ") has rank " +
+                        std::to_string(view.rank()) + " but its term \"" +
+                        term + "\" has " + std::to_string(term.size()) +
+                        " letters");
+    for (size_t i = 0; i < term.size(); ++i) {
+      int c = term[i];
+      if (size[c] < 0) {
+        size[c] = view.shape[i];
+        owner[c] = what;
+      } else if (size[c] != view.shape[i]) {
+        fail(kEinsum, "letter '" + std::string(1, term[i]) + "' is " +
+                          std::to_string(view.shape[i]) + " in " + what +
+                          " but " + std::to_string(size[c]) + " in " +
+                          owner[c]);
+      }
+    }
+  };
+  for (size_t i = 0; i < s.terms.size(); ++i)
+    bind(s.terms[i], call.inputs[i], "input " + std::to_string(i));
+  bind(s.result, call.outputs[0], "output 0");
+  return size;
+}
+
+bool has(const std::string &term, char c) {
+  return term.find(c) != std::string::npos;
+}
+
+std::string dropUnitLetters(const std::string &term, const LetterSizes &size) {
+  std::string out;
+  for (char c : term)
+    if (size[static_cast<int>(c)] != 1)
+      out += c;
+  return out;
+}
+
+std::vector<int64_t> shapeOf(const std::string &term, const LetterSizes &size) {
+  std::vector<int64_t> shape;
+  for (char c : term)
+    shape.push_back(size[static_cast<int>(c)]);
+  return shape;
+}
+
+int64_t countOf(const std::string &term, const LetterSizes &size) {
+  int64_t n = 1;
+  for (char c : term)
+    n *= size[static_cast<int>(c)];
+  return n;
+}
+
+/// Letters of `term`, in its order, that satisfy `pred`.
+template <typename Pred>
+std::string lettersOf(const std::string &term, Pred pred) {
+  std::string out;
+  for (char c : term)
+    if (pred(c))
+      out += c;
+  return out;
+}
+
+/// Writes `in` (letters `term`) as `outTerm`, summing the letters of `term`
+/// missing from `outTerm`.
+template <typename T>
+void sumAndPermute(const T *in, const std::string &term, T *out,
+                   const std::string &outTerm, const LetterSizes &size) {
+  std::vector<int64_t> shape = shapeOf(term, size);
+  std::string kept = lettersOf(term, [&](char c) { return has(outTerm, c); });
+  const T *source = in;
+  std::vector<T> reduced;
+  if (kept.size() != term.size()) {
+    std::vector<bool> mask;
+    for (char c : term)
+      mask.push_back(!has(outTerm, c));
+    T *target = out;
+    if (kept != outTerm) {
+      reduced.resize(countOf(kept, size));
+      target = reduced.data();
+    }
+    reduce(in, target, shape, mask, ReduceKind::Sum, 1.0);
+    if (kept == outTerm)
+      return;
+    source = reduced.data();
+    shape = shapeOf(kept, size);
+  }
+  if (kept == outTerm) {
+    std::memcpy(out, source, countOf(kept, size) * sizeof(T));
+    return;
+  }
+  std::vector<int64_t> perm;
+  for (char c : outTerm)
+    perm.push_back(static_cast<int64_t>(kept.find(c)));
+  permute(source, out, sizeof(T), shape, perm);
+}
+
+/// An operand on its way to GEMM form; `data` points at the caller's buffer
+/// or at `storage`.
+template <typename T> struct Operand {
+  const T *data;
+  std::string term;
+  std::vector<T> storage;
+};
+
+enum class Layout { None, FreeContracted, ContractedFree };
+
+Layout layoutOf(const std::string &term, const std::string &batch,
+                const std::string &free, const std::string &contracted) {
+  if (term == batch + free + contracted)
+    return Layout::FreeContracted;
+  if (term == batch + contracted + free)
+    return Layout::ContractedFree;
+  return Layout::None;
+}
+
+/// Rewrites `op` as `target` (a permutation of its letters).
+template <typename T>
+void permuteOperand(Operand<T> &op, const std::string &target,
+                    const LetterSizes &size) {
+  std::vector<T> buffer(countOf(target, size));
+  sumAndPermute(op.data, op.term, buffer.data(), target, size);
+  op.storage = std::move(buffer);
+  op.data = op.storage.data();
+  op.term = target;
+}
+
+template <typename T>
+void einsumTwo(const KernelCall &call, const Spec &spec,
+               const LetterSizes &size) {
+  std::string result = dropUnitLetters(spec.result, size);
+  Operand<T> ops[2];
+  for (int i = 0; i < 2; ++i) {
+    ops[i].data = call.inputs[i].as<T>();
+    ops[i].term = dropUnitLetters(spec.terms[i], size);
+  }
+  T *out = call.outputs[0].as<T>();
+  int64_t outCount = call.outputs[0].numElements();
+  if (outCount == 0)
+    return;
+  if (call.inputs[0].numElements() == 0 || call.inputs[1].numElements() == 0) {
+    // A summed or contracted letter has size 0: an empty sum.
+    std::fill(out, out + outCount, T(0));
+    return;
+  }
+
+  // Sum away letters that only one operand has.
+  for (int i = 0; i < 2; ++i) {
+    const std::string &other = ops[1 - i].term;
+    std::string kept = lettersOf(ops[i].term, [&](char c) {
+      return has(other, c) || has(result, c);
+    });
+    if (kept != ops[i].term)
+      permuteOperand(ops[i], kept, size);
+  }
+  const std::string &a = ops[0].term, &b = ops[1].term;
+  auto inA = [&](char c) { return has(a, c); };
+  auto inB = [&](char c) { return has(b, c); };
+  auto inR = [&](char c) { return has(result, c); };
+
+  // Group orders: from the result when it is grouped, else from the
+  // operands (the result is permuted anyway then).
+  std::string batch = lettersOf(result, [&](char c) { return inA(c) && inB(c); });
+  std::string freeA = lettersOf(result, [&](char c) { return inA(c) && !inB(c); });
+  std::string freeB = lettersOf(result, [&](char c) { return inB(c) && !inA(c); });
+  bool resultDirect =
+      result == batch + freeA + freeB || result == batch + freeB + freeA;
+  if (!resultDirect) {
+    batch = lettersOf(a, [&](char c) { return inB(c) && inR(c); });
+    freeA = lettersOf(a, [&](char c) { return !inB(c); });
+    freeB = lettersOf(b, [&](char c) { return !inA(c); });
+  }
+  // The contracted order: the one that lets more operands be used as they
+  // are.
+  std::string contracted;
+  {
+    std::string kA = lettersOf(a, [&](char c) { return inB(c) && !inR(c); });
+    std::string kB = lettersOf(b, [&](char c) { return inA(c) && !inR(c); });
+    auto score = [&](const std::string &k) {
+      return (layoutOf(a, batch, freeA, k) != Layout::None) +
+             (layoutOf(b, batch, freeB, k) != Layout::None);
+    };
+    contracted = score(kB) > score(kA) ? kB : kA;
+  }
+  if (layoutOf(a, batch, freeA, contracted) == Layout::None)
+    permuteOperand(ops[0], batch + freeA + contracted, size);
+  if (layoutOf(b, batch, freeB, contracted) == Layout::None)
+    permuteOperand(ops[1], batch + contracted + freeB, size);
+  Layout layoutA = layoutOf(ops[0].term, batch, freeA, contracted);
+  Layout layoutB = layoutOf(ops[1].term, batch, freeB, contracted);
+
+  // Rows come from `left`, columns from `right`.
+  bool swap = resultDirect && result != batch + freeA + freeB;
+  const Operand<T> &left = swap ? ops[1] : ops[0];
+  const Operand<T> &right = swap ? ops[0] : ops[1];
+  Layout layoutL = swap ? layoutB : layoutA, layoutR = swap ? layoutA : layoutB;
+  int64_t m = countOf(swap ? freeB : freeA, size);
+  int64_t n = countOf(swap ? freeA : freeB, size);
+  int64_t k = countOf(contracted, size);
+  int64_t batches = countOf(batch, size);
+  bool transL = layoutL == Layout::ContractedFree;
+  bool transR = layoutR == Layout::FreeContracted;
+  int64_t ldl = transL ? m : k, ldr = transR ? k : n;
+
+  std::vector<T> temp;
+  T *c = out;
+  if (!resultDirect) {
+    temp.resize(batches * m * n);
+    c = temp.data();
+  }
+  for (int64_t i = 0; i < batches; ++i)
+    gemm(kEinsum, transL, transR, m, n, k, T(1), left.data + i * m * k, ldl,
+         right.data + i * k * n, ldr, T(0), c + i * m * n, n);
+  if (!resultDirect)
+    sumAndPermute(temp.data(), batch + freeA + freeB, out, result, size);
+}
+
+template <typename T>
+void einsumOne(const KernelCall &call, const Spec &spec,
+               const LetterSizes &size) {
+  T *out = call.outputs[0].as<T>();
+  int64_t outCount = call.outputs[0].numElements();
+  if (outCount == 0)
+    return;
+  if (call.inputs[0].numElements() == 0) {
+    std::fill(out, out + outCount, T(0));
+    return;
+  }
+  sumAndPermute(call.inputs[0].as<T>(), dropUnitLetters(spec.terms[0], size),
+                out, dropUnitLetters(spec.result, size), size);
+}
+
+} // namespace
+
+void runEinsum(const KernelCall &call) {
+  if (call.inputs.size() != 1 && call.inputs.size() != 2)
+    fail(kEinsum, "expects one or two inputs, got " +
+                      std::to_string(call.inputs.size()));
+  checkCall(call, call.inputs.size(), 1);
+  const TensorView &out = call.outputs[0];
+  for (size_t i = 0; i < call.inputs.size(); ++i)
+    if (call.inputs[i].dtype != out.dtype)
+      fail(kEinsum, "input " + std::to_string(i) + " has dtype " +
+                        toString(call.inputs[i].dtype) +
+                        " but output 0 has " + toString(out.dtype));
+  checkFloat(kEinsum, out, "output 0");
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  Spec spec = parseSpec(call.attrs.spec, call.inputs.size());
+  LetterSizes size = bindSizes(call, spec);
+  dispatchFloat(kEinsum, out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (call.inputs.size() == 1)
+      einsumOne<T>(call, spec, size);
+    else
+      einsumTwo<T>(call, spec, size);
+  });
+}
+
+} // namespace partita::runtime::cpu

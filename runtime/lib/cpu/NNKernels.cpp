@@ -1,0 +1,449 @@
+//===- NNKernels.cpp - cpu kernels: softmax, norms, rotary, attention, ... ===//
+//
+// The kernels of nn's model-level ops. Sums (softmax denominators, norm
+// statistics, losses) accumulate in double for both f32 and f64; exponents
+// are taken after subtracting the maximum, so no kernel overflows on large
+// logits. Offsets in the attributes (positionOffset, queryOffset,
+// vocabOffset) say where a local shard sits in the global tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace partita::runtime::cpu {
+
+namespace {
+
+template <typename T> T maxOf(T x, T y) { return (x > y || x != x) ? x : y; }
+
+void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
+                   const TensorView &b, const char *bName) {
+  if (a.dtype != b.dtype || a.shape != b.shape)
+    fail(kind, std::string(aName) + " is " + typeToString(a) + " but " +
+                   bName + " is " + typeToString(b) + " (they must match)");
+}
+
+void checkEpsilon(KernelKind kind, double epsilon) {
+  if (!(epsilon > 0 && std::isfinite(epsilon)))
+    fail(kind, "epsilon must be positive and finite, got " +
+                   std::to_string(epsilon));
+}
+
+/// Checks a [size] scale/shift vector of `x`'s dtype.
+void checkVector(KernelKind kind, const TensorView &v, const char *name,
+                 const TensorView &x, int64_t size) {
+  checkDType(kind, v, name, x.dtype);
+  checkShape(kind, v, name, {size});
+}
+
+//===----------------------------------------------------------------------===//
+// softmax
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *row = x + o * n;
+      T *dst = y + o * n;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        m = maxOf(m, row[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        dst[j] = std::exp(row[j] - m);
+        sum += dst[j];
+      }
+      T r = static_cast<T>(1.0 / sum);
+      for (int64_t j = 0; j < n; ++j)
+        dst[j] *= r;
+    }
+    return;
+  }
+  // Softmax along a non-innermost dimension: keep `inner` running maxima and
+  // sums, so every pass reads contiguous rows.
+  std::vector<T> m(inner);
+  std::vector<double> sum(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *src = x + o * n * inner;
+    T *dst = y + o * n * inner;
+    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < inner; ++i)
+        m[i] = maxOf(m[i], src[j * inner + i]);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < inner; ++i) {
+        T e = std::exp(src[j * inner + i] - m[i]);
+        dst[j * inner + i] = e;
+        sum[i] += e;
+      }
+    for (int64_t i = 0; i < inner; ++i)
+      m[i] = static_cast<T>(1.0 / sum[i]); // reuse as the reciprocal
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < inner; ++i)
+        dst[j * inner + i] *= m[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// attention
+//===----------------------------------------------------------------------===//
+
+/// Row-wise softmax of scores[rows, cols] in place, row i restricted to its
+/// first limit(i) columns (the rest become 0).
+template <typename T, typename Limit>
+void maskedSoftmaxRows(T *scores, int64_t rows, int64_t cols, Limit limit) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T *row = scores + i * cols;
+    int64_t n = limit(i);
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < n; ++j)
+      m = maxOf(m, row[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    T r = static_cast<T>(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j)
+      row[j] *= r;
+    std::fill(row + n, row + cols, T(0));
+  }
+}
+
+template <typename T>
+void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
+               int64_t seqKV, int64_t heads, int64_t kvHeads, int64_t headDim,
+               double scale) {
+  const T *q = call.inputs[0].as<T>(), *k = call.inputs[1].as<T>(),
+          *v = call.inputs[2].as<T>();
+  T *out = call.outputs[0].as<T>();
+  bool causal = call.attrs.causal;
+  int64_t offset = call.attrs.queryOffset;
+  int64_t group = heads / kvHeads;
+  // Row strides of one head's [seq, head_dim] slice inside [b, s, h, d].
+  int64_t ldq = heads * headDim, ldkv = kvHeads * headDim;
+  std::vector<T> scores(seqQ * seqKV);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t g = h / group; // the kv head this query head reads
+      const T *qh = q + b * seqQ * ldq + h * headDim;
+      const T *kh = k + b * seqKV * ldkv + g * headDim;
+      const T *vh = v + b * seqKV * ldkv + g * headDim;
+      T *oh = out + b * seqQ * ldq + h * headDim;
+      // scores = scale * Q K^T
+      gemm(KernelKind::Attention, false, true, seqQ, seqKV, headDim,
+           static_cast<T>(scale), qh, ldq, kh, ldkv, T(0), scores.data(),
+           seqKV);
+      // Query i sits at global position offset + i and sees keys
+      // 0..offset + i when causal.
+      maskedSoftmaxRows(scores.data(), seqQ, seqKV, [&](int64_t i) {
+        return causal ? std::min(seqKV, offset + i + 1) : seqKV;
+      });
+      // out = P V
+      gemm(KernelKind::Attention, false, false, seqQ, headDim, seqKV, T(1),
+           scores.data(), seqKV, vh, ldkv, T(0), oh, ldq);
+    }
+  }
+}
+
+} // namespace
+
+void runSoftmax(const KernelCall &call) {
+  checkCall(call, 1, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  checkSameType(call.kind, x, "input 0", y, "output 0");
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  int64_t dim = call.attrs.dim;
+  if (dim < 0 || dim >= x.rank())
+    fail(call.kind, "dim " + std::to_string(dim) +
+                        " is out of range for input 0 of rank " +
+                        std::to_string(x.rank()));
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax(x.as<T>(), y.as<T>(), product(x.shape, 0, dim), x.shape[dim],
+            product(x.shape, dim + 1, x.shape.size()));
+  });
+}
+
+void runLayerNorm(const KernelCall &call) {
+  checkCall(call, 3, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  checkSameType(call.kind, x, "input 0", y, "output 0");
+  if (x.rank() < 1)
+    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  int64_t hidden = x.shape.back();
+  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+  checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
+  checkEpsilon(call.kind, call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *gamma = call.inputs[1].as<T>(), *beta = call.inputs[2].as<T>();
+    int64_t rows = hidden ? x.numElements() / hidden : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *src = x.as<T>() + r * hidden;
+      T *dst = y.as<T>() + r * hidden;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < hidden; ++i)
+        mean += src[i];
+      mean /= hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        double d = src[i] - mean;
+        var += d * d;
+      }
+      var /= hidden;
+      T m = static_cast<T>(mean);
+      T rstd = static_cast<T>(1.0 / std::sqrt(var + call.attrs.epsilon));
+      for (int64_t i = 0; i < hidden; ++i)
+        dst[i] = (src[i] - m) * rstd * gamma[i] + beta[i];
+    }
+  });
+}
+
+void runRMSNorm(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  checkSameType(call.kind, x, "input 0", y, "output 0");
+  if (x.rank() < 1)
+    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  int64_t hidden = x.shape.back();
+  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+  checkEpsilon(call.kind, call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *gamma = call.inputs[1].as<T>();
+    int64_t rows = hidden ? x.numElements() / hidden : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *src = x.as<T>() + r * hidden;
+      T *dst = y.as<T>() + r * hidden;
+      double sq = 0;
+      for (int64_t i = 0; i < hidden; ++i)
+        sq += static_cast<double>(src[i]) * src[i];
+      T rms = static_cast<T>(1.0 / std::sqrt(sq / hidden + call.attrs.epsilon));
+      for (int64_t i = 0; i < hidden; ++i)
+        dst[i] = src[i] * rms * gamma[i];
+    }
+  });
+}
+
+void runRotary(const KernelCall &call) {
+  checkCall(call, 1, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  checkSameType(call.kind, x, "input 0", y, "output 0");
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  if (x.rank() != 4)
+    fail(call.kind, "input 0 must be [batch, seq, heads, head_dim], got " +
+                        typeToString(x));
+  int64_t batch = x.shape[0], seq = x.shape[1], heads = x.shape[2],
+          headDim = x.shape[3];
+  if (headDim % 2 != 0)
+    fail(call.kind, "head_dim must be even, got " + std::to_string(headDim));
+  double theta = call.attrs.theta;
+  if (!(theta > 0 && std::isfinite(theta)))
+    fail(call.kind,
+         "theta must be positive and finite, got " + std::to_string(theta));
+  if (call.attrs.positionOffset < 0)
+    fail(call.kind, "positionOffset must be >= 0, got " +
+                        std::to_string(call.attrs.positionOffset));
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t half = headDim / 2;
+    // Angles in double: positions reach the tens of thousands.
+    std::vector<T> cosTable(seq * half), sinTable(seq * half);
+    for (int64_t s = 0; s < seq; ++s) {
+      double p = static_cast<double>(call.attrs.positionOffset + s);
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = p * std::pow(theta, -2.0 * i / headDim);
+        cosTable[s * half + i] = static_cast<T>(std::cos(angle));
+        sinTable[s * half + i] = static_cast<T>(std::sin(angle));
+      }
+    }
+    const T *src = x.as<T>();
+    T *dst = y.as<T>();
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t s = 0; s < seq; ++s) {
+        const T *c = cosTable.data() + s * half, *sn = sinTable.data() + s * half;
+        for (int64_t h = 0; h < heads; ++h) {
+          int64_t base = ((b * seq + s) * heads + h) * headDim;
+          for (int64_t i = 0; i < half; ++i) {
+            T x0 = src[base + 2 * i], x1 = src[base + 2 * i + 1];
+            dst[base + 2 * i] = x0 * c[i] - x1 * sn[i];
+            dst[base + 2 * i + 1] = x0 * sn[i] + x1 * c[i];
+          }
+        }
+      }
+  });
+}
+
+void runAttention(const KernelCall &call) {
+  checkCall(call, 3, 1);
+  const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                   &v = call.inputs[2], &out = call.outputs[0];
+  KernelKind kind = call.kind;
+  if (q.rank() != 4)
+    fail(kind, "input 0 (query) must be [batch, seq_q, heads, head_dim], "
+               "got " +
+                   typeToString(q));
+  if (k.rank() != 4)
+    fail(kind, "input 1 (key) must be [batch, seq_kv, kv_heads, head_dim], "
+               "got " +
+                   typeToString(k));
+  checkSameType(kind, v, "input 2 (value)", k, "input 1 (key)");
+  checkSameType(kind, out, "output 0", q, "input 0 (query)");
+  checkDType(kind, k, "input 1 (key)", q.dtype);
+  int64_t batch = q.shape[0], seqQ = q.shape[1], heads = q.shape[2],
+          headDim = q.shape[3];
+  int64_t seqKV = k.shape[1], kvHeads = k.shape[2];
+  if (k.shape[0] != batch || k.shape[3] != headDim)
+    fail(kind, "input 1 (key) " + typeToString(k) +
+                   " does not share batch and head_dim with input 0 (query) " +
+                   typeToString(q));
+  if (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0)
+    fail(kind, "heads (" + std::to_string(heads) +
+                   ") must be a multiple of kv_heads (" +
+                   std::to_string(kvHeads) + ")");
+  double scale = call.attrs.scale
+                     ? *call.attrs.scale
+                     : 1.0 / std::sqrt(static_cast<double>(headDim));
+  if (call.attrs.scale && !(*call.attrs.scale > 0 &&
+                            std::isfinite(*call.attrs.scale)))
+    fail(kind, "scale must be positive and finite, got " +
+                   std::to_string(*call.attrs.scale));
+  if (call.attrs.causal &&
+      (call.attrs.queryOffset < 0 ||
+       call.attrs.queryOffset > seqKV - seqQ))
+    fail(kind, "causal attention needs 0 <= queryOffset and queryOffset + "
+               "seq_q <= seq_kv (the keys cover positions 0..seq_kv-1), got "
+               "queryOffset " +
+                   std::to_string(call.attrs.queryOffset) + ", seq_q " +
+                   std::to_string(seqQ) + ", seq_kv " + std::to_string(seqKV));
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  if (out.numElements() == 0)
+    return;
+  if (seqKV == 0)
+    fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
+  dispatchFloat(kind, q.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    attention<T>(call, batch, seqQ, seqKV, heads, kvHeads, headDim, scale);
+  });
+}
+
+void runEmbedding(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  const TensorView &table = call.inputs[0], &ids = call.inputs[1],
+                   &out = call.outputs[0];
+  KernelKind kind = call.kind;
+  if (table.rank() != 2)
+    fail(kind, "input 0 (table) must be [vocab, hidden], got " +
+                   typeToString(table));
+  checkIndex(kind, ids, "input 1 (ids)");
+  checkDType(kind, out, "output 0", table.dtype);
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(table.shape[1]);
+  checkShape(kind, out, "output 0", shape);
+  int64_t offset = call.attrs.vocabOffset;
+  if (offset < 0)
+    fail(kind, "vocabOffset must be >= 0, got " + std::to_string(offset));
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  int64_t vocab = table.shape[0], hidden = table.shape[1];
+  dispatchFloat(kind, table.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto gather = [&](auto *idData) {
+      const T *rows = table.as<T>();
+      T *dst = out.as<T>();
+      for (int64_t t = 0, n = ids.numElements(); t < n; ++t, dst += hidden) {
+        int64_t id = static_cast<int64_t>(idData[t]);
+        // The shard holds global rows [offset, offset + vocab); other ids
+        // give zeros (the all-reduce over the vocab axis sums the shards).
+        if (id >= offset && id - offset < vocab)
+          std::copy(rows + (id - offset) * hidden,
+                    rows + (id - offset + 1) * hidden, dst);
+        else
+          std::fill(dst, dst + hidden, T(0));
+      }
+    };
+    if (ids.dtype == DType::I32)
+      gather(ids.as<int32_t>());
+    else
+      gather(ids.as<int64_t>());
+  });
+}
+
+// Vocab-parallel cross-entropy (logits sharded over the vocab, vocabOffset
+// the first local row) is not this kernel: it will be three local pieces
+// joined by all-reduces over the vocab axis:
+//   1. m_t = max over the local vocab of logits[t]          -> all-reduce max
+//   2. s_t = sum over the local vocab of exp(logits[t] - m_t)
+//      (with the global m_t)                                -> all-reduce sum
+//   3. z_t = logits[t, label_t - vocabOffset] when the label falls in the
+//      shard, else 0                                        -> all-reduce sum
+// and then loss = sum_t (m_t + log s_t - z_t) / meanCount. Until those
+// kernels exist, a nonzero vocabOffset is an error here.
+void runCrossEntropy(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  const TensorView &logits = call.inputs[0], &labels = call.inputs[1],
+                   &out = call.outputs[0];
+  KernelKind kind = call.kind;
+  if (logits.rank() < 1)
+    fail(kind, "input 0 (logits) must be [..., vocab], got a rank-0 tensor");
+  checkFloat(kind, logits, "input 0 (logits)");
+  checkIndex(kind, labels, "input 1 (labels)");
+  checkShape(kind, labels, "input 1 (labels)",
+             std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
+  checkShape(kind, out, "output 0", {});
+  if (out.dtype != logits.dtype && out.dtype != DType::F32)
+    fail(kind, std::string("output 0 has dtype ") + toString(out.dtype) +
+                   ", expected the logits' dtype (" + toString(logits.dtype) +
+                   ") or f32");
+  if (call.attrs.vocabOffset != 0)
+    fail(kind, "vocab-parallel cross_entropy (vocabOffset " +
+                   std::to_string(call.attrs.vocabOffset) +
+                   ") is not supported yet");
+  if (call.attrs.meanCount < 0)
+    fail(kind, "meanCount must be >= 0, got " +
+                   std::to_string(call.attrs.meanCount));
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  int64_t vocab = logits.shape.back();
+  int64_t tokens = labels.numElements();
+  auto labelAt = [&](int64_t t) -> int64_t {
+    return labels.dtype == DType::I32 ? labels.as<int32_t>()[t]
+                                      : labels.as<int64_t>()[t];
+  };
+  for (int64_t t = 0; t < tokens; ++t)
+    if (labelAt(t) < 0 || labelAt(t) >= vocab)
+      fail(kind, "label " + std::to_string(labelAt(t)) + " of token " +
+                     std::to_string(t) + " is outside [0, " +
+                     std::to_string(vocab) + ")");
+  double total = 0;
+  dispatchFloat(kind, logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const T *row = logits.as<T>() + t * vocab;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < vocab; ++j)
+        m = maxOf(m, row[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < vocab; ++j)
+        sum += std::exp(static_cast<double>(row[j]) - m);
+      total += static_cast<double>(m) + std::log(sum) - row[labelAt(t)];
+    }
+  });
+  // Mean over tokens; a shard divides by the global count so the partial
+  // losses only need an all-reduce sum. No tokens and no count: 0/0 = NaN.
+  int64_t count = call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens;
+  double loss = count > 0 ? total / static_cast<double>(count)
+                          : std::numeric_limits<double>::quiet_NaN();
+  if (out.dtype == DType::F32)
+    *out.as<float>() = static_cast<float>(loss);
+  else
+    *out.as<double>() = loss;
+}
+
+} // namespace partita::runtime::cpu
