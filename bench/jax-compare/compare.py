@@ -99,6 +99,12 @@ def run_partita(partita_opt, mlir):
     no_rule = set(re.findall(r'loc\("([^"]+)"\): op \S+ has no sharding rule',
                              proc.stderr))
     out = {}
+    sig = re.search(r"func\.func @\w+\(.*\) -> \((.*)\) \{", proc.stdout)
+    if sig:
+        for n, item in enumerate(_split_top(sig.group(1))):
+            m = re.search(r"dist\.sharding = (#dist\.sharding<.*>)\}", item)
+            out[f"result:{n}"] = ("func.func", normalize_partita(m.group(1))
+                                  if m else None, False)
     for line in proc.stdout.splitlines():
         loc = re.search(r'loc\("([^"]+)"\)\s*$', line)
         op = re.search(r"=\s*([\w.]+)", line)
@@ -215,6 +221,9 @@ def header_block(jax_runs, partita_opt):
         "table, named after the op that caused them).",
         "- Rows marked \"inside\" exist only in JAX, which has no fused softmax or "
         "cross-entropy op; Partita's one op covers them.",
+        "- `result:N` rows are the function's N-th result: the sharding in "
+        "Partita's function signature, and XLA's sharding of the root "
+        "instruction (its output sharding).",
         "- Partita's column drops open/closed markers and priorities; "
         "`partial={...}` is kept.",
     ])

@@ -166,6 +166,18 @@ def groups_to_axes(groups, mesh_axes):
     return None
 
 
+def split_tuple_sharding(text):
+    """`{a}, {b}` (the inside of a tuple's sharding={...}) -> ["a", "b"]."""
+    out, pos = [], 0
+    while True:
+        start = text.find("{", pos)
+        if start < 0:
+            return out
+        end = _matching(text, start, "{", "}")
+        out.append(text[start + 1:end])
+        pos = end + 1
+
+
 def scope_of(op_name):
     """`jit(f)/probs/max/reduce_max` -> `probs/max`: the named scopes only."""
     parts = op_name.split("/")[:-1]
@@ -352,6 +364,8 @@ ENTRY %main (a: f32[4,8]) -> f32[4,8] {
         "mesh['axis_0'=2,'axis_1'=1,'axis_2'=4] {'axis_2'}"
     assert _replica_groups_text("replica_groups=[2,4]<=[8], use_global") == \
         "[2,4]<=[8]"
+    assert split_tuple_sharding("{replicated}, {devices=[2,1,4]<=[8]}") == [
+        "replicated", "devices=[2,1,4]<=[8]"]
     print("hlo_sharding self-test: ok")
 
 

@@ -27,7 +27,9 @@ class Arg:
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    name: str  # named_scope on the JAX side, loc on the Partita side
+    # named_scope on the JAX side, loc on the Partita side; `result:N` is
+    # the function's N-th result (as XLA's root and Partita's signature say).
+    name: str
     shape: tuple
     partita: bool = True  # False: JAX-only piece of a fused Partita op
 
@@ -90,6 +92,7 @@ MLP = Program(
         Row("relu_w2", (B, H)),
         Row("b2_bcast", (B, H)),
         Row("out", (B, H)),
+        Row("result:0", (B, H)),
     ),
     build=_mlp,
 )
@@ -164,6 +167,7 @@ ATTENTION = Program(
         Row("probs", (AB, AN, AS, AS)),
         Row("context", (AB, AS, AN, AD)),
         Row("out", (AB, AS, AH)),
+        Row("result:0", (AB, AS, AH)),
     ),
     build=_attention,
 )
@@ -223,6 +227,8 @@ EMBEDDING_LOSS = Program(
         Row("loss/picked", (EB, ES), partita=False),
         Row("loss/token_loss", (EB, ES), partita=False),
         Row("loss", ()),
+        Row("result:0", ()),
+        Row("result:1", (EB, ES, EV)),
     ),
     build=_embedding_loss,
 )

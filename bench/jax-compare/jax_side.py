@@ -86,7 +86,22 @@ def main():
         leaving = hlo_sharding.scope_results(instrs, key=row_of)
 
         rows = {}
+        root = next(i for i in instrs if i.is_root)
+        if root.opcode == "tuple":
+            outs = hlo_sharding.split_tuple_sharding(root.sharding or "")
+        else:
+            outs = [root.sharding]
         for row in prog.rows:
+            if row.name.startswith("result:"):
+                n = int(row.name.split(":")[1])
+                text = outs[n] if n < len(outs) else None
+                rows[row.name] = {
+                    "instr": root.name, "opcode": root.opcode, "hlo": text,
+                    "sharding": hlo_sharding.to_partita(
+                        text or "replicated", len(row.shape),
+                        jax_programs.MESH_AXES),
+                    "ambiguous": False}
+                continue
             cands = [i for i in leaving.get(row.name, []) if i.shape == row.shape]
             if not cands:
                 rows[row.name] = {"error": "no instruction of this shape leaves the scope"}
