@@ -472,21 +472,28 @@ void ModulePropagator::write(const PropagationResult &result) {
   auto origin = [&](int32_t node) -> Attribute {
     return toOrigin(node, result.states[node]);
   };
+  // Attribute dictionaries are rebuilt once per function, not once per
+  // argument: setArgAttr copies every argument's dictionary each time.
+  auto update = [&](SmallVectorImpl<DictionaryAttr> &dicts,
+                    ArrayRef<int32_t> nodes) {
+    for (auto [dict, node] : llvm::zip(dicts, nodes)) {
+      if (node < 0)
+        continue;
+      NamedAttrList attrs(dict);
+      attrs.set(kShardingAttr, sharding(node));
+      if (options.recordOrigins)
+        attrs.set(kOriginAttr, origin(node));
+      dict = attrs.getDictionary(ctx);
+    }
+  };
   for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-    for (auto [i, node] : llvm::enumerate(argNodes[func])) {
-      if (node < 0)
-        continue;
-      func.setArgAttr(i, kShardingAttr, sharding(node));
-      if (options.recordOrigins)
-        func.setArgAttr(i, kOriginAttr, origin(node));
-    }
-    for (auto [i, node] : llvm::enumerate(resultNodes[func])) {
-      if (node < 0)
-        continue;
-      func.setResultAttr(i, kShardingAttr, sharding(node));
-      if (options.recordOrigins)
-        func.setResultAttr(i, kOriginAttr, origin(node));
-    }
+    SmallVector<DictionaryAttr> argDicts, resultDicts;
+    func.getAllArgAttrs(argDicts);
+    func.getAllResultAttrs(resultDicts);
+    update(argDicts, argNodes[func]);
+    update(resultDicts, resultNodes[func]);
+    func.setAllArgAttrs(argDicts);
+    func.setAllResultAttrs(resultDicts);
     func.walk([&](Operation *op) {
       if (op->getNumResults() == 0)
         return;

@@ -16,7 +16,8 @@
 //     levels strongest first, each extending the stronger choice; within a
 //     level prefixes are compatible (longest wins), real conflicts go to the
 //     choice that makes fewer bytes of tensors carrying the factor reshard,
-//     then to the lexicographically smaller axis-name list;
+//     then to the lexicographically smaller axis-name list; factors choose
+//     one at a time and an axis one factor took is not offered to another;
 //  3. project back: each open dimension whose axes are a prefix of the
 //     concatenation of its factors' choices (up to the first factor not fully
 //     split) proposes that extension, cut at the first axis the tensor
@@ -45,6 +46,9 @@
 // ------------
 //  - Sub-axes are never created: an axis that does not divide the factor it
 //    would fall on is dropped from the projection (no propagation through it).
+//  - An op's factors choose one at a time (strongest candidate first, then in
+//    rule order), each cutting the axes taken before it from its candidates;
+//    a better joint assignment may exist.
 //  - Conflicts between proposals from two edges for one dimension are settled
 //    by priority then axis names; the byte cost is only weighed among the
 //    tensors of one op.
@@ -399,10 +403,39 @@ llvm::SmallVector<AxisList> Solver::chooseFactors(const Edge &edge) const {
   for (auto [t, dims] : llvm::zip(edge.results, rule.getResults()))
     collect(t, dims);
 
+  // Factors choose one after another, strongest first (then in rule order),
+  // and an axis one factor took is cut from the others' candidates: two
+  // factors of one op never take the same axis, so a tensor carrying both
+  // does not lose one of them to the one-axis-per-tensor rule.
+  llvm::SmallVector<int64_t, 8> order;
+  llvm::SmallVector<int64_t, 8> strongest(rule.getNumFactors(), kUnprioritized);
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f) {
+    if (rule.getFactor(f).kind == FactorKind::Whole || candidates[f].empty())
+      continue;
+    order.push_back(f);
+    for (const Candidate &c : candidates[f])
+      strongest[f] = std::min(strongest[f], c.axes.front().priority);
+  }
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
+    return strongest[a] < strongest[b];
+  });
   llvm::SmallVector<AxisList> chosen(rule.getNumFactors());
-  for (int64_t f = 0; f < rule.getNumFactors(); ++f)
-    if (rule.getFactor(f).kind != FactorKind::Whole && !candidates[f].empty())
-      chosen[f] = resolveCandidates(candidates[f], mesh);
+  llvm::SmallVector<int32_t, 8> taken;
+  for (int64_t f : order) {
+    llvm::SmallVector<Candidate, 2> &cands = candidates[f];
+    for (Candidate &c : cands) {
+      auto it = llvm::find_if(c.axes, [&](const AxisEntry &e) {
+        return llvm::is_contained(taken, e.axis);
+      });
+      c.axes.erase(it, c.axes.end());
+    }
+    llvm::erase_if(cands, [](const Candidate &c) { return c.axes.empty(); });
+    if (cands.empty())
+      continue;
+    chosen[f] = resolveCandidates(cands, mesh);
+    for (const AxisEntry &e : chosen[f])
+      taken.push_back(e.axis);
+  }
   return chosen;
 }
 

@@ -321,4 +321,25 @@ TEST(PropagateTest, AxisUsedOnOneDimensionIsNotAddedToAnother) {
   EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{X}, {}}));
 }
 
+TEST(PropagateTest, TwoFactorsOfOneOpNeverTakeOneAxis) {
+  // Elementwise a[y,x] + b[x,y]: factor 0 takes x (equal bytes, name
+  // order), so factor 1 must take y rather than lose its axis entirely.
+  Graph g;
+  g.meshes.push_back(testMesh());
+  int32_t a = g.addTensor(annotated({8, 8}, {{Y}, {X}}));
+  int32_t b = g.addTensor(annotated({8, 8}, {{X}, {Y}}));
+  int32_t c = g.addTensor(tensor({8, 8}));
+  Edge edge;
+  int64_t f0 = edge.rule.addFactor(8, FactorKind::Parallel);
+  int64_t f1 = edge.rule.addFactor(8, FactorKind::Parallel);
+  edge.rule.addOperand({{f0}, {f1}});
+  edge.rule.addOperand({{f0}, {f1}});
+  edge.rule.addResult({{f0}, {f1}});
+  edge.operands = {a, b};
+  edge.results = {c};
+  g.edges.push_back(std::move(edge));
+  PropagationResult r = propagate(g);
+  EXPECT_EQ(dimsOf(r.states[c]), (std::vector<Axes>{{X}, {Y}}));
+}
+
 } // namespace
