@@ -398,10 +398,7 @@ void runCrossEntropy(const KernelCall &call) {
   checkShape(kind, labels, "input 1 (labels)",
              std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
   checkShape(kind, out, "output 0", {});
-  if (out.dtype != logits.dtype && out.dtype != DType::F32)
-    fail(kind, std::string("output 0 has dtype ") + toString(out.dtype) +
-                   ", expected the logits' dtype (" + toString(logits.dtype) +
-                   ") or f32");
+  checkDType(kind, out, "output 0", logits.dtype);
   if (call.attrs.vocabOffset != 0)
     fail(kind, "vocab-parallel cross_entropy (vocabOffset " +
                    std::to_string(call.attrs.vocabOffset) +
@@ -440,10 +437,11 @@ void runCrossEntropy(const KernelCall &call) {
   int64_t count = call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens;
   double loss = count > 0 ? total / static_cast<double>(count)
                           : std::numeric_limits<double>::quiet_NaN();
-  if (out.dtype == DType::F32)
-    *out.as<float>() = static_cast<float>(loss);
-  else
-    *out.as<double>() = loss;
+  dispatchFloat(kind, out.dtype,
+                [&](auto tag) {
+                  using T = decltype(tag);
+                  *out.as<T>() = static_cast<T>(loss);
+                });
 }
 
 } // namespace partita::runtime::cpu

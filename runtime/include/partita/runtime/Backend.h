@@ -42,8 +42,8 @@ namespace partita::runtime {
 ///                          -> o (as q); attrs.causal, scale, queryOffset
 ///   embedding              table[V,H], ids (i32/i64) -> ids.shape + [H],
 ///                          attrs.vocabOffset
-///   cross_entropy          logits[..., V], labels (i32/i64) -> 0-d loss
-///                          (T or f32), attrs.meanCount
+///   cross_entropy          logits[..., V], labels (i32/i64) -> 0-d loss of
+///                          the logits' dtype, attrs.meanCount
 ///   fill                   () -> y (f32/f64/i32/i64), attrs.fillValue
 /// Outputs must not overlap inputs, except that elementwise kinds and
 /// reshape may write exactly over one of their inputs (in place).
