@@ -59,7 +59,8 @@ public:
   /// Builds a rule from an einsum-like spec such as "bsh,hf->bsf": one letter
   /// per dimension, the same letter the same factor. Letters that appear in a
   /// result are parallel, the others reduction (sum). Sizes are read from the
-  /// shapes; fails (with no diagnostic) when the spec and shapes disagree.
+  /// shapes; fails (with no diagnostic) when the spec and shapes disagree or
+  /// a term names a letter twice.
   static mlir::FailureOr<ShardingRule>
   fromSpec(llvm::StringRef spec, llvm::ArrayRef<llvm::ArrayRef<int64_t>> operandShapes,
            llvm::ArrayRef<llvm::ArrayRef<int64_t>> resultShapes);
@@ -76,7 +77,9 @@ public:
   const TensorFactors &getResult(unsigned i) const { return results[i]; }
 
   /// Checks that the rule fits `op`: one entry per operand and result, one
-  /// per dimension, and factor sizes multiplying to each dimension's size.
+  /// per dimension, and factor sizes multiplying to each dimension's size;
+  /// and that it is well formed: no negative factor size, no factor twice in
+  /// one tensor, no reduction factor in a result. Reports at `op`.
   mlir::LogicalResult verify(mlir::Operation *op) const;
 
   /// Compact form, e.g. "([b,s,h],[h,f])->([b,s,f]) {b=2,s=8,h=16,f=64}
