@@ -123,8 +123,7 @@ void checkView(KernelKind kind, const TensorView &view,
       fail(kind, what + " has a negative dimension in its shape " +
                      shapeToString(view.shape));
     if (__builtin_mul_overflow(count, d, &count))
-      fail(kind, what + " has too many elements: " +
-                     shapeToString(view.shape));
+      fail(kind, what + " has too many elements: " + shapeToString(view.shape));
   }
   int64_t bytes;
   if (__builtin_mul_overflow(count, static_cast<int64_t>(sizeOf(view.dtype)),
@@ -195,11 +194,11 @@ void checkNoOverlap(const KernelCall &call, bool allowExactAlias) {
       if (allowExactAlias && out.data == in.data &&
           out.numBytes() == in.numBytes())
         continue;
-      fail(call.kind, "output " + std::to_string(o) + " overlaps input " +
-                          std::to_string(i) +
-                          (allowExactAlias
-                               ? " (only an exact alias is allowed)"
-                               : " (this kernel does not run in place)"));
+      fail(call.kind,
+           "output " + std::to_string(o) + " overlaps input " +
+               std::to_string(i) +
+               (allowExactAlias ? " (only an exact alias is allowed)"
+                                : " (this kernel does not run in place)"));
     }
     for (size_t p = 0; p < o; ++p)
       if (overlaps(out, call.outputs[p]))
@@ -259,8 +258,8 @@ void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
 void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
           int64_t k, double alpha, const double *a, int64_t lda,
           const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
-  gemmImpl<double>(cblas_dgemm, kind, transA, transB, m, n, k, alpha, a, lda,
-                   b, ldb, beta, c, ldc);
+  gemmImpl<double>(cblas_dgemm, kind, transA, transB, m, n, k, alpha, a, lda, b,
+                   ldb, beta, c, ldc);
 }
 
 void setBlasThreads(int numThreads) { openblas_set_num_threads(numThreads); }
@@ -408,8 +407,8 @@ void reduce(const T *in, T *out, const std::vector<int64_t> &shape,
     return;
   if (inCount == 0) {
     // Every output element reduces an empty set.
-    T init = kind == ReduceKind::Sum ? T(0)
-                                     : -std::numeric_limits<T>::infinity();
+    T init =
+        kind == ReduceKind::Sum ? T(0) : -std::numeric_limits<T>::infinity();
     std::fill(out, out + outCount, init);
     return;
   }

@@ -55,7 +55,8 @@ int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
 
 /// Calls `fn(T{})` with T = float or double for `dtype`, and throws naming
 /// `kind` and the dtype otherwise.
-template <typename Fn> void dispatchFloat(KernelKind kind, DType dtype, Fn &&fn) {
+template <typename Fn>
+void dispatchFloat(KernelKind kind, DType dtype, Fn &&fn) {
   switch (dtype) {
   case DType::F32:
     fn(float{});

@@ -42,8 +42,8 @@ Spec parseSpec(const std::string &spec, size_t numInputs) {
     fail(kEinsum, "spec \"" + spec + "\": " + why);
   };
   size_t arrow = spec.find("->");
-  if (arrow == std::string::npos || spec.find("->", arrow + 1) !=
-                                        std::string::npos)
+  if (arrow == std::string::npos ||
+      spec.find("->", arrow + 1) != std::string::npos)
     bad("needs exactly one '->'");
   Spec s;
   std::string lhs = spec.substr(0, arrow);
@@ -236,9 +236,8 @@ void einsumTwo(const KernelCall &call, const Spec &spec,
   // Sum away letters that only one operand has.
   for (int i = 0; i < 2; ++i) {
     const std::string &other = ops[1 - i].term;
-    std::string kept = lettersOf(ops[i].term, [&](char c) {
-      return has(other, c) || has(result, c);
-    });
+    std::string kept = lettersOf(
+        ops[i].term, [&](char c) { return has(other, c) || has(result, c); });
     if (kept != ops[i].term)
       permuteOperand(ops[i], kept, size);
   }
@@ -249,9 +248,12 @@ void einsumTwo(const KernelCall &call, const Spec &spec,
 
   // Group orders: from the result when it is grouped, else from the
   // operands (the result is permuted anyway then).
-  std::string batch = lettersOf(result, [&](char c) { return inA(c) && inB(c); });
-  std::string freeA = lettersOf(result, [&](char c) { return inA(c) && !inB(c); });
-  std::string freeB = lettersOf(result, [&](char c) { return inB(c) && !inA(c); });
+  std::string batch =
+      lettersOf(result, [&](char c) { return inA(c) && inB(c); });
+  std::string freeA =
+      lettersOf(result, [&](char c) { return inA(c) && !inB(c); });
+  std::string freeB =
+      lettersOf(result, [&](char c) { return inB(c) && !inA(c); });
   bool resultDirect =
       result == batch + freeA + freeB || result == batch + freeB + freeA;
   if (!resultDirect) {
@@ -330,8 +332,8 @@ void runEinsum(const KernelCall &call) {
   for (size_t i = 0; i < call.inputs.size(); ++i)
     if (call.inputs[i].dtype != out.dtype)
       fail(kEinsum, "input " + std::to_string(i) + " has dtype " +
-                        toString(call.inputs[i].dtype) +
-                        " but output 0 has " + toString(out.dtype));
+                        toString(call.inputs[i].dtype) + " but output 0 has " +
+                        toString(out.dtype));
   checkFloat(kEinsum, out, "output 0");
   checkNoOverlap(call, /*allowExactAlias=*/false);
   Spec spec = parseSpec(call.attrs.spec, call.inputs.size());

@@ -31,9 +31,7 @@ void unaryLoop(const T *x, T *y, int64_t n, Op op) {
 }
 
 // NaN in either operand gives NaN (as in numpy's maximum).
-template <typename T> T floatMax(T x, T y) {
-  return (x > y || x != x) ? x : y;
-}
+template <typename T> T floatMax(T x, T y) { return (x > y || x != x) ? x : y; }
 
 template <typename T>
 void runBinaryFloat(KernelKind kind, const T *a, const T *b, T *c, int64_t n) {
@@ -105,8 +103,7 @@ void runUnaryFloat(const KernelCall &call, const T *x, T *y, int64_t n) {
   case KernelKind::Silu:
     // For very negative v, exp(-v) overflows to inf and v / inf is -0: the
     // limit, so no special case.
-    return unaryLoop(x, y, n,
-                     [](T v) { return v / (T(1) + std::exp(-v)); });
+    return unaryLoop(x, y, n, [](T v) { return v / (T(1) + std::exp(-v)); });
   case KernelKind::Rsqrt:
     return unaryLoop(x, y, n, [](T v) { return T(1) / std::sqrt(v); });
   case KernelKind::Sqrt:

@@ -23,14 +23,14 @@ template <typename T> T maxOf(T x, T y) { return (x > y || x != x) ? x : y; }
 void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
                    const TensorView &b, const char *bName) {
   if (a.dtype != b.dtype || a.shape != b.shape)
-    fail(kind, std::string(aName) + " is " + typeToString(a) + " but " +
-                   bName + " is " + typeToString(b) + " (they must match)");
+    fail(kind, std::string(aName) + " is " + typeToString(a) + " but " + bName +
+                   " is " + typeToString(b) + " (they must match)");
 }
 
 void checkEpsilon(KernelKind kind, double epsilon) {
   if (!(epsilon > 0 && std::isfinite(epsilon)))
-    fail(kind, "epsilon must be positive and finite, got " +
-                   std::to_string(epsilon));
+    fail(kind,
+         "epsilon must be positive and finite, got " + std::to_string(epsilon));
 }
 
 /// Checks a [size] scale/shift vector of `x`'s dtype.
@@ -269,7 +269,8 @@ void runRotary(const KernelCall &call) {
     T *dst = y.as<T>();
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t s = 0; s < seq; ++s) {
-        const T *c = cosTable.data() + s * half, *sn = sinTable.data() + s * half;
+        const T *c = cosTable.data() + s * half,
+                *sn = sinTable.data() + s * half;
         for (int64_t h = 0; h < heads; ++h) {
           int64_t base = ((b * seq + s) * heads + h) * headDim;
           for (int64_t i = 0; i < half; ++i) {
@@ -312,13 +313,12 @@ void runAttention(const KernelCall &call) {
   double scale = call.attrs.scale
                      ? *call.attrs.scale
                      : 1.0 / std::sqrt(static_cast<double>(headDim));
-  if (call.attrs.scale && !(*call.attrs.scale > 0 &&
-                            std::isfinite(*call.attrs.scale)))
+  if (call.attrs.scale &&
+      !(*call.attrs.scale > 0 && std::isfinite(*call.attrs.scale)))
     fail(kind, "scale must be positive and finite, got " +
                    std::to_string(*call.attrs.scale));
   if (call.attrs.causal &&
-      (call.attrs.queryOffset < 0 ||
-       call.attrs.queryOffset > seqKV - seqQ))
+      (call.attrs.queryOffset < 0 || call.attrs.queryOffset > seqKV - seqQ))
     fail(kind, "causal attention needs 0 <= queryOffset and queryOffset + "
                "seq_q <= seq_kv (the keys cover positions 0..seq_kv-1), got "
                "queryOffset " +
@@ -341,8 +341,8 @@ void runEmbedding(const KernelCall &call) {
                    &out = call.outputs[0];
   KernelKind kind = call.kind;
   if (table.rank() != 2)
-    fail(kind, "input 0 (table) must be [vocab, hidden], got " +
-                   typeToString(table));
+    fail(kind,
+         "input 0 (table) must be [vocab, hidden], got " + typeToString(table));
   checkIndex(kind, ids, "input 1 (ids)");
   checkDType(kind, out, "output 0", table.dtype);
   std::vector<int64_t> shape = ids.shape;
@@ -395,8 +395,9 @@ void runCrossEntropy(const KernelCall &call) {
     fail(kind, "input 0 (logits) must be [..., vocab], got a rank-0 tensor");
   checkFloat(kind, logits, "input 0 (logits)");
   checkIndex(kind, labels, "input 1 (labels)");
-  checkShape(kind, labels, "input 1 (labels)",
-             std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
+  checkShape(
+      kind, labels, "input 1 (labels)",
+      std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
   checkShape(kind, out, "output 0", {});
   checkDType(kind, out, "output 0", logits.dtype);
   if (call.attrs.vocabOffset != 0)
@@ -404,8 +405,8 @@ void runCrossEntropy(const KernelCall &call) {
                    std::to_string(call.attrs.vocabOffset) +
                    ") is not supported yet");
   if (call.attrs.meanCount < 0)
-    fail(kind, "meanCount must be >= 0, got " +
-                   std::to_string(call.attrs.meanCount));
+    fail(kind,
+         "meanCount must be >= 0, got " + std::to_string(call.attrs.meanCount));
   checkNoOverlap(call, /*allowExactAlias=*/false);
   int64_t vocab = logits.shape.back();
   int64_t tokens = labels.numElements();
@@ -437,11 +438,10 @@ void runCrossEntropy(const KernelCall &call) {
   int64_t count = call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens;
   double loss = count > 0 ? total / static_cast<double>(count)
                           : std::numeric_limits<double>::quiet_NaN();
-  dispatchFloat(kind, out.dtype,
-                [&](auto tag) {
-                  using T = decltype(tag);
-                  *out.as<T>() = static_cast<T>(loss);
-                });
+  dispatchFloat(kind, out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    *out.as<T>() = static_cast<T>(loss);
+  });
 }
 
 } // namespace partita::runtime::cpu

@@ -1,4 +1,5 @@
-//===- ShapeKernels.cpp - cpu kernels: broadcast, reduce, transpose, reshape ===//
+//===- ShapeKernels.cpp - cpu kernels: broadcast, reduce, transpose, reshape
+//===//
 //
 // Data movement works on every dtype (it copies elements by size);
 // reductions take f32/f64 and accumulate sums in double.
@@ -33,10 +34,9 @@ void runBroadcast(const KernelCall &call) {
   const TensorView &in = call.inputs[0], &out = call.outputs[0];
   const std::vector<int64_t> &dims = call.attrs.dims;
   if (static_cast<int64_t>(dims.size()) != in.rank())
-    fail(call.kind, "dims " + dimsToString(dims) + " has " +
-                        std::to_string(dims.size()) +
-                        " entries but input 0 has rank " +
-                        std::to_string(in.rank()));
+    fail(call.kind,
+         "dims " + dimsToString(dims) + " has " + std::to_string(dims.size()) +
+             " entries but input 0 has rank " + std::to_string(in.rank()));
   std::vector<int64_t> inStrides = rowMajorStrides(in.shape);
   std::vector<int64_t> strides(out.rank(), 0);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -46,8 +46,11 @@ void runBroadcast(const KernelCall &call) {
                           " is out of range for output 0 of rank " +
                           std::to_string(out.rank()));
     if (i > 0 && d <= dims[i - 1])
-      fail(call.kind, "dims " + dimsToString(dims) +
-                          " is not strictly increasing");
+      fail(call.kind,
+           "dims " + dimsToString(dims) + " is not strictly increasing");
+  }
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
     if (in.shape[i] != out.shape[d] && in.shape[i] != 1)
       fail(call.kind, "input dimension " + std::to_string(i) + " has size " +
                           std::to_string(in.shape[i]) +
@@ -70,8 +73,9 @@ void runReduce(const KernelCall &call) {
   for (int64_t d : call.attrs.dims) {
     if (d < 0 || d >= in.rank())
       fail(call.kind, "dims " + dimsToString(call.attrs.dims) + " names " +
-                          std::to_string(d) + ", out of range for input 0 of "
-                                              "rank " +
+                          std::to_string(d) +
+                          ", out of range for input 0 of "
+                          "rank " +
                           std::to_string(in.rank()));
     if (reduced[d])
       fail(call.kind, "dims " + dimsToString(call.attrs.dims) + " names " +
@@ -85,8 +89,8 @@ void runReduce(const KernelCall &call) {
       kept.push_back(in.shape[d]);
   checkShape(call.kind, out, "output 0", kept);
   if (call.attrs.meanCount < 0)
-    fail(call.kind, "meanCount must be >= 0, got " +
-                        std::to_string(call.attrs.meanCount));
+    fail(call.kind,
+         "meanCount must be >= 0, got " + std::to_string(call.attrs.meanCount));
   double scale = 1.0;
   if (call.kind == KernelKind::ReduceMean) {
     // A sharded mean divides its local sum by the global count, so the

@@ -45,7 +45,8 @@ Tensor randomTensor(std::vector<int64_t> shape, uint64_t seed, double lo = -1,
 }
 
 template <typename T>
-Tensor makeTensor(std::vector<int64_t> shape, const std::vector<double> &values) {
+Tensor makeTensor(std::vector<int64_t> shape,
+                  const std::vector<double> &values) {
   Tensor t(dtypeOf<T>(), std::move(shape));
   EXPECT_EQ(static_cast<int64_t>(values.size()), t.numElements());
   for (int64_t i = 0; i < t.numElements() && i < (int64_t)values.size(); ++i)
@@ -89,11 +90,11 @@ void expectNear(const Tensor &got, const std::vector<double> &want,
     double g = got.data<T>()[i];
     double s = scale.size() == 1 ? scale[0] : scale[i];
     double bound = tol * std::max(std::fabs(want[i]), s);
-    bool ok = std::isnan(want[i]) ? std::isnan(g)
-                                  : std::fabs(g - want[i]) <= bound;
+    bool ok =
+        std::isnan(want[i]) ? std::isnan(g) : std::fabs(g - want[i]) <= bound;
     if (!ok && ++failures <= 5)
-      ADD_FAILURE() << "element " << i << ": got " << g << ", want "
-                    << want[i] << " (bound " << bound << ")";
+      ADD_FAILURE() << "element " << i << ": got " << g << ", want " << want[i]
+                    << " (bound " << bound << ")";
   }
 }
 

@@ -77,8 +77,9 @@ Reference naiveEinsum(const std::string &spec,
   forEachIndex(letterSizes, [&](const std::vector<int64_t> &index) {
     double product = 1;
     for (size_t i = 0; i < terms.size(); ++i)
-      product *= inputs[i]->data<T>()[offsetOf(terms[i], inputs[i]->getShape(),
-                                               index)];
+      product *=
+          inputs[i]
+              ->data<T>()[offsetOf(terms[i], inputs[i]->getShape(), index)];
     int64_t o = offsetOf(result, outShape, index);
     ref.value[o] += product;
     ref.absSum[o] += std::fabs(product);
@@ -218,53 +219,90 @@ void runSpec(const std::string &spec, std::vector<Tensor *> in, Tensor *out) {
 
 TEST(EinsumErrorTest, RejectsMalformedSpecs) {
   Tensor a(DType::F32, {2, 3}), b(DType::F32, {3, 4}), c(DType::F32, {2, 4});
-  expectError([&] { runSpec("ij,jk", {&a, &b}, &c); },
-              {"einsum", "exactly one '->'"});
-  expectError([&] { runSpec("ij,jk->ik->ik", {&a, &b}, &c); },
-              {"exactly one '->'"});
-  expectError([&] { runSpec("ij->ik", {&a, &b}, &c); },
-              {"1 operand term(s) but 2 input(s)"});
-  expectError([&] { runSpec("i j,jk->ik", {&a, &b}, &c); },
-              {"operand term 0", "not an ASCII letter"});
-  expectError([&] { runSpec("ii,jk->ik", {&a, &b}, &c); },
-              {"repeats 'i'"});
-  expectError([&] { runSpec("ij,jk->iz", {&a, &b}, &c); },
-              {"result letter 'z' is in no operand"});
-  expectError([&] { runSpec("ij,jk->ii", {&a, &b}, &c); },
-              {"the result term repeats 'i'"});
-  expectError([&] { runSpec("...,jk->ik", {&a, &b}, &c); },
-              {"not an ASCII letter"});
+  expectError(
+      [&] {
+        runSpec("ij,jk", {&a, &b}, &c);
+      },
+      {"einsum", "exactly one '->'"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ik->ik", {&a, &b}, &c);
+      },
+      {"exactly one '->'"});
+  expectError(
+      [&] {
+        runSpec("ij->ik", {&a, &b}, &c);
+      },
+      {"1 operand term(s) but 2 input(s)"});
+  expectError(
+      [&] {
+        runSpec("i j,jk->ik", {&a, &b}, &c);
+      },
+      {"operand term 0", "not an ASCII letter"});
+  expectError([&] { runSpec("ii,jk->ik", {&a, &b}, &c); }, {"repeats 'i'"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->iz", {&a, &b}, &c);
+      },
+      {"result letter 'z' is in no operand"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ii", {&a, &b}, &c);
+      },
+      {"the result term repeats 'i'"});
+  expectError(
+      [&] {
+        runSpec("...,jk->ik", {&a, &b}, &c);
+      },
+      {"not an ASCII letter"});
 }
 
 TEST(EinsumErrorTest, RejectsShapesThatDoNotFitTheSpec) {
   Tensor a(DType::F32, {2, 3}), b(DType::F32, {5, 4}), c(DType::F32, {2, 4});
-  expectError([&] { runSpec("ij,jk->ik", {&a, &b}, &c); },
-              {"einsum", "letter 'j' is 5 in input 1 but 3 in input 0"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ik", {&a, &b}, &c);
+      },
+      {"einsum", "letter 'j' is 5 in input 1 but 3 in input 0"});
   Tensor b3(DType::F32, {3, 4, 1});
-  expectError([&] { runSpec("ij,jk->ik", {&a, &b3}, &c); },
-              {"input 1 (tensor<3x4x1xf32>) has rank 3", "\"jk\" has 2"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ik", {&a, &b3}, &c);
+      },
+      {"input 1 (tensor<3x4x1xf32>) has rank 3", "\"jk\" has 2"});
   Tensor b2(DType::F32, {3, 4}), wrong(DType::F32, {2, 5});
-  expectError([&] { runSpec("ij,jk->ik", {&a, &b2}, &wrong); },
-              {"letter 'k' is 5 in output 0 but 4 in input 1"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ik", {&a, &b2}, &wrong);
+      },
+      {"letter 'k' is 5 in output 0 but 4 in input 1"});
 }
 
 TEST(EinsumErrorTest, RejectsDTypesAndArity) {
   Tensor a(DType::F32, {2, 3}), b(DType::F64, {3, 4}), c(DType::F32, {2, 4});
-  expectError([&] { runSpec("ij,jk->ik", {&a, &b}, &c); },
-              {"input 1 has dtype f64 but output 0 has f32"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ik", {&a, &b}, &c);
+      },
+      {"input 1 has dtype f64 but output 0 has f32"});
   Tensor h1(DType::F16, {2, 3}), h2(DType::F16, {3, 4}), h3(DType::F16, {2, 4});
-  expectError([&] { runSpec("ij,jk->ik", {&h1, &h2}, &h3); },
-              {"einsum", "dtype f16", "not supported"});
-  expectError([&] { runSpec("ij,jk,kl->il", {&a, &a, &a}, &c); },
-              {"one or two inputs, got 3"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->ik", {&h1, &h2}, &h3);
+      },
+      {"einsum", "dtype f16", "not supported"});
+  expectError(
+      [&] {
+        runSpec("ij,jk,kl->il", {&a, &a, &a}, &c);
+      },
+      {"one or two inputs, got 3"});
 }
 
 TEST(EinsumErrorTest, RejectsOutputOverlappingAnInput) {
   Tensor a(DType::F32, {2, 2}), b(DType::F32, {2, 2});
   KernelCall call{KernelKind::Einsum, {}, {a.view(), b.view()}, {a.view()}};
   call.attrs.spec = "ij,jk->ik";
-  expectError([&] { backend().run(call); },
-              {"output 0 overlaps input 0"});
+  expectError([&] { backend().run(call); }, {"output 0 overlaps input 0"});
 }
 
 TEST(EinsumErrorTest, RejectsNullDataAndNegativeDimensions) {
