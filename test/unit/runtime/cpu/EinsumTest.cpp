@@ -9,6 +9,7 @@
 #include "CpuTestUtil.h"
 
 #include <map>
+#include <thread>
 
 using namespace partita::runtime;
 using namespace partita::runtime::test;
@@ -209,6 +210,35 @@ TYPED_TEST(EinsumTest, EmptyResultIsANoOp) {
   attrs.spec = "ij,jk->ik";
   runKernel(KernelKind::Einsum, attrs, {&a, &b}, {&c});
   EXPECT_EQ(c.numElements(), 0);
+}
+
+// Ranks run as threads of one process, each with its own backend: kernels
+// and BLAS calls must not share state between them.
+TEST(EinsumThreadTest, ConcurrentBackendsGiveTheSerialResult) {
+  Tensor a = randomTensor<float>({64, 96}, 31),
+         b = randomTensor<float>({96, 80}, 32);
+  Tensor serial(DType::F32, {64, 80});
+  KernelAttrs attrs;
+  attrs.spec = "ij,jk->ik";
+  runKernel(KernelKind::Einsum, attrs, {&a, &b}, {&serial});
+  std::vector<Tensor> outs;
+  for (int t = 0; t < 4; ++t)
+    outs.emplace_back(DType::F32, std::vector<int64_t>{64, 80});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::unique_ptr<Backend> own = createCpuBackend();
+      KernelCall call{
+          KernelKind::Einsum, attrs, {a.view(), b.view()}, {outs[t].view()}};
+      for (int rep = 0; rep < 20; ++rep)
+        own->run(call);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int t = 0; t < 4; ++t) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    expectNear<float>(outs[t], values<float>(serial), 1.0);
+  }
 }
 
 void runSpec(const std::string &spec, std::vector<Tensor *> in, Tensor *out) {
