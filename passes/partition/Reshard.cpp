@@ -35,25 +35,27 @@
 // Partial axes that the target keeps partial are never resolved; a
 // dimension not divisible by the product of its axes is never entered.
 //
-// Search. A* over states from the source; a label is (cost, steps, path)
-// compared lexicographically, where paths compare step by step (kind in
-// StepKind order, then dimensions, then axes in mesh order, then the
-// permute's target state). The heuristic is (0, h) with h the number of the
-// target's axes not yet in place (in place: the dimension's list agrees with
-// the target's up to and including that axis). Only local_slice is free and
-// it places at most one axis, so h is consistent; cost is compared first, so
-// the plan has minimal cost, then fewest steps, then the smallest path: ties
-// never depend on hash or insertion order. Costs are sums of products of
-// integers (bytes, group sizes) with the weights, so with integral weights
-// equal plans have bit-identical costs.
+// Search. A* over states from the source. A label is (cost, steps, path),
+// compared lexicographically; paths compare step by step (kind in StepKind
+// order, then dimensions, then axes in mesh order, then the permute's target
+// state). The heuristic is (lowerBound, 1 unless at the target), where
+// lowerBound (see there) bounds the remaining cost from the bytes devices
+// must still receive and the partial sums still to resolve; it is
+// consistent, so the plan has minimal cost, then fewest steps, then the
+// smallest path, and ties never depend on hash or insertion order. Nodes
+// whose cost plus bound exceed the cost of a known plan (gather everything,
+// all_reduce, slice; or any path to the target found so far) are not
+// queued. Costs are sums of products of integers (bytes, group sizes) with
+// the weights, so with integral weights equal plans have identical costs.
 //
-// Bounds. Axis sets are 32-bit masks (at most 16 axes of size > 1 are
-// accepted). The state space grows like the number of ways to place the
-// axes in ordered per-dimension lists (tens of thousands for 6 axes and rank
-// 4); the search stops with an error after ReshardOptions::maxStates
-// expansions instead of running long. Realistic meshes (<= 6 axes) finish in
-// far fewer: the heuristic drives free slices straight to the target, and
-// the queue is cost-ordered.
+// Bounds. Axis sets are 32-bit masks: at most 16 axes of size > 1 are
+// accepted. The state space grows like the number of ways to place the
+// axes in ordered per-dimension lists (about 10^5 for 6 axes and rank 4),
+// and each state has up to hundreds of permute targets; the search stops
+// with an error after ReshardOptions::maxStates expansions instead of
+// running long. Measured on random problems (Release build): meshes of up to
+// 4 axes plan in milliseconds; 6 axes and rank 4 in well under a second
+// unweighted, and up to ~75000 states (~5 s) when one axis weighs 8.
 //
 // Known limits. Costs model bandwidth only: no latency term, no overlap, no
 // topology beyond per-axis weights, and a collective_permute is charged the
@@ -69,6 +71,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -247,29 +250,30 @@ struct Move {
   bool operator<(const Move &other) const { return tie() < other.tie(); }
 };
 
-struct Label {
+/// A search node: a state with the best label found for it so far. The
+/// path is the chain of parents, so that labels are cheap to create.
+struct Node {
+  std::string key;
+  /// Cost and steps from the source.
   double cost = 0;
   unsigned steps = 0;
-  SmallVector<Move, 4> path;
+  /// The heuristic: a lower bound on the remaining cost, and 1 step unless
+  /// the node is the target.
+  double boundCost = 0;
+  unsigned boundSteps = 0;
+  int parent = -1;
+  /// The edge from the parent; its `after` is this node's state.
+  Move move;
 };
 
-/// (cost, steps + extraA vs extraB, path) lexicographically.
-bool labelLess(const Label &a, unsigned extraA, const Label &b,
-               unsigned extraB) {
-  if (a.cost != b.cost)
-    return a.cost < b.cost;
-  if (a.steps + extraA != b.steps + extraB)
-    return a.steps + extraA < b.steps + extraB;
-  return std::lexicographical_compare(a.path.begin(), a.path.end(),
-                                      b.path.begin(), b.path.end());
+/// The indices of the set bits of `mask`, ascending.
+AxisList axesOf(uint32_t mask) {
+  AxisList axes;
+  for (unsigned a = 0; mask; ++a, mask >>= 1)
+    if (mask & 1)
+      axes.push_back(a);
+  return axes;
 }
-
-struct Entry {
-  State state;
-  std::string key;
-  Label label;
-  unsigned heuristic = 0;
-};
 
 llvm::Error fail(const Twine &message) {
   return llvm::createStringError(message);
@@ -289,17 +293,41 @@ private:
   Sharding toSharding(const State &state) const;
 
   int64_t localBytes(const State &state) const;
-  int64_t shardCount(const AxisList &axes) const;
+  int64_t shardCount(ArrayRef<uint8_t> axes) const;
   bool divisible(const State &state, size_t dim) const {
     return tensor.shape[dim] % shardCount(state.dims[dim]) == 0;
   }
   double maxWeight(ArrayRef<uint8_t> axes) const;
-  unsigned heuristic(const State &state) const;
 
-  void expand(const Entry &entry);
-  void relax(const Label &from, Move move);
-  void enumeratePermutes(const State &state, const Label &label, int64_t bytes);
-  ReshardPlan buildPlan(const Label &label) const;
+  void prepareBound();
+  double lowerBound(const State &state) const;
+  double upperBound(const State &source) const;
+
+  void collectPath(int node, SmallVector<const Move *, 8> &path) const;
+  bool pathLess(int a, const Move *extraA, int b) const;
+  bool nodeLess(int a, int b) const;
+
+  void expand(int node);
+  /// Queues the state `move` reaches unless a label at least as good is
+  /// known. `key` and `bound` may be passed when already computed.
+  void relax(int from, Move move, const std::string *key = nullptr,
+             std::optional<double> bound = std::nullopt);
+
+  /// The place of an axis in a state: its dimension and stride (the product
+  /// of the sizes of the axes minor to it), or (-1, 0) when unused.
+  using Place = std::pair<int64_t, int64_t>;
+  SmallVector<Place, 8> placesOf(const State &state) const;
+  struct PermuteTarget {
+    State state;
+    std::string key;
+    SmallVector<Place, 8> places;
+    double bound;
+  };
+  /// The states a collective_permute can reach from `state` (and `state`
+  /// itself), computed once per tiling.
+  const std::vector<PermuteTarget> &permuteTargetsFor(const State &state);
+  void enumeratePermutes(int from, const State &state, int64_t bytes);
+  ReshardPlan buildPlan(int node) const;
 
   const Mesh &mesh;
   const TensorInfo &tensor;
@@ -307,21 +335,53 @@ private:
 
   SmallVector<double, 8> weights;
   uint32_t searchMask = 0;
+  double minWeight = 1;
   int64_t globalBytes = 0;
   State targetState;
   std::string targetKey;
   ReductionKind partialKind = ReductionKind::Sum;
 
-  std::vector<Entry> entries;
-  std::priority_queue<unsigned, std::vector<unsigned>,
-                      std::function<bool(unsigned, unsigned)>>
-      queue{[this](unsigned a, unsigned b) {
+  /// Devices whose needs bound the remaining cost: per device its
+  /// coordinate along every mesh axis, and its target block per dimension.
+  SmallVector<SmallVector<int64_t, 8>, 0> boundDevices;
+  SmallVector<SmallVector<std::pair<int64_t, int64_t>, 4>, 0> targetBlocks;
+  int64_t targetBlockElements = 0;
+
+  /// Sets of indices along one dimension, as sorted disjoint [lo, hi).
+  using Intervals = SmallVector<std::pair<int64_t, int64_t>, 8>;
+  /// The union of the blocks of dimension `d` that the devices agreeing
+  /// with `coords` on the axes in `fixed` hold under `dim`.
+  Intervals groupBlocks(const AxisList &dim, size_t d,
+                        ArrayRef<int64_t> coords, uint32_t fixed) const;
+  /// For each weight above the smallest: the axes at least that heavy, and
+  /// per group of devices that agree on them (a representative's
+  /// coordinates, the group size, and the union of the group's target blocks
+  /// per dimension).
+  struct HeavyClass {
+    double weight;
+    uint32_t axes;
+    int64_t groupSize;
+    SmallVector<SmallVector<int64_t, 8>, 0> groups;
+    SmallVector<SmallVector<Intervals, 4>, 0> needs;
+  };
+  SmallVector<HeavyClass, 2> heavyClasses;
+  /// Nodes whose cost plus bound exceed this are not queued.
+  double costLimit = 0;
+
+  std::vector<Node> nodes;
+  std::priority_queue<int, std::vector<int>, std::function<bool(int, int)>>
+      queue{[this](int a, int b) {
         // priority_queue pops the greatest: order by "b is better than a".
-        const Entry &ea = entries[a], &eb = entries[b];
-        return labelLess(eb.label, eb.heuristic, ea.label, ea.heuristic);
+        return nodeLess(b, a);
       }};
-  std::map<std::string, Label> best;
-  std::set<std::string> closed;
+  struct Visit {
+    int node = -1;
+    bool closed = false;
+  };
+  /// Looked up only, never iterated, so hash order cannot leak into plans.
+  llvm::StringMap<Visit> visits;
+  /// Looked up only; keyed by shard counts and partial axes.
+  llvm::StringMap<std::vector<PermuteTarget>> permuteTargets;
 };
 
 llvm::Error Planner::validateMeshAndTensor() {
@@ -441,7 +501,7 @@ Sharding Planner::toSharding(const State &state) const {
   return sharding;
 }
 
-int64_t Planner::shardCount(const AxisList &axes) const {
+int64_t Planner::shardCount(ArrayRef<uint8_t> axes) const {
   int64_t count = 1;
   for (uint8_t a : axes)
     count *= mesh.axes[a].size;
@@ -462,54 +522,238 @@ double Planner::maxWeight(ArrayRef<uint8_t> axes) const {
   return weight;
 }
 
-unsigned Planner::heuristic(const State &state) const {
-  unsigned missing = 0;
-  for (auto [have, want] : llvm::zip_equal(state.dims, targetState.dims)) {
-    size_t prefix = 0;
-    while (prefix < have.size() && prefix < want.size() &&
-           have[prefix] == want[prefix])
-      ++prefix;
-    missing += want.size() - prefix;
+/// At most this many devices feed the lower bound (a fixed, evenly strided
+/// subset on larger meshes: the maximum over a fixed subset is still a
+/// consistent lower bound).
+constexpr int64_t kMaxBoundDevices = 4096;
+
+void Planner::prepareBound() {
+  int64_t devices = 1;
+  for (const MeshAxis &axis : mesh.axes)
+    devices *= axis.size;
+  int64_t stride = std::max<int64_t>(1, devices / kMaxBoundDevices);
+  for (int64_t id = 0; id < devices; id += stride) {
+    SmallVector<int64_t, 8> coords(mesh.axes.size());
+    int64_t rest = id;
+    for (size_t a = mesh.axes.size(); a-- > 0;) {
+      coords[a] = rest % mesh.axes[a].size;
+      rest /= mesh.axes[a].size;
+    }
+    boundDevices.push_back(std::move(coords));
   }
-  return missing;
+  targetBlockElements = 1;
+  for (auto [d, dim] : llvm::enumerate(targetState.dims))
+    targetBlockElements *= tensor.shape[d] / shardCount(dim);
+  for (const SmallVector<int64_t, 8> &coords : boundDevices) {
+    SmallVector<std::pair<int64_t, int64_t>, 4> blocks;
+    for (auto [d, dim] : llvm::enumerate(targetState.dims)) {
+      int64_t index = 0;
+      for (uint8_t a : dim)
+        index = index * mesh.axes[a].size + coords[a];
+      int64_t size = tensor.shape[d] / shardCount(dim);
+      blocks.push_back({index * size, index * size + size});
+    }
+    targetBlocks.push_back(std::move(blocks));
+  }
+  minWeight = 0;
+  for (unsigned a = 0; a < mesh.axes.size(); ++a)
+    if (searchMask & (1u << a))
+      minWeight = minWeight == 0 ? weights[a] : std::min(minWeight, weights[a]);
+
+  std::set<double> heavier;
+  for (uint8_t a : axesOf(searchMask))
+    if (weights[a] > minWeight)
+      heavier.insert(weights[a]);
+  for (double weight : heavier) {
+    HeavyClass heavy{weight, 0, 1, {}, {}};
+    for (uint8_t a : axesOf(searchMask))
+      if (weights[a] >= weight)
+        heavy.axes |= 1u << a;
+    int64_t groups = shardCount(axesOf(heavy.axes));
+    heavy.groupSize = devices / groups;
+    int64_t groupStride = std::max<int64_t>(1, groups / kMaxBoundDevices);
+    AxisList heavyAxes = axesOf(heavy.axes);
+    for (int64_t id = 0; id < groups; id += groupStride) {
+      SmallVector<int64_t, 8> coords(mesh.axes.size(), 0);
+      int64_t rest = id;
+      for (size_t i = heavyAxes.size(); i-- > 0;) {
+        coords[heavyAxes[i]] = rest % mesh.axes[heavyAxes[i]].size;
+        rest /= mesh.axes[heavyAxes[i]].size;
+      }
+      SmallVector<Intervals, 4> need;
+      for (auto [d, dim] : llvm::enumerate(targetState.dims))
+        need.push_back(groupBlocks(dim, d, coords, heavy.axes));
+      heavy.groups.push_back(std::move(coords));
+      heavy.needs.push_back(std::move(need));
+    }
+    heavyClasses.push_back(std::move(heavy));
+  }
 }
 
-void Planner::relax(const Label &from, Move move) {
-  std::string key = move.after.key();
-  if (closed.count(key))
-    return;
-  Label label;
-  label.cost = from.cost + move.cost;
-  label.steps = from.steps + 1;
-  auto it = best.find(key);
-  // Cheap rejection before copying the path.
-  if (it != best.end() &&
-      (label.cost > it->second.cost ||
-       (label.cost == it->second.cost && label.steps > it->second.steps)))
-    return;
-  label.path = from.path;
-  State after = move.after;
-  label.path.push_back(std::move(move));
-  if (it != best.end() && !labelLess(label, 0, it->second, 0))
-    return;
-  best[key] = label;
-  unsigned h = heuristic(after);
-  entries.push_back(Entry{std::move(after), std::move(key), std::move(label), h});
-  queue.push(entries.size() - 1);
+Planner::Intervals Planner::groupBlocks(const AxisList &dim, size_t d,
+                                        ArrayRef<int64_t> coords,
+                                        uint32_t fixed) const {
+  SmallVector<int64_t, 8> indices{0};
+  for (uint8_t a : dim) {
+    SmallVector<int64_t, 8> next;
+    int64_t size = mesh.axes[a].size;
+    for (int64_t index : indices) {
+      if (fixed & (1u << a)) {
+        next.push_back(index * size + coords[a]);
+        continue;
+      }
+      for (int64_t k = 0; k < size; ++k)
+        next.push_back(index * size + k);
+    }
+    indices = std::move(next);
+  }
+  llvm::sort(indices);
+  int64_t block = tensor.shape[d] / shardCount(dim);
+  Intervals intervals;
+  for (int64_t index : indices) {
+    if (!intervals.empty() && intervals.back().second == index * block)
+      intervals.back().second += block;
+    else
+      intervals.push_back({index * block, index * block + block});
+  }
+  return intervals;
 }
 
-/// Collects the indices of the set bits of `mask`, ascending.
-static AxisList axesOf(uint32_t mask) {
-  AxisList axes;
-  for (unsigned a = 0; mask; ++a, mask >>= 1)
-    if (mask & 1)
-      axes.push_back(a);
-  return axes;
+static int64_t measure(ArrayRef<std::pair<int64_t, int64_t>> intervals) {
+  int64_t total = 0;
+  for (auto [lo, hi] : intervals)
+    total += hi - lo;
+  return total;
 }
 
-void Planner::expand(const Entry &entry) {
-  const State &state = entry.state;
-  const Label &label = entry.label;
+static int64_t overlap(ArrayRef<std::pair<int64_t, int64_t>> a,
+                       ArrayRef<std::pair<int64_t, int64_t>> b) {
+  int64_t total = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    int64_t lo = std::max(a[i].first, b[j].first);
+    int64_t hi = std::min(a[i].second, b[j].second);
+    total += std::max<int64_t>(0, hi - lo);
+    if (a[i].second < b[j].second)
+      ++i;
+    else
+      ++j;
+  }
+  return total;
+}
+
+// Two lower bounds on the remaining cost, added because disjoint kinds of
+// steps pay them. Data: every step costs at least minWeight times the bytes
+// each device receives in it, and a device that holds only part of its
+// target block must receive the rest (partial values count as held: that
+// only lowers the bound). all_gather, all_to_all and permutes pay this.
+// Partials: the all_reduces and reduce_scatters that resolve the partial
+// axes the target does not keep, over groups g1, g2, ... (product G), each
+// read a block of at least M / (g1...g(i-1)) bytes, M the smallest block
+// the non-partial axes can make: together at least (1 - 1/G) * M, times the
+// smallest weight among those axes. Both bounds are consistent: a step
+// lowers neither by more than its cost.
+double Planner::lowerBound(const State &state) const {
+  int64_t worst = 0;
+  for (auto [coords, target] : llvm::zip_equal(boundDevices, targetBlocks)) {
+    int64_t overlap = 1;
+    for (auto [d, dim] : llvm::enumerate(state.dims)) {
+      int64_t index = 0;
+      for (uint8_t a : dim)
+        index = index * mesh.axes[a].size + coords[a];
+      int64_t size = tensor.shape[d] / shardCount(dim);
+      int64_t lo = std::max(index * size, target[d].first);
+      int64_t hi = std::min(index * size + size, target[d].second);
+      overlap *= std::max<int64_t>(0, hi - lo);
+      if (overlap == 0)
+        break;
+    }
+    worst = std::max(worst, targetBlockElements - overlap);
+  }
+  double bound = double(worst) * double(tensor.elementBytes) * minWeight;
+
+  // Heavier axes: whatever a group of devices agreeing on the heavy axes
+  // needs but none of them holds must enter the group through steps over a
+  // heavy axis, each costing at least its weight times the bytes every
+  // device receives; per device that is the missing volume over the group
+  // size. Needs and holdings of a group are boxes (products of per-dimension
+  // unions), so the missing volume is |need| - |need and held|.
+  for (const HeavyClass &heavy : heavyClasses) {
+    int64_t worstGroup = 0;
+    for (auto [coords, need] : llvm::zip_equal(heavy.groups, heavy.needs)) {
+      int64_t needed = 1, kept = 1;
+      for (auto [d, dim] : llvm::enumerate(state.dims)) {
+        needed *= measure(need[d]);
+        kept *= overlap(need[d], groupBlocks(dim, d, coords, heavy.axes));
+      }
+      worstGroup = std::max(worstGroup, needed - kept);
+    }
+    bound = std::max(bound, double(worstGroup) / double(heavy.groupSize) *
+                                double(tensor.elementBytes) * heavy.weight);
+  }
+
+  uint32_t resolvable = state.partial & ~targetState.partial;
+  if (!resolvable)
+    return bound;
+  double weight = 0;
+  for (uint8_t a : axesOf(resolvable))
+    weight = weight == 0 ? weights[a] : std::min(weight, weights[a]);
+  double g = double(shardCount(axesOf(resolvable)));
+  double splits = double(shardCount(axesOf(searchMask & ~state.partial)));
+  return bound + (g - 1) / g * (double(globalBytes) / splits) * weight;
+}
+
+// The cost of a plan that always works: gather every dimension whole, then
+// all_reduce what must be resolved, then slice into the target. No optimal
+// path costs more, so nodes whose bound exceeds it are never queued.
+double Planner::upperBound(const State &source) const {
+  double cost = 0;
+  double bytes = double(localBytes(source));
+  for (const AxisList &dim : source.dims) {
+    if (dim.empty())
+      continue;
+    double g = double(shardCount(dim));
+    cost += (g - 1) * bytes * maxWeight(dim);
+    bytes *= g;
+  }
+  AxisList resolvable = axesOf(source.partial & ~targetState.partial);
+  if (!resolvable.empty()) {
+    double g = double(shardCount(resolvable));
+    cost += 2 * (g - 1) * bytes / g * maxWeight(resolvable);
+  }
+  return cost;
+}
+
+void Planner::collectPath(int node, SmallVector<const Move *, 8> &path) const {
+  for (; nodes[node].parent >= 0; node = nodes[node].parent)
+    path.push_back(&nodes[node].move);
+  std::reverse(path.begin(), path.end());
+}
+
+bool Planner::pathLess(int a, const Move *extraA, int b) const {
+  SmallVector<const Move *, 8> pathA, pathB;
+  collectPath(a, pathA);
+  if (extraA)
+    pathA.push_back(extraA);
+  collectPath(b, pathB);
+  return std::lexicographical_compare(
+      pathA.begin(), pathA.end(), pathB.begin(), pathB.end(),
+      [](const Move *x, const Move *y) { return *x < *y; });
+}
+
+bool Planner::nodeLess(int a, int b) const {
+  const Node &na = nodes[a], &nb = nodes[b];
+  double fa = na.cost + na.boundCost, fb = nb.cost + nb.boundCost;
+  if (fa != fb)
+    return fa < fb;
+  if (na.steps + na.boundSteps != nb.steps + nb.boundSteps)
+    return na.steps + na.boundSteps < nb.steps + nb.boundSteps;
+  return pathLess(a, nullptr, b);
+}
+
+void Planner::expand(int node) {
+  // relax() appends to `nodes`: work on a copy of the state.
+  const State state = nodes[node].move.after;
   const int64_t bytes = localBytes(state);
   const uint32_t used = state.usedMask();
   const uint32_t unused = searchMask & ~used & ~state.partial;
@@ -522,7 +766,7 @@ void Planner::expand(const Entry &entry) {
       Move move{StepKind::LocalSlice, int64_t(d), -1, {a}, {}, 0, state};
       move.after.dims[d].push_back(a);
       if (divisible(move.after, d))
-        relax(label, std::move(move));
+        relax(node, std::move(move));
     }
 
   // all_reduce: any non-empty subset of the resolvable partial axes.
@@ -532,7 +776,7 @@ void Planner::expand(const Entry &entry) {
     Move move{StepKind::AllReduce, -1, -1, axes, {},
               2 * (g - 1) * double(bytes) / g * maxWeight(axes), state};
     move.after.partial &= ~subset;
-    relax(label, std::move(move));
+    relax(node, std::move(move));
   }
 
   // reduce_scatter: an ordered sequence of resolvable partial axes appended
@@ -548,7 +792,7 @@ void Planner::expand(const Entry &entry) {
         if (divisible(move.after, d)) {
           int64_t g = shardCount(seq);
           move.cost = double(g - 1) * double(bytes / g) * maxWeight(seq);
-          relax(label, std::move(move));
+          relax(node, std::move(move));
           extend(taken | (1u << a));
         }
         seq.pop_back();
@@ -566,7 +810,7 @@ void Planner::expand(const Entry &entry) {
       Move move{StepKind::AllGather, int64_t(d), -1, axes, {},
                 double(g - 1) * double(bytes) * maxWeight(axes), state};
       move.after.dims[d].resize(dim.size() - k);
-      relax(label, std::move(move));
+      relax(node, std::move(move));
     }
   }
 
@@ -587,36 +831,77 @@ void Planner::expand(const Entry &entry) {
         if (!divisible(move.after, t))
           continue;
         move.cost = double(g - 1) * double(bytes / g) * maxWeight(axes);
-        relax(label, std::move(move));
+        relax(node, std::move(move));
       }
     }
   }
 
-  enumeratePermutes(state, label, bytes);
+  enumeratePermutes(node, state, bytes);
 }
 
-void Planner::enumeratePermutes(const State &state, const Label &label,
-                                int64_t bytes) {
-  const size_t rank = state.dims.size();
-  const uint32_t available = searchMask & ~state.partial;
-  SmallVector<int64_t, 4> counts;
-  for (const AxisList &dim : state.dims)
-    counts.push_back(shardCount(dim));
+void Planner::relax(int from, Move move, const std::string *knownKey,
+                    std::optional<double> knownBound) {
+  std::string key = knownKey ? *knownKey : move.after.key();
+  Visit &visit = visits[key];
+  if (visit.closed)
+    return;
+  double cost = nodes[from].cost + move.cost;
+  unsigned steps = nodes[from].steps + 1;
+  double bound;
+  if (visit.node >= 0) {
+    const Node &old = nodes[visit.node];
+    if (cost > old.cost || (cost == old.cost && steps > old.steps))
+      return;
+    if (cost == old.cost && steps == old.steps &&
+        !pathLess(from, &move, visit.node))
+      return;
+    bound = old.boundCost;
+  } else {
+    bound = knownBound ? *knownBound : lowerBound(move.after);
+  }
+  if (cost + bound > costLimit)
+    return;
+  unsigned boundSteps = 1;
+  if (key == targetKey) {
+    // A path to the target bounds every optimal path.
+    boundSteps = 0;
+    costLimit = std::min(costLimit, cost + 1e-9 * std::max(1.0, cost));
+  }
+  nodes.push_back(Node{std::move(key), cost, steps, bound, boundSteps, from,
+                       std::move(move)});
+  visit.node = nodes.size() - 1;
+  queue.push(visit.node);
+}
 
-  // Where an axis sits: its dimension and its stride (the product of the
-  // sizes of the axes minor to it), or (-1, 0) when unused.
-  auto placeOf = [&](const State &s, uint8_t axis) {
-    for (auto [d, dim] : llvm::enumerate(s.dims)) {
-      int64_t stride = 1;
-      for (size_t i = dim.size(); i-- > 0;) {
-        if (dim[i] == axis)
-          return std::make_pair(int64_t(d), stride);
-        stride *= mesh.axes[dim[i]].size;
-      }
+SmallVector<Planner::Place, 8> Planner::placesOf(const State &state) const {
+  SmallVector<Place, 8> places(mesh.axes.size(), Place{-1, 0});
+  for (auto [d, dim] : llvm::enumerate(state.dims)) {
+    int64_t stride = 1;
+    for (size_t i = dim.size(); i-- > 0;) {
+      places[dim[i]] = Place{int64_t(d), stride};
+      stride *= mesh.axes[dim[i]].size;
     }
-    return std::make_pair(int64_t(-1), int64_t(0));
-  };
+  }
+  return places;
+}
 
+const std::vector<Planner::PermuteTarget> &
+Planner::permuteTargetsFor(const State &state) {
+  const size_t rank = state.dims.size();
+  SmallVector<int64_t, 4> counts;
+  std::string signature;
+  for (const AxisList &dim : state.dims) {
+    counts.push_back(shardCount(dim));
+    signature += std::to_string(counts.back()) + ",";
+  }
+  signature += std::to_string(state.partial);
+  auto [it, inserted] = permuteTargets.try_emplace(signature);
+  std::vector<PermuteTarget> &targets = it->second;
+  if (!inserted)
+    return targets;
+
+  // Every state with these shard counts and partial axes.
+  const uint32_t available = searchMask & ~state.partial;
   State candidate;
   candidate.dims.resize(rank);
   candidate.partial = state.partial;
@@ -627,16 +912,9 @@ void Planner::enumeratePermutes(const State &state, const Label &label,
             fill(d + 1, taken, counts[d + 1]);
             return;
           }
-          AxisList changed;
-          for (uint8_t a : axesOf(available))
-            if (placeOf(state, a) != placeOf(candidate, a))
-              changed.push_back(a);
-          if (changed.empty())
-            return; // The state itself.
-          Move move{StepKind::CollectivePermute, -1, -1, changed,
-                    candidate.key(), double(bytes) * maxWeight(changed),
-                    candidate};
-          relax(label, std::move(move));
+          targets.push_back(PermuteTarget{candidate, candidate.key(),
+                                          placesOf(candidate),
+                                          lowerBound(candidate)});
           return;
         }
         for (uint8_t a : axesOf(available & ~taken)) {
@@ -650,12 +928,43 @@ void Planner::enumeratePermutes(const State &state, const Label &label,
       };
   if (rank > 0)
     fill(0, 0, counts[0]);
+  return targets;
 }
 
-ReshardPlan Planner::buildPlan(const Label &label) const {
+void Planner::enumeratePermutes(int from, const State &state,
+                                int64_t bytes) {
+  SmallVector<Place, 8> places = placesOf(state);
+  const uint32_t available = searchMask & ~state.partial;
+  double cost = nodes[from].cost;
+  const AxisList candidates = axesOf(available);
+  for (const PermuteTarget &target : permuteTargetsFor(state)) {
+    // The axes whose place differs are those the permute exchanges over.
+    double weight = 0;
+    for (uint8_t a : candidates)
+      if (places[a] != target.places[a])
+        weight = std::max(weight, weights[a]);
+    if (weight == 0)
+      continue; // The state itself.
+    double stepCost = double(bytes) * weight;
+    if (cost + stepCost + target.bound > costLimit)
+      continue;
+    AxisList changed;
+    for (uint8_t a : candidates)
+      if (places[a] != target.places[a])
+        changed.push_back(a);
+    Move move{StepKind::CollectivePermute, -1, -1, std::move(changed),
+              target.key, stepCost, target.state};
+    relax(from, std::move(move), &target.key, target.bound);
+  }
+}
+
+ReshardPlan Planner::buildPlan(int node) const {
   ReshardPlan plan;
-  plan.cost = label.cost;
-  for (const Move &move : label.path) {
+  plan.cost = nodes[node].cost;
+  SmallVector<const Move *, 8> path;
+  collectPath(node, path);
+  for (const Move *edge : path) {
+    const Move &move = *edge;
     // Slices of one dimension in a row are one step.
     if (move.kind == StepKind::LocalSlice && !plan.steps.empty() &&
         plan.steps.back().kind == StepKind::LocalSlice &&
@@ -704,20 +1013,28 @@ Expected<ReshardPlan> Planner::run(const Sharding &source,
                 stringifyReductionKind(target.partialKind));
   partialKind = source.partialKind;
 
-  Label start;
-  std::string startKey = sourceState->key();
-  best[startKey] = start;
-  entries.push_back(Entry{*sourceState, startKey, start,
-                          heuristic(*sourceState)});
+  prepareBound();
+  double limit = upperBound(*sourceState);
+  costLimit = limit + 1e-9 * std::max(1.0, limit);
+
+  Node start;
+  start.key = sourceState->key();
+  start.boundCost = lowerBound(*sourceState);
+  start.boundSteps = start.key == targetKey ? 0 : 1;
+  start.move.after = *sourceState;
+  visits[start.key].node = 0;
+  nodes.push_back(std::move(start));
   queue.push(0);
   unsigned expanded = 0;
   while (!queue.empty()) {
-    unsigned index = queue.top();
+    int index = queue.top();
     queue.pop();
-    if (!closed.insert(entries[index].key).second)
-      continue;
-    if (entries[index].key == targetKey) {
-      ReshardPlan plan = buildPlan(entries[index].label);
+    Visit &visit = visits[nodes[index].key];
+    if (visit.closed || visit.node != index)
+      continue; // Superseded by a better label for the same state.
+    visit.closed = true;
+    if (nodes[index].key == targetKey) {
+      ReshardPlan plan = buildPlan(index);
       plan.expandedStates = expanded;
       return plan;
     }
@@ -725,9 +1042,7 @@ Expected<ReshardPlan> Planner::run(const Sharding &source,
       return fail("no resharding plan found within " +
                   Twine(options.maxStates) +
                   " search states; raise the bound or simplify the mesh");
-    // expand() appends to `entries`: work on a copy.
-    Entry entry = entries[index];
-    expand(entry);
+    expand(index);
   }
   return fail("no resharding plan from " + source.toString() + " to " +
               target.toString());

@@ -67,7 +67,7 @@ struct ReshardOptions {
   /// first bad entry in a stable order.
   std::map<std::string, double> axisWeights;
   /// The search gives up with an error after expanding this many states.
-  unsigned maxStates = 200000;
+  unsigned maxStates = 100000;
 };
 
 /// Step kinds, in the order used to break ties between equal plans.
@@ -130,9 +130,8 @@ llvm::Expected<ReshardPlan> planReshard(const Mesh &mesh,
 /// Formats a cost: an integer when it is one, else up to 3 decimals.
 std::string formatCost(double cost);
 
-/// Reads a #dist.mesh attribute. Fails on an explicit device order that is
-/// not a permutation only when its length is wrong (the order does not
-/// change costs in this model).
+/// Reads a #dist.mesh attribute. An explicit device order is ignored: it
+/// does not change costs in this model.
 llvm::Expected<Mesh> meshFromAttr(dist::MeshAttr mesh);
 /// Reads a #dist.sharding attribute. Fails on sub-axes, which the planner
 /// does not support yet.
