@@ -1,1 +1,502 @@
-// Placeholder: being written.
+//===- LocalCommunicator.cpp - ranks as threads of one process ------------===//
+//
+// N ranks are N threads sharing one World. A collective call of a group is a
+// Slot keyed by (group, the group's call number), which every member reaches
+// in the same order, so concurrent groups (the four tp groups of a 2x4 mesh)
+// never meet. A call runs in phases separated by barriers on the slot:
+//   1. publish: each rank stores its buffer pointers and waits for all;
+//   2. work: each rank copies or reduces straight from its peers' buffers
+//      (one address space), touching only memory that no one else writes;
+//   3. a closing barrier, so no rank returns (and frees its buffers) while
+//      a peer still reads or writes them.
+// all_reduce is in place without scratch: the rank at position p owns chunk p
+// of the buffer, reduces it tile by tile over all ranks in group order and
+// writes the tile back into every rank's buffer; each rank reads and writes
+// about `count` elements, as in a ring, and the result does not depend on
+// timing. Waits use one mutex and condition variable per world: the data
+// moves outside the lock, which only guards the small slot records.
+//
+// Failure: every wait has the call's deadline. The first rank to fail (a
+// timeout, a mismatched call, an exception in its body) poisons the world;
+// every wait also wakes on poison, so the others fail at once. A rank that
+// gives up after its peers may have started reading or writing its buffers
+// first waits until none is still doing so (they are inside a memcpy and
+// reach their next wait in bounded time), then throws.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Communicator.h"
+
+#include "CommUtils.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace partita::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using comm::describeCall;
+using comm::describeCount;
+using comm::formatRanks;
+
+/// Bytes reduced at a time by all_reduce and reduce_scatter: small enough to
+/// stay in L1 while every rank's block is folded into it.
+constexpr size_t kTileBytes = 16 * 1024;
+
+/// One collective call of one group, shared by its members.
+struct Slot {
+  // What the first rank to arrive asked for; the others must ask the same.
+  const char *collective = nullptr;
+  size_t count = 0;
+  DType dtype = DType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  int firstRank = -1;
+  // Per position in the group.
+  std::vector<const void *> send;
+  std::vector<void *> recv;
+  std::vector<int> reached;  // barriers passed: 0 = not arrived yet
+  std::vector<char> working; // between two barriers, touching peers' buffers
+};
+
+struct Message {
+  std::vector<unsigned char> bytes;
+  size_t count;
+  DType dtype;
+};
+
+using SlotKey = std::pair<std::vector<int>, uint64_t>;
+
+struct World {
+  explicit World(int size) : size(size) {}
+
+  const int size;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool poisoned = false;
+  int failedRank = -1;
+  std::string failure;
+  std::map<SlotKey, std::shared_ptr<Slot>> slots;
+  std::map<std::pair<int, int>, std::deque<Message>> mailboxes;
+
+  /// Records the first failure and wakes every waiter. Requires `mutex`.
+  void poison(int rank, const std::string &message) {
+    if (poisoned)
+      return;
+    poisoned = true;
+    failedRank = rank;
+    failure = message;
+    changed.notify_all();
+  }
+
+  void poisonLocked(int rank, const std::string &message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    poison(rank, message);
+  }
+
+  /// "rank 2 failed: <its error>", without repeating a "rank 2: " that the
+  /// error already starts with.
+  std::string failureNote() const {
+    std::string prefix = "rank " + std::to_string(failedRank) + ": ";
+    std::string what = failure.compare(0, prefix.size(), prefix) == 0
+                           ? failure.substr(prefix.size())
+                           : failure;
+    return "rank " + std::to_string(failedRank) + " failed: " + what;
+  }
+
+  /// The root cause as runLocalRanks reports it: "rank 2: <its error>".
+  std::string rootCause() const {
+    std::string prefix = "rank " + std::to_string(failedRank) + ": ";
+    return failure.compare(0, prefix.size(), prefix) == 0 ? failure
+                                                           : prefix + failure;
+  }
+};
+
+class LocalCommunicator final : public Communicator {
+public:
+  LocalCommunicator(std::shared_ptr<World> world, int rank,
+                    std::chrono::milliseconds t)
+      : world(std::move(world)), myRank(rank), tile(kTileBytes) {
+    setTimeout(t);
+  }
+
+  int rank() const override { return myRank; }
+  int size() const override { return world->size; }
+  const char *kind() const override { return "local"; }
+
+  void allReduce(void *data, size_t count, DType dtype, ReduceOp op,
+                 const std::vector<int> &group) override;
+  void allGather(const void *send, void *recv, size_t count, DType dtype,
+                 const std::vector<int> &group) override;
+  void reduceScatter(const void *send, void *recv, size_t count, DType dtype,
+                     ReduceOp op, const std::vector<int> &group) override;
+  void allToAll(const void *send, void *recv, size_t count, DType dtype,
+                const std::vector<int> &group) override;
+  void send(const void *data, size_t count, DType dtype, int peer) override;
+  void recv(void *data, size_t count, DType dtype, int peer) override;
+  void barrier(const std::vector<int> &group) override;
+
+private:
+  /// One rank's part in one collective call.
+  struct Call {
+    const char *collective;
+    const std::vector<int> &group;
+    int position;
+    Clock::time_point deadline;
+    SlotKey key;
+    std::shared_ptr<Slot> slot;
+    std::unique_lock<std::mutex> lock;
+  };
+
+  /// Validates the call, joins its slot, publishes the buffers and waits for
+  /// the whole group. Returns with the lock held and this rank working.
+  Call begin(const char *collective, const std::vector<int> &group,
+             size_t count, DType dtype, ReduceOp op, const void *send,
+             void *recv);
+  /// Ends a work phase: waits (lock held) until every member has passed
+  /// barrier `phase`, then returns working again when `thenWork`.
+  void step(Call &call, int phase, bool thenWork);
+  /// After the closing barrier: drops the slot from the world.
+  void finish(Call &call);
+  /// Gives up on `call`: waits until no member still touches buffers, then
+  /// throws `message`.
+  [[noreturn]] void abandon(Call &call, const std::string &message);
+  /// Poisons the world with `message` and throws it.
+  [[noreturn]] void invalid(const std::string &message);
+
+  std::string head(const Call &call) const {
+    return describeCall(myRank, call.collective, call.group);
+  }
+  std::string timeoutText() const {
+    return std::to_string(getTimeout().count()) + " ms";
+  }
+
+  std::shared_ptr<World> world;
+  int myRank;
+  std::map<std::vector<int>, uint64_t> nextCall;
+  std::vector<unsigned char> tile;
+};
+
+void LocalCommunicator::invalid(const std::string &message) {
+  world->poisonLocked(myRank, message);
+  throw Error(message);
+}
+
+LocalCommunicator::Call
+LocalCommunicator::begin(const char *collective, const std::vector<int> &group,
+                         size_t count, DType dtype, ReduceOp op,
+                         const void *send, void *recv) {
+  int position;
+  try {
+    position = comm::checkGroup(myRank, world->size, group, collective);
+    (void)sizeOf(dtype); // throws on a dtype out of the enum
+  } catch (const Error &e) {
+    invalid(e.what());
+  }
+  uint64_t number = nextCall[group]++;
+  Call call{collective,
+            group,
+            position,
+            Clock::now() + getTimeout(),
+            SlotKey(group, number),
+            nullptr,
+            std::unique_lock<std::mutex>(world->mutex)};
+  if (world->poisoned)
+    throw Error(head(call) + " aborted: " + world->failureNote());
+
+  std::shared_ptr<Slot> &slot = world->slots[call.key];
+  if (!slot) {
+    slot = std::make_shared<Slot>();
+    slot->collective = collective;
+    slot->count = count;
+    slot->dtype = dtype;
+    slot->op = op;
+    slot->firstRank = myRank;
+    size_t n = group.size();
+    slot->send.assign(n, nullptr);
+    slot->recv.assign(n, nullptr);
+    slot->reached.assign(n, 0);
+    slot->working.assign(n, 0);
+  } else if (std::strcmp(slot->collective, collective) != 0 ||
+             slot->count != count || slot->dtype != dtype ||
+             slot->op != op) {
+    auto what = [](const char *c, size_t n, DType t, ReduceOp o) {
+      std::string s = std::string(c) + " of " + describeCount(n, t);
+      if (!std::strcmp(c, "all_reduce") || !std::strcmp(c, "reduce_scatter"))
+        s += std::string(" (") + toString(o) + ")";
+      return s;
+    };
+    std::string message =
+        head(call) + ": call " + std::to_string(number) + " of this group is " +
+        what(collective, count, dtype, op) + " here but " +
+        what(slot->collective, slot->count, slot->dtype, slot->op) +
+        " on rank " + std::to_string(slot->firstRank);
+    world->poison(myRank, message);
+    throw Error(message);
+  }
+  call.slot = slot;
+  slot->send[position] = send;
+  slot->recv[position] = recv;
+  step(call, 1, /*thenWork=*/true);
+  return call;
+}
+
+void LocalCommunicator::step(Call &call, int phase, bool thenWork) {
+  Slot &slot = *call.slot;
+  slot.working[call.position] = 0;
+  slot.reached[call.position] = phase;
+  world->changed.notify_all();
+  auto allReached = [&] {
+    return std::all_of(slot.reached.begin(), slot.reached.end(),
+                       [&](int r) { return r >= phase; });
+  };
+  bool woke = world->changed.wait_until(call.lock, call.deadline, [&] {
+    return world->poisoned || allReached();
+  });
+  // Poison wins over completion: a peer that gave up may already be
+  // unwinding, so its buffers must not be touched again.
+  if (world->poisoned)
+    abandon(call, head(call) + " aborted: " + world->failureNote());
+  if (!woke) {
+    std::vector<int> missing;
+    for (size_t i = 0; i < slot.reached.size(); ++i)
+      if (slot.reached[i] < phase)
+        missing.push_back(call.group[i]);
+    std::string message = head(call) + " timed out after " + timeoutText() +
+                          " waiting for ranks " + formatRanks(missing);
+    world->poison(myRank, message);
+    abandon(call, message);
+  }
+  if (thenWork)
+    slot.working[call.position] = 1;
+}
+
+void LocalCommunicator::abandon(Call &call, const std::string &message) {
+  Slot &slot = *call.slot;
+  slot.working[call.position] = 0;
+  world->changed.notify_all();
+  world->changed.wait(call.lock, [&] {
+    return std::none_of(slot.working.begin(), slot.working.end(),
+                        [](char w) { return w != 0; });
+  });
+  throw Error(message);
+}
+
+void LocalCommunicator::finish(Call &call) {
+  call.slot->working[call.position] = 0;
+  auto it = world->slots.find(call.key);
+  if (it != world->slots.end() && it->second == call.slot)
+    world->slots.erase(it);
+}
+
+/// [begin, end) of chunk `i` when `count` elements are split in `n` chunks.
+static std::pair<size_t, size_t> chunkOf(size_t count, size_t n, size_t i) {
+  size_t base = count / n, extra = count % n;
+  size_t begin = i * base + std::min(i, extra);
+  return {begin, begin + base + (i < extra ? 1 : 0)};
+}
+
+void LocalCommunicator::allReduce(void *data, size_t count, DType dtype,
+                                  ReduceOp op, const std::vector<int> &group) {
+  Call call = begin("all_reduce", group, count, dtype, op, data, data);
+  std::vector<unsigned char *> bufs;
+  for (void *p : call.slot->recv)
+    bufs.push_back(static_cast<unsigned char *>(p));
+  call.lock.unlock();
+
+  size_t n = group.size();
+  if (n > 1) {
+    size_t esize = sizeOf(dtype), tileElems = kTileBytes / esize;
+    auto [lo, hi] = chunkOf(count, n, call.position);
+    for (size_t t = lo; t < hi; t += tileElems) {
+      size_t m = std::min(tileElems, hi - t), off = t * esize;
+      std::memcpy(tile.data(), bufs[0] + off, m * esize);
+      for (size_t q = 1; q < n; ++q)
+        comm::reduceInto(tile.data(), bufs[q] + off, m, dtype, op);
+      for (size_t q = 0; q < n; ++q)
+        std::memcpy(bufs[q] + off, tile.data(), m * esize);
+    }
+  }
+
+  call.lock.lock();
+  step(call, 2, /*thenWork=*/false);
+  finish(call);
+}
+
+void LocalCommunicator::allGather(const void *send, void *recv, size_t count,
+                                  DType dtype, const std::vector<int> &group) {
+  Call call = begin("all_gather", group, count, dtype, ReduceOp::Sum, send,
+                    recv);
+  std::vector<const void *> sends = call.slot->send;
+  call.lock.unlock();
+
+  size_t block = count * sizeOf(dtype);
+  for (size_t q = 0; q < sends.size(); ++q)
+    if (block)
+      std::memcpy(static_cast<unsigned char *>(recv) + q * block, sends[q],
+                  block);
+
+  call.lock.lock();
+  step(call, 2, /*thenWork=*/false);
+  finish(call);
+}
+
+void LocalCommunicator::reduceScatter(const void *send, void *recv,
+                                      size_t count, DType dtype, ReduceOp op,
+                                      const std::vector<int> &group) {
+  Call call = begin("reduce_scatter", group, count, dtype, op, send, recv);
+  std::vector<const void *> sends = call.slot->send;
+  call.lock.unlock();
+
+  // Through the tile, so that `recv` may be this rank's own block of `send`
+  // (only this rank reads that block).
+  size_t esize = sizeOf(dtype), tileElems = kTileBytes / esize;
+  size_t base = call.position * count * esize;
+  for (size_t t = 0; t < count; t += tileElems) {
+    size_t m = std::min(tileElems, count - t), off = base + t * esize;
+    std::memcpy(tile.data(), static_cast<const unsigned char *>(sends[0]) + off,
+                m * esize);
+    for (size_t q = 1; q < sends.size(); ++q)
+      comm::reduceInto(tile.data(),
+                       static_cast<const unsigned char *>(sends[q]) + off, m,
+                       dtype, op);
+    std::memcpy(static_cast<unsigned char *>(recv) + t * esize, tile.data(),
+                m * esize);
+  }
+
+  call.lock.lock();
+  step(call, 2, /*thenWork=*/false);
+  finish(call);
+}
+
+void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
+                                 DType dtype, const std::vector<int> &group) {
+  Call call = begin("all_to_all", group, count, dtype, ReduceOp::Sum, send,
+                    recv);
+  std::vector<const void *> sends = call.slot->send;
+  call.lock.unlock();
+
+  size_t block = count * sizeOf(dtype);
+  for (size_t q = 0; q < sends.size(); ++q)
+    if (block)
+      std::memcpy(static_cast<unsigned char *>(recv) + q * block,
+                  static_cast<const unsigned char *>(sends[q]) +
+                      call.position * block,
+                  block);
+
+  call.lock.lock();
+  step(call, 2, /*thenWork=*/false);
+  finish(call);
+}
+
+void LocalCommunicator::barrier(const std::vector<int> &group) {
+  Call call = begin("barrier", group, 0, DType::F32, ReduceOp::Sum, nullptr,
+                    nullptr);
+  finish(call);
+}
+
+void LocalCommunicator::send(const void *data, size_t count, DType dtype,
+                             int peer) {
+  try {
+    comm::checkPeer(myRank, world->size, peer, "send to");
+  } catch (const Error &e) {
+    invalid(e.what());
+  }
+  Message message{std::vector<unsigned char>(count * sizeOf(dtype)), count,
+                  dtype};
+  if (!message.bytes.empty())
+    std::memcpy(message.bytes.data(), data, message.bytes.size());
+  std::lock_guard<std::mutex> lock(world->mutex);
+  if (world->poisoned)
+    throw Error("rank " + std::to_string(myRank) + ": send to rank " +
+                std::to_string(peer) + " aborted: " + world->failureNote());
+  world->mailboxes[{myRank, peer}].push_back(std::move(message));
+  world->changed.notify_all();
+}
+
+void LocalCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
+  try {
+    comm::checkPeer(myRank, world->size, peer, "recv from");
+    (void)sizeOf(dtype);
+  } catch (const Error &e) {
+    invalid(e.what());
+  }
+  std::string headText = "rank " + std::to_string(myRank) + ": recv of " +
+                         describeCount(count, dtype) + " from rank " +
+                         std::to_string(peer);
+  std::unique_lock<std::mutex> lock(world->mutex);
+  std::deque<Message> &box = world->mailboxes[{peer, myRank}];
+  bool woke =
+      world->changed.wait_until(lock, Clock::now() + getTimeout(), [&] {
+        return world->poisoned || !box.empty();
+      });
+  if (world->poisoned)
+    throw Error(headText + " aborted: " + world->failureNote());
+  if (!woke) {
+    std::string message = headText + " timed out after " + timeoutText() +
+                          " waiting for rank " + std::to_string(peer);
+    world->poison(myRank, message);
+    throw Error(message);
+  }
+  Message message = std::move(box.front());
+  box.pop_front();
+  if (message.count != count || message.dtype != dtype) {
+    std::string text = headText + " does not match the " +
+                       describeCount(message.count, message.dtype) +
+                       " it sent";
+    world->poison(myRank, text);
+    throw Error(text);
+  }
+  lock.unlock();
+  if (!message.bytes.empty())
+    std::memcpy(data, message.bytes.data(), message.bytes.size());
+}
+
+} // namespace
+
+void runLocalRanks(int numRanks,
+                   const std::function<void(Communicator &)> &body,
+                   std::chrono::milliseconds timeout) {
+  if (numRanks < 1)
+    throw Error("runLocalRanks: needs at least one rank, got " +
+                std::to_string(numRanks));
+  auto world = std::make_shared<World>(numRanks);
+  std::vector<std::unique_ptr<LocalCommunicator>> comms;
+  for (int r = 0; r < numRanks; ++r)
+    comms.push_back(std::make_unique<LocalCommunicator>(world, r, timeout));
+
+  auto run = [&](int r) {
+    try {
+      body(*comms[r]);
+    } catch (const std::exception &e) {
+      world->poisonLocked(r, e.what());
+    } catch (...) {
+      world->poisonLocked(r, "an exception that is not a std::exception");
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(numRanks);
+  for (int r = 0; r < numRanks; ++r) {
+    try {
+      threads.emplace_back(run, r);
+    } catch (const std::system_error &e) {
+      // The ranks already running would wait for this one until their
+      // timeout; poisoning stops them at their next wait instead.
+      world->poisonLocked(r, std::string("could not start its thread: ") +
+                                 e.what());
+      break;
+    }
+  }
+  for (std::thread &t : threads)
+    t.join();
+  // Every thread has stopped, so the world is no longer shared.
+  if (world->poisoned)
+    throw Error(world->rootCause());
+}
+
+} // namespace partita::runtime

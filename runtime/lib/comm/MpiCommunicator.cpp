@@ -1,1 +1,487 @@
-// Placeholder: being written.
+//===- MpiCommunicator.cpp - ranks as MPI processes -----------------------===//
+//
+// Ranks are MPI_COMM_WORLD ranks. Blocking MPI collectives cannot time out,
+// so every call posts the non-blocking form (MPI_Iallreduce, MPI_Iallgather,
+// MPI_Ireduce_scatter_block, MPI_Ialltoall, MPI_Ibarrier, MPI_Isend,
+// MPI_Irecv) and polls it with MPI_Test until it completes or the deadline
+// passes; communicators carry MPI_ERRORS_RETURN, so an error MPI detects (a
+// peer's connection reset) also becomes an Error instead of an abort inside
+// MPI. MPI cannot cancel a collective in flight: after an Error this
+// communicator refuses every call, and the process must exit non-zero
+// without MPI_Finalize (which would wait for the lost peer), or let
+// MpiOptions::abortOnError call MPI_Abort.
+//
+// A group's communicator is created on its first use with
+// MPI_Comm_create_group, which involves only the group's members (so
+// concurrent groups set up independently) but blocks. It is preceded by a
+// handshake of non-blocking messages among the members under the same
+// deadline, so a member that never comes is reported by rank instead of
+// hanging the others; a member dying in the short window between the two
+// can still hang them. Group communicators are cached per ordered rank list.
+//
+// Reductions of f16 and bf16 use user-defined MPI operations over 16-bit
+// words that round after every step, as the local communicator does; the
+// order in which MPI combines ranks is the MPI library's, so results repeat
+// for a given process count and size but need not equal `local` bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Communicator.h"
+
+#include "CommUtils.h"
+
+// The C API only: the deprecated C++ bindings add nothing and warn.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace partita::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using comm::describeCall;
+using comm::describeCount;
+using comm::formatRanks;
+
+template <DType T, ReduceOp O>
+void userReduce(void *in, void *inout, int *len, MPI_Datatype *) {
+  comm::reduceInto(inout, in, static_cast<size_t>(*len), T, O);
+}
+
+std::string mpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return "MPI error " + std::to_string(code) + " (" +
+         std::string(text, length) + ")";
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  explicit MpiCommunicator(const MpiOptions &options);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return myRank; }
+  int size() const override { return worldSize; }
+  const char *kind() const override { return "mpi"; }
+
+  void allReduce(void *data, size_t count, DType dtype, ReduceOp op,
+                 const std::vector<int> &group) override;
+  void allGather(const void *send, void *recv, size_t count, DType dtype,
+                 const std::vector<int> &group) override;
+  void reduceScatter(const void *send, void *recv, size_t count, DType dtype,
+                     ReduceOp op, const std::vector<int> &group) override;
+  void allToAll(const void *send, void *recv, size_t count, DType dtype,
+                const std::vector<int> &group) override;
+  void send(const void *data, size_t count, DType dtype, int peer) override;
+  void recv(void *data, size_t count, DType dtype, int peer) override;
+  void barrier(const std::vector<int> &group) override;
+
+private:
+  /// One collective call: where it runs and how long it may take.
+  struct Call {
+    std::string head; // "rank 3: all_reduce over group [0,1,2,3]"
+    int position;
+    MPI_Comm comm; // MPI_COMM_NULL for a group of one
+    Clock::time_point deadline;
+  };
+
+  /// Refuses calls after a failure, validates the group, and creates or
+  /// finds its communicator.
+  Call begin(const char *collective, const std::vector<int> &group);
+  MPI_Comm groupComm(const std::string &head, const std::vector<int> &group,
+                     int position, Clock::time_point deadline);
+  /// Polls `requests` until all complete, or fails naming `head`. On a
+  /// timeout, `waitingFor[i]` (when given) is the rank request i waits for.
+  void waitAll(std::vector<MPI_Request> &requests, const std::string &head,
+               Clock::time_point deadline,
+               const std::vector<int> *waitingFor = nullptr,
+               MPI_Status *status = nullptr);
+  void check(int code, const std::string &head) {
+    if (code != MPI_SUCCESS)
+      fail(head + " failed: " + mpiErrorText(code));
+  }
+  int mpiCount(size_t count, const std::string &head);
+  MPI_Datatype typeOf(DType dtype) const;
+  MPI_Op opOf(DType dtype, ReduceOp op) const;
+  [[noreturn]] void fail(const std::string &message);
+  std::string timeoutText() const {
+    return std::to_string(getTimeout().count()) + " ms";
+  }
+
+  MpiOptions options;
+  bool ownsMpi = false;
+  bool failed = false;
+  std::string firstFailure;
+  int myRank = 0, worldSize = 1, tagUpperBound = 32767;
+  MPI_Comm worldComm = MPI_COMM_NULL; // collectives over all ranks in order
+  MPI_Comm p2pComm = MPI_COMM_NULL;   // send / recv
+  MPI_Comm ctrlComm = MPI_COMM_NULL;  // group set-up handshakes
+  std::map<std::vector<int>, MPI_Comm> groupComms;
+  MPI_Op halfOps[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  MPI_Op bf16Ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+};
+
+MpiCommunicator::MpiCommunicator(const MpiOptions &options)
+    : options(options) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw Error("mpi communicator: MPI was already finalized in this process");
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
+        MPI_SUCCESS)
+      throw Error("mpi communicator: MPI_Init_thread failed");
+    ownsMpi = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  int *upper = nullptr, found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &upper, &found);
+  if (found && upper)
+    tagUpperBound = *upper;
+  for (MPI_Comm *c : {&worldComm, &p2pComm, &ctrlComm}) {
+    MPI_Comm_dup(MPI_COMM_WORLD, c);
+    MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+  }
+  MPI_Op_create(&userReduce<DType::F16, ReduceOp::Sum>, 1, &halfOps[0]);
+  MPI_Op_create(&userReduce<DType::F16, ReduceOp::Max>, 1, &halfOps[1]);
+  MPI_Op_create(&userReduce<DType::F16, ReduceOp::Min>, 1, &halfOps[2]);
+  MPI_Op_create(&userReduce<DType::BF16, ReduceOp::Sum>, 1, &bf16Ops[0]);
+  MPI_Op_create(&userReduce<DType::BF16, ReduceOp::Max>, 1, &bf16Ops[1]);
+  MPI_Op_create(&userReduce<DType::BF16, ReduceOp::Min>, 1, &bf16Ops[2]);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // After a failure a collective may still be in flight: freeing or
+  // finalizing would wait for a peer that is gone.
+  if (failed || finalized)
+    return;
+  for (auto &[group, c] : groupComms)
+    if (c != worldComm)
+      MPI_Comm_free(&c);
+  for (MPI_Comm *c : {&worldComm, &p2pComm, &ctrlComm})
+    MPI_Comm_free(c);
+  for (MPI_Op &op : halfOps)
+    MPI_Op_free(&op);
+  for (MPI_Op &op : bf16Ops)
+    MPI_Op_free(&op);
+  if (ownsMpi)
+    MPI_Finalize();
+}
+
+void MpiCommunicator::fail(const std::string &message) {
+  if (!failed) {
+    failed = true;
+    firstFailure = message;
+  }
+  if (options.abortOnError) {
+    std::fprintf(stderr, "partita: %s; calling MPI_Abort\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  throw Error(message);
+}
+
+int MpiCommunicator::mpiCount(size_t count, const std::string &head) {
+  if (count > static_cast<size_t>(INT_MAX))
+    fail(head + ": " + std::to_string(count) +
+         " elements exceed MPI's int count (" + std::to_string(INT_MAX) + ")");
+  return static_cast<int>(count);
+}
+
+MPI_Datatype MpiCommunicator::typeOf(DType dtype) const {
+  switch (dtype) {
+  case DType::F32:
+    return MPI_FLOAT;
+  case DType::F64:
+    return MPI_DOUBLE;
+  case DType::I32:
+    return MPI_INT32_T;
+  case DType::I64:
+    return MPI_INT64_T;
+  case DType::F16:
+  case DType::BF16:
+    return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op MpiCommunicator::opOf(DType dtype, ReduceOp op) const {
+  int i = op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : 2;
+  if (dtype == DType::F16)
+    return halfOps[i];
+  if (dtype == DType::BF16)
+    return bf16Ops[i];
+  return i == 0 ? MPI_SUM : i == 1 ? MPI_MAX : MPI_MIN;
+}
+
+void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
+                              const std::string &head,
+                              Clock::time_point deadline,
+                              const std::vector<int> *waitingFor,
+                              MPI_Status *status) {
+  // MPI_Test drives progress; back off from spinning to yielding to short
+  // sleeps so that oversubscribed ranks leave the cores to their peers.
+  for (unsigned polls = 0;; ++polls) {
+    bool pending = false;
+    for (MPI_Request &request : requests) {
+      if (request == MPI_REQUEST_NULL)
+        continue;
+      int done = 0;
+      check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE),
+            head);
+      pending |= !done;
+    }
+    if (!pending)
+      return;
+    if (Clock::now() >= deadline) {
+      std::string message = head + " timed out after " + timeoutText();
+      if (waitingFor) {
+        std::vector<int> missing;
+        for (size_t i = 0; i < requests.size(); ++i)
+          if (requests[i] != MPI_REQUEST_NULL)
+            missing.push_back((*waitingFor)[i]);
+        message += " waiting for ranks " + formatRanks(missing);
+      } else {
+        message += " (MPI cannot tell which ranks did not take part)";
+      }
+      fail(message);
+    }
+    if (polls < 64)
+      continue;
+    if (polls < 1024)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
+                                             const std::vector<int> &group) {
+  std::string head = describeCall(myRank, collective, group);
+  if (failed)
+    throw Error(head + " refused: an earlier call failed and MPI cannot "
+                       "cancel it (" +
+                firstFailure + ")");
+  int position;
+  try {
+    position = comm::checkGroup(myRank, worldSize, group, collective);
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  Clock::time_point deadline = Clock::now() + getTimeout();
+  MPI_Comm c = group.size() == 1 ? MPI_COMM_NULL
+                                 : groupComm(head, group, position, deadline);
+  return {head, position, c, deadline};
+}
+
+MPI_Comm MpiCommunicator::groupComm(const std::string &head,
+                                    const std::vector<int> &group,
+                                    int position, Clock::time_point deadline) {
+  auto it = groupComms.find(group);
+  if (it != groupComms.end())
+    return it->second;
+  bool identity = static_cast<int>(group.size()) == worldSize;
+  for (size_t i = 0; identity && i < group.size(); ++i)
+    identity = group[i] == static_cast<int>(i);
+  if (identity)
+    return groupComms[group] = worldComm;
+
+  // Handshake: every member tells every other one the group it is setting
+  // up (FNV-1a of the rank list), under the call's deadline.
+  uint64_t hash = 1469598103934665603ull;
+  for (int r : group)
+    hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  int tag = 1 + static_cast<int>(hash % static_cast<uint64_t>(
+                                            std::min(tagUpperBound, 32766)));
+  std::string setupHead = head + " (setting up the group)";
+  size_t n = group.size();
+  std::vector<uint64_t> theirs(n, 0);
+  std::vector<MPI_Request> recvs, sends;
+  std::vector<int> from;
+  for (size_t q = 0; q < n; ++q) {
+    if (static_cast<int>(q) == position)
+      continue;
+    recvs.emplace_back();
+    from.push_back(group[q]);
+    check(MPI_Irecv(&theirs[q], 1, MPI_UINT64_T, group[q], tag, ctrlComm,
+                    &recvs.back()),
+          setupHead);
+    sends.emplace_back();
+    check(MPI_Isend(&hash, 1, MPI_UINT64_T, group[q], tag, ctrlComm,
+                    &sends.back()),
+          setupHead);
+  }
+  waitAll(recvs, head, deadline, &from);
+  waitAll(sends, head, deadline);
+  for (size_t q = 0; q < n; ++q)
+    if (static_cast<int>(q) != position && theirs[q] != hash)
+      fail(head + ": rank " + std::to_string(group[q]) +
+           " is setting up a different group at the same time");
+
+  MPI_Group worldGroup, subGroup;
+  MPI_Comm c = MPI_COMM_NULL;
+  check(MPI_Comm_group(worldComm, &worldGroup), setupHead);
+  check(MPI_Group_incl(worldGroup, static_cast<int>(n), group.data(),
+                       &subGroup),
+        setupHead);
+  check(MPI_Comm_create_group(worldComm, subGroup, tag, &c), setupHead);
+  MPI_Group_free(&subGroup);
+  MPI_Group_free(&worldGroup);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  return groupComms[group] = c;
+}
+
+void MpiCommunicator::allReduce(void *data, size_t count, DType dtype,
+                                ReduceOp op, const std::vector<int> &group) {
+  Call call = begin("all_reduce", group);
+  int n = mpiCount(count, call.head);
+  if (call.comm == MPI_COMM_NULL || n == 0)
+    return;
+  std::vector<MPI_Request> request(1);
+  check(MPI_Iallreduce(MPI_IN_PLACE, data, n, typeOf(dtype), opOf(dtype, op),
+                       call.comm, &request[0]),
+        call.head);
+  waitAll(request, call.head, call.deadline);
+}
+
+void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
+                                DType dtype, const std::vector<int> &group) {
+  Call call = begin("all_gather", group);
+  int n = mpiCount(count, call.head);
+  if (call.comm == MPI_COMM_NULL) {
+    if (n)
+      std::memcpy(recv, send, count * sizeOf(dtype));
+    return;
+  }
+  std::vector<MPI_Request> request(1);
+  check(MPI_Iallgather(send, n, typeOf(dtype), recv, n, typeOf(dtype),
+                       call.comm, &request[0]),
+        call.head);
+  waitAll(request, call.head, call.deadline);
+}
+
+void MpiCommunicator::reduceScatter(const void *send, void *recv,
+                                    size_t count, DType dtype, ReduceOp op,
+                                    const std::vector<int> &group) {
+  Call call = begin("reduce_scatter", group);
+  int n = mpiCount(count, call.head);
+  if (call.comm == MPI_COMM_NULL) {
+    if (n)
+      std::memmove(recv, send, count * sizeOf(dtype));
+    return;
+  }
+  // MPI forbids `recv` inside `send`; the interface allows this rank's own
+  // block, so reduce in place on a copy then.
+  size_t bytes = count * sizeOf(dtype);
+  const auto *sendBytes = static_cast<const unsigned char *>(send);
+  auto *recvBytes = static_cast<unsigned char *>(recv);
+  std::vector<unsigned char> copy;
+  if (recvBytes < sendBytes + bytes * group.size() &&
+      sendBytes < recvBytes + bytes) {
+    copy.assign(sendBytes, sendBytes + bytes * group.size());
+    send = copy.data();
+  }
+  std::vector<MPI_Request> request(1);
+  check(MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype),
+                                  opOf(dtype, op), call.comm, &request[0]),
+        call.head);
+  waitAll(request, call.head, call.deadline);
+}
+
+void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
+                               DType dtype, const std::vector<int> &group) {
+  Call call = begin("all_to_all", group);
+  int n = mpiCount(count, call.head);
+  if (call.comm == MPI_COMM_NULL) {
+    if (n)
+      std::memcpy(recv, send, count * sizeOf(dtype));
+    return;
+  }
+  std::vector<MPI_Request> request(1);
+  check(MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
+                      call.comm, &request[0]),
+        call.head);
+  waitAll(request, call.head, call.deadline);
+}
+
+void MpiCommunicator::barrier(const std::vector<int> &group) {
+  Call call = begin("barrier", group);
+  if (call.comm == MPI_COMM_NULL)
+    return;
+  std::vector<MPI_Request> request(1);
+  check(MPI_Ibarrier(call.comm, &request[0]), call.head);
+  waitAll(request, call.head, call.deadline);
+}
+
+void MpiCommunicator::send(const void *data, size_t count, DType dtype,
+                           int peer) {
+  std::string head = "rank " + std::to_string(myRank) + ": send of " +
+                     describeCount(count, dtype) + " to rank " +
+                     std::to_string(peer);
+  if (failed)
+    throw Error(head + " refused: an earlier call failed (" + firstFailure +
+                ")");
+  try {
+    comm::checkPeer(myRank, worldSize, peer, "send to");
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  Clock::time_point deadline = Clock::now() + getTimeout();
+  int n = mpiCount(count, head);
+  std::vector<MPI_Request> request(1);
+  check(MPI_Isend(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]),
+        head);
+  std::vector<int> waitingFor{peer};
+  waitAll(request, head, deadline, &waitingFor);
+}
+
+void MpiCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
+  std::string head = "rank " + std::to_string(myRank) + ": recv of " +
+                     describeCount(count, dtype) + " from rank " +
+                     std::to_string(peer);
+  if (failed)
+    throw Error(head + " refused: an earlier call failed (" + firstFailure +
+                ")");
+  try {
+    comm::checkPeer(myRank, worldSize, peer, "recv from");
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  Clock::time_point deadline = Clock::now() + getTimeout();
+  int n = mpiCount(count, head);
+  std::vector<MPI_Request> request(1);
+  check(MPI_Irecv(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]),
+        head);
+  MPI_Status status;
+  std::vector<int> waitingFor{peer};
+  waitAll(request, head, deadline, &waitingFor, &status);
+  int got = 0;
+  MPI_Get_count(&status, typeOf(dtype), &got);
+  if (got != n)
+    fail(head + " does not match the message it sent (" +
+         (got == MPI_UNDEFINED ? std::string("a size that is no whole number "
+                                             "of elements")
+                               : std::to_string(got) + " elements") +
+         ")");
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> createMpiCommunicator(const MpiOptions &options) {
+  return std::make_unique<MpiCommunicator>(options);
+}
+
+} // namespace partita::runtime

@@ -3,5 +3,7 @@
 #include "partita/runtime/Communicator.h"
 
 namespace partita::runtime {
-std::unique_ptr<Communicator> createMpiCommunicator() { return nullptr; }
+std::unique_ptr<Communicator> createMpiCommunicator(const MpiOptions &) {
+  return nullptr;
+}
 } // namespace partita::runtime

@@ -8,6 +8,23 @@
 // never a hang. Buffers are contiguous; the executor lays data out so that
 // collectives act on the leading dimension.
 //
+// Failure model. A call that cannot complete (a peer died, never arrived, or
+// made a different call) throws Error after at most the timeout, with a
+// message naming this rank, the collective and its group, e.g.
+//   rank 3: all_reduce over group [0,1,2,3] timed out after 5000 ms waiting
+//   for ranks [2]
+// After an Error the communicator is unusable: `local` poisons the state it
+// shares with the other ranks, so they fail at their next wait with
+// "... aborted: rank 3 failed: ..."; `mpi` cannot cancel a collective in
+// flight, so the process must exit non-zero without MPI_Finalize (or let the
+// communicator call MPI_Abort, MpiOptions::abortOnError).
+//
+// Calls on one communicator are not thread-safe (one caller per rank). Every
+// rank of a group passes the same ordered list; two groups are the same only
+// when their lists are equal, so [0,1] and [1,0] are different groups.
+// Buffers of one call must not overlap, except that reduceScatter's `recv` may
+// be the caller's own block of `send`.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H
@@ -24,7 +41,14 @@
 
 namespace partita::runtime {
 
+/// Reductions happen in the buffer's dtype (f16 and bf16 round after every
+/// step), combining ranks in group order, so on `local` a result does not
+/// depend on thread timing and repeats bit for bit. Max and Min propagate NaN
+/// on `local`; on `mpi` NaN handling is the MPI library's.
 enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+/// "sum", "max", "min".
+const char *toString(ReduceOp op);
 
 class Communicator {
 public:
@@ -52,7 +76,10 @@ public:
   /// the rank at position j, and `recv` block i comes from position i.
   virtual void allToAll(const void *send, void *recv, size_t count,
                         DType dtype, const std::vector<int> &group) = 0;
-  /// Point to point, for pipeline stages.
+  /// Point to point, for pipeline stages; messages between two ranks arrive
+  /// in order. `send` may return before the matching `recv` (local buffers
+  /// the message) or only once it has started (mpi, large messages): a
+  /// schedule must not depend on either.
   virtual void send(const void *data, size_t count, DType dtype, int peer) = 0;
   virtual void recv(void *data, size_t count, DType dtype, int peer) = 0;
   /// Every rank of the group waits for all the others.
@@ -73,9 +100,20 @@ void runLocalRanks(int numRanks,
                    const std::function<void(Communicator &)> &body,
                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-/// The MPI communicator over MPI_COMM_WORLD (initializes MPI when needed);
-/// null when Partita was built without MPI.
-std::unique_ptr<Communicator> createMpiCommunicator();
+struct MpiOptions {
+  /// On a failed or timed-out call, print the error to stderr and call
+  /// MPI_Abort(MPI_COMM_WORLD, 1) instead of throwing: the whole job ends
+  /// non-zero even under an mpirun that does not tear a job down when one
+  /// process exits (--mca orte_abort_on_non_zero_status 0).
+  bool abortOnError = false;
+};
+
+/// The MPI communicator over MPI_COMM_WORLD: ranks are MPI_COMM_WORLD ranks.
+/// Initializes MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED) unless the caller
+/// already did, and then finalizes it on destruction unless a call failed
+/// (a collective still in flight would make MPI_Finalize hang). Creating it is
+/// collective over MPI_COMM_WORLD. Null when Partita was built without MPI.
+std::unique_ptr<Communicator> createMpiCommunicator(const MpiOptions &options = {});
 
 } // namespace partita::runtime
 

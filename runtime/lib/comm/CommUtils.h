@@ -1,0 +1,53 @@
+//===- CommUtils.h - helpers shared by the communicators --------*- C++ -*-===//
+//
+// Group checks, message formatting and the reduction kernel that the local
+// and MPI communicators share. Internal to libpartita_runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_COMM_COMMUTILS_H
+#define PARTITA_RUNTIME_LIB_COMM_COMMUTILS_H
+
+#include "partita/runtime/Communicator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace partita::runtime::comm {
+
+/// "[0,1,2,3]".
+std::string formatRanks(const std::vector<int> &ranks);
+
+/// "rank 3: all_reduce over group [0,1,2,3]", the head of every message
+/// about a collective call.
+std::string describeCall(int rank, const char *collective,
+                         const std::vector<int> &group);
+
+/// "4 x f32".
+std::string describeCount(size_t count, DType dtype);
+
+/// Returns the position of `rank` in `group`, or throws Error naming the
+/// collective when the group is empty, names a rank outside [0, size),
+/// names a rank twice or leaves `rank` out.
+int checkGroup(int rank, int size, const std::vector<int> &group,
+               const char *collective);
+
+/// Throws Error when `peer` is not a valid partner of `rank` for `what`
+/// ("send to" / "recv from").
+void checkPeer(int rank, int size, int peer, const char *what);
+
+/// dst[i] = dst[i] op src[i] in the dtype: integers wrap, f16 and bf16 are
+/// combined in f32 and rounded to nearest even, Max and Min propagate NaN.
+void reduceInto(void *dst, const void *src, size_t count, DType dtype,
+                ReduceOp op);
+
+/// IEEE half and bfloat16 conversions (round to nearest even).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bf16ToFloat(uint16_t h);
+uint16_t floatToBf16(float f);
+
+} // namespace partita::runtime::comm
+
+#endif // PARTITA_RUNTIME_LIB_COMM_COMMUTILS_H

@@ -1,0 +1,308 @@
+//===- MpiCommTest.cpp - the MPI communicator under mpirun -np 4 ----------===//
+//
+// Run by the lit tests in test/Runtime/mpi:
+//   partita-mpi-comm-test collectives
+//       every collective on the world, on concurrent subgroups, on an
+//       ordered subgroup that leaves a rank out and on groups of one, in every
+//       dtype, plus point to point and the errors a bad call gets; each rank
+//       prints "rank N: all checks passed" or the first wrong value.
+//   partita-mpi-comm-test kill [--abort-on-error] [--timeout-ms T]
+//       all ranks loop on all_reduce; rank 2 SIGKILLs itself from a second
+//       thread 300 ms in, in the middle of its loop. The others print their
+//       error and how long after the kill it came, then exit 1 (or let the
+//       communicator call MPI_Abort).
+//   partita-mpi-comm-test stall [--timeout-ms T]
+//       rank 2 stops taking part (sleeps 120 s) before an all_reduce; the
+//       others time out and exit 1.
+// Expected values are computed from each rank's known inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+using namespace partita::runtime;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int64_t valueAt(int r, size_t i) {
+  return static_cast<int64_t>((r * 7 + i * 3) % 11) - 5 + r;
+}
+
+int64_t combine(ReduceOp op, int64_t a, int64_t b) {
+  return op == ReduceOp::Sum ? a + b : op == ReduceOp::Max ? std::max(a, b)
+                                                           : std::min(a, b);
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+[[noreturn]] void die(int rank, const std::string &what) {
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+// f16 / bf16 encodings of small integers from their fields (exact).
+uint16_t encode16(DType dtype, int64_t v) {
+  int mantissaBits = dtype == DType::F16 ? 10 : 7;
+  int bias = dtype == DType::F16 ? 15 : 127;
+  if (v == 0)
+    return 0;
+  uint16_t sign = v < 0 ? 0x8000 : 0;
+  int64_t a = v < 0 ? -v : v;
+  int e = 63 - __builtin_clzll(static_cast<unsigned long long>(a));
+  int64_t mantissa = (a - (int64_t(1) << e)) << mantissaBits >> e;
+  return sign | static_cast<uint16_t>((e + bias) << mantissaBits) |
+         static_cast<uint16_t>(mantissa);
+}
+
+template <typename T> T encode(DType dtype, int64_t v) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return encode16(dtype, v);
+  else
+    return static_cast<T>(v);
+}
+
+template <typename T>
+void checkAllReduce(Communicator &c, DType dtype, ReduceOp op,
+                    const std::vector<int> &group, size_t count) {
+  std::vector<T> data(count);
+  for (size_t i = 0; i < count; ++i)
+    data[i] = encode<T>(dtype, valueAt(c.rank(), i));
+  c.allReduce(data.data(), count, dtype, op, group);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t expected = valueAt(group[0], i);
+    for (size_t q = 1; q < group.size(); ++q)
+      expected = combine(op, expected, valueAt(group[q], i));
+    if (data[i] != encode<T>(dtype, expected))
+      die(c.rank(), std::string("all_reduce ") + toString(dtype) + " " +
+                        toString(op) + " element " + std::to_string(i));
+  }
+}
+
+void checkAllReduceEveryDtype(Communicator &c, const std::vector<int> &group) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+    for (size_t count : {size_t(0), size_t(1), size_t(1000)}) {
+      checkAllReduce<float>(c, DType::F32, op, group, count);
+      checkAllReduce<double>(c, DType::F64, op, group, count);
+      checkAllReduce<int32_t>(c, DType::I32, op, group, count);
+      checkAllReduce<int64_t>(c, DType::I64, op, group, count);
+      checkAllReduce<uint16_t>(c, DType::F16, op, group, count);
+      checkAllReduce<uint16_t>(c, DType::BF16, op, group, count);
+    }
+}
+
+int64_t allToAllValue(int from, int to, size_t k) {
+  return from * 1000000 + to * 1000 + static_cast<int64_t>(k);
+}
+
+/// all_gather, reduce_scatter (also into the rank's own block) and
+/// all_to_all over `group`, whose members must all call this.
+void checkBlockCollectives(Communicator &c, const std::vector<int> &group) {
+  int n = static_cast<int>(group.size()), r = c.rank();
+  int p = static_cast<int>(std::find(group.begin(), group.end(), r) -
+                           group.begin());
+  const size_t count = 300;
+  std::vector<int64_t> send(count), gathered(n * count, -1);
+  for (size_t i = 0; i < count; ++i)
+    send[i] = valueAt(r, i) + 100 * r;
+  c.allGather(send.data(), gathered.data(), count, DType::I64, group);
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < count; ++i)
+      if (gathered[q * count + i] != valueAt(group[q], i) + 100 * group[q])
+        die(r, "all_gather block " + std::to_string(q));
+
+  std::vector<float> blocks(n * count), mine(count, -1.0f);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    blocks[i] = static_cast<float>(valueAt(r, i));
+  c.reduceScatter(blocks.data(), mine.data(), count, DType::F32,
+                  ReduceOp::Sum, group);
+  c.reduceScatter(blocks.data(), blocks.data() + p * count, count, DType::F32,
+                  ReduceOp::Sum, group);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t expected = 0;
+    for (int q = 0; q < n; ++q)
+      expected += valueAt(group[q], p * count + i);
+    if (mine[i] != static_cast<float>(expected) ||
+        blocks[p * count + i] != static_cast<float>(expected))
+      die(r, "reduce_scatter element " + std::to_string(i));
+  }
+
+  std::vector<int64_t> out(n * count), in(n * count, -1);
+  for (int j = 0; j < n; ++j)
+    for (size_t k = 0; k < count; ++k)
+      out[j * count + k] = allToAllValue(p, j, k);
+  c.allToAll(out.data(), in.data(), count, DType::I64, group);
+  for (int i = 0; i < n; ++i)
+    for (size_t k = 0; k < count; ++k)
+      if (in[i * count + k] != allToAllValue(i, p, k))
+        die(r, "all_to_all block " + std::to_string(i));
+}
+
+int runCollectives() {
+  std::unique_ptr<Communicator> c = createMpiCommunicator();
+  int r = c->rank();
+  if (c->size() != 4)
+    die(r, "needs 4 ranks, got " + std::to_string(c->size()));
+  if (std::strcmp(c->kind(), "mpi") != 0)
+    die(r, "kind is not mpi");
+  c->setTimeout(std::chrono::seconds(20));
+
+  checkAllReduceEveryDtype(*c, iota(4));
+  checkBlockCollectives(*c, iota(4));
+  // Two pairs at once, then the other pairing (a 2x2 mesh's two axes).
+  std::vector<int> pair = {r / 2 * 2, r / 2 * 2 + 1};
+  std::vector<int> column = {r % 2, r % 2 + 2};
+  for (int round = 0; round < 3; ++round) {
+    checkAllReduceEveryDtype(*c, pair);
+    checkBlockCollectives(*c, column);
+  }
+  // An ordered group without rank 2, in which rank 3 comes first.
+  if (r != 2) {
+    checkAllReduceEveryDtype(*c, {3, 1, 0});
+    checkBlockCollectives(*c, {3, 1, 0});
+  }
+  // Groups of one.
+  checkAllReduceEveryDtype(*c, {r});
+  checkBlockCollectives(*c, {r});
+  c->barrier(iota(4));
+
+  // A ring of messages, small and 8 MiB, in order.
+  int next = (r + 1) % 4, prev = (r + 3) % 4;
+  for (size_t count : {size_t(3), size_t(1) << 21}) {
+    std::vector<int32_t> out(count), in(count, -1);
+    for (size_t i = 0; i < count; ++i)
+      out[i] = static_cast<int32_t>(r * 100 + i % 97);
+    if (r % 2 == 0) {
+      c->send(out.data(), count, DType::I32, next);
+      c->recv(in.data(), count, DType::I32, prev);
+    } else {
+      c->recv(in.data(), count, DType::I32, prev);
+      c->send(out.data(), count, DType::I32, next);
+    }
+    for (size_t i = 0; i < count; ++i)
+      if (in[i] != static_cast<int32_t>(prev * 100 + i % 97))
+        die(r, "recv element " + std::to_string(i));
+  }
+
+  // A bad call fails with its reason, and the communicator then refuses
+  // further calls (MPI cannot cancel what may be in flight).
+  {
+    std::unique_ptr<Communicator> bad = createMpiCommunicator();
+    float x = 1;
+    try {
+      bad->allReduce(&x, 1, DType::F32, ReduceOp::Sum, {r, 9});
+      die(r, "no error for a group naming rank 9");
+    } catch (const Error &e) {
+      if (r == 0)
+        std::printf("error: %s\n", e.what());
+    }
+    try {
+      bad->barrier(iota(4));
+      die(r, "a failed communicator accepted a call");
+    } catch (const Error &e) {
+      if (r == 0)
+        std::printf("error: %s\n", e.what());
+    }
+    if (r == 0)
+      std::fflush(stdout);
+  }
+  c->barrier(iota(4));
+  std::printf("rank %d: all checks passed\n", r);
+  std::fflush(stdout);
+  return 0;
+}
+
+int runFailure(bool kill, bool abortOnError, int timeoutMs) {
+  MpiOptions options;
+  options.abortOnError = abortOnError;
+  std::unique_ptr<Communicator> c = createMpiCommunicator(options);
+  int r = c->rank();
+  c->setTimeout(std::chrono::milliseconds(timeoutMs));
+  std::vector<int> world = iota(c->size());
+  // Everyone is up before the clock starts.
+  c->barrier(world);
+  Clock::time_point start = Clock::now();
+  const auto killAfter = std::chrono::milliseconds(300);
+  if (kill && r == 2)
+    std::thread([&] {
+      std::this_thread::sleep_for(killAfter);
+      std::raise(SIGKILL);
+    }).detach();
+  std::vector<float> data(4096);
+  try {
+    for (long round = 0;; ++round) {
+      if (!kill && r == 2 && round == 3)
+        std::this_thread::sleep_for(std::chrono::seconds(120));
+      std::fill(data.begin(), data.end(), static_cast<float>(r));
+      c->allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum, world);
+      if (data[0] != 6.0f)
+        die(r, "all_reduce gave " + std::to_string(data[0]));
+    }
+  } catch (const Error &e) {
+    long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       Clock::now() - start)
+                       .count();
+    std::fprintf(stderr, "error: %s\n", e.what());
+    if (kill)
+      std::fprintf(stderr,
+                   "rank %d: the error came %lld ms after rank 2 died "
+                   "(timeout %d ms)\n",
+                   r, ms - static_cast<long long>(killAfter.count()),
+                   timeoutMs);
+    std::fflush(stderr);
+    // No MPI_Finalize: the all_reduce is still in flight.
+    std::_Exit(1);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  bool abortOnError = false;
+  int timeoutMs = 2000;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--abort-on-error")
+      abortOnError = true;
+    else if (arg == "--timeout-ms" && i + 1 < argc)
+      timeoutMs = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "unknown argument: %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  try {
+    if (mode == "collectives")
+      return runCollectives();
+    if (mode == "kill" || mode == "stall")
+      return runFailure(mode == "kill", abortOnError, timeoutMs);
+  } catch (const Error &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  std::fprintf(stderr,
+               "usage: partita-mpi-comm-test collectives | kill "
+               "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T]\n");
+  return 2;
+}
