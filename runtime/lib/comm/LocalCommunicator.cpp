@@ -30,6 +30,7 @@
 #include "CommUtils.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -75,14 +76,44 @@ using SlotKey = std::pair<std::vector<int>, uint64_t>;
 struct World {
   explicit World(int size) : size(size) {}
 
+  /// Polls (each a yield) before a wait blocks.
+  static constexpr int kPolls = 200;
+
   const int size;
   std::mutex mutex;
   std::condition_variable changed;
+  std::atomic<uint64_t> version{0}; // bumped by every notify()
   bool poisoned = false;
   int failedRank = -1;
   std::string failure;
   std::map<SlotKey, std::shared_ptr<Slot>> slots;
   std::map<std::pair<int, int>, std::deque<Message>> mailboxes;
+
+  /// Wakes every waiter after a change of the shared state. Requires
+  /// `mutex`.
+  void notify() {
+    version.fetch_add(1, std::memory_order_release);
+    changed.notify_all();
+  }
+
+  /// Waits until `ready()` (checked with `lock` held) or the deadline;
+  /// returns ready(). Polls briefly before blocking: a peer usually arrives
+  /// within microseconds, sooner than a sleeping thread can be woken.
+  template <typename Ready>
+  bool waitUntil(std::unique_lock<std::mutex> &lock,
+                 Clock::time_point deadline, Ready ready) {
+    for (int polls = 0; polls < kPolls && !ready();) {
+      uint64_t seen = version.load(std::memory_order_acquire);
+      lock.unlock();
+      while (polls < kPolls &&
+             version.load(std::memory_order_acquire) == seen) {
+        ++polls;
+        std::this_thread::yield();
+      }
+      lock.lock();
+    }
+    return changed.wait_until(lock, deadline, ready);
+  }
 
   /// Records the first failure and wakes every waiter. Requires `mutex`.
   void poison(int rank, const std::string &message) {
@@ -91,7 +122,7 @@ struct World {
     poisoned = true;
     failedRank = rank;
     failure = message;
-    changed.notify_all();
+    notify();
   }
 
   void poisonLocked(int rank, const std::string &message) {
@@ -250,12 +281,12 @@ void LocalCommunicator::step(Call &call, int phase, bool thenWork) {
   Slot &slot = *call.slot;
   slot.working[call.position] = 0;
   slot.reached[call.position] = phase;
-  world->changed.notify_all();
+  world->notify();
   auto allReached = [&] {
     return std::all_of(slot.reached.begin(), slot.reached.end(),
                        [&](int r) { return r >= phase; });
   };
-  bool woke = world->changed.wait_until(call.lock, call.deadline, [&] {
+  bool woke = world->waitUntil(call.lock, call.deadline, [&] {
     return world->poisoned || allReached();
   });
   // Poison wins over completion: a peer that gave up may already be
@@ -279,7 +310,7 @@ void LocalCommunicator::step(Call &call, int phase, bool thenWork) {
 void LocalCommunicator::abandon(Call &call, const std::string &message) {
   Slot &slot = *call.slot;
   slot.working[call.position] = 0;
-  world->changed.notify_all();
+  world->notify();
   world->changed.wait(call.lock, [&] {
     return std::none_of(slot.working.begin(), slot.working.end(),
                         [](char w) { return w != 0; });
@@ -416,7 +447,7 @@ void LocalCommunicator::send(const void *data, size_t count, DType dtype,
     throw Error("rank " + std::to_string(myRank) + ": send to rank " +
                 std::to_string(peer) + " aborted: " + world->failureNote());
   world->mailboxes[{myRank, peer}].push_back(std::move(message));
-  world->changed.notify_all();
+  world->notify();
 }
 
 void LocalCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
@@ -432,7 +463,7 @@ void LocalCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
   std::unique_lock<std::mutex> lock(world->mutex);
   std::deque<Message> &box = world->mailboxes[{peer, myRank}];
   bool woke =
-      world->changed.wait_until(lock, Clock::now() + getTimeout(), [&] {
+      world->waitUntil(lock, Clock::now() + getTimeout(), [&] {
         return world->poisoned || !box.empty();
       });
   if (world->poisoned)
