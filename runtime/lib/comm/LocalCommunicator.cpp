@@ -7,14 +7,17 @@
 //   1. publish: each rank stores its buffer pointers and waits for all;
 //   2. work: each rank copies or reduces straight from its peers' buffers
 //      (one address space), touching only memory that no one else writes;
+//      nothing in it allocates or throws, so every rank reaches its next wait;
 //   3. a closing barrier, so no rank returns (and frees its buffers) while
 //      a peer still reads or writes them.
 // all_reduce is in place without scratch: the rank at position p owns chunk p
 // of the buffer, reduces it tile by tile over all ranks in group order and
 // writes the tile back into every rank's buffer; each rank reads and writes
 // about `count` elements, as in a ring, and the result does not depend on
-// timing. Waits use one mutex and condition variable per world: the data
-// moves outside the lock, which only guards the small slot records.
+// timing. Waits use one mutex and condition variable per world (the data
+// moves outside the lock, which only guards the small slot records), and
+// poll briefly, yielding, before they block: waking a sleeping thread costs
+// tens of microseconds, more than a peer usually takes to arrive.
 //
 // Failure: every wait has the call's deadline. The first rank to fail (a
 // timeout, a mismatched call, an exception in its body) poisons the world;
@@ -335,9 +338,11 @@ static std::pair<size_t, size_t> chunkOf(size_t count, size_t n, size_t i) {
 void LocalCommunicator::allReduce(void *data, size_t count, DType dtype,
                                   ReduceOp op, const std::vector<int> &group) {
   Call call = begin("all_reduce", group, count, dtype, op, data, data);
-  std::vector<unsigned char *> bufs;
-  for (void *p : call.slot->recv)
-    bufs.push_back(static_cast<unsigned char *>(p));
+  // The pointers stay fixed once published; reading them needs no lock.
+  const std::vector<void *> &bufs = call.slot->recv;
+  auto at = [&](size_t q, size_t off) {
+    return static_cast<unsigned char *>(bufs[q]) + off;
+  };
   call.lock.unlock();
 
   size_t n = group.size();
@@ -346,11 +351,11 @@ void LocalCommunicator::allReduce(void *data, size_t count, DType dtype,
     auto [lo, hi] = chunkOf(count, n, call.position);
     for (size_t t = lo; t < hi; t += tileElems) {
       size_t m = std::min(tileElems, hi - t), off = t * esize;
-      std::memcpy(tile.data(), bufs[0] + off, m * esize);
+      std::memcpy(tile.data(), at(0, off), m * esize);
       for (size_t q = 1; q < n; ++q)
-        comm::reduceInto(tile.data(), bufs[q] + off, m, dtype, op);
+        comm::reduceInto(tile.data(), at(q, off), m, dtype, op);
       for (size_t q = 0; q < n; ++q)
-        std::memcpy(bufs[q] + off, tile.data(), m * esize);
+        std::memcpy(at(q, off), tile.data(), m * esize);
     }
   }
 
@@ -363,7 +368,7 @@ void LocalCommunicator::allGather(const void *send, void *recv, size_t count,
                                   DType dtype, const std::vector<int> &group) {
   Call call = begin("all_gather", group, count, dtype, ReduceOp::Sum, send,
                     recv);
-  std::vector<const void *> sends = call.slot->send;
+  const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
   size_t block = count * sizeOf(dtype);
@@ -381,7 +386,7 @@ void LocalCommunicator::reduceScatter(const void *send, void *recv,
                                       size_t count, DType dtype, ReduceOp op,
                                       const std::vector<int> &group) {
   Call call = begin("reduce_scatter", group, count, dtype, op, send, recv);
-  std::vector<const void *> sends = call.slot->send;
+  const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
   // Through the tile, so that `recv` may be this rank's own block of `send`
@@ -409,7 +414,7 @@ void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
                                  DType dtype, const std::vector<int> &group) {
   Call call = begin("all_to_all", group, count, dtype, ReduceOp::Sum, send,
                     recv);
-  std::vector<const void *> sends = call.slot->send;
+  const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
   size_t block = count * sizeOf(dtype);
