@@ -4,7 +4,8 @@
 //   partita-mpi-comm-test collectives
 //       every collective on the world, on concurrent subgroups, on an
 //       ordered subgroup that leaves a rank out and on groups of one, in every
-//       dtype, plus point to point and the errors a bad call gets; each rank
+//       dtype, plus point to point and the errors a bad call or a message
+//       of the wrong size gets; each rank
 //       prints "rank N: all checks passed" or the first wrong value.
 //   partita-mpi-comm-test kill [--abort-on-error] [--timeout-ms T]
 //       all ranks loop on all_reduce; rank 2 SIGKILLs itself from a second
@@ -224,6 +225,23 @@ int runCollectives() {
     }
     if (r == 0)
       std::fflush(stdout);
+  }
+  // A message of another size than the receiver expects: shorter, then
+  // longer (MPI truncates). Each failure ends its communicator.
+  for (size_t sent : {size_t(2), size_t(8)}) {
+    std::unique_ptr<Communicator> pair = createMpiCommunicator();
+    float x[8] = {};
+    if (r == 0)
+      pair->send(x, sent, DType::F32, 1);
+    if (r == 1) {
+      try {
+        pair->recv(x, 4, DType::F32, 0);
+        die(r, "no error for a message of " + std::to_string(sent));
+      } catch (const Error &e) {
+        std::printf("error: %s\n", e.what());
+        std::fflush(stdout);
+      }
+    }
   }
   c->barrier(iota(4));
   std::printf("rank %d: all checks passed\n", r);
