@@ -66,9 +66,9 @@ double memcpySeconds(size_t bytes, int iterations) {
       // Keep the copies from being merged or dropped.
       asm volatile("" : : "r"(to.data()) : "memory");
     }
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start)
-                                  .count() /
-                              iterations);
+    best = std::min(
+        best, std::chrono::duration<double>(Clock::now() - start).count() /
+                  iterations);
   }
   return best;
 }
@@ -187,8 +187,8 @@ int main(int argc, char **argv) {
   std::printf("# busbw: all_reduce 2(n-1)/n, all_gather (n-1)/n x algbw; "
               "memcpy: one thread copying size bytes, this run\n");
   std::printf("%-10s %8s %6s %11s %12s %12s %13s %8s\n", "collective", "size",
-              "calls", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-              "memcpy(GB/s)", "bus/mem");
+              "calls", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)",
+              "bus/mem");
   double n = o.ranks;
   bool allCorrect = true;
   for (const char *collective : {"all_reduce", "all_gather"})

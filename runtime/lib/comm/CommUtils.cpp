@@ -118,7 +118,9 @@ uint16_t floatToHalf(float f) {
                                (shl1W > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
-float bf16ToFloat(uint16_t h) { return floatOf(static_cast<uint32_t>(h) << 16); }
+float bf16ToFloat(uint16_t h) {
+  return floatOf(static_cast<uint32_t>(h) << 16);
+}
 
 uint16_t floatToBf16(float f) {
   uint32_t w = bitsOf(f);
@@ -175,7 +177,7 @@ template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void reduce16(uint16_t *dst, const uint16_t *src, size_t count, ReduceOp op) {
   for (size_t i = 0; i < count; ++i) {
     float a = ToFloat(dst[i]), b = ToFloat(src[i]);
-    float r = op == ReduceOp::Sum ? a + b
+    float r = op == ReduceOp::Sum   ? a + b
               : op == ReduceOp::Max ? maxOf(a, b)
                                     : minOf(a, b);
     dst[i] = FromFloat(r);
@@ -201,12 +203,12 @@ void reduceInto(void *dst, const void *src, size_t count, DType dtype,
                        static_cast<const int64_t *>(src), count, op);
   case DType::F16:
     return reduce16<halfToFloat, floatToHalf>(
-        static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src),
-        count, op);
+        static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src), count,
+        op);
   case DType::BF16:
     return reduce16<bf16ToFloat, floatToBf16>(
-        static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src),
-        count, op);
+        static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src), count,
+        op);
   }
 }
 

@@ -103,8 +103,8 @@ struct World {
   /// returns ready(). Polls briefly before blocking: a peer usually arrives
   /// within microseconds, sooner than a sleeping thread can be woken.
   template <typename Ready>
-  bool waitUntil(std::unique_lock<std::mutex> &lock,
-                 Clock::time_point deadline, Ready ready) {
+  bool waitUntil(std::unique_lock<std::mutex> &lock, Clock::time_point deadline,
+                 Ready ready) {
     for (int polls = 0; polls < kPolls && !ready();) {
       uint64_t seen = version.load(std::memory_order_acquire);
       lock.unlock();
@@ -147,7 +147,7 @@ struct World {
   std::string rootCause() const {
     std::string prefix = "rank " + std::to_string(failedRank) + ": ";
     return failure.compare(0, prefix.size(), prefix) == 0 ? failure
-                                                           : prefix + failure;
+                                                          : prefix + failure;
   }
 };
 
@@ -221,10 +221,11 @@ void LocalCommunicator::invalid(const std::string &message) {
   throw Error(message);
 }
 
-LocalCommunicator::Call
-LocalCommunicator::begin(const char *collective, const std::vector<int> &group,
-                         size_t count, DType dtype, ReduceOp op,
-                         const void *send, void *recv) {
+LocalCommunicator::Call LocalCommunicator::begin(const char *collective,
+                                                 const std::vector<int> &group,
+                                                 size_t count, DType dtype,
+                                                 ReduceOp op, const void *send,
+                                                 void *recv) {
   int position;
   try {
     position = comm::checkGroup(myRank, world->size, group, collective);
@@ -257,8 +258,7 @@ LocalCommunicator::begin(const char *collective, const std::vector<int> &group,
     slot->reached.assign(n, 0);
     slot->working.assign(n, 0);
   } else if (std::strcmp(slot->collective, collective) != 0 ||
-             slot->count != count || slot->dtype != dtype ||
-             slot->op != op) {
+             slot->count != count || slot->dtype != dtype || slot->op != op) {
     auto what = [](const char *c, size_t n, DType t, ReduceOp o) {
       std::string s = std::string(c) + " of " + describeCount(n, t);
       if (!std::strcmp(c, "all_reduce") || !std::strcmp(c, "reduce_scatter"))
@@ -289,9 +289,8 @@ void LocalCommunicator::step(Call &call, int phase, bool thenWork) {
     return std::all_of(slot.reached.begin(), slot.reached.end(),
                        [&](int r) { return r >= phase; });
   };
-  bool woke = world->waitUntil(call.lock, call.deadline, [&] {
-    return world->poisoned || allReached();
-  });
+  bool woke = world->waitUntil(call.lock, call.deadline,
+                               [&] { return world->poisoned || allReached(); });
   // Poison wins over completion: a peer that gave up may already be
   // unwinding, so its buffers must not be touched again.
   if (world->poisoned)
@@ -366,8 +365,8 @@ void LocalCommunicator::allReduce(void *data, size_t count, DType dtype,
 
 void LocalCommunicator::allGather(const void *send, void *recv, size_t count,
                                   DType dtype, const std::vector<int> &group) {
-  Call call = begin("all_gather", group, count, dtype, ReduceOp::Sum, send,
-                    recv);
+  Call call =
+      begin("all_gather", group, count, dtype, ReduceOp::Sum, send, recv);
   const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
@@ -412,8 +411,8 @@ void LocalCommunicator::reduceScatter(const void *send, void *recv,
 
 void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
                                  DType dtype, const std::vector<int> &group) {
-  Call call = begin("all_to_all", group, count, dtype, ReduceOp::Sum, send,
-                    recv);
+  Call call =
+      begin("all_to_all", group, count, dtype, ReduceOp::Sum, send, recv);
   const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
@@ -431,8 +430,8 @@ void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
 }
 
 void LocalCommunicator::barrier(const std::vector<int> &group) {
-  Call call = begin("barrier", group, 0, DType::F32, ReduceOp::Sum, nullptr,
-                    nullptr);
+  Call call =
+      begin("barrier", group, 0, DType::F32, ReduceOp::Sum, nullptr, nullptr);
   finish(call);
 }
 
@@ -467,10 +466,8 @@ void LocalCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
                          std::to_string(peer);
   std::unique_lock<std::mutex> lock(world->mutex);
   std::deque<Message> &box = world->mailboxes[{peer, myRank}];
-  bool woke =
-      world->waitUntil(lock, Clock::now() + getTimeout(), [&] {
-        return world->poisoned || !box.empty();
-      });
+  bool woke = world->waitUntil(lock, Clock::now() + getTimeout(),
+                               [&] { return world->poisoned || !box.empty(); });
   if (world->poisoned)
     throw Error(headText + " aborted: " + world->failureNote());
   if (!woke) {
@@ -483,8 +480,7 @@ void LocalCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
   box.pop_front();
   if (message.count != count || message.dtype != dtype) {
     std::string text = headText + " does not match the " +
-                       describeCount(message.count, message.dtype) +
-                       " it sent";
+                       describeCount(message.count, message.dtype) + " it sent";
     world->poison(myRank, text);
     throw Error(text);
   }

@@ -129,8 +129,7 @@ private:
   MPI_Op bf16Ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 };
 
-MpiCommunicator::MpiCommunicator(const MpiOptions &options)
-    : options(options) {
+MpiCommunicator::MpiCommunicator(const MpiOptions &options) : options(options) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -272,8 +271,9 @@ MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
                                              const std::vector<int> &group) {
   std::string head = describeCall(myRank, collective, group);
   if (failed)
-    throw Error(head + " refused: an earlier call failed and MPI cannot "
-                       "cancel it (" +
+    throw Error(head +
+                " refused: an earlier call failed and MPI cannot "
+                "cancel it (" +
                 firstFailure + ")");
   int position;
   try {
@@ -288,8 +288,8 @@ MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
 }
 
 MPI_Comm MpiCommunicator::groupComm(const std::string &head,
-                                    const std::vector<int> &group,
-                                    int position, Clock::time_point deadline) {
+                                    const std::vector<int> &group, int position,
+                                    Clock::time_point deadline) {
   auto it = groupComms.find(group);
   if (it != groupComms.end())
     return it->second;
@@ -334,9 +334,9 @@ MPI_Comm MpiCommunicator::groupComm(const std::string &head,
   MPI_Group worldGroup, subGroup;
   MPI_Comm c = MPI_COMM_NULL;
   check(MPI_Comm_group(worldComm, &worldGroup), setupHead);
-  check(MPI_Group_incl(worldGroup, static_cast<int>(n), group.data(),
-                       &subGroup),
-        setupHead);
+  check(
+      MPI_Group_incl(worldGroup, static_cast<int>(n), group.data(), &subGroup),
+      setupHead);
   check(MPI_Comm_create_group(worldComm, subGroup, tag, &c), setupHead);
   MPI_Group_free(&subGroup);
   MPI_Group_free(&worldGroup);
@@ -373,8 +373,8 @@ void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
   waitAll(request, call.head, call.deadline);
 }
 
-void MpiCommunicator::reduceScatter(const void *send, void *recv,
-                                    size_t count, DType dtype, ReduceOp op,
+void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
+                                    DType dtype, ReduceOp op,
                                     const std::vector<int> &group) {
   Call call = begin("reduce_scatter", group);
   int n = mpiCount(count, call.head);
@@ -395,8 +395,8 @@ void MpiCommunicator::reduceScatter(const void *send, void *recv,
     send = copy.data();
   }
   std::vector<MPI_Request> request(1);
-  check(MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype),
-                                  opOf(dtype, op), call.comm, &request[0]),
+  check(MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype), opOf(dtype, op),
+                                  call.comm, &request[0]),
         call.head);
   waitAll(request, call.head, call.deadline);
 }
@@ -411,8 +411,8 @@ void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
     return;
   }
   std::vector<MPI_Request> request(1);
-  check(MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
-                      call.comm, &request[0]),
+  check(MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype), call.comm,
+                      &request[0]),
         call.head);
   waitAll(request, call.head, call.deadline);
 }
@@ -442,8 +442,7 @@ void MpiCommunicator::send(const void *data, size_t count, DType dtype,
   Clock::time_point deadline = Clock::now() + getTimeout();
   int n = mpiCount(count, head);
   std::vector<MPI_Request> request(1);
-  check(MPI_Isend(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]),
-        head);
+  check(MPI_Isend(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]), head);
   std::vector<int> waitingFor{peer};
   waitAll(request, head, deadline, &waitingFor);
 }
@@ -463,8 +462,7 @@ void MpiCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
   Clock::time_point deadline = Clock::now() + getTimeout();
   int n = mpiCount(count, head);
   std::vector<MPI_Request> request(1);
-  check(MPI_Irecv(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]),
-        head);
+  check(MPI_Irecv(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]), head);
   MPI_Status status;
   std::vector<int> waitingFor{peer};
   waitAll(request, head, deadline, &waitingFor, &status);

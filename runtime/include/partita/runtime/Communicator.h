@@ -74,8 +74,8 @@ public:
                              const std::vector<int> &group) = 0;
   /// `send` holds group.size() blocks of `count` elements; block j goes to
   /// the rank at position j, and `recv` block i comes from position i.
-  virtual void allToAll(const void *send, void *recv, size_t count,
-                        DType dtype, const std::vector<int> &group) = 0;
+  virtual void allToAll(const void *send, void *recv, size_t count, DType dtype,
+                        const std::vector<int> &group) = 0;
   /// Point to point, for pipeline stages; messages between two ranks arrive
   /// in order. `send` may return before the matching `recv` (local buffers
   /// the message) or only once it has started (mpi, large messages): a
@@ -93,12 +93,13 @@ protected:
 };
 
 /// Runs `body(comm)` on `numRanks` threads of this process, each with its own
-/// local communicator; rethrows (as Error) the first failure after every
-/// thread has stopped. A rank that throws poisons the shared state, so the
+/// local communicator; after every thread has stopped, rethrows the first
+/// failure (the root cause, not the others' "aborted" errors) as
+/// Error("rank N: <its message>"). A rank that throws poisons the shared state, so the
 /// others fail at their next collective instead of waiting for it.
-void runLocalRanks(int numRanks,
-                   const std::function<void(Communicator &)> &body,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+void runLocalRanks(
+    int numRanks, const std::function<void(Communicator &)> &body,
+    std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 struct MpiOptions {
   /// On a failed or timed-out call, print the error to stderr and call
@@ -113,7 +114,8 @@ struct MpiOptions {
 /// already did, and then finalizes it on destruction unless a call failed
 /// (a collective still in flight would make MPI_Finalize hang). Creating it is
 /// collective over MPI_COMM_WORLD. Null when Partita was built without MPI.
-std::unique_ptr<Communicator> createMpiCommunicator(const MpiOptions &options = {});
+std::unique_ptr<Communicator>
+createMpiCommunicator(const MpiOptions &options = {});
 
 } // namespace partita::runtime
 

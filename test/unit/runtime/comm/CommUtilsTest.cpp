@@ -46,18 +46,30 @@ template <typename F> void expectError(F f, const std::string &message) {
 TEST(CommUtils, RejectsBadGroupsNamingTheProblem) {
   expectError([] { checkGroup(0, 4, {}, "all_reduce"); },
               "rank 0: all_reduce over group []: the group is empty");
-  expectError([] { checkGroup(0, 4, {0, 4}, "all_gather"); },
-              "rank 0: all_gather over group [0,4]: the group names rank 4, "
-              "but ranks are 0..3");
-  expectError([] { checkGroup(0, 4, {0, -1}, "all_gather"); },
-              "rank 0: all_gather over group [0,-1]: the group names rank -1, "
-              "but ranks are 0..3");
-  expectError([] { checkGroup(1, 4, {1, 2, 1}, "barrier"); },
-              "rank 1: barrier over group [1,2,1]: the group names rank 1 "
-              "twice");
-  expectError([] { checkGroup(0, 4, {1, 2}, "all_to_all"); },
-              "rank 0: all_to_all over group [1,2]: the group does not "
-              "contain the calling rank");
+  expectError(
+      [] {
+        checkGroup(0, 4, {0, 4}, "all_gather");
+      },
+      "rank 0: all_gather over group [0,4]: the group names rank 4, "
+      "but ranks are 0..3");
+  expectError(
+      [] {
+        checkGroup(0, 4, {0, -1}, "all_gather");
+      },
+      "rank 0: all_gather over group [0,-1]: the group names rank -1, "
+      "but ranks are 0..3");
+  expectError(
+      [] {
+        checkGroup(1, 4, {1, 2, 1}, "barrier");
+      },
+      "rank 1: barrier over group [1,2,1]: the group names rank 1 "
+      "twice");
+  expectError(
+      [] {
+        checkGroup(0, 4, {1, 2}, "all_to_all");
+      },
+      "rank 0: all_to_all over group [1,2]: the group does not "
+      "contain the calling rank");
 }
 
 TEST(CommUtils, RejectsBadPeers) {

@@ -69,8 +69,8 @@ long long millisSince(Clock::time_point start) {
 
 template <typename T>
 void checkAllReduce(DType dtype, int n, size_t count, ReduceOp op) {
-  SCOPED_TRACE(std::string(toString(dtype)) + " " + toString(op) + " n=" +
-               std::to_string(n) + " count=" + std::to_string(count));
+  SCOPED_TRACE(std::string(toString(dtype)) + " " + toString(op) +
+               " n=" + std::to_string(n) + " count=" + std::to_string(count));
   std::vector<int> group = iota(n);
   auto results = runRanks<std::vector<T>>(n, [&](Communicator &c) {
     std::vector<T> data(count);
@@ -103,8 +103,8 @@ TEST(LocalCommunicator, AllReduceEveryDtypeOpAndGroupSize) {
 TEST(LocalCommunicator, AllGatherPlacesBlocksInGroupOrder) {
   for (int n : kSizes)
     for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(3000)}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " count=" +
-                   std::to_string(count));
+      SCOPED_TRACE("n=" + std::to_string(n) +
+                   " count=" + std::to_string(count));
       std::vector<int> group = iota(n);
       auto results = runRanks<std::vector<int64_t>>(n, [&](Communicator &c) {
         std::vector<int64_t> send(count), recv(n * count, -1);
@@ -125,8 +125,8 @@ TEST(LocalCommunicator, ReduceScatterGivesEachPositionItsBlock) {
   for (int n : kSizes)
     for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(9000)})
       for (ReduceOp op : kOps) {
-        SCOPED_TRACE("n=" + std::to_string(n) + " count=" +
-                     std::to_string(count) + " " + toString(op));
+        SCOPED_TRACE("n=" + std::to_string(n) +
+                     " count=" + std::to_string(count) + " " + toString(op));
         std::vector<int> group = iota(n);
         auto results = runRanks<std::vector<float>>(n, [&](Communicator &c) {
           std::vector<float> send(n * count), recv(count, -1.0f);
@@ -176,8 +176,8 @@ int64_t allToAllValue(int from, int to, size_t k) {
 TEST(LocalCommunicator, AllToAllTransposesBlocks) {
   for (int n : kSizes)
     for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(700)}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " count=" +
-                   std::to_string(count));
+      SCOPED_TRACE("n=" + std::to_string(n) +
+                   " count=" + std::to_string(count));
       auto results = runRanks<std::vector<int64_t>>(n, [&](Communicator &c) {
         std::vector<int64_t> send(n * count), recv(n * count, -1);
         for (int j = 0; j < n; ++j)
@@ -367,8 +367,8 @@ TEST(LocalCommunicator, SixteenBitFloatReductions) {
           data[i] = toHalf(dtype, static_cast<float>(valueAt(c.rank(), i)));
         std::vector<uint16_t> original = data;
         c.allReduce(data.data(), count, dtype, op, iota(n));
-        c.reduceScatter(original.data(), scattered.data(), count / n, dtype,
-                        op, iota(n));
+        c.reduceScatter(original.data(), scattered.data(), count / n, dtype, op,
+                        iota(n));
         data.insert(data.end(), scattered.begin(), scattered.end());
         return data;
       });
@@ -417,9 +417,9 @@ float fromHalf(DType dtype, uint16_t h) {
   int mantissa = h & ((1 << mantissaBits) - 1);
   if (e == 0 && mantissa == 0)
     return sign * 0.0f;
-  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) /
-                                      (1 << mantissaBits),
-                           e - bias);
+  return sign *
+         std::ldexp(1.0f + static_cast<float>(mantissa) / (1 << mantissaBits),
+                    e - bias);
 }
 
 TEST(LocalCommunicator, SendRecvDeliversInOrder) {
@@ -608,8 +608,7 @@ TEST(LocalCommunicator, TimeoutCoversBarrierAndRecv) {
       outcomes[2].error == "rank 2: recv of 4 x f32 from rank 1 timed out "
                            "after 300 ms waiting for rank 1")
       << outcomes[0].error << " / " << outcomes[2].error;
-  EXPECT_TRUE(root.find("timed out after 300 ms") != std::string::npos)
-      << root;
+  EXPECT_TRUE(root.find("timed out after 300 ms") != std::string::npos) << root;
 }
 
 TEST(LocalCommunicator, MismatchedCallsAreNamed) {
@@ -645,8 +644,7 @@ TEST(LocalCommunicator, MismatchedCountsAndOpsAreNamed) {
         int64_t data[3] = {};
         if (c.rank() == 1)
           std::this_thread::sleep_for(100ms);
-        c.allReduce(data, c.rank() ? 3 : 2, DType::I64, ReduceOp::Sum,
-                    {0, 1});
+        c.allReduce(data, c.rank() ? 3 : 2, DType::I64, ReduceOp::Sum, {0, 1});
       },
       root);
   EXPECT_EQ(root, "rank 1: all_reduce over group [0,1]: call 0 of this group "
@@ -737,8 +735,7 @@ TEST(LocalCommunicator, RunLocalRanksReportsEveryKindOfFailure) {
     });
     ADD_FAILURE() << "no error";
   } catch (const Error &e) {
-    EXPECT_STREQ(e.what(),
-                 "rank 1: an exception that is not a std::exception");
+    EXPECT_STREQ(e.what(), "rank 1: an exception that is not a std::exception");
   }
   // A rank that completes is no failure.
   int ran = 0;

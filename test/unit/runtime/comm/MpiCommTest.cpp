@@ -45,8 +45,9 @@ int64_t valueAt(int r, size_t i) {
 }
 
 int64_t combine(ReduceOp op, int64_t a, int64_t b) {
-  return op == ReduceOp::Sum ? a + b : op == ReduceOp::Max ? std::max(a, b)
-                                                           : std::min(a, b);
+  return op == ReduceOp::Sum   ? a + b
+         : op == ReduceOp::Max ? std::max(a, b)
+                               : std::min(a, b);
 }
 
 std::vector<int> iota(int n) {
@@ -134,8 +135,8 @@ void checkBlockCollectives(Communicator &c, const std::vector<int> &group) {
   std::vector<float> blocks(n * count), mine(count, -1.0f);
   for (size_t i = 0; i < blocks.size(); ++i)
     blocks[i] = static_cast<float>(valueAt(r, i));
-  c.reduceScatter(blocks.data(), mine.data(), count, DType::F32,
-                  ReduceOp::Sum, group);
+  c.reduceScatter(blocks.data(), mine.data(), count, DType::F32, ReduceOp::Sum,
+                  group);
   c.reduceScatter(blocks.data(), blocks.data() + p * count, count, DType::F32,
                   ReduceOp::Sum, group);
   for (size_t i = 0; i < count; ++i) {
@@ -319,8 +320,8 @@ int main(int argc, char **argv) {
     std::fflush(stderr);
     std::_Exit(1);
   }
-  std::fprintf(stderr,
-               "usage: partita-mpi-comm-test collectives | kill "
-               "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T]\n");
+  std::fprintf(
+      stderr, "usage: partita-mpi-comm-test collectives | kill "
+              "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T]\n");
   return 2;
 }
