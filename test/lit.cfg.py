@@ -1,5 +1,6 @@
 # Lit configuration for Partita's FileCheck suites.
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -17,6 +18,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.partita_tools_dir, append_path=False)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.substitutions.append(("%partita_src", config.partita_src_root))
+# The Python that runs lit also writes generated test inputs.
+config.substitutions.append(("%python", sys.executable))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
 if config.partita_have_cuda:

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
+#include "dialects/InputLimits.h"
 #include "passes/InitAllPasses.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -29,6 +30,7 @@ using namespace mlir;
 namespace {
 MLIRContext &getContext() {
   static MLIRContext *context = [] {
+    partita::registerAllPasses();
     DialectRegistry registry;
     partita::registerAllDialects(registry);
     auto *ctx = new MLIRContext(registry, MLIRContext::Threading::DISABLED);
@@ -51,6 +53,9 @@ std::string print(ModuleOp module) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   MLIRContext &ctx = getContext();
   std::string input(reinterpret_cast<const char *>(data), size);
+  // The tools reject input nested beyond what MLIR's parser can take.
+  if (partita::findExcessiveNesting(input) >= 0)
+    return 0;
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(input, &ctx);
   if (!module)
     return 0;

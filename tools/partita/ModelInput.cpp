@@ -4,6 +4,8 @@
 
 #include "tools/partita/Driver.h"
 
+#include "dialects/InputLimits.h"
+
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/AsmParser/AsmParserState.h"
 #include "mlir/IR/Verifier.h"
@@ -66,6 +68,8 @@ OwningOpRef<ModuleOp> readModel(StringRef command, StringRef filename,
     return {};
   }
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  if (failed(checkNestingDepth(sourceMgr)))
+    return {};
 
   Block parsed;
   AsmParserState state;
