@@ -4,6 +4,10 @@
 
 namespace partita::test {
 void registerTestPrintShardingRulesPass();
+void registerTestReshardPlanPass();
 
-void registerTestPasses() { registerTestPrintShardingRulesPass(); }
+void registerTestPasses() {
+  registerTestPrintShardingRulesPass();
+  registerTestReshardPlanPass();
+}
 } // namespace partita::test
