@@ -29,8 +29,10 @@
 // Multi-axis variants are generated for all_gather (any suffix),
 // all_to_all (any suffix), reduce_scatter (any ordered subset of the
 // partial axes) and all_reduce (any subset): one ring over g devices is
-// cheaper than a ring per axis for all_reduce and all_to_all, and never
-// dearer for the others. local_slice appends one axis at a time (it is free)
+// cheaper than a ring per axis for all_reduce and all_to_all; for
+// all_gather and reduce_scatter it costs the same as one ring per axis
+// when the weights are equal (and more otherwise), but is one step, which
+// wins the tie. local_slice appends one axis at a time (it is free)
 // and consecutive slices of one dimension are merged in the returned plan.
 // Partial axes that the target keeps partial are never resolved; a
 // dimension not divisible by the product of its axes is never entered.
