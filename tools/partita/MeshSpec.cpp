@@ -1,9 +1,20 @@
 //===- MeshSpec.cpp - parse `--mesh dp=2,tp=4` ----------------------------===//
+//
+// An adapter over sharding::parseMeshSpec, the one mesh-spec parser, for
+// callers that want plain axes and an llvm::Error rather than attributes and
+// a diagnostic.
+//
+//===----------------------------------------------------------------------===//
 
 #include "tools/partita/MeshSpec.h"
 
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
+#include "dialects/dist/IR/DistDialect.h"
+#include "passes/sharding/Strategies.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -15,46 +26,37 @@ static Error meshError(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
-static bool isIdentifier(StringRef name) {
-  if (name.empty() || !(isAlpha(name.front()) || name.front() == '_'))
-    return false;
-  return llvm::all_of(name, [](char c) { return isAlnum(c) || c == '_'; });
-}
-
 Expected<SmallVector<MeshAxisSpec>> parseMeshSpec(StringRef spec) {
-  if (spec.trim().empty())
-    return meshError("expected comma-separated name=size pairs such as "
-                     "dp=2,tp=4, got an empty string");
-  SmallVector<StringRef> pairs;
-  spec.split(pairs, ',');
+  // The shared parser says that an entry is empty, not which one; a long
+  // --mesh is easier to fix with the position.
+  SmallVector<StringRef> entries;
+  spec.split(entries, ',');
+  if (!spec.trim().empty())
+    for (auto [index, entry] : llvm::enumerate(entries))
+      if (entry.trim().empty())
+        return meshError(
+            formatv("axis {0} of '{1}' is empty", index + 1, spec));
+
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<dist::DistDialect>();
+  std::string message;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &diag) {
+    message = diag.str();
+    return mlir::success();
+  });
+  mlir::FailureOr<SmallVector<dist::MeshAxisAttr>> parsed =
+      sharding::parseMeshSpec(spec, &ctx, [&] {
+        return mlir::emitError(mlir::UnknownLoc::get(&ctx));
+      });
+  if (failed(parsed))
+    return meshError(message);
+
   SmallVector<MeshAxisSpec> axes;
-  StringSet<> seen;
   int64_t devices = 1;
-  for (auto [index, pair] : llvm::enumerate(pairs)) {
-    StringRef trimmed = pair.trim();
-    if (trimmed.empty())
-      return meshError(formatv("axis {0} of '{1}' is empty", index + 1, spec));
-    auto [name, size] = trimmed.split('=');
-    name = name.trim();
-    size = size.trim();
-    if (!trimmed.contains('='))
-      return meshError(
-          formatv("expected name=size, got '{0}' (e.g. dp=2,tp=4)", trimmed));
-    if (!isIdentifier(name))
-      return meshError(formatv("axis name '{0}' in '{1}' is not an identifier "
-                               "(letters, digits and _, not starting with a "
-                               "digit)",
-                               name, trimmed));
-    int64_t value;
-    if (size.getAsInteger(10, value) || value < 1)
-      return meshError(formatv("size of axis '{0}' must be a whole number >= "
-                               "1, got '{1}'",
-                               name, size));
-    if (MulOverflow(devices, value, devices))
+  for (dist::MeshAxisAttr axis : *parsed) {
+    if (MulOverflow(devices, axis.getSize(), devices))
       return meshError(formatv("'{0}' has more than 2^63 - 1 devices", spec));
-    if (!seen.insert(name).second)
-      return meshError(formatv("axis '{0}' appears more than once", name));
-    axes.push_back({name.str(), value});
+    axes.push_back({axis.getName().str(), axis.getSize()});
   }
   return axes;
 }
