@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -121,6 +122,39 @@ LogicalResult verifyNorm(Operation *op, Value input, Value gamma,
                                    inputType)))
     return failure();
   return verifyPositiveFinite(op, "epsilon", epsilon);
+}
+
+// Shared by reduce's dims and transpose's perm: every entry names a
+// dimension of the input, and none twice. `twice` opens the message for a
+// repeated entry, which each op words for what the list means.
+LogicalResult verifyDimensionList(Operation *op, StringRef name,
+                                  ArrayRef<int64_t> list, int64_t rank,
+                                  StringRef twice) {
+  SmallVector<bool> seen(rank, false);
+  for (auto [index, dim] : llvm::enumerate(list)) {
+    if (dim < 0 || dim >= rank)
+      return op->emitOpError()
+             << name << "[" << index << "] = " << dim
+             << " is out of range for an input of rank " << rank;
+    if (seen[dim])
+      return op->emitOpError(twice) << dim << " twice";
+    seen[dim] = true;
+  }
+  return success();
+}
+
+// Shared by reduce and transpose: the result shape is `expected`, the input
+// shape changed by `how` (e.g. "without dims") `list`.
+LogicalResult verifyResultShape(Operation *op, RankedTensorType inputType,
+                                RankedTensorType resultType, StringRef how,
+                                ArrayRef<int64_t> list,
+                                ArrayRef<int64_t> expected) {
+  if (resultType.getShape() == expected)
+    return success();
+  return op->emitOpError("result shape ")
+         << formatShape(resultType.getShape()) << " must be the input shape "
+         << formatShape(inputType.getShape()) << " " << how << " "
+         << formatShape(list) << ", i.e. " << formatShape(expected);
 }
 
 // The check shared by the trivially verified ops: everything they require
@@ -289,26 +323,15 @@ LogicalResult ReduceOp::verify() {
                                    inputType)))
     return failure();
   ArrayRef<int64_t> dims = getDims();
-  SmallVector<bool> reduced(inputType.getRank(), false);
-  for (auto [index, dim] : llvm::enumerate(dims)) {
-    if (dim < 0 || dim >= inputType.getRank())
-      return emitOpError("dims[")
-             << index << "] = " << dim
-             << " is out of range for an input of rank " << inputType.getRank();
-    if (reduced[dim])
-      return emitOpError("dims names dimension ") << dim << " twice";
-    reduced[dim] = true;
-  }
+  if (failed(verifyDimensionList(*this, "dims", dims, inputType.getRank(),
+                                 "dims names dimension ")))
+    return failure();
   SmallVector<int64_t> expected;
   for (auto [dim, size] : llvm::enumerate(inputType.getShape()))
-    if (!reduced[dim])
+    if (!llvm::is_contained(dims, static_cast<int64_t>(dim)))
       expected.push_back(size);
-  if (resultType.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError("result shape ")
-           << formatShape(resultType.getShape()) << " must be the input shape "
-           << formatShape(inputType.getShape()) << " without dims "
-           << formatShape(dims) << ", i.e. " << formatShape(expected);
-  return success();
+  return verifyResultShape(*this, inputType, resultType, "without dims", dims,
+                           expected);
 }
 
 LogicalResult TransposeOp::verify() {
@@ -322,25 +345,14 @@ LogicalResult TransposeOp::verify() {
     return emitOpError("perm has ")
            << perm.size() << " entries, but the input has rank "
            << inputType.getRank();
-  SmallVector<bool> used(inputType.getRank(), false);
-  SmallVector<int64_t> expected;
-  for (auto [index, dim] : llvm::enumerate(perm)) {
-    if (dim < 0 || dim >= inputType.getRank())
-      return emitOpError("perm[")
-             << index << "] = " << dim
-             << " is out of range for an input of rank " << inputType.getRank();
-    if (used[dim])
-      return emitOpError("perm is not a permutation: it names dimension ")
-             << dim << " twice";
-    used[dim] = true;
-    expected.push_back(inputType.getDimSize(dim));
-  }
-  if (resultType.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError("result shape ")
-           << formatShape(resultType.getShape()) << " must be the input shape "
-           << formatShape(inputType.getShape()) << " permuted by perm "
-           << formatShape(perm) << ", i.e. " << formatShape(expected);
-  return success();
+  if (failed(verifyDimensionList(
+          *this, "perm", perm, inputType.getRank(),
+          "perm is not a permutation: it names dimension ")))
+    return failure();
+  SmallVector<int64_t> expected = llvm::map_to_vector(
+      perm, [&](int64_t dim) { return inputType.getDimSize(dim); });
+  return verifyResultShape(*this, inputType, resultType, "permuted by perm",
+                           perm, expected);
 }
 
 LogicalResult ReshapeOp::verify() {
