@@ -1,0 +1,65 @@
+//===- KernelKind.cpp - kernel kinds by name ------------------------------===//
+//
+// The names of the kernel kinds, as plans spell them. They belong to no
+// backend: a plan names its kernels without knowing which backend runs them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Backend.h"
+
+namespace partita::runtime {
+
+namespace {
+struct KindName {
+  KernelKind kind;
+  const char *name;
+};
+// The nn dialect's mnemonics; nn.reduce's kinds are separate kernels.
+constexpr KindName kKindNames[] = {
+    {KernelKind::Einsum, "einsum"},
+    {KernelKind::Add, "add"},
+    {KernelKind::Sub, "sub"},
+    {KernelKind::Mul, "mul"},
+    {KernelKind::Div, "div"},
+    {KernelKind::Max, "max"},
+    {KernelKind::Neg, "neg"},
+    {KernelKind::Exp, "exp"},
+    {KernelKind::Log, "log"},
+    {KernelKind::Tanh, "tanh"},
+    {KernelKind::Relu, "relu"},
+    {KernelKind::Silu, "silu"},
+    {KernelKind::Rsqrt, "rsqrt"},
+    {KernelKind::Sqrt, "sqrt"},
+    {KernelKind::Gelu, "gelu"},
+    {KernelKind::Broadcast, "broadcast"},
+    {KernelKind::ReduceSum, "reduce_sum"},
+    {KernelKind::ReduceMax, "reduce_max"},
+    {KernelKind::ReduceMean, "reduce_mean"},
+    {KernelKind::Transpose, "transpose"},
+    {KernelKind::Reshape, "reshape"},
+    {KernelKind::Softmax, "softmax"},
+    {KernelKind::LayerNorm, "layer_norm"},
+    {KernelKind::RMSNorm, "rms_norm"},
+    {KernelKind::Rotary, "rotary"},
+    {KernelKind::Attention, "attention"},
+    {KernelKind::Embedding, "embedding"},
+    {KernelKind::CrossEntropy, "cross_entropy"},
+    {KernelKind::Fill, "fill"},
+};
+} // namespace
+
+const char *toString(KernelKind kind) {
+  for (const KindName &entry : kKindNames)
+    if (entry.kind == kind)
+      return entry.name;
+  return "unknown kernel";
+}
+
+std::optional<KernelKind> kernelKindFromString(const std::string &name) {
+  for (const KindName &entry : kKindNames)
+    if (name == entry.name)
+      return entry.kind;
+  return std::nullopt;
+}
+
+} // namespace partita::runtime
