@@ -27,10 +27,12 @@ void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
                    " is " + typeToString(b) + " (they must match)");
 }
 
-void checkEpsilon(KernelKind kind, double epsilon) {
-  if (!(epsilon > 0 && std::isfinite(epsilon)))
-    fail(kind,
-         "epsilon must be positive and finite, got " + std::to_string(epsilon));
+/// Epsilon and theta: a zero, negative, infinite or NaN value makes the
+/// kernel's math meaningless.
+void checkPositiveFinite(KernelKind kind, const char *name, double value) {
+  if (!(value > 0 && std::isfinite(value)))
+    fail(kind, std::string(name) + " must be positive and finite, got " +
+                   std::to_string(value));
 }
 
 /// Checks a [size] scale/shift vector of `x`'s dtype.
@@ -40,28 +42,47 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
   checkShape(kind, v, name, {size});
 }
 
+/// Checks a layer_norm (x, gamma, beta) or rms_norm (x, gamma) call:
+/// normalized over x's last dimension, whose size it returns.
+int64_t checkNorm(const KernelCall &call, bool hasBeta) {
+  checkCall(call, hasBeta ? 3 : 2, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  checkSameType(call.kind, x, "input 0", y, "output 0");
+  if (x.rank() < 1)
+    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  int64_t hidden = x.shape.back();
+  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+  if (hasBeta)
+    checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
+  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  return hidden;
+}
+
 //===----------------------------------------------------------------------===//
 // softmax
 //===----------------------------------------------------------------------===//
 
+/// dst[0, n) = softmax(src[0, n)); `dst` may be `src`.
+template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    m = maxOf(m, src[j]);
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    dst[j] = std::exp(src[j] - m);
+    sum += dst[j];
+  }
+  T r = static_cast<T>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j)
+    dst[j] *= r;
+}
+
 template <typename T>
 void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) {
-      const T *row = x + o * n;
-      T *dst = y + o * n;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < n; ++j)
-        m = maxOf(m, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        dst[j] = std::exp(row[j] - m);
-        sum += dst[j];
-      }
-      T r = static_cast<T>(1.0 / sum);
-      for (int64_t j = 0; j < n; ++j)
-        dst[j] *= r;
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxRow(x + o * n, y + o * n, n);
     return;
   }
   // Softmax along a non-innermost dimension: keep `inner` running maxima and
@@ -101,17 +122,7 @@ void maskedSoftmaxRows(T *scores, int64_t rows, int64_t cols, Limit limit) {
   for (int64_t i = 0; i < rows; ++i) {
     T *row = scores + i * cols;
     int64_t n = limit(i);
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < n; ++j)
-      m = maxOf(m, row[j]);
-    double sum = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = std::exp(row[j] - m);
-      sum += row[j];
-    }
-    T r = static_cast<T>(1.0 / sum);
-    for (int64_t j = 0; j < n; ++j)
-      row[j] *= r;
+    softmaxRow(row, row, n);
     std::fill(row + n, row + cols, T(0));
   }
 }
@@ -172,16 +183,8 @@ void runSoftmax(const KernelCall &call) {
 }
 
 void runLayerNorm(const KernelCall &call) {
-  checkCall(call, 3, 1);
+  int64_t hidden = checkNorm(call, /*hasBeta=*/true);
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  checkSameType(call.kind, x, "input 0", y, "output 0");
-  if (x.rank() < 1)
-    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-  int64_t hidden = x.shape.back();
-  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-  checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
-  checkEpsilon(call.kind, call.attrs.epsilon);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
   dispatchFloat(call.kind, x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *gamma = call.inputs[1].as<T>(), *beta = call.inputs[2].as<T>();
@@ -207,15 +210,8 @@ void runLayerNorm(const KernelCall &call) {
 }
 
 void runRMSNorm(const KernelCall &call) {
-  checkCall(call, 2, 1);
+  int64_t hidden = checkNorm(call, /*hasBeta=*/false);
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  checkSameType(call.kind, x, "input 0", y, "output 0");
-  if (x.rank() < 1)
-    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-  int64_t hidden = x.shape.back();
-  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-  checkEpsilon(call.kind, call.attrs.epsilon);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
   dispatchFloat(call.kind, x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *gamma = call.inputs[1].as<T>();
@@ -246,9 +242,7 @@ void runRotary(const KernelCall &call) {
   if (headDim % 2 != 0)
     fail(call.kind, "head_dim must be even, got " + std::to_string(headDim));
   double theta = call.attrs.theta;
-  if (!(theta > 0 && std::isfinite(theta)))
-    fail(call.kind,
-         "theta must be positive and finite, got " + std::to_string(theta));
+  checkPositiveFinite(call.kind, "theta", theta);
   if (call.attrs.positionOffset < 0)
     fail(call.kind, "positionOffset must be >= 0, got " +
                         std::to_string(call.attrs.positionOffset));
