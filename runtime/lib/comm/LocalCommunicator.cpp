@@ -197,6 +197,10 @@ private:
   void step(Call &call, int phase, bool thenWork);
   /// After the closing barrier: drops the slot from the world.
   void finish(Call &call);
+  /// Ends this rank's work phase (entered unlocked): relocks, waits at the
+  /// closing barrier until every member is done with the buffers, then
+  /// finishes.
+  void endWork(Call &call);
   /// Gives up on `call`: waits until no member still touches buffers, then
   /// throws `message`.
   [[noreturn]] void abandon(Call &call, const std::string &message);
@@ -327,6 +331,23 @@ void LocalCommunicator::finish(Call &call) {
     world->slots.erase(it);
 }
 
+void LocalCommunicator::endWork(Call &call) {
+  call.lock.lock();
+  step(call, 2, /*thenWork=*/false);
+  finish(call);
+}
+
+/// Block q of `recv` = the block at byte `offset` of member q's send buffer,
+/// for every member q (`block` bytes each).
+static void gatherBlocks(const std::vector<const void *> &sends, size_t offset,
+                         size_t block, void *recv) {
+  if (!block)
+    return;
+  for (size_t q = 0; q < sends.size(); ++q)
+    std::memcpy(static_cast<unsigned char *>(recv) + q * block,
+                static_cast<const unsigned char *>(sends[q]) + offset, block);
+}
+
 /// [begin, end) of chunk `i` when `count` elements are split in `n` chunks.
 static std::pair<size_t, size_t> chunkOf(size_t count, size_t n, size_t i) {
   size_t base = count / n, extra = count % n;
@@ -358,9 +379,7 @@ void LocalCommunicator::allReduce(void *data, size_t count, DType dtype,
     }
   }
 
-  call.lock.lock();
-  step(call, 2, /*thenWork=*/false);
-  finish(call);
+  endWork(call);
 }
 
 void LocalCommunicator::allGather(const void *send, void *recv, size_t count,
@@ -370,15 +389,9 @@ void LocalCommunicator::allGather(const void *send, void *recv, size_t count,
   const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
-  size_t block = count * sizeOf(dtype);
-  for (size_t q = 0; q < sends.size(); ++q)
-    if (block)
-      std::memcpy(static_cast<unsigned char *>(recv) + q * block, sends[q],
-                  block);
+  gatherBlocks(sends, /*offset=*/0, count * sizeOf(dtype), recv);
 
-  call.lock.lock();
-  step(call, 2, /*thenWork=*/false);
-  finish(call);
+  endWork(call);
 }
 
 void LocalCommunicator::reduceScatter(const void *send, void *recv,
@@ -404,9 +417,7 @@ void LocalCommunicator::reduceScatter(const void *send, void *recv,
                 m * esize);
   }
 
-  call.lock.lock();
-  step(call, 2, /*thenWork=*/false);
-  finish(call);
+  endWork(call);
 }
 
 void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
@@ -416,17 +427,11 @@ void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
   const std::vector<const void *> &sends = call.slot->send;
   call.lock.unlock();
 
+  // Member q's block addressed to this rank.
   size_t block = count * sizeOf(dtype);
-  for (size_t q = 0; q < sends.size(); ++q)
-    if (block)
-      std::memcpy(static_cast<unsigned char *>(recv) + q * block,
-                  static_cast<const unsigned char *>(sends[q]) +
-                      call.position * block,
-                  block);
+  gatherBlocks(sends, call.position * block, block, recv);
 
-  call.lock.lock();
-  step(call, 2, /*thenWork=*/false);
-  finish(call);
+  endWork(call);
 }
 
 void LocalCommunicator::barrier(const std::vector<int> &group) {
