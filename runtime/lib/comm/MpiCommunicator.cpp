@@ -104,6 +104,20 @@ private:
                Clock::time_point deadline,
                const std::vector<int> *waitingFor = nullptr,
                MPI_Status *status = nullptr);
+  /// Starts one non-blocking operation (`start` gets its request) and
+  /// waits for it as waitAll does.
+  template <typename Start>
+  void runOne(const std::string &head, Clock::time_point deadline, Start start,
+              const std::vector<int> *waitingFor = nullptr,
+              MPI_Status *status = nullptr) {
+    std::vector<MPI_Request> request(1);
+    check(start(&request[0]), head);
+    waitAll(request, head, deadline, waitingFor, status);
+  }
+  /// Send and recv: refuses calls after a failure and validates the peer.
+  /// Returns the head of the call's messages, "rank 0: send of 4 x f32 to
+  /// rank 1".
+  std::string beginPeer(bool isSend, size_t count, DType dtype, int peer);
   void check(int code, const std::string &head) {
     if (code != MPI_SUCCESS)
       fail(head + " failed: " + mpiErrorText(code));
@@ -350,11 +364,10 @@ void MpiCommunicator::allReduce(void *data, size_t count, DType dtype,
   int n = mpiCount(count, call.head);
   if (call.comm == MPI_COMM_NULL || n == 0)
     return;
-  std::vector<MPI_Request> request(1);
-  check(MPI_Iallreduce(MPI_IN_PLACE, data, n, typeOf(dtype), opOf(dtype, op),
-                       call.comm, &request[0]),
-        call.head);
-  waitAll(request, call.head, call.deadline);
+  runOne(call.head, call.deadline, [&](MPI_Request *request) {
+    return MPI_Iallreduce(MPI_IN_PLACE, data, n, typeOf(dtype), opOf(dtype, op),
+                          call.comm, request);
+  });
 }
 
 void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
@@ -366,11 +379,10 @@ void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
       std::memcpy(recv, send, count * sizeOf(dtype));
     return;
   }
-  std::vector<MPI_Request> request(1);
-  check(MPI_Iallgather(send, n, typeOf(dtype), recv, n, typeOf(dtype),
-                       call.comm, &request[0]),
-        call.head);
-  waitAll(request, call.head, call.deadline);
+  runOne(call.head, call.deadline, [&](MPI_Request *request) {
+    return MPI_Iallgather(send, n, typeOf(dtype), recv, n, typeOf(dtype),
+                          call.comm, request);
+  });
 }
 
 void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
@@ -394,11 +406,10 @@ void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
     copy.assign(sendBytes, sendBytes + bytes * group.size());
     send = copy.data();
   }
-  std::vector<MPI_Request> request(1);
-  check(MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype), opOf(dtype, op),
-                                  call.comm, &request[0]),
-        call.head);
-  waitAll(request, call.head, call.deadline);
+  runOne(call.head, call.deadline, [&](MPI_Request *request) {
+    return MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype),
+                                     opOf(dtype, op), call.comm, request);
+  });
 }
 
 void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
@@ -410,62 +421,64 @@ void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
       std::memcpy(recv, send, count * sizeOf(dtype));
     return;
   }
-  std::vector<MPI_Request> request(1);
-  check(MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype), call.comm,
-                      &request[0]),
-        call.head);
-  waitAll(request, call.head, call.deadline);
+  runOne(call.head, call.deadline, [&](MPI_Request *request) {
+    return MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
+                         call.comm, request);
+  });
 }
 
 void MpiCommunicator::barrier(const std::vector<int> &group) {
   Call call = begin("barrier", group);
   if (call.comm == MPI_COMM_NULL)
     return;
-  std::vector<MPI_Request> request(1);
-  check(MPI_Ibarrier(call.comm, &request[0]), call.head);
-  waitAll(request, call.head, call.deadline);
+  runOne(call.head, call.deadline, [&](MPI_Request *request) {
+    return MPI_Ibarrier(call.comm, request);
+  });
+}
+
+std::string MpiCommunicator::beginPeer(bool isSend, size_t count, DType dtype,
+                                       int peer) {
+  std::string head =
+      "rank " + std::to_string(myRank) +
+      (isSend ? ": send of " : ": recv of ") + describeCount(count, dtype) +
+      (isSend ? " to rank " : " from rank ") + std::to_string(peer);
+  if (failed)
+    throw Error(head + " refused: an earlier call failed (" + firstFailure +
+                ")");
+  try {
+    comm::checkPeer(myRank, worldSize, peer, isSend ? "send to" : "recv from");
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  return head;
 }
 
 void MpiCommunicator::send(const void *data, size_t count, DType dtype,
                            int peer) {
-  std::string head = "rank " + std::to_string(myRank) + ": send of " +
-                     describeCount(count, dtype) + " to rank " +
-                     std::to_string(peer);
-  if (failed)
-    throw Error(head + " refused: an earlier call failed (" + firstFailure +
-                ")");
-  try {
-    comm::checkPeer(myRank, worldSize, peer, "send to");
-  } catch (const Error &e) {
-    fail(e.what());
-  }
+  std::string head = beginPeer(/*isSend=*/true, count, dtype, peer);
   Clock::time_point deadline = Clock::now() + getTimeout();
   int n = mpiCount(count, head);
-  std::vector<MPI_Request> request(1);
-  check(MPI_Isend(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]), head);
   std::vector<int> waitingFor{peer};
-  waitAll(request, head, deadline, &waitingFor);
+  runOne(
+      head, deadline,
+      [&](MPI_Request *request) {
+        return MPI_Isend(data, n, typeOf(dtype), peer, 0, p2pComm, request);
+      },
+      &waitingFor);
 }
 
 void MpiCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
-  std::string head = "rank " + std::to_string(myRank) + ": recv of " +
-                     describeCount(count, dtype) + " from rank " +
-                     std::to_string(peer);
-  if (failed)
-    throw Error(head + " refused: an earlier call failed (" + firstFailure +
-                ")");
-  try {
-    comm::checkPeer(myRank, worldSize, peer, "recv from");
-  } catch (const Error &e) {
-    fail(e.what());
-  }
+  std::string head = beginPeer(/*isSend=*/false, count, dtype, peer);
   Clock::time_point deadline = Clock::now() + getTimeout();
   int n = mpiCount(count, head);
-  std::vector<MPI_Request> request(1);
-  check(MPI_Irecv(data, n, typeOf(dtype), peer, 0, p2pComm, &request[0]), head);
   MPI_Status status;
   std::vector<int> waitingFor{peer};
-  waitAll(request, head, deadline, &waitingFor, &status);
+  runOne(
+      head, deadline,
+      [&](MPI_Request *request) {
+        return MPI_Irecv(data, n, typeOf(dtype), peer, 0, p2pComm, request);
+      },
+      &waitingFor, &status);
   int got = 0;
   MPI_Get_count(&status, typeOf(dtype), &got);
   if (got != n)
