@@ -114,6 +114,16 @@ private:
     check(start(&request[0]), head);
     waitAll(request, head, deadline, waitingFor, status);
   }
+  /// A group of one needs no MPI: its own block is the result. memmove,
+  /// since reduce_scatter lets `recv` lie inside `send`.
+  static bool copyIfAlone(const Call &call, const void *send, void *recv,
+                          size_t bytes) {
+    if (call.comm != MPI_COMM_NULL)
+      return false;
+    if (bytes)
+      std::memmove(recv, send, bytes);
+    return true;
+  }
   /// Send and recv: refuses calls after a failure and validates the peer.
   /// Returns the head of the call's messages, "rank 0: send of 4 x f32 to
   /// rank 1".
@@ -374,11 +384,8 @@ void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
                                 DType dtype, const std::vector<int> &group) {
   Call call = begin("all_gather", group);
   int n = mpiCount(count, call.head);
-  if (call.comm == MPI_COMM_NULL) {
-    if (n)
-      std::memcpy(recv, send, count * sizeOf(dtype));
+  if (copyIfAlone(call, send, recv, count * sizeOf(dtype)))
     return;
-  }
   runOne(call.head, call.deadline, [&](MPI_Request *request) {
     return MPI_Iallgather(send, n, typeOf(dtype), recv, n, typeOf(dtype),
                           call.comm, request);
@@ -390,11 +397,8 @@ void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
                                     const std::vector<int> &group) {
   Call call = begin("reduce_scatter", group);
   int n = mpiCount(count, call.head);
-  if (call.comm == MPI_COMM_NULL) {
-    if (n)
-      std::memmove(recv, send, count * sizeOf(dtype));
+  if (copyIfAlone(call, send, recv, count * sizeOf(dtype)))
     return;
-  }
   // MPI forbids `recv` inside `send`; the interface allows this rank's own
   // block, so reduce in place on a copy then.
   size_t bytes = count * sizeOf(dtype);
@@ -416,11 +420,8 @@ void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
                                DType dtype, const std::vector<int> &group) {
   Call call = begin("all_to_all", group);
   int n = mpiCount(count, call.head);
-  if (call.comm == MPI_COMM_NULL) {
-    if (n)
-      std::memcpy(recv, send, count * sizeOf(dtype));
+  if (copyIfAlone(call, send, recv, count * sizeOf(dtype)))
     return;
-  }
   runOne(call.head, call.deadline, [&](MPI_Request *request) {
     return MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
                          call.comm, request);
