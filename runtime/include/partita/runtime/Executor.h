@@ -1,0 +1,110 @@
+//===- Executor.h - loads and runs a plan on one rank -----------*- C++ -*-===//
+//
+// A plan (runtime/plan/plan.proto) is parsed and validated once into a
+// PlanFile, which ranks share read-only. Each rank builds an Executor from
+// it: the executor resolves the mesh axes of every collective to rank groups,
+// allocates the arena the plan's memory plan sized, initializes its shard of
+// every parameter from the counter-based initializer, and then runs steps.
+// Inputs come in as global arrays (each rank keeps its block, as the
+// sharding says); outputs go out as global arrays (gathered over every rank,
+// partial values reduced). Plain C++17; errors are runtime::Error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_EXECUTOR_H
+#define PARTITA_RUNTIME_EXECUTOR_H
+
+#include "partita/runtime/Backend.h"
+#include "partita/runtime/Communicator.h"
+#include "partita/runtime/Tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace partita::runtime {
+
+/// The plan format this runtime reads and the compiler writes.
+constexpr uint32_t kPlanFormatVersion = 1;
+
+/// An argument or result of a program, as a caller sees it (global shape).
+struct ProgramValue {
+  std::string name; // nn.param / nn.input / nn.output name, may be empty
+  DType dtype = DType::F32;
+  std::vector<int64_t> globalShape;
+  bool isParameter = false;
+  /// Integer inputs: values lie in [0, valueBound); 0 when unknown.
+  int64_t valueBound = 0;
+};
+
+/// A parsed and validated plan, immutable and shareable between ranks.
+class PlanFile {
+public:
+  /// Parses serialized plan bytes; throws Error saying what is wrong with a
+  /// malformed, truncated or inconsistent plan (`what` names the source).
+  static std::shared_ptr<const PlanFile> parse(const std::string &bytes,
+                                               const std::string &what = "plan");
+  /// Reads and parses a plan file.
+  static std::shared_ptr<const PlanFile> load(const std::string &path);
+  ~PlanFile();
+
+  /// Number of devices (ranks) of the mesh.
+  int64_t numDevices() const;
+  uint64_t seed() const;
+  std::vector<std::string> programNames() const;
+  bool hasProgram(const std::string &name) const;
+  /// Whether the program runs split over the mesh (else on any one rank).
+  bool isPartitioned(const std::string &program) const;
+  /// Arguments that are inputs (not parameters), in argument order.
+  std::vector<ProgramValue> inputs(const std::string &program) const;
+  std::vector<ProgramValue> results(const std::string &program) const;
+  int64_t arenaBytes(const std::string &program) const;
+
+  struct Impl;
+  const Impl &impl() const { return *pimpl; }
+
+private:
+  PlanFile();
+  std::unique_ptr<Impl> pimpl;
+};
+
+/// Runs one program of a plan on one rank.
+class Executor {
+public:
+  /// `comm` may be null for a program that is not partitioned; else its size
+  /// must be the mesh's device count. Throws Error on a mismatch.
+  Executor(std::shared_ptr<const PlanFile> plan, const std::string &program,
+           Communicator *comm, Backend &backend);
+  ~Executor();
+
+  /// Sets every input from its global value (in `PlanFile::inputs` order);
+  /// each rank keeps its block. Shapes and dtypes must match exactly.
+  void setInputs(const std::vector<Tensor> &globalInputs);
+  /// Runs the instruction stream once.
+  void run();
+  /// Every result as a global array. Collective over all ranks of a
+  /// partitioned program (every rank must call it); partial results are
+  /// reduced (summed, or max) over their partial axes.
+  std::vector<Tensor> gatherResults();
+  /// The local value of parameter `name` as a global-shaped view is not
+  /// kept; this returns this rank's local block (for tests).
+  Tensor localParameter(const std::string &name) const;
+
+  /// Bytes of this rank's arena (the plan's memory plan).
+  int64_t arenaBytes() const;
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> pimpl;
+};
+
+/// The counter-based initial value of global element `index` of parameter
+/// `name` (the plan's initializer; exposed for tests and reference code).
+double initialValue(uint64_t seed, const std::string &name, uint64_t index,
+                    int kind, double a, double b);
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_EXECUTOR_H

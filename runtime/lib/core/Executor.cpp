@@ -1,0 +1,572 @@
+//===- Executor.cpp - runs one program of a plan on one rank ---------------===//
+//
+// At construction the executor turns the validated plan into closures: each
+// buffer gets its address (arena offset, or persistent storage for
+// parameters and inputs), each kernel its prebuilt KernelCall, each
+// collective its rank group and scratch buffers. Communicators act on the
+// leading dimension, so a collective along another dimension is a transpose
+// to the front, the collective, and a transpose back.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanInternal.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+
+namespace partita::runtime {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/// Uniform in (0, 1) from 53 random bits.
+double toUnit(uint64_t r) { return (double(r >> 11) + 0.5) * 0x1.0p-53; }
+
+/// Calls `row(globalElem, localElem, length)` for every contiguous row of the
+/// local block that starts at `starts` inside the global shape.
+void forEachRow(const std::vector<int64_t> &global,
+                const std::vector<int64_t> &local,
+                const std::vector<int64_t> &starts,
+                const std::function<void(int64_t, int64_t, int64_t)> &row) {
+  int64_t rank = local.size();
+  for (int64_t d : local)
+    if (d == 0)
+      return;
+  if (rank == 0) {
+    row(0, 0, 1);
+    return;
+  }
+  int64_t rowLen = local[rank - 1];
+  std::vector<int64_t> index(rank, 0);
+  int64_t localElem = 0;
+  while (true) {
+    int64_t g = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      g = g * global[d] + starts[d] + index[d];
+    row(g, localElem, rowLen);
+    localElem += rowLen;
+    int64_t d = rank - 2;
+    while (d >= 0 && ++index[d] == local[d]) {
+      index[d] = 0;
+      --d;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+std::vector<int64_t> toVector(const google::protobuf::RepeatedField<int64_t> &f) {
+  return std::vector<int64_t>(f.begin(), f.end());
+}
+
+template <typename T> void accumulate(T *dst, const T *src, int64_t n, bool max) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = max ? (src[i] > dst[i] || std::isnan(double(src[i])) ? src[i] : dst[i])
+                 : dst[i] + src[i];
+}
+
+KernelAttrs toAttrs(const plan::KernelAttrs &a) {
+  KernelAttrs attrs;
+  attrs.spec = a.spec();
+  attrs.dims = toVector(a.dims());
+  attrs.dim = a.dim();
+  attrs.epsilon = a.epsilon();
+  attrs.theta = a.theta();
+  attrs.positionOffset = a.position_offset();
+  attrs.causal = a.causal();
+  if (a.has_scale())
+    attrs.scale = a.scale();
+  attrs.queryOffset = a.query_offset();
+  attrs.tanh = a.tanh();
+  attrs.vocabOffset = a.vocab_offset();
+  attrs.meanCount = a.mean_count();
+  attrs.fillValue = a.fill_value();
+  return attrs;
+}
+
+struct AlignedFree {
+  void operator()(void *p) const { std::free(p); }
+};
+using Storage = std::unique_ptr<unsigned char, AlignedFree>;
+
+Storage allocate(int64_t bytes) {
+  size_t size = ((std::max<int64_t>(bytes, 1) + 63) / 64) * 64;
+  void *p = std::aligned_alloc(64, size);
+  if (!p)
+    throw Error("cannot allocate " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, size);
+  return Storage(static_cast<unsigned char *>(p));
+}
+
+} // namespace
+
+double initialValue(uint64_t seed, const std::string &name, uint64_t index,
+                    int kind, double a, double b) {
+  uint64_t key = splitmix64(seed ^ fnv1a64(name));
+  switch (kind) {
+  case plan::Init::UNIFORM:
+    return a + (b - a) * toUnit(splitmix64(key + 2 * index));
+  case plan::Init::CONSTANT:
+    return a;
+  case plan::Init::NORMAL:
+  default: {
+    double u1 = toUnit(splitmix64(key + 2 * index));
+    double u2 = toUnit(splitmix64(key + 2 * index + 1));
+    return a + b * std::sqrt(-2.0 * std::log(u1)) *
+                   std::cos(6.283185307179586476925 * u2);
+  }
+  }
+}
+
+struct Executor::Impl {
+  std::shared_ptr<const PlanFile> plan;
+  const plan::Program *program = nullptr;
+  Communicator *comm = nullptr;
+  Backend *backend = nullptr;
+  int rank = 0;
+  std::map<std::string, int64_t> axisSizes;
+  std::map<std::string, int64_t> coords; // this rank's mesh coordinates
+  std::vector<std::string> axisOrder;
+  std::vector<int> rankOfPosition;
+
+  Storage arena;
+  std::vector<Storage> persistent;
+  std::vector<TensorView> views; // per buffer
+  std::vector<std::function<void()>> steps;
+
+  const plan::Buffer &buffer(int64_t id) const { return program->buffers(id); }
+
+  std::map<std::string, int64_t> coordsOf(int position) const {
+    std::map<std::string, int64_t> c;
+    for (auto it = axisOrder.rbegin(); it != axisOrder.rend(); ++it) {
+      int64_t size = axisSizes.at(*it);
+      c[*it] = position % size;
+      position /= size;
+    }
+    return c;
+  }
+
+  int positionOf(const std::map<std::string, int64_t> &c) const {
+    int64_t p = 0;
+    for (const std::string &axis : axisOrder)
+      p = p * axisSizes.at(axis) + c.at(axis);
+    return int(p);
+  }
+
+  /// Devices differing from this one only in `axes`, ordered by their
+  /// coordinates along `axes` (listed order, major to minor).
+  std::vector<int> group(const google::protobuf::RepeatedPtrField<std::string> &axes) const {
+    int64_t size = 1;
+    for (const std::string &axis : axes)
+      size *= axisSizes.at(axis);
+    std::vector<int> ranks;
+    for (int64_t i = 0; i < size; ++i) {
+      std::map<std::string, int64_t> c = coords;
+      int64_t rest = i;
+      for (int a = axes.size() - 1; a >= 0; --a) {
+        int64_t s = axisSizes.at(axes[a]);
+        c[axes[a]] = rest % s;
+        rest /= s;
+      }
+      ranks.push_back(rankOfPosition[positionOf(c)]);
+    }
+    return ranks;
+  }
+
+  /// The start of a buffer's local block in its global shape, for the device
+  /// at mesh coordinates `c`.
+  std::vector<int64_t> blockStarts(const plan::Buffer &b,
+                                   const std::map<std::string, int64_t> &c) const {
+    std::vector<int64_t> starts(b.local_shape_size(), 0);
+    for (int d = 0; d < b.sharding_size(); ++d) {
+      int64_t index = 0;
+      for (const std::string &axis : b.sharding(d).axes())
+        index = index * axisSizes.at(axis) + c.at(axis);
+      starts[d] = index * b.local_shape(d);
+    }
+    return starts;
+  }
+
+  void initParameter(int64_t id) {
+    const plan::Buffer &b = buffer(id);
+    const TensorView &view = views[id];
+    std::vector<int64_t> global = toVector(b.global_shape());
+    const plan::Init &init = b.init();
+    uint64_t seed = plan->seed();
+    bool f64 = view.dtype == DType::F64;
+    forEachRow(global, view.shape, blockStarts(b, coords),
+               [&](int64_t g, int64_t l, int64_t n) {
+                 for (int64_t i = 0; i < n; ++i) {
+                   double v = initialValue(seed, b.name(), g + i, init.kind(),
+                                           init.a(), init.b());
+                   if (f64)
+                     view.as<double>()[l + i] = v;
+                   else
+                     view.as<float>()[l + i] = float(v);
+                 }
+               });
+  }
+
+  void transpose(const TensorView &in, const TensorView &out,
+                 std::vector<int64_t> perm) {
+    KernelCall call{KernelKind::Transpose, {}, {in}, {out}};
+    call.attrs.dims = std::move(perm);
+    backend->run(call);
+  }
+
+  std::function<void()> compileCollective(const plan::Collective &c);
+};
+
+/// Moves dimension `d` of `shape` to the front: the permutation and the
+/// resulting shape.
+static std::pair<std::vector<int64_t>, std::vector<int64_t>>
+toFront(const std::vector<int64_t> &shape, int64_t d) {
+  std::vector<int64_t> perm{d}, out{shape[d]};
+  for (int64_t i = 0; i < int64_t(shape.size()); ++i)
+    if (i != d) {
+      perm.push_back(i);
+      out.push_back(shape[i]);
+    }
+  return {perm, out};
+}
+
+static std::vector<int64_t> inverse(const std::vector<int64_t> &perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inv[perm[i]] = i;
+  return inv;
+}
+
+std::function<void()> Executor::Impl::compileCollective(const plan::Collective &c) {
+  TensorView in = views[c.input()], out = views[c.output()];
+  std::vector<int> ranks = group(c.axes());
+  int64_t g = ranks.size();
+  ReduceOp op = c.op() == plan::MAX ? ReduceOp::Max
+                : c.op() == plan::MIN ? ReduceOp::Min
+                                      : ReduceOp::Sum;
+  Communicator *comm = this->comm;
+  DType dtype = in.dtype;
+  auto scratch = [&](const std::vector<int64_t> &shape) {
+    persistent.push_back(allocate(TensorView{nullptr, dtype, shape}.numBytes()));
+    return TensorView{persistent.back().get(), dtype, shape};
+  };
+  switch (c.kind()) {
+  case plan::Collective::ALL_REDUCE:
+    return [=] {
+      if (in.data != out.data)
+        std::memcpy(out.data, in.data, in.numBytes());
+      if (g > 1)
+        comm->allReduce(out.data, out.numElements(), dtype, op, ranks);
+    };
+  case plan::Collective::ALL_GATHER: {
+    int64_t d = c.dim();
+    if (d == 0 || g == 1)
+      return [=] {
+        if (g == 1)
+          std::memcpy(out.data, in.data, in.numBytes());
+        else
+          comm->allGather(in.data, out.data, in.numElements(), dtype, ranks);
+      };
+    auto [perm, front] = toFront(in.shape, d);
+    TensorView sendT = scratch(front);
+    std::vector<int64_t> gathered = front;
+    gathered[0] *= g;
+    TensorView recvT = scratch(gathered);
+    std::vector<int64_t> back = inverse(perm);
+    return [=] {
+      transpose(in, sendT, perm);
+      comm->allGather(sendT.data, recvT.data, sendT.numElements(), dtype, ranks);
+      transpose(recvT, out, back);
+    };
+  }
+  case plan::Collective::REDUCE_SCATTER: {
+    int64_t d = c.dim();
+    if (g == 1)
+      return [=] { std::memcpy(out.data, in.data, in.numBytes()); };
+    if (d == 0)
+      return [=] {
+        comm->reduceScatter(in.data, out.data, out.numElements(), dtype, op, ranks);
+      };
+    auto [perm, front] = toFront(in.shape, d);
+    TensorView sendT = scratch(front);
+    std::vector<int64_t> scattered = front;
+    scattered[0] /= g;
+    TensorView recvT = scratch(scattered);
+    std::vector<int64_t> back = inverse(perm);
+    return [=] {
+      transpose(in, sendT, perm);
+      comm->reduceScatter(sendT.data, recvT.data, recvT.numElements(), dtype, op,
+                          ranks);
+      transpose(recvT, out, back);
+    };
+  }
+  case plan::Collective::ALL_TO_ALL: {
+    int64_t s = c.dim(), cd = c.concat_dim(), rank = in.shape.size();
+    if (g == 1)
+      return [=] { std::memcpy(out.data, in.data, in.numBytes()); };
+    // Send: split dim to the front, so block j (for position j) is contiguous.
+    auto [perm, front] = toFront(in.shape, s);
+    TensorView sendT = scratch(front);
+    // Received: [g, S/g, the other dims of the input in order]; axis 0 is the
+    // source position, which becomes the major part of the concat dim.
+    std::vector<int64_t> recvShape{g, in.shape[s] / g};
+    std::vector<int64_t> axisOfDim(rank); // recv axis holding input dim d
+    axisOfDim[s] = 1;
+    for (int64_t d = 0, next = 2; d < rank; ++d)
+      if (d != s) {
+        recvShape.push_back(in.shape[d]);
+        axisOfDim[d] = next++;
+      }
+    TensorView recvT = scratch(recvShape);
+    std::vector<int64_t> backPerm, permuted;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == cd)
+        backPerm.push_back(0);
+      backPerm.push_back(axisOfDim[d]);
+    }
+    for (int64_t a : backPerm)
+      permuted.push_back(recvShape[a]);
+    TensorView outT{out.data, dtype, permuted};
+    return [=] {
+      transpose(in, sendT, perm);
+      comm->allToAll(sendT.data, recvT.data, sendT.numElements() / g, dtype, ranks);
+      transpose(recvT, outT, backPerm);
+    };
+  }
+  default:
+    throw Error("unknown collective kind");
+  }
+}
+
+Executor::Executor(std::shared_ptr<const PlanFile> plan,
+                   const std::string &programName, Communicator *comm,
+                   Backend &backend)
+    : pimpl(std::make_unique<Impl>()) {
+  Impl &s = *pimpl;
+  s.plan = plan;
+  const PlanFile::Impl &p = plan->impl();
+  s.program = &p.program(programName);
+  s.backend = &backend;
+  if (s.program->partitioned()) {
+    if (!comm)
+      throw Error("program '" + programName +
+                  "' is partitioned and needs a communicator");
+    if (comm->size() != p.numDevices)
+      throw Error("program '" + programName + "' runs on " +
+                  std::to_string(p.numDevices) + " devices (its mesh), but the "
+                  "communicator has " + std::to_string(comm->size()) + " ranks");
+    s.comm = comm;
+    s.rank = comm->rank();
+  }
+  s.axisSizes = p.axisSizes;
+  for (const plan::MeshAxis &axis : p.proto.mesh().axes())
+    s.axisOrder.push_back(axis.name());
+  s.rankOfPosition.resize(p.numDevices);
+  int position = s.rank;
+  for (int64_t k = 0; k < p.numDevices; ++k) {
+    s.rankOfPosition[k] = p.proto.mesh().devices().empty()
+                              ? int(k)
+                              : int(p.proto.mesh().devices(k));
+    if (s.rankOfPosition[k] == s.rank)
+      position = int(k);
+  }
+  s.coords = s.coordsOf(s.program->partitioned() ? position : 0);
+
+  s.arena = allocate(s.program->arena_bytes());
+  s.views.resize(s.program->buffers_size());
+  for (int64_t id = 0; id < s.program->buffers_size(); ++id) {
+    const plan::Buffer &b = s.buffer(id);
+    TensorView &view = s.views[id];
+    view.dtype = toDType(b.dtype());
+    view.shape = toVector(b.local_shape());
+    if (b.role() == plan::ACTIVATION) {
+      view.data = s.arena.get() + b.offset();
+    } else {
+      s.persistent.push_back(allocate(view.numBytes()));
+      view.data = s.persistent.back().get();
+      if (b.role() == plan::PARAMETER)
+        s.initParameter(id);
+    }
+  }
+  for (int64_t i = 0; i < s.program->instructions_size(); ++i) {
+    const plan::Instruction &inst = s.program->instructions(i);
+    std::string where = "instruction " + std::to_string(i) +
+                        (inst.location().empty() ? "" : " (" + inst.location() + ")");
+    std::function<void()> step;
+    if (inst.has_kernel()) {
+      const plan::Kernel &k = inst.kernel();
+      KernelCall call{*kernelKindFromString(k.kind()), toAttrs(k.attrs()), {}, {}};
+      for (int64_t id : k.inputs())
+        call.inputs.push_back(s.views[id]);
+      for (int64_t id : k.outputs())
+        call.outputs.push_back(s.views[id]);
+      Backend *be = s.backend;
+      step = [be, call] { be->run(call); };
+    } else {
+      step = s.compileCollective(inst.collective());
+    }
+    s.steps.push_back([step, where] {
+      try {
+        step();
+      } catch (const Error &e) {
+        throw Error(where + ": " + e.what());
+      }
+    });
+  }
+}
+
+Executor::~Executor() = default;
+
+int64_t Executor::arenaBytes() const { return pimpl->program->arena_bytes(); }
+
+void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
+  Impl &s = *pimpl;
+  size_t next = 0;
+  for (int64_t id : s.program->arguments()) {
+    const plan::Buffer &b = s.buffer(id);
+    if (b.role() != plan::INPUT)
+      continue;
+    std::string what = "input '" + b.name() + "'";
+    if (next >= globalInputs.size())
+      throw Error("too few inputs: " + what + " is missing (got " +
+                  std::to_string(globalInputs.size()) + ")");
+    const Tensor &t = globalInputs[next++];
+    std::vector<int64_t> global = toVector(b.global_shape());
+    if (t.getDType() != toDType(b.dtype()) || t.getShape() != global) {
+      std::string want = toString(toDType(b.dtype())), got = toString(t.getDType());
+      for (int64_t d : global)
+        want += "x" + std::to_string(d);
+      for (int64_t d : t.getShape())
+        got += "x" + std::to_string(d);
+      throw Error(what + " must be " + want + ", got " + got);
+    }
+    const TensorView &view = s.views[id];
+    size_t elem = sizeOf(view.dtype);
+    const unsigned char *src = t.data<unsigned char>();
+    unsigned char *dst = static_cast<unsigned char *>(view.data);
+    forEachRow(global, view.shape, s.blockStarts(b, s.coords),
+               [&](int64_t g, int64_t l, int64_t n) {
+                 std::memcpy(dst + l * elem, src + g * elem, n * elem);
+               });
+  }
+  if (next != globalInputs.size())
+    throw Error("too many inputs: the program takes " + std::to_string(next) +
+                ", got " + std::to_string(globalInputs.size()));
+}
+
+void Executor::run() {
+  for (const std::function<void()> &step : pimpl->steps)
+    step();
+}
+
+std::vector<Tensor> Executor::gatherResults() {
+  Impl &s = *pimpl;
+  std::vector<Tensor> results;
+  int64_t numDevices = s.plan->numDevices();
+  std::vector<int> world(numDevices);
+  std::iota(world.begin(), world.end(), 0);
+  for (int64_t id : s.program->results()) {
+    const plan::Buffer &b = s.buffer(id);
+    const TensorView &view = s.views[id];
+    std::vector<int64_t> global = toVector(b.global_shape());
+    Tensor out(view.dtype, global);
+    size_t elem = sizeOf(view.dtype);
+    if (!s.program->partitioned() || numDevices == 1) {
+      std::memcpy(out.data<unsigned char>(), view.data, view.numBytes());
+      results.push_back(std::move(out));
+      continue;
+    }
+    std::vector<unsigned char> all(view.numBytes() * numDevices);
+    s.comm->allGather(view.data, all.data(), view.numElements(), view.dtype, world);
+    // Axes the value is split or partial over; over every other axis it is
+    // replicated, and coordinate 0 speaks for the copies.
+    std::map<std::string, bool> used;
+    for (const plan::DimSharding &dim : b.sharding())
+      for (const std::string &axis : dim.axes())
+        used[axis] = true;
+    for (const std::string &axis : b.partial_axes())
+      used[axis] = true;
+    bool partial = b.partial_axes_size() > 0;
+    bool max = b.partial_op() == plan::MAX;
+    if (partial && view.dtype != DType::F32 && view.dtype != DType::F64 &&
+        view.dtype != DType::I32 && view.dtype != DType::I64)
+      throw Error("result '" + b.name() + "': cannot reduce partial values of dtype " +
+                  toString(view.dtype));
+    for (int64_t position = 0; position < numDevices; ++position) {
+      std::map<std::string, int64_t> c = s.coordsOf(int(position));
+      bool speaks = true;
+      for (const std::string &axis : s.axisOrder)
+        if (!used.count(axis) && c[axis] != 0)
+          speaks = false;
+      if (!speaks)
+        continue;
+      const unsigned char *src =
+          all.data() + s.rankOfPosition[position] * view.numBytes();
+      unsigned char *dst = out.data<unsigned char>();
+      // With partial axes the blocks of one place are combined; the one with
+      // every partial coordinate 0 (the lowest position of them) is copied.
+      bool firstOfPlace = true;
+      for (const std::string &axis : b.partial_axes())
+        if (c[axis] != 0)
+          firstOfPlace = false;
+      bool overwrite = !partial || firstOfPlace;
+      forEachRow(global, view.shape, s.blockStarts(b, c),
+                 [&](int64_t g, int64_t l, int64_t n) {
+                   if (overwrite) {
+                     std::memcpy(dst + g * elem, src + l * elem, n * elem);
+                     return;
+                   }
+                   switch (view.dtype) {
+                   case DType::F32:
+                     accumulate(out.data<float>() + g, (const float *)src + l, n, max);
+                     break;
+                   case DType::F64:
+                     accumulate(out.data<double>() + g, (const double *)src + l, n, max);
+                     break;
+                   case DType::I32:
+                     accumulate(out.data<int32_t>() + g, (const int32_t *)src + l, n, max);
+                     break;
+                   default:
+                     accumulate(out.data<int64_t>() + g, (const int64_t *)src + l, n, max);
+                     break;
+                   }
+                 });
+    }
+    results.push_back(std::move(out));
+  }
+  return results;
+}
+
+Tensor Executor::localParameter(const std::string &name) const {
+  const Impl &s = *pimpl;
+  for (int64_t id = 0; id < s.program->buffers_size(); ++id) {
+    const plan::Buffer &b = s.buffer(id);
+    if (b.role() == plan::PARAMETER && b.name() == name) {
+      Tensor t(s.views[id].dtype, s.views[id].shape);
+      std::memcpy(t.data<unsigned char>(), s.views[id].data, s.views[id].numBytes());
+      return t;
+    }
+  }
+  throw Error("the program has no parameter '" + name + "'");
+}
+
+} // namespace partita::runtime

@@ -1,0 +1,404 @@
+//===- PlanFile.cpp - parsing and validating plan files --------------------===//
+//
+// Everything the executor later relies on is checked here, once, so that a
+// malformed plan is an Error naming what is wrong instead of a crash or a
+// silent out-of-bounds write: versions, the mesh, buffer ids, shapes against
+// shardings, the memory plan (bounds and overlap of live ranges), kernels and
+// collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanInternal.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace partita::runtime {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &what, const std::string &msg) {
+  throw Error(what + ": " + msg);
+}
+
+std::string shapeString(const google::protobuf::RepeatedField<int64_t> &s) {
+  std::string out = "[";
+  for (int i = 0; i < s.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+void validateMesh(const plan::Mesh &mesh, const std::string &what,
+                  std::map<std::string, int64_t> &axisSizes,
+                  int64_t &numDevices) {
+  numDevices = 1;
+  for (const plan::MeshAxis &axis : mesh.axes()) {
+    if (axis.name().empty())
+      fail(what, "mesh axis with an empty name");
+    if (axis.size() < 1)
+      fail(what, "mesh axis '" + axis.name() + "' has size " +
+                     std::to_string(axis.size()) + " (must be >= 1)");
+    if (!axisSizes.emplace(axis.name(), axis.size()).second)
+      fail(what, "mesh axis '" + axis.name() + "' appears twice");
+    if (numDevices > (int64_t(1) << 20) / axis.size())
+      fail(what, "mesh has more than 2^20 devices");
+    numDevices *= axis.size();
+  }
+  if (!mesh.devices().empty()) {
+    if (mesh.devices_size() != numDevices)
+      fail(what, "mesh lists " + std::to_string(mesh.devices_size()) +
+                     " devices but its axes make " + std::to_string(numDevices));
+    std::vector<bool> seen(numDevices, false);
+    for (int64_t d : mesh.devices()) {
+      if (d < 0 || d >= numDevices || seen[d])
+        fail(what, "mesh devices are not a permutation of 0.." +
+                       std::to_string(numDevices - 1));
+      seen[d] = true;
+    }
+  }
+}
+
+int64_t checkedNumBytes(const plan::Buffer &buffer, const std::string &what) {
+  int64_t n = 1;
+  for (int64_t d : buffer.local_shape()) {
+    if (d < 0)
+      fail(what, "negative dimension in local shape " +
+                     shapeString(buffer.local_shape()));
+    if (d != 0 && n > (int64_t(1) << 50) / d)
+      fail(what, "local shape " + shapeString(buffer.local_shape()) +
+                     " is too large");
+    n *= d;
+  }
+  return n * int64_t(sizeOf(toDType(buffer.dtype())));
+}
+
+void validateProgram(const plan::Program &program, const std::string &planWhat,
+                     const std::map<std::string, int64_t> &axisSizes) {
+  std::string what = planWhat + ": program '" + program.name() + "'";
+  int64_t numBuffers = program.buffers_size();
+  int64_t numInstructions = program.instructions_size();
+  if (program.arena_bytes() < 0)
+    fail(what, "negative arena size");
+
+  auto checkAxes = [&](const auto &axes, const std::string &where) {
+    std::set<std::string> seen;
+    for (const std::string &axis : axes) {
+      if (!axisSizes.count(axis))
+        fail(what, where + " names mesh axis '" + axis +
+                       "', which the mesh does not have");
+      if (!seen.insert(axis).second)
+        fail(what, where + " names mesh axis '" + axis + "' twice");
+    }
+  };
+
+  struct Interval {
+    int64_t begin, end, first, last, id;
+  };
+  std::vector<Interval> arena;
+  for (int64_t i = 0; i < numBuffers; ++i) {
+    const plan::Buffer &buffer = program.buffers(i);
+    std::string bw = "buffer " + std::to_string(i) +
+                     (buffer.name().empty() ? "" : " ('" + buffer.name() + "')");
+    if (buffer.id() != i)
+      fail(what, bw + " has id " + std::to_string(buffer.id()) +
+                     " (buffers are numbered by position)");
+    if (!plan::DType_IsValid(buffer.dtype()))
+      fail(what, bw + " has an unknown dtype " + std::to_string(buffer.dtype()));
+    if (!plan::Role_IsValid(buffer.role()))
+      fail(what, bw + " has an unknown role " + std::to_string(buffer.role()));
+    int64_t bytes = checkedNumBytes(buffer, what + ": " + bw);
+    if (buffer.global_shape_size() != buffer.local_shape_size())
+      fail(what, bw + " has local shape " + shapeString(buffer.local_shape()) +
+                     " but global shape " + shapeString(buffer.global_shape()));
+    if (!program.partitioned()) {
+      if (buffer.sharding_size() || buffer.partial_axes_size())
+        fail(what, bw + " is sharded in a program that is not partitioned");
+    } else {
+      if (buffer.sharding_size() && buffer.sharding_size() != buffer.local_shape_size())
+        fail(what, bw + " has " + std::to_string(buffer.sharding_size()) +
+                       " dimension shardings for rank " +
+                       std::to_string(buffer.local_shape_size()));
+      std::vector<std::string> all;
+      for (const plan::DimSharding &dim : buffer.sharding())
+        all.insert(all.end(), dim.axes().begin(), dim.axes().end());
+      all.insert(all.end(), buffer.partial_axes().begin(),
+                 buffer.partial_axes().end());
+      checkAxes(all, bw + "'s sharding");
+      if (!plan::ReduceOp_IsValid(buffer.partial_op()) ||
+          buffer.partial_op() == plan::MIN)
+        fail(what, bw + " has an unsupported partial reduction");
+    }
+    for (int d = 0; d < buffer.local_shape_size(); ++d) {
+      int64_t factor = 1;
+      if (d < buffer.sharding_size())
+        for (const std::string &axis : buffer.sharding(d).axes())
+          factor *= axisSizes.at(axis);
+      if (buffer.global_shape(d) != buffer.local_shape(d) * factor)
+        fail(what, bw + ": global shape " + shapeString(buffer.global_shape()) +
+                       " is not local shape " + shapeString(buffer.local_shape()) +
+                       " times its sharding at dimension " + std::to_string(d));
+    }
+    switch (buffer.role()) {
+    case plan::ACTIVATION:
+      if (buffer.offset() < 0 || bytes > program.arena_bytes() ||
+          buffer.offset() > program.arena_bytes() - bytes)
+        fail(what, bw + " at arena offset " + std::to_string(buffer.offset()) +
+                       " with " + std::to_string(bytes) +
+                       " bytes does not fit the arena of " +
+                       std::to_string(program.arena_bytes()) + " bytes");
+      if (buffer.first_use() < 0 || buffer.last_use() < buffer.first_use() ||
+          buffer.last_use() > numInstructions)
+        fail(what, bw + " has an invalid live range [" +
+                       std::to_string(buffer.first_use()) + ", " +
+                       std::to_string(buffer.last_use()) + "]");
+      if (bytes > 0)
+        arena.push_back({buffer.offset(), buffer.offset() + bytes,
+                         buffer.first_use(), buffer.last_use(), i});
+      break;
+    case plan::PARAMETER: {
+      if (buffer.name().empty())
+        fail(what, bw + " is a parameter without a name");
+      const plan::Init &init = buffer.init();
+      if (!plan::Init::Kind_IsValid(init.kind()))
+        fail(what, bw + " has an unknown initializer kind");
+      DType dt = toDType(buffer.dtype());
+      if (dt != DType::F32 && dt != DType::F64)
+        fail(what, bw + ": parameters of dtype " + toString(dt) +
+                       " cannot be initialized (f32 or f64 only)");
+      break;
+    }
+    case plan::INPUT:
+      break;
+    default:
+      break;
+    }
+  }
+  // The memory plan: two buffers that are live at once must not overlap.
+  std::sort(arena.begin(), arena.end(),
+            [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < arena.size(); ++i)
+    for (size_t j = i + 1; j < arena.size() && arena[j].begin < arena[i].end; ++j)
+      if (arena[i].first <= arena[j].last && arena[j].first <= arena[i].last)
+        fail(what, "the memory plan overlaps buffers " +
+                       std::to_string(arena[i].id) + " and " +
+                       std::to_string(arena[j].id) +
+                       ", which are live at the same time");
+
+  auto checkId = [&](int64_t id, const std::string &where) {
+    if (id < 0 || id >= numBuffers)
+      fail(what, where + " refers to buffer " + std::to_string(id) +
+                     ", but the program has " + std::to_string(numBuffers));
+  };
+  auto checkWritable = [&](int64_t id, const std::string &where) {
+    checkId(id, where);
+    if (program.buffers(id).role() != plan::ACTIVATION)
+      fail(what, where + " writes buffer " + std::to_string(id) +
+                     ", which is not an activation");
+  };
+  for (int64_t i = 0; i < numInstructions; ++i) {
+    const plan::Instruction &inst = program.instructions(i);
+    std::string iw = "instruction " + std::to_string(i);
+    if (inst.has_kernel()) {
+      const plan::Kernel &k = inst.kernel();
+      if (!kernelKindFromString(k.kind()))
+        fail(what, iw + " has unknown kernel kind '" + k.kind() + "'");
+      if (k.outputs_size() == 0)
+        fail(what, iw + " (" + k.kind() + ") has no output");
+      for (int64_t id : k.inputs())
+        checkId(id, iw);
+      for (int64_t id : k.outputs())
+        checkWritable(id, iw);
+    } else if (inst.has_collective()) {
+      const plan::Collective &c = inst.collective();
+      if (!program.partitioned())
+        fail(what, iw + " is a collective in a program that is not partitioned");
+      if (!plan::Collective::Kind_IsValid(c.kind()) ||
+          !plan::ReduceOp_IsValid(c.op()))
+        fail(what, iw + " is a collective of an unknown kind");
+      checkAxes(c.axes(), iw);
+      checkId(c.input(), iw);
+      checkWritable(c.output(), iw);
+      const plan::Buffer &in = program.buffers(c.input());
+      const plan::Buffer &out = program.buffers(c.output());
+      if (in.dtype() != out.dtype())
+        fail(what, iw + ": collective input and output dtypes differ");
+      int64_t rank = in.local_shape_size();
+      if (out.local_shape_size() != rank)
+        fail(what, iw + ": collective input and output ranks differ");
+      int64_t g = 1;
+      for (const std::string &axis : c.axes())
+        g *= axisSizes.at(axis);
+      std::vector<int64_t> expect(in.local_shape().begin(), in.local_shape().end());
+      auto checkDim = [&](int64_t d, const char *name) {
+        if (d < 0 || d >= rank)
+          fail(what, iw + ": collective " + name + " " + std::to_string(d) +
+                         " is out of range for rank " + std::to_string(rank));
+      };
+      switch (c.kind()) {
+      case plan::Collective::ALL_REDUCE:
+        break;
+      case plan::Collective::ALL_GATHER:
+        checkDim(c.dim(), "dim");
+        expect[c.dim()] *= g;
+        break;
+      case plan::Collective::REDUCE_SCATTER:
+        checkDim(c.dim(), "dim");
+        if (expect[c.dim()] % g)
+          fail(what, iw + ": reduce_scatter dimension is not divisible by the group size");
+        expect[c.dim()] /= g;
+        break;
+      case plan::Collective::ALL_TO_ALL:
+        checkDim(c.dim(), "dim");
+        checkDim(c.concat_dim(), "concat_dim");
+        if (expect[c.dim()] % g)
+          fail(what, iw + ": all_to_all split dimension is not divisible by the group size");
+        expect[c.dim()] /= g;
+        expect[c.concat_dim()] *= g;
+        break;
+      default:
+        break;
+      }
+      if (!std::equal(expect.begin(), expect.end(), out.local_shape().begin()))
+        fail(what, iw + ": collective output shape " +
+                       shapeString(out.local_shape()) +
+                       " does not follow from its input shape " +
+                       shapeString(in.local_shape()));
+    } else {
+      fail(what, iw + " is empty (neither kernel nor collective)");
+    }
+  }
+  for (int64_t id : program.arguments()) {
+    checkId(id, "an argument");
+    if (program.buffers(id).role() == plan::ACTIVATION)
+      fail(what, "argument buffer " + std::to_string(id) + " is an activation");
+  }
+  for (int64_t id : program.results())
+    checkId(id, "a result");
+}
+
+} // namespace
+
+DType toDType(int dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return DType::F32;
+  case plan::F64:
+    return DType::F64;
+  case plan::F16:
+    return DType::F16;
+  case plan::BF16:
+    return DType::BF16;
+  case plan::I32:
+    return DType::I32;
+  case plan::I64:
+    return DType::I64;
+  }
+  throw Error("unknown plan dtype " + std::to_string(dtype));
+}
+
+PlanFile::PlanFile() : pimpl(std::make_unique<Impl>()) {}
+PlanFile::~PlanFile() = default;
+
+std::shared_ptr<const PlanFile> PlanFile::parse(const std::string &bytes,
+                                                const std::string &what) {
+  std::shared_ptr<PlanFile> file(new PlanFile());
+  plan::Plan &p = file->pimpl->proto;
+  if (bytes.empty())
+    fail(what, "empty plan file");
+  if (!p.ParseFromString(bytes))
+    fail(what, "not a valid plan (malformed or truncated protobuf)");
+  if (p.trailer() != kPlanTrailer)
+    fail(what, "not a complete plan (truncated, or not a plan file: the "
+               "end-of-plan marker is missing)");
+  if (p.format_version() != kPlanFormatVersion)
+    fail(what, "plan format version " + std::to_string(p.format_version()) +
+                   ", but this runtime reads version " +
+                   std::to_string(kPlanFormatVersion));
+  validateMesh(p.mesh(), what, file->pimpl->axisSizes, file->pimpl->numDevices);
+  if (p.programs().empty())
+    fail(what, "the plan has no program");
+  for (int i = 0; i < p.programs_size(); ++i) {
+    const plan::Program &program = p.programs(i);
+    if (!file->pimpl->programs.emplace(program.name(), i).second)
+      fail(what, "two programs are named '" + program.name() + "'");
+    validateProgram(program, what, file->pimpl->axisSizes);
+  }
+  return file;
+}
+
+std::shared_ptr<const PlanFile> PlanFile::load(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error("cannot open plan file '" + path + "'");
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad())
+    throw Error("cannot read plan file '" + path + "'");
+  return parse(content.str(), path);
+}
+
+const plan::Program &PlanFile::Impl::program(const std::string &name) const {
+  auto it = programs.find(name);
+  if (it == programs.end()) {
+    std::string known;
+    for (const auto &entry : programs)
+      known += (known.empty() ? "'" : ", '") + entry.first + "'";
+    throw Error("the plan has no program '" + name + "' (it has " + known + ")");
+  }
+  return proto.programs(it->second);
+}
+
+int64_t PlanFile::numDevices() const { return pimpl->numDevices; }
+uint64_t PlanFile::seed() const { return pimpl->proto.seed(); }
+
+std::vector<std::string> PlanFile::programNames() const {
+  std::vector<std::string> names;
+  for (const plan::Program &program : pimpl->proto.programs())
+    names.push_back(program.name());
+  return names;
+}
+
+bool PlanFile::hasProgram(const std::string &name) const {
+  return pimpl->programs.count(name) != 0;
+}
+
+bool PlanFile::isPartitioned(const std::string &program) const {
+  return pimpl->program(program).partitioned();
+}
+
+static ProgramValue toValue(const plan::Buffer &buffer) {
+  ProgramValue value;
+  value.name = buffer.name();
+  value.dtype = toDType(buffer.dtype());
+  value.globalShape.assign(buffer.global_shape().begin(),
+                           buffer.global_shape().end());
+  value.isParameter = buffer.role() == plan::PARAMETER;
+  value.valueBound = buffer.value_bound();
+  return value;
+}
+
+std::vector<ProgramValue> PlanFile::inputs(const std::string &name) const {
+  const plan::Program &program = pimpl->program(name);
+  std::vector<ProgramValue> values;
+  for (int64_t id : program.arguments())
+    if (program.buffers(id).role() == plan::INPUT)
+      values.push_back(toValue(program.buffers(id)));
+  return values;
+}
+
+std::vector<ProgramValue> PlanFile::results(const std::string &name) const {
+  const plan::Program &program = pimpl->program(name);
+  std::vector<ProgramValue> values;
+  for (int64_t id : program.results())
+    values.push_back(toValue(program.buffers(id)));
+  return values;
+}
+
+int64_t PlanFile::arenaBytes(const std::string &program) const {
+  return pimpl->program(program).arena_bytes();
+}
+
+} // namespace partita::runtime

@@ -1,0 +1,29 @@
+//===- PlanInternal.h - the parsed plan behind PlanFile ---------*- C++ -*-===//
+
+#ifndef PARTITA_RUNTIME_LIB_CORE_PLANINTERNAL_H
+#define PARTITA_RUNTIME_LIB_CORE_PLANINTERNAL_H
+
+#include "partita/runtime/Executor.h"
+#include "runtime/plan/plan.pb.h"
+
+#include <map>
+#include <string>
+
+namespace partita::runtime {
+
+/// Plan.trailer of every complete plan ("PLAN" little-endian).
+constexpr uint32_t kPlanTrailer = 0x4e414c50;
+
+DType toDType(int dtype);
+
+struct PlanFile::Impl {
+  plan::Plan proto;
+  std::map<std::string, int> programs;
+  std::map<std::string, int64_t> axisSizes;
+  int64_t numDevices = 1;
+  const plan::Program &program(const std::string &name) const;
+};
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_LIB_CORE_PLANINTERNAL_H

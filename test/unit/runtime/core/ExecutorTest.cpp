@@ -1,0 +1,417 @@
+//===- ExecutorTest.cpp - plan loading and the executor on hand-built plans ===//
+
+#include "partita/runtime/Executor.h"
+#include "runtime/plan/plan.pb.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+
+using namespace partita::runtime;
+namespace plan = partita::plan;
+
+namespace {
+
+constexpr uint32_t kTrailer = 0x4e414c50;
+
+/// Builds plans by hand: activations get arena slots one after another
+/// (no reuse), live for the whole program.
+struct PlanBuilder {
+  plan::Plan p;
+  plan::Program *prog;
+  int64_t arena = 0;
+
+  explicit PlanBuilder(std::vector<std::pair<std::string, int64_t>> axes = {},
+                       bool partitioned = false) {
+    p.set_format_version(kPlanFormatVersion);
+    p.set_trailer(kTrailer);
+    p.set_seed(7);
+    for (auto &[name, size] : axes) {
+      plan::MeshAxis *a = p.mutable_mesh()->add_axes();
+      a->set_name(name);
+      a->set_size(size);
+    }
+    prog = p.add_programs();
+    prog->set_name("main");
+    prog->set_partitioned(partitioned);
+  }
+
+  int64_t buffer(plan::Role role, std::vector<int64_t> local,
+                 std::vector<std::vector<std::string>> sharding = {},
+                 std::string name = "", std::vector<int64_t> global = {}) {
+    plan::Buffer *b = prog->add_buffers();
+    b->set_id(prog->buffers_size() - 1);
+    b->set_role(role);
+    b->set_name(name);
+    for (int64_t d : local)
+      b->add_local_shape(d);
+    if (global.empty())
+      global = local;
+    for (int64_t d : global)
+      b->add_global_shape(d);
+    for (auto &axes : sharding) {
+      plan::DimSharding *ds = b->add_sharding();
+      for (auto &a : axes)
+        ds->add_axes(a);
+    }
+    if (role == plan::ACTIVATION) {
+      int64_t bytes = 4;
+      for (int64_t d : local)
+        bytes *= d;
+      b->set_offset(arena);
+      arena += bytes;
+      b->set_first_use(0);
+      b->set_last_use(1000);
+    } else {
+      prog->add_arguments(b->id());
+    }
+    if (role == plan::PARAMETER) {
+      b->mutable_init()->set_kind(plan::Init::UNIFORM);
+      b->mutable_init()->set_a(-1);
+      b->mutable_init()->set_b(1);
+    }
+    return b->id();
+  }
+
+  void kernel(const std::string &kind, std::vector<int64_t> in,
+              std::vector<int64_t> out, const std::string &spec = "") {
+    plan::Kernel *k = prog->add_instructions()->mutable_kernel();
+    k->set_kind(kind);
+    k->mutable_attrs()->set_spec(spec);
+    for (int64_t i : in)
+      k->add_inputs(i);
+    for (int64_t o : out)
+      k->add_outputs(o);
+  }
+
+  void collective(plan::Collective::Kind kind, std::vector<std::string> axes,
+                  int64_t in, int64_t out, int64_t dim = 0, int64_t concat = 0) {
+    plan::Collective *c = prog->add_instructions()->mutable_collective();
+    c->set_kind(kind);
+    for (auto &a : axes)
+      c->add_axes(a);
+    c->set_input(in);
+    c->set_output(out);
+    c->set_dim(dim);
+    c->set_concat_dim(concat);
+  }
+
+  std::string finish() {
+    for (plan::Buffer &b : *prog->mutable_buffers())
+      if (b.role() == plan::ACTIVATION)
+        b.set_last_use(std::min<int64_t>(b.last_use(), prog->instructions_size()));
+    prog->set_arena_bytes(arena);
+    return p.SerializeAsString();
+  }
+};
+
+Tensor iota(std::vector<int64_t> shape, float scale = 1.0f) {
+  Tensor t(DType::F32, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = scale * float(i) - 1.5f;
+  return t;
+}
+
+/// Runs `main` of `bytes` on `ranks` local ranks; returns rank 0's results.
+std::vector<Tensor> runOn(const std::string &bytes, int ranks,
+                          const std::vector<Tensor> &inputs) {
+  auto file = PlanFile::parse(bytes);
+  std::vector<Tensor> out;
+  std::mutex m;
+  runLocalRanks(ranks, [&](Communicator &comm) {
+    auto backend = createCpuBackend(1);
+    Executor ex(file, "main", &comm, *backend);
+    ex.setInputs(inputs);
+    ex.run();
+    std::vector<Tensor> r = ex.gatherResults();
+    std::lock_guard<std::mutex> lock(m);
+    if (comm.rank() == 0)
+      out = std::move(r);
+  });
+  return out;
+}
+
+void expectNear(const Tensor &a, const Tensor &b, float tol = 1e-5f) {
+  ASSERT_EQ(a.getShape(), b.getShape());
+  for (int64_t i = 0; i < a.numElements(); ++i)
+    EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], tol) << "element " << i;
+}
+
+TEST(InitialValue, IsDeterministicAndInRange) {
+  for (uint64_t i = 0; i < 1000; ++i) {
+    double u = initialValue(1, "w", i, plan::Init::UNIFORM, -0.5, 0.25);
+    EXPECT_GE(u, -0.5);
+    EXPECT_LT(u, 0.25);
+    EXPECT_EQ(u, initialValue(1, "w", i, plan::Init::UNIFORM, -0.5, 0.25));
+  }
+  // Different names, seeds and indices give different values.
+  EXPECT_NE(initialValue(1, "w", 3, 1, 0, 1), initialValue(1, "v", 3, 1, 0, 1));
+  EXPECT_NE(initialValue(1, "w", 3, 1, 0, 1), initialValue(2, "w", 3, 1, 0, 1));
+  EXPECT_NE(initialValue(1, "w", 3, 1, 0, 1), initialValue(1, "w", 4, 1, 0, 1));
+  EXPECT_EQ(initialValue(1, "w", 3, plan::Init::CONSTANT, 0.75, 0), 0.75);
+  // Normal: sample mean and standard deviation near (2, 0.5).
+  double sum = 0, sq = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    double v = initialValue(5, "n", i, plan::Init::NORMAL, 2.0, 0.5);
+    sum += v;
+    sq += v * v;
+  }
+  double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  EXPECT_NEAR(mean, 2.0, 0.02);
+  EXPECT_NEAR(sd, 0.5, 0.02);
+}
+
+TEST(Executor, OneRankEinsumUsesTheInitializer) {
+  PlanBuilder b;
+  int64_t w = b.buffer(plan::PARAMETER, {3, 2}, {}, "w");
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {}, "x");
+  int64_t y = b.buffer(plan::ACTIVATION, {2, 2});
+  b.kernel("einsum", {x, w}, {y}, "ij,jk->ik");
+  b.prog->add_results(y);
+  std::string bytes = b.finish();
+  Tensor xin = iota({2, 3});
+  std::vector<Tensor> out = runOn(bytes, 1, {xin});
+  ASSERT_EQ(out.size(), 1u);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 2; ++k) {
+      double want = 0;
+      for (int j = 0; j < 3; ++j)
+        want += xin.data<float>()[i * 3 + j] *
+                float(initialValue(7, "w", j * 2 + k, plan::Init::UNIFORM, -1, 1));
+      EXPECT_NEAR(out[0].data<float>()[i * 2 + k], want, 1e-5);
+    }
+}
+
+TEST(Executor, ShardedParameterHoldsItsBlockOfTheGlobalValues) {
+  PlanBuilder whole;
+  whole.buffer(plan::PARAMETER, {4, 6}, {}, "w");
+  auto wholeFile = PlanFile::parse(whole.finish());
+  auto backend = createCpuBackend(1);
+  Tensor global = Executor(wholeFile, "main", nullptr, *backend).localParameter("w");
+
+  PlanBuilder split({{"dp", 2}, {"tp", 3}}, true);
+  split.buffer(plan::PARAMETER, {2, 2}, {{"dp"}, {"tp"}}, "w", {4, 6});
+  auto splitFile = PlanFile::parse(split.finish());
+  runLocalRanks(6, [&](Communicator &comm) {
+    auto be = createCpuBackend(1);
+    Tensor local = Executor(splitFile, "main", &comm, *be).localParameter("w");
+    int dp = comm.rank() / 3, tp = comm.rank() % 3;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        EXPECT_EQ(local.data<float>()[i * 2 + j],
+                  global.data<float>()[(dp * 2 + i) * 6 + tp * 2 + j]);
+  });
+}
+
+/// y = x @ w with w split along the contraction over tp: partial sums, then
+/// an all_reduce; equals the one-rank result.
+TEST(Executor, AllReduceOfPartialSumsMatchesOneRank) {
+  PlanBuilder whole;
+  int64_t w = whole.buffer(plan::PARAMETER, {4, 3}, {}, "w");
+  int64_t x = whole.buffer(plan::INPUT, {2, 4}, {}, "x");
+  int64_t y = whole.buffer(plan::ACTIVATION, {2, 3});
+  whole.kernel("einsum", {x, w}, {y}, "ij,jk->ik");
+  whole.prog->add_results(y);
+  Tensor xin = iota({2, 4}, 0.5f);
+  std::vector<Tensor> want = runOn(whole.finish(), 1, {xin});
+
+  PlanBuilder split({{"tp", 2}}, true);
+  w = split.buffer(plan::PARAMETER, {2, 3}, {{"tp"}, {}}, "w", {4, 3});
+  x = split.buffer(plan::INPUT, {2, 2}, {{}, {"tp"}}, "x", {2, 4});
+  int64_t partial = split.buffer(plan::ACTIVATION, {2, 3});
+  y = split.buffer(plan::ACTIVATION, {2, 3});
+  split.kernel("einsum", {x, w}, {partial}, "ij,jk->ik");
+  split.collective(plan::Collective::ALL_REDUCE, {"tp"}, partial, y);
+  split.prog->add_results(y);
+  std::vector<Tensor> got = runOn(split.finish(), 2, {xin});
+  ASSERT_EQ(got.size(), 1u);
+  expectNear(got[0], want[0]);
+}
+
+TEST(Executor, PartialResultsAreSummedWhenGathered) {
+  PlanBuilder split({{"dp", 2}, {"tp", 2}}, true);
+  int64_t x = split.buffer(plan::INPUT, {2, 3}, {{"dp"}, {}}, "x", {4, 3});
+  int64_t y = split.buffer(plan::ACTIVATION, {2, 3}, {{"dp"}, {}}, "y", {4, 3});
+  split.kernel("add", {x, x}, {y});
+  split.prog->mutable_buffers(y)->add_partial_axes("tp");
+  split.prog->add_results(y);
+  Tensor xin = iota({4, 3});
+  std::vector<Tensor> got = runOn(split.finish(), 4, {xin});
+  // Each of the two tp ranks holds 2x; the gathered value sums them: 4x.
+  for (int64_t i = 0; i < 12; ++i)
+    EXPECT_FLOAT_EQ(got[0].data<float>()[i], 4 * xin.data<float>()[i]);
+}
+
+TEST(Executor, CollectivesOnAnInnerDimension) {
+  // x [4, 6] split along dim 1 over tp=3: all_gather dim 1 gives x back on
+  // every rank; reduce_scatter dim 1 of (x, replicated) gives 3x's block;
+  // all_to_all split 0 concat 1 turns a dim-1 split into a dim-0 split.
+  PlanBuilder b({{"tp", 3}}, true);
+  int64_t xs = b.buffer(plan::INPUT, {4, 2}, {{}, {"tp"}}, "xs", {4, 6});
+  int64_t xr = b.buffer(plan::INPUT, {4, 6}, {}, "xr", {4, 6});
+  int64_t gathered = b.buffer(plan::ACTIVATION, {4, 6}, {}, "g", {4, 6});
+  int64_t scattered = b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "s", {4, 6});
+  int64_t moved = b.buffer(plan::ACTIVATION, {2, 6}, {{"tp"}, {}}, "m", {6, 6});
+  int64_t xs2 = b.buffer(plan::INPUT, {6, 2}, {{}, {"tp"}}, "xs2", {6, 6});
+  b.collective(plan::Collective::ALL_GATHER, {"tp"}, xs, gathered, 1);
+  b.collective(plan::Collective::REDUCE_SCATTER, {"tp"}, xr, scattered, 1);
+  b.collective(plan::Collective::ALL_TO_ALL, {"tp"}, xs2, moved, 0, 1);
+  b.prog->add_results(gathered);
+  b.prog->add_results(scattered);
+  b.prog->add_results(moved);
+  Tensor x = iota({4, 6}), x2 = iota({6, 6}, 2.0f);
+  std::vector<Tensor> got = runOn(b.finish(), 3, {x, x, x2});
+  ASSERT_EQ(got.size(), 3u);
+  expectNear(got[0], x);
+  for (int64_t i = 0; i < 24; ++i)
+    EXPECT_FLOAT_EQ(got[1].data<float>()[i], 3 * x.data<float>()[i]);
+  expectNear(got[2], x2);
+}
+
+TEST(Executor, MeshDeviceOrderPermutesRanks) {
+  // devices=[1, 0]: rank 1 holds block 0. A gathered result is unchanged.
+  PlanBuilder b({{"tp", 2}}, true);
+  b.p.mutable_mesh()->add_devices(1);
+  b.p.mutable_mesh()->add_devices(0);
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {4, 3});
+  int64_t y = b.buffer(plan::ACTIVATION, {4, 3}, {}, "y", {4, 3});
+  b.collective(plan::Collective::ALL_GATHER, {"tp"}, x, y, 0);
+  b.prog->add_results(y);
+  Tensor xin = iota({4, 3});
+  expectNear(runOn(b.finish(), 2, {xin})[0], xin);
+}
+
+TEST(Executor, KernelErrorsNameTheInstruction) {
+  PlanBuilder b;
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {}, "x");
+  int64_t y = b.buffer(plan::ACTIVATION, {3, 3});
+  b.kernel("einsum", {x}, {y}, "ij->ij");
+  auto file = PlanFile::parse(b.finish());
+  auto backend = createCpuBackend(1);
+  Executor ex(file, "main", nullptr, *backend);
+  ex.setInputs({iota({2, 3})});
+  try {
+    ex.run();
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("instruction 0"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Executor, RejectsWrongInputsAndCommunicators) {
+  PlanBuilder b({{"tp", 2}}, true);
+  b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {4, 3});
+  auto file = PlanFile::parse(b.finish());
+  auto backend = createCpuBackend(1);
+  EXPECT_THROW(Executor(file, "main", nullptr, *backend), Error);
+  EXPECT_THROW(Executor(file, "nope", nullptr, *backend), Error);
+  runLocalRanks(2, [&](Communicator &comm) {
+    Executor ex(file, "main", &comm, *backend);
+    EXPECT_THROW(ex.setInputs({iota({2, 3})}), Error);
+    EXPECT_THROW(ex.setInputs({}), Error);
+  });
+}
+
+/// The message of the Error that parsing `bytes` throws.
+std::string parseError(const std::string &bytes) {
+  try {
+    PlanFile::parse(bytes, "p.pb");
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+PlanBuilder validPlan() {
+  PlanBuilder b;
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {}, "x");
+  int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t z = b.buffer(plan::ACTIVATION, {2, 3});
+  b.kernel("relu", {x}, {y});
+  b.kernel("exp", {y}, {z});
+  return b;
+}
+
+TEST(PlanFile, RejectsMalformedAndTruncatedFiles) {
+  std::string bytes = validPlan().finish();
+  EXPECT_EQ(parseError(bytes), "(no error)");
+  EXPECT_EQ(parseError(""), "p.pb: empty plan file");
+  EXPECT_EQ(parseError("\xff\xff\xff garbage"),
+            "p.pb: not a valid plan (malformed or truncated protobuf)");
+  // Every proper prefix is rejected, whatever byte it stops at.
+  for (size_t n = 1; n < bytes.size(); ++n)
+    EXPECT_NE(parseError(bytes.substr(0, n)), "(no error)") << n;
+  PlanBuilder b = validPlan();
+  b.p.set_format_version(99);
+  EXPECT_EQ(parseError(b.finish()),
+            "p.pb: plan format version 99, but this runtime reads version 1");
+}
+
+TEST(PlanFile, RejectsInconsistentPlans) {
+  {
+    PlanBuilder b = validPlan();
+    b.prog->mutable_instructions(0)->mutable_kernel()->set_inputs(0, 9);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 0 refers to buffer 9, but the "
+              "program has 3");
+  }
+  {
+    PlanBuilder b = validPlan();
+    b.prog->mutable_instructions(1)->mutable_kernel()->set_kind("frobnicate");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 1 has unknown kernel kind "
+              "'frobnicate'");
+  }
+  {
+    // Buffers 1 and 2 share bytes while both are live.
+    PlanBuilder b = validPlan();
+    std::string bytes = b.finish();
+    b.prog->mutable_buffers(2)->set_offset(8);
+    EXPECT_EQ(parseError(b.p.SerializeAsString()),
+              "p.pb: program 'main': the memory plan overlaps buffers 1 and 2, "
+              "which are live at the same time");
+  }
+  {
+    PlanBuilder b = validPlan();
+    b.finish();
+    b.prog->set_arena_bytes(40);
+    EXPECT_EQ(parseError(b.p.SerializeAsString()),
+              "p.pb: program 'main': buffer 2 at arena offset 24 with 24 bytes "
+              "does not fit the arena of 40 bytes");
+  }
+  {
+    PlanBuilder b({{"tp", 2}}, true);
+    b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {5, 3});
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 0 ('x'): global shape [5x3] is not "
+              "local shape [2x3] times its sharding at dimension 0");
+  }
+  {
+    PlanBuilder b({{"tp", 2}}, true);
+    int64_t x = b.buffer(plan::INPUT, {2, 3});
+    int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
+    b.collective(plan::Collective::ALL_GATHER, {"pp"}, x, y, 0);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 0 names mesh axis 'pp', which "
+              "the mesh does not have");
+  }
+  {
+    PlanBuilder b({{"tp", 2}}, true);
+    int64_t x = b.buffer(plan::INPUT, {2, 3});
+    int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
+    b.collective(plan::Collective::ALL_GATHER, {"tp"}, x, y, 1);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 0: collective output shape "
+              "[2x3] does not follow from its input shape [2x3]");
+  }
+  {
+    PlanBuilder b({{"tp", 0}});
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: mesh axis 'tp' has size 0 (must be >= 1)");
+  }
+}
+
+} // namespace
