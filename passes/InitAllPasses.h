@@ -3,10 +3,14 @@
 #ifndef PARTITA_PASSES_INITALLPASSES_H
 #define PARTITA_PASSES_INITALLPASSES_H
 
+#include "passes/partition/Passes.h"
 #include "passes/sharding/Passes.h"
 
 namespace partita {
-inline void registerAllPasses() { sharding::registerShardingPasses(); }
+inline void registerAllPasses() {
+  sharding::registerShardingPasses();
+  partition::registerPartitionPasses();
+}
 } // namespace partita
 
 #endif // PARTITA_PASSES_INITALLPASSES_H

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
+#include "passes/partition/Passes.h"
 #include "passes/sharding/Passes.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -42,7 +43,8 @@ cl::opt<std::string> strategyArg(
 cl::opt<std::string> emitArg(
     "emit", cl::sub(planCommand), cl::init("propagated"),
     cl::value_desc("stage"),
-    cl::desc("Print the module after this stage: annotated or propagated"));
+    cl::desc("Print the module after this stage: annotated, propagated or "
+             "partitioned"));
 cl::opt<bool> recordOrigins(
     "record-origins", cl::sub(planCommand),
     cl::desc("Attach dist.origin to every value, naming the annotation its "
@@ -93,6 +95,10 @@ SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh) {
   stages.push_back({"propagated", "propagated shardings",
                     [=](mlir::PassManager &pm) {
                       pm.addPass(sharding::createDistPropagate(propagate));
+                    }});
+  stages.push_back({"partitioned", "partitioned into per-device programs",
+                    [](mlir::PassManager &pm) {
+                      pm.addPass(partition::createDistPartition());
                     }});
   return stages;
 }

@@ -514,6 +514,50 @@ int64_t CollectivePermuteOp::getGroupSize() {
   return computeGroupSize(*this, getMeshAttr(), getAxisNames(getAxes()));
 }
 
+// slice
+
+LogicalResult SliceOp::verify() {
+  auto input = cast<ShapedType>(getInput().getType());
+  auto result = cast<ShapedType>(getResult().getType());
+  if (failed(verifyAxesUnique(*this, getAxes())) ||
+      failed(verifyDimInRange(*this, "dim", getDim(), input.getRank())) ||
+      failed(verifySameRankAndElementType(*this, input, result)))
+    return failure();
+  return success();
+}
+
+LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group = verifyCollectiveGroup(
+      *this, getMeshAttr(), getAxisNames(getAxes()), tables);
+  if (failed(group))
+    return failure();
+  auto input = cast<ShapedType>(getInput().getType());
+  int64_t dim = getDim();
+  if (!dimsInRange(input, {dim}))
+    return success();
+  SmallVector<int64_t> expected(input.getShape());
+  if (!ShapedType::isDynamic(expected[dim])) {
+    if (expected[dim] % *group != 0)
+      return emitOpError() << "input dimension " << dim << " of size "
+                           << expected[dim]
+                           << " is not divisible by the group size "
+                           << *group;
+    expected[dim] /= *group;
+  }
+  return verifyResultShape(
+      *this, cast<ShapedType>(getResult().getType()), expected,
+      [&](int64_t d) -> std::string {
+        if (d != dim)
+          return sameAsInput(d);
+        return "input size " + std::to_string(input.getDimSize(d)) +
+               " / group size " + std::to_string(*group);
+      });
+}
+
+int64_t SliceOp::getGroupSize() {
+  return computeGroupSize(*this, getMeshAttr(), getAxisNames(getAxes()));
+}
+
 // send / recv
 
 namespace {

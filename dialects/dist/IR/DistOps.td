@@ -155,6 +155,30 @@ def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute", [
   let extraClassDeclaration = commonDecl;
 }
 
+def Dist_SliceOp : Dist_CollectiveOp<"slice", [Pure]> {
+  let summary = "Keeps this device's block of a tensor along one dimension (no communication).";
+  let description = [{
+    The inverse of `all_gather`, with no communication: the input is the
+    same on every device of the group spanned by `axes`; the device at
+    position i of the group (axes major to minor, as in `all_gather`) keeps
+    the i-th of group-size equal blocks along `dim`. The input's `dim` must
+    be divisible by the group size. The partitioner (`dist-partition`) emits
+    it where a replicated value meets a consumer that wants it split.
+    ```mlir
+    %1 = dist.slice %0 on @mesh axes = ["tp"] dim = 1
+        : tensor<4x32xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $axes `dim` `=` $dim attr-dict
+    `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = commonDecl;
+}
+
 def Dist_SendOp : Dist_CollectiveOp<"send"> {
   // Only the axis and the peer to check, both against the mesh.
   let hasVerifier = 0;

@@ -854,3 +854,43 @@ func.func @f() {
   dist.mesh @inner <["dp"=2]>
   return
 }
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f(%x: tensor<30x8xf32>) -> tensor<7x8xf32> {
+  // Tests that slice's dimension is divisible by the group size.
+  // expected-error @+1 {{'dist.slice' op input dimension 0 of size 30 is not divisible by the group size 4}}
+  %0 = dist.slice %x on @mesh axes = ["tp"] dim = 0 : tensor<30x8xf32> -> tensor<7x8xf32>
+  return %0 : tensor<7x8xf32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f(%x: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  // Tests that slice divides the sliced dimension by the group size.
+  // expected-error @+1 {{'dist.slice' op result dimension 0 has size 16, expected 8 (input size 32 / group size 4)}}
+  %0 = dist.slice %x on @mesh axes = ["tp"] dim = 0 : tensor<32x8xf32> -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f(%x: tensor<32x8xf32>) -> tensor<8x8xf32> {
+  // Tests that slice's dim is in range.
+  // expected-error @+1 {{'dist.slice' op dim 2 is out of range for rank 2}}
+  %0 = dist.slice %x on @mesh axes = ["tp"] dim = 2 : tensor<32x8xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f(%x: tensor<32x8xf32>) -> tensor<8x8xf32> {
+  // Tests that slice names only axes of its mesh.
+  // expected-error @+1 {{'dist.slice' op axis "pp" is not an axis of mesh @mesh}}
+  %0 = dist.slice %x on @mesh axes = ["pp"] dim = 0 : tensor<32x8xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}

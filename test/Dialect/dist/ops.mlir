@@ -116,6 +116,16 @@ func.func @collectives(%a: tensor<4x8xf32>, %b: tensor<32x8xf32>,
   return
 }
 
+// Tests that dist.slice round-trips with one and several axes.
+// CHECK-LABEL: func.func @slice
+func.func @slice(%a: tensor<4x32xf32>, %b: tensor<8x32xf32>) -> (tensor<4x8xf32>, tensor<1x32xf32>) {
+  // CHECK: dist.slice %{{.*}} on @mesh axes = ["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
+  %0 = dist.slice %a on @mesh axes = ["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
+  // CHECK: dist.slice %{{.*}} on @mesh axes = ["dp", "tp"] dim = 0 : tensor<8x32xf32> -> tensor<1x32xf32>
+  %1 = dist.slice %b on @mesh axes = ["dp", "tp"] dim = 0 : tensor<8x32xf32> -> tensor<1x32xf32>
+  return %0, %1 : tensor<4x8xf32>, tensor<1x32xf32>
+}
+
 // Each attribute written alone, outside a sharding.
 // CHECK-LABEL: func.func @standalone_attributes
 // CHECK-SAME: a = #dist.mesh<["x"=3]>

@@ -1,0 +1,753 @@
+//===- Partitioner.cpp - SPMD partitioning of one function ----------------===//
+//
+// One generic path for every op, driven by its factor rule
+// (ShardingRuleOpInterface):
+//
+// 1. Factor shardings. Each result's propagated sharding is projected onto
+//    the rule's factors: per dimension, its axes go to its factors major to
+//    minor, a factor taking axes while their product divides its size, and a
+//    minor factor taking axes only once every factor before it in the
+//    dimension is split completely (a dimension's shard is one contiguous
+//    block). Whole and collective factors take no axes (ops with a
+//    collective-aware local form are the exception, see below). A reduction
+//    factor takes the axes its operand is split on, when the result's
+//    propagated sharding is partial over them with the factor's kind.
+// 2. Operands. Each operand must have, per dimension, the axes of its
+//    factors, and no partial axes; the resharding planner (Reshard.h) turns
+//    the operand's current sharding into that one, and each of its steps
+//    becomes a dist op (dist.slice, all_gather, all_to_all, reduce_scatter,
+//    all_reduce, collective_permute).
+// 3. The op is cloned on the local operands with local result types. Its
+//    results have the sharding the factors give: per dimension the axes of
+//    its factors, partial over the axes of the split reduction factors. This
+//    is usually the propagated sharding; where it is not, consumers reshard
+//    from what the value really is, so the program stays exact.
+// 4. Ops whose attributes have a global meaning are adjusted: a mean (nn.reduce
+//    mean, nn.cross_entropy's mean over tokens) over split dimensions is
+//    multiplied by 1/k, k the number of shards of the reduced dimensions, so
+//    the partial values sum to the global mean; nn.rotary with a split
+//    sequence and causal nn.attention with a split query sequence need
+//    per-shard position offsets and are diagnostics until supported; a
+//    non-splat nn.constant is computed whole and sliced by its consumers.
+//
+// Collective-aware forms are not built yet: a split collective factor
+// (softmax or a norm over a split dimension, embedding or cross_entropy over
+// a split vocabulary, attention over split keys) is gathered first, which is
+// exact but moves more bytes than the known decompositions.
+//
+// Values are tracked as (local value, sharding it has). Function arguments
+// get local types; return operands are resharded to the function result's
+// sharding (or keep a partial sharding, see PartitionOptions). Resharding of
+// one value to one target is emitted once and reused by later consumers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/partition/Partitioner.h"
+
+#include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNOps.h"
+#include "passes/partition/Reshard.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+#include <string>
+
+using namespace mlir;
+
+namespace partita::partition {
+namespace {
+
+using AxisList = SmallVector<std::string, 2>;
+
+std::string describeValue(Value value) {
+  std::string text;
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    text = "argument #" + std::to_string(arg.getArgNumber());
+    if (auto name = dyn_cast<NameLoc>(arg.getLoc()))
+      text += " (\"" + name.getName().str() + "\")";
+    return text;
+  }
+  auto result = cast<OpResult>(value);
+  text = "result #" + std::to_string(result.getResultNumber()) + " of '" +
+         result.getOwner()->getName().getStringRef().str() + "'";
+  if (auto name = dyn_cast<NameLoc>(result.getOwner()->getLoc()))
+    text += " (\"" + name.getName().str() + "\")";
+  return text;
+}
+
+std::string joinAxes(ArrayRef<std::string> axes) {
+  std::string text = "{";
+  for (auto [i, axis] : llvm::enumerate(axes))
+    text += (i ? ", \"" : "\"") + axis + "\"";
+  return text + "}";
+}
+
+class FuncPartitioner {
+public:
+  FuncPartitioner(func::FuncOp func, const PartitionOptions &options)
+      : func(func), options(options), ctx(func.getContext()) {}
+
+  LogicalResult checkPreconditions();
+  LogicalResult run();
+
+private:
+  int64_t axisSize(StringRef name) const {
+    std::optional<unsigned> i = mesh.findAxis(name);
+    return i ? mesh.axes[*i].size : 1;
+  }
+  int64_t groupSize(ArrayRef<std::string> axes) const {
+    int64_t size = 1;
+    for (const std::string &axis : axes)
+      size *= axisSize(axis);
+    return size;
+  }
+  SmallVector<int64_t> localShape(ArrayRef<int64_t> global,
+                                  const Sharding &sharding) const {
+    SmallVector<int64_t> shape(global);
+    for (auto [d, axes] : llvm::enumerate(sharding.dims))
+      if (d < shape.size())
+        shape[d] /= groupSize(axes);
+    return shape;
+  }
+  RankedTensorType localType(Type global, const Sharding &sharding) const {
+    auto type = cast<RankedTensorType>(global);
+    return RankedTensorType::get(localShape(type.getShape(), sharding),
+                                 type.getElementType());
+  }
+  dist::ShardingAttr toAttr(const Sharding &sharding) const;
+  ArrayAttr axesAttr(ArrayRef<std::string> axes) const {
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    return Builder(ctx).getStrArrayAttr(names);
+  }
+
+  /// Reads the sharding of a value whose annotation was checked.
+  FailureOr<Sharding> readSharding(dist::ShardingAttr attr, Operation *at,
+                                   const Twine &what);
+
+  FailureOr<Value> reshard(OpBuilder &builder, Value global,
+                           const Sharding &target, Operation *user,
+                           const Twine &what);
+  FailureOr<Value> emitStep(OpBuilder &builder, Location loc, Value local,
+                            RankedTensorType globalType,
+                            const Sharding &before, const ReshardStep &step,
+                            Operation *user);
+  LogicalResult partitionRuleOp(Operation *op);
+  LogicalResult partitionReturn(func::ReturnOp op);
+
+  func::FuncOp func;
+  const PartitionOptions &options;
+  MLIRContext *ctx;
+  FlatSymbolRefAttr meshName;
+  dist::MeshAttr meshAttr;
+  Mesh mesh;
+  /// Global value -> the local value that replaces it and its sharding.
+  DenseMap<Value, Value> localOf;
+  DenseMap<Value, Sharding> shardingOf;
+  /// Reshards already emitted: (global value, target) -> local value.
+  std::map<std::pair<void *, std::string>, Value> reshardCache;
+};
+
+dist::ShardingAttr FuncPartitioner::toAttr(const Sharding &sharding) const {
+  auto axisRefs = [&](ArrayRef<std::string> axes) {
+    return llvm::to_vector(llvm::map_range(axes, [&](const std::string &a) {
+      return dist::AxisRefAttr::get(ctx, a, 1, 0);
+    }));
+  };
+  SmallVector<dist::DimShardingAttr> dims;
+  for (const AxisList &axes : sharding.dims)
+    dims.push_back(dist::DimShardingAttr::get(ctx, axisRefs(axes),
+                                              /*isClosed=*/true, std::nullopt));
+  auto kind = static_cast<dist::ReductionKind>(
+      static_cast<uint32_t>(sharding.partialKind));
+  return dist::ShardingAttr::get(ctx, meshName, dims,
+                                 axisRefs(sharding.partialAxes), kind);
+}
+
+FailureOr<Sharding> FuncPartitioner::readSharding(dist::ShardingAttr attr,
+                                                  Operation *at,
+                                                  const Twine &what) {
+  llvm::Expected<Sharding> sharding = shardingFromAttr(attr);
+  if (!sharding)
+    return at->emitError() << "cannot partition " << what << ": "
+                           << llvm::toString(sharding.takeError());
+  return *sharding;
+}
+
+LogicalResult FuncPartitioner::checkPreconditions() {
+  if (!func.getBody().hasOneBlock())
+    return func.emitError()
+           << "dist-partition expects a function body of one block, '"
+           << func.getSymName() << "' has "
+           << func.getBody().getBlocks().size();
+  auto useMesh = [&](dist::ShardingAttr attr, Operation *at,
+                     const Twine &what) -> LogicalResult {
+    if (!meshName) {
+      meshName = attr.getMeshName();
+      meshAttr = dist::lookupMeshAttr(func, attr);
+      if (!meshAttr)
+        return at->emitError() << what << " names unknown mesh " << meshName;
+      return success();
+    }
+    if (attr.getMeshName() != meshName)
+      return at->emitError()
+             << what << " is sharded on mesh " << attr.getMeshName()
+             << ", but the function is already partitioned for " << meshName
+             << "; dist-partition supports one mesh per function";
+    return success();
+  };
+  auto checkValue = [&](Value value, dist::ShardingAttr attr, Operation *at,
+                        const Twine &what) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || !type.hasStaticShape())
+      return at->emitError() << "cannot partition " << what << " of type "
+                             << value.getType()
+                             << ": only statically shaped tensors are supported";
+    if (!attr)
+      return at->emitError() << "cannot partition " << what
+                             << ": it has no 'dist.sharding' (run "
+                                "dist-propagate first)";
+    if (failed(useMesh(attr, at, what)))
+      return failure();
+    return readSharding(attr, at, what);
+  };
+
+  bool ok = true;
+  for (BlockArgument arg : func.getArguments())
+    ok &= succeeded(checkValue(arg, dist::getSharding(arg), func,
+                               describeValue(arg)));
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (dist::ShardingAttr attr = dist::getFuncResultSharding(func, i))
+      ok &= succeeded(useMesh(attr, func,
+                              "function result #" + std::to_string(i)) ) &&
+            succeeded(readSharding(attr, func,
+                                   "function result #" + std::to_string(i)));
+  for (Operation &op : func.getBody().front()) {
+    if (op.getNumRegions() != 0) {
+      op.emitError() << "dist-partition does not support ops with regions";
+      ok = false;
+      continue;
+    }
+    if (isa<func::ReturnOp>(op))
+      continue;
+    if (auto constraint = dyn_cast<dist::ConstraintOp>(op)) {
+      ok &= succeeded(checkValue(constraint.getResult(),
+                                 constraint.getSharding(), &op,
+                                 "the constraint"));
+      continue;
+    }
+    if (!isa<dist::ShardingRuleOpInterface>(op)) {
+      op.emitError() << "cannot partition '" << op.getName()
+                     << "': it has no sharding rule";
+      ok = false;
+      continue;
+    }
+    for (Value result : op.getResults())
+      ok &= succeeded(checkValue(result, dist::getSharding(result), &op,
+                                 describeValue(result)));
+  }
+  if (ok && !meshName)
+    return func.emitError() << "cannot partition '" << func.getSymName()
+                            << "': no value names a mesh";
+  if (!ok)
+    return failure();
+  llvm::Expected<Mesh> read = meshFromAttr(meshAttr);
+  if (!read)
+    return func.emitError() << "cannot partition on mesh " << meshName << ": "
+                            << llvm::toString(read.takeError());
+  mesh = *read;
+  return success();
+}
+
+FailureOr<Value> FuncPartitioner::emitStep(OpBuilder &builder, Location loc,
+                                           Value local,
+                                           RankedTensorType globalType,
+                                           const Sharding &before,
+                                           const ReshardStep &step,
+                                           Operation *user) {
+  RankedTensorType type = localType(globalType, step.result);
+  ArrayAttr axes = axesAttr(step.axes);
+  auto kind = dist::ReductionKindAttr::get(
+      ctx, static_cast<dist::ReductionKind>(
+               static_cast<uint32_t>(step.reduction)));
+  IntegerAttr dim = builder.getI64IntegerAttr(step.dim);
+  switch (step.kind) {
+  case StepKind::LocalSlice:
+    return dist::SliceOp::create(builder, loc, type, local, meshName, axes,
+                                 dim)
+        .getResult();
+  case StepKind::AllGather:
+    return dist::AllGatherOp::create(builder, loc, type, local, meshName, axes,
+                                     dim)
+        .getResult();
+  case StepKind::ReduceScatter:
+    return dist::ReduceScatterOp::create(builder, loc, type, local, meshName,
+                                         axes, dim, kind)
+        .getResult();
+  case StepKind::AllReduce:
+    return dist::AllReduceOp::create(builder, loc, type, local, meshName, axes,
+                                     kind)
+        .getResult();
+  case StepKind::AllToAll:
+    // The source dimension gains the pieces (concatenated), the destination
+    // dimension is split among the group.
+    return dist::AllToAllOp::create(builder, loc, type, local, meshName, axes,
+                                    builder.getI64IntegerAttr(step.dstDim),
+                                    dim)
+        .getResult();
+  case StepKind::CollectivePermute: {
+    // Position p of the group holds, per dimension, the block whose index is
+    // the mixed-radix number of its coordinates on that dimension's axes.
+    // Axes outside the group keep their place, so they are held at 0.
+    int64_t group = groupSize(step.axes);
+    auto blocks = [&](const Sharding &sharding, int64_t position) {
+      std::map<std::string, int64_t> coord;
+      for (const std::string &axis : llvm::reverse(step.axes)) {
+        coord[axis] = position % axisSize(axis);
+        position /= axisSize(axis);
+      }
+      SmallVector<int64_t> index;
+      for (const AxisList &dimAxes : sharding.dims) {
+        int64_t i = 0;
+        for (const std::string &axis : dimAxes)
+          i = i * axisSize(axis) + coord[axis];
+        index.push_back(i);
+      }
+      return index;
+    };
+    SmallVector<int64_t> pairs;
+    for (int64_t p = 0; p < group; ++p) {
+      SmallVector<int64_t> held = blocks(before, p);
+      for (int64_t q = 0; q < group; ++q)
+        if (blocks(step.result, q) == held) {
+          pairs.push_back(p);
+          pairs.push_back(q);
+          break;
+        }
+    }
+    if (static_cast<int64_t>(pairs.size()) != 2 * group)
+      return user->emitError()
+             << "cannot emit " << step.toString() << " from "
+             << before.toString() << ": not every block has a target";
+    return dist::CollectivePermuteOp::create(
+               builder, loc, type, local, meshName, axes,
+               builder.getDenseI64ArrayAttr(pairs))
+        .getResult();
+  }
+  }
+  llvm_unreachable("unknown step kind");
+}
+
+FailureOr<Value> FuncPartitioner::reshard(OpBuilder &builder, Value global,
+                                          const Sharding &target,
+                                          Operation *user, const Twine &what) {
+  Value local = localOf.lookup(global);
+  const Sharding &source = shardingOf.find(global)->second;
+  if (source == target)
+    return local;
+  auto key = std::make_pair(global.getAsOpaquePointer(), target.toString());
+  if (auto it = reshardCache.find(key); it != reshardCache.end())
+    return it->second;
+  auto globalType = cast<RankedTensorType>(global.getType());
+  TensorInfo info;
+  info.shape.assign(globalType.getShape().begin(), globalType.getShape().end());
+  unsigned bits = globalType.getElementType().getIntOrFloatBitWidth();
+  info.elementBytes = std::max<int64_t>(1, bits / 8);
+  llvm::Expected<ReshardPlan> plan =
+      planReshard(mesh, info, source, target);
+  if (!plan)
+    return user->emitError() << "cannot reshard " << what << " from "
+                             << source.toString() << " to "
+                             << target.toString() << ": "
+                             << llvm::toString(plan.takeError());
+  Sharding before = source;
+  Location loc = user->getLoc();
+  for (const ReshardStep &step : plan->steps) {
+    FailureOr<Value> next =
+        emitStep(builder, loc, local, globalType, before, step, user);
+    if (failed(next))
+      return failure();
+    local = *next;
+    before = step.result;
+  }
+  reshardCache[key] = local;
+  return local;
+}
+
+/// The factor-level sharding of one op.
+struct FactorAxes {
+  SmallVector<AxisList> axes;
+  SmallVector<bool> assigned;
+  llvm::StringSet<> used;
+};
+
+LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
+  OpBuilder builder(op);
+  auto iface = cast<dist::ShardingRuleOpInterface>(op);
+  FailureOr<dist::ShardingRule> rule = iface.getShardingRule();
+
+  SmallVector<Sharding, 2> propagated;
+  for (Value result : op->getResults())
+    propagated.push_back(*shardingFromAttr(dist::getSharding(result)));
+
+  auto constant = dyn_cast<nn::ConstantOp>(op);
+  DenseElementsAttr splat;
+  if (constant) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (dense && dense.isSplat())
+      splat = dense;
+  }
+
+  SmallVector<Sharding, 2> required(op->getNumOperands());
+  SmallVector<Sharding, 2> actual(op->getNumResults());
+  int64_t meanShards = 1;
+
+  if (failed(rule) || (constant && !splat)) {
+    // No rule (or a constant that cannot be cut): run on whole values.
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      required[i].dims.resize(
+          cast<RankedTensorType>(operand.getType()).getRank());
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      actual[i].dims.resize(
+          cast<RankedTensorType>(result.getType()).getRank());
+  } else {
+    const dist::ShardingRule &r = *rule;
+    FactorAxes fa;
+    fa.axes.resize(r.getNumFactors());
+    fa.assigned.assign(r.getNumFactors(), false);
+
+    auto eligibleKind = [&](int64_t f, bool fromOperand) {
+      dist::FactorKind kind = r.getFactor(f).kind;
+      if (kind == dist::FactorKind::Parallel)
+        return !fromOperand;
+      if (kind == dist::FactorKind::Reduction)
+        return fromOperand;
+      return false;
+    };
+    // Distributes the axes of each dimension of `sharding` over the
+    // dimension's factors, major to minor.
+    auto project = [&](const dist::TensorFactors &dims,
+                       const Sharding &sharding, bool fromOperand,
+                       function_ref<bool(int64_t, StringRef)> allowed) {
+      for (auto [d, factors] : llvm::enumerate(dims)) {
+        if (d >= sharding.dims.size())
+          break;
+        ArrayRef<std::string> dimAxes = sharding.dims[d];
+        size_t next = 0;
+        for (int64_t f : factors) {
+          int64_t size = r.getFactor(f).size;
+          if (fa.assigned[f]) {
+            // Decided by an earlier tensor: go on only if it matches.
+            ArrayRef<std::string> taken = fa.axes[f];
+            if (dimAxes.size() - next < taken.size() ||
+                !llvm::equal(taken, dimAxes.slice(next, taken.size())))
+              break;
+            next += taken.size();
+            if (groupSize(taken) != size)
+              break;
+            continue;
+          }
+          if (!eligibleKind(f, fromOperand))
+            break;
+          int64_t product = 1;
+          AxisList taken;
+          while (next < dimAxes.size() && !fa.used.contains(dimAxes[next]) &&
+                 allowed(f, dimAxes[next]) &&
+                 size % (product * axisSize(dimAxes[next])) == 0) {
+            product *= axisSize(dimAxes[next]);
+            taken.push_back(dimAxes[next++]);
+          }
+          if (taken.empty())
+            break;
+          for (const std::string &axis : taken)
+            fa.used.insert(axis);
+          fa.axes[f] = std::move(taken);
+          fa.assigned[f] = true;
+          if (product != size)
+            break;
+        }
+      }
+    };
+
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      if (!(constant && !splat))
+        project(r.getResult(i), propagated[i], /*fromOperand=*/false,
+                [](int64_t, StringRef) { return true; });
+    // Reduction factors: split where the operand is split and the result is
+    // partial over the same axes with the factor's kind.
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      const Sharding &current = shardingOf.find(operand)->second;
+      project(r.getOperand(i), current, /*fromOperand=*/true,
+              [&](int64_t f, StringRef axis) {
+                if (propagated.empty())
+                  return false;
+                const Sharding &res = propagated.front();
+                return static_cast<uint32_t>(res.partialKind) ==
+                           r.getFactor(f).partialKind &&
+                       llvm::is_contained(res.partialAxes, axis.str());
+              });
+    }
+
+    // A dimension's shard must be one block: a factor may be split only
+    // when every factor before it in the dimension is split completely.
+    bool changed = true;
+    auto fixTensor = [&](const dist::TensorFactors &dims) {
+      for (const auto &factors : dims) {
+        bool whole = true;
+        for (int64_t f : factors) {
+          if (!whole && !fa.axes[f].empty()) {
+            fa.axes[f].clear();
+            changed = true;
+          }
+          if (groupSize(fa.axes[f]) != r.getFactor(f).size)
+            whole = false;
+        }
+      }
+    };
+    while (changed) {
+      changed = false;
+      for (const dist::TensorFactors &dims : r.getOperands())
+        fixTensor(dims);
+      for (const dist::TensorFactors &dims : r.getResults())
+        fixTensor(dims);
+    }
+
+    auto tensorSharding = [&](const dist::TensorFactors &dims) {
+      Sharding sharding;
+      for (const auto &factors : dims) {
+        AxisList axes;
+        for (int64_t f : factors)
+          axes.append(fa.axes[f].begin(), fa.axes[f].end());
+        sharding.dims.push_back(std::move(axes));
+      }
+      return sharding;
+    };
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      required[i] = tensorSharding(r.getOperand(i));
+
+    // Partial axes of the results: split reduction factors, in mesh order.
+    std::optional<uint32_t> partialKind;
+    AxisList partial;
+    for (int64_t f = 0; f < r.getNumFactors(); ++f) {
+      const dist::Factor &factor = r.getFactor(f);
+      if (fa.axes[f].empty())
+        continue;
+      if (factor.kind != dist::FactorKind::Reduction)
+        continue;
+      if (partialKind && *partialKind != factor.partialKind)
+        return op->emitError()
+               << "cannot partition: reduction factors '" << factor.name
+               << "' and others combine differently (sum and max) and both "
+                  "are split";
+      partialKind = factor.partialKind;
+      partial.append(fa.axes[f].begin(), fa.axes[f].end());
+      meanShards *= groupSize(fa.axes[f]);
+    }
+    llvm::sort(partial, [&](const std::string &a, const std::string &b) {
+      return *mesh.findAxis(a) < *mesh.findAxis(b);
+    });
+    for (unsigned i = 0; i < op->getNumResults(); ++i) {
+      actual[i] = tensorSharding(r.getResult(i));
+      actual[i].partialAxes = partial;
+      if (partialKind)
+        actual[i].partialKind = static_cast<ReductionKind>(*partialKind);
+    }
+
+    // Attributes with a global meaning.
+    auto factorAxes = [&](StringRef name) -> AxisList {
+      for (int64_t f = 0; f < r.getNumFactors(); ++f)
+        if (r.getFactor(f).name == name)
+          return fa.axes[f];
+      return {};
+    };
+    if (isa<nn::RotaryOp>(op) && !factorAxes("s").empty())
+      return op->emitError()
+             << "cannot partition 'nn.rotary' with its sequence dimension "
+                "split over "
+             << joinAxes(factorAxes("s"))
+             << ": the rotation angles need each shard's position offset, "
+                "which dist-partition does not support yet";
+    if (auto attention = dyn_cast<nn::AttentionOp>(op))
+      if (attention.getCausal() && !factorAxes("s").empty())
+        return op->emitError()
+               << "cannot partition causal 'nn.attention' with its query "
+                  "sequence split over "
+               << joinAxes(factorAxes("s"))
+               << ": the mask needs each shard's position offset, which "
+                  "dist-partition does not support yet";
+  }
+
+  // Operands.
+  SmallVector<Value> operands;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    FailureOr<Value> local = reshard(builder, operand, required[i], op,
+                                     "operand #" + std::to_string(i));
+    if (failed(local))
+      return failure();
+    operands.push_back(*local);
+  }
+
+  Location loc = op->getLoc();
+  SmallVector<Type> resultTypes;
+  for (auto [i, result] : llvm::enumerate(op->getResults()))
+    resultTypes.push_back(localType(result.getType(), actual[i]));
+
+  Operation *clone = nullptr;
+  if (constant && splat) {
+    auto type = cast<ShapedType>(resultTypes.front());
+    clone = nn::ConstantOp::create(builder, loc, type, splat.resizeSplat(type));
+  } else {
+    IRMapping mapping;
+    for (auto [operand, local] : llvm::zip(op->getOperands(), operands))
+      mapping.map(operand, local);
+    clone = builder.clone(*op, mapping);
+    for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
+      result.setType(type);
+    clone->removeAttr(dist::DistDialect::kShardingAttrName);
+  }
+
+  SmallVector<Value> results(clone->getResults());
+  bool isMean = false;
+  if (auto reduce = dyn_cast<nn::ReduceOp>(op))
+    isMean = reduce.getKind() == nn::ReduceKind::Mean;
+  if (isa<nn::CrossEntropyOp>(op))
+    isMean = true;
+  if (isMean && meanShards > 1) {
+    // The local kernel divides by the local count; the partial values must
+    // sum to the global mean, so scale by local/global = 1/meanShards.
+    auto type = cast<RankedTensorType>(results.front().getType());
+    auto splatScale = DenseElementsAttr::get(
+        type, builder.getFloatAttr(type.getElementType(),
+                                   1.0 / static_cast<double>(meanShards)));
+    Value scale = nn::ConstantOp::create(builder, loc, type, splatScale);
+    results.front() =
+        nn::MulOp::create(builder, loc, type, results.front(), scale);
+  }
+
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    localOf[result] = results[i];
+    shardingOf[result] = actual[i];
+  }
+  return success();
+}
+
+LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
+  OpBuilder builder(op);
+  SmallVector<Value> operands;
+  for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+    const Sharding &current = shardingOf.find(operand)->second;
+    Sharding target = current;
+    if (dist::ShardingAttr attr = dist::getFuncResultSharding(func, i)) {
+      target = *shardingFromAttr(attr);
+      // A partial value meeting a result that is not partial: keep it partial
+      // when that is the only difference and the options allow it.
+      if (options.keepPartialResults && !current.partialAxes.empty() &&
+          target.partialAxes.empty() && target.dims == current.dims)
+        target = current;
+    }
+    FailureOr<Value> local = reshard(builder, operand, target, op,
+                                     "function result #" + std::to_string(i));
+    if (failed(local))
+      return failure();
+    operands.push_back(*local);
+    func.removeResultAttr(i, builder.getStringAttr(
+                                 dist::DistDialect::kShardingAttrName));
+    func.setResultAttr(i, kGlobalTypeAttrName,
+                       TypeAttr::get(operand.getType()));
+    func.setResultAttr(i, kGlobalShardingAttrName, toAttr(target));
+  }
+  func::ReturnOp::create(builder, op.getLoc(), operands);
+  return success();
+}
+
+LogicalResult FuncPartitioner::run() {
+  Block &body = func.getBody().front();
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : func.getArguments()) {
+    Sharding sharding = *shardingFromAttr(dist::getSharding(arg));
+    Type global = arg.getType();
+    localOf[arg] = arg;
+    shardingOf[arg] = sharding;
+    unsigned i = arg.getArgNumber();
+    func.removeArgAttr(i, dist::DistDialect::kShardingAttrName);
+    func.setArgAttr(i, kGlobalTypeAttrName, TypeAttr::get(global));
+    func.setArgAttr(i, kGlobalShardingAttrName, toAttr(sharding));
+    // The type changes once every op is partitioned: the rules of the
+    // original ops read their operands' global shapes.
+    argTypes.push_back(localType(global, sharding));
+  }
+
+  SmallVector<Operation *> original;
+  for (Operation &op : body)
+    original.push_back(&op);
+  for (Operation *op : original) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      if (failed(partitionReturn(ret)))
+        return failure();
+      continue;
+    }
+    if (auto constraint = dyn_cast<dist::ConstraintOp>(op)) {
+      OpBuilder builder(op);
+      Sharding target = *shardingFromAttr(constraint.getSharding());
+      FailureOr<Value> local = reshard(builder, constraint.getInput(), target,
+                                       op, "the constrained value");
+      if (failed(local))
+        return failure();
+      localOf[constraint.getResult()] = *local;
+      shardingOf[constraint.getResult()] = target;
+      continue;
+    }
+    if (failed(partitionRuleOp(op)))
+      return failure();
+  }
+  for (Operation *op : llvm::reverse(original)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  for (auto [arg, type] : llvm::zip(func.getArguments(), argTypes))
+    arg.setType(type);
+
+  SmallVector<Type> resultTypes(
+      body.getTerminator()->getOperandTypes().begin(),
+      body.getTerminator()->getOperandTypes().end());
+  func.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
+  func->setAttr(kMeshAttrName, meshName);
+  return success();
+}
+
+/// Whether anything in `func` carries a sharding.
+bool hasShardings(func::FuncOp func) {
+  for (BlockArgument arg : func.getArguments())
+    if (dist::getSharding(arg))
+      return true;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (dist::getFuncResultSharding(func, i))
+      return true;
+  bool found = false;
+  func.walk([&](Operation *op) {
+    if (isa<dist::ConstraintOp>(op) ||
+        op->hasAttr(dist::DistDialect::kShardingAttrName))
+      found = true;
+  });
+  return found;
+}
+
+} // namespace
+
+LogicalResult partitionFunction(func::FuncOp func,
+                                const PartitionOptions &options) {
+  if (func.isExternal() || !hasShardings(func))
+    return success();
+  FuncPartitioner partitioner(func, options);
+  if (failed(partitioner.checkPreconditions()))
+    return failure();
+  return partitioner.run();
+}
+
+} // namespace partita::partition

@@ -1,0 +1,75 @@
+//===- Passes.td - partitioning passes --------------------*- tablegen -*-===//
+//
+// Passes that turn global-shape IR with shardings into per-device programs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_PARTITION_PASSES
+#define PARTITA_PASSES_PARTITION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
+  let summary = "Turns a sharded global-shape program into the program each device runs.";
+  let description = [{
+    SPMD partitioning in the manner of GSPMD: every function whose values
+    carry `dist.sharding` annotations becomes the program one device runs,
+    on local shapes, with explicit `dist` ops for all communication.
+
+    Preconditions (each violation is a diagnostic at the value or op, and the
+    function is left unchanged): the function body is one block without
+    nested regions; every argument and op result is a statically shaped
+    tensor with a `dist.sharding` (run `dist-propagate` first); all shardings
+    name one `dist.mesh`; no sub-axes; every op other than `func.return` and
+    `dist.constraint` implements `ShardingRuleOpInterface`. Functions with no
+    sharding anywhere are left unchanged.
+
+    Per op, one generic path driven by the op's factor rule: the results'
+    shardings are projected onto the factors (a dimension's axes go to its
+    factors major to minor; a factor is split only when every factor before
+    it in the dimension is split completely); a reduction factor is split
+    where its operand is split and the propagated result is partial over
+    those axes. Operands are resharded to what the factors need by the
+    resharding planner (cheapest sequence of `dist.slice`, `all_gather`,
+    `all_to_all`, `reduce_scatter`, `all_reduce`, `collective_permute`),
+    the op is cloned on local types, and its results are partial over the
+    axes of its split reduction factors. Partial values stay partial until a
+    consumer needs them whole; then they become an `all_reduce`, or a
+    `reduce_scatter` when the consumer wants them split. One value resharded
+    to one target is emitted once.
+
+    Global meanings: a mean over split dimensions (`nn.reduce` mean,
+    `nn.cross_entropy`) is multiplied by `1/k` (`k` shards of the reduced
+    dimensions) so that the partial values sum to the global mean; a
+    non-splat `nn.constant` is computed whole; `nn.rotary` with a split
+    sequence and causal `nn.attention` with a split query sequence are
+    diagnostics (they need per-shard position offsets). Whole and
+    collective factors are never split locally: an operand split on one is
+    gathered first (exact; the collective-aware decompositions are not built
+    yet).
+
+    Output contract (what the runtime reads): the function gets
+    `dist.mesh = @mesh`; each argument and result gets
+    `dist.global_type = tensor<...>` (the global type) and
+    `dist.global_sharding = #dist.sharding<...>` (its sharding, relative to
+    the global type), and its type becomes the local type; `dist.sharding`
+    annotations are removed (they are checked against the value's own type,
+    which is now local). A result may be partial (`partial={...}` in its
+    `dist.global_sharding`): with `keep-partial-results` (the default), a
+    partial value returned where the function result's sharding differs only
+    by not being partial stays partial, and the runtime reduces the partial
+    values (with the given kind) when it gathers the output. So a program
+    sharded only on a batch axis has no collective: its mean loss is
+    returned partial over that axis.
+  }];
+  let options = [
+    Option<"keepPartialResults", "keep-partial-results", "bool",
+           /*default=*/"true",
+           "Return partial values partial (the runtime reduces them) instead "
+           "of all-reducing them in the program">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect",
+                           "::partita::nn::NNDialect"];
+}
+
+#endif // PARTITA_PASSES_PARTITION_PASSES

@@ -1,0 +1,237 @@
+// RUN: partita-opt %s -split-input-file --dist-partition | FileCheck %s \
+// RUN:   --implicit-check-not=dist.all_gather --implicit-check-not=dist.all_reduce \
+// RUN:   --implicit-check-not=dist.reduce_scatter --implicit-check-not=dist.all_to_all \
+// RUN:   --implicit-check-not=dist.slice --implicit-check-not=dist.collective_permute
+
+// Per rule family and per resharding case, the exact collectives that
+// dist-partition emits. Expected local shapes and collectives are derived by
+// hand from the shardings (dp=2, tp=4): a dimension split over tp has a
+// quarter of its global size on each device. Cases that resolve a partial
+// value use a mesh with tp alone: with a spare replicated axis the planner
+// may split an all_reduce into slice + all_reduce + all_gather over it,
+// which moves fewer bytes (the planner's business, tested with it).
+
+// Tests that a batch split on dp partitions with no collective, local shapes,
+// and the global signature recorded on the function.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @dp_only
+// CHECK-SAME: (%[[X:.*]]: tensor<4x16xf32> {dist.global_sharding = #dist.sharding<@mesh, [{"dp"}, {}]>, dist.global_type = tensor<8x16xf32>},
+// CHECK-SAME: %[[W:.*]]: tensor<16x32xf32> {dist.global_sharding = #dist.sharding<@mesh, [{}, {}]>, dist.global_type = tensor<16x32xf32>})
+// CHECK-SAME: -> (tensor<4x32xf32> {dist.global_sharding = #dist.sharding<@mesh, [{"dp"}, {}]>, dist.global_type = tensor<8x32xf32>})
+// CHECK-SAME: attributes {dist.mesh = @mesh}
+// CHECK: %[[Y:.*]] = nn.einsum "bh,hf->bf" %[[X]], %[[W]] : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>
+// CHECK: %[[R:.*]] = nn.relu %[[Y]] : tensor<4x32xf32>
+// CHECK: return %[[R]] : tensor<4x32xf32>
+func.func @dp_only(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>},
+                   %w: tensor<16x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>})
+    -> (tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>}) {
+  %y = nn.einsum "bh,hf->bf" %x, %w {dist.sharding = [#dist.sharding<@mesh, [{"dp"}, {}]>]} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %r = nn.relu %y {dist.sharding = [#dist.sharding<@mesh, [{"dp"}, {}]>]} : tensor<8x32xf32>
+  return %r : tensor<8x32xf32>
+}
+
+// -----
+
+// Tests that a column-parallel then row-parallel MLP (Megatron) leaves the
+// second einsum partial over tp and all-reduces it once, where a consumer
+// needs the whole value.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @megatron_mlp
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32> {{.*}}, %[[W1:.*]]: tensor<16x8xf32> {{.*}}, %[[W2:.*]]: tensor<8x16xf32> {{.*}})
+// CHECK: %[[H:.*]] = nn.einsum "bh,hf->bf" %[[X]], %[[W1]] : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[A:.*]] = nn.relu %[[H]] : tensor<8x8xf32>
+// CHECK: %[[P:.*]] = nn.einsum "bf,fh->bh" %[[A]], %[[W2]] : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[S:.*]] = dist.all_reduce %[[P]] on @mesh axes = ["tp"] kind = sum : tensor<8x16xf32>
+// CHECK: %[[R:.*]] = nn.relu %[[S]] : tensor<8x16xf32>
+// CHECK: %[[T:.*]] = nn.tanh %[[S]] : tensor<8x16xf32>
+// CHECK: return %[[R]], %[[T]]
+func.func @megatron_mlp(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>},
+                        %w1: tensor<16x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+                        %w2: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  %h = nn.einsum "bh,hf->bf" %x, %w1 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %a = nn.relu %h {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : tensor<8x32xf32>
+  %p = nn.einsum "bf,fh->bh" %a, %w2 {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  // Two consumers of the partial value share one all_reduce.
+  %r = nn.relu %p {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<8x16xf32>
+  %t = nn.tanh %p {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<8x16xf32>
+  return %r, %t : tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a partial value whose consumer wants it split becomes a
+// reduce_scatter (the sequence-parallel pattern), not an all_reduce.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @partial_to_split
+// CHECK: %[[P:.*]] = nn.einsum "bf,fh->bh" %{{.*}}, %{{.*}} : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[S:.*]] = dist.reduce_scatter %[[P]] on @mesh axes = ["tp"] dim = 0 kind = sum : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[R:.*]] = nn.relu %[[S]] : tensor<2x16xf32>
+// CHECK: return %[[R]] : tensor<2x16xf32>
+func.func @partial_to_split(%a: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+                            %w2: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>}) {
+  %p = nn.einsum "bf,fh->bh" %a, %w2 {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %r = nn.relu %p {dist.sharding = [#dist.sharding<@mesh, [{"tp"}, {}]>]} : tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a replicated value whose consumer wants it split is sliced
+// locally (dist.slice), with no communication.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @replicated_to_split
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>
+// CHECK: %[[S:.*]] = dist.slice %[[X]] on @mesh axes = ["dp"] dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK: %[[R:.*]] = nn.exp %[[S]] : tensor<4x16xf32>
+// CHECK: return %[[R]] : tensor<4x16xf32>
+func.func @replicated_to_split(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>})
+    -> tensor<8x16xf32> {
+  %r = nn.exp %x {dist.sharding = [#dist.sharding<@mesh, [{"dp"}, {}]>]} : tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that moving an axis from one dimension to another is one all_to_all
+// (the destination dimension is split, the source one concatenated).
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @all_to_all
+// CHECK-SAME: (%[[X:.*]]: tensor<2x16xf32>
+// CHECK: %[[A:.*]] = dist.all_to_all %[[X]] on @mesh axes = ["tp"] split_dim = 1 concat_dim = 0 : tensor<2x16xf32> -> tensor<8x4xf32>
+// CHECK: return %[[A]] : tensor<8x4xf32>
+func.func @all_to_all(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> tensor<8x16xf32> {
+  %c = dist.constraint %x <@mesh, [{}, {"tp"}]> : tensor<8x16xf32>
+  return %c : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that swapping the axes of two dimensions that are split alike is one
+// collective_permute; pairs derived by hand: position (x, y) = 2x + y holds
+// block (x, y) and must send it to the device that will hold it, (y, x).
+dist.mesh @grid <["x"=2, "y"=2]>
+// CHECK-LABEL: func.func @permute
+// CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>
+// CHECK: %[[P:.*]] = dist.collective_permute %[[X]] on @grid axes = ["x", "y"] pairs = [0, 0, 1, 2, 2, 1, 3, 3] : tensor<4x4xf32>
+// CHECK: return %[[P]] : tensor<4x4xf32>
+func.func @permute(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@grid, [{"x"}, {"y"}]>})
+    -> tensor<8x8xf32> {
+  %c = dist.constraint %x <@grid, [{"y"}, {"x"}]> : tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that an op whose split dimension is a collective factor (softmax
+// over a split dim) runs on the gathered value, and the result is sliced
+// back to the requested sharding for free.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @softmax_split_dim
+// CHECK-SAME: (%[[X:.*]]: tensor<8x4xf32>
+// CHECK: %[[G:.*]] = dist.all_gather %[[X]] on @mesh axes = ["tp"] dim = 1 : tensor<8x4xf32> -> tensor<8x16xf32>
+// CHECK: %[[S:.*]] = nn.softmax %[[G]] dim = 1 : tensor<8x16xf32>
+// CHECK: %[[L:.*]] = dist.slice %[[S]] on @mesh axes = ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x4xf32>
+// CHECK: return %[[L]] : tensor<8x4xf32>
+func.func @softmax_split_dim(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+    -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}) {
+  %s = nn.softmax %x dim = 1 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : tensor<8x16xf32>
+  return %s : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that softmax split on its batch dimension needs nothing.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @softmax_split_batch
+// CHECK: nn.softmax %{{.*}} dim = 1 : tensor<4x16xf32>
+func.func @softmax_split_batch(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>})
+    -> tensor<8x16xf32> {
+  %s = nn.softmax %x dim = 1 {dist.sharding = [#dist.sharding<@mesh, [{"dp"}, {}]>]} : tensor<8x16xf32>
+  return %s : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a mean over a split dimension is scaled by 1/4 (tp shards) so
+// that the partial values sum to the global mean, and that a returned
+// partial value stays partial (the runtime reduces it).
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @mean_split
+// CHECK-SAME: -> (tensor<8xf32> {dist.global_sharding = #dist.sharding<@mesh, [{}], partial={"tp"}>, dist.global_type = tensor<8xf32>})
+// CHECK: %[[M:.*]] = nn.reduce mean %{{.*}} dims = [1] : tensor<8x4xf32> -> tensor<8xf32>
+// CHECK: %[[C:.*]] = nn.constant dense<2.500000e-01> : tensor<8xf32>
+// CHECK: %[[S:.*]] = nn.mul %[[M]], %[[C]] : tensor<8xf32>
+// CHECK: return %[[S]] : tensor<8xf32>
+func.func @mean_split(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+    -> (tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}) {
+  %m = nn.reduce mean %x dims = [1] {dist.sharding = [#dist.sharding<@mesh, [{}], partial={"tp"}>]} : tensor<8x16xf32> -> tensor<8xf32>
+  return %m : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a max over a split dimension is a partial max, reduced with
+// kind = max where a consumer needs the whole value.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @max_split
+// CHECK: %[[M:.*]] = nn.reduce max %{{.*}} dims = [1] : tensor<8x4xf32> -> tensor<8xf32>
+// CHECK: %[[A:.*]] = dist.all_reduce %[[M]] on @mesh axes = ["tp"] kind = max : tensor<8xf32>
+// CHECK: %[[E:.*]] = nn.exp %[[A]] : tensor<8xf32>
+func.func @max_split(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+    -> tensor<8xf32> {
+  %m = nn.reduce max %x dims = [1] {dist.sharding = [#dist.sharding<@mesh, [{}], partial=max{"tp"}>]} : tensor<8x16xf32> -> tensor<8xf32>
+  %e = nn.exp %m {dist.sharding = [#dist.sharding<@mesh, [{}]>]} : tensor<8xf32>
+  return %e : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a split reduction whose result the propagation left whole is
+// not split: the operand is gathered, and no partial value appears.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @reduction_left_whole
+// CHECK: %[[G:.*]] = dist.all_gather %{{.*}} on @mesh axes = ["tp"] dim = 1 : tensor<8x4xf32> -> tensor<8x16xf32>
+// CHECK: nn.reduce sum %[[G]] dims = [1] : tensor<8x16xf32> -> tensor<8xf32>
+func.func @reduction_left_whole(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+    -> tensor<8xf32> {
+  %m = nn.reduce sum %x dims = [1] {dist.sharding = [#dist.sharding<@mesh, [{}]>]} : tensor<8x16xf32> -> tensor<8xf32>
+  return %m : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a splat constant is built at its local shape and a non-splat
+// one whole, then sliced by its consumer.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @constants
+// CHECK: %[[S:.*]] = nn.constant dense<1.000000e+00> : tensor<2xf32>
+// CHECK: %[[N:.*]] = nn.constant dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00, 7.000000e+00]> : tensor<8xf32>
+// CHECK: %[[L:.*]] = dist.slice %[[N]] on @mesh axes = ["tp"] dim = 0 : tensor<8xf32> -> tensor<2xf32>
+// CHECK: %[[A:.*]] = nn.add %[[S]], %[[L]] : tensor<2xf32>
+// CHECK: return %[[A]] : tensor<2xf32>
+func.func @constants() -> tensor<8xf32> {
+  %s = nn.constant {dist.sharding = [#dist.sharding<@mesh, [{"tp"}]>]} dense<1.0> : tensor<8xf32>
+  %n = nn.constant {dist.sharding = [#dist.sharding<@mesh, [{"tp"}]>]} dense<[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]> : tensor<8xf32>
+  %a = nn.add %s, %n {dist.sharding = [#dist.sharding<@mesh, [{"tp"}]>]} : tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a reshape merging a split major dimension with a whole minor
+// one keeps the split (the shard stays one block), and that attention split
+// on heads runs locally.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @reshape_and_attention
+// CHECK: %[[A:.*]] = nn.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x8x1x16xf32>, tensor<2x8x1x16xf32>
+// CHECK: %[[R:.*]] = nn.reshape %[[A]] : tensor<2x8x1x16xf32> -> tensor<2x8x16xf32>
+// CHECK: return %[[R]] : tensor<2x8x16xf32>
+func.func @reshape_and_attention(%q: tensor<2x8x4x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}, {"tp"}, {}]>})
+    -> tensor<2x8x64xf32> {
+  %a = nn.attention %q, %q, %q causal {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}, {}]>]} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+  %r = nn.reshape %a {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]} : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
+  return %r : tensor<2x8x64xf32>
+}
