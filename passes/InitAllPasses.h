@@ -4,12 +4,14 @@
 #define PARTITA_PASSES_INITALLPASSES_H
 
 #include "passes/partition/Passes.h"
+#include "passes/plan/Passes.h"
 #include "passes/sharding/Passes.h"
 
 namespace partita {
 inline void registerAllPasses() {
   sharding::registerShardingPasses();
   partition::registerPartitionPasses();
+  plan_lowering::registerPlanPasses();
 }
 } // namespace partita
 

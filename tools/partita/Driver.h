@@ -26,6 +26,7 @@ struct Command {
 
 Command getModelCommand();
 Command getPlanCommand();
+Command getRunCommand();
 
 /// Prints "partita <command>: error: <message>" on stderr; returns 1, the
 /// exit code of every failure.

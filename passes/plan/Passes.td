@@ -1,0 +1,63 @@
+//===- Passes.td - plan passes ----------------------------*- tablegen -*-===//
+//
+// Passes that leave MLIR for the runtime's plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_PLAN_PASSES
+#define PARTITA_PASSES_PLAN_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
+  let summary = "Lowers a (partitioned or whole) function to the runtime's protobuf plan.";
+  let description = [{
+    Translates one function into a program of `runtime/plan/plan.proto` and
+    writes the serialized plan to `output` (with no `output`, it only checks
+    that the function can be lowered). The IR is not changed.
+
+    Preconditions: a straight-line `func.func` (one block) of `nn` ops, splat
+    `nn.constant`s and, in a partitioned function, `dist.all_reduce`,
+    `dist.all_gather`, `dist.reduce_scatter` and `dist.all_to_all` on
+    statically shaped tensors of f32, f64, f16, bf16, i32 or i64. A function
+    is *partitioned* (a per-device program on local shapes) when it has a
+    `dist.mesh` attribute (the mesh symbol), an argument with
+    `dist.global_type`, or a dist collective. Its arguments and results carry
+    `dist.sharding` (absent: replicated) and optionally `dist.global_type`,
+    which must equal the local shape times the shard counts. A partial result
+    (`partial={...}`) is reduced by the runtime when it gathers results.
+
+    The plan: the mesh; per program, one buffer per argument (PARAMETER when
+    it has `nn.param`, named after it, initialized counter-based: `*gamma`
+    ones, `*beta` zeros, others normal(0, `init-std`); else INPUT, named
+    after `nn.input`), one ACTIVATION buffer per op result, one instruction
+    per op; live ranges from definition to last use (results to the end); and
+    activation offsets in one arena by greedy first fit, aligned to 64 bytes,
+    with the peak as the arena size.
+
+    Any op it cannot lower is an error at that op; nothing is written then.
+    ```mlir
+    func.func @forward(%w: tensor<4x2xf32> {nn.param = "w"},
+                       %x: tensor<3x4xf32> {nn.input = "x"}) -> tensor<3x2xf32> {
+      %y = nn.einsum "bh,hc->bc" %x, %w : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+      return %y : tensor<3x2xf32>
+    }
+    ```
+    becomes buffers `w` (PARAMETER), `x` (INPUT), one activation at offset 0
+    (arena 24 bytes) and one `einsum "bh,hc->bc"` kernel.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "File to write the serialized plan to (empty: check only)">,
+    Option<"function", "function", "std::string", /*default=*/"\"\"",
+           "Function to lower (default: @forward, or the only function)">,
+    Option<"reference", "reference", "std::string", /*default=*/"\"\"",
+           "Unpartitioned function to add as program \"reference\"">,
+    Option<"seed", "seed", "uint64_t", /*default=*/"0",
+           "Seed of the parameter initializer">,
+    Option<"initStd", "init-std", "double", /*default=*/"0.02",
+           "Standard deviation of the normal initializer of weights">,
+  ];
+}
+
+#endif // PARTITA_PASSES_PLAN_PASSES

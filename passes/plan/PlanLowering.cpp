@@ -1,0 +1,678 @@
+//===- PlanLowering.cpp - MLIR function -> plan protobuf -------------------===//
+//
+// Algorithm: one walk over the function body in order. Every function
+// argument becomes a persistent buffer (PARAMETER when it has `nn.param`,
+// else INPUT); every op result an ACTIVATION buffer; every op one
+// instruction (a kernel named after the nn op, or a collective). Live ranges
+// are instruction indices (definition to last use; function results live to
+// the end), and `planMemory` places the activations in one arena by greedy
+// first fit over those ranges.
+//
+// Known limits: no buffer aliasing (reshape copies; collectives write a new
+// buffer), no in-place kernels, one memory space; constants must be splats
+// (lowered to `fill`); sub-axes in shardings are rejected.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/PlanLowering.h"
+
+#include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+
+using namespace mlir;
+namespace pb = partita::plan;
+
+namespace partita::plan_lowering {
+
+namespace {
+
+constexpr uint32_t kPlanTrailer = 0x4e414c50;
+constexpr uint32_t kPlanFormatVersion = 1;
+
+FailureOr<pb::DType> toDType(Type type, function_ref<InFlightDiagnostic()> emitError) {
+  if (type.isF32())
+    return pb::F32;
+  if (type.isF64())
+    return pb::F64;
+  if (type.isF16())
+    return pb::F16;
+  if (type.isBF16())
+    return pb::BF16;
+  if (type.isSignlessInteger(32))
+    return pb::I32;
+  if (type.isSignlessInteger(64))
+    return pb::I64;
+  emitError() << "element type " << type
+              << " has no runtime dtype (f32, f64, f16, bf16, i32 or i64)";
+  return failure();
+}
+
+std::string locationString(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().strref() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string s = locationString(inner); !s.empty())
+        return s;
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return locationString(callSite.getCallee());
+  return "";
+}
+
+/// Whether `func` is a per-device program (see lowerFunction).
+bool isPartitioned(func::FuncOp func) {
+  if (func->hasAttr("dist.mesh"))
+    return true;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, "dist.global_type"))
+      return true;
+  bool collective = false;
+  func.walk([&](Operation *op) {
+    if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
+            dist::AllToAllOp, dist::CollectivePermuteOp, dist::SendOp,
+            dist::RecvOp>(op))
+      collective = true;
+  });
+  return collective;
+}
+
+class FunctionLowering {
+public:
+  FunctionLowering(func::FuncOp func, const LowerToPlanOptions &options,
+                   pb::Mesh &mesh, bool &haveMesh, pb::Program &program)
+      : func(func), options(options), mesh(mesh), haveMesh(haveMesh),
+        program(program) {}
+
+  LogicalResult run();
+
+private:
+  func::FuncOp func;
+  const LowerToPlanOptions &options;
+  pb::Mesh &mesh;
+  bool &haveMesh;
+  pb::Program &program;
+  bool partitioned = false;
+  StringRef meshName;
+  llvm::DenseMap<Value, int64_t> bufferOf;
+
+  LogicalResult useMesh(Operation *at, FlatSymbolRefAttr symbol);
+  FailureOr<int64_t> addBuffer(Value value, pb::Role role,
+                               function_ref<InFlightDiagnostic()> emitError);
+  LogicalResult applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
+                              Type globalType,
+                              function_ref<InFlightDiagnostic()> emitError);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerCollective(Operation *op);
+  void setInit(pb::Buffer &buffer);
+  void setValueBounds();
+  int64_t use(Value value) { return bufferOf.lookup(value); }
+};
+
+LogicalResult FunctionLowering::useMesh(Operation *at, FlatSymbolRefAttr symbol) {
+  if (!symbol) {
+    at->emitError() << "partitioned function names no mesh";
+    return failure();
+  }
+  dist::MeshOp meshOp = dist::lookupMesh(at, symbol);
+  if (!meshOp) {
+    at->emitError() << "mesh " << symbol << " is not declared in the module";
+    return failure();
+  }
+  if (!meshName.empty() && meshName != symbol.getValue()) {
+    at->emitError() << "uses mesh " << symbol << ", but the function uses @"
+                    << meshName << " (a plan has one mesh)";
+    return failure();
+  }
+  meshName = symbol.getValue();
+  pb::Mesh lowered;
+  for (dist::MeshAxisAttr axis : meshOp.getMesh().getAxes()) {
+    pb::MeshAxis *a = lowered.add_axes();
+    a->set_name(axis.getName().str());
+    a->set_size(axis.getSize());
+  }
+  for (int64_t d : meshOp.getMesh().getDeviceIds())
+    lowered.add_devices(d);
+  if (haveMesh && lowered.SerializeAsString() != mesh.SerializeAsString()) {
+    at->emitError() << "mesh " << symbol
+                    << " differs from the mesh of another program of the plan";
+    return failure();
+  }
+  mesh = lowered;
+  haveMesh = true;
+  return success();
+}
+
+FailureOr<int64_t>
+FunctionLowering::addBuffer(Value value, pb::Role role,
+                            function_ref<InFlightDiagnostic()> emitError) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape()) {
+    emitError() << "has type " << value.getType()
+                << "; the plan needs statically shaped tensors";
+    return failure();
+  }
+  FailureOr<pb::DType> dtype = toDType(type.getElementType(), emitError);
+  if (failed(dtype))
+    return failure();
+  pb::Buffer *buffer = program.add_buffers();
+  int64_t id = program.buffers_size() - 1;
+  buffer->set_id(id);
+  buffer->set_dtype(*dtype);
+  buffer->set_role(role);
+  for (int64_t d : type.getShape()) {
+    buffer->add_local_shape(d);
+    buffer->add_global_shape(d);
+  }
+  buffer->set_first_use(program.instructions_size());
+  buffer->set_last_use(program.instructions_size());
+  bufferOf[value] = id;
+  return id;
+}
+
+LogicalResult
+FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
+                                Type globalType,
+                                function_ref<InFlightDiagnostic()> emitError) {
+  buffer.clear_sharding();
+  buffer.clear_partial_axes();
+  std::map<std::string, int64_t> sizes;
+  for (const pb::MeshAxis &axis : mesh.axes())
+    sizes[axis.name()] = axis.size();
+  auto axisName = [&](dist::AxisRefAttr axis) -> FailureOr<std::string> {
+    if (axis.getSubSize() != 0) {
+      emitError() << "uses sub-axis " << axis
+                  << ", which the plan lowering does not support yet";
+      return failure();
+    }
+    if (!sizes.count(axis.getName().str())) {
+      emitError() << "names axis '" << axis.getName()
+                  << "', which mesh @" << meshName << " does not have";
+      return failure();
+    }
+    return axis.getName().str();
+  };
+  if (sharding) {
+    if (sharding.getMeshName().getValue() != meshName) {
+      emitError() << "is sharded over " << sharding.getMeshName()
+                  << ", but the function runs on @" << meshName;
+      return failure();
+    }
+    if (sharding.getRank() != buffer.local_shape_size()) {
+      emitError() << "has a sharding of rank " << sharding.getRank()
+                  << " for a tensor of rank " << buffer.local_shape_size();
+      return failure();
+    }
+    for (dist::DimShardingAttr dim : sharding.getDims()) {
+      pb::DimSharding *d = buffer.add_sharding();
+      for (dist::AxisRefAttr axis : dim.getAxes()) {
+        FailureOr<std::string> name = axisName(axis);
+        if (failed(name))
+          return failure();
+        d->add_axes(*name);
+      }
+    }
+    for (dist::AxisRefAttr axis : sharding.getPartialAxes()) {
+      FailureOr<std::string> name = axisName(axis);
+      if (failed(name))
+        return failure();
+      buffer.add_partial_axes(*name);
+    }
+    buffer.set_partial_op(sharding.getPartialKind() == dist::ReductionKind::Max
+                              ? pb::MAX
+                              : pb::SUM);
+    if (sharding.getPartialKind() == dist::ReductionKind::Min &&
+        !sharding.getPartialAxes().empty()) {
+      emitError() << "is a partial minimum, which the runtime cannot gather";
+      return failure();
+    }
+  }
+  // The global shape: the local one times each dimension's shard count.
+  SmallVector<int64_t> global;
+  for (int d = 0; d < buffer.local_shape_size(); ++d) {
+    int64_t n = buffer.local_shape(d);
+    if (d < buffer.sharding_size())
+      for (const std::string &axis : buffer.sharding(d).axes())
+        n *= sizes[axis];
+    global.push_back(n);
+  }
+  if (globalType) {
+    auto declared = dyn_cast<RankedTensorType>(globalType);
+    if (!declared || declared.getShape() != ArrayRef<int64_t>(global)) {
+      InFlightDiagnostic diag = emitError();
+      diag << "declares global type " << globalType
+           << ", but its local shape and sharding give [";
+      llvm::interleave(global, diag, "x");
+      diag << "]";
+      return failure();
+    }
+  }
+  buffer.clear_global_shape();
+  for (int64_t n : global)
+    buffer.add_global_shape(n);
+  return success();
+}
+
+void FunctionLowering::setInit(pb::Buffer &buffer) {
+  StringRef name = buffer.name();
+  pb::Init *init = buffer.mutable_init();
+  if (name.ends_with("gamma")) {
+    init->set_kind(pb::Init::CONSTANT);
+    init->set_a(1.0);
+  } else if (name.ends_with("beta")) {
+    init->set_kind(pb::Init::CONSTANT);
+    init->set_a(0.0);
+  } else {
+    init->set_kind(pb::Init::NORMAL);
+    init->set_a(0.0);
+    init->set_b(options.initStd);
+  }
+}
+
+LogicalResult FunctionLowering::run() {
+  partitioned = isPartitioned(func);
+  program.set_name(func.getName().str());
+  program.set_partitioned(partitioned);
+  if (partitioned) {
+    auto symbol = func->getAttrOfType<FlatSymbolRefAttr>("dist.mesh");
+    if (!symbol) {
+      // Else the mesh of the first annotation or collective.
+      for (unsigned i = 0; i < func.getNumArguments() && !symbol; ++i)
+        if (dist::ShardingAttr s = dist::getSharding(func.getArgument(i)))
+          symbol = s.getMeshName();
+      func.walk([&](Operation *op) {
+        if (!symbol)
+          if (auto attr = op->getAttrOfType<FlatSymbolRefAttr>("mesh"))
+            symbol = attr;
+      });
+    }
+    if (failed(useMesh(func, symbol)))
+      return failure();
+  }
+  if (func.isExternal())
+    return func.emitError() << "has no body to lower";
+  if (!func.getBody().hasOneBlock())
+    return func.emitError() << "has more than one block; the plan lowering "
+                               "takes straight-line functions";
+
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto param = func.getArgAttrOfType<StringAttr>(i, "nn.param");
+    auto input = func.getArgAttrOfType<StringAttr>(i, "nn.input");
+    auto emitError = [&] {
+      return func.emitError() << "argument #" << i
+                              << (param ? " ('" + param.getValue() + "')" : "")
+                              << " ";
+    };
+    FailureOr<int64_t> id =
+        addBuffer(arg, param ? pb::PARAMETER : pb::INPUT, emitError);
+    if (failed(id))
+      return failure();
+    pb::Buffer &buffer = *program.mutable_buffers(*id);
+    if (param)
+      buffer.set_name(param.getValue().str());
+    else if (input)
+      buffer.set_name(input.getValue().str());
+    else
+      buffer.set_name(("arg" + Twine(i)).str());
+    if (partitioned) {
+      auto globalType = func.getArgAttrOfType<TypeAttr>(i, "dist.global_type");
+      if (failed(applySharding(buffer, dist::getSharding(arg),
+                               globalType ? globalType.getValue() : Type(),
+                               emitError)))
+        return failure();
+    }
+    if (param) {
+      if (buffer.dtype() != pb::F32 && buffer.dtype() != pb::F64)
+        return emitError() << "is a parameter of element type "
+                           << cast<RankedTensorType>(arg.getType()).getElementType()
+                           << "; the runtime initializes f32 and f64 parameters";
+      setInit(buffer);
+    }
+    program.add_arguments(*id);
+  }
+
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+        int64_t id = use(value);
+        pb::Buffer &buffer = *program.mutable_buffers(id);
+        buffer.set_last_use(program.instructions_size());
+        if (auto name = func.getResultAttrOfType<StringAttr>(index, "nn.output"))
+          if (buffer.role() == pb::ACTIVATION)
+            buffer.set_name(name.getValue().str());
+        if (partitioned && buffer.role() == pb::ACTIVATION) {
+          auto emitError = [&] {
+            return ret.emitError() << "result #" << index << " ";
+          };
+          auto globalType =
+              func.getResultAttrOfType<TypeAttr>(index, "dist.global_type");
+          if (failed(applySharding(
+                  buffer, dist::getFuncResultSharding(func, index),
+                  globalType ? globalType.getValue() : Type(), emitError)))
+            return failure();
+        }
+        program.add_results(id);
+      }
+      continue;
+    }
+    if (failed(lowerOp(&op)))
+      return failure();
+  }
+  setValueBounds();
+  planMemory(program);
+  return success();
+}
+
+/// Integer inputs used as embedding ids or cross-entropy labels get the
+/// vocabulary (or class count) as their bound, so tools generate valid ones.
+/// In a partitioned program logits may be split over the vocabulary, so
+/// their local width only bounds the labels from below; the embedding's
+/// global vocabulary, when there is one, is used instead.
+void FunctionLowering::setValueBounds() {
+  auto dimOf = [&](Value v, int64_t dim) -> int64_t {
+    const pb::Buffer &b = program.buffers(use(v));
+    return b.global_shape(dim < 0 ? b.global_shape_size() + dim : dim);
+  };
+  auto inputBuffer = [&](Value ids) -> pb::Buffer * {
+    auto arg = dyn_cast<BlockArgument>(ids);
+    if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
+      return nullptr;
+    return program.mutable_buffers(use(ids));
+  };
+  int64_t vocab = 0;
+  func.walk([&](nn::EmbeddingOp op) {
+    int64_t bound = dimOf(op.getTable(), 0);
+    vocab = std::max(vocab, bound);
+    if (pb::Buffer *b = inputBuffer(op.getIds()))
+      b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)
+                                          : bound);
+  });
+  func.walk([&](nn::CrossEntropyOp op) {
+    int64_t bound = dimOf(op.getLogits(), -1);
+    if (partitioned && vocab > bound)
+      bound = vocab;
+    if (pb::Buffer *b = inputBuffer(op.getLabels()))
+      b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)
+                                          : bound);
+  });
+}
+
+LogicalResult FunctionLowering::lowerCollective(Operation *op) {
+  pb::Instruction *inst = program.add_instructions();
+  inst->set_location(locationString(op->getLoc()));
+  pb::Collective *c = inst->mutable_collective();
+  auto reduceOp = [](dist::ReductionKind kind) {
+    return kind == dist::ReductionKind::Max   ? pb::MAX
+           : kind == dist::ReductionKind::Min ? pb::MIN
+                                              : pb::SUM;
+  };
+  ArrayAttr axes;
+  if (auto o = dyn_cast<dist::AllReduceOp>(op)) {
+    c->set_kind(pb::Collective::ALL_REDUCE);
+    c->set_op(reduceOp(o.getKind()));
+    axes = o.getAxes();
+  } else if (auto o = dyn_cast<dist::AllGatherOp>(op)) {
+    c->set_kind(pb::Collective::ALL_GATHER);
+    c->set_dim(o.getDim());
+    axes = o.getAxes();
+  } else if (auto o = dyn_cast<dist::ReduceScatterOp>(op)) {
+    c->set_kind(pb::Collective::REDUCE_SCATTER);
+    c->set_dim(o.getDim());
+    c->set_op(reduceOp(o.getKind()));
+    axes = o.getAxes();
+  } else if (auto o = dyn_cast<dist::AllToAllOp>(op)) {
+    c->set_kind(pb::Collective::ALL_TO_ALL);
+    c->set_dim(o.getSplitDim());
+    c->set_concat_dim(o.getConcatDim());
+    axes = o.getAxes();
+  }
+  for (Attribute axis : axes)
+    c->add_axes(cast<StringAttr>(axis).getValue().str());
+  if (failed(useMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"))))
+    return failure();
+  c->set_input(use(op->getOperand(0)));
+  FailureOr<int64_t> out = addBuffer(op->getResult(0), pb::ACTIVATION, [&] {
+    return op->emitError() << "result ";
+  });
+  if (failed(out))
+    return failure();
+  c->set_output(*out);
+  return success();
+}
+
+LogicalResult FunctionLowering::lowerOp(Operation *op) {
+  if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
+          dist::AllToAllOp>(op)) {
+    for (Value operand : op->getOperands())
+      program.mutable_buffers(use(operand))->set_last_use(program.instructions_size());
+    return lowerCollective(op);
+  }
+  pb::Kernel kernel;
+  pb::KernelAttrs &attrs = *kernel.mutable_attrs();
+  auto dims = [&](ArrayRef<int64_t> values) {
+    for (int64_t v : values)
+      attrs.add_dims(v);
+  };
+  std::string kind =
+      llvm::TypeSwitch<Operation *, std::string>(op)
+          .Case([&](nn::EinsumOp o) {
+            attrs.set_spec(o.getSpec().str());
+            return "einsum";
+          })
+          .Case([](nn::AddOp) { return "add"; })
+          .Case([](nn::SubOp) { return "sub"; })
+          .Case([](nn::MulOp) { return "mul"; })
+          .Case([](nn::DivOp) { return "div"; })
+          .Case([](nn::MaxOp) { return "max"; })
+          .Case([](nn::NegOp) { return "neg"; })
+          .Case([](nn::ExpOp) { return "exp"; })
+          .Case([](nn::LogOp) { return "log"; })
+          .Case([](nn::TanhOp) { return "tanh"; })
+          .Case([](nn::ReluOp) { return "relu"; })
+          .Case([](nn::SiluOp) { return "silu"; })
+          .Case([](nn::RsqrtOp) { return "rsqrt"; })
+          .Case([](nn::SqrtOp) { return "sqrt"; })
+          .Case([&](nn::GeluOp o) {
+            attrs.set_tanh(o.getTanh());
+            return "gelu";
+          })
+          .Case([&](nn::BroadcastOp o) {
+            dims(o.getDims());
+            return "broadcast";
+          })
+          .Case([&](nn::ReduceOp o) {
+            dims(o.getDims());
+            switch (o.getKind()) {
+            case nn::ReduceKind::Sum:
+              return "reduce_sum";
+            case nn::ReduceKind::Max:
+              return "reduce_max";
+            case nn::ReduceKind::Mean:
+              return "reduce_mean";
+            }
+            return "";
+          })
+          .Case([&](nn::TransposeOp o) {
+            dims(o.getPerm());
+            return "transpose";
+          })
+          .Case([](nn::ReshapeOp) { return "reshape"; })
+          .Case([&](nn::SoftmaxOp o) {
+            attrs.set_dim(int64_t(o.getDim()));
+            return "softmax";
+          })
+          .Case([&](nn::LayerNormOp o) {
+            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
+            return "layer_norm";
+          })
+          .Case([&](nn::RMSNormOp o) {
+            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
+            return "rms_norm";
+          })
+          .Case([&](nn::RotaryOp o) {
+            attrs.set_theta(o.getThetaAttr().getValueAsDouble());
+            return "rotary";
+          })
+          .Case([&](nn::AttentionOp o) {
+            attrs.set_causal(o.getCausal());
+            if (FloatAttr scale = o.getScaleAttr()) {
+              attrs.set_has_scale(true);
+              attrs.set_scale(scale.getValueAsDouble());
+            }
+            return "attention";
+          })
+          .Case([](nn::EmbeddingOp) { return "embedding"; })
+          .Case([](nn::CrossEntropyOp) { return "cross_entropy"; })
+          .Case([&](nn::ConstantOp o) -> std::string {
+            auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
+            if (!dense || !dense.isSplat())
+              return "";
+            Type et = dense.getElementType();
+            if (isa<FloatType>(et))
+              attrs.set_fill_value(
+                  dense.getSplatValue<APFloat>().convertToDouble());
+            else
+              attrs.set_fill_value(double(
+                  dense.getSplatValue<APInt>().getSExtValue()));
+            return "fill";
+          })
+          .Default([](Operation *) { return ""; });
+  if (kind.empty()) {
+    if (isa<nn::ConstantOp>(op))
+      return op->emitError()
+             << "is not a splat constant; the plan lowering takes splat "
+                "constants only";
+    return op->emitError() << "cannot be lowered to a plan: the runtime has "
+                              "no kernel or collective for it";
+  }
+  if (op->getNumResults() != 1)
+    return op->emitError() << "has " << op->getNumResults()
+                           << " results; kernels have one";
+  int64_t index = program.instructions_size();
+  for (Value operand : op->getOperands()) {
+    kernel.add_inputs(use(operand));
+    program.mutable_buffers(use(operand))->set_last_use(index);
+  }
+  kernel.set_kind(kind);
+  FailureOr<int64_t> out = addBuffer(op->getResult(0), pb::ACTIVATION, [&] {
+    return op->emitError() << "result ";
+  });
+  if (failed(out))
+    return failure();
+  kernel.add_outputs(*out);
+  pb::Instruction *inst = program.add_instructions();
+  inst->set_location(locationString(op->getLoc()));
+  *inst->mutable_kernel() = std::move(kernel);
+  return success();
+}
+
+} // namespace
+
+void planMemory(pb::Program &program) {
+  struct Placed {
+    int64_t offset, end, first, last;
+  };
+  std::vector<Placed> placed;
+  int64_t arena = 0;
+  for (pb::Buffer &buffer : *program.mutable_buffers()) {
+    if (buffer.role() != pb::ACTIVATION)
+      continue;
+    int64_t elem = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
+                   : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16 ? 2
+                                                                             : 4;
+    int64_t bytes = elem;
+    for (int64_t d : buffer.local_shape())
+      bytes *= d;
+    // Live at once with this buffer, sorted by offset: take the lowest gap.
+    std::vector<const Placed *> conflicts;
+    for (const Placed &p : placed)
+      if (p.first <= buffer.last_use() && buffer.first_use() <= p.last)
+        conflicts.push_back(&p);
+    llvm::sort(conflicts, [](const Placed *a, const Placed *b) {
+      return a->offset < b->offset;
+    });
+    int64_t offset = 0;
+    for (const Placed *p : conflicts) {
+      if (offset + bytes <= p->offset)
+        break;
+      int64_t next = (p->end + kArenaAlignment - 1) / kArenaAlignment *
+                     kArenaAlignment;
+      offset = std::max(offset, next);
+    }
+    buffer.set_offset(offset);
+    if (bytes > 0)
+      placed.push_back({offset, offset + bytes, buffer.first_use(),
+                        buffer.last_use()});
+    arena = std::max(arena, offset + bytes);
+  }
+  program.set_arena_bytes(arena);
+}
+
+LogicalResult lowerFunction(func::FuncOp func, const LowerToPlanOptions &options,
+                            pb::Mesh &mesh, bool &haveMesh,
+                            pb::Program &program) {
+  return FunctionLowering(func, options, mesh, haveMesh, program).run();
+}
+
+FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
+                                const LowerToPlanOptions &options) {
+  auto find = [&](StringRef name) -> func::FuncOp {
+    if (!name.empty())
+      return module.lookupSymbol<func::FuncOp>(name);
+    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+      return forward;
+    auto funcs = module.getOps<func::FuncOp>();
+    if (std::distance(funcs.begin(), funcs.end()) == 1)
+      return *funcs.begin();
+    return {};
+  };
+  func::FuncOp main = find(options.function);
+  if (!main) {
+    module.emitError() << (options.function.empty()
+                               ? Twine("has no function @forward (and not "
+                                       "exactly one function) to lower")
+                               : "has no function @" + options.function +
+                                     " to lower");
+    return failure();
+  }
+  pb::Plan plan;
+  plan.set_format_version(kPlanFormatVersion);
+  plan.set_seed(options.seed);
+  bool haveMesh = false;
+  if (failed(lowerFunction(main, options, *plan.mutable_mesh(), haveMesh,
+                           *plan.add_programs())))
+    return failure();
+  if (!options.reference.empty()) {
+    func::FuncOp reference = module.lookupSymbol<func::FuncOp>(options.reference);
+    if (!reference) {
+      module.emitError() << "has no reference function @" << options.reference;
+      return failure();
+    }
+    if (isPartitioned(reference)) {
+      reference.emitError() << "is partitioned; the reference program must be "
+                               "the unpartitioned function";
+      return failure();
+    }
+    pb::Program *program = plan.add_programs();
+    if (failed(lowerFunction(reference, options, *plan.mutable_mesh(), haveMesh,
+                             *program)))
+      return failure();
+    program->set_name("reference");
+  }
+  plan.set_trailer(kPlanTrailer);
+  return plan;
+}
+
+} // namespace partita::plan_lowering

@@ -1,0 +1,59 @@
+//===- PlanLowering.h - MLIR function -> plan protobuf ----------*- C++ -*-===//
+//
+// Lowers a function of nn ops (and, when partitioned, dist collectives on
+// local tensors) to a program of the runtime's plan: numbered buffers,
+// kernels and collectives, and a static memory plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_PLAN_PLANLOWERING_H
+#define PARTITA_PASSES_PLAN_PLANLOWERING_H
+
+#include "runtime/plan/plan.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+
+namespace partita::plan_lowering {
+
+struct LowerToPlanOptions {
+  /// The step program's function; empty: `forward`, else the module's only
+  /// function.
+  std::string function;
+  /// An unpartitioned function to add as program "reference" (for
+  /// `partita run --check`); empty: none.
+  std::string reference;
+  uint64_t seed = 0;
+  /// Standard deviation of the normal initializer of weights.
+  double initStd = 0.02;
+};
+
+/// Byte alignment of every arena offset.
+constexpr int64_t kArenaAlignment = 64;
+
+/// Lowers `func` to `program`. A function is partitioned (per-device, local
+/// shapes) when it carries `dist.mesh`, an argument carries
+/// `dist.global_type`, or it contains a dist collective; `mesh` then receives
+/// its mesh (it must agree with one already there). Anything that cannot be
+/// lowered is a diagnostic at the op or value.
+mlir::LogicalResult lowerFunction(mlir::func::FuncOp func,
+                                  const LowerToPlanOptions &options,
+                                  partita::plan::Mesh &mesh, bool &haveMesh,
+                                  partita::plan::Program &program);
+
+/// Lowers the module's functions named by `options` to a complete plan
+/// (format version, mesh, programs, seed, trailer).
+mlir::FailureOr<partita::plan::Plan>
+lowerToPlan(mlir::ModuleOp module, const LowerToPlanOptions &options);
+
+/// Greedy first-fit placement of the activation buffers of `program` by
+/// their live ranges (first_use..last_use must be set); sets every offset
+/// and the program's arena_bytes.
+void planMemory(partita::plan::Program &program);
+
+} // namespace partita::plan_lowering
+
+#endif // PARTITA_PASSES_PLAN_PLANLOWERING_H

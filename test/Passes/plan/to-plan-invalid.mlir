@@ -1,0 +1,98 @@
+// RUN: partita-translate --to-plan %s -split-input-file -verify-diagnostics -o /dev/null
+
+// Tests that an op without a kernel or collective is rejected at the op.
+dist.mesh @mesh <["tp"=2]>
+func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> tensor<4xf32> {
+  // expected-error @+1 {{cannot be lowered to a plan: the runtime has no kernel or collective for it}}
+  %y = dist.collective_permute %x on @mesh axes = ["tp"] pairs = [0, 1, 1, 0] : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a constant that is not a splat is rejected.
+func.func @forward() -> tensor<2xf32> {
+  // expected-error @+1 {{is not a splat constant; the plan lowering takes splat constants only}}
+  %c = nn.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  return %c : tensor<2xf32>
+}
+
+// -----
+
+// Tests that a dynamically shaped argument is rejected.
+// expected-error @+1 {{argument #0 has type 'tensor<?xf32>'; the plan needs statically shaped tensors}}
+func.func @forward(%x: tensor<?xf32>) -> tensor<?xf32> {
+  return %x : tensor<?xf32>
+}
+
+// -----
+
+// Tests that an element type without a runtime dtype is rejected.
+// expected-error @+1 {{argument #0 element type 'i8' has no runtime dtype (f32, f64, f16, bf16, i32 or i64)}}
+func.func @forward(%x: tensor<4xi8> {nn.input = "x"}) -> tensor<4xi8> {
+  return %x : tensor<4xi8>
+}
+
+// -----
+
+// Tests that an integer parameter is rejected: the runtime initializes
+// floating-point parameters only.
+// expected-error @+1 {{argument #0 ('n') is a parameter of element type 'i32'; the runtime initializes f32 and f64 parameters}}
+func.func @forward(%n: tensor<4xi32> {nn.param = "n"}) -> tensor<4xi32> {
+  return %n : tensor<4xi32>
+}
+
+// -----
+
+// Tests that a declared global type must be the local shape times the
+// shard counts.
+dist.mesh @mesh <["tp"=2]>
+// expected-error @+1 {{argument #0 ('w') declares global type 'tensor<4x6xf32>', but its local shape and sharding give [4x4]}}
+func.func @forward(%w: tensor<4x2xf32> {nn.param = "w", dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, dist.global_type = tensor<4x6xf32>}) -> tensor<4x2xf32> {
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+// Tests that sub-axes are rejected until the runtime supports them.
+dist.mesh @mesh <["tp"=4]>
+// expected-error @+1 {{argument #0 ('w') uses sub-axis #dist.axis<"tp":(1)2>, which the plan lowering does not support yet}}
+func.func @forward(%w: tensor<4x2xf32> {nn.param = "w", dist.sharding = #dist.sharding<@mesh, [{}, {"tp":(1)2}]>}) -> tensor<4x2xf32> attributes {dist.mesh = @mesh} {
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+// Tests that a partial minimum result is rejected: gathering reduces sums
+// and maxima only.
+dist.mesh @mesh <["tp"=2]>
+func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> (tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [{}], partial=min{"tp"}>}) attributes {dist.mesh = @mesh} {
+  %y = nn.relu %x : tensor<4xf32>
+  // expected-error @+1 {{result #0 is a partial minimum, which the runtime cannot gather}}
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that collectives must use the function's one mesh.
+dist.mesh @a <["tp"=2]>
+dist.mesh @b <["tp"=2]>
+func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> tensor<4xf32> attributes {dist.mesh = @a} {
+  // expected-error @+1 {{uses mesh @b, but the function uses @a (a plan has one mesh)}}
+  %y = dist.all_reduce %x on @b axes = ["tp"] kind = sum : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a module without @forward and with several functions names
+// no function to lower.
+// expected-error @+1 {{has no function @forward (and not exactly one function) to lower}}
+module {
+  func.func @a() {
+    return
+  }
+  func.func @b() {
+    return
+  }
+}
