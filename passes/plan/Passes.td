@@ -18,13 +18,16 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
 
     Preconditions: a straight-line `func.func` (one block) of `nn` ops, splat
     `nn.constant`s and, in a partitioned function, `dist.all_reduce`,
-    `dist.all_gather`, `dist.reduce_scatter` and `dist.all_to_all` on
+    `dist.all_gather`, `dist.reduce_scatter`, `dist.all_to_all`,
+    `dist.collective_permute` and `dist.slice` on
     statically shaped tensors of f32, f64, f16, bf16, i32 or i64. A function
     is *partitioned* (a per-device program on local shapes) when it has a
     `dist.mesh` attribute (the mesh symbol), an argument with
     `dist.global_type`, or a dist collective. Its arguments and results carry
-    `dist.sharding` (absent: replicated) and optionally `dist.global_type`,
-    which must equal the local shape times the shard counts. A partial result
+    their sharding relative to the global type in `dist.global_sharding` (as
+    `dist-partition` writes it; else `dist.sharding`; absent: replicated)
+    and optionally `dist.global_type`, which must equal the local shape times
+    the shard counts. A partial result
     (`partial={...}`) is reduced by the runtime when it gathers results.
 
     The plan: the mesh; per program, one buffer per argument (PARAMETER when

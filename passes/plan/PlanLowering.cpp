@@ -82,10 +82,25 @@ bool isPartitioned(func::FuncOp func) {
   func.walk([&](Operation *op) {
     if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
             dist::AllToAllOp, dist::CollectivePermuteOp, dist::SendOp,
-            dist::RecvOp>(op))
+            dist::RecvOp, dist::SliceOp>(op))
       collective = true;
   });
   return collective;
+}
+
+/// The sharding of argument `i` relative to its global type:
+/// `dist.global_sharding` (dist-partition's output), else `dist.sharding`.
+dist::ShardingAttr argSharding(func::FuncOp func, unsigned i) {
+  if (auto s = func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.global_sharding"))
+    return s;
+  return dist::getSharding(func.getArgument(i));
+}
+
+dist::ShardingAttr resultSharding(func::FuncOp func, unsigned i) {
+  if (auto s =
+          func.getResultAttrOfType<dist::ShardingAttr>(i, "dist.global_sharding"))
+    return s;
+  return dist::getFuncResultSharding(func, i);
 }
 
 class FunctionLowering {
@@ -289,7 +304,7 @@ LogicalResult FunctionLowering::run() {
     if (!symbol) {
       // Else the mesh of the first annotation or collective.
       for (unsigned i = 0; i < func.getNumArguments() && !symbol; ++i)
-        if (dist::ShardingAttr s = dist::getSharding(func.getArgument(i)))
+        if (dist::ShardingAttr s = argSharding(func, i))
           symbol = s.getMeshName();
       func.walk([&](Operation *op) {
         if (!symbol)
@@ -328,7 +343,7 @@ LogicalResult FunctionLowering::run() {
       buffer.set_name(("arg" + Twine(i)).str());
     if (partitioned) {
       auto globalType = func.getArgAttrOfType<TypeAttr>(i, "dist.global_type");
-      if (failed(applySharding(buffer, dist::getSharding(arg),
+      if (failed(applySharding(buffer, argSharding(func, i),
                                globalType ? globalType.getValue() : Type(),
                                emitError)))
         return failure();
@@ -359,7 +374,7 @@ LogicalResult FunctionLowering::run() {
           auto globalType =
               func.getResultAttrOfType<TypeAttr>(index, "dist.global_type");
           if (failed(applySharding(
-                  buffer, dist::getFuncResultSharding(func, index),
+                  buffer, resultSharding(func, index),
                   globalType ? globalType.getValue() : Type(), emitError)))
             return failure();
         }
@@ -437,6 +452,15 @@ LogicalResult FunctionLowering::lowerCollective(Operation *op) {
     c->set_dim(o.getSplitDim());
     c->set_concat_dim(o.getConcatDim());
     axes = o.getAxes();
+  } else if (auto o = dyn_cast<dist::SliceOp>(op)) {
+    c->set_kind(pb::Collective::SLICE);
+    c->set_dim(o.getDim());
+    axes = o.getAxes();
+  } else if (auto o = dyn_cast<dist::CollectivePermuteOp>(op)) {
+    c->set_kind(pb::Collective::COLLECTIVE_PERMUTE);
+    for (int64_t v : o.getPairs())
+      c->add_pairs(v);
+    axes = o.getAxes();
   }
   for (Attribute axis : axes)
     c->add_axes(cast<StringAttr>(axis).getValue().str());
@@ -454,7 +478,7 @@ LogicalResult FunctionLowering::lowerCollective(Operation *op) {
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
   if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-          dist::AllToAllOp>(op)) {
+          dist::AllToAllOp, dist::SliceOp, dist::CollectivePermuteOp>(op)) {
     for (Value operand : op->getOperands())
       program.mutable_buffers(use(operand))->set_last_use(program.instructions_size());
     return lowerCollective(op);

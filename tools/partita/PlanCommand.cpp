@@ -9,6 +9,7 @@
 
 #include "dialects/InitAllDialects.h"
 #include "passes/partition/Passes.h"
+#include "passes/plan/PlanLowering.h"
 #include "passes/sharding/Passes.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -18,6 +19,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -44,7 +47,8 @@ cl::opt<std::string> emitArg(
     "emit", cl::sub(planCommand), cl::init("propagated"),
     cl::value_desc("stage"),
     cl::desc("Print the module after this stage: annotated, propagated or "
-             "partitioned"));
+             "partitioned; or write the plan file: plan (the default when "
+             "-o ends in .pb)"));
 cl::opt<bool> recordOrigins(
     "record-origins", cl::sub(planCommand),
     cl::desc("Attach dist.origin to every value, naming the annotation its "
@@ -100,6 +104,8 @@ SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh) {
                     [](mlir::PassManager &pm) {
                       pm.addPass(partition::createDistPartition());
                     }});
+  // Lowered after the passes, with the model as read as its reference.
+  stages.push_back({"plan", "lowered to a plan", [](mlir::PassManager &) {}});
   return stages;
 }
 
@@ -142,6 +148,35 @@ bool hasModelMesh(mlir::ModuleOp module) {
   });
 }
 
+/// Writes the plan of `module`'s @forward, with `original`'s @forward (the
+/// model before any stage) as the "reference" program for `partita run
+/// --check`. Returns 1 after reporting on failure.
+int writePlan(StringRef command, mlir::ModuleOp module, mlir::ModuleOp original,
+              StringRef filename) {
+  plan_lowering::LowerToPlanOptions options;
+  options.function = "forward";
+  FailureOr<partita::plan::Plan> plan =
+      plan_lowering::lowerToPlan(module, options);
+  if (failed(plan))
+    return 1;
+  auto reference = original.lookupSymbol<mlir::func::FuncOp>("forward");
+  bool haveMesh = true;
+  partita::plan::Program *program = plan->add_programs();
+  if (!reference || failed(plan_lowering::lowerFunction(
+                        reference, options, *plan->mutable_mesh(), haveMesh,
+                        *program)))
+    return reportError(command, "cannot lower the model itself as the "
+                                "reference program");
+  program->set_name("reference");
+  std::string message;
+  std::unique_ptr<ToolOutputFile> file = mlir::openOutputFile(filename, &message);
+  if (!file)
+    return reportError(command, "cannot write '" + filename + "': " + message);
+  file->os() << plan->SerializeAsString();
+  file->keep();
+  return 0;
+}
+
 int runPlan() {
   // Everything that can be checked without the model is checked first.
   if (inputFile.empty())
@@ -174,6 +209,8 @@ int runPlan() {
                                          "', and --mesh " + mesh +
                                          " has none");
   }
+  if (!emitArg.getNumOccurrences() && StringRef(output).ends_with(".pb"))
+    emitArg = "plan";
   SmallVector<Stage> stages = buildStages(strategyArg, mesh);
   auto last = llvm::find_if(
       stages, [](const Stage &stage) { return stage.emitName == emitArg; });
@@ -211,6 +248,10 @@ int runPlan() {
   if (module->getOps<mlir::func::FuncOp>().empty())
     return reportError(kCommand, inputFile + " defines no func.func to compile");
 
+  mlir::OwningOpRef<mlir::ModuleOp> original;
+  if (emitArg == "plan")
+    original = module->clone();
+
   if (strategyArg != "none") {
     if (!axes.empty() && failed(checkModelMesh(*module, axes)))
       return 1;
@@ -241,7 +282,10 @@ int runPlan() {
   }
 
   progress.start();
-  if (int rc = writeModule(kCommand, module->getOperation(), output))
+  if (emitArg == "plan") {
+    if (int rc = writePlan(kCommand, *module, *original, output))
+      return rc;
+  } else if (int rc = writeModule(kCommand, module->getOperation(), output))
     return rc;
   progress.done("wrote " + (output == "-" ? std::string("stdout")
                                           : std::string(output)));

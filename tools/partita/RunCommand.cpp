@@ -412,11 +412,14 @@ int runRun() {
              << (pass ? "ok" : "FAILED") << ", rtol " << format("%g", double(rtolArg))
              << ")\n";
     }
+    // The comparison above goes first, then the error line.
+    outs().flush();
     if (!ok)
       return reportError(kCommand, "results differ from the reference beyond "
                                    "--rtol");
     return 0;
   } catch (const rt::Error &e) {
+    outs().flush();
     return reportError(kCommand, e.what());
   } catch (const std::exception &e) {
     return reportError(kCommand, std::string("unexpected failure: ") + e.what());

@@ -11,6 +11,7 @@
 
 #include "PlanInternal.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -350,6 +351,44 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
       transpose(in, sendT, perm);
       comm->allToAll(sendT.data, recvT.data, sendT.numElements() / g, dtype, ranks);
       transpose(recvT, outT, backPerm);
+    };
+  }
+  case plan::Collective::SLICE: {
+    // [outer, D, inner] -> this position's [outer, D/g, inner] block.
+    int64_t d = c.dim(), outer = 1, inner = sizeOf(dtype);
+    for (int64_t i = 0; i < d; ++i)
+      outer *= in.shape[i];
+    for (size_t i = d + 1; i < in.shape.size(); ++i)
+      inner *= in.shape[i];
+    int64_t position = std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
+    int64_t block = out.shape[d] * inner, row = in.shape[d] * inner;
+    return [=] {
+      const unsigned char *src = static_cast<const unsigned char *>(in.data);
+      unsigned char *dst = static_cast<unsigned char *>(out.data);
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(dst + o * block, src + o * row + position * block, block);
+    };
+  }
+  case plan::Collective::COLLECTIVE_PERMUTE: {
+    // An all_gather, then each target copies its source's block: simple and
+    // free of send/recv ordering hazards, at g times the traffic.
+    int64_t position = std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
+    int64_t source = -1;
+    for (int k = 0; k < c.pairs_size(); k += 2)
+      if (c.pairs(k + 1) == position)
+        source = c.pairs(k);
+    std::vector<int64_t> all = in.shape;
+    all.insert(all.begin(), g);
+    TensorView gathered = scratch(all);
+    return [=] {
+      comm->allGather(in.data, gathered.data, in.numElements(), dtype, ranks);
+      if (source < 0)
+        std::memset(out.data, 0, out.numBytes());
+      else
+        std::memcpy(out.data,
+                    static_cast<unsigned char *>(gathered.data) +
+                        source * in.numBytes(),
+                    in.numBytes());
     };
   }
   default:

@@ -250,6 +250,25 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
           fail(what, iw + ": reduce_scatter dimension is not divisible by the group size");
         expect[c.dim()] /= g;
         break;
+      case plan::Collective::SLICE:
+        checkDim(c.dim(), "dim");
+        if (expect[c.dim()] % g)
+          fail(what, iw + ": slice dimension is not divisible by the group size");
+        expect[c.dim()] /= g;
+        break;
+      case plan::Collective::COLLECTIVE_PERMUTE: {
+        if (c.pairs_size() % 2)
+          fail(what, iw + ": collective_permute has an odd number of pair entries");
+        std::set<int64_t> sources, targets;
+        for (int k = 0; k < c.pairs_size(); k += 2) {
+          int64_t s = c.pairs(k), t = c.pairs(k + 1);
+          if (s < 0 || s >= g || t < 0 || t >= g || !sources.insert(s).second ||
+              !targets.insert(t).second)
+            fail(what, iw + ": collective_permute pairs must be distinct "
+                            "positions in [0, " + std::to_string(g) + ")");
+        }
+        break;
+      }
       case plan::Collective::ALL_TO_ALL:
         checkDim(c.dim(), "dim");
         checkDim(c.concat_dim(), "concat_dim");

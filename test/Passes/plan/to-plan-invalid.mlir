@@ -4,8 +4,8 @@
 dist.mesh @mesh <["tp"=2]>
 func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> tensor<4xf32> {
   // expected-error @+1 {{cannot be lowered to a plan: the runtime has no kernel or collective for it}}
-  %y = dist.collective_permute %x on @mesh axes = ["tp"] pairs = [0, 1, 1, 0] : tensor<4xf32>
-  return %y : tensor<4xf32>
+  dist.send %x on @mesh axis = "tp" to 1 : tensor<4xf32>
+  return %x : tensor<4xf32>
 }
 
 // -----

@@ -23,6 +23,12 @@
 // PARTIAL:      logits: f32[4x8]{{$}}
 // PARTIAL-NEXT: check logits: max abs diff {{.*}} (ok, rtol 1e-06)
 
+// A reference that computes something else (no relu) fails the check.
+// RUN: partita-translate --to-plan --plan-function tp_partial_result --plan-reference no_relu %s -o %t/wrong.pb
+// RUN: not partita run %t/wrong.pb --check 2>&1 | FileCheck %s --check-prefix=WRONG
+// WRONG:      check logits: max abs diff {{.*}} (FAILED, rtol 1e-05)
+// WRONG-NEXT: partita run: error: results differ from the reference beyond --rtol
+
 dist.mesh @mesh <["tp"=2]>
 
 func.func @tp_all_reduce(
@@ -73,5 +79,15 @@ func.func @whole_logits(
   %h = nn.einsum "bh,hf->bf" %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   %r = nn.relu %h : tensor<4x16xf32>
   %s = nn.einsum "bf,fh->bh" %r, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
+
+func.func @no_relu(
+    %w1: tensor<8x16xf32> {nn.param = "w1"},
+    %w2: tensor<16x8xf32> {nn.param = "w2"},
+    %x: tensor<4x8xf32> {nn.input = "x"})
+    -> (tensor<4x8xf32> {nn.output = "logits"}) {
+  %h = nn.einsum "bh,hf->bf" %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %s = nn.einsum "bf,fh->bh" %h, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }

@@ -270,6 +270,30 @@ TEST(Executor, CollectivesOnAnInnerDimension) {
   expectNear(got[2], x2);
 }
 
+TEST(Executor, SliceKeepsThisPositionsBlockAndPermuteMovesBlocks) {
+  // x [4, 6] replicated over tp=3: slice dim 1 leaves position i columns
+  // 2i..2i+1, so the gathered result is x. Permute (0->1, 1->2) of the
+  // sliced blocks: position 1 gets block 0, 2 gets block 1, 0 gets zeros.
+  PlanBuilder b({{"tp", 3}}, true);
+  int64_t x = b.buffer(plan::INPUT, {4, 6}, {}, "x", {4, 6});
+  int64_t sliced = b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "s", {4, 6});
+  int64_t moved = b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "p", {4, 6});
+  b.collective(plan::Collective::SLICE, {"tp"}, x, sliced, 1);
+  b.collective(plan::Collective::COLLECTIVE_PERMUTE, {"tp"}, sliced, moved);
+  for (int64_t v : {0, 1, 1, 2})
+    b.prog->mutable_instructions(1)->mutable_collective()->add_pairs(v);
+  b.prog->add_results(sliced);
+  b.prog->add_results(moved);
+  Tensor xin = iota({4, 6});
+  std::vector<Tensor> got = runOn(b.finish(), 3, {xin});
+  expectNear(got[0], xin);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 6; ++c) {
+      float want = c < 2 ? 0.0f : xin.data<float>()[r * 6 + c - 2];
+      EXPECT_EQ(got[1].data<float>()[r * 6 + c], want) << r << "," << c;
+    }
+}
+
 TEST(Executor, MeshDeviceOrderPermutesRanks) {
   // devices=[1, 0]: rank 1 holds block 0. A gathered result is unchanged.
   PlanBuilder b({{"tp", 2}}, true);
@@ -406,6 +430,17 @@ TEST(PlanFile, RejectsInconsistentPlans) {
     EXPECT_EQ(parseError(b.finish()),
               "p.pb: program 'main': instruction 0: collective output shape "
               "[2x3] does not follow from its input shape [2x3]");
+  }
+  {
+    PlanBuilder b({{"tp", 2}}, true);
+    int64_t x = b.buffer(plan::INPUT, {2, 3});
+    int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
+    b.collective(plan::Collective::COLLECTIVE_PERMUTE, {"tp"}, x, y);
+    b.prog->mutable_instructions(0)->mutable_collective()->add_pairs(0);
+    b.prog->mutable_instructions(0)->mutable_collective()->add_pairs(2);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 0: collective_permute pairs "
+              "must be distinct positions in [0, 2)");
   }
   {
     PlanBuilder b({{"tp", 0}});
