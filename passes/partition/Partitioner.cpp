@@ -51,7 +51,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -121,6 +123,12 @@ private:
     return RankedTensorType::get(localShape(type.getShape(), sharding),
                                  type.getElementType());
   }
+  /// Arguments already have their local types; their global ones are kept.
+  RankedTensorType globalTypeOf(Value value) const {
+    if (RankedTensorType type = argGlobalTypes.lookup(value))
+      return type;
+    return cast<RankedTensorType>(value.getType());
+  }
   dist::ShardingAttr toAttr(const Sharding &sharding) const;
   ArrayAttr axesAttr(ArrayRef<std::string> axes) const {
     SmallVector<StringRef> names(axes.begin(), axes.end());
@@ -152,6 +160,10 @@ private:
   DenseMap<Value, Sharding> shardingOf;
   /// Reshards already emitted: (global value, target) -> local value.
   std::map<std::pair<void *, std::string>, Value> reshardCache;
+  /// The rule of every op, read before any type changes (rules read their
+  /// operands' global shapes).
+  DenseMap<Operation *, FailureOr<dist::ShardingRule>> rules;
+  DenseMap<Value, RankedTensorType> argGlobalTypes;
 };
 
 dist::ShardingAttr FuncPartitioner::toAttr(const Sharding &sharding) const {
@@ -321,16 +333,39 @@ FailureOr<Value> FuncPartitioner::emitStep(OpBuilder &builder, Location loc,
       }
       return index;
     };
-    SmallVector<int64_t> pairs;
+    // Each target takes the block it needs from a distinct source: itself
+    // when it already holds it, else the first holder not yet sending. With
+    // equal shard counts per dimension every block has as many holders as
+    // devices that need it, so this pairs every device.
+    SmallVector<SmallVector<int64_t>> held, needed;
     for (int64_t p = 0; p < group; ++p) {
-      SmallVector<int64_t> held = blocks(before, p);
-      for (int64_t q = 0; q < group; ++q)
-        if (blocks(step.result, q) == held) {
-          pairs.push_back(p);
-          pairs.push_back(q);
+      held.push_back(blocks(before, p));
+      needed.push_back(blocks(step.result, p));
+    }
+    SmallVector<int64_t> sourceOf(group, -1);
+    SmallVector<bool> sending(group, false);
+    for (int64_t q = 0; q < group; ++q)
+      if (held[q] == needed[q]) {
+        sourceOf[q] = q;
+        sending[q] = true;
+      }
+    for (int64_t q = 0; q < group; ++q) {
+      if (sourceOf[q] >= 0)
+        continue;
+      for (int64_t p = 0; p < group; ++p)
+        if (!sending[p] && held[p] == needed[q]) {
+          sourceOf[q] = p;
+          sending[p] = true;
           break;
         }
     }
+    SmallVector<int64_t> pairs;
+    for (int64_t p = 0; p < group; ++p)
+      for (int64_t q = 0; q < group; ++q)
+        if (sourceOf[q] == p) {
+          pairs.push_back(p);
+          pairs.push_back(q);
+        }
     if (static_cast<int64_t>(pairs.size()) != 2 * group)
       return user->emitError()
              << "cannot emit " << step.toString() << " from "
@@ -354,7 +389,7 @@ FailureOr<Value> FuncPartitioner::reshard(OpBuilder &builder, Value global,
   auto key = std::make_pair(global.getAsOpaquePointer(), target.toString());
   if (auto it = reshardCache.find(key); it != reshardCache.end())
     return it->second;
-  auto globalType = cast<RankedTensorType>(global.getType());
+  RankedTensorType globalType = globalTypeOf(global);
   TensorInfo info;
   info.shape.assign(globalType.getShape().begin(), globalType.getShape().end());
   unsigned bits = globalType.getElementType().getIntOrFloatBitWidth();
@@ -389,8 +424,7 @@ struct FactorAxes {
 
 LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   OpBuilder builder(op);
-  auto iface = cast<dist::ShardingRuleOpInterface>(op);
-  FailureOr<dist::ShardingRule> rule = iface.getShardingRule();
+  const FailureOr<dist::ShardingRule> &rule = rules.find(op)->second;
 
   SmallVector<Sharding, 2> propagated;
   for (Value result : op->getResults())
@@ -424,6 +458,11 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
 
     auto eligibleKind = [&](int64_t f, bool fromOperand) {
       dist::FactorKind kind = r.getFactor(f).kind;
+      // Attention's result has the query's type, whose last dimension is
+      // the whole factor "d": the value head dimension "v" must stay whole
+      // too.
+      if (isa<nn::AttentionOp>(op) && r.getFactor(f).name == "v")
+        return false;
       if (kind == dist::FactorKind::Parallel)
         return !fromOperand;
       if (kind == dist::FactorKind::Reduction)
@@ -610,6 +649,24 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
       result.setType(type);
     clone->removeAttr(dist::DistDialect::kShardingAttrName);
+    // A safety net: a rule that promises more than the op's verifier accepts
+    // on local types is a diagnostic, never wrong IR.
+    std::string why;
+    bool verified;
+    {
+      ScopedDiagnosticHandler capture(ctx, [&](Diagnostic &diag) {
+        if (why.empty())
+          why = diag.str();
+        return success();
+      });
+      verified = succeeded(mlir::verify(clone, /*verifyRecursively=*/false));
+    }
+    if (!verified) {
+      clone->erase();
+      return op->emitError()
+             << "cannot partition '" << op->getName()
+             << "': its local form does not verify (" << why << ")";
+    }
   }
 
   SmallVector<Value> results(clone->getResults());
@@ -659,7 +716,7 @@ LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
     func.removeResultAttr(i, builder.getStringAttr(
                                  dist::DistDialect::kShardingAttrName));
     func.setResultAttr(i, kGlobalTypeAttrName,
-                       TypeAttr::get(operand.getType()));
+                       TypeAttr::get(globalTypeOf(operand)));
     func.setResultAttr(i, kGlobalShardingAttrName, toAttr(target));
   }
   func::ReturnOp::create(builder, op.getLoc(), operands);
@@ -674,18 +731,23 @@ LogicalResult FuncPartitioner::run() {
     Type global = arg.getType();
     localOf[arg] = arg;
     shardingOf[arg] = sharding;
+    argGlobalTypes[arg] = cast<RankedTensorType>(global);
     unsigned i = arg.getArgNumber();
     func.removeArgAttr(i, dist::DistDialect::kShardingAttrName);
     func.setArgAttr(i, kGlobalTypeAttrName, TypeAttr::get(global));
     func.setArgAttr(i, kGlobalShardingAttrName, toAttr(sharding));
-    // The type changes once every op is partitioned: the rules of the
-    // original ops read their operands' global shapes.
     argTypes.push_back(localType(global, sharding));
   }
 
   SmallVector<Operation *> original;
   for (Operation &op : body)
     original.push_back(&op);
+  for (Operation *op : original)
+    if (auto iface = dyn_cast<dist::ShardingRuleOpInterface>(op))
+      rules.try_emplace(op, iface.getShardingRule());
+  for (auto [arg, type] : llvm::zip(func.getArguments(), argTypes))
+    arg.setType(type);
+
   for (Operation *op : original) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (failed(partitionReturn(ret)))
@@ -710,8 +772,6 @@ LogicalResult FuncPartitioner::run() {
     op->dropAllUses();
     op->erase();
   }
-  for (auto [arg, type] : llvm::zip(func.getArguments(), argTypes))
-    arg.setType(type);
 
   SmallVector<Type> resultTypes(
       body.getTerminator()->getOperandTypes().begin(),

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Fuzzes dist-partition with random valid shardings on the reference models.
+
+For each case: a model (mlp, gpt, llama), a random mesh, and for every
+function argument a random valid sharding (per dimension, unused mesh axes
+whose product divides the dimension's size; often none). Then
+`partita-opt --dist-propagate --dist-partition` must either succeed, printing
+IR that partita-opt parses and verifies again (local shapes consistent with
+the mesh, every collective verified), or fail with a diagnostic at a location.
+A crash, a hang, or output that does not verify fails the test.
+
+Prints one summary line; exits 1 on the first bad case, printing its input.
+"""
+
+import argparse
+import random
+import re
+import subprocess
+import sys
+
+MODELS = {
+    "mlp": ["mlp", "--layers", "2", "--hidden", "16", "--vocab", "8",
+            "--batch", "4"],
+    "gpt": ["gpt", "--layers", "1", "--hidden", "16", "--heads", "4",
+            "--seq", "8", "--vocab", "32", "--batch", "4", "--ffn", "32"],
+    "llama": ["llama", "--layers", "1", "--hidden", "16", "--heads", "4",
+              "--kv-heads", "2", "--seq", "8", "--vocab", "32", "--batch", "4",
+              "--ffn", "32"],
+}
+MESHES = [
+    [("x", 2)],
+    [("x", 4)],
+    [("x", 2), ("y", 2)],
+    [("dp", 2), ("tp", 4)],
+    [("a", 2), ("b", 2), ("c", 2)],
+]
+ARG = re.compile(r"(%[\w.]+): tensor<([0-9x]+)x(f32|i32)> \{")
+
+
+def random_sharding(rng, shape, mesh):
+    unused = [axis for axis in mesh]
+    rng.shuffle(unused)
+    dims = []
+    for size in shape:
+        axes = []
+        if rng.random() < 0.5:
+            for name, axis_size in list(unused):
+                product = axis_size
+                for a in axes:
+                    product *= dict(mesh)[a]
+                if size % product == 0 and rng.random() < 0.6:
+                    axes.append(name)
+                    unused.remove((name, axis_size))
+        dims.append("{" + ", ".join('"%s"' % a for a in axes) + "}")
+    return "#dist.sharding<@mesh, [" + ", ".join(dims) + "]>"
+
+
+def make_case(rng, model_text):
+    mesh = rng.choice(MESHES)
+    mesh_text = ", ".join('"%s"=%d' % axis for axis in mesh)
+
+    def annotate(match):
+        shape = [int(s) for s in match.group(2).split("x")]
+        sharding = random_sharding(rng, shape, mesh)
+        return "%s: tensor<%sx%s> {dist.sharding = %s, " % (
+            match.group(1), match.group(2), match.group(3), sharding)
+
+    text = ARG.sub(annotate, model_text)
+    return text.replace("module {", "module {\n  dist.mesh @mesh <[%s]>" %
+                        mesh_text, 1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partita", required=True)
+    parser.add_argument("--partita-opt", required=True)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cases", type=int, default=60)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+
+    models = {}
+    for name, flags in MODELS.items():
+        models[name] = subprocess.run([args.partita, "model"] + flags,
+                                      check=True, capture_output=True,
+                                      text=True).stdout
+
+    partitioned = diagnosed = 0
+    for case in range(args.cases):
+        model = rng.choice(sorted(models))
+        text = make_case(rng, models[model])
+        run = subprocess.run(
+            [args.partita_opt, "-", "--dist-propagate", "--dist-partition"],
+            input=text, capture_output=True, text=True, timeout=60)
+        bad = None
+        if run.returncode == 0:
+            again = subprocess.run([args.partita_opt, "-"], input=run.stdout,
+                                   capture_output=True, text=True, timeout=60)
+            if again.returncode != 0:
+                bad = "output does not verify:\n" + again.stderr
+            elif "dist.mesh = @mesh" not in run.stdout:
+                bad = "output is not partitioned:\n" + run.stdout
+            else:
+                partitioned += 1
+        elif run.returncode == 1 and re.search(r"<stdin>:\d+:\d+: error: ",
+                                               run.stderr):
+            # A verifier's complaint ("'dist.x' op ...") means a pass wrote
+            # wrong IR: only the passes' own diagnostics are acceptable.
+            if re.search(r"error: '[\w.]+' op ", run.stderr):
+                bad = "a pass produced IR that does not verify:\n" + run.stderr
+            else:
+                diagnosed += 1
+        else:
+            bad = "exit code %d without a located diagnostic:\n%s" % (
+                run.returncode, run.stderr)
+        if bad:
+            print("case %d (%s): %s\ninput:\n%s" % (case, model, bad, text))
+            return 1
+    print("fuzz: %d cases, %d partitioned, %d diagnosed" %
+          (args.cases, partitioned, diagnosed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
