@@ -1,8 +1,7 @@
 //===- LowerToPlanPass.cpp - dist-lower-to-plan ---------------------------===//
 
-#include "passes/plan/PlanLowering.h"
 #include "passes/plan/Passes.h"
-
+#include "passes/plan/PlanLowering.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"

@@ -1,4 +1,5 @@
-//===- PlanLowering.cpp - MLIR function -> plan protobuf -------------------===//
+//===- PlanLowering.cpp - MLIR function -> plan protobuf
+//-------------------===//
 //
 // Algorithm: one walk over the function body in order. Every function
 // argument becomes a persistent buffer (PARAMETER when it has `nn.param`,
@@ -37,7 +38,8 @@ namespace {
 constexpr uint32_t kPlanTrailer = 0x4e414c50;
 constexpr uint32_t kPlanFormatVersion = 1;
 
-FailureOr<pb::DType> toDType(Type type, function_ref<InFlightDiagnostic()> emitError) {
+FailureOr<pb::DType> toDType(Type type,
+                             function_ref<InFlightDiagnostic()> emitError) {
   if (type.isF32())
     return pb::F32;
   if (type.isF64())
@@ -91,14 +93,15 @@ bool isPartitioned(func::FuncOp func) {
 /// The sharding of argument `i` relative to its global type:
 /// `dist.global_sharding` (dist-partition's output), else `dist.sharding`.
 dist::ShardingAttr argSharding(func::FuncOp func, unsigned i) {
-  if (auto s = func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.global_sharding"))
+  if (auto s =
+          func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.global_sharding"))
     return s;
   return dist::getSharding(func.getArgument(i));
 }
 
 dist::ShardingAttr resultSharding(func::FuncOp func, unsigned i) {
-  if (auto s =
-          func.getResultAttrOfType<dist::ShardingAttr>(i, "dist.global_sharding"))
+  if (auto s = func.getResultAttrOfType<dist::ShardingAttr>(
+          i, "dist.global_sharding"))
     return s;
   return dist::getFuncResultSharding(func, i);
 }
@@ -135,7 +138,8 @@ private:
   int64_t use(Value value) { return bufferOf.lookup(value); }
 };
 
-LogicalResult FunctionLowering::useMesh(Operation *at, FlatSymbolRefAttr symbol) {
+LogicalResult FunctionLowering::useMesh(Operation *at,
+                                        FlatSymbolRefAttr symbol) {
   if (!symbol) {
     at->emitError() << "partitioned function names no mesh";
     return failure();
@@ -212,8 +216,8 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
       return failure();
     }
     if (!sizes.count(axis.getName().str())) {
-      emitError() << "names axis '" << axis.getName()
-                  << "', which mesh @" << meshName << " does not have";
+      emitError() << "names axis '" << axis.getName() << "', which mesh @"
+                  << meshName << " does not have";
       return failure();
     }
     return axis.getName().str();
@@ -326,9 +330,9 @@ LogicalResult FunctionLowering::run() {
     auto param = func.getArgAttrOfType<StringAttr>(i, "nn.param");
     auto input = func.getArgAttrOfType<StringAttr>(i, "nn.input");
     auto emitError = [&] {
-      return func.emitError() << "argument #" << i
-                              << (param ? " ('" + param.getValue() + "')" : "")
-                              << " ";
+      return func.emitError()
+             << "argument #" << i
+             << (param ? " ('" + param.getValue() + "')" : "") << " ";
     };
     FailureOr<int64_t> id =
         addBuffer(arg, param ? pb::PARAMETER : pb::INPUT, emitError);
@@ -350,9 +354,10 @@ LogicalResult FunctionLowering::run() {
     }
     if (param) {
       if (buffer.dtype() != pb::F32 && buffer.dtype() != pb::F64)
-        return emitError() << "is a parameter of element type "
-                           << cast<RankedTensorType>(arg.getType()).getElementType()
-                           << "; the runtime initializes f32 and f64 parameters";
+        return emitError()
+               << "is a parameter of element type "
+               << cast<RankedTensorType>(arg.getType()).getElementType()
+               << "; the runtime initializes f32 and f64 parameters";
       setInit(buffer);
     }
     program.add_arguments(*id);
@@ -364,7 +369,8 @@ LogicalResult FunctionLowering::run() {
         int64_t id = use(value);
         pb::Buffer &buffer = *program.mutable_buffers(id);
         buffer.set_last_use(program.instructions_size());
-        if (auto name = func.getResultAttrOfType<StringAttr>(index, "nn.output"))
+        if (auto name =
+                func.getResultAttrOfType<StringAttr>(index, "nn.output"))
           if (buffer.role() == pb::ACTIVATION)
             buffer.set_name(name.getValue().str());
         if (partitioned && buffer.role() == pb::ACTIVATION) {
@@ -373,9 +379,9 @@ LogicalResult FunctionLowering::run() {
           };
           auto globalType =
               func.getResultAttrOfType<TypeAttr>(index, "dist.global_type");
-          if (failed(applySharding(
-                  buffer, resultSharding(func, index),
-                  globalType ? globalType.getValue() : Type(), emitError)))
+          if (failed(applySharding(buffer, resultSharding(func, index),
+                                   globalType ? globalType.getValue() : Type(),
+                                   emitError)))
             return failure();
         }
         program.add_results(id);
@@ -480,7 +486,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
   if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
           dist::AllToAllOp, dist::SliceOp, dist::CollectivePermuteOp>(op)) {
     for (Value operand : op->getOperands())
-      program.mutable_buffers(use(operand))->set_last_use(program.instructions_size());
+      program.mutable_buffers(use(operand))
+          ->set_last_use(program.instructions_size());
     return lowerCollective(op);
   }
   pb::Kernel kernel;
@@ -568,8 +575,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
               attrs.set_fill_value(
                   dense.getSplatValue<APFloat>().convertToDouble());
             else
-              attrs.set_fill_value(double(
-                  dense.getSplatValue<APInt>().getSExtValue()));
+              attrs.set_fill_value(
+                  double(dense.getSplatValue<APInt>().getSExtValue()));
             return "fill";
           })
           .Default([](Operation *) { return ""; });
@@ -614,8 +621,9 @@ void planMemory(pb::Program &program) {
     if (buffer.role() != pb::ACTIVATION)
       continue;
     int64_t elem = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
-                   : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16 ? 2
-                                                                             : 4;
+                   : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
+                       ? 2
+                       : 4;
     int64_t bytes = elem;
     for (int64_t d : buffer.local_shape())
       bytes *= d;
@@ -631,22 +639,22 @@ void planMemory(pb::Program &program) {
     for (const Placed *p : conflicts) {
       if (offset + bytes <= p->offset)
         break;
-      int64_t next = (p->end + kArenaAlignment - 1) / kArenaAlignment *
-                     kArenaAlignment;
+      int64_t next =
+          (p->end + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
       offset = std::max(offset, next);
     }
     buffer.set_offset(offset);
     if (bytes > 0)
-      placed.push_back({offset, offset + bytes, buffer.first_use(),
-                        buffer.last_use()});
+      placed.push_back(
+          {offset, offset + bytes, buffer.first_use(), buffer.last_use()});
     arena = std::max(arena, offset + bytes);
   }
   program.set_arena_bytes(arena);
 }
 
-LogicalResult lowerFunction(func::FuncOp func, const LowerToPlanOptions &options,
-                            pb::Mesh &mesh, bool &haveMesh,
-                            pb::Program &program) {
+LogicalResult lowerFunction(func::FuncOp func,
+                            const LowerToPlanOptions &options, pb::Mesh &mesh,
+                            bool &haveMesh, pb::Program &program) {
   return FunctionLowering(func, options, mesh, haveMesh, program).run();
 }
 
@@ -679,7 +687,8 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
                            *plan.add_programs())))
     return failure();
   if (!options.reference.empty()) {
-    func::FuncOp reference = module.lookupSymbol<func::FuncOp>(options.reference);
+    func::FuncOp reference =
+        module.lookupSymbol<func::FuncOp>(options.reference);
     if (!reference) {
       module.emitError() << "has no reference function @" << options.reference;
       return failure();

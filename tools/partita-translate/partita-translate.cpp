@@ -1,4 +1,5 @@
-//===- partita-translate.cpp - leave or enter MLIR -------------------------===//
+//===- partita-translate.cpp - leave or enter MLIR
+//-------------------------===//
 //
 // `partita-translate --to-plan in.mlir -o plan.pb` writes the runtime's plan
 // (`--plan-text` prints it in protobuf text format, for tests and reading).
@@ -57,7 +58,9 @@ void registerToPlan() {
         os << out;
         return success();
       },
-      [](DialectRegistry &registry) { partita::registerAllDialects(registry); });
+      [](DialectRegistry &registry) {
+        partita::registerAllDialects(registry);
+      });
 }
 } // namespace
 

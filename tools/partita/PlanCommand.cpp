@@ -169,7 +169,8 @@ int writePlan(StringRef command, mlir::ModuleOp module, mlir::ModuleOp original,
                                 "reference program");
   program->set_name("reference");
   std::string message;
-  std::unique_ptr<ToolOutputFile> file = mlir::openOutputFile(filename, &message);
+  std::unique_ptr<ToolOutputFile> file =
+      mlir::openOutputFile(filename, &message);
   if (!file)
     return reportError(command, "cannot write '" + filename + "': " + message);
   file->os() << plan->SerializeAsString();

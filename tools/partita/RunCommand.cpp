@@ -1,4 +1,5 @@
-//===- RunCommand.cpp - `partita run`: execute a plan ----------------------===//
+//===- RunCommand.cpp - `partita run`: execute a plan
+//----------------------===//
 //
 // Loads a plan, runs its step program on N ranks (threads on the local
 // communicator, or MPI processes), and prints every result. Inputs come from
@@ -47,11 +48,12 @@ cl::opt<std::string> commArg("comm", cl::sub(runCommand), cl::init("local"),
 cl::opt<std::string> stepsArg("steps", cl::sub(runCommand), cl::value_desc("k"),
                               cl::desc("Steps to run (default 1)"));
 cl::list<std::string> inputsArg(
-    "inputs", cl::sub(runCommand), cl::CommaSeparated, cl::value_desc("a.npy,..."),
+    "inputs", cl::sub(runCommand), cl::CommaSeparated,
+    cl::value_desc("a.npy,..."),
     cl::desc("Input arrays in the program's input order (default: generated)"));
-cl::opt<std::string> outputsArg("outputs", cl::sub(runCommand),
-                                cl::value_desc("dir"),
-                                cl::desc("Write every result as DIR/<name>.npy"));
+cl::opt<std::string>
+    outputsArg("outputs", cl::sub(runCommand), cl::value_desc("dir"),
+               cl::desc("Write every result as DIR/<name>.npy"));
 cl::opt<bool> checkArg("check", cl::sub(runCommand),
                        cl::desc("Compare with the plan's unpartitioned "
                                 "reference program run on one rank"));
@@ -221,7 +223,8 @@ std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
           throw rt::Error("cannot generate input " + describe(v) +
                           ": the plan gives no bound for its values; pass "
                           "--inputs");
-        int64_t value = std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
+        int64_t value =
+            std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
         if (v.dtype == rt::DType::I32)
           t.data<int32_t>()[i] = int32_t(value);
         else
@@ -319,12 +322,12 @@ int runRun() {
     if (!ranksArg.getNumOccurrences())
       ranks = devices;
     if (ranks != devices)
-      return reportError(kCommand,
-                         "the plan's program '" + program + "' runs on " +
-                             std::to_string(devices) + " rank" +
-                             (devices == 1 ? "" : "s") +
-                             (partitioned ? " (its mesh)" : " (it is not partitioned)") +
-                             ", but --ranks is " + std::to_string(ranks));
+      return reportError(
+          kCommand,
+          "the plan's program '" + program + "' runs on " +
+              std::to_string(devices) + " rank" + (devices == 1 ? "" : "s") +
+              (partitioned ? " (its mesh)" : " (it is not partitioned)") +
+              ", but --ranks is " + std::to_string(ranks));
     if (checkArg && !plan->hasProgram("reference"))
       return reportError(kCommand, "--check needs a program named 'reference' "
                                    "in the plan (partita plan writes one)");
@@ -333,7 +336,8 @@ int runRun() {
     if (commArg == "mpi") {
       mpi = rt::createMpiCommunicator();
       if (!mpi)
-        return reportError(kCommand, "--comm mpi: this partita was built without MPI");
+        return reportError(kCommand,
+                           "--comm mpi: this partita was built without MPI");
       mpi->setTimeout(std::chrono::milliseconds(timeoutArg));
       if (partitioned && mpi->size() != ranks)
         return reportError(kCommand, "--comm mpi: the job has " +
@@ -353,7 +357,8 @@ int runRun() {
            << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
            << "), arena " << plan->arenaBytes(program) << " bytes per rank\n";
     for (size_t step = 0; step < seconds.size(); ++step)
-      outs() << "step " << step << ": " << format("%.6f", seconds[step]) << " s\n";
+      outs() << "step " << step << ": " << format("%.6f", seconds[step])
+             << " s\n";
     for (size_t i = 0; i < values.size(); ++i) {
       const rt::Tensor &t = results[i];
       std::string name = values[i].name.empty() ? "result" + std::to_string(i)
@@ -393,7 +398,8 @@ int runRun() {
       std::string name = values[i].name.empty() ? "result" + std::to_string(i)
                                                 : values[i].name;
       if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
-        outs() << "check " << name << ": shape or dtype differs from the reference\n";
+        outs() << "check " << name
+               << ": shape or dtype differs from the reference\n";
         ok = false;
         continue;
       }
@@ -409,8 +415,8 @@ int runRun() {
       ok &= pass;
       outs() << "check " << name << ": max abs diff " << format("%.3e", maxAbs)
              << ", max rel diff " << format("%.3e", rel) << " ("
-             << (pass ? "ok" : "FAILED") << ", rtol " << format("%g", double(rtolArg))
-             << ")\n";
+             << (pass ? "ok" : "FAILED") << ", rtol "
+             << format("%g", double(rtolArg)) << ")\n";
     }
     // The comparison above goes first, then the error line.
     outs().flush();
@@ -422,7 +428,8 @@ int runRun() {
     outs().flush();
     return reportError(kCommand, e.what());
   } catch (const std::exception &e) {
-    return reportError(kCommand, std::string("unexpected failure: ") + e.what());
+    return reportError(kCommand,
+                       std::string("unexpected failure: ") + e.what());
   }
 }
 } // namespace

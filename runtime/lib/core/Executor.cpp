@@ -1,4 +1,5 @@
-//===- Executor.cpp - runs one program of a plan on one rank ---------------===//
+//===- Executor.cpp - runs one program of a plan on one rank
+//---------------===//
 //
 // At construction the executor turns the validated plan into closures: each
 // buffer gets its address (arena offset, or persistent storage for
@@ -75,14 +76,17 @@ void forEachRow(const std::vector<int64_t> &global,
   }
 }
 
-std::vector<int64_t> toVector(const google::protobuf::RepeatedField<int64_t> &f) {
+std::vector<int64_t>
+toVector(const google::protobuf::RepeatedField<int64_t> &f) {
   return std::vector<int64_t>(f.begin(), f.end());
 }
 
-template <typename T> void accumulate(T *dst, const T *src, int64_t n, bool max) {
+template <typename T>
+void accumulate(T *dst, const T *src, int64_t n, bool max) {
   for (int64_t i = 0; i < n; ++i)
-    dst[i] = max ? (src[i] > dst[i] || std::isnan(double(src[i])) ? src[i] : dst[i])
-                 : dst[i] + src[i];
+    dst[i] =
+        max ? (src[i] > dst[i] || std::isnan(double(src[i])) ? src[i] : dst[i])
+            : dst[i] + src[i];
 }
 
 KernelAttrs toAttrs(const plan::KernelAttrs &a) {
@@ -175,7 +179,8 @@ struct Executor::Impl {
 
   /// Devices differing from this one only in `axes`, ordered by their
   /// coordinates along `axes` (listed order, major to minor).
-  std::vector<int> group(const google::protobuf::RepeatedPtrField<std::string> &axes) const {
+  std::vector<int>
+  group(const google::protobuf::RepeatedPtrField<std::string> &axes) const {
     int64_t size = 1;
     for (const std::string &axis : axes)
       size *= axisSizes.at(axis);
@@ -195,8 +200,9 @@ struct Executor::Impl {
 
   /// The start of a buffer's local block in its global shape, for the device
   /// at mesh coordinates `c`.
-  std::vector<int64_t> blockStarts(const plan::Buffer &b,
-                                   const std::map<std::string, int64_t> &c) const {
+  std::vector<int64_t>
+  blockStarts(const plan::Buffer &b,
+              const std::map<std::string, int64_t> &c) const {
     std::vector<int64_t> starts(b.local_shape_size(), 0);
     for (int d = 0; d < b.sharding_size(); ++d) {
       int64_t index = 0;
@@ -257,17 +263,19 @@ static std::vector<int64_t> inverse(const std::vector<int64_t> &perm) {
   return inv;
 }
 
-std::function<void()> Executor::Impl::compileCollective(const plan::Collective &c) {
+std::function<void()>
+Executor::Impl::compileCollective(const plan::Collective &c) {
   TensorView in = views[c.input()], out = views[c.output()];
   std::vector<int> ranks = group(c.axes());
   int64_t g = ranks.size();
-  ReduceOp op = c.op() == plan::MAX ? ReduceOp::Max
+  ReduceOp op = c.op() == plan::MAX   ? ReduceOp::Max
                 : c.op() == plan::MIN ? ReduceOp::Min
                                       : ReduceOp::Sum;
   Communicator *comm = this->comm;
   DType dtype = in.dtype;
   auto scratch = [&](const std::vector<int64_t> &shape) {
-    persistent.push_back(allocate(TensorView{nullptr, dtype, shape}.numBytes()));
+    persistent.push_back(
+        allocate(TensorView{nullptr, dtype, shape}.numBytes()));
     return TensorView{persistent.back().get(), dtype, shape};
   };
   switch (c.kind()) {
@@ -295,7 +303,8 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
     std::vector<int64_t> back = inverse(perm);
     return [=] {
       transpose(in, sendT, perm);
-      comm->allGather(sendT.data, recvT.data, sendT.numElements(), dtype, ranks);
+      comm->allGather(sendT.data, recvT.data, sendT.numElements(), dtype,
+                      ranks);
       transpose(recvT, out, back);
     };
   }
@@ -305,7 +314,8 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
       return [=] { std::memcpy(out.data, in.data, in.numBytes()); };
     if (d == 0)
       return [=] {
-        comm->reduceScatter(in.data, out.data, out.numElements(), dtype, op, ranks);
+        comm->reduceScatter(in.data, out.data, out.numElements(), dtype, op,
+                            ranks);
       };
     auto [perm, front] = toFront(in.shape, d);
     TensorView sendT = scratch(front);
@@ -315,8 +325,8 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
     std::vector<int64_t> back = inverse(perm);
     return [=] {
       transpose(in, sendT, perm);
-      comm->reduceScatter(sendT.data, recvT.data, recvT.numElements(), dtype, op,
-                          ranks);
+      comm->reduceScatter(sendT.data, recvT.data, recvT.numElements(), dtype,
+                          op, ranks);
       transpose(recvT, out, back);
     };
   }
@@ -349,7 +359,8 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
     TensorView outT{out.data, dtype, permuted};
     return [=] {
       transpose(in, sendT, perm);
-      comm->allToAll(sendT.data, recvT.data, sendT.numElements() / g, dtype, ranks);
+      comm->allToAll(sendT.data, recvT.data, sendT.numElements() / g, dtype,
+                     ranks);
       transpose(recvT, outT, backPerm);
     };
   }
@@ -360,7 +371,8 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
       outer *= in.shape[i];
     for (size_t i = d + 1; i < in.shape.size(); ++i)
       inner *= in.shape[i];
-    int64_t position = std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
+    int64_t position =
+        std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
     int64_t block = out.shape[d] * inner, row = in.shape[d] * inner;
     return [=] {
       const unsigned char *src = static_cast<const unsigned char *>(in.data);
@@ -372,7 +384,8 @@ std::function<void()> Executor::Impl::compileCollective(const plan::Collective &
   case plan::Collective::COLLECTIVE_PERMUTE: {
     // An all_gather, then each target copies its source's block: simple and
     // free of send/recv ordering hazards, at g times the traffic.
-    int64_t position = std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
+    int64_t position =
+        std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
     int64_t source = -1;
     for (int k = 0; k < c.pairs_size(); k += 2)
       if (c.pairs(k + 1) == position)
@@ -411,8 +424,10 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
                   "' is partitioned and needs a communicator");
     if (comm->size() != p.numDevices)
       throw Error("program '" + programName + "' runs on " +
-                  std::to_string(p.numDevices) + " devices (its mesh), but the "
-                  "communicator has " + std::to_string(comm->size()) + " ranks");
+                  std::to_string(p.numDevices) +
+                  " devices (its mesh), but the "
+                  "communicator has " +
+                  std::to_string(comm->size()) + " ranks");
     s.comm = comm;
     s.rank = comm->rank();
   }
@@ -448,12 +463,14 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   }
   for (int64_t i = 0; i < s.program->instructions_size(); ++i) {
     const plan::Instruction &inst = s.program->instructions(i);
-    std::string where = "instruction " + std::to_string(i) +
-                        (inst.location().empty() ? "" : " (" + inst.location() + ")");
+    std::string where =
+        "instruction " + std::to_string(i) +
+        (inst.location().empty() ? "" : " (" + inst.location() + ")");
     std::function<void()> step;
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
-      KernelCall call{*kernelKindFromString(k.kind()), toAttrs(k.attrs()), {}, {}};
+      KernelCall call{
+          *kernelKindFromString(k.kind()), toAttrs(k.attrs()), {}, {}};
       for (int64_t id : k.inputs())
         call.inputs.push_back(s.views[id]);
       for (int64_t id : k.outputs())
@@ -491,7 +508,8 @@ void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
     const Tensor &t = globalInputs[next++];
     std::vector<int64_t> global = toVector(b.global_shape());
     if (t.getDType() != toDType(b.dtype()) || t.getShape() != global) {
-      std::string want = toString(toDType(b.dtype())), got = toString(t.getDType());
+      std::string want = toString(toDType(b.dtype())),
+                  got = toString(t.getDType());
       for (int64_t d : global)
         want += "x" + std::to_string(d);
       for (int64_t d : t.getShape())
@@ -535,7 +553,8 @@ std::vector<Tensor> Executor::gatherResults() {
       continue;
     }
     std::vector<unsigned char> all(view.numBytes() * numDevices);
-    s.comm->allGather(view.data, all.data(), view.numElements(), view.dtype, world);
+    s.comm->allGather(view.data, all.data(), view.numElements(), view.dtype,
+                      world);
     // Axes the value is split or partial over; over every other axis it is
     // replicated, and coordinate 0 speaks for the copies.
     std::map<std::string, bool> used;
@@ -548,7 +567,8 @@ std::vector<Tensor> Executor::gatherResults() {
     bool max = b.partial_op() == plan::MAX;
     if (partial && view.dtype != DType::F32 && view.dtype != DType::F64 &&
         view.dtype != DType::I32 && view.dtype != DType::I64)
-      throw Error("result '" + b.name() + "': cannot reduce partial values of dtype " +
+      throw Error("result '" + b.name() +
+                  "': cannot reduce partial values of dtype " +
                   toString(view.dtype));
     for (int64_t position = 0; position < numDevices; ++position) {
       std::map<std::string, int64_t> c = s.coordsOf(int(position));
@@ -576,16 +596,20 @@ std::vector<Tensor> Executor::gatherResults() {
                    }
                    switch (view.dtype) {
                    case DType::F32:
-                     accumulate(out.data<float>() + g, (const float *)src + l, n, max);
+                     accumulate(out.data<float>() + g, (const float *)src + l,
+                                n, max);
                      break;
                    case DType::F64:
-                     accumulate(out.data<double>() + g, (const double *)src + l, n, max);
+                     accumulate(out.data<double>() + g, (const double *)src + l,
+                                n, max);
                      break;
                    case DType::I32:
-                     accumulate(out.data<int32_t>() + g, (const int32_t *)src + l, n, max);
+                     accumulate(out.data<int32_t>() + g,
+                                (const int32_t *)src + l, n, max);
                      break;
                    default:
-                     accumulate(out.data<int64_t>() + g, (const int64_t *)src + l, n, max);
+                     accumulate(out.data<int64_t>() + g,
+                                (const int64_t *)src + l, n, max);
                      break;
                    }
                  });
@@ -601,7 +625,8 @@ Tensor Executor::localParameter(const std::string &name) const {
     const plan::Buffer &b = s.buffer(id);
     if (b.role() == plan::PARAMETER && b.name() == name) {
       Tensor t(s.views[id].dtype, s.views[id].shape);
-      std::memcpy(t.data<unsigned char>(), s.views[id].data, s.views[id].numBytes());
+      std::memcpy(t.data<unsigned char>(), s.views[id].data,
+                  s.views[id].numBytes());
       return t;
     }
   }

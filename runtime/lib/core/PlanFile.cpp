@@ -1,4 +1,5 @@
-//===- PlanFile.cpp - parsing and validating plan files --------------------===//
+//===- PlanFile.cpp - parsing and validating plan files
+//--------------------===//
 //
 // Everything the executor later relies on is checked here, once, so that a
 // malformed plan is an Error naming what is wrong instead of a crash or a
@@ -50,7 +51,8 @@ void validateMesh(const plan::Mesh &mesh, const std::string &what,
   if (!mesh.devices().empty()) {
     if (mesh.devices_size() != numDevices)
       fail(what, "mesh lists " + std::to_string(mesh.devices_size()) +
-                     " devices but its axes make " + std::to_string(numDevices));
+                     " devices but its axes make " +
+                     std::to_string(numDevices));
     std::vector<bool> seen(numDevices, false);
     for (int64_t d : mesh.devices()) {
       if (d < 0 || d >= numDevices || seen[d])
@@ -100,13 +102,15 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
   std::vector<Interval> arena;
   for (int64_t i = 0; i < numBuffers; ++i) {
     const plan::Buffer &buffer = program.buffers(i);
-    std::string bw = "buffer " + std::to_string(i) +
-                     (buffer.name().empty() ? "" : " ('" + buffer.name() + "')");
+    std::string bw =
+        "buffer " + std::to_string(i) +
+        (buffer.name().empty() ? "" : " ('" + buffer.name() + "')");
     if (buffer.id() != i)
       fail(what, bw + " has id " + std::to_string(buffer.id()) +
                      " (buffers are numbered by position)");
     if (!plan::DType_IsValid(buffer.dtype()))
-      fail(what, bw + " has an unknown dtype " + std::to_string(buffer.dtype()));
+      fail(what,
+           bw + " has an unknown dtype " + std::to_string(buffer.dtype()));
     if (!plan::Role_IsValid(buffer.role()))
       fail(what, bw + " has an unknown role " + std::to_string(buffer.role()));
     int64_t bytes = checkedNumBytes(buffer, what + ": " + bw);
@@ -117,7 +121,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       if (buffer.sharding_size() || buffer.partial_axes_size())
         fail(what, bw + " is sharded in a program that is not partitioned");
     } else {
-      if (buffer.sharding_size() && buffer.sharding_size() != buffer.local_shape_size())
+      if (buffer.sharding_size() &&
+          buffer.sharding_size() != buffer.local_shape_size())
         fail(what, bw + " has " + std::to_string(buffer.sharding_size()) +
                        " dimension shardings for rank " +
                        std::to_string(buffer.local_shape_size()));
@@ -138,7 +143,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
           factor *= axisSizes.at(axis);
       if (buffer.global_shape(d) != buffer.local_shape(d) * factor)
         fail(what, bw + ": global shape " + shapeString(buffer.global_shape()) +
-                       " is not local shape " + shapeString(buffer.local_shape()) +
+                       " is not local shape " +
+                       shapeString(buffer.local_shape()) +
                        " times its sharding at dimension " + std::to_string(d));
     }
     switch (buffer.role()) {
@@ -177,10 +183,12 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     }
   }
   // The memory plan: two buffers that are live at once must not overlap.
-  std::sort(arena.begin(), arena.end(),
-            [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
+  std::sort(
+      arena.begin(), arena.end(),
+      [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
   for (size_t i = 0; i < arena.size(); ++i)
-    for (size_t j = i + 1; j < arena.size() && arena[j].begin < arena[i].end; ++j)
+    for (size_t j = i + 1; j < arena.size() && arena[j].begin < arena[i].end;
+         ++j)
       if (arena[i].first <= arena[j].last && arena[j].first <= arena[i].last)
         fail(what, "the memory plan overlaps buffers " +
                        std::to_string(arena[i].id) + " and " +
@@ -214,7 +222,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     } else if (inst.has_collective()) {
       const plan::Collective &c = inst.collective();
       if (!program.partitioned())
-        fail(what, iw + " is a collective in a program that is not partitioned");
+        fail(what,
+             iw + " is a collective in a program that is not partitioned");
       if (!plan::Collective::Kind_IsValid(c.kind()) ||
           !plan::ReduceOp_IsValid(c.op()))
         fail(what, iw + " is a collective of an unknown kind");
@@ -231,7 +240,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       int64_t g = 1;
       for (const std::string &axis : c.axes())
         g *= axisSizes.at(axis);
-      std::vector<int64_t> expect(in.local_shape().begin(), in.local_shape().end());
+      std::vector<int64_t> expect(in.local_shape().begin(),
+                                  in.local_shape().end());
       auto checkDim = [&](int64_t d, const char *name) {
         if (d < 0 || d >= rank)
           fail(what, iw + ": collective " + name + " " + std::to_string(d) +
@@ -247,25 +257,30 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       case plan::Collective::REDUCE_SCATTER:
         checkDim(c.dim(), "dim");
         if (expect[c.dim()] % g)
-          fail(what, iw + ": reduce_scatter dimension is not divisible by the group size");
+          fail(what, iw + ": reduce_scatter dimension is not divisible by the "
+                          "group size");
         expect[c.dim()] /= g;
         break;
       case plan::Collective::SLICE:
         checkDim(c.dim(), "dim");
         if (expect[c.dim()] % g)
-          fail(what, iw + ": slice dimension is not divisible by the group size");
+          fail(what,
+               iw + ": slice dimension is not divisible by the group size");
         expect[c.dim()] /= g;
         break;
       case plan::Collective::COLLECTIVE_PERMUTE: {
         if (c.pairs_size() % 2)
-          fail(what, iw + ": collective_permute has an odd number of pair entries");
+          fail(what,
+               iw + ": collective_permute has an odd number of pair entries");
         std::set<int64_t> sources, targets;
         for (int k = 0; k < c.pairs_size(); k += 2) {
           int64_t s = c.pairs(k), t = c.pairs(k + 1);
           if (s < 0 || s >= g || t < 0 || t >= g || !sources.insert(s).second ||
               !targets.insert(t).second)
-            fail(what, iw + ": collective_permute pairs must be distinct "
-                            "positions in [0, " + std::to_string(g) + ")");
+            fail(what, iw +
+                           ": collective_permute pairs must be distinct "
+                           "positions in [0, " +
+                           std::to_string(g) + ")");
         }
         break;
       }
@@ -273,7 +288,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
         checkDim(c.dim(), "dim");
         checkDim(c.concat_dim(), "concat_dim");
         if (expect[c.dim()] % g)
-          fail(what, iw + ": all_to_all split dimension is not divisible by the group size");
+          fail(what, iw + ": all_to_all split dimension is not divisible by "
+                          "the group size");
         expect[c.dim()] /= g;
         expect[c.concat_dim()] *= g;
         break;
@@ -365,7 +381,8 @@ const plan::Program &PlanFile::Impl::program(const std::string &name) const {
     std::string known;
     for (const auto &entry : programs)
       known += (known.empty() ? "'" : ", '") + entry.first + "'";
-    throw Error("the plan has no program '" + name + "' (it has " + known + ")");
+    throw Error("the plan has no program '" + name + "' (it has " + known +
+                ")");
   }
   return proto.programs(it->second);
 }

@@ -43,8 +43,8 @@ class PlanFile {
 public:
   /// Parses serialized plan bytes; throws Error saying what is wrong with a
   /// malformed, truncated or inconsistent plan (`what` names the source).
-  static std::shared_ptr<const PlanFile> parse(const std::string &bytes,
-                                               const std::string &what = "plan");
+  static std::shared_ptr<const PlanFile>
+  parse(const std::string &bytes, const std::string &what = "plan");
   /// Reads and parses a plan file.
   static std::shared_ptr<const PlanFile> load(const std::string &path);
   ~PlanFile();
@@ -87,8 +87,7 @@ public:
   /// partitioned program (every rank must call it); partial results are
   /// reduced (summed, or max) over their partial axes.
   std::vector<Tensor> gatherResults();
-  /// The local value of parameter `name` as a global-shaped view is not
-  /// kept; this returns this rank's local block (for tests).
+  /// This rank's block of parameter `name` (for tests and debugging).
   Tensor localParameter(const std::string &name) const;
 
   /// Bytes of this rank's arena (the plan's memory plan).

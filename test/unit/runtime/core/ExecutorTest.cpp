@@ -1,4 +1,5 @@
-//===- ExecutorTest.cpp - plan loading and the executor on hand-built plans ===//
+//===- ExecutorTest.cpp - plan loading and the executor on hand-built plans
+//===//
 
 #include "partita/runtime/Executor.h"
 #include "runtime/plan/plan.pb.h"
@@ -86,7 +87,8 @@ struct PlanBuilder {
   }
 
   void collective(plan::Collective::Kind kind, std::vector<std::string> axes,
-                  int64_t in, int64_t out, int64_t dim = 0, int64_t concat = 0) {
+                  int64_t in, int64_t out, int64_t dim = 0,
+                  int64_t concat = 0) {
     plan::Collective *c = prog->add_instructions()->mutable_collective();
     c->set_kind(kind);
     for (auto &a : axes)
@@ -100,7 +102,8 @@ struct PlanBuilder {
   std::string finish() {
     for (plan::Buffer &b : *prog->mutable_buffers())
       if (b.role() == plan::ACTIVATION)
-        b.set_last_use(std::min<int64_t>(b.last_use(), prog->instructions_size()));
+        b.set_last_use(
+            std::min<int64_t>(b.last_use(), prog->instructions_size()));
     prog->set_arena_bytes(arena);
     return p.SerializeAsString();
   }
@@ -178,8 +181,9 @@ TEST(Executor, OneRankEinsumUsesTheInitializer) {
     for (int k = 0; k < 2; ++k) {
       double want = 0;
       for (int j = 0; j < 3; ++j)
-        want += xin.data<float>()[i * 3 + j] *
-                float(initialValue(7, "w", j * 2 + k, plan::Init::UNIFORM, -1, 1));
+        want +=
+            xin.data<float>()[i * 3 + j] *
+            float(initialValue(7, "w", j * 2 + k, plan::Init::UNIFORM, -1, 1));
       EXPECT_NEAR(out[0].data<float>()[i * 2 + k], want, 1e-5);
     }
 }
@@ -189,7 +193,8 @@ TEST(Executor, ShardedParameterHoldsItsBlockOfTheGlobalValues) {
   whole.buffer(plan::PARAMETER, {4, 6}, {}, "w");
   auto wholeFile = PlanFile::parse(whole.finish());
   auto backend = createCpuBackend(1);
-  Tensor global = Executor(wholeFile, "main", nullptr, *backend).localParameter("w");
+  Tensor global =
+      Executor(wholeFile, "main", nullptr, *backend).localParameter("w");
 
   PlanBuilder split({{"dp", 2}, {"tp", 3}}, true);
   split.buffer(plan::PARAMETER, {2, 2}, {{"dp"}, {"tp"}}, "w", {4, 6});
@@ -252,7 +257,8 @@ TEST(Executor, CollectivesOnAnInnerDimension) {
   int64_t xs = b.buffer(plan::INPUT, {4, 2}, {{}, {"tp"}}, "xs", {4, 6});
   int64_t xr = b.buffer(plan::INPUT, {4, 6}, {}, "xr", {4, 6});
   int64_t gathered = b.buffer(plan::ACTIVATION, {4, 6}, {}, "g", {4, 6});
-  int64_t scattered = b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "s", {4, 6});
+  int64_t scattered =
+      b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "s", {4, 6});
   int64_t moved = b.buffer(plan::ACTIVATION, {2, 6}, {{"tp"}, {}}, "m", {6, 6});
   int64_t xs2 = b.buffer(plan::INPUT, {6, 2}, {{}, {"tp"}}, "xs2", {6, 6});
   b.collective(plan::Collective::ALL_GATHER, {"tp"}, xs, gathered, 1);
@@ -276,7 +282,8 @@ TEST(Executor, SliceKeepsThisPositionsBlockAndPermuteMovesBlocks) {
   // sliced blocks: position 1 gets block 0, 2 gets block 1, 0 gets zeros.
   PlanBuilder b({{"tp", 3}}, true);
   int64_t x = b.buffer(plan::INPUT, {4, 6}, {}, "x", {4, 6});
-  int64_t sliced = b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "s", {4, 6});
+  int64_t sliced =
+      b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "s", {4, 6});
   int64_t moved = b.buffer(plan::ACTIVATION, {4, 2}, {{}, {"tp"}}, "p", {4, 6});
   b.collective(plan::Collective::SLICE, {"tp"}, x, sliced, 1);
   b.collective(plan::Collective::COLLECTIVE_PERMUTE, {"tp"}, sliced, moved);
