@@ -122,11 +122,9 @@ Storage allocate(int64_t bytes) {
   return Storage(static_cast<unsigned char *>(p));
 }
 
-} // namespace
-
-double initialValue(uint64_t seed, const std::string &name, uint64_t index,
-                    int kind, double a, double b) {
-  uint64_t key = splitmix64(seed ^ fnv1a64(name));
+/// The initializer's value at `index` for a parameter whose key is
+/// splitmix64(seed ^ fnv1a64(name)).
+double valueForKey(uint64_t key, uint64_t index, int kind, double a, double b) {
   switch (kind) {
   case plan::Init::UNIFORM:
     return a + (b - a) * toUnit(splitmix64(key + 2 * index));
@@ -140,6 +138,13 @@ double initialValue(uint64_t seed, const std::string &name, uint64_t index,
                    std::cos(6.283185307179586476925 * u2);
   }
   }
+}
+
+} // namespace
+
+double initialValue(uint64_t seed, const std::string &name, uint64_t index,
+                    int kind, double a, double b) {
+  return valueForKey(splitmix64(seed ^ fnv1a64(name)), index, kind, a, b);
 }
 
 struct Executor::Impl {
@@ -218,13 +223,13 @@ struct Executor::Impl {
     const TensorView &view = views[id];
     std::vector<int64_t> global = toVector(b.global_shape());
     const plan::Init &init = b.init();
-    uint64_t seed = plan->seed();
+    uint64_t key = splitmix64(plan->seed() ^ fnv1a64(b.name()));
     bool f64 = view.dtype == DType::F64;
     forEachRow(global, view.shape, blockStarts(b, coords),
                [&](int64_t g, int64_t l, int64_t n) {
                  for (int64_t i = 0; i < n; ++i) {
-                   double v = initialValue(seed, b.name(), g + i, init.kind(),
-                                           init.a(), init.b());
+                   double v =
+                       valueForKey(key, g + i, init.kind(), init.a(), init.b());
                    if (f64)
                      view.as<double>()[l + i] = v;
                    else
