@@ -30,10 +30,12 @@
 //    per-shard position offsets and are diagnostics until supported; a
 //    non-splat nn.constant is computed whole and sliced by its consumers.
 //
-// Collective-aware forms are not built yet: a split collective factor
-// (softmax or a norm over a split dimension, embedding or cross_entropy over
-// a split vocabulary, attention over split keys) is gathered first, which is
-// exact but moves more bytes than the known decompositions.
+// Collective-aware forms: softmax, layer_norm and rms_norm whose reduced
+// dimension the result's sharding splits run as local reductions plus
+// all_reduces (CollectiveLowerings.h). The others are not built yet: an
+// embedding or cross_entropy over a split vocabulary, or attention over
+// split keys, gathers the split operand first, which is exact but moves more
+// bytes than the known decompositions.
 //
 // Values are tracked as (local value, sharding it has). Function arguments
 // get local types; return operands are resharded to the function result's
@@ -46,6 +48,7 @@
 
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/nn/IR/NNOps.h"
+#include "passes/partition/CollectiveLowerings.h"
 #include "passes/partition/Reshard.h"
 
 #include "mlir/IR/Builders.h"
@@ -438,6 +441,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       splat = dense;
   }
 
+  AxisList collectiveAxes;
+  int64_t collectiveSize = 1;
   SmallVector<Sharding, 2> required(op->getNumOperands());
   SmallVector<Sharding, 2> actual(op->getNumResults());
   int64_t meanShards = 1;
@@ -465,6 +470,10 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         return false;
       if (kind == dist::FactorKind::Parallel)
         return !fromOperand;
+      // Ops with a collective-aware local form (CollectiveLowerings.h).
+      if (kind == dist::FactorKind::Collective)
+        return !fromOperand &&
+               isa<nn::SoftmaxOp, nn::LayerNormOp, nn::RMSNormOp>(op);
       if (kind == dist::FactorKind::Reduction)
         return fromOperand;
       return false;
@@ -570,6 +579,13 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
       required[i] = tensorSharding(r.getOperand(i));
 
+    for (int64_t f = 0; f < r.getNumFactors(); ++f)
+      if (r.getFactor(f).kind == dist::FactorKind::Collective &&
+          !fa.axes[f].empty()) {
+        collectiveAxes = fa.axes[f];
+        collectiveSize = r.getFactor(f).size;
+      }
+
     // Partial axes of the results: split reduction factors, in mesh order.
     std::optional<uint32_t> partialKind;
     AxisList partial;
@@ -641,6 +657,25 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   if (constant && splat) {
     auto type = cast<ShapedType>(resultTypes.front());
     clone = nn::ConstantOp::create(builder, loc, type, splat.resizeSplat(type));
+  } else if (!collectiveAxes.empty()) {
+    ArrayAttr axes = axesAttr(collectiveAxes);
+    Value result;
+    if (auto softmax = dyn_cast<nn::SoftmaxOp>(op))
+      result = buildSplitSoftmax(builder, loc, meshName, axes, operands[0],
+                                 softmax.getDim());
+    else if (auto norm = dyn_cast<nn::LayerNormOp>(op))
+      result = buildSplitNorm(builder, loc, meshName, axes, operands[0],
+                              operands[1], operands[2],
+                              norm.getEpsilon().convertToDouble(),
+                              collectiveSize);
+    else
+      result = buildSplitNorm(builder, loc, meshName, axes, operands[0],
+                              operands[1], std::nullopt,
+                              cast<nn::RMSNormOp>(op)
+                                  .getEpsilon()
+                                  .convertToDouble(),
+                              collectiveSize);
+    clone = result.getDefiningOp();
   } else {
     IRMapping mapping;
     for (auto [operand, local] : llvm::zip(op->getOperands(), operands))

@@ -43,10 +43,17 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     dimensions) so that the partial values sum to the global mean; a
     non-splat `nn.constant` is computed whole; `nn.rotary` with a split
     sequence and causal `nn.attention` with a split query sequence are
-    diagnostics (they need per-shard position offsets). Whole and
-    collective factors are never split locally: an operand split on one is
-    gathered first (exact; the collective-aware decompositions are not built
-    yet).
+    diagnostics (they need per-shard position offsets). Whole factors are
+    never split: an operand split on one is gathered first.
+
+    Collective-aware forms: `nn.softmax` over a split dimension becomes local
+    max and sum reductions with an `all_reduce` (max, then sum) of each;
+    `nn.layer_norm` and `nn.rms_norm` over a split hidden dimension become
+    local sums with `all_reduce`s of the mean and the variance (layer norm:
+    two, rms norm: one), with `gamma` and `beta` split alike. Other
+    collective factors (an embedding or cross_entropy over a split
+    vocabulary, attention over split keys) are gathered first, which is
+    exact but not yet the known cheaper decompositions.
 
     Output contract (what the runtime reads): the function gets
     `dist.mesh = @mesh`; each argument and result gets

@@ -125,20 +125,110 @@ func.func @permute(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@grid, [{
 
 // -----
 
-// Tests that an op whose split dimension is a collective factor (softmax
-// over a split dim) runs on the gathered value, and the result is sliced
-// back to the requested sharding for free.
+// Tests that softmax over a split dimension runs its collective-aware form:
+// a local max, all-reduced with kind = max, then exp of the shifted input,
+// its local sum all-reduced, and the division; no gather of the input.
 dist.mesh @mesh <["dp"=2, "tp"=4]>
 // CHECK-LABEL: func.func @softmax_split_dim
 // CHECK-SAME: (%[[X:.*]]: tensor<8x4xf32>
-// CHECK: %[[G:.*]] = dist.all_gather %[[X]] on @mesh axes = ["tp"] dim = 1 : tensor<8x4xf32> -> tensor<8x16xf32>
-// CHECK: %[[S:.*]] = nn.softmax %[[G]] dim = 1 : tensor<8x16xf32>
-// CHECK: %[[L:.*]] = dist.slice %[[S]] on @mesh axes = ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x4xf32>
-// CHECK: return %[[L]] : tensor<8x4xf32>
+// CHECK: %[[M:.*]] = nn.reduce max %[[X]] dims = [1] : tensor<8x4xf32> -> tensor<8xf32>
+// CHECK: %[[GM:.*]] = dist.all_reduce %[[M]] on @mesh axes = ["tp"] kind = max : tensor<8xf32>
+// CHECK: %[[BM:.*]] = nn.broadcast %[[GM]] dims = [0] : tensor<8xf32> -> tensor<8x4xf32>
+// CHECK: %[[D:.*]] = nn.sub %[[X]], %[[BM]] : tensor<8x4xf32>
+// CHECK: %[[E:.*]] = nn.exp %[[D]] : tensor<8x4xf32>
+// CHECK: %[[S:.*]] = nn.reduce sum %[[E]] dims = [1] : tensor<8x4xf32> -> tensor<8xf32>
+// CHECK: %[[GS:.*]] = dist.all_reduce %[[S]] on @mesh axes = ["tp"] kind = sum : tensor<8xf32>
+// CHECK: %[[BS:.*]] = nn.broadcast %[[GS]] dims = [0] : tensor<8xf32> -> tensor<8x4xf32>
+// CHECK: %[[Y:.*]] = nn.div %[[E]], %[[BS]] : tensor<8x4xf32>
+// CHECK: return %[[Y]] : tensor<8x4xf32>
 func.func @softmax_split_dim(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
     -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}) {
   %s = nn.softmax %x dim = 1 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : tensor<8x16xf32>
   return %s : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that layer_norm over a split hidden dimension (64 over tp=4) takes
+// the mean and the variance as local sums all-reduced and scaled by 1/64
+// (the global size), with gamma and beta sliced alike.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @layer_norm_split_hidden
+// CHECK-SAME: (%[[X:.*]]: tensor<2x16xf32> {{.*}}, %[[G:.*]]: tensor<16xf32> {{.*}}, %[[B:.*]]: tensor<16xf32> {{.*}})
+// CHECK: %[[S:.*]] = nn.reduce sum %[[X]] dims = [1] : tensor<2x16xf32> -> tensor<2xf32>
+// CHECK: %[[GS:.*]] = dist.all_reduce %[[S]] on @mesh axes = ["tp"] kind = sum : tensor<2xf32>
+// CHECK: %[[K:.*]] = nn.constant dense<1.562500e-02> : tensor<2xf32>
+// CHECK: %[[MU:.*]] = nn.mul %[[GS]], %[[K]] : tensor<2xf32>
+// CHECK: %[[BMU:.*]] = nn.broadcast %[[MU]] dims = [0] : tensor<2xf32> -> tensor<2x16xf32>
+// CHECK: %[[C:.*]] = nn.sub %[[X]], %[[BMU]] : tensor<2x16xf32>
+// CHECK: %[[SQ:.*]] = nn.mul %[[C]], %[[C]] : tensor<2x16xf32>
+// CHECK: %[[S2:.*]] = nn.reduce sum %[[SQ]] dims = [1] : tensor<2x16xf32> -> tensor<2xf32>
+// CHECK: %[[GS2:.*]] = dist.all_reduce %[[S2]] on @mesh axes = ["tp"] kind = sum : tensor<2xf32>
+// CHECK: %[[K2:.*]] = nn.constant dense<1.562500e-02> : tensor<2xf32>
+// CHECK: %[[VAR:.*]] = nn.mul %[[GS2]], %[[K2]] : tensor<2xf32>
+// CHECK: %[[EPS:.*]] = nn.constant dense<9.99999974E-6> : tensor<2xf32>
+// CHECK: %[[VE:.*]] = nn.add %[[VAR]], %[[EPS]] : tensor<2xf32>
+// CHECK: %[[R:.*]] = nn.rsqrt %[[VE]] : tensor<2xf32>
+// CHECK: %[[BR:.*]] = nn.broadcast %[[R]] dims = [0] : tensor<2xf32> -> tensor<2x16xf32>
+// CHECK: %[[N:.*]] = nn.mul %[[C]], %[[BR]] : tensor<2x16xf32>
+// CHECK: %[[BG:.*]] = nn.broadcast %[[G]] dims = [1] : tensor<16xf32> -> tensor<2x16xf32>
+// CHECK: %[[NG:.*]] = nn.mul %[[N]], %[[BG]] : tensor<2x16xf32>
+// CHECK: %[[BB:.*]] = nn.broadcast %[[B]] dims = [1] : tensor<16xf32> -> tensor<2x16xf32>
+// CHECK: %[[Y:.*]] = nn.add %[[NG]], %[[BB]] : tensor<2x16xf32>
+// CHECK: return %[[Y]] : tensor<2x16xf32>
+func.func @layer_norm_split_hidden(
+    %x: tensor<2x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %g: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>},
+    %b: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>})
+    -> (tensor<2x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}) {
+  %y = nn.layer_norm %x, %g, %b eps = 1.0e-5 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : tensor<2x64xf32>, tensor<64xf32>
+  return %y : tensor<2x64xf32>
+}
+
+// -----
+
+// Tests that rms_norm over a split hidden dimension needs one all_reduce (of
+// the sum of squares), and that a replicated gamma is sliced for free.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @rms_norm_split_hidden
+// CHECK-SAME: (%[[X:.*]]: tensor<2x16xf32> {{.*}}, %[[G:.*]]: tensor<64xf32> {{.*}})
+// CHECK: %[[GL:.*]] = dist.slice %[[G]] on @mesh axes = ["tp"] dim = 0 : tensor<64xf32> -> tensor<16xf32>
+// CHECK: %[[SQ:.*]] = nn.mul %[[X]], %[[X]] : tensor<2x16xf32>
+// CHECK: %[[S:.*]] = nn.reduce sum %[[SQ]] dims = [1] : tensor<2x16xf32> -> tensor<2xf32>
+// CHECK: %[[GS:.*]] = dist.all_reduce %[[S]] on @mesh axes = ["tp"] kind = sum : tensor<2xf32>
+// CHECK: %[[K:.*]] = nn.constant dense<1.562500e-02> : tensor<2xf32>
+// CHECK: %[[MS:.*]] = nn.mul %[[GS]], %[[K]] : tensor<2xf32>
+// CHECK: %[[EPS:.*]] = nn.constant dense<9.99999974E-6> : tensor<2xf32>
+// CHECK: %[[VE:.*]] = nn.add %[[MS]], %[[EPS]] : tensor<2xf32>
+// CHECK: %[[R:.*]] = nn.rsqrt %[[VE]] : tensor<2xf32>
+// CHECK: %[[BR:.*]] = nn.broadcast %[[R]] dims = [0] : tensor<2xf32> -> tensor<2x16xf32>
+// CHECK: %[[N:.*]] = nn.mul %[[X]], %[[BR]] : tensor<2x16xf32>
+// CHECK: %[[BG:.*]] = nn.broadcast %[[GL]] dims = [1] : tensor<16xf32> -> tensor<2x16xf32>
+// CHECK: %[[Y:.*]] = nn.mul %[[N]], %[[BG]] : tensor<2x16xf32>
+// CHECK: return %[[Y]] : tensor<2x16xf32>
+func.func @rms_norm_split_hidden(
+    %x: tensor<2x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %g: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>})
+    -> (tensor<2x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}) {
+  %y = nn.rms_norm %x, %g eps = 1.0e-5 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : tensor<2x64xf32>, tensor<64xf32>
+  return %y : tensor<2x64xf32>
+}
+
+// -----
+
+// Tests that a collective factor without a collective-aware form yet
+// (attention's key sequence) is gathered: exact, and the only collective.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @attention_split_keys
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xf32> {{.*}}, %[[K:.*]]: tensor<2x2x4x16xf32> {{.*}})
+// CHECK: %[[KG:.*]] = dist.all_gather %[[K]] on @mesh axes = ["tp"] dim = 1 : tensor<2x2x4x16xf32> -> tensor<2x8x4x16xf32>
+// CHECK: nn.attention %[[Q]], %[[KG]], %[[KG]] : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+func.func @attention_split_keys(
+    %q: tensor<2x8x4x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}, {}, {}]>},
+    %k: tensor<2x8x4x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}, {}, {}]>})
+    -> tensor<2x8x4x16xf32> {
+  %a = nn.attention %q, %k, %k {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {}, {}]>]} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+  return %a : tensor<2x8x4x16xf32>
 }
 
 // -----

@@ -1,0 +1,45 @@
+//===- CollectiveLowerings.h - exact local forms of split ops ---*- C++ -*-===//
+//
+// The collective-aware local forms of ops whose collective factor is split:
+// plain nn ops on local tensors plus dist.all_reduce, exact up to floating
+// point reassociation. Each builder takes the local operands and the mesh
+// axes that split the op's collective dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H
+#define PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Value.h"
+
+#include <optional>
+
+namespace partita::partition {
+
+/// Softmax of `input` along `dim`, that dimension split over `axes`:
+///   m = all_reduce_max(reduce_max(x, dim));  e = exp(x - m)
+///   y = e / all_reduce_sum(reduce_sum(e, dim))
+mlir::Value buildSplitSoftmax(mlir::OpBuilder &builder, mlir::Location loc,
+                              mlir::FlatSymbolRefAttr mesh,
+                              mlir::ArrayAttr axes, mlir::Value input,
+                              int64_t dim);
+
+/// Layer norm (with `beta`) or RMS norm (without) of `input` over its last
+/// dimension, of global size `globalSize`, split over `axes`; `gamma` and
+/// `beta` are the local slices of the scale and shift:
+///   layer norm: mu = all_reduce_sum(reduce_sum(x)) / H;  c = x - mu
+///               v = all_reduce_sum(reduce_sum(c * c)) / H
+///               y = c * rsqrt(v + eps) * gamma + beta
+///   rms norm:   v = all_reduce_sum(reduce_sum(x * x)) / H
+///               y = x * rsqrt(v + eps) * gamma
+mlir::Value buildSplitNorm(mlir::OpBuilder &builder, mlir::Location loc,
+                           mlir::FlatSymbolRefAttr mesh, mlir::ArrayAttr axes,
+                           mlir::Value input, mlir::Value gamma,
+                           std::optional<mlir::Value> beta, double epsilon,
+                           int64_t globalSize);
+
+} // namespace partita::partition
+
+#endif // PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H
