@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -64,6 +65,12 @@ cl::opt<uint64_t> seedArg("input-seed", cl::sub(runCommand), cl::init(1),
                           cl::desc("Seed of generated inputs"));
 cl::opt<unsigned> timeoutArg("timeout-ms", cl::sub(runCommand), cl::init(60000),
                              cl::desc("Collective timeout in milliseconds"));
+
+cl::opt<int> failRankArg(
+    "inject-failure-rank", cl::sub(runCommand), cl::init(-1), cl::Hidden,
+    cl::desc("Testing: this rank fails before its first step (local: throws; "
+             "mpi: the process exits), so the others must fail in their "
+             "first collective instead of hanging"));
 
 constexpr StringLiteral kCommand = "run";
 
@@ -269,6 +276,15 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
     auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
     rt::Executor executor(plan, program, comm, *backend);
     executor.setInputs(inputs);
+    if (comm && comm->rank() == failRankArg) {
+      if (std::string(comm->kind()) == "mpi") {
+        errs() << "partita run: rank " << comm->rank()
+               << ": injected failure, exiting\n";
+        errs().flush();
+        std::_Exit(1);
+      }
+      throw rt::Error("injected failure before the first step");
+    }
     std::vector<double> seconds;
     for (int64_t step = 0; step < steps; ++step) {
       auto start = std::chrono::steady_clock::now();
