@@ -325,3 +325,13 @@ func.func @reshape_and_attention(%q: tensor<2x8x4x16xf32> {dist.sharding = #dist
   %r = nn.reshape %a {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]} : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
   return %r : tensor<2x8x64xf32>
 }
+
+// -----
+
+// Tests that a function with no sharding anywhere is left as it is.
+// CHECK-LABEL: func.func @unsharded(%{{.*}}: tensor<8xf32>) -> tensor<8xf32> {
+// CHECK-NEXT: nn.exp %{{.*}} : tensor<8xf32>
+func.func @unsharded(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = nn.exp %x : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
