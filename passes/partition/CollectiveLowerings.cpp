@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 
 using namespace mlir;
 
@@ -109,6 +110,61 @@ Value buildSplitNorm(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
     result = nn::AddOp::create(b, loc, type, result, shift);
   }
   return result;
+}
+
+Value buildVocabParallelEmbedding(OpBuilder &b, Location loc,
+                                  FlatSymbolRefAttr mesh, ArrayAttr axes,
+                                  Value table, Value ids,
+                                  RankedTensorType resultType) {
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  Type intType = idsType.getElementType();
+  int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+  auto intSplat = [&](Type type, int64_t value) -> Value {
+    auto shaped = cast<RankedTensorType>(type);
+    return nn::ConstantOp::create(
+        b, loc, shaped,
+        DenseElementsAttr::get(shaped, b.getIntegerAttr(intType, value)));
+  };
+  auto scalar = RankedTensorType::get({}, intType);
+  Value index = dist::AxisIndexOp::create(b, loc, scalar, mesh, axes);
+  Value start =
+      nn::MulOp::create(b, loc, scalar, index, intSplat(scalar, rows));
+  Value startB = nn::BroadcastOp::create(b, loc, idsType, start,
+                                         ArrayRef<int64_t>{});
+  Value local = nn::SubOp::create(b, loc, idsType, ids, startB);
+  Value zero = intSplat(idsType, 0);
+  Value top = intSplat(idsType, rows - 1);
+  Value low = nn::MaxOp::create(b, loc, idsType, local, zero);
+  // min(low, top) = top - max(top - low, 0)
+  Value clamped = nn::SubOp::create(
+      b, loc, idsType, top,
+      nn::MaxOp::create(b, loc, idsType,
+                        nn::SubOp::create(b, loc, idsType, top, low), zero));
+  Value diff = nn::SubOp::create(b, loc, idsType, local, clamped);
+  Value absDiff = nn::MaxOp::create(
+      b, loc, idsType, diff, nn::SubOp::create(b, loc, idsType, zero, diff));
+  Value keep = nn::MaxOp::create(
+      b, loc, idsType,
+      nn::SubOp::create(b, loc, idsType, intSplat(idsType, 1), absDiff), zero);
+
+  Value rowsOut =
+      nn::EmbeddingOp::create(b, loc, resultType, table, clamped);
+  Type floatType = resultType.getElementType();
+  auto maskTableType = RankedTensorType::get({2, 1}, floatType);
+  Value maskTable = nn::ConstantOp::create(
+      b, loc, maskTableType,
+      DenseElementsAttr::get(maskTableType,
+                             ArrayRef<Attribute>{b.getFloatAttr(floatType, 0.0),
+                                                 b.getFloatAttr(floatType, 1.0)}));
+  SmallVector<int64_t> maskShape(idsType.getShape());
+  maskShape.push_back(1);
+  auto maskType = RankedTensorType::get(maskShape, floatType);
+  Value mask = nn::EmbeddingOp::create(b, loc, maskType, maskTable, keep);
+  SmallVector<int64_t> allDims =
+      llvm::to_vector(llvm::seq<int64_t>(0, resultType.getRank()));
+  Value maskB =
+      nn::BroadcastOp::create(b, loc, resultType, mask, allDims);
+  return nn::MulOp::create(b, loc, resultType, rowsOut, maskB);
 }
 
 } // namespace partita::partition

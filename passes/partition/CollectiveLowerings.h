@@ -40,6 +40,22 @@ mlir::Value buildSplitNorm(mlir::OpBuilder &builder, mlir::Location loc,
                            std::optional<mlir::Value> beta, double epsilon,
                            int64_t globalSize);
 
+/// Vocabulary-parallel embedding (Megatron-LM): `table` is this device's
+/// block of rows, the vocabulary split over `axes`; the result is this
+/// device's partial sum (over `axes`) of the lookup. With r the local row
+/// count and s = axis_index(axes) * r the shard's first row:
+///   l = ids - s;  c = clamp(l, 0, r - 1)      (integer max and sub)
+///   keep = max(1 - |l - c|, 0)                (1 inside the shard, else 0)
+///   y = embedding(table, c) * embedding([[0], [1]], keep)
+/// so rows outside the shard contribute zeros and the sum over the shards
+/// is the global lookup.
+mlir::Value buildVocabParallelEmbedding(mlir::OpBuilder &builder,
+                                        mlir::Location loc,
+                                        mlir::FlatSymbolRefAttr mesh,
+                                        mlir::ArrayAttr axes,
+                                        mlir::Value table, mlir::Value ids,
+                                        mlir::RankedTensorType resultType);
+
 } // namespace partita::partition
 
 #endif // PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H

@@ -30,11 +30,12 @@
 //    per-shard position offsets and are diagnostics until supported; a
 //    non-splat nn.constant is computed whole and sliced by its consumers.
 //
-// Collective-aware forms: softmax, layer_norm and rms_norm whose reduced
-// dimension the result's sharding splits run as local reductions plus
-// all_reduces (CollectiveLowerings.h). The others are not built yet: an
-// embedding or cross_entropy over a split vocabulary, or attention over
-// split keys, gathers the split operand first, which is exact but moves more
+// Collective-aware forms (CollectiveLowerings.h): softmax, layer_norm and
+// rms_norm whose reduced dimension the result's sharding splits run as local
+// reductions plus all_reduces; an embedding whose table is split on the
+// vocabulary looks up its own rows (masked) and leaves the result partial.
+// Not built yet: cross_entropy over a split vocabulary and attention over
+// split keys gather the split operand first, which is exact but moves more
 // bytes than the known decompositions.
 //
 // Values are tracked as (local value, sharding it has). Function arguments
@@ -470,10 +471,13 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         return false;
       if (kind == dist::FactorKind::Parallel)
         return !fromOperand;
-      // Ops with a collective-aware local form (CollectiveLowerings.h).
+      // Ops with a collective-aware local form (CollectiveLowerings.h):
+      // split as the result wants (softmax, norms), or as the operand is
+      // (the embedding's vocabulary, which leaves the result partial).
       if (kind == dist::FactorKind::Collective)
-        return !fromOperand &&
-               isa<nn::SoftmaxOp, nn::LayerNormOp, nn::RMSNormOp>(op);
+        return fromOperand
+                   ? isa<nn::EmbeddingOp>(op)
+                   : isa<nn::SoftmaxOp, nn::LayerNormOp, nn::RMSNormOp>(op);
       if (kind == dist::FactorKind::Reduction)
         return fromOperand;
       return false;
@@ -533,6 +537,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       const Sharding &current = shardingOf.find(operand)->second;
       project(r.getOperand(i), current, /*fromOperand=*/true,
               [&](int64_t f, StringRef axis) {
+                if (r.getFactor(f).kind == dist::FactorKind::Collective)
+                  return true; // the embedding's vocabulary
                 if (propagated.empty())
                   return false;
                 const Sharding &res = propagated.front();
@@ -593,7 +599,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       const dist::Factor &factor = r.getFactor(f);
       if (fa.axes[f].empty())
         continue;
-      if (factor.kind != dist::FactorKind::Reduction)
+      bool vocabulary = factor.kind == dist::FactorKind::Collective &&
+                        isa<nn::EmbeddingOp>(op);
+      if (factor.kind != dist::FactorKind::Reduction && !vocabulary)
         continue;
       if (partialKind && *partialKind != factor.partialKind)
         return op->emitError()
@@ -602,7 +610,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
                   "are split";
       partialKind = factor.partialKind;
       partial.append(fa.axes[f].begin(), fa.axes[f].end());
-      meanShards *= groupSize(fa.axes[f]);
+      if (!vocabulary)
+        meanShards *= groupSize(fa.axes[f]);
     }
     llvm::sort(partial, [&](const std::string &a, const std::string &b) {
       return *mesh.findAxis(a) < *mesh.findAxis(b);
@@ -660,7 +669,11 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   } else if (!collectiveAxes.empty()) {
     ArrayAttr axes = axesAttr(collectiveAxes);
     Value result;
-    if (auto softmax = dyn_cast<nn::SoftmaxOp>(op))
+    if (isa<nn::EmbeddingOp>(op))
+      result = buildVocabParallelEmbedding(
+          builder, loc, meshName, axes, operands[0], operands[1],
+          cast<RankedTensorType>(resultTypes.front()));
+    else if (auto softmax = dyn_cast<nn::SoftmaxOp>(op))
       result = buildSplitSoftmax(builder, loc, meshName, axes, operands[0],
                                  softmax.getDim());
     else if (auto norm = dyn_cast<nn::LayerNormOp>(op))

@@ -50,10 +50,15 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     max and sum reductions with an `all_reduce` (max, then sum) of each;
     `nn.layer_norm` and `nn.rms_norm` over a split hidden dimension become
     local sums with `all_reduce`s of the mean and the variance (layer norm:
-    two, rms norm: one), with `gamma` and `beta` split alike. Other
-    collective factors (an embedding or cross_entropy over a split
-    vocabulary, attention over split keys) are gathered first, which is
-    exact but not yet the known cheaper decompositions.
+    two, rms norm: one), with `gamma` and `beta` split alike;
+    `nn.embedding` with its table split on the vocabulary (Megatron-LM's
+    vocabulary-parallel embedding) looks up its own rows at the ids shifted
+    by the shard's first row (`dist.axis_index`), clamped, with the rows of
+    ids outside the shard masked to zero (integer `nn.max`/`nn.sub`, and a
+    lookup in `[[0], [1]]` for the float mask), leaving the result partial
+    (sum) over those axes. Other collective factors (cross_entropy over a
+    split vocabulary, attention over split keys) are gathered first, which
+    is exact but not yet the known cheaper decompositions.
 
     Output contract (what the runtime reads): the function gets
     `dist.mesh = @mesh`; each argument and result gets

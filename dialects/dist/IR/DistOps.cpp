@@ -558,6 +558,21 @@ int64_t SliceOp::getGroupSize() {
   return computeGroupSize(*this, getMeshAttr(), getAxisNames(getAxes()));
 }
 
+// axis_index
+
+LogicalResult AxisIndexOp::verify() {
+  return verifyAxesUnique(*this, getAxes());
+}
+
+LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyCollectiveGroup(*this, getMeshAttr(), getAxisNames(getAxes()),
+                               tables);
+}
+
+int64_t AxisIndexOp::getGroupSize() {
+  return computeGroupSize(*this, getMeshAttr(), getAxisNames(getAxes()));
+}
+
 // send / recv
 
 namespace {

@@ -179,6 +179,27 @@ def Dist_SliceOp : Dist_CollectiveOp<"slice", [Pure]> {
   let extraClassDeclaration = commonDecl;
 }
 
+def Dist_AxisIndexOp : Dist_CollectiveOp<"axis_index", [Pure]> {
+  let summary = "This device's position in the group spanned by some mesh axes.";
+  let description = [{
+    No communication: the result is the position of the running device in
+    the group spanned by `axes`, counted as in `all_gather` (axes major to
+    minor): for axes `["x", "y"]` it is `x * size(y) + y` of the device's
+    mesh coordinates; with no axes it is 0. The partitioner
+    (`dist-partition`) uses it for the offsets of a device's shard, e.g. the
+    first vocabulary row of a vocabulary-parallel embedding.
+    ```mlir
+    %i = dist.axis_index on @mesh axes = ["tp"] : tensor<i32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs 0DTensorOf<[AnySignlessInteger]>:$result);
+  let assemblyFormat = [{
+    `on` $mesh `axes` `=` $axes attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = commonDecl;
+}
+
 def Dist_SendOp : Dist_CollectiveOp<"send"> {
   // Only the axis and the peer to check, both against the mesh.
   let hasVerifier = 0;

@@ -894,3 +894,33 @@ func.func @f(%x: tensor<32x8xf32>) -> tensor<8x8xf32> {
   %0 = dist.slice %x on @mesh axes = ["pp"] dim = 0 : tensor<32x8xf32> -> tensor<8x8xf32>
   return %0 : tensor<8x8xf32>
 }
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f() -> tensor<i32> {
+  // Tests that axis_index names only axes of its mesh.
+  // expected-error @+1 {{'dist.axis_index' op axis "pp" is not an axis of mesh @mesh}}
+  %0 = dist.axis_index on @mesh axes = ["pp"] : tensor<i32>
+  return %0 : tensor<i32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f() -> tensor<i32> {
+  // Tests that axis_index names each axis once.
+  // expected-error @+1 {{'dist.axis_index' op axis "tp" is listed twice}}
+  %0 = dist.axis_index on @mesh axes = ["tp", "tp"] : tensor<i32>
+  return %0 : tensor<i32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+func.func @f() -> tensor<2xi32> {
+  // Tests that axis_index's result is a rank-0 integer tensor.
+  // expected-error @+1 {{'dist.axis_index' op result #0 must be 0D tensor of signless integer values, but got 'tensor<2xi32>'}}
+  %0 = dist.axis_index on @mesh axes = ["tp"] : tensor<2xi32>
+  return %0 : tensor<2xi32>
+}

@@ -126,6 +126,18 @@ func.func @slice(%a: tensor<4x32xf32>, %b: tensor<8x32xf32>) -> (tensor<4x8xf32>
   return %0, %1 : tensor<4x8xf32>, tensor<1x32xf32>
 }
 
+// Tests that dist.axis_index round-trips with one, several and no axes.
+// CHECK-LABEL: func.func @axis_index
+func.func @axis_index() -> (tensor<i32>, tensor<i64>, tensor<i32>) {
+  // CHECK: dist.axis_index on @mesh axes = ["tp"] : tensor<i32>
+  %0 = dist.axis_index on @mesh axes = ["tp"] : tensor<i32>
+  // CHECK: dist.axis_index on @mesh axes = ["dp", "tp"] : tensor<i64>
+  %1 = dist.axis_index on @mesh axes = ["dp", "tp"] : tensor<i64>
+  // CHECK: dist.axis_index on @mesh axes = [] : tensor<i32>
+  %2 = dist.axis_index on @mesh axes = [] : tensor<i32>
+  return %0, %1, %2 : tensor<i32>, tensor<i64>, tensor<i32>
+}
+
 // Each attribute written alone, outside a sharding.
 // CHECK-LABEL: func.func @standalone_attributes
 // CHECK-SAME: a = #dist.mesh<["x"=3]>

@@ -335,3 +335,49 @@ func.func @unsharded(%x: tensor<8xf32>) -> tensor<8xf32> {
   %0 = nn.exp %x : tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+// Tests the vocabulary-parallel embedding (Megatron-LM): with the table's
+// 32 rows split over tp=4, each device looks up its 8 rows at the ids
+// shifted by its first row (axis_index * 8), clamped into [0, 7]; ids
+// outside the shard are masked to zero rows (keep = max(1 - |l - c|, 0),
+// turned into a float mask by a lookup in [[0], [1]]), the result is a
+// partial sum over tp, and its consumer all-reduces it, instead of an
+// all_gather of the table.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @vocab_parallel_embedding
+// CHECK-SAME: (%[[T:.*]]: tensor<8x16xf32> {{.*}}, %[[IDS:.*]]: tensor<2x4xi32> {{.*}})
+// CHECK: %[[I:.*]] = dist.axis_index on @mesh axes = ["tp"] : tensor<i32>
+// CHECK: %[[R:.*]] = nn.constant dense<8> : tensor<i32>
+// CHECK: %[[S:.*]] = nn.mul %[[I]], %[[R]] : tensor<i32>
+// CHECK: %[[SB:.*]] = nn.broadcast %[[S]] dims = [] : tensor<i32> -> tensor<2x4xi32>
+// CHECK: %[[L:.*]] = nn.sub %[[IDS]], %[[SB]] : tensor<2x4xi32>
+// CHECK: %[[ZERO:.*]] = nn.constant dense<0> : tensor<2x4xi32>
+// CHECK: %[[TOP:.*]] = nn.constant dense<7> : tensor<2x4xi32>
+// CHECK: %[[LOW:.*]] = nn.max %[[L]], %[[ZERO]] : tensor<2x4xi32>
+// CHECK: %[[A:.*]] = nn.sub %[[TOP]], %[[LOW]] : tensor<2x4xi32>
+// CHECK: %[[B:.*]] = nn.max %[[A]], %[[ZERO]] : tensor<2x4xi32>
+// CHECK: %[[C:.*]] = nn.sub %[[TOP]], %[[B]] : tensor<2x4xi32>
+// CHECK: %[[D:.*]] = nn.sub %[[L]], %[[C]] : tensor<2x4xi32>
+// CHECK: %[[ND:.*]] = nn.sub %[[ZERO]], %[[D]] : tensor<2x4xi32>
+// CHECK: %[[ABS:.*]] = nn.max %[[D]], %[[ND]] : tensor<2x4xi32>
+// CHECK: %[[ONE:.*]] = nn.constant dense<1> : tensor<2x4xi32>
+// CHECK: %[[OMA:.*]] = nn.sub %[[ONE]], %[[ABS]] : tensor<2x4xi32>
+// CHECK: %[[KEEP:.*]] = nn.max %[[OMA]], %[[ZERO]] : tensor<2x4xi32>
+// CHECK: %[[ROWS:.*]] = nn.embedding %[[T]][%[[C]]] : tensor<8x16xf32>, tensor<2x4xi32> -> tensor<2x4x16xf32>
+// CHECK: %[[MT:.*]] = nn.constant dense<{{\[\[}}0.000000e+00], [1.000000e+00]]> : tensor<2x1xf32>
+// CHECK: %[[M:.*]] = nn.embedding %[[MT]][%[[KEEP]]] : tensor<2x1xf32>, tensor<2x4xi32> -> tensor<2x4x1xf32>
+// CHECK: %[[MB:.*]] = nn.broadcast %[[M]] dims = [0, 1, 2] : tensor<2x4x1xf32> -> tensor<2x4x16xf32>
+// CHECK: %[[P:.*]] = nn.mul %[[ROWS]], %[[MB]] : tensor<2x4x16xf32>
+// CHECK: %[[SUM:.*]] = dist.all_reduce %[[P]] on @mesh axes = ["tp"] kind = sum : tensor<2x4x16xf32>
+// CHECK: %[[Y:.*]] = nn.tanh %[[SUM]] : tensor<2x4x16xf32>
+// CHECK: return %[[Y]] : tensor<2x4x16xf32>
+func.func @vocab_parallel_embedding(
+    %table: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+    %ids: tensor<2x4xi32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>})
+    -> tensor<2x4x16xf32> {
+  %e = nn.embedding %table[%ids] {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {}]>]} : tensor<32x16xf32>, tensor<2x4xi32> -> tensor<2x4x16xf32>
+  %y = nn.tanh %e {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {}]>]} : tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
