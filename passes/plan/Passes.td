@@ -16,10 +16,11 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
     writes the serialized plan to `output` (with no `output`, it only checks
     that the function can be lowered). The IR is not changed.
 
-    Preconditions: a straight-line `func.func` (one block) of `nn` ops, splat
-    `nn.constant`s and, in a partitioned function, `dist.all_reduce`,
+    Preconditions: a straight-line `func.func` (one block) of `nn` ops
+    (non-splat `nn.constant`s of f32, f64, i32 or i64 only) and, in a
+    partitioned function, `dist.all_reduce`,
     `dist.all_gather`, `dist.reduce_scatter`, `dist.all_to_all`,
-    `dist.collective_permute` and `dist.slice` on
+    `dist.collective_permute`, `dist.slice` and `dist.axis_index` on
     statically shaped tensors of f32, f64, f16, bf16, i32 or i64. A function
     is *partitioned* (a per-device program on local shapes) when it has a
     `dist.mesh` attribute (the mesh symbol), an argument with
@@ -34,7 +35,8 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
     it has `nn.param`, named after it, initialized counter-based: `*gamma`
     ones, `*beta` zeros, others normal(0, `init-std`); else INPUT, named
     after `nn.input`), one ACTIVATION buffer per op result, one instruction
-    per op; live ranges from definition to last use (results to the end); and
+    per op (a splat constant is a `fill`; another constant is a CONSTANT
+    buffer holding its bytes); live ranges from definition to last use (results to the end); and
     activation offsets in one arena by greedy first fit, aligned to 64 bytes,
     with the peak as the arena size.
 

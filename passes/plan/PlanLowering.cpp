@@ -10,8 +10,9 @@
 // first fit over those ranges.
 //
 // Known limits: no buffer aliasing (reshape copies; collectives write a new
-// buffer), no in-place kernels, one memory space; constants must be splats
-// (lowered to `fill`); sub-axes in shardings are rejected.
+// buffer), no in-place kernels, one memory space; splat constants are
+// `fill` kernels, others CONSTANT buffers outside the arena; sub-axes in
+// shardings are rejected.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +74,11 @@ std::string locationString(Location loc) {
   return "";
 }
 
+/// `dist.axis_index` (this device's position in a group), matched by name.
+bool isAxisIndex(Operation *op) {
+  return op->getName().getStringRef() == "dist.axis_index";
+}
+
 /// Whether `func` is a per-device program (see lowerFunction).
 bool isPartitioned(func::FuncOp func) {
   if (func->hasAttr("dist.mesh"))
@@ -84,7 +90,8 @@ bool isPartitioned(func::FuncOp func) {
   func.walk([&](Operation *op) {
     if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
             dist::AllToAllOp, dist::CollectivePermuteOp, dist::SendOp,
-            dist::RecvOp, dist::SliceOp>(op))
+            dist::RecvOp, dist::SliceOp>(op) ||
+        isAxisIndex(op))
       collective = true;
   });
   return collective;
@@ -133,6 +140,7 @@ private:
                               function_ref<InFlightDiagnostic()> emitError);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerCollective(Operation *op);
+  LogicalResult lowerConstant(nn::ConstantOp op);
   void setInit(pb::Buffer &buffer);
   void setValueBounds();
   int64_t use(Value value) { return bufferOf.lookup(value); }
@@ -420,14 +428,60 @@ void FunctionLowering::setValueBounds() {
       b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)
                                           : bound);
   });
+  int64_t classes = 0;
   func.walk([&](nn::CrossEntropyOp op) {
     int64_t bound = dimOf(op.getLogits(), -1);
     if (partitioned && vocab > bound)
       bound = vocab;
+    classes = std::max(classes, bound);
     if (pb::Buffer *b = inputBuffer(op.getLabels()))
       b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)
                                           : bound);
   });
+  // A partitioned program may remap ids before they reach the op (a
+  // vocabulary-parallel embedding subtracts its shard's first row): such
+  // inputs get the global vocabulary, else the class count.
+  for (pb::Buffer &b : *program.mutable_buffers())
+    if (b.role() == pb::INPUT &&
+        (b.dtype() == pb::I32 || b.dtype() == pb::I64) && b.value_bound() == 0)
+      b.set_value_bound(vocab ? vocab : classes);
+}
+
+/// A constant that is not a splat: a CONSTANT buffer holding its bytes.
+LogicalResult FunctionLowering::lowerConstant(nn::ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op->emitError() << "has a value that is not dense elements; the "
+                              "plan lowering takes dense constants only";
+  FailureOr<int64_t> id = addBuffer(op.getResult(), pb::CONSTANT, [&] {
+    return op->emitError() << "result ";
+  });
+  if (failed(id))
+    return failure();
+  pb::Buffer &buffer = *program.mutable_buffers(*id);
+  std::string data;
+  auto append = [&](auto value) {
+    data.append(reinterpret_cast<const char *>(&value), sizeof(value));
+  };
+  Type et = dense.getElementType();
+  if (et.isF32())
+    for (float v : dense.getValues<float>())
+      append(v);
+  else if (et.isF64())
+    for (double v : dense.getValues<double>())
+      append(v);
+  else if (et.isSignlessInteger(32))
+    for (int32_t v : dense.getValues<int32_t>())
+      append(v);
+  else if (et.isSignlessInteger(64))
+    for (int64_t v : dense.getValues<int64_t>())
+      append(v);
+  else
+    return op->emitError() << "is a non-splat constant of element type " << et
+                           << "; the plan lowering takes f32, f64, i32 and "
+                              "i64 ones";
+  buffer.set_data(std::move(data));
+  return success();
 }
 
 LogicalResult FunctionLowering::lowerCollective(Operation *op) {
@@ -467,24 +521,35 @@ LogicalResult FunctionLowering::lowerCollective(Operation *op) {
     for (int64_t v : o.getPairs())
       c->add_pairs(v);
     axes = o.getAxes();
+  } else if (isAxisIndex(op)) {
+    c->set_kind(pb::Collective::AXIS_INDEX);
+    axes = op->getAttrOfType<ArrayAttr>("axes");
+    if (!axes)
+      return op->emitError() << "has no axes";
   }
   for (Attribute axis : axes)
     c->add_axes(cast<StringAttr>(axis).getValue().str());
   if (failed(useMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"))))
     return failure();
-  c->set_input(use(op->getOperand(0)));
+  if (op->getNumOperands())
+    c->set_input(use(op->getOperand(0)));
   FailureOr<int64_t> out = addBuffer(op->getResult(0), pb::ACTIVATION, [&] {
     return op->emitError() << "result ";
   });
   if (failed(out))
     return failure();
   c->set_output(*out);
+  // Defined by this instruction, which was added before the buffer.
+  int64_t index = program.instructions_size() - 1;
+  program.mutable_buffers(*out)->set_first_use(index);
+  program.mutable_buffers(*out)->set_last_use(index);
   return success();
 }
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
   if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-          dist::AllToAllOp, dist::SliceOp, dist::CollectivePermuteOp>(op)) {
+          dist::AllToAllOp, dist::SliceOp, dist::CollectivePermuteOp>(op) ||
+      isAxisIndex(op)) {
     for (Value operand : op->getOperands())
       program.mutable_buffers(use(operand))
           ->set_last_use(program.instructions_size());
@@ -581,10 +646,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           })
           .Default([](Operation *) { return ""; });
   if (kind.empty()) {
-    if (isa<nn::ConstantOp>(op))
-      return op->emitError()
-             << "is not a splat constant; the plan lowering takes splat "
-                "constants only";
+    if (auto constant = dyn_cast<nn::ConstantOp>(op))
+      return lowerConstant(constant);
     return op->emitError() << "cannot be lowered to a plan: the runtime has "
                               "no kernel or collective for it";
   }

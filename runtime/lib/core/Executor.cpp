@@ -386,6 +386,16 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
         std::memcpy(dst + o * block, src + o * row + position * block, block);
     };
   }
+  case plan::Collective::AXIS_INDEX: {
+    int64_t position =
+        std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
+    return [=] {
+      if (out.dtype == DType::I32)
+        *out.as<int32_t>() = int32_t(position);
+      else
+        *out.as<int64_t>() = position;
+    };
+  }
   case plan::Collective::COLLECTIVE_PERMUTE: {
     // An all_gather, then each target copies its source's block: simple and
     // free of send/recv ordering hazards, at g times the traffic.
@@ -464,6 +474,8 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       view.data = s.persistent.back().get();
       if (b.role() == plan::PARAMETER)
         s.initParameter(id);
+      else if (b.role() == plan::CONSTANT)
+        std::memcpy(view.data, b.data().data(), b.data().size());
     }
   }
   for (int64_t i = 0; i < s.program->instructions_size(); ++i) {

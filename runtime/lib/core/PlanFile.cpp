@@ -178,6 +178,12 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     }
     case plan::INPUT:
       break;
+    case plan::CONSTANT:
+      if (int64_t(buffer.data().size()) != bytes)
+        fail(what, bw + " is a constant of " + std::to_string(bytes) +
+                       " bytes, but holds " +
+                       std::to_string(buffer.data().size()));
+      break;
     default:
       break;
     }
@@ -200,6 +206,17 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       fail(what, where + " refers to buffer " + std::to_string(id) +
                      ", but the program has " + std::to_string(numBuffers));
   };
+  // A use outside the declared live range could read bytes that the memory
+  // plan gave to another buffer.
+  auto checkLive = [&](int64_t id, int64_t index) {
+    const plan::Buffer &b = program.buffers(id);
+    if (b.role() == plan::ACTIVATION &&
+        (index < b.first_use() || index > b.last_use()))
+      fail(what, "instruction " + std::to_string(index) + " uses buffer " +
+                     std::to_string(id) + " outside its live range [" +
+                     std::to_string(b.first_use()) + ", " +
+                     std::to_string(b.last_use()) + "]");
+  };
   auto checkWritable = [&](int64_t id, const std::string &where) {
     checkId(id, where);
     if (program.buffers(id).role() != plan::ACTIVATION)
@@ -215,10 +232,14 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
         fail(what, iw + " has unknown kernel kind '" + k.kind() + "'");
       if (k.outputs_size() == 0)
         fail(what, iw + " (" + k.kind() + ") has no output");
-      for (int64_t id : k.inputs())
+      for (int64_t id : k.inputs()) {
         checkId(id, iw);
-      for (int64_t id : k.outputs())
+        checkLive(id, i);
+      }
+      for (int64_t id : k.outputs()) {
         checkWritable(id, iw);
+        checkLive(id, i);
+      }
     } else if (inst.has_collective()) {
       const plan::Collective &c = inst.collective();
       if (!program.partitioned())
@@ -228,8 +249,17 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
           !plan::ReduceOp_IsValid(c.op()))
         fail(what, iw + " is a collective of an unknown kind");
       checkAxes(c.axes(), iw);
-      checkId(c.input(), iw);
       checkWritable(c.output(), iw);
+      checkLive(c.output(), i);
+      if (c.kind() == plan::Collective::AXIS_INDEX) {
+        const plan::Buffer &out = program.buffers(c.output());
+        if (out.local_shape_size() != 0 ||
+            (out.dtype() != plan::I32 && out.dtype() != plan::I64))
+          fail(what, iw + ": axis_index writes a rank-0 i32 or i64 buffer");
+        continue;
+      }
+      checkId(c.input(), iw);
+      checkLive(c.input(), i);
       const plan::Buffer &in = program.buffers(c.input());
       const plan::Buffer &out = program.buffers(c.output());
       if (in.dtype() != out.dtype())
@@ -310,8 +340,10 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     if (program.buffers(id).role() == plan::ACTIVATION)
       fail(what, "argument buffer " + std::to_string(id) + " is an activation");
   }
-  for (int64_t id : program.results())
+  for (int64_t id : program.results()) {
     checkId(id, "a result");
+    checkLive(id, numInstructions);
+  }
 }
 
 } // namespace

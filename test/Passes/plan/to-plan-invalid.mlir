@@ -10,11 +10,12 @@ func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> tensor<4xf32> {
 
 // -----
 
-// Tests that a constant that is not a splat is rejected.
-func.func @forward() -> tensor<2xf32> {
-  // expected-error @+1 {{is not a splat constant; the plan lowering takes splat constants only}}
-  %c = nn.constant dense<[1.0, 2.0]> : tensor<2xf32>
-  return %c : tensor<2xf32>
+// Tests that a non-splat constant of a type the lowering cannot store is
+// rejected.
+func.func @forward() -> tensor<2xf16> {
+  // expected-error @+1 {{is a non-splat constant of element type 'f16'; the plan lowering takes f32, f64, i32 and i64 ones}}
+  %c = nn.constant dense<[1.0, 2.0]> : tensor<2xf16>
+  return %c : tensor<2xf16>
 }
 
 // -----

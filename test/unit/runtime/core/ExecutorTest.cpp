@@ -301,6 +301,27 @@ TEST(Executor, SliceKeepsThisPositionsBlockAndPermuteMovesBlocks) {
     }
 }
 
+TEST(Executor, AxisIndexIsThePositionInTheGroup) {
+  // On a dp=2 x tp=3 mesh, axis_index over tp is 0, 1, 2 along tp; returned
+  // partial over tp, the gathered value is their sum 3; over (dp, tp) it is
+  // 0..5, summed 15.
+  PlanBuilder b({{"dp", 2}, {"tp", 3}}, true);
+  int64_t tp = b.buffer(plan::ACTIVATION, {}, {}, "tp", {});
+  int64_t both = b.buffer(plan::ACTIVATION, {}, {}, "both", {});
+  for (int64_t id : {tp, both})
+    b.prog->mutable_buffers(id)->set_dtype(plan::I32);
+  b.collective(plan::Collective::AXIS_INDEX, {"tp"}, 0, tp);
+  b.collective(plan::Collective::AXIS_INDEX, {"dp", "tp"}, 0, both);
+  b.prog->mutable_buffers(tp)->add_partial_axes("tp");
+  b.prog->mutable_buffers(both)->add_partial_axes("dp");
+  b.prog->mutable_buffers(both)->add_partial_axes("tp");
+  b.prog->add_results(tp);
+  b.prog->add_results(both);
+  std::vector<Tensor> got = runOn(b.finish(), 6, {});
+  EXPECT_EQ(got[0].data<int32_t>()[0], 3);
+  EXPECT_EQ(got[1].data<int32_t>()[0], 15);
+}
+
 TEST(Executor, MeshDeviceOrderPermutesRanks) {
   // devices=[1, 0]: rank 1 holds block 0. A gathered result is unchanged.
   PlanBuilder b({{"tp", 2}}, true);
@@ -404,6 +425,15 @@ TEST(PlanFile, RejectsInconsistentPlans) {
     EXPECT_EQ(parseError(b.p.SerializeAsString()),
               "p.pb: program 'main': the memory plan overlaps buffers 1 and 2, "
               "which are live at the same time");
+  }
+  {
+    // Buffer 1 (relu's output) claims to die before exp reads it.
+    PlanBuilder b = validPlan();
+    b.finish();
+    b.prog->mutable_buffers(1)->set_last_use(0);
+    EXPECT_EQ(parseError(b.p.SerializeAsString()),
+              "p.pb: program 'main': instruction 1 uses buffer 1 outside its "
+              "live range [0, 0]");
   }
   {
     PlanBuilder b = validPlan();
