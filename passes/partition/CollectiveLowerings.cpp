@@ -112,13 +112,15 @@ Value buildSplitNorm(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
   return result;
 }
 
-Value buildVocabParallelEmbedding(OpBuilder &b, Location loc,
-                                  FlatSymbolRefAttr mesh, ArrayAttr axes,
-                                  Value table, Value ids,
-                                  RankedTensorType resultType) {
+namespace {
+/// For ids into a vocabulary split over `axes` in blocks of `rows`: the ids
+/// local to this device's block, clamped into [0, rows), and an integer
+/// `keep` that is 1 where the id falls in the block and 0 elsewhere.
+std::pair<Value, Value> localIds(OpBuilder &b, Location loc,
+                                 FlatSymbolRefAttr mesh, ArrayAttr axes,
+                                 Value ids, int64_t rows) {
   auto idsType = cast<RankedTensorType>(ids.getType());
   Type intType = idsType.getElementType();
-  int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
   auto intSplat = [&](Type type, int64_t value) -> Value {
     auto shaped = cast<RankedTensorType>(type);
     return nn::ConstantOp::create(
@@ -146,25 +148,99 @@ Value buildVocabParallelEmbedding(OpBuilder &b, Location loc,
   Value keep = nn::MaxOp::create(
       b, loc, idsType,
       nn::SubOp::create(b, loc, idsType, intSplat(idsType, 1), absDiff), zero);
+  return {clamped, keep};
+}
 
-  Value rowsOut =
-      nn::EmbeddingOp::create(b, loc, resultType, table, clamped);
-  Type floatType = resultType.getElementType();
-  auto maskTableType = RankedTensorType::get({2, 1}, floatType);
-  Value maskTable = nn::ConstantOp::create(
-      b, loc, maskTableType,
-      DenseElementsAttr::get(maskTableType,
+/// `keep` (integers 0 or 1, shape S) as floats of shape S + [1], by a lookup
+/// in the table [[0], [1]].
+Value floatMask(OpBuilder &b, Location loc, Value keep, Type floatType) {
+  auto keepType = cast<RankedTensorType>(keep.getType());
+  auto tableType = RankedTensorType::get({2, 1}, floatType);
+  Value table = nn::ConstantOp::create(
+      b, loc, tableType,
+      DenseElementsAttr::get(tableType,
                              ArrayRef<Attribute>{b.getFloatAttr(floatType, 0.0),
                                                  b.getFloatAttr(floatType, 1.0)}));
-  SmallVector<int64_t> maskShape(idsType.getShape());
-  maskShape.push_back(1);
-  auto maskType = RankedTensorType::get(maskShape, floatType);
-  Value mask = nn::EmbeddingOp::create(b, loc, maskType, maskTable, keep);
+  SmallVector<int64_t> shape(keepType.getShape());
+  shape.push_back(1);
+  return nn::EmbeddingOp::create(b, loc,
+                                 RankedTensorType::get(shape, floatType),
+                                 table, keep);
+}
+} // namespace
+
+Value buildVocabParallelEmbedding(OpBuilder &b, Location loc,
+                                  FlatSymbolRefAttr mesh, ArrayAttr axes,
+                                  Value table, Value ids,
+                                  RankedTensorType resultType) {
+  int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+  auto [clamped, keep] = localIds(b, loc, mesh, axes, ids, rows);
+  Value rowsOut =
+      nn::EmbeddingOp::create(b, loc, resultType, table, clamped);
+  Value mask = floatMask(b, loc, keep, resultType.getElementType());
   SmallVector<int64_t> allDims =
       llvm::to_vector(llvm::seq<int64_t>(0, resultType.getRank()));
   Value maskB =
       nn::BroadcastOp::create(b, loc, resultType, mask, allDims);
   return nn::MulOp::create(b, loc, resultType, rowsOut, maskB);
+}
+
+Value buildVocabParallelCrossEntropy(OpBuilder &b, Location loc,
+                                     FlatSymbolRefAttr mesh, ArrayAttr axes,
+                                     int64_t vocabShards, Value logits,
+                                     Value labels,
+                                     RankedTensorType resultType) {
+  auto type = cast<RankedTensorType>(logits.getType());
+  auto labelsType = cast<RankedTensorType>(labels.getType());
+  Type floatType = type.getElementType();
+  int64_t last = type.getRank() - 1;
+  int64_t rows = type.getDimSize(last);
+  auto tokensType = RankedTensorType::get(labelsType.getShape(), floatType);
+
+  // log-sum-exp over the whole vocabulary, the same on every shard.
+  Value max = allReduce(b, loc, mesh, axes,
+                        reduceDim(b, loc, nn::ReduceKind::Max, logits, last),
+                        dist::ReductionKind::Max);
+  Value exp = nn::ExpOp::create(
+      b, loc, type,
+      nn::SubOp::create(b, loc, type, logits,
+                        broadcastBack(b, loc, max, type, last)));
+  Value sum = allReduce(b, loc, mesh, axes,
+                        reduceDim(b, loc, nn::ReduceKind::Sum, exp, last),
+                        dist::ReductionKind::Sum);
+  Value lse = nn::AddOp::create(b, loc, tokensType,
+                                nn::LogOp::create(b, loc, tokensType, sum), max);
+
+  // The label's logit where this shard holds it, else 0: a lookup in the
+  // logits flattened to [tokens * rows, 1] at token * rows + local label.
+  auto [clamped, keep] = localIds(b, loc, mesh, axes, labels, rows);
+  int64_t tokens = labelsType.getNumElements();
+  auto flatType = RankedTensorType::get({tokens * rows, 1}, floatType);
+  Value flat = nn::ReshapeOp::create(b, loc, flatType, logits);
+  SmallVector<APInt> bases;
+  unsigned width = labelsType.getElementTypeBitWidth();
+  for (int64_t t = 0; t < tokens; ++t)
+    bases.push_back(APInt(width, t * rows, /*isSigned=*/true));
+  Value base = nn::ConstantOp::create(
+      b, loc, labelsType, DenseElementsAttr::get(labelsType, bases));
+  Value index = nn::AddOp::create(b, loc, labelsType, base, clamped);
+  SmallVector<int64_t> pickedShape(labelsType.getShape());
+  pickedShape.push_back(1);
+  auto pickedType = RankedTensorType::get(pickedShape, floatType);
+  Value picked = nn::EmbeddingOp::create(b, loc, pickedType, flat, index);
+  Value masked = nn::MulOp::create(b, loc, pickedType, picked,
+                                   floatMask(b, loc, keep, floatType));
+  Value label = nn::ReshapeOp::create(b, loc, tokensType, masked);
+
+  // Per token lse / shards - logit[label]: summed over the shards, the loss.
+  Value share = nn::MulOp::create(
+      b, loc, tokensType, lse,
+      splat(b, loc, tokensType, 1.0 / static_cast<double>(vocabShards)));
+  Value loss = nn::SubOp::create(b, loc, tokensType, share, label);
+  SmallVector<int64_t> allDims =
+      llvm::to_vector(llvm::seq<int64_t>(0, labelsType.getRank()));
+  return nn::ReduceOp::create(b, loc, resultType, nn::ReduceKind::Mean, loss,
+                              allDims);
 }
 
 } // namespace partita::partition

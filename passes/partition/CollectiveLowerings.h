@@ -56,6 +56,20 @@ mlir::Value buildVocabParallelEmbedding(mlir::OpBuilder &builder,
                                         mlir::Value table, mlir::Value ids,
                                         mlir::RankedTensorType resultType);
 
+/// Vocabulary-parallel cross entropy (Megatron-LM): `logits` are this
+/// device's block of the vocabulary, split over `axes` (`vocabShards`
+/// blocks); the result is this device's partial sum (over `axes`) of the
+/// mean over its tokens:
+///   lse = log(all_reduce_sum(sum(exp(l - m)))) + m,  m = all_reduce_max(max(l))
+///   p   = the label's logit where this block holds it, else 0 (a lookup in
+///         the logits flattened to [tokens * rows, 1] at
+///         token * rows + clamped local label, masked as for the embedding)
+///   y   = mean over tokens of (lse / vocabShards - p)
+mlir::Value buildVocabParallelCrossEntropy(
+    mlir::OpBuilder &builder, mlir::Location loc, mlir::FlatSymbolRefAttr mesh,
+    mlir::ArrayAttr axes, int64_t vocabShards, mlir::Value logits,
+    mlir::Value labels, mlir::RankedTensorType resultType);
+
 } // namespace partita::partition
 
 #endif // PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H

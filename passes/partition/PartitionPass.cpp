@@ -20,6 +20,7 @@ struct DistPartitionPass : public impl::DistPartitionBase<DistPartitionPass> {
   void runOnOperation() final {
     PartitionOptions options;
     options.keepPartialResults = keepPartialResults;
+    options.vocabParallelCrossEntropy = vocabParallelCrossEntropy;
     bool failed = false;
     for (auto func : getOperation().getOps<mlir::func::FuncOp>())
       failed |= mlir::failed(partitionFunction(func, options));

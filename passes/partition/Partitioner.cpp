@@ -34,9 +34,9 @@
 // rms_norm whose reduced dimension the result's sharding splits run as local
 // reductions plus all_reduces; an embedding whose table is split on the
 // vocabulary looks up its own rows (masked) and leaves the result partial.
-// Not built yet: cross_entropy over a split vocabulary and attention over
-// split keys gather the split operand first, which is exact but moves more
-// bytes than the known decompositions.
+// cross_entropy over a split vocabulary has one too, opt-in (see
+// PartitionOptions). Attention over split keys gathers them first, which is
+// exact but moves more bytes than the known decomposition.
 //
 // Values are tracked as (local value, sharding it has). Function arguments
 // get local types; return operands are resharded to the function result's
@@ -476,7 +476,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       // (the embedding's vocabulary, which leaves the result partial).
       if (kind == dist::FactorKind::Collective)
         return fromOperand
-                   ? isa<nn::EmbeddingOp>(op)
+                   ? (isa<nn::EmbeddingOp>(op) ||
+                      (isa<nn::CrossEntropyOp>(op) &&
+                       options.vocabParallelCrossEntropy))
                    : isa<nn::SoftmaxOp, nn::LayerNormOp, nn::RMSNormOp>(op);
       if (kind == dist::FactorKind::Reduction)
         return fromOperand;
@@ -538,7 +540,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       project(r.getOperand(i), current, /*fromOperand=*/true,
               [&](int64_t f, StringRef axis) {
                 if (r.getFactor(f).kind == dist::FactorKind::Collective)
-                  return true; // the embedding's vocabulary
+                  return true; // the embedding's or cross_entropy's vocabulary
                 if (propagated.empty())
                   return false;
                 const Sharding &res = propagated.front();
@@ -600,7 +602,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       if (fa.axes[f].empty())
         continue;
       bool vocabulary = factor.kind == dist::FactorKind::Collective &&
-                        isa<nn::EmbeddingOp>(op);
+                        isa<nn::EmbeddingOp, nn::CrossEntropyOp>(op);
       if (factor.kind != dist::FactorKind::Reduction && !vocabulary)
         continue;
       if (partialKind && *partialKind != factor.partialKind)
@@ -669,7 +671,11 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   } else if (!collectiveAxes.empty()) {
     ArrayAttr axes = axesAttr(collectiveAxes);
     Value result;
-    if (isa<nn::EmbeddingOp>(op))
+    if (isa<nn::CrossEntropyOp>(op))
+      result = buildVocabParallelCrossEntropy(
+          builder, loc, meshName, axes, groupSize(collectiveAxes), operands[0],
+          operands[1], cast<RankedTensorType>(resultTypes.front()));
+    else if (isa<nn::EmbeddingOp>(op))
       result = buildVocabParallelEmbedding(
           builder, loc, meshName, axes, operands[0], operands[1],
           cast<RankedTensorType>(resultTypes.front()));

@@ -33,6 +33,12 @@ struct PartitionOptions {
   /// is not keeps the partial sharding (the runtime reduces it when it
   /// gathers the output) instead of an all_reduce in the program.
   bool keepPartialResults = true;
+  /// nn.cross_entropy with its logits split on the vocabulary runs its
+  /// vocabulary-parallel form (CollectiveLowerings.h) instead of gathering
+  /// the logits. Off by default: the plan lowering bounds generated label
+  /// inputs by the largest embedding table, which the form's lookup in the
+  /// flattened logits would enlarge.
+  bool vocabParallelCrossEntropy = false;
 };
 
 /// Partitions `func` in place. Checks every precondition before changing

@@ -56,9 +56,15 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     by the shard's first row (`dist.axis_index`), clamped, with the rows of
     ids outside the shard masked to zero (integer `nn.max`/`nn.sub`, and a
     lookup in `[[0], [1]]` for the float mask), leaving the result partial
-    (sum) over those axes. Other collective factors (cross_entropy over a
-    split vocabulary, attention over split keys) are gathered first, which
-    is exact but not yet the known cheaper decompositions.
+    (sum) over those axes. With `vocab-parallel-cross-entropy`,
+    `nn.cross_entropy` with its logits split on the vocabulary computes the
+    log-sum-exp with `all_reduce`s (max, then sum) and picks the label's
+    logit by a lookup in the logits flattened to `[tokens * rows, 1]`
+    (masked like the embedding), leaving the loss partial over those axes;
+    off by default, since the plan lowering bounds generated labels by the
+    largest embedding table, which that lookup enlarges. Otherwise, and for
+    attention over split keys, the split operand is gathered first, which is
+    exact but moves more bytes.
 
     Output contract (what the runtime reads): the function gets
     `dist.mesh = @mesh`; each argument and result gets
@@ -79,6 +85,10 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
            /*default=*/"true",
            "Return partial values partial (the runtime reduces them) instead "
            "of all-reducing them in the program">,
+    Option<"vocabParallelCrossEntropy", "vocab-parallel-cross-entropy",
+           "bool", /*default=*/"false",
+           "Run cross_entropy over a split vocabulary in its "
+           "vocabulary-parallel form instead of gathering the logits">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect",
                            "::partita::nn::NNDialect"];
