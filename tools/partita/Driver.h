@@ -27,6 +27,7 @@ struct Command {
 Command getModelCommand();
 Command getPlanCommand();
 Command getRunCommand();
+Command getExplainCommand();
 
 /// Prints "partita <command>: error: <message>" on stderr; returns 1, the
 /// exit code of every failure.
