@@ -95,6 +95,16 @@ std::string joinAxes(ArrayRef<std::string> axes) {
   return text + "}";
 }
 
+/// Reads a sharding that checkPreconditions already read successfully.
+Sharding readChecked(dist::ShardingAttr attr) {
+  llvm::Expected<Sharding> sharding = shardingFromAttr(attr);
+  if (!sharding) {
+    llvm::consumeError(sharding.takeError());
+    return {};
+  }
+  return std::move(*sharding);
+}
+
 class FuncPartitioner {
 public:
   FuncPartitioner(func::FuncOp func, const PartitionOptions &options)
@@ -432,7 +442,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
 
   SmallVector<Sharding, 2> propagated;
   for (Value result : op->getResults())
-    propagated.push_back(*shardingFromAttr(dist::getSharding(result)));
+    propagated.push_back(readChecked(dist::getSharding(result)));
 
   auto constant = dyn_cast<nn::ConstantOp>(op);
   DenseElementsAttr splat;
@@ -755,7 +765,7 @@ LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
     const Sharding &current = shardingOf.find(operand)->second;
     Sharding target = current;
     if (dist::ShardingAttr attr = dist::getFuncResultSharding(func, i)) {
-      target = *shardingFromAttr(attr);
+      target = readChecked(attr);
       // A partial value meeting a result that is not partial: keep it partial
       // when that is the only difference and the options allow it.
       if (options.keepPartialResults && !current.partialAxes.empty() &&
@@ -781,7 +791,7 @@ LogicalResult FuncPartitioner::run() {
   Block &body = func.getBody().front();
   SmallVector<Type> argTypes;
   for (BlockArgument arg : func.getArguments()) {
-    Sharding sharding = *shardingFromAttr(dist::getSharding(arg));
+    Sharding sharding = readChecked(dist::getSharding(arg));
     Type global = arg.getType();
     localOf[arg] = arg;
     shardingOf[arg] = sharding;
@@ -810,7 +820,7 @@ LogicalResult FuncPartitioner::run() {
     }
     if (auto constraint = dyn_cast<dist::ConstraintOp>(op)) {
       OpBuilder builder(op);
-      Sharding target = *shardingFromAttr(constraint.getSharding());
+      Sharding target = readChecked(constraint.getSharding());
       FailureOr<Value> local = reshard(builder, constraint.getInput(), target,
                                        op, "the constrained value");
       if (failed(local))

@@ -89,3 +89,14 @@ func.func @f(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}) ->
   %0 = dist.constraint %x <@mesh, [{}], partial={"tp"}> : tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// Tests that a function body of several blocks is rejected.
+// expected-error @+1 {{dist-partition expects a function body of one block, 'f' has 2}}
+func.func @f(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}) -> tensor<8xf32> {
+  return %x : tensor<8xf32>
+^bb1:
+  return %x : tensor<8xf32>
+}

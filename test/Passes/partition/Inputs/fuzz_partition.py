@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Fuzzes dist-partition with random valid shardings on the reference models.
 
+Pass options (keep-partial-results, vocab-parallel-cross-entropy) are drawn
+at random too.
+
 For each case: a model (mlp, gpt, llama), a random mesh, and for every
 function argument a random valid sharding (per dimension, unused mesh axes
 whose product divides the dimension's size; often none). Then
@@ -89,8 +92,16 @@ def main():
     for case in range(args.cases):
         model = rng.choice(sorted(models))
         text = make_case(rng, models[model])
+        options = []
+        if rng.random() < 0.3:
+            options.append("keep-partial-results=false")
+        if rng.random() < 0.5:
+            options.append("vocab-parallel-cross-entropy=true")
+        partition = "--dist-partition"
+        if options:
+            partition += "=" + " ".join(options)
         run = subprocess.run(
-            [args.partita_opt, "-", "--dist-propagate", "--dist-partition"],
+            [args.partita_opt, "-", "--dist-propagate", partition],
             input=text, capture_output=True, text=True, timeout=60)
         bad = None
         if run.returncode == 0:
@@ -114,7 +125,8 @@ def main():
             bad = "exit code %d without a located diagnostic:\n%s" % (
                 run.returncode, run.stderr)
         if bad:
-            print("case %d (%s): %s\ninput:\n%s" % (case, model, bad, text))
+            print("case %d (%s, %s): %s\ninput:\n%s" %
+                  (case, model, partition, bad, text))
             return 1
     print("fuzz: %d cases, %d partitioned, %d diagnosed" %
           (args.cases, partitioned, diagnosed))
