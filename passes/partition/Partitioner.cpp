@@ -764,6 +764,8 @@ LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
   for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
     const Sharding &current = shardingOf.find(operand)->second;
     Sharding target = current;
+    if (!options.keepPartialResults)
+      target.partialAxes.clear();
     if (dist::ShardingAttr attr = dist::getFuncResultSharding(func, i)) {
       target = readChecked(attr);
       // A partial value meeting a result that is not partial: keep it partial

@@ -75,8 +75,10 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     which is now local). A result may be partial (`partial={...}` in its
     `dist.global_sharding`): with `keep-partial-results` (the default), a
     partial value returned where the function result's sharding differs only
-    by not being partial stays partial, and the runtime reduces the partial
-    values (with the given kind) when it gathers the output. So a program
+    by not being partial (or that has no sharding of its own) stays
+    partial, and the runtime reduces the partial values (with the given
+    kind) when it gathers the output; with `keep-partial-results=false`
+    every result is reduced in the program. So a program
     sharded only on a batch axis has no collective: its mean loss is
     returned partial over that axis.
   }];

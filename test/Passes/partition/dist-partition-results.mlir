@@ -24,3 +24,18 @@ func.func @loss(%logits: tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh,
   %l = nn.cross_entropy %logits, %labels {dist.sharding = [#dist.sharding<@mesh, [], partial={"dp"}>]} : tensor<4x16xf32>, tensor<4xi32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// Tests the same for a function result without a sharding of its own.
+// KEEP-LABEL: func.func @unannotated_result
+// KEEP-SAME: -> (tensor<f32> {dist.global_sharding = #dist.sharding<@mesh, [], partial={"dp"}>, dist.global_type = tensor<f32>})
+// KEEP: return %{{.*}} : tensor<f32>
+// REDUCE-LABEL: func.func @unannotated_result
+// REDUCE-SAME: -> (tensor<f32> {dist.global_sharding = #dist.sharding<@mesh, []>, dist.global_type = tensor<f32>})
+// REDUCE: %[[A:.*]] = dist.all_reduce %{{.*}} on @mesh axes = ["dp"] kind = sum : tensor<f32>
+// REDUCE: return %[[A]] : tensor<f32>
+func.func @unannotated_result(%logits: tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>},
+                              %labels: tensor<4xi32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}]>})
+    -> tensor<f32> {
+  %l = nn.cross_entropy %logits, %labels {dist.sharding = [#dist.sharding<@mesh, [], partial={"dp"}>]} : tensor<4x16xf32>, tensor<4xi32> -> tensor<f32>
+  return %l : tensor<f32>
+}
