@@ -1,0 +1,57 @@
+#!/bin/sh
+# The GPT forward step: Partita (`partita run`, one rank) against the same
+# model in PyTorch (Debian's python3-torch), same machine, same threads.
+#   bench/gpt-vs-torch/run.sh [THREADS] [STEPS]
+# Environment: BUILD (default build), BATCH SEQ HIDDEN HEADS LAYERS VOCAB.
+# Each side runs 2 untimed warm-up steps per round; medians of ROUNDS (3) x
+# STEPS timed steps per side.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-$root/build}
+threads=${1:-1}
+steps=${2:-10}
+warmup=2
+B=${BATCH:-4} S=${SEQ:-128} H=${HIDDEN:-256} N=${HEADS:-4} L=${LAYERS:-2} V=${VOCAB:-1024}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "PyTorch is not installed (apt-get install -y python3-torch); no comparison" >&2
+  exit 1
+fi
+
+"$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
+  --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
+"$build/bin/partita-translate" --to-plan "$tmp/gpt.mlir" -o "$tmp/gpt.pb"
+
+# The sides alternate, ROUNDS times each (partita, torch, partita, ...), so
+# a change of load on a shared machine hits both alike; every round drops
+# its own warm-up steps. One rank: `partita run` leaves OpenBLAS at its
+# default thread count, which OPENBLAS_NUM_THREADS sets.
+: > "$tmp/partita.txt"
+: > "$tmp/torch.txt"
+round=0
+while [ "$round" -lt "${ROUNDS:-3}" ]; do
+  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+    "$build/bin/partita" run "$tmp/gpt.pb" --steps $((steps + warmup)) \
+    > "$tmp/round.txt"
+  sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$tmp/partita.txt"
+  OMP_NUM_THREADS=$threads /usr/bin/python3 "$root/bench/gpt-vs-torch/torch_gpt.py" \
+    --threads "$threads" --steps "$steps" --warmup "$warmup" --batch "$B" \
+    --seq "$S" --hidden "$H" --heads "$N" --layers "$L" --vocab "$V" \
+    >> "$tmp/torch.txt"
+  round=$((round + 1))
+done
+
+/usr/bin/python3 - "$tmp/partita.txt" "$tmp/torch.txt" <<'PY'
+import re, statistics, sys
+def times(path):
+    return [float(m.group(1)) for m in
+            re.finditer(r"^step \d+: ([0-9.]+) s$", open(path).read(), re.M)]
+p, t = times(sys.argv[1]), times(sys.argv[2])  # warm-up steps already dropped
+mp, mt = statistics.median(p), statistics.median(t)
+print(open(sys.argv[2]).read().strip().splitlines()[-1])
+print(f"partita forward step median: {mp:.6f} s ({len(p)} steps)")
+print(f"torch   forward step median: {mt:.6f} s ({len(t)} steps)")
+print(f"ratio partita/torch (time, lower is better for partita): {mp / mt:.3f}")
+PY
