@@ -119,11 +119,13 @@ int main(int argc, char **argv) {
     std::ifstream in(planPath, std::ios::binary);
     std::stringstream bytes;
     bytes << in.rdbuf();
-    proto.ParseFromString(bytes.str());
     const partita::plan::Program *prog = nullptr;
-    for (const auto &p : proto.programs())
-      if (p.name() == program)
-        prog = &p;
+    if (proto.ParseFromString(bytes.str()))
+      for (const auto &p : proto.programs())
+        if (p.name() == program)
+          prog = &p;
+    if (!prog)
+      throw rt::Error("cannot read the plan file '" + planPath + "' again");
 
     // FLOPs and GEMM shapes of the step's einsums.
     std::vector<Gemm> gemms;

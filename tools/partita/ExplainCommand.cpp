@@ -254,8 +254,13 @@ int runExplain() {
     if (c.kind() != plan::Collective::AXIS_INDEX && c.input() >= 0 &&
         c.input() < program->buffers().size())
       bytes = localBytes(program->buffers(c.input()));
-    ++collectives;
-    collectiveBytes += bytes;
+    // slice and axis_index move nothing between devices.
+    bool local = c.kind() == plan::Collective::SLICE ||
+                 c.kind() == plan::Collective::AXIS_INDEX;
+    if (!local) {
+      ++collectives;
+      collectiveBytes += bytes;
+    }
     os << "  " << collectiveName(c.kind()) << " over " << axesText(c.axes());
     if (c.kind() == plan::Collective::ALL_REDUCE ||
         c.kind() == plan::Collective::REDUCE_SCATTER)
@@ -266,11 +271,13 @@ int runExplain() {
         c.kind() == plan::Collective::SLICE)
       os << " dim " << c.dim();
     os << ": " << bytesText(bytes);
+    if (local)
+      os << " (no communication)";
     if (!inst.location().empty())
       os << " at " << inst.location();
     os << "\n";
   }
-  os << "  total: " << collectives << " collective"
+  os << "  total: " << collectives << " communicating collective"
      << (collectives == 1 ? "" : "s") << ", " << bytesText(collectiveBytes)
      << " per device = sum of their input bytes\n";
   return 0;
