@@ -372,33 +372,41 @@ LogicalResult ReduceScatterOp::verify() {
   return success();
 }
 
-LogicalResult
-ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+/// Shared by the ops that leave each device one block of `dim` (reduce_scatter
+/// and slice): the group must be valid and the result's `dim` is the input's
+/// divided by the group size, every other dimension unchanged.
+template <typename OpTy>
+static LogicalResult verifyBlockOfDim(OpTy op, SymbolTableCollection &tables) {
   FailureOr<int64_t> group = verifyCollectiveGroup(
-      *this, getMeshAttr(), getAxisNames(getAxes()), tables);
+      op, op.getMeshAttr(), getAxisNames(op.getAxes()), tables);
   if (failed(group))
     return failure();
-  auto input = cast<ShapedType>(getInput().getType());
-  int64_t dim = getDim();
+  auto input = cast<ShapedType>(op.getInput().getType());
+  int64_t dim = op.getDim();
   if (!dimsInRange(input, {dim}))
     return success();
   SmallVector<int64_t> expected(input.getShape());
   if (!ShapedType::isDynamic(expected[dim])) {
     if (expected[dim] % *group != 0)
-      return emitOpError() << "input dimension " << dim << " of size "
-                           << expected[dim]
-                           << " is not divisible by the group size "
-                           << *group;
+      return op.emitOpError() << "input dimension " << dim << " of size "
+                              << expected[dim]
+                              << " is not divisible by the group size "
+                              << *group;
     expected[dim] /= *group;
   }
   return verifyResultShape(
-      *this, cast<ShapedType>(getResult().getType()), expected,
+      op, cast<ShapedType>(op.getResult().getType()), expected,
       [&](int64_t d) -> std::string {
         if (d != dim)
           return sameAsInput(d);
         return "input size " + std::to_string(input.getDimSize(d)) +
                " / group size " + std::to_string(*group);
       });
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyBlockOfDim(*this, tables);
 }
 
 int64_t ReduceScatterOp::getGroupSize() {
@@ -527,31 +535,7 @@ LogicalResult SliceOp::verify() {
 }
 
 LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> group = verifyCollectiveGroup(
-      *this, getMeshAttr(), getAxisNames(getAxes()), tables);
-  if (failed(group))
-    return failure();
-  auto input = cast<ShapedType>(getInput().getType());
-  int64_t dim = getDim();
-  if (!dimsInRange(input, {dim}))
-    return success();
-  SmallVector<int64_t> expected(input.getShape());
-  if (!ShapedType::isDynamic(expected[dim])) {
-    if (expected[dim] % *group != 0)
-      return emitOpError() << "input dimension " << dim << " of size "
-                           << expected[dim]
-                           << " is not divisible by the group size "
-                           << *group;
-    expected[dim] /= *group;
-  }
-  return verifyResultShape(
-      *this, cast<ShapedType>(getResult().getType()), expected,
-      [&](int64_t d) -> std::string {
-        if (d != dim)
-          return sameAsInput(d);
-        return "input size " + std::to_string(input.getDimSize(d)) +
-               " / group size " + std::to_string(*group);
-      });
+  return verifyBlockOfDim(*this, tables);
 }
 
 int64_t SliceOp::getGroupSize() {
