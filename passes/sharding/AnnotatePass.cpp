@@ -33,6 +33,13 @@ struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
                             [&](const Strategy &s) { diag << s.name; });
       return signalPassFailure();
     }
+    if (sequenceParallel && !recipe->needsTensorAxis()) {
+      module.emitError() << "sequence-parallel splits the sequence over the "
+                            "tensor axis, but strategy '"
+                         << strategy
+                         << "' has none; use megatron or dp+megatron";
+      return signalPassFailure();
+    }
     FailureOr<dist::MeshOp> meshOp = getOrCreateMesh(module);
     if (failed(meshOp) || failed(checkAxes(*recipe, *meshOp)))
       return signalPassFailure();
@@ -40,6 +47,11 @@ struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
     AnnotateOptions options{meshName, meshOp->getMesh(), dataAxis, tensorAxis};
     for (auto func : module.getOps<FunctionOpInterface>())
       if (failed(annotateFunction(func, *recipe, options)))
+        return signalPassFailure();
+    if (!sequenceParallel)
+      return;
+    for (auto func : module.getOps<FunctionOpInterface>())
+      if (failed(applySequenceParallel(func, *recipe, options)))
         return signalPassFailure();
   }
 

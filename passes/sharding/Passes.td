@@ -22,6 +22,20 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
       LM head (Megatron-LM, Shoeybi et al. 2019).
     - `dp+megatron`: both, on a 2-D mesh.
 
+    With `sequence-parallel` (megatron and dp+megatron only), Megatron
+    sequence parallelism (Korthikanti et al. 2022): the residual stream is
+    split on the sequence over the tensor axis. The pass finds it
+    structurally, not by name: operand #0 of every rank-3 `nn.layer_norm` /
+    `nn.rms_norm` gets a `dist.constraint` splitting dimension 1 (the
+    sequence) over the tensor axis (and dimension 0 over the data axis under
+    dp+megatron; closed, p0), and
+    the result of every row-parallel `nn.einsum` (second operand an argument
+    split over the tensor axis on a contracted dimension) and of every
+    vocabulary-parallel `nn.embedding` gets one keeping the sequence whole
+    and the value partial over the tensor axis. After `dist-propagate` and `dist-partition`, each
+    block's two all-reduces become reduce-scatter + all-gather pairs. A
+    sequence length the tensor axis does not divide is an error at the norm.
+
     Preconditions: the module holds a mesh named `mesh-name` with the axes the
     strategy needs, or `mesh` says how to create it. Afterwards the arguments
     it recognises carry closed `dist.sharding` annotations with priority p0
@@ -39,6 +53,9 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
            "Mesh axis that splits the batch">,
     Option<"tensorAxis", "tensor-axis", "std::string", /*default=*/"\"tp\"",
            "Mesh axis that splits weights (Megatron tensor parallelism)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "Also split the residual stream on the sequence over the tensor "
+           "axis (Megatron sequence parallelism; megatron strategies only)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

@@ -53,6 +53,10 @@ cl::opt<bool> recordOrigins(
     "record-origins", cl::sub(planCommand),
     cl::desc("Attach dist.origin to every value, naming the annotation its "
              "sharding came from"));
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel", cl::sub(planCommand),
+    cl::desc("With megatron or dp+megatron: also split the residual stream on "
+             "the sequence over tp (Megatron sequence parallelism)"));
 cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::value_desc("file"),
                             cl::desc("Output file (default: stdout)"));
@@ -83,13 +87,15 @@ SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh) {
   annotate.strategy = strategy.str();
   annotate.mesh = mesh.str();
   annotate.meshName = kMeshName.str();
+  annotate.sequenceParallel = sequenceParallel;
   stages.push_back(
       {"annotated",
        strategy == "none"
            ? std::string("kept the model's annotations")
            : ("annotated with strategy " + strategy +
               (mesh.empty() ? Twine("") : " on mesh " + mesh))
-                 .str(),
+                 .str() +
+               (sequenceParallel ? " and sequence parallelism" : ""),
        [=](mlir::PassManager &pm) {
          if (strategy != "none")
            pm.addPass(sharding::createDistAnnotate(annotate));
@@ -210,6 +216,13 @@ int runPlan() {
                                          "', and --mesh " + mesh +
                                          " has none");
   }
+  if (sequenceParallel && strategyArg != "megatron" &&
+      strategyArg != "dp+megatron")
+    return reportError(kCommand,
+                       "--sequence-parallel splits the sequence over the "
+                       "tensor axis tp and needs --strategy megatron or "
+                       "dp+megatron, not " +
+                           strategyArg);
   if (!emitArg.getNumOccurrences() && StringRef(output).ends_with(".pb"))
     emitArg = "plan";
   SmallVector<Stage> stages = buildStages(strategyArg, mesh);
