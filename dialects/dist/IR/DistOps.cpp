@@ -322,17 +322,22 @@ bool dimsInRange(ShapedType type, ArrayRef<int64_t> dims) {
 
 } // namespace
 
-// all_gather
-
-LogicalResult AllGatherOp::verify() {
-  auto input = cast<ShapedType>(getInput().getType());
-  auto result = cast<ShapedType>(getResult().getType());
-  if (failed(verifyAxesUnique(*this, getAxes())) ||
-      failed(verifyDimInRange(*this, "dim", getDim(), input.getRank())) ||
-      failed(verifySameRankAndElementType(*this, input, result)))
+/// The mesh-independent checks of the collectives that act along one `dim`
+/// (all_gather, reduce_scatter, slice): unique axes, `dim` in range, and a
+/// result of the input's rank and element type.
+template <typename OpTy> static LogicalResult verifyOneDimOp(OpTy op) {
+  auto input = cast<ShapedType>(op.getInput().getType());
+  auto result = cast<ShapedType>(op.getResult().getType());
+  if (failed(verifyAxesUnique(op, op.getAxes())) ||
+      failed(verifyDimInRange(op, "dim", op.getDim(), input.getRank())) ||
+      failed(verifySameRankAndElementType(op, input, result)))
     return failure();
   return success();
 }
+
+// all_gather
+
+LogicalResult AllGatherOp::verify() { return verifyOneDimOp(*this); }
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> group = verifyCollectiveGroup(
@@ -362,15 +367,7 @@ int64_t AllGatherOp::getGroupSize() {
 
 // reduce_scatter
 
-LogicalResult ReduceScatterOp::verify() {
-  auto input = cast<ShapedType>(getInput().getType());
-  auto result = cast<ShapedType>(getResult().getType());
-  if (failed(verifyAxesUnique(*this, getAxes())) ||
-      failed(verifyDimInRange(*this, "dim", getDim(), input.getRank())) ||
-      failed(verifySameRankAndElementType(*this, input, result)))
-    return failure();
-  return success();
-}
+LogicalResult ReduceScatterOp::verify() { return verifyOneDimOp(*this); }
 
 /// Shared by the ops that leave each device one block of `dim` (reduce_scatter
 /// and slice): the group must be valid and the result's `dim` is the input's
@@ -524,15 +521,7 @@ int64_t CollectivePermuteOp::getGroupSize() {
 
 // slice
 
-LogicalResult SliceOp::verify() {
-  auto input = cast<ShapedType>(getInput().getType());
-  auto result = cast<ShapedType>(getResult().getType());
-  if (failed(verifyAxesUnique(*this, getAxes())) ||
-      failed(verifyDimInRange(*this, "dim", getDim(), input.getRank())) ||
-      failed(verifySameRankAndElementType(*this, input, result)))
-    return failure();
-  return success();
-}
+LogicalResult SliceOp::verify() { return verifyOneDimOp(*this); }
 
 LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyBlockOfDim(*this, tables);
