@@ -555,7 +555,10 @@ ShardingAttr::verifyFor(function_ref<InFlightDiagnostic()> emitError,
     if (ShapedType::isDynamic(size))
       continue;
     int64_t count = dim.getShardCount(mesh);
-    if (size % count == 0)
+    // A dimension the axes do not divide is padded (GSPMD): each shard holds
+    // ceil(size / count) elements, the last ones padding. That is meaningful
+    // only when the dimension has at least one element per shard.
+    if (size % count == 0 || size >= count)
       continue;
     std::string axes;
     llvm::raw_string_ostream os(axes);
@@ -565,7 +568,9 @@ ShardingAttr::verifyFor(function_ref<InFlightDiagnostic()> emitError,
     os << "}";
     return emitError() << "dimension " << i << " of size " << size << " in "
                        << type << " is not divisible by " << count
-                       << ", the product of axes " << axes;
+                       << ", the product of axes " << axes
+                       << ", and is too small to pad: a padded dimension "
+                          "needs at least one element per shard";
   }
   return success();
 }
@@ -578,7 +583,8 @@ SmallVector<int64_t> ShardingAttr::getLocalShape(MeshAttr mesh,
       break;
     if (ShapedType::isDynamic(local[i]))
       continue;
-    local[i] /= std::max<int64_t>(dim.getShardCount(mesh), 1);
+    int64_t count = std::max<int64_t>(dim.getShardCount(mesh), 1);
+    local[i] = (local[i] + count - 1) / count; // padded: ceil(size / count)
   }
   return local;
 }

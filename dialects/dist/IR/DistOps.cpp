@@ -546,6 +546,44 @@ int64_t AxisIndexOp::getGroupSize() {
   return computeGroupSize(*this, getMeshAttr(), getAxisNames(getAxes()));
 }
 
+// mask
+
+LogicalResult MaskOp::verify() {
+  if (failed(verifyAxesUnique(*this, getAxes())))
+    return failure();
+  auto type = cast<ShapedType>(getInput().getType());
+  if (!type.getElementType().isIntOrFloat())
+    return emitOpError() << "expects integer or float elements, got "
+                         << type.getElementType();
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= type.getRank())
+    return emitOpError() << "dim " << dim << " is out of range for rank "
+                         << type.getRank();
+  if (getSize() < 1)
+    return emitOpError() << "size " << getSize() << " must be >= 1";
+  return success();
+}
+
+LogicalResult MaskOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> group = verifyCollectiveGroup(
+      *this, getMeshAttr(), getAxisNames(getAxes()), tables);
+  if (failed(group))
+    return failure();
+  auto type = cast<ShapedType>(getInput().getType());
+  int64_t local = type.getDimSize(getDim());
+  if (ShapedType::isDynamic(local))
+    return success();
+  if (local * *group < getSize())
+    return emitOpError() << "size " << getSize() << " exceeds dimension "
+                         << getDim() << "'s " << local
+                         << " elements times the group size " << *group;
+  return success();
+}
+
+int64_t MaskOp::getGroupSize() {
+  return computeGroupSize(*this, getMeshAttr(), getAxisNames(getAxes()));
+}
+
 // send / recv
 
 namespace {

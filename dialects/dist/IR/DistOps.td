@@ -200,6 +200,37 @@ def Dist_AxisIndexOp : Dist_CollectiveOp<"axis_index", [Pure]> {
   let extraClassDeclaration = commonDecl;
 }
 
+def Dist_MaskOp : Dist_CollectiveOp<"mask", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Writes a value into the padding of a padded dimension (no communication).";
+  let description = [{
+    For a dimension of global size `size` split over `axes` and padded
+    (each device holds `L` = the local size of `dim` elements, the group
+    `g * L >= size`), the device at position `p` of the group spanned by
+    `axes` (counted as in `all_gather`) holds global indices
+    `p * L .. p * L + L - 1` of `dim`; the result is the input with `value`
+    written at every element whose global index is `>= size`, the padding.
+    With no axes the dimension is whole but padded (`L >= size`).
+    `value` is converted to the element type (an integer tensor takes it
+    rounded toward zero; `-inf` is allowed for floats).
+    The partitioner (`dist-partition`) emits it before an op that reduces
+    over a padded dimension, with the reduction's identity (0 for a sum,
+    `-inf` for a max), so padding never reaches a reduced value.
+    ```mlir
+    %1 = dist.mask %0 on @mesh axes = ["dp"] dim = 0 size = 6 value = 0.0
+        : tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim, I64Attr:$size,
+                       F64Attr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $axes `dim` `=` $dim `size` `=` $size
+    `value` `=` $value attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = commonDecl;
+}
+
 def Dist_SendOp : Dist_CollectiveOp<"send"> {
   // Only the axis and the peer to check, both against the mesh.
   let hasVerifier = 0;

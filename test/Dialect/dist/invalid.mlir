@@ -320,9 +320,9 @@ func.func private @f(%x: tensor<12x8xf32> {dist.sharding = #dist.sharding<@mesh,
 // -----
 
 dist.mesh @mesh <["dp"=2, "tp"=4]>
-// Tests that a dimension is divisible by the product of its axes.
-// expected-error @+1 {{dimension 1 of size 30 in 'tensor<8x30xf32>' is not divisible by 4, the product of axes {"tp"}}}
-func.func private @f(%x: tensor<8x30xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+// Tests that a dimension the axes do not divide is rejected when it is smaller than its shard count (too small to pad).
+// expected-error @+1 {{dimension 1 of size 3 in 'tensor<8x3xf32>' is not divisible by 4, the product of axes {"tp"}, and is too small to pad: a padded dimension needs at least one element per shard}}
+func.func private @f(%x: tensor<8x3xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
 
 // -----
 
@@ -335,8 +335,8 @@ func.func private @f(%x: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [{
 
 dist.mesh @mesh <["dp"=2, "tp"=4]>
 // Tests that an argument's location name is part of the message.
-// expected-error @+1 {{'dist.sharding' of argument #1 ("wte"): dimension 0 of size 6}}
-func.func @f(%a: tensor<8xf32>, %wte: tensor<6xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>} loc("wte")) { return }
+// expected-error @+1 {{'dist.sharding' of argument #1 ("wte"): dimension 0 of size 2}}
+func.func @f(%a: tensor<8xf32>, %wte: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>} loc("wte")) { return }
 
 // -----
 
@@ -423,11 +423,11 @@ func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 dist.mesh @mesh <["dp"=4]>
-func.func @f(%x: tensor<6xf32>) -> tensor<6xf32> {
+func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
   // Tests that an op's result sharding is verified against the result type.
-  // expected-error @+1 {{'dist.constraint' op 'dist.sharding' of result #0: dimension 0 of size 6 in 'tensor<6xf32>' is not divisible by 4}}
-  %0 = dist.constraint %x <@mesh, [{}]> {dist.sharding = [#dist.sharding<@mesh, [{"dp"}]>]} : tensor<6xf32>
-  return %0 : tensor<6xf32>
+  // expected-error @+1 {{'dist.constraint' op 'dist.sharding' of result #0: dimension 0 of size 3 in 'tensor<3xf32>' is not divisible by 4}}
+  %0 = dist.constraint %x <@mesh, [{}]> {dist.sharding = [#dist.sharding<@mesh, [{"dp"}]>]} : tensor<3xf32>
+  return %0 : tensor<3xf32>
 }
 
 // -----
@@ -487,11 +487,11 @@ func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 dist.mesh @mesh <["dp"=2, "tp"=4]>
-func.func @f(%x: tensor<8x30xf32>) -> tensor<8x30xf32> {
+func.func @f(%x: tensor<8x3xf32>) -> tensor<8x3xf32> {
   // Tests that a constraint's sharding is valid for its type.
-  // expected-error @+1 {{'dist.constraint' op sharding: dimension 1 of size 30 in 'tensor<8x30xf32>' is not divisible by 4, the product of axes {"tp"}}}
-  %0 = dist.constraint %x <@mesh, [{}, {"tp"}]> : tensor<8x30xf32>
-  return %0 : tensor<8x30xf32>
+  // expected-error @+1 {{'dist.constraint' op sharding: dimension 1 of size 3 in 'tensor<8x3xf32>' is not divisible by 4, the product of axes {"tp"}}}
+  %0 = dist.constraint %x <@mesh, [{}, {"tp"}]> : tensor<8x3xf32>
+  return %0 : tensor<8x3xf32>
 }
 
 //===----------------------------------------------------------------------===//

@@ -166,6 +166,8 @@ TEST_F(ShardingAttrTest, ShardCountsAndLocalShape) {
   auto both = parse<ShardingAttr>("#dist.sharding<@mesh, [{\"dp\", \"tp\"}]>");
   EXPECT_EQ(both.getDims()[0].getShardCount(m), 8);
   EXPECT_EQ(both.getLocalShape(m, {64}), SmallVector<int64_t>({8}));
+  // A padded dimension: ceil(size / count) per shard.
+  EXPECT_EQ(both.getLocalShape(m, {50}), SmallVector<int64_t>({7}));
 }
 
 TEST_F(ShardingAttrTest, AxisOverlaps) {
@@ -212,9 +214,14 @@ TEST_F(ShardingAttrTest, VerifyForAcceptsValidShardings) {
 TEST_F(ShardingAttrTest, VerifyForRejectsWhatTextCanReach) {
   MeshAttr m = mesh();
   EXPECT_EQ(verify(parse<ShardingAttr>("#dist.sharding<@mesh, [{}, {\"tp\"}]>"),
+                   m, tensor({8, 3})),
+            "dimension 1 of size 3 in 'tensor<8x3xf32>' is not divisible "
+            "by 4, the product of axes {\"tp\"}, and is too small to pad: a "
+            "padded dimension needs at least one element per shard");
+  // Not divisible but large enough: padded, so valid.
+  EXPECT_EQ(verify(parse<ShardingAttr>("#dist.sharding<@mesh, [{}, {\"tp\"}]>"),
                    m, tensor({8, 30})),
-            "dimension 1 of size 30 in 'tensor<8x30xf32>' is not divisible "
-            "by 4, the product of axes {\"tp\"}");
+            "");
   EXPECT_EQ(verify(parse<ShardingAttr>("#dist.sharding<@mesh, [{}]>"), m,
                    tensor({8, 30})),
             "sharding has 1 dimension(s), but 'tensor<8x30xf32>' has rank 2");
