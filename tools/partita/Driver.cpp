@@ -9,6 +9,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace llvm;
 
 namespace partita::driver {
@@ -26,6 +28,16 @@ int parseInteger(StringRef command, const cl::opt<std::string> &option,
   if (StringRef(option).getAsInteger(/*Radix=*/10, value))
     return reportError(command, "--" + option.ArgStr +
                                     " expects a whole number, got '" +
+                                    option + "'");
+  return 0;
+}
+
+int parseNumber(StringRef command, const cl::opt<std::string> &option,
+                double &value) {
+  // getAsDouble takes "nan" and "inf"; a training flag never wants them.
+  if (StringRef(option).trim().getAsDouble(value) || !std::isfinite(value))
+    return reportError(command, "--" + option.ArgStr +
+                                    " expects a finite number, got '" +
                                     option + "'");
   return 0;
 }

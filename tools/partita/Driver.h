@@ -39,6 +39,11 @@ int reportError(llvm::StringRef command, const llvm::Twine &message);
 int parseInteger(llvm::StringRef command, const llvm::cl::opt<std::string> &option,
                  int64_t &value);
 
+/// Reads the finite real number given to `option`. Returns 1 after
+/// reporting, naming the flag, when the value is not one.
+int parseNumber(llvm::StringRef command, const llvm::cl::opt<std::string> &option,
+                double &value);
+
 /// Prints `module` to `filename` ("-" for stdout) through a buffered stream,
 /// naming values after their NameLocs. Returns 1 (after reporting) when the
 /// file cannot be written, else 0.

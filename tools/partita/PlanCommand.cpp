@@ -1,16 +1,18 @@
 //===- PlanCommand.cpp - `partita plan`: compile a model for a mesh -------===//
 //
-// Reads a model, then runs the compilation stages in order (annotate with a
-// strategy, propagate shardings, ...) and prints the module after the stage
-// that --emit names. Each stage is a row in `buildStages`; later stages
-// (partitioned, the plan file) are added there.
+// Reads a model, then runs the compilation stages in order (with --train,
+// differentiate into a train step; annotate with a strategy, propagate
+// shardings, partition) and prints the module after the stage that --emit
+// names, or writes the plan. Each stage is a row in `buildStages`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
+#include "passes/InitAllPasses.h"
 #include "passes/partition/Passes.h"
 #include "passes/plan/PlanLowering.h"
 #include "passes/sharding/Passes.h"
+#include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
 #include "tools/partita/ModelInput.h"
@@ -19,6 +21,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/ADT/STLExtras.h"
@@ -31,7 +34,8 @@ using namespace llvm;
 namespace partita::driver {
 namespace {
 cl::SubCommand planCommand(
-    "plan", "Compile a model for a device mesh (annotate, propagate)");
+    "plan", "Compile a model for a device mesh (differentiate with --train, "
+            "annotate, propagate, partition, write the plan)");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::sub(planCommand),
                                cl::desc("<model.mlir>"));
@@ -41,14 +45,53 @@ cl::opt<std::string> meshArg(
              "model's dist.mesh @mesh)"));
 cl::opt<std::string> strategyArg(
     "strategy", cl::sub(planCommand), cl::value_desc("name"),
-    cl::desc("Parallelization recipe: dp, megatron, dp+megatron, or none "
-             "(keep the model's own annotations)"));
+    cl::desc("Parallelization recipe: one of dist-annotate's strategies (dp, "
+             "megatron, dp+megatron, ...), or none (keep the model's own "
+             "annotations)"));
 cl::opt<std::string> emitArg(
     "emit", cl::sub(planCommand), cl::init("propagated"),
     cl::value_desc("stage"),
-    cl::desc("Print the module after this stage: annotated, propagated or "
-             "partitioned; or write the plan file: plan (the default when "
-             "-o ends in .pb)"));
+    cl::desc("Print the module after this stage: differentiated (with "
+             "--train), annotated, propagated or partitioned; or write the "
+             "plan file: plan (the default when -o ends in .pb)"));
+
+// Training: nn-autodiff turns @forward into @train_step (or @grads) before
+// annotation. Numbers are read as text so a bad one names its flag.
+cl::OptionCategory trainCategory("Training (partita plan --train)");
+cl::opt<std::string> trainArg(
+    "train", cl::sub(planCommand), cl::value_desc("adamw|sgd|none"),
+    cl::cat(trainCategory),
+    cl::desc("Compile a training step: forward, backward and this optimizer "
+             "(none: @grads, the loss and every gradient)"));
+cl::opt<std::string> lrArg("lr", cl::sub(planCommand), cl::value_desc("x"),
+                           cl::cat(trainCategory),
+                           cl::desc("--train: learning rate (>= 0)"));
+cl::opt<std::string> momentumArg(
+    "momentum", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(trainCategory), cl::desc("--train sgd: momentum (>= 0)"));
+cl::opt<std::string> beta1Arg("beta1", cl::sub(planCommand),
+                              cl::value_desc("x"), cl::cat(trainCategory),
+                              cl::desc("--train adamw: beta1, in [0, 1)"));
+cl::opt<std::string> beta2Arg("beta2", cl::sub(planCommand),
+                              cl::value_desc("x"), cl::cat(trainCategory),
+                              cl::desc("--train adamw: beta2, in [0, 1)"));
+cl::opt<std::string> epsArg("eps", cl::sub(planCommand), cl::value_desc("x"),
+                            cl::cat(trainCategory),
+                            cl::desc("--train adamw: epsilon (> 0)"));
+cl::opt<std::string> weightDecayArg(
+    "weight-decay", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(trainCategory),
+    cl::desc("--train adamw|sgd: weight decay (>= 0; decoupled for adamw)"));
+cl::opt<std::string> clipNormArg(
+    "clip-norm", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(trainCategory),
+    cl::desc("--train adamw|sgd: clip gradients to this global norm (> 0; "
+             "default off)"));
+cl::opt<std::string> recomputeArg(
+    "recompute", cl::sub(planCommand), cl::value_desc("none|full|selective"),
+    cl::cat(trainCategory),
+    cl::desc("--train: recompute activations in backward: none (default), "
+             "full (every layer), selective (the attention core)"));
 cl::opt<bool> recordOrigins(
     "record-origins", cl::sub(planCommand),
     cl::desc("Attach dist.origin to every value, naming the annotation its "
@@ -69,7 +112,6 @@ cl::opt<bool> printPipeline(
 
 constexpr StringLiteral kCommand = "plan";
 constexpr StringLiteral kMeshName = "mesh";
-const StringLiteral kStrategies[] = {"dp", "megatron", "dp+megatron", "none"};
 
 /// One step of compilation: the passes it runs, and the --emit value that
 /// stops after it.
@@ -81,8 +123,22 @@ struct Stage {
 
 /// The stages in order. Strategy `none` has no annotation stage of its own
 /// but still answers to --emit annotated (the module as given).
-SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh) {
+SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh,
+                               StringRef autodiffPipeline) {
   SmallVector<Stage> stages;
+  if (!autodiffPipeline.empty()) {
+    std::string pipeline = autodiffPipeline.str();
+    stages.push_back(
+        {"differentiated",
+         trainArg == "none"
+             ? std::string("differentiated into @grads")
+             : "differentiated into @train_step with " + trainArg,
+         [=](mlir::PassManager &pm) {
+           // Parsed twice (here and in checkTrainOptions, which reports):
+           // only a pipeline that parsed gets here.
+           (void)mlir::parsePassPipeline(pipeline, pm, nulls());
+         }});
+  }
   sharding::DistAnnotateOptions annotate;
   annotate.strategy = strategy.str();
   annotate.mesh = mesh.str();
@@ -117,13 +173,121 @@ SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh) {
 
 /// Axes a strategy needs, under the names dist-annotate uses by default.
 SmallVector<StringRef> axesNeededBy(StringRef strategy) {
-  if (strategy == "dp")
-    return {"dp"};
-  if (strategy == "megatron")
-    return {"tp"};
-  if (strategy == "dp+megatron")
-    return {"dp", "tp"};
-  return {};
+  SmallVector<StringRef> axes;
+  if (const sharding::Strategy *recipe = sharding::lookupStrategy(strategy)) {
+    if (recipe->needsDataAxis())
+      axes.push_back("dp");
+    if (recipe->needsTensorAxis())
+      axes.push_back("tp");
+  }
+  return axes;
+}
+
+/// "dp, megatron, dp+megatron or none": every strategy --strategy takes.
+std::string knownStrategies() {
+  std::string known;
+  for (const sharding::Strategy &strategy : sharding::getStrategies())
+    known += strategy.name.str() + ", ";
+  if (!known.empty())
+    known.resize(known.size() - 2);
+  return known + (known.empty() ? "" : " or ") + "none";
+}
+
+/// Checks the training flags and builds nn-autodiff's textual pipeline
+/// (empty without --train). Returns 1 after reporting a bad value, a flag
+/// that needs --train, or one that the chosen optimizer does not use.
+int checkTrainOptions(std::string &pipeline) {
+  struct NumberFlag {
+    const cl::opt<std::string> &option;
+    StringRef passOption;
+    /// Optimizers the flag applies to; empty: all but none.
+    SmallVector<StringRef, 2> optimizers;
+    double min;
+    bool minExclusive;
+    double max; // exclusive
+  };
+  const double inf = INFINITY;
+  NumberFlag numbers[] = {
+      {lrArg, "lr", {}, 0, false, inf},
+      {momentumArg, "momentum", {"sgd"}, 0, false, inf},
+      {beta1Arg, "beta1", {"adamw"}, 0, false, 1},
+      {beta2Arg, "beta2", {"adamw"}, 0, false, 1},
+      {epsArg, "eps", {"adamw"}, 0, true, inf},
+      {weightDecayArg, "weight-decay", {}, 0, false, inf},
+      {clipNormArg, "clip-norm", {}, 0, true, inf},
+  };
+  if (!trainArg.getNumOccurrences()) {
+    for (const NumberFlag &flag : numbers)
+      if (flag.option.getNumOccurrences())
+        return reportError(kCommand, "--" + flag.option.ArgStr +
+                                         " needs --train adamw or sgd");
+    if (recomputeArg.getNumOccurrences())
+      return reportError(kCommand, "--recompute needs --train");
+    return 0;
+  }
+  if (trainArg != "adamw" && trainArg != "sgd" && trainArg != "none")
+    return reportError(kCommand, "unknown --train '" + trainArg +
+                                     "': expected adamw, sgd or none");
+  pipeline = "nn-autodiff{optimizer=" + trainArg;
+  for (const NumberFlag &flag : numbers) {
+    if (!flag.option.getNumOccurrences())
+      continue;
+    bool applies = trainArg != "none" &&
+                   (flag.optimizers.empty() ||
+                    llvm::is_contained(flag.optimizers, trainArg.getValue()));
+    if (!applies)
+      return reportError(kCommand,
+                         "--" + flag.option.ArgStr +
+                             " does not apply to --train " + trainArg +
+                             (flag.optimizers.empty()
+                                  ? Twine(" (no optimizer step)")
+                                  : " (only to --train " +
+                                        flag.optimizers.front() + ")"));
+    double value;
+    if (parseNumber(kCommand, flag.option, value))
+      return 1;
+    bool tooSmall = flag.minExclusive ? value <= flag.min : value < flag.min;
+    if (tooSmall || value >= flag.max) {
+      std::string range =
+          flag.max == inf
+              ? (flag.minExclusive ? "greater than 0" : "at least 0")
+              : "in [0, 1)";
+      return reportError(kCommand, "--" + flag.option.ArgStr +
+                                       " must be " + range + ", got " +
+                                       flag.option);
+    }
+    pipeline += (" " + flag.passOption + "=" + StringRef(flag.option).trim())
+                    .str();
+  }
+  if (recomputeArg.getNumOccurrences()) {
+    if (recomputeArg != "none" && recomputeArg != "full" &&
+        recomputeArg != "selective")
+      return reportError(kCommand, "unknown --recompute '" + recomputeArg +
+                                       "': expected none, full or selective");
+    pipeline += " recompute=" + recomputeArg;
+  }
+  pipeline += "}";
+  // Parsing needs the pass registered; a build without it says so here,
+  // before the model is read.
+  mlir::OpPassManager probe("builtin.module");
+  std::string message;
+  raw_string_ostream os(message);
+  if (failed(mlir::parsePassPipeline(pipeline, probe, os))) {
+    // The parser's message is "<source>:1:1: error: <why>\n<pipeline>...".
+    StringRef why = StringRef(message).split('\n').first;
+    if (size_t at = why.find("error: "); at != StringRef::npos)
+      why = why.drop_front(at + 7);
+    return reportError(kCommand, "cannot build the training pipeline '" +
+                                     pipeline + "': " + why);
+  }
+  return 0;
+}
+
+/// The function the plan runs: what nn-autodiff made, or the model's.
+StringRef stepFunction() {
+  if (!trainArg.getNumOccurrences())
+    return "forward";
+  return trainArg == "none" ? "grads" : "train_step";
 }
 
 /// Fails (after reporting) when the model's own mesh disagrees with --mesh:
@@ -154,18 +318,21 @@ bool hasModelMesh(mlir::ModuleOp module) {
   });
 }
 
-/// Writes the plan of `module`'s @forward, with `original`'s @forward (the
-/// model before any stage) as the "reference" program for `partita run
-/// --check`. Returns 1 after reporting on failure.
+/// Writes the plan of `module`'s step function (@forward, or with --train
+/// @train_step or @grads), with `original`'s function of that name (the
+/// module before annotation: the model, differentiated with --train) as the
+/// "reference" program for `partita run --check`. Returns 1 after
+/// reporting on failure.
 int writePlan(StringRef command, mlir::ModuleOp module, mlir::ModuleOp original,
               StringRef filename) {
   plan_lowering::LowerToPlanOptions options;
-  options.function = "forward";
+  options.function = stepFunction().str();
   FailureOr<partita::plan::Plan> plan =
       plan_lowering::lowerToPlan(module, options);
   if (failed(plan))
     return 1;
-  auto reference = original.lookupSymbol<mlir::func::FuncOp>("forward");
+  auto reference =
+      original.lookupSymbol<mlir::func::FuncOp>(options.function);
   bool haveMesh = true;
   partita::plan::Program *program = plan->add_programs();
   if (!reference || failed(plan_lowering::lowerFunction(
@@ -190,12 +357,10 @@ int runPlan() {
     return reportError(kCommand, "missing the model file (partita plan "
                                  "MODEL.mlir --mesh ... --strategy ...)");
   if (strategyArg.getNumOccurrences() == 0)
-    return reportError(kCommand, "missing --strategy: dp, megatron, "
-                                 "dp+megatron or none");
-  if (!llvm::is_contained(kStrategies, strategyArg))
+    return reportError(kCommand, "missing --strategy: " + knownStrategies());
+  if (strategyArg != "none" && !sharding::lookupStrategy(strategyArg))
     return reportError(kCommand, "unknown --strategy '" + strategyArg +
-                                     "': expected dp, megatron, dp+megatron "
-                                     "or none");
+                                     "': expected " + knownStrategies());
   SmallVector<MeshAxisSpec> axes;
   std::string mesh;
   if (meshArg.getNumOccurrences() && strategyArg == "none")
@@ -223,9 +388,14 @@ int runPlan() {
                        "tensor axis tp and needs --strategy megatron or "
                        "dp+megatron, not " +
                            strategyArg);
+  // nn-autodiff is found by name in the pass registry.
+  registerAllPasses();
+  std::string autodiffPipeline;
+  if (checkTrainOptions(autodiffPipeline))
+    return 1;
   if (!emitArg.getNumOccurrences() && StringRef(output).ends_with(".pb"))
     emitArg = "plan";
-  SmallVector<Stage> stages = buildStages(strategyArg, mesh);
+  SmallVector<Stage> stages = buildStages(strategyArg, mesh, autodiffPipeline);
   auto last = llvm::find_if(
       stages, [](const Stage &stage) { return stage.emitName == emitArg; });
   if (last == stages.end()) {
@@ -262,8 +432,10 @@ int runPlan() {
   if (module->getOps<mlir::func::FuncOp>().empty())
     return reportError(kCommand, inputFile + " defines no func.func to compile");
 
+  // The reference program of a plan is the module before annotation (the
+  // model, or its train step): cloned when that stage has run.
   mlir::OwningOpRef<mlir::ModuleOp> original;
-  if (emitArg == "plan")
+  if (emitArg == "plan" && autodiffPipeline.empty())
     original = module->clone();
 
   if (strategyArg != "none") {
@@ -293,6 +465,8 @@ int runPlan() {
       return 1;
     }
     progress.done(stage.progress);
+    if (stage.emitName == "differentiated" && emitArg == "plan")
+      original = module->clone();
   }
 
   progress.start();
