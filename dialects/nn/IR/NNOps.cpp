@@ -501,3 +501,212 @@ LogicalResult CrossEntropyOp::verify() {
 
 // ODS checks that the value's type is the result type (AllTypesMatch).
 LogicalResult ConstantOp::verify() { return verifiedByODS(); }
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+// The elementwise gradients: ODS's AllTypesMatch and float constraints say
+// it all.
+LogicalResult ReluGradOp::verify() { return verifiedByODS(); }
+LogicalResult SiluGradOp::verify() { return verifiedByODS(); }
+LogicalResult GeluGradOp::verify() { return verifiedByODS(); }
+LogicalResult GreaterEqualOp::verify() { return verifiedByODS(); }
+
+// dy and the result have the input's type by ODS; the rest is the forward
+// norm's contract.
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNorm(*this, getInput(), getGamma(), getEpsilon());
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  return verifyNorm(*this, getInput(), getGamma(), getEpsilon());
+}
+
+LogicalResult RotaryGradOp::verify() {
+  RankedTensorType type = tensorType(getDy());
+  if (type.getRank() != 4)
+    return emitOpError("dy must be [batch, seq, heads, head_dim] (rank 4), "
+                       "but has rank ")
+           << type.getRank();
+  if (type.getDimSize(3) % 2 != 0)
+    return emitOpError("head_dim (dimension 3) must be even, but is ")
+           << type.getDimSize(3);
+  return verifyPositiveFinite(*this, "theta", getTheta());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  // The forward op's contract on query, key, value, causal and scale. dy has
+  // the query's type and value the key's by ODS.
+  RankedTensorType queryType = tensorType(getQuery());
+  RankedTensorType keyType = tensorType(getKey());
+  if (queryType.getRank() != 4)
+    return emitOpError("query must be [batch, seq_q, heads, head_dim] (rank "
+                       "4), but has rank ")
+           << queryType.getRank();
+  if (keyType.getRank() != 4)
+    return emitOpError("key and value must be [batch, seq_kv, kv_heads, "
+                       "head_dim] (rank 4), but have rank ")
+           << keyType.getRank();
+  if (failed(verifySameElementType(*this, "the key", keyType, "the query",
+                                   queryType)))
+    return failure();
+  if (keyType.getDimSize(0) != queryType.getDimSize(0))
+    return emitOpError("key batch size (dimension 0) is ")
+           << keyType.getDimSize(0) << ", but the query's is "
+           << queryType.getDimSize(0);
+  if (keyType.getDimSize(3) != queryType.getDimSize(3))
+    return emitOpError("key head_dim (dimension 3) is ")
+           << keyType.getDimSize(3) << ", but the query's is "
+           << queryType.getDimSize(3);
+  int64_t heads = queryType.getDimSize(2);
+  int64_t kvHeads = keyType.getDimSize(2);
+  if (kvHeads == 0)
+    return emitOpError("kv_heads (key dimension 2) must be at least 1");
+  if (heads % kvHeads != 0)
+    return emitOpError("query heads (")
+           << heads << ") must be a multiple of kv_heads (" << kvHeads << ")";
+  if (getCausal() && queryType.getDimSize(1) != keyType.getDimSize(1))
+    return emitOpError("causal attention needs seq_q == seq_kv, but seq_q is ")
+           << queryType.getDimSize(1) << " and seq_kv is "
+           << keyType.getDimSize(1);
+  if (std::optional<llvm::APFloat> scale = getScale())
+    if (failed(verifyPositiveFinite(*this, "scale", *scale)))
+      return failure();
+
+  bool wrtQuery = getWrt() == AttentionGradWrt::Query;
+  RankedTensorType expected = wrtQuery ? queryType : keyType;
+  Type resultType = getResult().getType();
+  if (resultType != expected)
+    return emitOpError("result type ")
+           << resultType << " must be the "
+           << (wrtQuery ? "query's" : "key's") << " type " << expected
+           << " (the gradient with respect to "
+           << stringifyAttentionGradWrt(getWrt()) << ")";
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType dyType = tensorType(getDy());
+  RankedTensorType idsType = tensorType(getIds());
+  RankedTensorType resultType = tensorType(getResult());
+  if (resultType.getRank() != 2)
+    return emitOpError("result must be the [vocab, hidden] table gradient "
+                       "(rank 2), but has rank ")
+           << resultType.getRank();
+  if (dyType.getRank() == 0)
+    return emitOpError("dy must be ids.shape + [hidden] (rank >= 1), but has "
+                       "rank 0");
+  if (failed(verifySameElementType(*this, "the result", resultType, "dy",
+                                   dyType)))
+    return failure();
+  int64_t hidden = dyType.getDimSize(dyType.getRank() - 1);
+  SmallVector<int64_t> expected(idsType.getShape());
+  expected.push_back(hidden);
+  if (dyType.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("dy shape ")
+           << formatShape(dyType.getShape())
+           << " must be ids.shape + [hidden], i.e. " << formatShape(expected);
+  if (resultType.getDimSize(1) != hidden)
+    return emitOpError("result hidden size (dimension 1) is ")
+           << resultType.getDimSize(1) << ", but dy's last dimension has size "
+           << hidden;
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  RankedTensorType logitsType = tensorType(getLogits());
+  RankedTensorType labelsType = tensorType(getLabels());
+  RankedTensorType dlossType = tensorType(getDloss());
+  if (logitsType.getRank() == 0)
+    return emitOpError(
+        "logits must be [..., vocab] (rank >= 1), but has rank 0");
+  ArrayRef<int64_t> leading = logitsType.getShape().drop_back();
+  if (labelsType.getShape() != leading)
+    return emitOpError("labels shape ")
+           << formatShape(labelsType.getShape())
+           << " must be the logits shape without its last dimension, i.e. "
+           << formatShape(leading);
+  if (dlossType.getRank() != 0)
+    return emitOpError("dloss must be a 0-d tensor (the gradient of the mean "
+                       "loss), but has type ")
+           << dlossType;
+  return verifySameElementType(*this, "dloss", dlossType, "the logits",
+                               logitsType);
+}
+
+//===----------------------------------------------------------------------===//
+// Precision
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvertOp::verify() {
+  RankedTensorType inputType = tensorType(getInput());
+  RankedTensorType resultType = tensorType(getResult());
+  if (inputType.getShape() != resultType.getShape())
+    return emitOpError("result shape ")
+           << formatShape(resultType.getShape())
+           << " must be the input shape " << formatShape(inputType.getShape())
+           << " (convert changes only the element type)";
+  return success();
+}
+
+OpFoldResult ConvertOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// An optimizer hyperparameter must be finite and >= 0 (lr, momentum,
+// weight_decay).
+LogicalResult verifyNonNegativeFinite(Operation *op, StringRef name,
+                                      const llvm::APFloat &value) {
+  double number = value.convertToDouble();
+  if (number >= 0 && std::isfinite(number))
+    return success();
+  return op->emitOpError() << name
+                           << " must be a finite number >= 0, but is "
+                           << formatNumber(number);
+}
+
+// Adam's decay rates: in [0, 1), so that 1 - beta^t is never 0.
+LogicalResult verifyDecayRate(Operation *op, StringRef name,
+                              const llvm::APFloat &value) {
+  double number = value.convertToDouble();
+  if (number >= 0 && number < 1)
+    return success();
+  return op->emitOpError() << name << " must be in [0, 1), but is "
+                           << formatNumber(number);
+}
+
+} // namespace
+
+// Parameter, gradient, buffer and both results have one type by ODS.
+LogicalResult SGDOp::verify() {
+  if (failed(verifyNonNegativeFinite(*this, "lr", getLr())) ||
+      failed(verifyNonNegativeFinite(*this, "momentum", getMomentum())))
+    return failure();
+  return verifyNonNegativeFinite(*this, "weight_decay", getWeightDecay());
+}
+
+// Parameter, gradient, moments and the three results have one type by ODS.
+LogicalResult AdamWOp::verify() {
+  RankedTensorType paramType = tensorType(getParam());
+  RankedTensorType stepType = tensorType(getStep());
+  if (stepType.getRank() != 0 ||
+      stepType.getElementType() != paramType.getElementType())
+    return emitOpError("step must be a 0-d tensor of the parameter's element "
+                       "type (tensor<")
+           << paramType.getElementType() << ">), but has type " << stepType;
+  if (failed(verifyNonNegativeFinite(*this, "lr", getLr())) ||
+      failed(verifyDecayRate(*this, "beta1", getBeta1())) ||
+      failed(verifyDecayRate(*this, "beta2", getBeta2())) ||
+      failed(verifyPositiveFinite(*this, "epsilon", getEpsilon())))
+    return failure();
+  return verifyNonNegativeFinite(*this, "weight_decay", getWeightDecay());
+}

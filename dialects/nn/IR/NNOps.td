@@ -347,4 +347,306 @@ def NN_ConstantOp : NN_ShardableOp<"constant", [ConstantLike,
   let hasFolder = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Gradients (emitted by nn-autodiff)
+//===----------------------------------------------------------------------===//
+
+def NN_AttentionGradWrt : I32EnumAttr<"AttentionGradWrt",
+    "operand of nn.attention that nn.attention_grad differentiates", [
+    I32EnumAttrCase<"Query", 0, "q">,
+    I32EnumAttrCase<"Key", 1, "k">,
+    I32EnumAttrCase<"Value", 2, "v">,
+  ]> {
+  let cppNamespace = "::partita::nn";
+}
+
+class NN_ActivationGradOp<string mnemonic, string forward, string formula>
+    : NN_ShardableOp<mnemonic, [AllTypesMatch<["input", "dy", "result"]>]> {
+  let summary = "Input gradient of `nn." # forward # "`.";
+  let description = [{
+    Given the forward op's input `x` and the gradient `dy` of its result,
+    returns dx = }] # formula # [{, elementwise. `x`, `dy` and `dx` have
+    one float type.
+    ```mlir
+    %dx = nn.}] # mnemonic # [{ %x, %dy : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$dy);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
+}
+
+def NN_ReluGradOp : NN_ActivationGradOp<"relu_grad", "relu",
+    "dy * (x > 0 ? 1 : 0) (the derivative at 0 is taken as 0)">;
+def NN_SiluGradOp : NN_ActivationGradOp<"silu_grad", "silu",
+    "dy * s * (1 + x * (1 - s)) with s = sigmoid(x)">;
+
+def NN_GeluGradOp : NN_ShardableOp<"gelu_grad", [
+    AllTypesMatch<["input", "dy", "result"]>]> {
+  let summary = "Input gradient of `nn.gelu` (exact or tanh form).";
+  let description = [{
+    dx = dy * gelu'(x), elementwise, with the same form as `nn.gelu`:
+    exact, gelu'(x) = Phi(x) + x * phi(x) (Phi, phi the standard normal CDF
+    and density); with `tanh`, u = sqrt(2/pi) * (x + 0.044715 x^3) and
+    gelu'(x) = 0.5 * (1 + tanh(u)) + 0.5 * x * (1 - tanh(u)^2) *
+    sqrt(2/pi) * (1 + 3 * 0.044715 x^2).
+    ```mlir
+    %dx = nn.gelu_grad %x, %dy tanh : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$dy,
+                       UnitAttr:$tanh);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $dy (`tanh` $tanh^)? attr-dict `:` type($result)";
+}
+
+def NN_GreaterEqualOp : NN_ShardableOp<"greater_equal", [
+    AllTypesMatch<["lhs", "rhs", "result"]>]> {
+  let summary = "Elementwise comparison a >= b as a 1.0 / 0.0 float mask.";
+  let description = [{
+    c = 1.0 where a >= b, else 0.0 (NaN compares false). Operands and
+    result have one float type; nn-autodiff uses the mask to route the
+    gradient of `nn.max` and of `nn.reduce max` to the maxima.
+    ```mlir
+    %mask = nn.greater_equal %a, %b : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def NN_LayerNormGradOp : NN_ShardableOp<"layer_norm_grad", [
+    AllTypesMatch<["input", "dy", "result"]>]> {
+  let summary = "Input gradient of `nn.layer_norm`.";
+  let description = [{
+    With statistics over the last dimension (size H) of x:
+    mu = mean(x), r = 1 / sqrt(var(x) + epsilon), xhat = (x - mu) * r and
+    g = dy * gamma,
+    dx = r * (g - mean(g) - xhat * mean(g * xhat)), means over H.
+    `beta` does not enter; the gradients of gamma and beta are built by
+    nn-autodiff from other ops. `gamma` is 1-D of size H and of the input's
+    element type; `dy` and the result have the input's type; `epsilon` is
+    positive and finite (the forward op's).
+    ```mlir
+    %dx = nn.layer_norm_grad %x, %g, %dy eps = 1.0e-05
+        : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gamma,
+                       NN_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $dy `eps` `=` $epsilon attr-dict
+    `:` type($input) `,` type($gamma)
+  }];
+}
+
+def NN_RMSNormGradOp : NN_ShardableOp<"rms_norm_grad", [
+    AllTypesMatch<["input", "dy", "result"]>]> {
+  let summary = "Input gradient of `nn.rms_norm`.";
+  let description = [{
+    With r = 1 / sqrt(mean(x^2) + epsilon) over the last dimension (size H)
+    and g = dy * gamma: dx = r * (g - x * r^2 * mean(g * x)), mean over H.
+    `gamma` is 1-D of size H and of the input's element type; `dy` and the
+    result have the input's type; `epsilon` is positive and finite.
+    ```mlir
+    %dx = nn.rms_norm_grad %x, %g, %dy eps = 1.0e-05
+        : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gamma,
+                       NN_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $dy `eps` `=` $epsilon attr-dict
+    `:` type($input) `,` type($gamma)
+  }];
+}
+
+def NN_RotaryGradOp : NN_ShardableOp<"rotary_grad", [
+    AllTypesMatch<["dy", "result"]>]> {
+  let summary = "Input gradient of `nn.rotary`: the rotation by minus the angle.";
+  let description = [{
+    `nn.rotary` is linear and orthogonal, so its vector-Jacobian product is
+    its transpose: each pair (dy[2i], dy[2i+1]) at position p is rotated by
+    -p * theta^(-2i/head_dim). Same constraints as `nn.rotary`:
+    [batch, seq, heads, head_dim] with head_dim even, theta positive and
+    finite (the forward op's).
+    ```mlir
+    %dx = nn.rotary_grad %dy theta = 10000.0 : tensor<2x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$dy `theta` `=` $theta attr-dict `:` type($result)";
+}
+
+def NN_AttentionGradOp : NN_ShardableOp<"attention_grad", [
+    AllTypesMatch<["query", "dy"]>, AllTypesMatch<["key", "value"]>]> {
+  let summary = "Gradient of `nn.attention`'s result with respect to one operand.";
+  let description = [{
+    Operands, `causal` and `scale` are those of the forward
+    `nn.attention %query, %key, %value`; `dy` is the gradient of its result
+    (the query's type). The op recomputes the probabilities
+    P = softmax(scale * Q K^T (+ causal mask)) per batch and head (query
+    head h reads kv head h / (heads / kv_heads)), then with O = P V,
+    dP = dy V^T and dS = P * (dP - rowsum(dy * O)) returns, by `wrt`:
+    - `q`: dQ = scale * dS K, of the query's type;
+    - `k`: dK = scale * dS^T Q, of the key's type (summed over the query
+      heads of a kv-head group);
+    - `v`: dV = P^T dy, of the key's type (summed likewise).
+    ```mlir
+    %dq = nn.attention_grad %q, %k, %v, %dy wrt = q causal
+        : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>
+    %dk = nn.attention_grad %q, %k, %v, %dy wrt = k causal scale = 0.25
+        : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, NN_FloatTensor:$dy,
+                       NN_AttentionGradWrt:$wrt, UnitAttr:$causal,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $dy `wrt` `=` $wrt
+    (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict
+    `:` type($query) `,` type($key) `->` type($result)
+  }];
+}
+
+def NN_EmbeddingGradOp : NN_ShardableOp<"embedding_grad"> {
+  let summary = "Gradient of `nn.embedding` with respect to its table: a scatter-add.";
+  let description = [{
+    `dy` is ids.shape + [hidden] (the gradient of the embedding's result);
+    the result is the [vocab, hidden] table gradient, zero except that each
+    row dy[i...] is added to row ids[i...]. Ids outside [0, vocab) add
+    nothing (as the forward op reads zeros for them). The result has dy's
+    element type; vocab is read from the result type.
+    ```mlir
+    %dtable = nn.embedding_grad %dy, %ids
+        : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_IndexTensor:$ids);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `,` $ids attr-dict `:` type($dy) `,` type($ids) `->` type($result)
+  }];
+}
+
+def NN_CrossEntropyGradOp : NN_ShardableOp<"cross_entropy_grad", [
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Gradient of `nn.cross_entropy` with respect to the logits.";
+  let description = [{
+    dlogits = (softmax(logits) - onehot(labels)) * dloss / N along the last
+    (vocab) dimension, where N is the number of label positions (the
+    product of the labels' shape: the global count, as the forward mean
+    divides by it) and `dloss` the 0-d gradient of the loss. A label
+    outside [0, vocab) contributes no one-hot term. `labels` has the
+    logits' leading dimensions; `dloss` is rank 0 of the logits' element
+    type; the result has the logits' type.
+    ```mlir
+    %dlogits = nn.cross_entropy_grad %logits, %labels, %dloss
+        : tensor<2x8x512xf32>, tensor<2x8xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
+                       NN_FloatTensor:$dloss);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $dloss attr-dict
+    `:` type($logits) `,` type($labels) `,` type($dloss)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Precision
+//===----------------------------------------------------------------------===//
+
+def NN_ConvertOp : NN_ShardableOp<"convert"> {
+  let summary = "Converts a float tensor to another float element type.";
+  let description = [{
+    Same shape; each element is rounded to the nearest value of the result
+    element type, ties to even (widening is exact). Converting to the same
+    type is allowed and folds away.
+    ```mlir
+    %h = nn.convert %x : tensor<2x8xf32> to tensor<2x8xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers (emitted by nn-autodiff)
+//===----------------------------------------------------------------------===//
+
+def NN_SGDOp : NN_ShardableOp<"sgd", [
+    AllTypesMatch<["param", "grad", "buffer", "new_param", "new_buffer"]>]> {
+  let summary = "One SGD step with momentum and weight decay (PyTorch, dampening 0).";
+  let description = [{
+    For parameter p, its gradient g and momentum buffer buf (all one type):
+    ```
+    g2   = g + weight_decay * p
+    buf' = momentum * buf + g2
+    p'   = p - lr * buf'
+    ```
+    and returns (p', buf'). With momentum 0 this is plain SGD (buf' = g2;
+    a zero-initialised buffer gives PyTorch's first step, which copies g2).
+    `lr`, `momentum` and `weight_decay` are finite and >= 0.
+    ```mlir
+    %p2, %buf2 = nn.sgd %p, %g, %buf lr = 0.1 momentum = 0.9 weight_decay = 0.0
+        : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
+                       NN_FloatTensor:$buffer, F64Attr:$lr, F64Attr:$momentum,
+                       F64Attr:$weight_decay);
+  let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buffer `lr` `=` $lr `momentum` `=` $momentum
+    `weight_decay` `=` $weight_decay attr-dict `:` type($param)
+  }];
+}
+
+def NN_AdamWOp : NN_ShardableOp<"adamw", [
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let summary = "One AdamW step (PyTorch's torch.optim.AdamW, amsgrad off).";
+  let description = [{
+    For parameter p, gradient g, first and second moments m and v (all one
+    type) and `step`, a 0-d tensor of p's element type holding the NEW step
+    number t >= 1 (the caller increments it before the op):
+    ```
+    p1 = p * (1 - lr * weight_decay)
+    m' = beta1 * m + (1 - beta1) * g
+    v' = beta2 * v + (1 - beta2) * g^2
+    p' = p1 - lr * (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) + epsilon)
+    ```
+    and returns (p', m', v'). `lr` and `weight_decay` are finite and >= 0,
+    `beta1` and `beta2` in [0, 1), `epsilon` positive and finite.
+    ```mlir
+    %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03 beta1 = 0.9
+        beta2 = 0.999 eps = 1.0e-08 weight_decay = 0.01
+        : tensor<64x256xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
+                       NN_FloatTensor:$m, NN_FloatTensor:$v,
+                       NN_FloatTensor:$step, F64Attr:$lr, F64Attr:$beta1,
+                       F64Attr:$beta2, F64Attr:$epsilon, F64Attr:$weight_decay);
+  let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_m,
+                      NN_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $step `lr` `=` $lr `beta1` `=` $beta1
+    `beta2` `=` $beta2 `eps` `=` $epsilon `weight_decay` `=` $weight_decay
+    attr-dict `:` type($param) `,` type($step)
+  }];
+}
+
 #endif // PARTITA_NN_OPS

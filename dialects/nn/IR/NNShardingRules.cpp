@@ -22,6 +22,12 @@
 // - attention (grouped-query): query head h reads kv head h / (heads /
 //   kv_heads) (the Llama / repeat_interleave convention), so the query heads
 //   dimension is [kv_heads, group] with the kv-heads factor major.
+// - cross_entropy_grad: divides by the *global* label count, so a shard of
+//   split token dimensions must be given the global count (meanCount).
+// - attention_grad wrt k or v with a split query seq: each shard's causal
+//   mask needs its query offset, and its dk / dv is a partial sum.
+// - embedding_grad with split tokens: each shard scatter-adds its own tokens
+//   into a full [V, H] table, a partial sum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -228,6 +234,74 @@ FailureOr<ShardingRule> normRule(Value input, ValueRange params,
   return rule;
 }
 
+/// Ops whose every tensor has one shape (the optimizers): one parallel
+/// factor per dimension shared by all operands and results, except rank-0
+/// operands listed in `scalars`, which get no factors.
+FailureOr<ShardingRule> allParallelRule(Operation *op,
+                                        ArrayRef<Value> scalars = {}) {
+  std::optional<ArrayRef<int64_t>> shape = staticShape(op->getResult(0));
+  if (!shape)
+    return failure();
+  ShardingRule rule;
+  TensorFactors dims = addFactorPerDim(rule, *shape);
+  for (Value operand : op->getOperands()) {
+    std::optional<ArrayRef<int64_t>> operandShape = staticShape(operand);
+    if (llvm::is_contained(scalars, operand) && operandShape &&
+        operandShape->empty()) {
+      rule.addOperand({});
+      continue;
+    }
+    if (operandShape != shape)
+      return failure();
+    rule.addOperand(dims);
+  }
+  for (Value result : op->getResults()) {
+    if (staticShape(result) != shape)
+      return failure();
+    rule.addResult(dims);
+  }
+  return rule;
+}
+
+/// Rules of layer_norm_grad and rms_norm_grad: x [..., H], gamma [H],
+/// dy [..., H] -> dx [..., H]. Leading dimensions parallel; H whole (the
+/// gradient needs two means over H per row).
+FailureOr<ShardingRule> normGradRule(Value input, Value gamma, Value dy,
+                                     Value result) {
+  std::optional<ArrayRef<int64_t>> shape = staticShape(input);
+  std::optional<ArrayRef<int64_t>> gammaShape = staticShape(gamma);
+  if (!shape || shape->empty() || staticShape(dy) != shape ||
+      staticShape(result) != shape || !gammaShape || gammaShape->size() != 1 ||
+      (*gammaShape)[0] != shape->back())
+    return failure();
+  ShardingRule rule;
+  TensorFactors dims = addFactorPerDim(rule, *shape);
+  int64_t hidden = dims.back().front();
+  rule.setKind(rule.getFactor(hidden).name, FactorKind::Whole);
+  rule.addOperand(dims);
+  rule.addOperand({{hidden}});
+  rule.addOperand(dims);
+  rule.addResult(dims);
+  return rule;
+}
+
+/// Rules of rotary and rotary_grad: [b, s, n, d] -> the same; b, s, n
+/// parallel; d whole.
+FailureOr<ShardingRule> rotaryRule(Value input, Value result) {
+  std::optional<ArrayRef<int64_t>> shape = staticShape(input);
+  if (!shape || shape->size() != 4 || staticShape(result) != shape)
+    return failure();
+  ShardingRule rule;
+  static constexpr StringLiteral names[] = {"b", "s", "n", "d"};
+  TensorFactors dims;
+  for (auto [size, name] : llvm::zip(*shape, names))
+    dims.push_back({rule.addFactor(size, FactorKind::Parallel, name)});
+  rule.setKind("d", FactorKind::Whole);
+  rule.addOperand(dims);
+  rule.addResult(dims);
+  return rule;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -415,18 +489,7 @@ FailureOr<ShardingRule> RMSNormOp::getShardingRule() {
 // by an angle that depends on the pair's global index. s is parallel on the
 // condition the file comment states (positions offset per shard).
 FailureOr<ShardingRule> RotaryOp::getShardingRule() {
-  std::optional<ArrayRef<int64_t>> shape = staticShape(getInput());
-  if (!shape || shape->size() != 4 || staticShape(getResult()) != shape)
-    return failure();
-  ShardingRule rule;
-  static constexpr StringLiteral names[] = {"b", "s", "n", "d"};
-  TensorFactors dims;
-  for (auto [size, name] : llvm::zip(*shape, names))
-    dims.push_back({rule.addFactor(size, FactorKind::Parallel, name)});
-  rule.setKind("d", FactorKind::Whole);
-  rule.addOperand(dims);
-  rule.addResult(dims);
-  return rule;
+  return rotaryRule(getInput(), getResult());
 }
 
 // query [b, s, n, d], key [b, t, k, d], value [b, t, k, d] -> [b, s, n, d].
@@ -536,4 +599,159 @@ FailureOr<ShardingRule> ConstantOp::getShardingRule() {
   ShardingRule rule;
   rule.addResult(addFactorPerDim(rule, *shape));
   return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+#define PARTITA_ELEMENTWISE_RULE(Op)                                           \
+  FailureOr<ShardingRule> Op::getShardingRule() {                              \
+    return elementwiseRule(getOperation());                                    \
+  }
+PARTITA_ELEMENTWISE_RULE(ReluGradOp)
+PARTITA_ELEMENTWISE_RULE(SiluGradOp)
+PARTITA_ELEMENTWISE_RULE(GeluGradOp)
+PARTITA_ELEMENTWISE_RULE(GreaterEqualOp)
+PARTITA_ELEMENTWISE_RULE(ConvertOp)
+#undef PARTITA_ELEMENTWISE_RULE
+
+FailureOr<ShardingRule> LayerNormGradOp::getShardingRule() {
+  return normGradRule(getInput(), getGamma(), getDy(), getResult());
+}
+
+FailureOr<ShardingRule> RMSNormGradOp::getShardingRule() {
+  return normGradRule(getInput(), getGamma(), getDy(), getResult());
+}
+
+// Exactly nn.rotary's rule (the rotation by minus the angle has the same
+// dependence on positions and pairs).
+FailureOr<ShardingRule> RotaryGradOp::getShardingRule() {
+  return rotaryRule(getDy(), getResult());
+}
+
+// query [b, s, heads, d], key [b, t, k, d], value [b, t, k, v],
+// dy [b, s, heads, v]; heads is one factor "n" when heads == k, else
+// [k, g] (kv-heads major, as in nn.attention's rule).
+// - wrt q -> dq [b, s, heads, d]: b, s and heads parallel; d, t and v
+//   whole (each dq row needs its whole softmax row over t and the full
+//   contractions over d and v).
+// - wrt k or v -> dk [b, t, k, d] / dv [b, t, k, v]: b and kv heads
+//   parallel; s and the group g reductions (sum: dk and dv sum over query
+//   positions and over the query heads of a group); t, d and v whole.
+//   Without grouping, "n" is the kv heads and parallel.
+FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
+  std::optional<ArrayRef<int64_t>> q = staticShape(getQuery());
+  std::optional<ArrayRef<int64_t>> k = staticShape(getKey());
+  std::optional<ArrayRef<int64_t>> v = staticShape(getValue());
+  std::optional<ArrayRef<int64_t>> dy = staticShape(getDy());
+  std::optional<ArrayRef<int64_t>> out = staticShape(getResult());
+  if (!q || !k || !v || !dy || !out || q->size() != 4 || k->size() != 4 ||
+      k != v || dy != q)
+    return failure();
+  int64_t heads = (*q)[2], kvHeads = (*k)[2];
+  if ((*k)[0] != (*q)[0] || (*k)[3] != (*q)[3] || kvHeads <= 0 ||
+      heads % kvHeads != 0)
+    return failure();
+  bool wrtQuery = getWrt() == AttentionGradWrt::Query;
+  if (out != (wrtQuery ? q : k))
+    return failure();
+
+  FactorKind seqKind = wrtQuery ? FactorKind::Parallel : FactorKind::Reduction;
+  ShardingRule rule;
+  int64_t b = rule.addFactor((*q)[0], FactorKind::Parallel, "b");
+  int64_t s = rule.addFactor((*q)[1], seqKind, "s");
+  SmallVector<int64_t, 2> queryHeads, kvHeadFactors;
+  if (heads == kvHeads) {
+    int64_t n = rule.addFactor(heads, FactorKind::Parallel, "n");
+    queryHeads = {n};
+    kvHeadFactors = {n};
+  } else {
+    int64_t kf = rule.addFactor(kvHeads, FactorKind::Parallel, "k");
+    int64_t g = rule.addFactor(heads / kvHeads, seqKind, "g");
+    queryHeads = {kf, g};
+    kvHeadFactors = {kf};
+  }
+  int64_t d = rule.addFactor((*q)[3], FactorKind::Whole, "d");
+  int64_t t = rule.addFactor((*k)[1], FactorKind::Whole, "t");
+  int64_t e = rule.addFactor((*v)[3], FactorKind::Whole, "v");
+  rule.addOperand({{b}, {s}, queryHeads, {d}});
+  rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
+  rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
+  rule.addOperand({{b}, {s}, queryHeads, {e}});
+  switch (getWrt()) {
+  case AttentionGradWrt::Query:
+    rule.addResult({{b}, {s}, queryHeads, {d}});
+    break;
+  case AttentionGradWrt::Key:
+    rule.addResult({{b}, {t}, kvHeadFactors, {d}});
+    break;
+  case AttentionGradWrt::Value:
+    rule.addResult({{b}, {t}, kvHeadFactors, {e}});
+    break;
+  }
+  return rule;
+}
+
+// dy [b, s, ..., h], ids [b, s, ...] -> dtable [v, h]. Token dimensions are
+// reductions (sum: each shard scatter-adds its tokens); the vocabulary is
+// whole (a row's sum needs every token that names it); h parallel.
+FailureOr<ShardingRule> EmbeddingGradOp::getShardingRule() {
+  std::optional<ArrayRef<int64_t>> dy = staticShape(getDy());
+  std::optional<ArrayRef<int64_t>> ids = staticShape(getIds());
+  std::optional<ArrayRef<int64_t>> out = staticShape(getResult());
+  if (!dy || !ids || !out || out->size() != 2 ||
+      dy->size() != ids->size() + 1 || dy->drop_back() != *ids ||
+      dy->back() != (*out)[1])
+    return failure();
+  ShardingRule rule;
+  TensorFactors idDims;
+  for (auto [d, size] : llvm::enumerate(*ids))
+    idDims.push_back(
+        {rule.addFactor(size, FactorKind::Reduction, tokenName(d))});
+  int64_t vocab = rule.addFactor((*out)[0], FactorKind::Whole, "v");
+  int64_t hidden = rule.addFactor((*out)[1], FactorKind::Parallel, "h");
+  TensorFactors dyDims = idDims;
+  dyDims.push_back({hidden});
+  rule.addOperand(std::move(dyDims));
+  rule.addOperand(std::move(idDims));
+  rule.addResult({{vocab}, {hidden}});
+  return rule;
+}
+
+// logits [b, s, ..., v], labels [b, s, ...], dloss [] -> [b, s, ..., v].
+// Token dimensions parallel (see the file comment on the global count);
+// the vocabulary whole (each row's softmax); dloss has no factors.
+FailureOr<ShardingRule> CrossEntropyGradOp::getShardingRule() {
+  std::optional<ArrayRef<int64_t>> logits = staticShape(getLogits());
+  std::optional<ArrayRef<int64_t>> labels = staticShape(getLabels());
+  std::optional<ArrayRef<int64_t>> dloss = staticShape(getDloss());
+  if (!logits || !labels || !dloss || logits->empty() || !dloss->empty() ||
+      logits->drop_back() != *labels || staticShape(getResult()) != logits)
+    return failure();
+  ShardingRule rule;
+  TensorFactors tokenDims;
+  for (auto [d, size] : llvm::enumerate(*labels))
+    tokenDims.push_back(
+        {rule.addFactor(size, FactorKind::Parallel, tokenName(d))});
+  int64_t vocab = rule.addFactor(logits->back(), FactorKind::Whole, "v");
+  TensorFactors logitDims = tokenDims;
+  logitDims.push_back({vocab});
+  rule.addOperand(logitDims);
+  rule.addOperand(std::move(tokenDims));
+  rule.addOperand({});
+  rule.addResult(std::move(logitDims));
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+FailureOr<ShardingRule> SGDOp::getShardingRule() {
+  return allParallelRule(getOperation());
+}
+
+FailureOr<ShardingRule> AdamWOp::getShardingRule() {
+  return allParallelRule(getOperation(), {getStep()});
 }
