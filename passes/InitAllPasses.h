@@ -3,12 +3,14 @@
 #ifndef PARTITA_PASSES_INITALLPASSES_H
 #define PARTITA_PASSES_INITALLPASSES_H
 
+#include "passes/autodiff/Passes.h"
 #include "passes/partition/Passes.h"
 #include "passes/plan/Passes.h"
 #include "passes/sharding/Passes.h"
 
 namespace partita {
 inline void registerAllPasses() {
+  autodiff::registerAutodiffPasses();
   sharding::registerShardingPasses();
   partition::registerPartitionPasses();
   plan_lowering::registerPlanPasses();

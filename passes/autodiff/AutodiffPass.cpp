@@ -1,0 +1,57 @@
+//===- AutodiffPass.cpp - nn-autodiff -------------------------------------===//
+
+#include "dialects/nn/Interfaces/VJPInterface.h"
+#include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/Passes.h"
+
+namespace partita::autodiff {
+#define GEN_PASS_DEF_NNAUTODIFF
+#include "passes/autodiff/Passes.h.inc"
+
+namespace {
+struct NNAutodiffPass : public impl::NNAutodiffBase<NNAutodiffPass> {
+  using Base::Base;
+
+  void getDependentDialects(mlir::DialectRegistry &registry) const final {
+    Base::getDependentDialects(registry);
+    // The VJP rules travel with the pass, so every tool running it has them.
+    nn::registerVJPExternalModels(registry);
+  }
+
+  void runOnOperation() final {
+    AutodiffOptions options;
+    if (optimizer == "adamw") {
+      options.optimizer = Optimizer::AdamW;
+    } else if (optimizer == "sgd") {
+      options.optimizer = Optimizer::SGD;
+    } else if (optimizer == "none") {
+      options.optimizer = Optimizer::None;
+    } else {
+      getOperation().emitError("nn-autodiff: unknown optimizer '")
+          << optimizer << "'; expected adamw, sgd or none";
+      return signalPassFailure();
+    }
+    if (recompute == "none") {
+      options.recompute = Recompute::None;
+    } else if (recompute == "full") {
+      options.recompute = Recompute::Full;
+    } else if (recompute == "selective") {
+      options.recompute = Recompute::Selective;
+    } else {
+      getOperation().emitError("nn-autodiff: unknown recompute mode '")
+          << recompute << "'; expected none, full or selective";
+      return signalPassFailure();
+    }
+    options.lr = lr;
+    options.momentum = momentum;
+    options.beta1 = beta1;
+    options.beta2 = beta2;
+    options.eps = eps;
+    options.weightDecay = weightDecay;
+    options.clipNorm = clipNorm;
+    if (failed(differentiate(getOperation(), options)))
+      return signalPassFailure();
+  }
+};
+} // namespace
+} // namespace partita::autodiff

@@ -1,0 +1,95 @@
+//===- Passes.td - automatic differentiation --------------*- tablegen -*-===//
+//
+// Passes that turn a forward function into a training step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_AUTODIFF_PASSES
+#define PARTITA_PASSES_AUTODIFF_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Replaces @forward with a training step: forward, backward "
+                "(reverse-mode, from the loss) and the optimizer update.";
+  let description = [{
+    Preconditions: the module holds a `func.func @forward` of one block of
+    `nn` ops whose arguments each carry `nn.param = "<name>"` (a float
+    parameter) or `nn.input = "<name>"`, with one result marked
+    `nn.output = "loss"`, a rank-0 float tensor. Every op on a path from a
+    parameter to the loss implements `VJPOpInterface` (all nn forward ops
+    do).
+
+    The pass sweeps `@forward` in reverse from the loss (cotangent 1.0),
+    asking each op for its operands' cotangents (VJPOpInterface, rules in
+    `passes/autodiff/VJPRules.cpp`) and summing the cotangents of a value
+    used several times with `nn.add`. Only values that depend on a
+    parameter get a cotangent; integer operands (ids, labels) never do; a
+    parameter the loss does not depend on gets a zero gradient. Every op it
+    emits for the backward keeps the location of the forward op it
+    differentiates and carries `nn.grad_kind = "W"` when it computes the
+    gradient of a value that depends on parameters only (a weight, a
+    broadcast bias), else `"B"`; the optimizer ops (and the clipping and
+    step count) carry `nn.grad_kind = "update"`.
+
+    With `clip-norm` c > 0 the gradients are scaled by
+    c / max(norm + 1e-6, c), norm = sqrt(sum over the gradients of
+    reduce-sum(g * g)), all built from nn ops.
+
+    With `recompute=full`, each layer's forward ops (values named
+    `layers.<i>....`, as `partita model` names them) that the backward
+    needs are cloned into the backward, before the first backward op that
+    reads one, so the forward's activations of the layer die in the
+    forward; `selective` recomputes only the attention core
+    (`nn.attention`). Clones carry `nn.grad_kind = "B"` and `nn.recompute`.
+
+    Afterwards, with `optimizer=adamw` or `sgd`, `@forward` is replaced by
+    ```mlir
+    func.func @train_step(%p... {nn.param = "<name>"},
+                          %s... {nn.state = "<name>.m" | "<name>.v" | "<name>.momentum" | "step"},
+                          %in... {nn.input = "..."})
+        -> (params'... {nn.param}, state'... {nn.state}, tensor<f32> {nn.output = "loss"})
+    ```
+    state grouped per parameter in parameter order (`m`, `v` for adamw;
+    `momentum` for sgd), then, for adamw, `"step"` (a `tensor<f32>` holding
+    the number of steps taken, incremented by the step function, whose new
+    value goes to `nn.adamw`). With `optimizer=none` it is replaced by
+    `@grads(params..., inputs...) -> (loss {nn.output = "loss"},
+    grads... {nn.grad = "<name>"})`.
+
+    For example `nn-autodiff{optimizer=sgd lr=0.1}` turns
+    ```mlir
+    func.func @forward(%w: tensor<4x2xf32> {nn.param = "w"},
+                       %x: tensor<3x4xf32> {nn.input = "x"},
+                       %l: tensor<3xi32> {nn.input = "labels"}) -> (tensor<f32> {nn.output = "loss"}) {
+      %y = nn.einsum "bh,hc->bc" %x, %w : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+      %loss = nn.cross_entropy %y, %l : tensor<3x2xf32>, tensor<3xi32> -> tensor<f32>
+      return %loss : tensor<f32>
+    }
+    ```
+    into a `@train_step(%w, %w_momentum, %x, %l)` computing
+    `%dy = nn.cross_entropy_grad %y, %l, %one`,
+    `%dw = nn.einsum "bc,bh->hc" %dy, %x` and
+    `%w2, %m2 = nn.sgd %w, %dw, %w_momentum`, returning `(%w2, %m2, %loss)`.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "Update rule: adamw, sgd, or none (a @grads function instead)">,
+    Option<"lr", "lr", "double", /*default=*/"1.0e-3", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1.0e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "Weight decay (decoupled for AdamW, added to the gradient for SGD)">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0.0",
+           "Clip the gradients' global norm to this (0: no clipping)">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Activation recomputation per layer: none, full or selective">,
+  ];
+  let dependentDialects = ["::partita::nn::NNDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+#endif // PARTITA_PASSES_AUTODIFF_PASSES
