@@ -86,29 +86,41 @@ Row measure(const Options &o, const char *collective, size_t bytes) {
   Row row{collective, bytes, iterationsFor(o, bytes), 0, true};
   int n = o.ranks;
   bool isAllReduce = std::strcmp(collective, "all_reduce") == 0;
+  // collective_permute: a ring shift, each rank sends `bytes` to the next.
+  bool isPermute = std::strcmp(collective, "collective_permute") == 0;
   // all_gather: `bytes` is the gathered output; each rank sends bytes / n.
-  size_t count = isAllReduce ? bytes / sizeof(float)
-                             : bytes / sizeof(float) / static_cast<size_t>(n);
+  size_t count = isAllReduce || isPermute
+                     ? bytes / sizeof(float)
+                     : bytes / sizeof(float) / static_cast<size_t>(n);
+  std::vector<std::pair<int, int>> ring;
+  for (int p = 0; p < n; ++p)
+    ring.emplace_back(p, (p + 1) % n);
   std::vector<int> world(n);
   std::iota(world.begin(), world.end(), 0);
   std::vector<char> ok(n, 1);
   runLocalRanks(n, [&](Communicator &c) {
     int r = c.rank();
     std::vector<float> send(count, static_cast<float>(r + 1));
-    std::vector<float> recv(isAllReduce ? 0 : count * n, 0.0f);
+    std::vector<float> recv(isAllReduce ? 0 : isPermute ? count : count * n,
+                            0.0f);
     auto call = [&] {
       if (isAllReduce)
         c.allReduce(send.data(), count, DType::F32, ReduceOp::Sum, world);
+      else if (isPermute)
+        c.collectivePermute(send.data(), recv.data(), count, DType::F32, ring,
+                            world);
       else
         c.allGather(send.data(), recv.data(), count, DType::F32, world);
     };
     call();
-    // Check: the sum of 1..n everywhere, or block q holding q + 1.
+    // Check: the sum of 1..n everywhere, block q holding q + 1, or the
+    // previous rank's r + 1.
     float sum = static_cast<float>(n * (n + 1) / 2);
+    float previous = static_cast<float>((r + n - 1) % n + 1);
     for (size_t i = 0; i < count; ++i) {
-      bool good = isAllReduce
-                      ? send[i] == sum
-                      : recv[i] == 1.0f && recv[(n - 1) * count + i] == n;
+      bool good = isAllReduce ? send[i] == sum
+                  : isPermute ? recv[i] == previous
+                              : recv[i] == 1.0f && recv[(n - 1) * count + i] == n;
       if (!good) {
         ok[r] = 0;
         break;
@@ -184,23 +196,25 @@ int main(int argc, char **argv) {
   std::printf("# local communicator: %d ranks (threads) on %u hardware "
               "threads; f32; time = mean per call\n",
               o.ranks, std::thread::hardware_concurrency());
-  std::printf("# busbw: all_reduce 2(n-1)/n, all_gather (n-1)/n x algbw; "
+  std::printf("# busbw: all_reduce 2(n-1)/n, all_gather (n-1)/n, "
+              "collective_permute (ring shift, size per rank) 1 x algbw; "
               "memcpy: one thread copying size bytes, this run\n");
-  std::printf("%-10s %8s %6s %11s %12s %12s %13s %8s\n", "collective", "size",
+  std::printf("%-18s %8s %6s %11s %12s %12s %13s %8s\n", "collective", "size",
               "calls", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)",
               "bus/mem");
   double n = o.ranks;
   bool allCorrect = true;
-  for (const char *collective : {"all_reduce", "all_gather"})
+  for (const char *collective :
+       {"all_reduce", "all_gather", "collective_permute"})
     for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= 4) {
       Row row = measure(o, collective, bytes);
       double copy = memcpySeconds(bytes, row.iterations);
       double algbw = bytes / row.seconds / 1e9;
-      double factor = std::strcmp(collective, "all_reduce") == 0
-                          ? 2 * (n - 1) / n
-                          : (n - 1) / n;
+      double factor = std::strcmp(collective, "all_reduce") == 0 ? 2 * (n - 1) / n
+                      : std::strcmp(collective, "all_gather") == 0 ? (n - 1) / n
+                                                                   : 1.0;
       double busbw = algbw * factor, membw = bytes / copy / 1e9;
-      std::printf("%-10s %8s %6d %11.1f %12.2f %12.2f %13.2f %8.2f%s\n",
+      std::printf("%-18s %8s %6d %11.1f %12.2f %12.2f %13.2f %8.2f%s\n",
                   collective, formatSize(bytes).c_str(), row.iterations,
                   row.seconds * 1e6, algbw, busbw, membw, busbw / membw,
                   row.correct ? "" : "  WRONG RESULT");

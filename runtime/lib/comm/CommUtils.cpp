@@ -66,6 +66,41 @@ int checkGroup(int rank, int size, const std::vector<int> &group,
   return position;
 }
 
+std::string formatPairs(const std::vector<std::pair<int, int>> &pairs) {
+  std::string s = "[";
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (i)
+      s += ",";
+    s += "(" + std::to_string(pairs[i].first) + "," +
+         std::to_string(pairs[i].second) + ")";
+  }
+  return s + "]";
+}
+
+std::pair<int, int>
+checkPermutePairs(const std::string &head,
+                  const std::vector<std::pair<int, int>> &pairs,
+                  int groupSize, int position) {
+  std::set<int> sources, targets;
+  int from = -1, to = -1;
+  for (auto [s, t] : pairs) {
+    std::string pair =
+        "pair (" + std::to_string(s) + "," + std::to_string(t) + ")";
+    if (s < 0 || s >= groupSize || t < 0 || t >= groupSize)
+      throw Error(head + ": " + pair + " names a position outside [0, " +
+                  std::to_string(groupSize) + ")");
+    if (!sources.insert(s).second)
+      throw Error(head + ": " + pair + " repeats source " + std::to_string(s));
+    if (!targets.insert(t).second)
+      throw Error(head + ": " + pair + " repeats target " + std::to_string(t));
+    if (t == position)
+      from = s;
+    if (s == position)
+      to = t;
+  }
+  return {from, to};
+}
+
 void checkPeer(int rank, int size, int peer, const char *what) {
   std::string head = "rank " + std::to_string(rank) + ": " + what + " rank " +
                      std::to_string(peer);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace partita::runtime::comm {
@@ -32,6 +33,18 @@ std::string describeCount(size_t count, DType dtype);
 /// names a rank twice or leaves `rank` out.
 int checkGroup(int rank, int size, const std::vector<int> &group,
                const char *collective);
+
+/// For collective_permute: checks that `pairs` are positions in
+/// [0, groupSize) with no source and no target named twice (else throws
+/// Error after `head`), and returns the source position sending to
+/// `position` and the target position `position` sends to (-1 for none).
+std::pair<int, int>
+checkPermutePairs(const std::string &head,
+                  const std::vector<std::pair<int, int>> &pairs,
+                  int groupSize, int position);
+
+/// "[(0,1),(1,0)]".
+std::string formatPairs(const std::vector<std::pair<int, int>> &pairs);
 
 /// Throws Error when `peer` is not a valid partner of `rank` for `what`
 /// ("send to" / "recv from").

@@ -14,7 +14,8 @@
 // of the buffer, reduces it tile by tile over all ranks in group order and
 // writes the tile back into every rank's buffer; each rank reads and writes
 // about `count` elements, as in a ring, and the result does not depend on
-// timing. Waits use one mutex and condition variable per world (the data
+// timing. collective_permute publishes the same way; each target then copies
+// its source's block once, and nothing else moves. Waits use one mutex and condition variable per world (the data
 // moves outside the lock, which only guards the small slot records), and
 // poll briefly, yielding, before they block: waking a sleeping thread costs
 // tens of microseconds, more than a peer usually takes to arrive.
@@ -61,6 +62,7 @@ struct Slot {
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
   int firstRank = -1;
+  std::vector<std::pair<int, int>> pairs; // collective_permute
   // Per position in the group.
   std::vector<const void *> send;
   std::vector<void *> recv;
@@ -173,6 +175,10 @@ public:
                 const std::vector<int> &group) override;
   void send(const void *data, size_t count, DType dtype, int peer) override;
   void recv(void *data, size_t count, DType dtype, int peer) override;
+  void collectivePermute(const void *send, void *recv, size_t count,
+                         DType dtype,
+                         const std::vector<std::pair<int, int>> &pairs,
+                         const std::vector<int> &group) override;
   void barrier(const std::vector<int> &group) override;
 
 private:
@@ -191,7 +197,8 @@ private:
   /// the whole group. Returns with the lock held and this rank working.
   Call begin(const char *collective, const std::vector<int> &group,
              size_t count, DType dtype, ReduceOp op, const void *send,
-             void *recv);
+             void *recv,
+             const std::vector<std::pair<int, int>> *pairs = nullptr);
   /// Ends a work phase: waits (lock held) until every member has passed
   /// barrier `phase`, then returns working again when `thenWork`.
   void step(Call &call, int phase, bool thenWork);
@@ -229,7 +236,8 @@ LocalCommunicator::Call LocalCommunicator::begin(const char *collective,
                                                  const std::vector<int> &group,
                                                  size_t count, DType dtype,
                                                  ReduceOp op, const void *send,
-                                                 void *recv) {
+                                                 void *recv,
+                                                 const std::vector<std::pair<int, int>> *pairs) {
   int position;
   try {
     position = comm::checkGroup(myRank, world->size, group, collective);
@@ -256,6 +264,8 @@ LocalCommunicator::Call LocalCommunicator::begin(const char *collective,
     slot->dtype = dtype;
     slot->op = op;
     slot->firstRank = myRank;
+    if (pairs)
+      slot->pairs = *pairs;
     size_t n = group.size();
     slot->send.assign(n, nullptr);
     slot->recv.assign(n, nullptr);
@@ -274,6 +284,14 @@ LocalCommunicator::Call LocalCommunicator::begin(const char *collective,
         what(collective, count, dtype, op) + " here but " +
         what(slot->collective, slot->count, slot->dtype, slot->op) +
         " on rank " + std::to_string(slot->firstRank);
+    world->poison(myRank, message);
+    throw Error(message);
+  } else if (pairs && slot->pairs != *pairs) {
+    std::string message = head(call) + ": call " + std::to_string(number) +
+                          " of this group has pairs " +
+                          comm::formatPairs(*pairs) + " here but " +
+                          comm::formatPairs(slot->pairs) + " on rank " +
+                          std::to_string(slot->firstRank);
     world->poison(myRank, message);
     throw Error(message);
   }
@@ -430,6 +448,38 @@ void LocalCommunicator::allToAll(const void *send, void *recv, size_t count,
   // Member q's block addressed to this rank.
   size_t block = count * sizeOf(dtype);
   gatherBlocks(sends, call.position * block, block, recv);
+
+  endWork(call);
+}
+
+void LocalCommunicator::collectivePermute(
+    const void *send, void *recv, size_t count, DType dtype,
+    const std::vector<std::pair<int, int>> &pairs,
+    const std::vector<int> &group) {
+  const char *name = "collective_permute";
+  int from = -1;
+  try {
+    int position = comm::checkGroup(myRank, world->size, group, name);
+    from = comm::checkPermutePairs(describeCall(myRank, name, group), pairs,
+                                   static_cast<int>(group.size()), position)
+               .first;
+  } catch (const Error &e) {
+    invalid(e.what());
+  }
+  Call call = begin(name, group, count, dtype, ReduceOp::Sum, send, recv,
+                    &pairs);
+  const std::vector<const void *> &sends = call.slot->send;
+  call.lock.unlock();
+
+  // The one address space makes the message a single copy: the target reads
+  // its source's block (only it does), the others clear theirs.
+  size_t bytes = count * sizeOf(dtype);
+  if (bytes) {
+    if (from < 0)
+      std::memset(recv, 0, bytes);
+    else
+      std::memcpy(recv, sends[from], bytes);
+  }
 
   endWork(call);
 }

@@ -19,6 +19,12 @@
 // hanging the others; a member dying in the short window between the two
 // can still hang them. Group communicators are cached per ordered rank list.
 //
+// collective_permute is point to point on the send/recv communicator under
+// its own tag: a source posts one MPI_Isend to its target, a target one
+// MPI_Irecv from its source, and nothing else moves; it needs no group
+// communicator, and messages between two ranks keep their order, so
+// consecutive permutes (of any groups) cannot mix.
+//
 // Reductions of f16 and bf16 use user-defined MPI operations over 16-bit
 // words that round after every step, as the local communicator does; the
 // order in which MPI combines ranks is the MPI library's, so results repeat
@@ -39,6 +45,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <thread>
 
 namespace partita::runtime {
@@ -82,6 +89,10 @@ public:
                 const std::vector<int> &group) override;
   void send(const void *data, size_t count, DType dtype, int peer) override;
   void recv(void *data, size_t count, DType dtype, int peer) override;
+  void collectivePermute(const void *send, void *recv, size_t count,
+                         DType dtype,
+                         const std::vector<std::pair<int, int>> &pairs,
+                         const std::vector<int> &group) override;
   void barrier(const std::vector<int> &group) override;
 
 private:
@@ -426,6 +437,76 @@ void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
     return MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
                          call.comm, request);
   });
+}
+
+/// send / recv use tag 0.
+constexpr int kPermuteTag = 1;
+
+void MpiCommunicator::collectivePermute(
+    const void *send, void *recv, size_t count, DType dtype,
+    const std::vector<std::pair<int, int>> &pairs,
+    const std::vector<int> &group) {
+  std::string head = describeCall(myRank, "collective_permute", group);
+  if (failed)
+    throw Error(head +
+                " refused: an earlier call failed and MPI cannot "
+                "cancel it (" +
+                firstFailure + ")");
+  int from = -1, to = -1;
+  try {
+    int position =
+        comm::checkGroup(myRank, worldSize, group, "collective_permute");
+    std::tie(from, to) = comm::checkPermutePairs(
+        head, pairs, static_cast<int>(group.size()), position);
+    (void)sizeOf(dtype);
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  int n = mpiCount(count, head);
+  size_t bytes = count * sizeOf(dtype);
+  if (from < 0) {
+    if (bytes)
+      std::memset(recv, 0, bytes);
+  } else if (group[from] == myRank) {
+    if (bytes)
+      std::memcpy(recv, send, bytes);
+  }
+  bool sends = to >= 0 && group[to] != myRank;
+  bool recvs = from >= 0 && group[from] != myRank;
+  if (!sends && !recvs)
+    return;
+  Clock::time_point deadline = Clock::now() + getTimeout();
+  std::vector<MPI_Request> recvRequest, sendRequest;
+  std::vector<int> recvFrom, sendTo;
+  if (recvs) {
+    recvRequest.emplace_back();
+    recvFrom.push_back(group[from]);
+    check(MPI_Irecv(recv, n, typeOf(dtype), group[from], kPermuteTag, p2pComm,
+                    &recvRequest.back()),
+          head);
+  }
+  if (sends) {
+    sendRequest.emplace_back();
+    sendTo.push_back(group[to]);
+    check(MPI_Isend(send, n, typeOf(dtype), group[to], kPermuteTag, p2pComm,
+                    &sendRequest.back()),
+          head);
+  }
+  // Testing the receive also progresses the send.
+  if (recvs) {
+    MPI_Status status;
+    waitAll(recvRequest, head, deadline, &recvFrom, &status);
+    int got = 0;
+    MPI_Get_count(&status, typeOf(dtype), &got);
+    if (got != n)
+      fail(head + ": rank " + std::to_string(group[from]) + " sent " +
+           (got == MPI_UNDEFINED ? std::string("a size that is no whole "
+                                               "number of elements")
+                                 : std::to_string(got) + " elements") +
+           ", not " + describeCount(count, dtype));
+  }
+  if (sends)
+    waitAll(sendRequest, head, deadline, &sendTo);
 }
 
 void MpiCommunicator::barrier(const std::vector<int> &group) {

@@ -397,26 +397,14 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     };
   }
   case plan::Collective::COLLECTIVE_PERMUTE: {
-    // An all_gather, then each target copies its source's block: simple and
-    // free of send/recv ordering hazards, at g times the traffic.
-    int64_t position =
-        std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
-    int64_t source = -1;
-    for (int k = 0; k < c.pairs_size(); k += 2)
-      if (c.pairs(k + 1) == position)
-        source = c.pairs(k);
-    std::vector<int64_t> all = in.shape;
-    all.insert(all.begin(), g);
-    TensorView gathered = scratch(all);
+    // Point to point: each source sends its block to its target only; a
+    // device that is no target gets zeros (the communicator clears it).
+    std::vector<std::pair<int, int>> pairs;
+    for (int k = 0; k + 1 < c.pairs_size(); k += 2)
+      pairs.emplace_back(int(c.pairs(k)), int(c.pairs(k + 1)));
     return [=] {
-      comm->allGather(in.data, gathered.data, in.numElements(), dtype, ranks);
-      if (source < 0)
-        std::memset(out.data, 0, out.numBytes());
-      else
-        std::memcpy(out.data,
-                    static_cast<unsigned char *>(gathered.data) +
-                        source * in.numBytes(),
-                    in.numBytes());
+      comm->collectivePermute(in.data, out.data, in.numElements(), dtype,
+                              pairs, ranks);
     };
   }
   default:

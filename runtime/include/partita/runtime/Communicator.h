@@ -76,6 +76,16 @@ public:
   /// the rank at position j, and `recv` block i comes from position i.
   virtual void allToAll(const void *send, void *recv, size_t count, DType dtype,
                         const std::vector<int> &group) = 0;
+  /// `pairs` are (source, target) positions in `group`, each source and each
+  /// target at most once (every member passes the same list): the rank at
+  /// a source position sends its `count` elements to the rank at the target
+  /// position, and only those blocks move; a member that is no target gets
+  /// zeros in `recv`. A pair (p, p) copies locally. `send` and `recv` must
+  /// not overlap. Bad pairs are an Error naming them.
+  virtual void collectivePermute(const void *send, void *recv, size_t count,
+                                 DType dtype,
+                                 const std::vector<std::pair<int, int>> &pairs,
+                                 const std::vector<int> &group) = 0;
   /// Point to point, for pipeline stages; messages between two ranks arrive
   /// in order. `send` may return before the matching `recv` (local buffers
   /// the message) or only once it has started (mpi, large messages): a

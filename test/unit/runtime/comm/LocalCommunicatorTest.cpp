@@ -749,3 +749,139 @@ TEST(LocalCommunicator, RunLocalRanksReportsEveryKindOfFailure) {
 }
 
 } // namespace
+
+namespace {
+
+/// What the rank at `position` sends in a collective_permute test.
+int64_t permuteValue(int position, size_t i) {
+  return 1000 * (position + 1) + static_cast<int64_t>(i);
+}
+
+/// Runs one collective_permute over `group` (every rank of the world must be
+/// in it) and checks each rank's block against the pairs: its source's
+/// values, or zeros when no pair targets it.
+void checkPermute(const std::vector<int> &group,
+                  const std::vector<std::pair<int, int>> &pairs,
+                  size_t count) {
+  int n = static_cast<int>(group.size());
+  SCOPED_TRACE("n=" + std::to_string(n) + " pairs=" +
+               std::to_string(pairs.size()) + " count=" +
+               std::to_string(count));
+  auto positionOf = [&](int r) {
+    return static_cast<int>(std::find(group.begin(), group.end(), r) -
+                            group.begin());
+  };
+  auto results = runRanks<std::vector<int64_t>>(n, [&](Communicator &c) {
+    int p = positionOf(c.rank());
+    std::vector<int64_t> send(count), recv(count, -7);
+    for (size_t i = 0; i < count; ++i)
+      send[i] = permuteValue(p, i);
+    c.collectivePermute(send.data(), recv.data(), count, DType::I64, pairs,
+                        group);
+    return recv;
+  });
+  for (int r = 0; r < n; ++r) {
+    int p = positionOf(r), source = -1;
+    for (auto [s, t] : pairs)
+      if (t == p)
+        source = s;
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(results[r][i], source < 0 ? 0 : permuteValue(source, i))
+          << "rank " << r << " element " << i;
+  }
+}
+
+} // namespace
+
+TEST(LocalCommunicator, CollectivePermuteShiftsARing) {
+  for (int n : kSizes)
+    for (size_t count : {size_t(0), size_t(1), size_t(5000)}) {
+      std::vector<std::pair<int, int>> ring;
+      for (int p = 0; p < n; ++p)
+        ring.emplace_back(p, (p + 1) % n);
+      checkPermute(iota(n), ring, count);
+    }
+}
+
+TEST(LocalCommunicator, CollectivePermuteZeroesDevicesThatAreNoTarget) {
+  // Positions 1 and 3 receive nothing; 2 keeps its own block (a self pair).
+  checkPermute(iota(4), {{0, 2}, {2, 0}}, 17);
+  checkPermute(iota(4), {{3, 0}, {2, 2}}, 17);
+  checkPermute(iota(4), {}, 9);
+  checkPermute(iota(1), {}, 3);
+  checkPermute(iota(1), {{0, 0}}, 3);
+}
+
+TEST(LocalCommunicator, CollectivePermutePairsArePositionsInTheGroup) {
+  // The group lists ranks in reverse: position 0 is rank 3, so the pair
+  // (0,1) moves rank 3's block to rank 2.
+  checkPermute({3, 2, 1, 0}, {{0, 1}, {1, 3}}, 10);
+}
+
+TEST(LocalCommunicator, CollectivePermuteOnConcurrentGroups) {
+  // A 2x4 mesh: each row of four shifts left while being the only traffic
+  // of its ranks; rows run at once and must not meet.
+  auto results = runRanks<std::vector<float>>(8, [](Communicator &c) {
+    int row = c.rank() / 4;
+    std::vector<int> group;
+    for (int k = 0; k < 4; ++k)
+      group.push_back(row * 4 + k);
+    std::vector<std::pair<int, int>> left{{1, 0}, {2, 1}, {3, 2}, {0, 3}};
+    std::vector<float> send(100, float(c.rank())), recv(100);
+    for (int round = 0; round < 20; ++round)
+      c.collectivePermute(send.data(), recv.data(), 100, DType::F32, left,
+                          group);
+    return recv;
+  });
+  for (int r = 0; r < 8; ++r) {
+    int expected = r / 4 * 4 + (r % 4 + 1) % 4;
+    for (float v : results[r])
+      ASSERT_EQ(v, float(expected)) << "rank " << r;
+  }
+}
+
+TEST(LocalCommunicator, CollectivePermuteErrors) {
+  std::string root;
+  auto outcomes = runFailing(
+      2, 5000ms,
+      [](Communicator &c) {
+        float x = 0, y = 0;
+        if (c.rank() == 0)
+          c.collectivePermute(&x, &y, 1, DType::F32, {{0, 1}, {1, 1}}, {0, 1});
+        else
+          c.barrier({0, 1});
+      },
+      root);
+  const std::string repeated = "collective_permute over group [0,1]: pair "
+                               "(1,1) repeats target 1";
+  EXPECT_EQ(root, "rank 0: " + repeated);
+  EXPECT_EQ(outcomes[1].error,
+            "rank 1: barrier over group [0,1] aborted: rank 0 failed: " +
+                repeated);
+
+  runFailing(
+      2, 5000ms,
+      [](Communicator &c) {
+        float x = 0, y = 0;
+        c.collectivePermute(&x, &y, 1, DType::F32, {{0, 2}}, {0, 1});
+      },
+      root);
+  const std::string outside = "collective_permute over group [0,1]: pair "
+                              "(0,2) names a position outside [0, 2)";
+  EXPECT_TRUE(root == "rank 0: " + outside || root == "rank 1: " + outside)
+      << root;
+
+  // Every member must pass the same pairs.
+  runFailing(
+      2, 5000ms,
+      [](Communicator &c) {
+        float x = 0, y = 0;
+        if (c.rank() == 1)
+          std::this_thread::sleep_for(100ms);
+        std::vector<std::pair<int, int>> pairs{{c.rank(), 1 - c.rank()}};
+        c.collectivePermute(&x, &y, 1, DType::F32, pairs, {0, 1});
+      },
+      root);
+  EXPECT_EQ(root, "rank 1: collective_permute over group [0,1]: call 0 of "
+                  "this group has pairs [(1,0)] here but [(0,1)] on rank 0");
+}

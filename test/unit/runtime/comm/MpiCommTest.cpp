@@ -2,9 +2,9 @@
 //
 // Run by the lit tests in test/Runtime/mpi:
 //   partita-mpi-comm-test collectives
-//       every collective on the world, on concurrent subgroups, on an
-//       ordered subgroup that leaves a rank out and on groups of one, in every
-//       dtype, plus point to point and the errors a bad call or a message
+//       every collective (collective_permute too) on the world, on
+//       concurrent subgroups, on an ordered subgroup that leaves a rank out
+//       and on groups of one, in every dtype, plus point to point and the errors a bad call or a message
 //       of the wrong size gets; each rank
 //       prints "rank N: all checks passed" or the first wrong value.
 //   partita-mpi-comm-test kill [--abort-on-error] [--timeout-ms T]
@@ -159,6 +159,30 @@ void checkBlockCollectives(Communicator &c, const std::vector<int> &group) {
         die(r, "all_to_all block " + std::to_string(i));
 }
 
+/// collective_permute over `group` (whose members must all call this) with
+/// `pairs` of positions: each rank gets its source's block, or zeros when it
+/// is no target.
+void checkPermute(Communicator &c, const std::vector<int> &group,
+                  const std::vector<std::pair<int, int>> &pairs,
+                  size_t count) {
+  int r = c.rank();
+  int p = static_cast<int>(std::find(group.begin(), group.end(), r) -
+                           group.begin());
+  std::vector<int64_t> send(count), recv(count, -7);
+  for (size_t i = 0; i < count; ++i)
+    send[i] = 1000 * (p + 1) + static_cast<int64_t>(i);
+  c.collectivePermute(send.data(), recv.data(), count, DType::I64, pairs,
+                      group);
+  int source = -1;
+  for (auto [s, t] : pairs)
+    if (t == p)
+      source = s;
+  for (size_t i = 0; i < count; ++i)
+    if (recv[i] != (source < 0 ? 0 : 1000 * (source + 1) + int64_t(i)))
+      die(r, "collective_permute element " + std::to_string(i) + " of " +
+                 std::to_string(count));
+}
+
 int runCollectives() {
   std::unique_ptr<Communicator> c = createMpiCommunicator();
   int r = c->rank();
@@ -182,6 +206,17 @@ int runCollectives() {
     checkAllReduceEveryDtype(*c, {3, 1, 0});
     checkBlockCollectives(*c, {3, 1, 0});
   }
+  // collective_permute: a ring (small and 8 MiB), a partial one with a self
+  // pair and zeroed ranks, on concurrent pairs, on the ordered group
+  // without rank 2, and on a group of one.
+  for (size_t count : {size_t(0), size_t(5), size_t(1) << 20})
+    checkPermute(*c, iota(4), {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, count);
+  checkPermute(*c, iota(4), {{3, 0}, {2, 2}}, 33);
+  for (int round = 0; round < 3; ++round)
+    checkPermute(*c, pair, {{0, 1}, {1, 0}}, 100);
+  if (r != 2)
+    checkPermute(*c, {3, 1, 0}, {{0, 2}, {2, 1}}, 50);
+  checkPermute(*c, {r}, {{0, 0}}, 7);
   // Groups of one.
   checkAllReduceEveryDtype(*c, {r});
   checkBlockCollectives(*c, {r});
