@@ -105,6 +105,13 @@ KernelAttrs toAttrs(const plan::KernelAttrs &a) {
   attrs.vocabOffset = a.vocab_offset();
   attrs.meanCount = a.mean_count();
   attrs.fillValue = a.fill_value();
+  attrs.wrt = a.wrt();
+  attrs.lr = a.lr();
+  attrs.momentum = a.momentum();
+  attrs.beta1 = a.beta1();
+  attrs.beta2 = a.beta2();
+  attrs.eps = a.eps();
+  attrs.weightDecay = a.weight_decay();
   return attrs;
 }
 

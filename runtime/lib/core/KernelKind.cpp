@@ -45,6 +45,19 @@ constexpr KindName kKindNames[] = {
     {KernelKind::Embedding, "embedding"},
     {KernelKind::CrossEntropy, "cross_entropy"},
     {KernelKind::Fill, "fill"},
+    {KernelKind::ReluGrad, "relu_grad"},
+    {KernelKind::SiluGrad, "silu_grad"},
+    {KernelKind::GeluGrad, "gelu_grad"},
+    {KernelKind::GreaterEqual, "greater_equal"},
+    {KernelKind::LayerNormGrad, "layer_norm_grad"},
+    {KernelKind::RMSNormGrad, "rms_norm_grad"},
+    {KernelKind::RotaryGrad, "rotary_grad"},
+    {KernelKind::AttentionGrad, "attention_grad"},
+    {KernelKind::EmbeddingGrad, "embedding_grad"},
+    {KernelKind::CrossEntropyGrad, "cross_entropy_grad"},
+    {KernelKind::Convert, "convert"},
+    {KernelKind::SGD, "sgd"},
+    {KernelKind::AdamW, "adamw"},
 };
 } // namespace
 

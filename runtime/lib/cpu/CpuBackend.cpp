@@ -472,6 +472,29 @@ public:
       return runCrossEntropy(call);
     case KernelKind::Fill:
       return runFill(call);
+    case KernelKind::ReluGrad:
+    case KernelKind::SiluGrad:
+    case KernelKind::GeluGrad:
+    case KernelKind::GreaterEqual:
+      return runElementwiseGrad(call);
+    case KernelKind::LayerNormGrad:
+      return runLayerNormGrad(call);
+    case KernelKind::RMSNormGrad:
+      return runRMSNormGrad(call);
+    case KernelKind::RotaryGrad:
+      return rotate(call, /*inverse=*/true);
+    case KernelKind::AttentionGrad:
+      return runAttentionGrad(call);
+    case KernelKind::EmbeddingGrad:
+      return runEmbeddingGrad(call);
+    case KernelKind::CrossEntropyGrad:
+      return runCrossEntropyGrad(call);
+    case KernelKind::Convert:
+      return runConvert(call);
+    case KernelKind::SGD:
+      return runSGD(call);
+    case KernelKind::AdamW:
+      return runAdamW(call);
     }
     throw Error("cpu backend: unknown kernel kind " +
                 std::to_string(static_cast<int>(call.kind)));

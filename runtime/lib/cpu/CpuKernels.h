@@ -118,6 +118,43 @@ void reduce(const T *in, T *out, const std::vector<int64_t> &shape,
             const std::vector<bool> &reduced, ReduceKind kind, double scale);
 
 //===----------------------------------------------------------------------===//
+// Pieces shared by the forward and backward model-level kernels
+//===----------------------------------------------------------------------===//
+
+/// Throws unless `a` and `b` have one dtype and one shape.
+void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
+                   const TensorView &b, const char *bName);
+/// Epsilon, theta, scale: a zero, negative, infinite or NaN value makes the
+/// kernel's math meaningless.
+void checkPositiveFinite(KernelKind kind, const char *name, double value);
+/// Checks a [size] scale/shift vector of `x`'s dtype.
+void checkVector(KernelKind kind, const TensorView &v, const char *name,
+                 const TensorView &x, int64_t size);
+
+/// dst[0, n) = softmax(src[0, n)) (max subtracted, sum in double); `dst` may
+/// be `src`.
+template <typename T> void softmaxRow(const T *src, T *dst, int64_t n);
+/// Row-wise softmax of scores[rows, cols] in place; when causal, row i sees
+/// only its first min(cols, queryOffset + i + 1) columns (the rest become 0).
+template <typename T>
+void causalSoftmaxRows(T *scores, int64_t rows, int64_t cols, bool causal,
+                       int64_t queryOffset);
+
+/// The sizes of an attention call's q[B,Sq,heads,D], k[B,Skv,kvHeads,D] and
+/// v (as k), with the scale it uses.
+struct AttentionDims {
+  int64_t batch = 0, seqQ = 0, seqKV = 0, heads = 0, kvHeads = 0, headDim = 0;
+  double scale = 1.0;
+};
+/// Checks inputs 0..2 (q, k, v) and the attributes (scale, causal offset)
+/// of attention and attention_grad; the caller checks the rest.
+AttentionDims checkAttentionInputs(const KernelCall &call);
+
+/// rotary (inverse false) and rotary_grad (inverse true: rotation by minus
+/// the angle), x -> y.
+void rotate(const KernelCall &call, bool inverse);
+
+//===----------------------------------------------------------------------===//
 // Kernels (one per KernelKind family; each validates its call)
 //===----------------------------------------------------------------------===//
 
@@ -136,6 +173,16 @@ void runRotary(const KernelCall &call);
 void runAttention(const KernelCall &call);
 void runEmbedding(const KernelCall &call);
 void runCrossEntropy(const KernelCall &call);
+// Backward and optimizer kernels.
+void runElementwiseGrad(const KernelCall &call); // relu/silu/gelu_grad, >=
+void runConvert(const KernelCall &call);
+void runLayerNormGrad(const KernelCall &call);
+void runRMSNormGrad(const KernelCall &call);
+void runAttentionGrad(const KernelCall &call);
+void runEmbeddingGrad(const KernelCall &call);
+void runCrossEntropyGrad(const KernelCall &call);
+void runSGD(const KernelCall &call);
+void runAdamW(const KernelCall &call);
 
 } // namespace partita::runtime::cpu
 

@@ -1,16 +1,19 @@
-//===- Elementwise.cpp - cpu kernels: elementwise ops and fill ------------===//
+//===- Elementwise.cpp - cpu kernels: elementwise ops, fill, convert ------===//
 //
 // Plain loops over contiguous buffers that the compiler vectorizes. An
 // output may be exactly one of the inputs (in place). Binary ops also take
 // i32/i64 (nn's binary ops accept integer tensors): add, sub and mul wrap
 // around like two's complement, div truncates toward zero and throws on a
-// zero divisor or on MIN / -1.
+// zero divisor or on MIN / -1. The activations' gradients (x, dy -> dx) and
+// greater_equal are binary float loops too. convert rounds to nearest even
+// by bit manipulation (f16, bf16 are storage formats without arithmetic).
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -126,6 +129,109 @@ void runUnaryFloat(const KernelCall &call, const T *x, T *y, int64_t n) {
   }
 }
 
+template <typename T>
+void runGradFloat(const KernelCall &call, const T *x, const T *dy, T *dx,
+                  int64_t n) {
+  switch (call.kind) {
+  case KernelKind::ReluGrad:
+    // The subgradient 0 at x = 0 (PyTorch's choice); NaN x gives 0 too.
+    return binaryLoop(x, dy, dx, n,
+                      [](T v, T g) { return v > T(0) ? g : T(0); });
+  case KernelKind::SiluGrad:
+    return binaryLoop(x, dy, dx, n, [](T v, T g) {
+      T s = T(1) / (T(1) + std::exp(-v));
+      return g * s * (T(1) + v * (T(1) - s));
+    });
+  case KernelKind::GeluGrad:
+    if (call.attrs.tanh) {
+      // d/dx 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3).
+      const T c = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
+      return binaryLoop(x, dy, dx, n, [c](T v, T g) {
+        T t = std::tanh(c * (v + T(0.044715) * v * v * v));
+        T du = c * (T(1) + T(3 * 0.044715) * v * v);
+        return g * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+      });
+    }
+    // d/dx 0.5 x (1 + erf(x / sqrt 2)) = Phi(x) + x phi(x).
+    return binaryLoop(x, dy, dx, n, [](T v, T g) {
+      T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(0.7071067811865476)));
+      T pdf = static_cast<T>(0.3989422804014327) * std::exp(T(-0.5) * v * v);
+      return g * (cdf + v * pdf);
+    });
+  case KernelKind::GreaterEqual:
+    return binaryLoop(x, dy, dx, n,
+                      [](T a, T b) { return a >= b ? T(1) : T(0); });
+  default:
+    fail(call.kind, "not an elementwise gradient kernel");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// convert: rounding to nearest even between f32 and f16 / bf16
+//===----------------------------------------------------------------------===//
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t toBF16(float f) {
+  uint32_t u = bitsOf(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet and signed
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  // Add half an ulp, plus one when the kept part is odd (ties to even);
+  // a carry into the exponent rounds up to the next binade or to inf.
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float fromBF16(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+
+// After F. Giesen's float_to_half_fast3_rtne (public domain).
+uint16_t toF16(float f) {
+  const uint32_t f32Inf = 255u << 23, f16Overflow = (127u + 16u) << 23;
+  const uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+  uint32_t u = bitsOf(f);
+  uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint16_t out;
+  if (u >= f16Overflow) {
+    // |f| >= 65536 (inf or NaN included): inf, or a quiet NaN.
+    out = u > f32Inf ? 0x7e00 : 0x7c00;
+  } else if (u < (113u << 23)) {
+    // Below 2^-14: a subnormal or zero; the float addition rounds to
+    // nearest even at the subnormal's precision.
+    u = bitsOf(floatOf(u) + floatOf(denormMagic)) - denormMagic;
+    out = static_cast<uint16_t>(u);
+  } else {
+    uint32_t odd = (u >> 13) & 1u;
+    u += ((15u - 127u) << 23) + 0xfffu + odd;
+    out = static_cast<uint16_t>(u >> 13); // >= 65520 carries into inf
+  }
+  return static_cast<uint16_t>(out | (sign >> 16));
+}
+
+float fromF16(uint16_t h) {
+  const uint32_t shiftedExp = 0x7c00u << 13;
+  uint32_t u = (uint32_t(h) & 0x7fffu) << 13;
+  uint32_t exp = u & shiftedExp;
+  u += (127u - 15u) << 23;
+  if (exp == shiftedExp) { // inf or NaN
+    u += (128u - 16u) << 23;
+  } else if (exp == 0) { // zero or subnormal: renormalize
+    u += 1u << 23;
+    u = bitsOf(floatOf(u) - floatOf(113u << 23));
+  }
+  return floatOf(u | ((uint32_t(h) & 0x8000u) << 16));
+}
+
 void checkSameType(const KernelCall &call) {
   const TensorView &out = call.outputs[0];
   for (size_t i = 0; i < call.inputs.size(); ++i) {
@@ -177,6 +283,73 @@ void runUnary(const KernelCall &call) {
     using T = decltype(tag);
     runUnaryFloat(call, x.as<T>(), y.as<T>(), y.numElements());
   });
+}
+
+void runElementwiseGrad(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  checkSameType(call);
+  checkNoOverlap(call, /*allowExactAlias=*/true);
+  const TensorView &x = call.inputs[0], &dy = call.inputs[1],
+                   &dx = call.outputs[0];
+  dispatchFloat(call.kind, dx.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    runGradFloat(call, x.as<T>(), dy.as<T>(), dx.as<T>(), dx.numElements());
+  });
+}
+
+void runConvert(const KernelCall &call) {
+  checkCall(call, 1, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (x.shape != y.shape)
+    fail(call.kind, "input 0 is " + typeToString(x) + " but output 0 is " +
+                        typeToString(y) + " (convert keeps the shape)");
+  auto isFloat = [](DType t) {
+    return t == DType::F32 || t == DType::F64 || t == DType::F16 ||
+           t == DType::BF16;
+  };
+  if (!isFloat(x.dtype) || !isFloat(y.dtype))
+    fail(call.kind, std::string("converts floats only, got ") +
+                        toString(x.dtype) + " to " + toString(y.dtype));
+  checkNoOverlap(call, /*allowExactAlias=*/x.dtype == y.dtype);
+  int64_t n = x.numElements();
+  DType from = x.dtype, to = y.dtype;
+  if (from == to) {
+    if (x.data != y.data && n > 0)
+      std::memcpy(y.data, x.data, x.numBytes());
+    return;
+  }
+  auto loop = [n](auto *src, auto *dst, auto op) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = op(src[i]);
+  };
+  if (from == DType::F32 && to == DType::F64)
+    return loop(x.as<float>(), y.as<double>(),
+                [](float v) { return double(v); });
+  if (from == DType::F64 && to == DType::F32)
+    return loop(x.as<double>(), y.as<float>(),
+                [](double v) { return static_cast<float>(v); });
+  if (from == DType::F32 && to == DType::F16)
+    return loop(x.as<float>(), y.as<uint16_t>(), toF16);
+  if (from == DType::F32 && to == DType::BF16)
+    return loop(x.as<float>(), y.as<uint16_t>(), toBF16);
+  if (from == DType::F16 && to == DType::F32)
+    return loop(x.as<uint16_t>(), y.as<float>(), fromF16);
+  if (from == DType::BF16 && to == DType::F32)
+    return loop(x.as<uint16_t>(), y.as<float>(), fromBF16);
+  // Widening through f32 is exact.
+  if (from == DType::F16 && to == DType::F64)
+    return loop(x.as<uint16_t>(), y.as<double>(),
+                [](uint16_t v) { return double(fromF16(v)); });
+  if (from == DType::BF16 && to == DType::F64)
+    return loop(x.as<uint16_t>(), y.as<double>(),
+                [](uint16_t v) { return double(fromBF16(v)); });
+  // Narrowing f64 through f32 would round twice (which can differ from one
+  // rounding), and f16 <-> bf16 has no use yet.
+  fail(call.kind, std::string("converting ") + toString(from) + " to " +
+                      toString(to) +
+                      " is not supported (the cpu backend converts f32 <-> "
+                      "f64, f32 <-> f16, f32 <-> bf16, and f16 or bf16 to "
+                      "f64)");
 }
 
 void runFill(const KernelCall &call) {

@@ -16,10 +16,6 @@
 
 namespace partita::runtime::cpu {
 
-namespace {
-
-template <typename T> T maxOf(T x, T y) { return (x > y || x != x) ? x : y; }
-
 void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
                    const TensorView &b, const char *bName) {
   if (a.dtype != b.dtype || a.shape != b.shape)
@@ -27,20 +23,101 @@ void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
                    " is " + typeToString(b) + " (they must match)");
 }
 
-/// Epsilon and theta: a zero, negative, infinite or NaN value makes the
-/// kernel's math meaningless.
 void checkPositiveFinite(KernelKind kind, const char *name, double value) {
   if (!(value > 0 && std::isfinite(value)))
     fail(kind, std::string(name) + " must be positive and finite, got " +
                    std::to_string(value));
 }
 
-/// Checks a [size] scale/shift vector of `x`'s dtype.
 void checkVector(KernelKind kind, const TensorView &v, const char *name,
                  const TensorView &x, int64_t size) {
   checkDType(kind, v, name, x.dtype);
   checkShape(kind, v, name, {size});
 }
+
+template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    dst[j] = std::exp(src[j] - m);
+    sum += dst[j];
+  }
+  T r = static_cast<T>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j)
+    dst[j] *= r;
+}
+template void softmaxRow<float>(const float *, float *, int64_t);
+template void softmaxRow<double>(const double *, double *, int64_t);
+
+template <typename T>
+void causalSoftmaxRows(T *scores, int64_t rows, int64_t cols, bool causal,
+                       int64_t queryOffset) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T *row = scores + i * cols;
+    // Query i sits at global position queryOffset + i and sees keys
+    // 0..queryOffset + i when causal.
+    int64_t n = causal ? std::min(cols, queryOffset + i + 1) : cols;
+    softmaxRow(row, row, n);
+    std::fill(row + n, row + cols, T(0));
+  }
+}
+template void causalSoftmaxRows<float>(float *, int64_t, int64_t, bool,
+                                       int64_t);
+template void causalSoftmaxRows<double>(double *, int64_t, int64_t, bool,
+                                        int64_t);
+
+AttentionDims checkAttentionInputs(const KernelCall &call) {
+  const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                   &v = call.inputs[2];
+  KernelKind kind = call.kind;
+  if (q.rank() != 4)
+    fail(kind, "input 0 (query) must be [batch, seq_q, heads, head_dim], "
+               "got " +
+                   typeToString(q));
+  if (k.rank() != 4)
+    fail(kind, "input 1 (key) must be [batch, seq_kv, kv_heads, head_dim], "
+               "got " +
+                   typeToString(k));
+  checkSameType(kind, v, "input 2 (value)", k, "input 1 (key)");
+  checkDType(kind, k, "input 1 (key)", q.dtype);
+  AttentionDims a;
+  a.batch = q.shape[0];
+  a.seqQ = q.shape[1];
+  a.heads = q.shape[2];
+  a.headDim = q.shape[3];
+  a.seqKV = k.shape[1];
+  a.kvHeads = k.shape[2];
+  if (k.shape[0] != a.batch || k.shape[3] != a.headDim)
+    fail(kind, "input 1 (key) " + typeToString(k) +
+                   " does not share batch and head_dim with input 0 (query) " +
+                   typeToString(q));
+  if (a.kvHeads == 0 ? a.heads != 0 : a.heads % a.kvHeads != 0)
+    fail(kind, "heads (" + std::to_string(a.heads) +
+                   ") must be a multiple of kv_heads (" +
+                   std::to_string(a.kvHeads) + ")");
+  a.scale = call.attrs.scale
+                ? *call.attrs.scale
+                : 1.0 / std::sqrt(static_cast<double>(a.headDim));
+  if (call.attrs.scale &&
+      !(*call.attrs.scale > 0 && std::isfinite(*call.attrs.scale)))
+    fail(kind, "scale must be positive and finite, got " +
+                   std::to_string(*call.attrs.scale));
+  if (call.attrs.causal && (call.attrs.queryOffset < 0 ||
+                            call.attrs.queryOffset > a.seqKV - a.seqQ))
+    fail(kind, "causal attention needs 0 <= queryOffset and queryOffset + "
+               "seq_q <= seq_kv (the keys cover positions 0..seq_kv-1), got "
+               "queryOffset " +
+                   std::to_string(call.attrs.queryOffset) + ", seq_q " +
+                   std::to_string(a.seqQ) + ", seq_kv " +
+                   std::to_string(a.seqKV));
+  return a;
+}
+
+namespace {
+
+template <typename T> T maxOf(T x, T y) { return (x > y || x != x) ? x : y; }
 
 /// Checks a layer_norm (x, gamma, beta) or rms_norm (x, gamma) call:
 /// normalized over x's last dimension, whose size it returns.
@@ -62,21 +139,6 @@ int64_t checkNorm(const KernelCall &call, bool hasBeta) {
 //===----------------------------------------------------------------------===//
 // softmax
 //===----------------------------------------------------------------------===//
-
-/// dst[0, n) = softmax(src[0, n)); `dst` may be `src`.
-template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    m = maxOf(m, src[j]);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    dst[j] = std::exp(src[j] - m);
-    sum += dst[j];
-  }
-  T r = static_cast<T>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j)
-    dst[j] *= r;
-}
 
 template <typename T>
 void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
@@ -115,18 +177,6 @@ void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
 // attention
 //===----------------------------------------------------------------------===//
 
-/// Row-wise softmax of scores[rows, cols] in place, row i restricted to its
-/// first limit(i) columns (the rest become 0).
-template <typename T, typename Limit>
-void maskedSoftmaxRows(T *scores, int64_t rows, int64_t cols, Limit limit) {
-  for (int64_t i = 0; i < rows; ++i) {
-    T *row = scores + i * cols;
-    int64_t n = limit(i);
-    softmaxRow(row, row, n);
-    std::fill(row + n, row + cols, T(0));
-  }
-}
-
 template <typename T>
 void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
                int64_t seqKV, int64_t heads, int64_t kvHeads, int64_t headDim,
@@ -153,9 +203,7 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
            seqKV);
       // Query i sits at global position offset + i and sees keys
       // 0..offset + i when causal.
-      maskedSoftmaxRows(scores.data(), seqQ, seqKV, [&](int64_t i) {
-        return causal ? std::min(seqKV, offset + i + 1) : seqKV;
-      });
+      causalSoftmaxRows(scores.data(), seqQ, seqKV, causal, offset);
       // out = P V
       gemm(KernelKind::Attention, false, false, seqQ, headDim, seqKV, T(1),
            scores.data(), seqKV, vh, ldkv, T(0), oh, ldq);
@@ -229,7 +277,9 @@ void runRMSNorm(const KernelCall &call) {
   });
 }
 
-void runRotary(const KernelCall &call) {
+void runRotary(const KernelCall &call) { rotate(call, /*inverse=*/false); }
+
+void rotate(const KernelCall &call, bool inverse) {
   checkCall(call, 1, 1);
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   checkSameType(call.kind, x, "input 0", y, "output 0");
@@ -254,9 +304,11 @@ void runRotary(const KernelCall &call) {
     for (int64_t s = 0; s < seq; ++s) {
       double p = static_cast<double>(call.attrs.positionOffset + s);
       for (int64_t i = 0; i < half; ++i) {
+        // The transpose of a rotation is the rotation by minus the angle.
         double angle = p * std::pow(theta, -2.0 * i / headDim);
         cosTable[s * half + i] = static_cast<T>(std::cos(angle));
-        sinTable[s * half + i] = static_cast<T>(std::sin(angle));
+        sinTable[s * half + i] =
+            static_cast<T>(inverse ? -std::sin(angle) : std::sin(angle));
       }
     }
     const T *src = x.as<T>();
@@ -279,53 +331,19 @@ void runRotary(const KernelCall &call) {
 
 void runAttention(const KernelCall &call) {
   checkCall(call, 3, 1);
-  const TensorView &q = call.inputs[0], &k = call.inputs[1],
-                   &v = call.inputs[2], &out = call.outputs[0];
-  KernelKind kind = call.kind;
-  if (q.rank() != 4)
-    fail(kind, "input 0 (query) must be [batch, seq_q, heads, head_dim], "
-               "got " +
-                   typeToString(q));
-  if (k.rank() != 4)
-    fail(kind, "input 1 (key) must be [batch, seq_kv, kv_heads, head_dim], "
-               "got " +
-                   typeToString(k));
-  checkSameType(kind, v, "input 2 (value)", k, "input 1 (key)");
-  checkSameType(kind, out, "output 0", q, "input 0 (query)");
-  checkDType(kind, k, "input 1 (key)", q.dtype);
-  int64_t batch = q.shape[0], seqQ = q.shape[1], heads = q.shape[2],
-          headDim = q.shape[3];
-  int64_t seqKV = k.shape[1], kvHeads = k.shape[2];
-  if (k.shape[0] != batch || k.shape[3] != headDim)
-    fail(kind, "input 1 (key) " + typeToString(k) +
-                   " does not share batch and head_dim with input 0 (query) " +
-                   typeToString(q));
-  if (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0)
-    fail(kind, "heads (" + std::to_string(heads) +
-                   ") must be a multiple of kv_heads (" +
-                   std::to_string(kvHeads) + ")");
-  double scale = call.attrs.scale
-                     ? *call.attrs.scale
-                     : 1.0 / std::sqrt(static_cast<double>(headDim));
-  if (call.attrs.scale &&
-      !(*call.attrs.scale > 0 && std::isfinite(*call.attrs.scale)))
-    fail(kind, "scale must be positive and finite, got " +
-                   std::to_string(*call.attrs.scale));
-  if (call.attrs.causal &&
-      (call.attrs.queryOffset < 0 || call.attrs.queryOffset > seqKV - seqQ))
-    fail(kind, "causal attention needs 0 <= queryOffset and queryOffset + "
-               "seq_q <= seq_kv (the keys cover positions 0..seq_kv-1), got "
-               "queryOffset " +
-                   std::to_string(call.attrs.queryOffset) + ", seq_q " +
-                   std::to_string(seqQ) + ", seq_kv " + std::to_string(seqKV));
+  AttentionDims a = checkAttentionInputs(call);
+  const TensorView &q = call.inputs[0], &out = call.outputs[0];
+  checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
   checkNoOverlap(call, /*allowExactAlias=*/false);
   if (out.numElements() == 0)
     return;
-  if (seqKV == 0)
-    fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
-  dispatchFloat(kind, q.dtype, [&](auto tag) {
+  if (a.seqKV == 0)
+    fail(call.kind,
+         "there are no keys (seq_kv is 0): the softmax is undefined");
+  dispatchFloat(call.kind, q.dtype, [&](auto tag) {
     using T = decltype(tag);
-    attention<T>(call, batch, seqQ, seqKV, heads, kvHeads, headDim, scale);
+    attention<T>(call, a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads,
+                 a.headDim, a.scale);
   });
 }
 

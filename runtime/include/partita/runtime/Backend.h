@@ -45,7 +45,39 @@ namespace partita::runtime {
 ///   cross_entropy          logits[..., V], labels (i32/i64) -> 0-d loss of
 ///                          the logits' dtype, attrs.meanCount
 ///   fill                   () -> y (f32/f64/i32/i64), attrs.fillValue
-/// Outputs must not overlap inputs, except that elementwise kinds and
+///
+/// Backward and optimizer kinds (what nn-autodiff emits):
+///   relu_grad silu_grad gelu_grad   x, dy -> dx, one type: dy times the
+///                          derivative at x (gelu_grad: attrs.tanh as gelu)
+///   greater_equal          a, b -> c, one type: 1 where a >= b, else 0
+///   layer_norm_grad        x, gamma[H], dy -> dx: the input gradient of
+///                          layer_norm (last dim), attrs.epsilon
+///   rms_norm_grad          x, gamma[H], dy -> dx, attrs.epsilon
+///   rotary_grad            dy[B,S,heads,D] -> dx: rotation by minus the
+///                          angle; attrs.theta, positionOffset
+///   attention_grad         q, k, v, dy (as q) -> dq (as q) or dk / dv (as
+///                          k): attrs.wrt "q", "k" or "v", and attention's
+///                          causal, scale, queryOffset; the softmax is
+///                          recomputed; with GQA dk/dv sum their query heads
+///   embedding_grad         dy[ids..., H], ids (i32/i64) -> dtable[V, H]:
+///                          row id - attrs.vocabOffset accumulates dy's rows
+///                          of that id; ids outside the local rows add nothing
+///   cross_entropy_grad     logits[..., V], labels (i32/i64), dloss (0-d, the
+///                          logits' dtype) -> dlogits: (softmax(logits) -
+///                          onehot(label)) * dloss / N, N = attrs.meanCount
+///                          when > 0 (the global token count), else the
+///                          local one; a token with a negative label gets 0
+///   convert                x -> y, same shape, another float dtype: f32 <->
+///                          f64, f32 <-> bf16 and f32 <-> f16 (storage;
+///                          rounds to nearest even), or a copy
+///   sgd                    p, g, buf -> p', buf' (one type): PyTorch SGD
+///                          with dampening 0: g2 = g + weightDecay * p, buf'
+///                          = momentum * buf + g2, p' = p - lr * buf'
+///   adamw                  p, g, m, v, step (0-d, p's dtype, t >= 1) ->
+///                          p', m', v': PyTorch AdamW; attrs.lr, beta1,
+///                          beta2, eps, weightDecay
+/// Outputs must not overlap inputs, except that elementwise kinds (the
+/// *_grad of relu, silu and gelu, greater_equal, sgd and adamw included) and
 /// reshape may write exactly over one of their inputs (in place).
 enum class KernelKind : uint8_t {
   Einsum,
@@ -54,6 +86,9 @@ enum class KernelKind : uint8_t {
   Broadcast, ReduceSum, ReduceMax, ReduceMean, Transpose, Reshape,
   Softmax, LayerNorm, RMSNorm, Rotary, Attention, Embedding, CrossEntropy,
   Fill,
+  ReluGrad, SiluGrad, GeluGrad, GreaterEqual, LayerNormGrad, RMSNormGrad,
+  RotaryGrad, AttentionGrad, EmbeddingGrad, CrossEntropyGrad, Convert, SGD,
+  AdamW,
 };
 
 /// "einsum", "layer_norm", ...; and the inverse (nullopt when unknown).
@@ -66,7 +101,7 @@ struct KernelAttrs {
   std::vector<int64_t> dims;    // broadcast (result dim per operand dim),
                                 // reduce (reduced dims), transpose (perm)
   int64_t dim = -1;             // softmax
-  double epsilon = 1e-5;        // layer_norm, rms_norm
+  double epsilon = 1e-5;        // layer_norm, rms_norm (and their grads)
   double theta = 10000.0;       // rotary
   int64_t positionOffset = 0;   // rotary: global position of local row 0
   bool causal = false;          // attention
@@ -77,6 +112,13 @@ struct KernelAttrs {
   int64_t meanCount = 0;        // reduce mean / cross_entropy: global count to
                                 // divide by (0: the local count)
   double fillValue = 0.0;       // fill (constants)
+  std::string wrt;              // attention_grad: "q", "k" or "v"
+  double lr = 0.0;              // sgd, adamw: learning rate
+  double momentum = 0.0;        // sgd
+  double beta1 = 0.9;           // adamw
+  double beta2 = 0.999;         // adamw
+  double eps = 1e-8;            // adamw (epsilon is the norms')
+  double weightDecay = 0.0;     // sgd (L2 added to g), adamw (decoupled)
 };
 
 struct KernelCall {

@@ -1,0 +1,300 @@
+//===- GradKernels.cpp - cpu kernels: input gradients of model-level ops --===//
+//
+// The backward kernels nn-autodiff's ops lower to: norms, attention (which
+// recomputes its softmax rather than storing it), the embedding's
+// scatter-add and cross-entropy's softmax-minus-onehot. Each takes the
+// forward op's inputs and the result's cotangent dy. Statistics accumulate
+// in double as in the forward kernels; contractions go to BLAS. rotary_grad
+// is the forward rotation with the angle negated (NNKernels.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace partita::runtime::cpu {
+
+namespace {
+
+/// Checks a layer_norm_grad / rms_norm_grad call (x, gamma, dy -> dx), all
+/// over x's last dimension, whose size it returns.
+int64_t checkNormGrad(const KernelCall &call) {
+  checkCall(call, 3, 1);
+  const TensorView &x = call.inputs[0], &dy = call.inputs[2],
+                   &dx = call.outputs[0];
+  checkSameType(call.kind, dy, "input 2 (dy)", x, "input 0 (x)");
+  checkSameType(call.kind, dx, "output 0", x, "input 0 (x)");
+  if (x.rank() < 1)
+    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  int64_t hidden = x.shape.back();
+  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  return hidden;
+}
+
+/// dq, dk or dv of attention for one (batch, head) pair at a time:
+///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
+///   dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(P * dP)),
+///   dQ = scale dS K, dK += scale dS^T Q.
+/// With grouped kv heads, the query heads of a group accumulate into their
+/// kv head's dk / dv.
+template <typename T>
+void attentionGrad(const KernelCall &call, const AttentionDims &a, char wrt) {
+  const T *q = call.inputs[0].as<T>(), *k = call.inputs[1].as<T>(),
+          *v = call.inputs[2].as<T>(), *dy = call.inputs[3].as<T>();
+  T *out = call.outputs[0].as<T>();
+  int64_t seqQ = a.seqQ, seqKV = a.seqKV, d = a.headDim;
+  int64_t group = a.heads / a.kvHeads;
+  int64_t ldq = a.heads * d, ldkv = a.kvHeads * d;
+  KernelKind kind = call.kind;
+  std::vector<T> p(seqQ * seqKV), dp(seqQ * seqKV);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      int64_t g = h / group;
+      const T *qh = q + b * seqQ * ldq + h * d;
+      const T *dyh = dy + b * seqQ * ldq + h * d;
+      const T *kh = k + b * seqKV * ldkv + g * d;
+      const T *vh = v + b * seqKV * ldkv + g * d;
+      gemm(kind, false, true, seqQ, seqKV, d, static_cast<T>(a.scale), qh, ldq,
+           kh, ldkv, T(0), p.data(), seqKV);
+      causalSoftmaxRows(p.data(), seqQ, seqKV, call.attrs.causal,
+                        call.attrs.queryOffset);
+      if (wrt == 'v') {
+        T *dvh = out + b * seqKV * ldkv + g * d;
+        gemm(kind, true, false, seqKV, d, seqQ, T(1), p.data(), seqKV, dyh, ldq,
+             T(1), dvh, ldkv);
+        continue;
+      }
+      gemm(kind, false, true, seqQ, seqKV, d, T(1), dyh, ldq, vh, ldkv, T(0),
+           dp.data(), seqKV);
+      for (int64_t i = 0; i < seqQ; ++i) {
+        const T *pi = p.data() + i * seqKV;
+        T *dpi = dp.data() + i * seqKV;
+        double dot = 0;
+        for (int64_t j = 0; j < seqKV; ++j)
+          dot += static_cast<double>(pi[j]) * dpi[j];
+        T s = static_cast<T>(dot);
+        for (int64_t j = 0; j < seqKV; ++j)
+          dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
+      }
+      if (wrt == 'q') {
+        T *dqh = out + b * seqQ * ldq + h * d;
+        gemm(kind, false, false, seqQ, d, seqKV, static_cast<T>(a.scale),
+             dp.data(), seqKV, kh, ldkv, T(0), dqh, ldq);
+      } else {
+        T *dkh = out + b * seqKV * ldkv + g * d;
+        gemm(kind, true, false, seqKV, d, seqQ, static_cast<T>(a.scale),
+             dp.data(), seqKV, qh, ldq, T(1), dkh, ldkv);
+      }
+    }
+  }
+}
+
+int64_t labelAt(const TensorView &labels, int64_t t) {
+  return labels.dtype == DType::I32 ? labels.as<int32_t>()[t]
+                                    : labels.as<int64_t>()[t];
+}
+
+} // namespace
+
+void runLayerNormGrad(const KernelCall &call) {
+  int64_t hidden = checkNormGrad(call);
+  const TensorView &x = call.inputs[0], &dx = call.outputs[0];
+  // y = xhat * gamma + beta, xhat = (x - mean) * rstd. With g = dy * gamma:
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *gamma = call.inputs[1].as<T>();
+    int64_t rows = hidden ? x.numElements() / hidden : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *src = x.as<T>() + r * hidden;
+      const T *dy = call.inputs[2].as<T>() + r * hidden;
+      T *dst = dx.as<T>() + r * hidden;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < hidden; ++i)
+        mean += src[i];
+      mean /= hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        double c = src[i] - mean;
+        var += c * c;
+      }
+      var /= hidden;
+      double rstd = 1.0 / std::sqrt(var + call.attrs.epsilon);
+      double meanG = 0, meanGX = 0;
+      for (int64_t i = 0; i < hidden; ++i) {
+        double g = static_cast<double>(dy[i]) * gamma[i];
+        meanG += g;
+        meanGX += g * (src[i] - mean) * rstd;
+      }
+      meanG /= hidden;
+      meanGX /= hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        double g = static_cast<double>(dy[i]) * gamma[i];
+        double xhat = (src[i] - mean) * rstd;
+        dst[i] = static_cast<T>(rstd * (g - meanG - xhat * meanGX));
+      }
+    }
+  });
+}
+
+void runRMSNormGrad(const KernelCall &call) {
+  int64_t hidden = checkNormGrad(call);
+  const TensorView &x = call.inputs[0], &dx = call.outputs[0];
+  // y = x * r * gamma, r = (mean(x^2) + eps)^(-1/2). With g = dy * gamma:
+  // dx = r * g - x * r^3 * mean(g * x).
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *gamma = call.inputs[1].as<T>();
+    int64_t rows = hidden ? x.numElements() / hidden : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *src = x.as<T>() + r * hidden;
+      const T *dy = call.inputs[2].as<T>() + r * hidden;
+      T *dst = dx.as<T>() + r * hidden;
+      double sq = 0, gx = 0;
+      for (int64_t i = 0; i < hidden; ++i) {
+        sq += static_cast<double>(src[i]) * src[i];
+        gx += static_cast<double>(dy[i]) * gamma[i] * src[i];
+      }
+      double rms = 1.0 / std::sqrt(sq / hidden + call.attrs.epsilon);
+      double c = rms * rms * rms * gx / hidden;
+      for (int64_t i = 0; i < hidden; ++i)
+        dst[i] = static_cast<T>(rms * static_cast<double>(dy[i]) * gamma[i] -
+                                c * src[i]);
+    }
+  });
+}
+
+void runAttentionGrad(const KernelCall &call) {
+  checkCall(call, 4, 1);
+  AttentionDims a = checkAttentionInputs(call);
+  const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                   &out = call.outputs[0];
+  KernelKind kind = call.kind;
+  checkSameType(kind, call.inputs[3], "input 3 (dy)", q, "input 0 (query)");
+  const std::string &wrt = call.attrs.wrt;
+  if (wrt != "q" && wrt != "k" && wrt != "v")
+    fail(kind, "wrt must be \"q\", \"k\" or \"v\", got \"" + wrt + "\"");
+  if (wrt == "q")
+    checkSameType(kind, out, "output 0 (dq)", q, "input 0 (query)");
+  else
+    checkSameType(kind, out, wrt == "k" ? "output 0 (dk)" : "output 0 (dv)",
+                  k, "input 1 (key)");
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  dispatchFloat(kind, q.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    // dk and dv accumulate over the query heads of a group (and are zero
+    // where no query attends).
+    std::fill(out.as<T>(), out.as<T>() + out.numElements(), T(0));
+    if (out.numElements() == 0 || q.numElements() == 0)
+      return;
+    if (a.seqKV == 0)
+      fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
+    attentionGrad<T>(call, a, wrt[0]);
+  });
+}
+
+void runEmbeddingGrad(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  const TensorView &dy = call.inputs[0], &ids = call.inputs[1],
+                   &out = call.outputs[0];
+  KernelKind kind = call.kind;
+  if (out.rank() != 2)
+    fail(kind, "output 0 (dtable) must be [vocab, hidden], got " +
+                   typeToString(out));
+  checkFloat(kind, dy, "input 0 (dy)");
+  checkIndex(kind, ids, "input 1 (ids)");
+  checkDType(kind, out, "output 0 (dtable)", dy.dtype);
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(out.shape[1]);
+  checkShape(kind, dy, "input 0 (dy)", shape);
+  int64_t offset = call.attrs.vocabOffset;
+  if (offset < 0)
+    fail(kind, "vocabOffset must be >= 0, got " + std::to_string(offset));
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  int64_t vocab = out.shape[0], hidden = out.shape[1];
+  dispatchFloat(kind, dy.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *rows = out.as<T>();
+    std::fill(rows, rows + out.numElements(), T(0));
+    const T *src = dy.as<T>();
+    for (int64_t t = 0, n = ids.numElements(); t < n; ++t, src += hidden) {
+      int64_t id = ids.dtype == DType::I32 ? ids.as<int32_t>()[t]
+                                           : ids.as<int64_t>()[t];
+      // The shard holds global rows [offset, offset + vocab); the other
+      // shards take the other ids (as the forward lookup gave them zeros).
+      if (id < offset || id - offset >= vocab)
+        continue;
+      T *dst = rows + (id - offset) * hidden;
+      for (int64_t i = 0; i < hidden; ++i)
+        dst[i] += src[i];
+    }
+  });
+}
+
+void runCrossEntropyGrad(const KernelCall &call) {
+  checkCall(call, 3, 1);
+  const TensorView &logits = call.inputs[0], &labels = call.inputs[1],
+                   &dloss = call.inputs[2], &out = call.outputs[0];
+  KernelKind kind = call.kind;
+  if (logits.rank() < 1)
+    fail(kind, "input 0 (logits) must be [..., vocab], got a rank-0 tensor");
+  checkFloat(kind, logits, "input 0 (logits)");
+  checkIndex(kind, labels, "input 1 (labels)");
+  checkShape(
+      kind, labels, "input 1 (labels)",
+      std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
+  checkShape(kind, dloss, "input 2 (dloss)", {});
+  checkDType(kind, dloss, "input 2 (dloss)", logits.dtype);
+  checkSameType(kind, out, "output 0", logits, "input 0 (logits)");
+  if (call.attrs.vocabOffset != 0)
+    fail(kind, "vocab-parallel cross_entropy_grad (vocabOffset " +
+                   std::to_string(call.attrs.vocabOffset) +
+                   ") is not supported yet");
+  if (call.attrs.meanCount < 0)
+    fail(kind,
+         "meanCount must be >= 0, got " + std::to_string(call.attrs.meanCount));
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  int64_t vocab = logits.shape.back();
+  int64_t tokens = labels.numElements();
+  for (int64_t t = 0; t < tokens; ++t)
+    if (labelAt(labels, t) >= vocab)
+      fail(kind, "label " + std::to_string(labelAt(labels, t)) +
+                     " of token " + std::to_string(t) + " is outside [0, " +
+                     std::to_string(vocab) + ")");
+  if (out.numElements() == 0)
+    return;
+  // The forward loss is a mean over meanCount tokens (the global count when
+  // tokens are split), so each row's gradient carries dloss / count.
+  int64_t count = call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens;
+  dispatchFloat(kind, logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    double scale = static_cast<double>(*dloss.as<T>()) / count;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const T *row = logits.as<T>() + t * vocab;
+      T *dst = out.as<T>() + t * vocab;
+      int64_t label = labelAt(labels, t);
+      // A negative label marks a skipped token (padding): the forward
+      // added nothing for it, so its gradient is 0.
+      if (label < 0) {
+        std::fill(dst, dst + vocab, T(0));
+        continue;
+      }
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < vocab; ++j)
+        m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
+      double sum = 0;
+      for (int64_t j = 0; j < vocab; ++j)
+        sum += std::exp(static_cast<double>(row[j]) - m);
+      for (int64_t j = 0; j < vocab; ++j) {
+        double p = std::exp(static_cast<double>(row[j]) - m) / sum;
+        dst[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
+      }
+    }
+  });
+}
+
+} // namespace partita::runtime::cpu

@@ -1,0 +1,110 @@
+//===- Optimizers.cpp - cpu kernels: sgd and adamw updates ----------------===//
+//
+// One elementwise pass per update, PyTorch's formulas (torch.optim.SGD with
+// dampening 0 and nesterov off; torch.optim.AdamW), computed in double per
+// element and stored in the parameter's dtype. Outputs may be exactly their
+// inputs (p' over p, buf' over buf), since each element reads every input
+// before it writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <cmath>
+
+namespace partita::runtime::cpu {
+
+namespace {
+
+void checkAttr(KernelKind kind, const char *name, double value, bool ok,
+               const char *range) {
+  if (!ok || !std::isfinite(value))
+    fail(kind, std::string(name) + " must be finite and " + range + ", got " +
+                   std::to_string(value));
+}
+
+/// Every input and output of an update has the parameter's type (input 0),
+/// except the inputs listed as `scalars` (rank 0 of its dtype).
+void checkUpdate(const KernelCall &call, size_t numInputs, size_t numOutputs,
+                 size_t scalars) {
+  checkCall(call, numInputs, numOutputs);
+  const TensorView &p = call.inputs[0];
+  checkFloat(call.kind, p, "input 0 (p)");
+  static const char *const inNames[] = {"input 0", "input 1", "input 2",
+                                        "input 3", "input 4"};
+  static const char *const outNames[] = {"output 0", "output 1", "output 2"};
+  for (size_t i = 1; i < numInputs - scalars; ++i)
+    checkSameType(call.kind, call.inputs[i], inNames[i], p, "input 0 (p)");
+  for (size_t i = numInputs - scalars; i < numInputs; ++i) {
+    checkShape(call.kind, call.inputs[i], inNames[i], {});
+    checkDType(call.kind, call.inputs[i], inNames[i], p.dtype);
+  }
+  for (size_t o = 0; o < numOutputs; ++o)
+    checkSameType(call.kind, call.outputs[o], outNames[o], p, "input 0 (p)");
+  checkNoOverlap(call, /*allowExactAlias=*/true);
+}
+
+} // namespace
+
+void runSGD(const KernelCall &call) {
+  checkUpdate(call, 3, 2, 0);
+  const KernelAttrs &a = call.attrs;
+  checkAttr(call.kind, "lr", a.lr, a.lr >= 0, ">= 0");
+  checkAttr(call.kind, "momentum", a.momentum, a.momentum >= 0, ">= 0");
+  checkAttr(call.kind, "weightDecay", a.weightDecay, a.weightDecay >= 0,
+            ">= 0");
+  dispatchFloat(call.kind, call.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *p = call.inputs[0].as<T>(), *g = call.inputs[1].as<T>(),
+            *buf = call.inputs[2].as<T>();
+    T *pOut = call.outputs[0].as<T>(), *bufOut = call.outputs[1].as<T>();
+    for (int64_t i = 0, n = call.inputs[0].numElements(); i < n; ++i) {
+      double g2 = double(g[i]) + a.weightDecay * double(p[i]);
+      double b = a.momentum * double(buf[i]) + g2;
+      double next = double(p[i]) - a.lr * b;
+      bufOut[i] = static_cast<T>(b);
+      pOut[i] = static_cast<T>(next);
+    }
+  });
+}
+
+void runAdamW(const KernelCall &call) {
+  checkUpdate(call, 5, 3, 1);
+  const KernelAttrs &a = call.attrs;
+  checkAttr(call.kind, "lr", a.lr, a.lr >= 0, ">= 0");
+  checkAttr(call.kind, "beta1", a.beta1, a.beta1 >= 0 && a.beta1 < 1,
+            "in [0, 1)");
+  checkAttr(call.kind, "beta2", a.beta2, a.beta2 >= 0 && a.beta2 < 1,
+            "in [0, 1)");
+  checkAttr(call.kind, "eps", a.eps, a.eps > 0, "> 0");
+  checkAttr(call.kind, "weightDecay", a.weightDecay, a.weightDecay >= 0,
+            ">= 0");
+  dispatchFloat(call.kind, call.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    double t = double(*call.inputs[4].as<T>());
+    // The bias corrections divide by 1 - beta^t: zero at t = 0.
+    if (!(t >= 1 && std::isfinite(t)))
+      fail(call.kind, "input 4 (step) must hold the step number t >= 1 (the "
+                      "step function increments it before the update), "
+                      "got " +
+                          std::to_string(t));
+    double c1 = 1 - std::pow(a.beta1, t), c2 = 1 - std::pow(a.beta2, t);
+    double decay = 1 - a.lr * a.weightDecay;
+    const T *p = call.inputs[0].as<T>(), *g = call.inputs[1].as<T>(),
+            *m = call.inputs[2].as<T>(), *v = call.inputs[3].as<T>();
+    T *pOut = call.outputs[0].as<T>(), *mOut = call.outputs[1].as<T>(),
+      *vOut = call.outputs[2].as<T>();
+    for (int64_t i = 0, n = call.inputs[0].numElements(); i < n; ++i) {
+      double gi = g[i];
+      double m2 = a.beta1 * double(m[i]) + (1 - a.beta1) * gi;
+      double v2 = a.beta2 * double(v[i]) + (1 - a.beta2) * gi * gi;
+      double next =
+          double(p[i]) * decay - a.lr * (m2 / c1) / (std::sqrt(v2 / c2) + a.eps);
+      mOut[i] = static_cast<T>(m2);
+      vOut[i] = static_cast<T>(v2);
+      pOut[i] = static_cast<T>(next);
+    }
+  });
+}
+
+} // namespace partita::runtime::cpu
