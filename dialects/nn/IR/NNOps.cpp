@@ -698,11 +698,11 @@ LogicalResult SGDOp::verify() {
 LogicalResult AdamWOp::verify() {
   RankedTensorType paramType = tensorType(getParam());
   RankedTensorType stepType = tensorType(getStep());
-  if (stepType.getRank() != 0 ||
-      stepType.getElementType() != paramType.getElementType())
+  auto expectedStep = RankedTensorType::get({}, paramType.getElementType());
+  if (stepType != expectedStep)
     return emitOpError("step must be a 0-d tensor of the parameter's element "
-                       "type (tensor<")
-           << paramType.getElementType() << ">), but has type " << stepType;
+                       "type (")
+           << expectedStep << "), but has type " << stepType;
   if (failed(verifyNonNegativeFinite(*this, "lr", getLr())) ||
       failed(verifyDecayRate(*this, "beta1", getBeta1())) ||
       failed(verifyDecayRate(*this, "beta2", getBeta2())) ||

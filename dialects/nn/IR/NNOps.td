@@ -352,7 +352,7 @@ def NN_ConstantOp : NN_ShardableOp<"constant", [ConstantLike,
 //===----------------------------------------------------------------------===//
 
 def NN_AttentionGradWrt : I32EnumAttr<"AttentionGradWrt",
-    "operand of nn.attention that nn.attention_grad differentiates", [
+    "the nn.attention operand differentiated: q (0), k (1) or v (2)", [
     I32EnumAttrCase<"Query", 0, "q">,
     I32EnumAttrCase<"Key", 1, "k">,
     I32EnumAttrCase<"Value", 2, "v">,
