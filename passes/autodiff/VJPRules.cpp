@@ -139,9 +139,10 @@ FailureOr<Value> vjp(LogOp op, OpBuilder &b, unsigned, Value dy) {
 FailureOr<Value> vjp(TanhOp op, OpBuilder &b, unsigned, Value dy) {
   Location loc = op.getLoc();
   Value y = op.getResult();
-  Value slope =
-      sub(b, loc, splat(b, loc, y.getType(), 1.0), mul(b, loc, y, y));
-  return mul(b, loc, dy, slope);
+  // Built one statement at a time: argument order is unspecified in C++.
+  Value square = mul(b, loc, y, y);
+  Value one = splat(b, loc, y.getType(), 1.0);
+  return mul(b, loc, dy, sub(b, loc, one, square));
 }
 
 FailureOr<Value> vjp(RsqrtOp op, OpBuilder &b, unsigned, Value dy) {
@@ -149,14 +150,16 @@ FailureOr<Value> vjp(RsqrtOp op, OpBuilder &b, unsigned, Value dy) {
   Location loc = op.getLoc();
   Value y = op.getResult();
   Value cube = mul(b, loc, mul(b, loc, y, y), y);
-  return mul(b, loc, dy, mul(b, loc, splat(b, loc, y.getType(), -0.5), cube));
+  Value minusHalf = splat(b, loc, y.getType(), -0.5);
+  return mul(b, loc, dy, mul(b, loc, minusHalf, cube));
 }
 
 FailureOr<Value> vjp(SqrtOp op, OpBuilder &b, unsigned, Value dy) {
   // y = x^(1/2): dy/dx = 0.5 / y.
   Location loc = op.getLoc();
   Value y = op.getResult();
-  return div(b, loc, mul(b, loc, dy, splat(b, loc, y.getType(), 0.5)), y);
+  Value half = splat(b, loc, y.getType(), 0.5);
+  return div(b, loc, mul(b, loc, dy, half), y);
 }
 
 FailureOr<Value> vjp(ReluOp op, OpBuilder &b, unsigned, Value dy) {
@@ -260,12 +263,16 @@ FailureOr<Value> vjp(ReduceOp op, OpBuilder &b, unsigned, Value dy) {
   switch (op.getKind()) {
   case ReduceKind::Sum:
     return wide(dy);
-  case ReduceKind::Mean:
-    return mul(b, loc, wide(dy),
+  case ReduceKind::Mean: {
+    Value spread = wide(dy);
+    return mul(b, loc, spread,
                splat(b, loc, inType, 1.0 / static_cast<double>(count)));
-  case ReduceKind::Max:
-    return mul(b, loc, wide(dy),
-               greaterEqual(b, loc, op.getInput(), wide(op.getResult())));
+  }
+  case ReduceKind::Max: {
+    Value spread = wide(dy);
+    Value isMax = greaterEqual(b, loc, op.getInput(), wide(op.getResult()));
+    return mul(b, loc, spread, isMax);
+  }
   }
   return op.emitError("cannot differentiate this reduction kind");
 }
@@ -311,9 +318,10 @@ FailureOr<Value> vjp(LayerNormOp op, OpBuilder &b, unsigned index, Value dy) {
                                    op.getGamma(), dy, op.getEpsilonAttr())
         .getResult();
   case 1: {
-    Value normalized = LayerNormOp::create(
-        b, loc, op.getType(), op.getInput(), splat(b, loc, gammaType, 1.0),
-        splat(b, loc, gammaType, 0.0), op.getEpsilonAttr());
+    Value ones = splat(b, loc, gammaType, 1.0);
+    Value zeros = splat(b, loc, gammaType, 0.0);
+    Value normalized = LayerNormOp::create(b, loc, op.getType(), op.getInput(),
+                                           ones, zeros, op.getEpsilonAttr());
     return sumLeading(b, loc, mul(b, loc, dy, normalized));
   }
   default:
