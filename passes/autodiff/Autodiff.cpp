@@ -30,6 +30,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 
 #include <cmath>
 
@@ -82,13 +83,22 @@ StringRef layerOf(Location loc) {
   return text.take_front(strlen("layers.") + index.size());
 }
 
+/// "-0.5", "1e-08", "inf": options read back as the user wrote them.
+std::string formatNumber(double value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%g", value);
+  return text;
+}
+
 LogicalResult checkOptions(ModuleOp module, const AutodiffOptions &options) {
   auto check = [&](bool ok, StringRef name, double value,
                    StringRef expected) -> LogicalResult {
     if (ok && std::isfinite(value))
       return success();
     return module.emitError("nn-autodiff: ")
-           << name << " must be " << expected << ", got " << value;
+           << name << " must be " << expected << ", got "
+           << formatNumber(value);
   };
   if (failed(check(options.lr >= 0, "lr", options.lr, "finite and >= 0")) ||
       failed(check(options.momentum >= 0, "momentum", options.momentum,

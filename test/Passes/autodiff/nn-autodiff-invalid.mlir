@@ -1,0 +1,94 @@
+// RUN: partita-opt %s -split-input-file -nn-autodiff -verify-diagnostics
+
+// Tests that a module without @forward is an error.
+// expected-error @+1 {{nn-autodiff: the module has no func.func @forward}}
+module {
+  func.func @other(%x: tensor<4xf32> {nn.param = "x"}) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Tests that a module that already has the function to build is an error.
+// expected-error @+1 {{nn-autodiff: the module already has a @train_step}}
+module {
+  func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"}) {
+    %l = nn.reduce sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @train_step() {
+    return
+  }
+}
+
+// -----
+
+// Tests that a declaration without a body is an error.
+// expected-error @+1 {{nn-autodiff: @forward must have a body of one block}}
+func.func private @forward(tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"})
+
+// -----
+
+// Tests that an argument that is neither a parameter nor an input is an error.
+// expected-error @+1 {{nn-autodiff: argument #1 of @forward is neither a parameter (nn.param) nor an input (nn.input)}}
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}, %y: tensor<4xf32>) -> (tensor<f32> {nn.output = "loss"}) {
+  %s = nn.add %x, %y : tensor<4xf32>
+  %l = nn.reduce sum %s dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that an integer parameter is an error.
+// expected-error @+1 {{nn-autodiff: parameter 'n' must be a float tensor, got 'tensor<4xi32>'}}
+func.func @forward(%n: tensor<4xi32> {nn.param = "n"}, %x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"}) {
+  %l = nn.reduce sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that a function without parameters is an error.
+// expected-error @+1 {{nn-autodiff: @forward has no parameter (nn.param) to train}}
+func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> (tensor<f32> {nn.output = "loss"}) {
+  %l = nn.reduce sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that a function without a loss result is an error.
+// expected-error @+1 {{nn-autodiff: @forward has no result marked nn.output = "loss"}}
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "logits"}) {
+  %l = nn.reduce sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that a loss that is not rank 0 is an error.
+// expected-error @+1 {{nn-autodiff: the loss must be a rank-0 float tensor, got 'tensor<4xf32>'}}
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<4xf32> {nn.output = "loss"}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// Tests that an integer loss is an error.
+// expected-error @+1 {{nn-autodiff: the loss must be a rank-0 float tensor, got 'tensor<i32>'}}
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}, %n: tensor<i32> {nn.input = "n"}) -> (tensor<i32> {nn.output = "loss"}) {
+  return %n : tensor<i32>
+}
+
+// -----
+
+// Tests that an op on the path from a parameter to the loss without a VJP
+// rule is an error at that op.
+func.func private @helper(tensor<4xf32>) -> tensor<4xf32>
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"}) {
+  // expected-error @+1 {{nn-autodiff: 'func.call' has no VJP rule (VJPOpInterface), but the loss depends on a parameter through it}}
+  %y = func.call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %l = nn.reduce sum %y dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
