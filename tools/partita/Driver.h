@@ -28,6 +28,7 @@ Command getModelCommand();
 Command getPlanCommand();
 Command getRunCommand();
 Command getExplainCommand();
+Command getGradcheckCommand();
 
 /// Prints "partita <command>: error: <message>" on stderr; returns 1, the
 /// exit code of every failure.

@@ -1,8 +1,10 @@
-//===- RunCommand.cpp - `partita run`: execute a plan
-//----------------------===//
+//===- RunCommand.cpp - `partita run`: execute a plan ---------------------===//
 //
 // Loads a plan, runs its step program on N ranks (threads on the local
-// communicator, or MPI processes), and prints every result. Inputs come from
+// communicator, or MPI processes), and prints every result. A train step
+// (@train_step, from `partita plan --train`) is trained instead: --steps
+// steps on consecutive batches of a token file (TrainData.h), one line per
+// step with its loss. Inputs come from
 // .npy files or are generated (counter-based, so every rank and every run
 // sees the same values; integer inputs in [0, bound) from the plan). With
 // --check it also runs the plan's unpartitioned "reference" program on one
@@ -13,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/partita/Driver.h"
+#include "tools/partita/TrainData.h"
 
 #include "partita/runtime/Executor.h"
 
@@ -26,6 +29,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 using namespace llvm;
@@ -47,7 +51,20 @@ cl::opt<std::string> commArg("comm", cl::sub(runCommand), cl::init("local"),
                                       "or mpi (one process per rank, under "
                                       "mpirun)"));
 cl::opt<std::string> stepsArg("steps", cl::sub(runCommand), cl::value_desc("k"),
-                              cl::desc("Steps to run (default 1)"));
+                              cl::desc("Steps to run (default 1); a train "
+                                       "step trains for k steps"));
+cl::opt<std::string> dataArg(
+    "data", cl::sub(runCommand), cl::value_desc("file"),
+    cl::desc("Training: flat binary file of token ids, batches of "
+             "consecutive windows of seq + 1 tokens (default: "
+             "/usr/share/common-licenses/GPL-3, byte-level)"));
+cl::opt<unsigned> tokenBytesArg(
+    "token-bytes", cl::sub(runCommand), cl::init(1), cl::value_desc("1|2|4"),
+    cl::desc("Training: bytes per token in --data (little-endian; default "
+             "1: ids are bytes)"));
+cl::opt<std::string> saveParamsArg(
+    "save-params", cl::sub(runCommand), cl::value_desc("dir"),
+    cl::desc("Training: write the final parameters as DIR/<name>.npy"));
 cl::list<std::string> inputsArg(
     "inputs", cl::sub(runCommand), cl::CommaSeparated,
     cl::value_desc("a.npy,..."),
@@ -60,7 +77,9 @@ cl::opt<bool> checkArg("check", cl::sub(runCommand),
                                 "reference program run on one rank"));
 cl::opt<double> rtolArg("rtol", cl::sub(runCommand), cl::init(1e-5),
                         cl::desc("--check: largest relative difference "
-                                 "allowed (max |a-b| / max |b| per result)"));
+                                 "allowed (max |a-b| / max |b| per result; "
+                                 "training: per step's loss and per final "
+                                 "parameter)"));
 cl::opt<uint64_t> seedArg("input-seed", cl::sub(runCommand), cl::init(1),
                           cl::desc("Seed of generated inputs"));
 cl::opt<unsigned> timeoutArg("timeout-ms", cl::sub(runCommand), cl::init(60000),
@@ -199,6 +218,8 @@ std::string describe(const rt::ProgramValue &v) {
   return s + "]";
 }
 
+rt::Tensor generateInput(const rt::ProgramValue &v, uint64_t seed);
+
 std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
                                    const std::string &program) {
   std::vector<rt::ProgramValue> inputs = plan.inputs(program);
@@ -212,11 +233,19 @@ std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
       tensors.push_back(readNpy(path));
     return tensors;
   }
-  for (const rt::ProgramValue &v : inputs) {
+  for (const rt::ProgramValue &v : inputs)
+    tensors.push_back(generateInput(v, seedArg));
+  return tensors;
+}
+
+/// A generated input: floats uniform in [-1, 1), integers uniform in
+/// [0, bound), counter-based on `seed` and the input's name.
+rt::Tensor generateInput(const rt::ProgramValue &v, uint64_t seed) {
+  {
     rt::Tensor t(v.dtype, v.globalShape);
     std::string key = "input:" + v.name;
     for (int64_t i = 0; i < t.numElements(); ++i) {
-      double u = rt::initialValue(seedArg, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
+      double u = rt::initialValue(seed, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
       switch (v.dtype) {
       case rt::DType::F32:
         t.data<float>()[i] = float(2 * u - 1);
@@ -243,9 +272,8 @@ std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
                         " of this dtype; pass --inputs");
       }
     }
-    tensors.push_back(std::move(t));
+    return t;
   }
-  return tensors;
 }
 
 double elementAsDouble(const rt::Tensor &t, int64_t i) {
@@ -311,6 +339,288 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
   return results;
 }
 
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+/// Where a train step's batches come from: ids/labels from a token file,
+/// every other input generated anew per step.
+class BatchSource {
+public:
+  BatchSource(std::vector<rt::ProgramValue> inputs) : inputs(std::move(inputs)) {
+    for (size_t i = 0; i < this->inputs.size(); ++i) {
+      if (this->inputs[i].name == "ids")
+        idsIndex = int(i);
+      if (this->inputs[i].name == "labels")
+        labelsIndex = int(i);
+    }
+  }
+
+  /// Loads and checks the token file when the program reads tokens (ids
+  /// and labels, i32 [batch, seq]); fails when --data was given for a
+  /// program that takes none.
+  void load() {
+    if (idsIndex < 0 || labelsIndex < 0) {
+      if (dataArg.getNumOccurrences())
+        throw rt::Error("--data feeds programs with 'ids' and 'labels' "
+                        "inputs (gpt, llama); this one takes " +
+                        inputList() + ", generated per step");
+      return;
+    }
+    const rt::ProgramValue &ids = inputs[idsIndex], &labels = inputs[labelsIndex];
+    if (ids.globalShape.size() != 2 || ids.globalShape != labels.globalShape ||
+        ids.dtype != rt::DType::I32 || labels.dtype != rt::DType::I32)
+      throw rt::Error("token data needs 'ids' and 'labels' inputs of one "
+                      "shape i32[batch x seq]; the program has " +
+                      describe(ids) + " and " + describe(labels));
+    batch = ids.globalShape[0];
+    seq = ids.globalShape[1];
+    vocab = ids.valueBound;
+    if (labels.valueBound > 0 && (vocab <= 0 || labels.valueBound < vocab))
+      vocab = labels.valueBound;
+    if (vocab <= 0)
+      throw rt::Error("the plan gives no vocabulary for 'ids' (no value "
+                      "bound), so token data cannot be checked against it");
+    std::string path =
+        dataArg.getNumOccurrences() ? dataArg.getValue() : kDefaultTrainData.str();
+    Expected<TokenData> loaded = TokenData::load(path, tokenBytesArg);
+    if (!loaded)
+      throw rt::Error(toString(loaded.takeError()));
+    if (Error err = loaded->check(batch, seq, vocab))
+      throw rt::Error(toString(std::move(err)));
+    data = std::move(*loaded);
+  }
+
+  /// Step `step`'s inputs (0-based), in the program's input order.
+  std::vector<rt::Tensor> make(int64_t step) const {
+    std::vector<rt::Tensor> tensors;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      tensors.push_back(data && (int(i) == idsIndex || int(i) == labelsIndex)
+                            ? rt::Tensor(rt::DType::I32, inputs[i].globalShape)
+                            : generateInput(inputs[i], seedArg + step));
+    if (data)
+      data->batch(step, batch, seq, tensors[idsIndex].data<int32_t>(),
+                  tensors[labelsIndex].data<int32_t>());
+    return tensors;
+  }
+
+  /// "data GPL-3 (35149 tokens), batch 8 x seq 16", or what is generated.
+  std::string describeSource() const {
+    if (!data)
+      return "inputs generated per step (" + inputList() + ")";
+    return "data " + data->getPath() + " (" + std::to_string(data->size()) +
+           " tokens), batch " + std::to_string(batch) + " x seq " +
+           std::to_string(seq);
+  }
+
+private:
+  std::string inputList() const {
+    std::string list;
+    for (const rt::ProgramValue &v : inputs)
+      list += (list.empty() ? "" : ", ") + describe(v);
+    return list.empty() ? "no inputs" : list;
+  }
+
+  std::vector<rt::ProgramValue> inputs;
+  int idsIndex = -1, labelsIndex = -1;
+  int64_t batch = 0, seq = 0, vocab = 0;
+  std::optional<TokenData> data;
+};
+
+/// What a training run leaves: the loss of every step, the final results
+/// (updated parameters, state, loss) and the step times.
+struct TrainRun {
+  std::vector<double> losses;
+  std::vector<double> seconds;
+  std::vector<rt::Tensor> finalResults;
+};
+
+/// Trains `program` for `steps` steps on `ranks` ranks; prints a line per
+/// step when `print`. Results are kept on rank 0 (the one that prints).
+TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
+               const std::string &program, int ranks,
+               const BatchSource &source, int64_t steps, rt::Communicator *mpi,
+               bool print) {
+  std::vector<rt::ProgramValue> values = plan->results(program);
+  size_t lossIndex = values.size() - 1;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == "loss")
+      lossIndex = i;
+  TrainRun out;
+  std::mutex mutex;
+  auto body = [&](rt::Communicator *comm) {
+    auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
+    rt::Executor executor(plan, program, comm, *backend);
+    bool printer = !comm || comm->rank() == 0;
+    TrainRun mine;
+    for (int64_t step = 0; step < steps; ++step) {
+      executor.setInputs(source.make(step));
+      auto start = std::chrono::steady_clock::now();
+      executor.run();
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      // Collective: every rank gathers, rank 0 keeps.
+      std::vector<rt::Tensor> results = executor.gatherResults();
+      if (!printer)
+        continue;
+      double loss = elementAsDouble(results.at(lossIndex), 0);
+      mine.losses.push_back(loss);
+      mine.seconds.push_back(seconds);
+      if (print) {
+        outs() << "step " << step + 1 << "/" << steps << "  loss "
+               << format("%.4f", loss) << "  ("
+               << format("%.1f", seconds * 1e3) << " ms)\n";
+        outs().flush();
+      }
+      if (step + 1 == steps)
+        mine.finalResults = std::move(results);
+    }
+    if (printer) {
+      std::lock_guard<std::mutex> lock(mutex);
+      out = std::move(mine);
+    }
+  };
+  if (!plan->isPartitioned(program))
+    body(nullptr);
+  else if (mpi)
+    body(mpi);
+  else
+    rt::runLocalRanks(
+        ranks, [&](rt::Communicator &comm) { body(&comm); },
+        std::chrono::milliseconds(timeoutArg));
+  return out;
+}
+
+/// Whether result `value` of a train step is an updated parameter (not
+/// the loss, not optimizer state).
+bool isParameterResult(const rt::ProgramValue &value) {
+  StringRef name = value.name;
+  return !name.empty() && name != "loss" && name != "step" &&
+         !name.ends_with(".m") && !name.ends_with(".v") &&
+         !name.ends_with(".momentum");
+}
+
+/// max |a - b| / max |b| over two results of one shape (infinite on NaN).
+double relativeDifference(const rt::Tensor &a, const rt::Tensor &b,
+                          double &maxAbs) {
+  maxAbs = 0;
+  double maxRef = 0;
+  for (int64_t e = 0; e < a.numElements(); ++e) {
+    double x = elementAsDouble(a, e), y = elementAsDouble(b, e);
+    double diff = std::fabs(x - y);
+    maxAbs = std::isnan(diff) ? INFINITY : std::max(maxAbs, diff);
+    maxRef = std::max(maxRef, std::fabs(y));
+  }
+  return maxAbs == 0 ? 0 : maxRef == 0 ? INFINITY : maxAbs / maxRef;
+}
+
+int runTraining(std::shared_ptr<const rt::PlanFile> plan,
+                const std::string &program, int64_t ranks, int64_t steps,
+                rt::Communicator *mpi) {
+  bool printer = !mpi || mpi->rank() == 0;
+  BatchSource source(plan->inputs(program));
+  source.load();
+  if (printer) {
+    outs() << "partita run: training " << program << " for " << steps
+           << " step" << (steps == 1 ? "" : "s") << " on " << ranks << " rank"
+           << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
+           << "), arena " << plan->arenaBytes(program) << " bytes per rank; "
+           << source.describeSource() << "\n";
+    outs().flush();
+  }
+  TrainRun run = train(plan, program, int(ranks), source, steps, mpi,
+                       /*print=*/printer);
+  if (!printer)
+    return 0;
+  std::vector<rt::ProgramValue> values = plan->results(program);
+  if (run.finalResults.size() != values.size())
+    return reportError(kCommand, "the train step returned " +
+                                     std::to_string(run.finalResults.size()) +
+                                     " results, its plan lists " +
+                                     std::to_string(values.size()));
+  auto writeAll = [&](const std::string &dir, bool paramsOnly) -> int {
+    if (std::error_code ec = sys::fs::create_directories(dir))
+      return reportError(kCommand,
+                         "cannot create '" + dir + "': " + ec.message());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (paramsOnly && !isParameterResult(values[i]))
+        continue;
+      std::string name =
+          values[i].name.empty() ? "result" + std::to_string(i) : values[i].name;
+      SmallString<128> path(dir);
+      sys::path::append(path, name + ".npy");
+      writeNpy(path.str().str(), run.finalResults[i]);
+    }
+    return 0;
+  };
+  if (!saveParamsArg.empty())
+    if (int rc = writeAll(saveParamsArg, /*paramsOnly=*/true))
+      return rc;
+  if (!outputsArg.empty())
+    if (int rc = writeAll(outputsArg, /*paramsOnly=*/false))
+      return rc;
+  bool finite = llvm::all_of(run.losses, [](double l) { return std::isfinite(l); });
+  if (!finite) {
+    outs().flush();
+    return reportError(kCommand, "the loss is not finite");
+  }
+  if (!checkArg)
+    return 0;
+
+  // The reference: the unpartitioned train step, one rank, same batches.
+  TrainRun ref = train(plan, "reference", 1, source, steps, nullptr,
+                       /*print=*/false);
+  if (ref.finalResults.size() != run.finalResults.size())
+    return reportError(kCommand, "the reference program has " +
+                                     std::to_string(ref.finalResults.size()) +
+                                     " results, the train step " +
+                                     std::to_string(run.finalResults.size()));
+  bool ok = true;
+  double worstLoss = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    double a = run.losses[step], b = ref.losses[step];
+    double rel = a == b ? 0 : b == 0 ? INFINITY : std::fabs(a - b) / std::fabs(b);
+    if (std::isnan(rel))
+      rel = INFINITY;
+    worstLoss = std::max(worstLoss, rel);
+    bool pass = rel <= rtolArg;
+    ok &= pass;
+    outs() << "check step " << step + 1 << "/" << steps << ": loss "
+           << format("%.6f", a) << ", reference " << format("%.6f", b)
+           << ", rel diff " << format("%.3e", rel)
+           << (pass ? "" : " (FAILED)") << "\n";
+  }
+  outs() << "check loss: max rel diff " << format("%.3e", worstLoss)
+         << " over " << steps << " step" << (steps == 1 ? "" : "s") << " ("
+         << (worstLoss <= rtolArg ? "ok" : "FAILED") << ", rtol "
+         << format("%g", double(rtolArg)) << ")\n";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!isParameterResult(values[i]))
+      continue;
+    const rt::Tensor &a = run.finalResults[i], &b = ref.finalResults[i];
+    if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
+      outs() << "check param " << values[i].name
+             << ": shape or dtype differs from the reference (FAILED)\n";
+      ok = false;
+      continue;
+    }
+    double maxAbs;
+    double rel = relativeDifference(a, b, maxAbs);
+    bool pass = rel <= rtolArg;
+    ok &= pass;
+    outs() << "check param " << values[i].name << ": max abs diff "
+           << format("%.3e", maxAbs) << ", max rel diff "
+           << format("%.3e", rel) << " (" << (pass ? "ok" : "FAILED")
+           << ", rtol " << format("%g", double(rtolArg)) << ")\n";
+  }
+  outs().flush();
+  if (!ok)
+    return reportError(kCommand, "training differs from the reference beyond "
+                                 "--rtol");
+  return 0;
+}
+
 int runRun() {
   if (planFile.empty())
     return reportError(kCommand, "missing the plan file (partita run PLAN.pb "
@@ -360,6 +670,23 @@ int runRun() {
                                          std::to_string(mpi->size()) +
                                          " processes, but the plan needs " +
                                          std::to_string(ranks));
+    }
+    bool training = program == "train_step";
+    if (!training)
+      for (const cl::Option *option :
+           std::initializer_list<const cl::Option *>{&dataArg, &tokenBytesArg,
+                                                     &saveParamsArg})
+        if (option->getNumOccurrences())
+          return reportError(kCommand,
+                             "--" + option->ArgStr +
+                                 " is for training: the plan's program is '" +
+                                 program +
+                                 "', not a train step (partita plan --train)");
+    if (training) {
+      if (!inputsArg.empty())
+        return reportError(kCommand, "--inputs does not apply to a train "
+                                     "step: its batches come from --data");
+      return runTraining(plan, program, ranks, steps, mpi.get());
     }
     bool printer = !mpi || mpi->rank() == 0;
     std::vector<rt::Tensor> inputs = makeInputs(*plan, program);

@@ -23,7 +23,8 @@ using namespace partita::driver;
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   const Command commands[] = {getModelCommand(), getPlanCommand(),
-                              getRunCommand(), getExplainCommand()};
+                              getRunCommand(), getExplainCommand(),
+                              getGradcheckCommand()};
 
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "partita " << PARTITA_VERSION << " (MLIR " << LLVM_VERSION_STRING

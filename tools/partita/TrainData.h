@@ -1,0 +1,59 @@
+//===- TrainData.h - token batches for `partita run --steps` ----*- C++ -*-===//
+//
+// Training data for language models is a flat binary file of token ids
+// (1, 2 or 4 bytes each, little-endian, unsigned). Batches are consecutive
+// windows of seq + 1 tokens, wrapping around the end of the file: window w
+// starts at token (w * (seq + 1)) mod N, and step k's batch holds windows
+// k * batch .. k * batch + batch - 1, one per row. A row's ids are the
+// window's first seq tokens, its labels the last seq (the next token).
+// Every rank and every run reads the same batches, so a partitioned run and
+// its one-rank reference see identical data.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_TOOLS_PARTITA_TRAINDATA_H
+#define PARTITA_TOOLS_PARTITA_TRAINDATA_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace partita::driver {
+
+/// The file `partita run` trains on when no --data is given: plain English
+/// text, read byte by byte (ids 0..255, `partita model gpt --vocab 256`).
+constexpr llvm::StringLiteral kDefaultTrainData =
+    "/usr/share/common-licenses/GPL-3";
+
+class TokenData {
+public:
+  /// Reads `path` as tokens of `tokenBytes` (1, 2 or 4) bytes. Fails,
+  /// saying why, when the file cannot be read, is empty, or its size is not
+  /// a whole number of tokens.
+  static llvm::Expected<TokenData> load(llvm::StringRef path,
+                                        unsigned tokenBytes);
+
+  /// Checks that one batch fits (the file holds at least batch * (seq + 1)
+  /// tokens) and that every id is below `vocab`, the model's vocabulary.
+  llvm::Error check(int64_t batch, int64_t seq, int64_t vocab) const;
+
+  /// Fills `ids` and `labels` (batch * seq each, row-major) with step
+  /// `step`'s batch.
+  void batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
+             int32_t *labels) const;
+
+  int64_t size() const { return int64_t(tokens.size()); }
+  const std::string &getPath() const { return path; }
+
+private:
+  std::string path;
+  unsigned tokenBytes = 1;
+  std::vector<uint32_t> tokens;
+};
+
+} // namespace partita::driver
+
+#endif // PARTITA_TOOLS_PARTITA_TRAINDATA_H
