@@ -169,6 +169,14 @@ struct Executor::Impl {
   std::vector<Storage> persistent;
   std::vector<TensorView> views; // per buffer
   std::vector<std::function<void()>> steps;
+  // After a step: results copied into the parameters and state they
+  // replace. A result that is itself a persistent buffer is staged first,
+  // so results that exchange parameters still read the old values.
+  struct CopyBack {
+    void *from, *staged, *to; // staged: null when `from` is an activation
+    size_t bytes;
+  };
+  std::vector<CopyBack> copyBacks;
 
   const plan::Buffer &buffer(int64_t id) const { return program->buffers(id); }
 
@@ -253,6 +261,12 @@ struct Executor::Impl {
   }
 
   std::function<void()> compileCollective(const plan::Collective &c);
+  /// Buffer `id` as a global array (see gatherResults).
+  Tensor gatherBuffer(int64_t id);
+  /// Writes this rank's block of global value `t` into buffer `id`.
+  void scatterInto(int64_t id, const Tensor &t, const std::string &what);
+  /// The PARAMETER or STATE buffer named `name`; throws naming it.
+  int64_t persistentId(const std::string &name) const;
 };
 
 /// Moves dimension `d` of `shape` to the front: the permutation and the
@@ -500,11 +514,60 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       }
     });
   }
+  for (int64_t id : s.program->results()) {
+    const plan::Buffer &b = s.buffer(id);
+    if (b.replaces().empty())
+      continue;
+    int64_t target = s.persistentId(b.replaces());
+    if (target == id)
+      continue; // returned unchanged
+    Impl::CopyBack copy{s.views[id].data, nullptr, s.views[target].data,
+                        s.views[id].numBytes()};
+    if (b.role() != plan::ACTIVATION) {
+      s.persistent.push_back(allocate(copy.bytes));
+      copy.staged = s.persistent.back().get();
+    }
+    s.copyBacks.push_back(copy);
+  }
 }
 
 Executor::~Executor() = default;
 
 int64_t Executor::arenaBytes() const { return pimpl->program->arena_bytes(); }
+
+void Executor::Impl::scatterInto(int64_t id, const Tensor &t,
+                                 const std::string &what) {
+  const plan::Buffer &b = buffer(id);
+  std::vector<int64_t> global = toVector(b.global_shape());
+  if (t.getDType() != toDType(b.dtype()) || t.getShape() != global) {
+    std::string want = toString(toDType(b.dtype())),
+                got = toString(t.getDType());
+    for (int64_t d : global)
+      want += "x" + std::to_string(d);
+    for (int64_t d : t.getShape())
+      got += "x" + std::to_string(d);
+    throw Error(what + " must be " + want + ", got " + got);
+  }
+  const TensorView &view = views[id];
+  size_t elem = sizeOf(view.dtype);
+  const unsigned char *src = t.data<unsigned char>();
+  unsigned char *dst = static_cast<unsigned char *>(view.data);
+  std::memset(dst, 0, view.numBytes()); // padding, if any, is zeros
+  forEachRow(global, view.shape, blockStarts(b, coords),
+             [&](int64_t g, int64_t l, int64_t n) {
+               std::memcpy(dst + l * elem, src + g * elem, n * elem);
+             });
+}
+
+int64_t Executor::Impl::persistentId(const std::string &name) const {
+  for (int64_t id = 0; id < program->buffers_size(); ++id) {
+    const plan::Buffer &b = buffer(id);
+    if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+        b.name() == name)
+      return id;
+  }
+  throw Error("the program has no parameter or state buffer '" + name + "'");
+}
 
 void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
   Impl &s = *pimpl;
@@ -517,25 +580,7 @@ void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
     if (next >= globalInputs.size())
       throw Error("too few inputs: " + what + " is missing (got " +
                   std::to_string(globalInputs.size()) + ")");
-    const Tensor &t = globalInputs[next++];
-    std::vector<int64_t> global = toVector(b.global_shape());
-    if (t.getDType() != toDType(b.dtype()) || t.getShape() != global) {
-      std::string want = toString(toDType(b.dtype())),
-                  got = toString(t.getDType());
-      for (int64_t d : global)
-        want += "x" + std::to_string(d);
-      for (int64_t d : t.getShape())
-        got += "x" + std::to_string(d);
-      throw Error(what + " must be " + want + ", got " + got);
-    }
-    const TensorView &view = s.views[id];
-    size_t elem = sizeOf(view.dtype);
-    const unsigned char *src = t.data<unsigned char>();
-    unsigned char *dst = static_cast<unsigned char *>(view.data);
-    forEachRow(global, view.shape, s.blockStarts(b, s.coords),
-               [&](int64_t g, int64_t l, int64_t n) {
-                 std::memcpy(dst + l * elem, src + g * elem, n * elem);
-               });
+    s.scatterInto(id, globalInputs[next++], what);
   }
   if (next != globalInputs.size())
     throw Error("too many inputs: the program takes " + std::to_string(next) +
@@ -545,15 +590,38 @@ void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
 void Executor::run() {
   for (const std::function<void()> &step : pimpl->steps)
     step();
+  for (const Impl::CopyBack &c : pimpl->copyBacks)
+    if (c.staged)
+      std::memcpy(c.staged, c.from, c.bytes);
+  for (const Impl::CopyBack &c : pimpl->copyBacks)
+    std::memcpy(c.to, c.staged ? c.staged : c.from, c.bytes);
 }
 
 std::vector<Tensor> Executor::gatherResults() {
-  Impl &s = *pimpl;
   std::vector<Tensor> results;
+  for (int64_t id : pimpl->program->results())
+    results.push_back(pimpl->gatherBuffer(id));
+  return results;
+}
+
+Tensor Executor::gatherPersistent(const std::string &name) {
+  return pimpl->gatherBuffer(pimpl->persistentId(name));
+}
+
+void Executor::setPersistent(const std::string &name, const Tensor &global) {
+  int64_t id = pimpl->persistentId(name);
+  pimpl->scatterInto(id, global,
+                     (pimpl->buffer(id).role() == plan::STATE ? "state '"
+                                                              : "parameter '") +
+                         name + "'");
+}
+
+Tensor Executor::Impl::gatherBuffer(int64_t id) {
+  Impl &s = *this;
   int64_t numDevices = s.plan->numDevices();
   std::vector<int> world(numDevices);
   std::iota(world.begin(), world.end(), 0);
-  for (int64_t id : s.program->results()) {
+  {
     const plan::Buffer &b = s.buffer(id);
     const TensorView &view = s.views[id];
     std::vector<int64_t> global = toVector(b.global_shape());
@@ -561,8 +629,7 @@ std::vector<Tensor> Executor::gatherResults() {
     size_t elem = sizeOf(view.dtype);
     if (!s.program->partitioned() || numDevices == 1) {
       std::memcpy(out.data<unsigned char>(), view.data, view.numBytes());
-      results.push_back(std::move(out));
-      continue;
+      return out;
     }
     std::vector<unsigned char> all(view.numBytes() * numDevices);
     s.comm->allGather(view.data, all.data(), view.numElements(), view.dtype,
@@ -626,23 +693,23 @@ std::vector<Tensor> Executor::gatherResults() {
                    }
                  });
     }
-    results.push_back(std::move(out));
+    return out;
   }
-  return results;
 }
 
 Tensor Executor::localParameter(const std::string &name) const {
   const Impl &s = *pimpl;
   for (int64_t id = 0; id < s.program->buffers_size(); ++id) {
     const plan::Buffer &b = s.buffer(id);
-    if (b.role() == plan::PARAMETER && b.name() == name) {
+    if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+        b.name() == name) {
       Tensor t(s.views[id].dtype, s.views[id].shape);
       std::memcpy(t.data<unsigned char>(), s.views[id].data,
                   s.views[id].numBytes());
       return t;
     }
   }
-  throw Error("the program has no parameter '" + name + "'");
+  throw Error("the program has no parameter or state buffer '" + name + "'");
 }
 
 } // namespace partita::runtime

@@ -77,6 +77,56 @@ int64_t checkedNumBytes(const plan::Buffer &buffer, const std::string &what) {
   return n * int64_t(sizeOf(toDType(buffer.dtype())));
 }
 
+/// Parameters and state are found by name, and each result that replaces
+/// one is copied into it after a step: names must be unique, and a result
+/// must have exactly the local layout of what it replaces (else the copy
+/// would mix up shards, or write past the buffer).
+void validateReplacements(const plan::Program &program,
+                          const std::string &what) {
+  std::map<std::string, int64_t> persistent;
+  for (const plan::Buffer &b : program.buffers())
+    if (b.role() == plan::PARAMETER || b.role() == plan::STATE)
+      if (!persistent.emplace(b.name(), b.id()).second)
+        fail(what, "two parameters or state buffers are named '" + b.name() +
+                       "'");
+  std::set<int64_t> results(program.results().begin(),
+                            program.results().end());
+  std::set<std::string> replaced;
+  for (const plan::Buffer &b : program.buffers()) {
+    if (b.replaces().empty())
+      continue;
+    std::string bw = "buffer " + std::to_string(b.id()) + " replaces '" +
+                     b.replaces() + "'";
+    if (!results.count(b.id()))
+      fail(what, bw + " but is not a result of the program");
+    auto it = persistent.find(b.replaces());
+    if (it == persistent.end())
+      fail(what, bw + ", which is no parameter or state buffer");
+    if (!replaced.insert(b.replaces()).second)
+      fail(what, "two results replace '" + b.replaces() + "'");
+    const plan::Buffer &target = program.buffers(it->second);
+    auto shardingOf = [](const plan::Buffer &x) {
+      std::vector<std::vector<std::string>> s;
+      for (const plan::DimSharding &d : x.sharding())
+        s.emplace_back(d.axes().begin(), d.axes().end());
+      s.resize(x.local_shape_size());
+      return s;
+    };
+    if (b.dtype() != target.dtype() ||
+        !std::equal(b.local_shape().begin(), b.local_shape().end(),
+                    target.local_shape().begin(),
+                    target.local_shape().end()) ||
+        !std::equal(b.global_shape().begin(), b.global_shape().end(),
+                    target.global_shape().begin(),
+                    target.global_shape().end()) ||
+        shardingOf(b) != shardingOf(target))
+      fail(what, bw + " but its dtype, shapes or sharding differ from it");
+    if (b.partial_axes_size())
+      fail(what, bw + " but is a partial value (reduce it before the step "
+                      "ends)");
+  }
+}
+
 void validateProgram(const plan::Program &program, const std::string &planWhat,
                      const std::map<std::string, int64_t> &axisSizes) {
   std::string what = planWhat + ": program '" + program.name() + "'";
@@ -177,6 +227,10 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       break;
     }
     case plan::INPUT:
+      break;
+    case plan::STATE:
+      if (buffer.name().empty())
+        fail(what, bw + " is training state without a name");
       break;
     case plan::CONSTANT:
       if (int64_t(buffer.data().size()) != bytes)
@@ -344,6 +398,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     checkId(id, "a result");
     checkLive(id, numInstructions);
   }
+  validateReplacements(program, what);
 }
 
 } // namespace
@@ -444,6 +499,8 @@ static ProgramValue toValue(const plan::Buffer &buffer) {
   value.globalShape.assign(buffer.global_shape().begin(),
                            buffer.global_shape().end());
   value.isParameter = buffer.role() == plan::PARAMETER;
+  value.isState = buffer.role() == plan::STATE;
+  value.replaces = buffer.replaces();
   value.valueBound = buffer.value_bound();
   return value;
 }
@@ -462,6 +519,16 @@ std::vector<ProgramValue> PlanFile::results(const std::string &name) const {
   std::vector<ProgramValue> values;
   for (int64_t id : program.results())
     values.push_back(toValue(program.buffers(id)));
+  return values;
+}
+
+std::vector<ProgramValue>
+PlanFile::persistent(const std::string &name) const {
+  const plan::Program &program = pimpl->program(name);
+  std::vector<ProgramValue> values;
+  for (const plan::Buffer &b : program.buffers())
+    if (b.role() == plan::PARAMETER || b.role() == plan::STATE)
+      values.push_back(toValue(b));
   return values;
 }
 

@@ -9,6 +9,21 @@
 // sharding says); outputs go out as global arrays (gathered over every rank,
 // partial values reduced). Plain C++17; errors are runtime::Error.
 //
+// Training: parameters and optimizer state (STATE buffers, zero at first)
+// persist across steps. A result that replaces one (nn-autodiff's updated
+// parameters and state) is copied into it when a step ends, so N steps are
+//
+//   Executor ex(plan, plan->programNames()[0], comm, backend);
+//   for (int step = 0; step < N; ++step) {
+//     ex.setInputs(batch(step)); // global ids/labels/x of this step
+//     ex.run();                  // forward, backward, update, copy-back
+//     loss = ex.gatherResults()  // every rank calls it when partitioned
+//                [lossIndex];
+//   }
+//
+// and gatherPersistent / setPersistent read and write the parameters and
+// state as global arrays (checkpoints, --check against a reference run).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_EXECUTOR_H
@@ -34,6 +49,10 @@ struct ProgramValue {
   DType dtype = DType::F32;
   std::vector<int64_t> globalShape;
   bool isParameter = false;
+  /// Training state (optimizer moments, momentum, the step counter).
+  bool isState = false;
+  /// A result that replaces parameter or state `replaces` after each step.
+  std::string replaces;
   /// Integer inputs: values lie in [0, valueBound); 0 when unknown.
   int64_t valueBound = 0;
 };
@@ -59,6 +78,9 @@ public:
   /// Arguments that are inputs (not parameters), in argument order.
   std::vector<ProgramValue> inputs(const std::string &program) const;
   std::vector<ProgramValue> results(const std::string &program) const;
+  /// Parameters and state buffers (persistent across steps), in buffer
+  /// order.
+  std::vector<ProgramValue> persistent(const std::string &program) const;
   int64_t arenaBytes(const std::string &program) const;
 
   struct Impl;
@@ -81,14 +103,22 @@ public:
   /// Sets every input from its global value (in `PlanFile::inputs` order);
   /// each rank keeps its block. Shapes and dtypes must match exactly.
   void setInputs(const std::vector<Tensor> &globalInputs);
-  /// Runs the instruction stream once.
+  /// Runs the instruction stream once, then copies every result that
+  /// replaces a parameter or state buffer into it (the next run sees it).
   void run();
   /// Every result as a global array. Collective over all ranks of a
   /// partitioned program (every rank must call it); partial results are
   /// reduced (summed, or max) over their partial axes.
   std::vector<Tensor> gatherResults();
-  /// This rank's block of parameter `name` (for tests and debugging).
+  /// This rank's block of parameter or state buffer `name` (for tests and
+  /// debugging).
   Tensor localParameter(const std::string &name) const;
+  /// Parameter or state buffer `name` as a global array. Collective over
+  /// all ranks of a partitioned program, like gatherResults.
+  Tensor gatherPersistent(const std::string &name);
+  /// Overwrites parameter or state buffer `name` from its global value; each
+  /// rank keeps its block. Shape and dtype must match exactly.
+  void setPersistent(const std::string &name, const Tensor &global);
 
   /// Bytes of this rank's arena (the plan's memory plan).
   int64_t arenaBytes() const;

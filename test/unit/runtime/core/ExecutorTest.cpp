@@ -486,4 +486,218 @@ TEST(PlanFile, RejectsInconsistentPlans) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Training: state buffers and results that replace parameters and state
+//===----------------------------------------------------------------------===//
+
+/// An SGD step on w (sharded over dp when `ranks` is 2): g = w * x, then
+/// sgd(w, g, momentum) -> (w', momentum'), both replacing their buffers;
+/// results (w', momentum', g).
+std::string sgdStepPlan(int ranks) {
+  bool split = ranks > 1;
+  PlanBuilder b(split ? std::vector<std::pair<std::string, int64_t>>{{"dp", 2}}
+                      : std::vector<std::pair<std::string, int64_t>>{},
+                split);
+  std::vector<std::vector<std::string>> sharding;
+  if (split)
+    sharding = {{"dp"}};
+  int64_t local = split ? 2 : 4;
+  int64_t w = b.buffer(plan::PARAMETER, {local}, sharding, "w", {4});
+  int64_t buf = b.buffer(plan::STATE, {local}, sharding, "w.momentum", {4});
+  int64_t x = b.buffer(plan::INPUT, {local}, sharding, "x", {4});
+  int64_t g = b.buffer(plan::ACTIVATION, {local}, sharding, "", {4});
+  int64_t w2 = b.buffer(plan::ACTIVATION, {local}, sharding, "w", {4});
+  int64_t buf2 =
+      b.buffer(plan::ACTIVATION, {local}, sharding, "w.momentum", {4});
+  b.kernel("mul", {w, x}, {g});
+  b.kernel("sgd", {w, g, buf}, {w2, buf2});
+  plan::KernelAttrs *attrs =
+      b.prog->mutable_instructions(1)->mutable_kernel()->mutable_attrs();
+  attrs->set_lr(0.5);
+  attrs->set_momentum(0.9);
+  b.prog->mutable_buffers(w2)->set_replaces("w");
+  b.prog->mutable_buffers(buf2)->set_replaces("w.momentum");
+  for (int64_t r : {w2, buf2, g})
+    b.prog->add_results(r);
+  return b.finish();
+}
+
+TEST(Executor, TrainingStepsUpdateParametersAndStateInPlace) {
+  const std::vector<float> xs[3] = {
+      {1, -2, 0.5, 3}, {0.25, 1, -1, 2}, {-1, 0.5, 2, 1}};
+  // The reference: the initial w, then three SGD steps by hand.
+  auto file = PlanFile::parse(sgdStepPlan(1));
+  std::vector<ProgramValue> persistent = file->persistent("main");
+  ASSERT_EQ(persistent.size(), 2u);
+  EXPECT_TRUE(persistent[0].isParameter);
+  EXPECT_EQ(persistent[1].name, "w.momentum");
+  EXPECT_TRUE(persistent[1].isState);
+  EXPECT_EQ(file->results("main")[0].replaces, "w");
+  EXPECT_EQ(file->results("main")[2].replaces, "");
+  std::vector<double> w(4), buf(4, 0.0);
+  for (int i = 0; i < 4; ++i)
+    w[i] = float(initialValue(7, "w", i, plan::Init::UNIFORM, -1, 1));
+  std::vector<double> lastGrad(4);
+  for (const std::vector<float> &x : xs)
+    for (int i = 0; i < 4; ++i) {
+      lastGrad[i] = w[i] * x[i];
+      buf[i] = 0.9 * buf[i] + lastGrad[i];
+      w[i] -= 0.5 * buf[i];
+    }
+  for (int ranks : {1, 2}) {
+    SCOPED_TRACE(std::to_string(ranks) + " rank(s)");
+    auto planFile = PlanFile::parse(sgdStepPlan(ranks));
+    std::mutex m;
+    runLocalRanks(ranks, [&](Communicator &comm) {
+      auto backend = createCpuBackend(1);
+      Executor ex(planFile, "main", ranks > 1 ? &comm : nullptr, *backend);
+      // State starts at zero.
+      Tensor zero = ex.gatherPersistent("w.momentum");
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(zero.data<float>()[i], 0.0f);
+      std::vector<Tensor> results;
+      for (const std::vector<float> &x : xs) {
+        Tensor t(DType::F32, {4});
+        std::copy(x.begin(), x.end(), t.data<float>());
+        ex.setInputs({t});
+        ex.run();
+        results = ex.gatherResults();
+      }
+      Tensor wGot = ex.gatherPersistent("w");
+      Tensor bufGot = ex.gatherPersistent("w.momentum");
+      std::lock_guard<std::mutex> lock(m);
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_NEAR(wGot.data<float>()[i], w[i], 1e-5) << "w " << i;
+        EXPECT_NEAR(bufGot.data<float>()[i], buf[i], 1e-5) << "buf " << i;
+        // The last step's results: the update and its gradient.
+        EXPECT_EQ(results[0].data<float>()[i], wGot.data<float>()[i]);
+        EXPECT_NEAR(results[2].data<float>()[i], lastGrad[i], 1e-5);
+      }
+      Tensor local = ex.localParameter("w.momentum");
+      EXPECT_EQ(local.getShape(), (std::vector<int64_t>{ranks > 1 ? 2 : 4}));
+    });
+  }
+}
+
+TEST(Executor, SetPersistentWritesEachRanksBlock) {
+  auto planFile = PlanFile::parse(sgdStepPlan(2));
+  runLocalRanks(2, [&](Communicator &comm) {
+    auto backend = createCpuBackend(1);
+    Executor ex(planFile, "main", &comm, *backend);
+    Tensor w = iota({4});
+    ex.setPersistent("w", w);
+    Tensor local = ex.localParameter("w");
+    for (int i = 0; i < 2; ++i)
+      EXPECT_EQ(local.data<float>()[i], w.data<float>()[comm.rank() * 2 + i]);
+    Tensor got = ex.gatherPersistent("w");
+    expectNear(got, w, 0);
+    try {
+      ex.setPersistent("w", iota({5}));
+      ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+      EXPECT_STREQ(e.what(), "parameter 'w' must be f32x4, got f32x5");
+    }
+    try {
+      ex.gatherPersistent("nope");
+      ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+      EXPECT_STREQ(e.what(),
+                   "the program has no parameter or state buffer 'nope'");
+    }
+  });
+}
+
+TEST(Executor, ResultsThatExchangeParametersReadTheOldValues) {
+  PlanBuilder b;
+  int64_t p = b.buffer(plan::PARAMETER, {3}, {}, "p");
+  int64_t q = b.buffer(plan::PARAMETER, {3}, {}, "q");
+  b.prog->add_results(q);
+  b.prog->add_results(p);
+  // The results are the arguments themselves: q replaces p, p replaces q.
+  b.prog->mutable_buffers(q)->set_replaces("p");
+  b.prog->mutable_buffers(p)->set_replaces("q");
+  auto file = PlanFile::parse(b.finish());
+  auto backend = createCpuBackend(1);
+  Executor ex(file, "main", nullptr, *backend);
+  Tensor p0 = ex.localParameter("p"), q0 = ex.localParameter("q");
+  ex.run();
+  expectNear(ex.localParameter("p"), q0, 0);
+  expectNear(ex.localParameter("q"), p0, 0);
+}
+
+TEST(PlanFile, RejectsBadReplacementsAndState) {
+  {
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t y = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("neg", {w}, {y});
+    b.prog->mutable_buffers(y)->set_replaces("w");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 replaces 'w' but is not a "
+              "result of the program");
+  }
+  {
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t y = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("neg", {w}, {y});
+    b.prog->add_results(y);
+    b.prog->mutable_buffers(y)->set_replaces("v");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 replaces 'v', which is no "
+              "parameter or state buffer");
+  }
+  {
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t y = b.buffer(plan::ACTIVATION, {3});
+    int64_t z = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("neg", {w}, {y});
+    b.kernel("neg", {y}, {z});
+    b.prog->add_results(y);
+    b.prog->add_results(z);
+    b.prog->mutable_buffers(y)->set_replaces("w");
+    b.prog->mutable_buffers(z)->set_replaces("w");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': two results replace 'w'");
+  }
+  {
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t y = b.buffer(plan::ACTIVATION, {1, 3});
+    b.kernel("reshape", {w}, {y});
+    b.prog->add_results(y);
+    b.prog->mutable_buffers(y)->set_replaces("w");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 replaces 'w' but its dtype, "
+              "shapes or sharding differ from it");
+  }
+  {
+    PlanBuilder b({{"dp", 2}}, true);
+    int64_t w = b.buffer(plan::PARAMETER, {2}, {{"dp"}}, "w", {4});
+    int64_t y = b.buffer(plan::ACTIVATION, {2}, {{}}, "", {2});
+    b.kernel("neg", {w}, {y});
+    b.prog->add_results(y);
+    b.prog->mutable_buffers(y)->set_replaces("w");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 replaces 'w' but its dtype, "
+              "shapes or sharding differ from it");
+  }
+  {
+    PlanBuilder b;
+    b.buffer(plan::PARAMETER, {3}, {}, "w");
+    b.buffer(plan::STATE, {3}, {}, "w");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': two parameters or state buffers are "
+              "named 'w'");
+  }
+  {
+    PlanBuilder b;
+    b.buffer(plan::STATE, {3});
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 0 is training state without a "
+              "name");
+  }
+}
+
 } // namespace
