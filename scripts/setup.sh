@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler
+  python3-numpy python3-torch
 )
 
 missing=()
