@@ -21,6 +21,23 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
       attention (heads over the tensor axis), vocab-parallel embedding and
       LM head (Megatron-LM, Shoeybi et al. 2019).
     - `dp+megatron`: both, on a 2-D mesh.
+    - `zero1`, `zero2`, `zero3` (and `fsdp`, the same layout as `zero3`):
+      `dp` plus the ZeRO stages of Rajbhandari et al. 2020 on a train step
+      (`@train_step` of `nn-autodiff`), written as shardings over the data
+      axis of each parameter's largest dimension that the data axis divides
+      and that the tensor axis does not split: optimizer state and the
+      update (`nn.grad_kind = "update"` ops) sharded, the gradient
+      constrained whole before it (zero1: all-reduce, then slice) or not
+      (zero2: the partial gradient is reduce-scattered into the update);
+      zero3 also stores parameters sharded and gathers them through a
+      `dist.constraint` before the forward uses and another before the
+      backward uses. `zero1+megatron` ... `fsdp+megatron`: the same over the
+      data axis, with Megatron's tensor-axis splits.
+
+    On a train step, `nn.state` arguments and results ("<param>.m", ...)
+    take their parameter's layout (sharded under ZeRO), the rank-0 "step" is
+    replicated, and updated-parameter results (`nn.param` on a result) get
+    the parameter's layout as stored (whole over the data axis unless zero3).
 
     With `sequence-parallel` (megatron and dp+megatron only), Megatron
     sequence parallelism (Korthikanti et al. 2022): the residual stream is
@@ -44,7 +61,9 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"dp\"",
-           "Recipe to apply: dp, megatron or dp+megatron">,
+           "Recipe to apply: dp, zero1, zero2, zero3, fsdp, megatron, "
+           "dp+megatron, zero1+megatron, zero2+megatron, zero3+megatron or "
+           "fsdp+megatron">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "Create the mesh when the module has none, e.g. \"dp=2,tp=4\"">,
     Option<"meshName", "mesh-name", "std::string", /*default=*/"\"mesh\"",

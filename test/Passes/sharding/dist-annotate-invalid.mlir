@@ -25,7 +25,7 @@
 
 //--- unknown-strategy.mlir
 // Tests that an unknown strategy is an error listing the known ones.
-// expected-error @+1 {{unknown strategy 'tp'; known strategies: dp, megatron, dp+megatron}}
+// expected-error @+1 {{unknown strategy 'tp'; known strategies: dp, zero1, zero2, zero3, fsdp, megatron, dp+megatron, zero1+megatron, zero2+megatron, zero3+megatron, fsdp+megatron}}
 module {}
 
 //--- empty-mesh-name.mlir
@@ -109,11 +109,11 @@ module {}
 module {}
 
 //--- args.mlir
-// Tests that a parameter dimension the tensor axis does not divide names the
-// parameter, the dimension, its size and the axis.
+// Tests that a parameter dimension the tensor axis does not divide, and too
+// small to pad, names the parameter, the dimension, its size and the axis.
 func.func @f(
-    // expected-error @+1 {{parameter 'layers.0.mlp.w1' dimension 1 (F) has size 6, which mesh axis "tp" of size 4 does not divide}}
-    %w1: tensor<8x6xf32> {nn.param = "layers.0.mlp.w1"}) {
+    // expected-error @+1 {{parameter 'layers.0.mlp.w1' dimension 1 (F) has size 3, which mesh axis "tp" of size 4 does not divide, and it is too small to pad (a padded dimension needs at least one element per shard)}}
+    %w1: tensor<8x3xf32> {nn.param = "layers.0.mlp.w1"}) {
   return
 }
 
@@ -129,10 +129,10 @@ func.func @f(
 
 // -----
 
-// Tests that a batch the data axis does not divide is an error.
+// Tests that a batch the data axis does not divide is an error when it is too small to pad.
 func.func @f(
-    // expected-error @+1 {{input 'ids' dimension 0 (the batch) has size 3, which mesh axis "dp" of size 2 does not divide}}
-    %ids: tensor<3x4xi32> {nn.input = "ids"}) {
+    // expected-error @+1 {{input 'ids' dimension 0 (the batch) has size 1, which mesh axis "dp" of size 2 does not divide}}
+    %ids: tensor<1x4xi32> {nn.input = "ids"}) {
   return
 }
 
@@ -185,8 +185,8 @@ func.func @f(
 // -----
 
 // Tests that a declaration's error is reported at the function.
-// expected-error @+1 {{parameter 'layers.0.mlp.w2' dimension 0 (F) has size 6, which mesh axis "tp" of size 4 does not divide}}
-func.func private @decl(tensor<6x8xf32> {nn.param = "layers.0.mlp.w2"})
+// expected-error @+1 {{parameter 'layers.0.mlp.w2' dimension 0 (F) has size 3, which mesh axis "tp" of size 4 does not divide}}
+func.func private @decl(tensor<3x8xf32> {nn.param = "layers.0.mlp.w2"})
 
 //--- dp-args.mlir
 // Tests that dp checks every parameter's type, whatever its name, since it

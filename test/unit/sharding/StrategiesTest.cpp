@@ -30,12 +30,12 @@ TEST(StrategiesTest, LayerIndexMatchesDigitsOnly) {
 }
 
 TEST(StrategiesTest, KnownStrategiesAndTheirAxes) {
-  ASSERT_EQ(getStrategies().size(), 3u);
+  ASSERT_EQ(getStrategies().size(), 11u);
   const Strategy *dp = lookupStrategy("dp");
   const Strategy *megatron = lookupStrategy("megatron");
   const Strategy *both = lookupStrategy("dp+megatron");
   ASSERT_TRUE(dp && megatron && both);
-  EXPECT_EQ(lookupStrategy("fsdp"), nullptr);
+  EXPECT_EQ(lookupStrategy("zero4"), nullptr);
   EXPECT_TRUE(dp->needsDataAxis());
   EXPECT_FALSE(dp->needsTensorAxis());
   EXPECT_FALSE(megatron->needsDataAxis());
