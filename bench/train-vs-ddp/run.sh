@@ -1,0 +1,72 @@
+#!/bin/sh
+# The GPT train step (AdamW, data parallel on N ranks): Partita (`partita plan
+# --train adamw --strategy dp`, `partita run --ranks N --steps K`, ranks as
+# threads of the local communicator) against PyTorch DistributedDataParallel
+# with the gloo backend (N processes), same machine, same model and global
+# batch, one thread per rank (Partita gives each rank one BLAS thread when
+# N > 1; with N = 1 both sides use THREADS).
+#   bench/train-vs-ddp/run.sh [RANKS] [STEPS]
+# Environment: BUILD (default build), BATCH SEQ HIDDEN HEADS LAYERS VOCAB,
+# LR WD, THREADS (N = 1 only), ROUNDS. Each side runs 2 untimed warm-up steps
+# per round; medians of ROUNDS (3) x STEPS timed steps per side, the sides
+# alternating so that a change of load on a shared machine hits both alike.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-$root/build}
+ranks=${1:-2}
+steps=${2:-10}
+warmup=2
+B=${BATCH:-8} S=${SEQ:-64} H=${HIDDEN:-128} N=${HEADS:-4} L=${LAYERS:-2} V=${VOCAB:-256}
+lr=${LR:-1e-3} wd=${WD:-0.01}
+threads=1
+[ "$ranks" -eq 1 ] && threads=${THREADS:-1}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "PyTorch is not installed (apt-get install -y python3-torch); no comparison" >&2
+  exit 1
+fi
+
+"$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
+  --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
+if [ "$ranks" -eq 1 ]; then
+  strategy="--strategy none"
+else
+  strategy="--mesh dp=$ranks --strategy dp"
+fi
+# shellcheck disable=SC2086
+"$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr "$lr" \
+  --weight-decay "$wd" $strategy -o "$tmp/train.pb" > "$tmp/plan.txt"
+
+: > "$tmp/partita.txt"
+: > "$tmp/torch.txt"
+round=0
+while [ "$round" -lt "${ROUNDS:-3}" ]; do
+  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+    "$build/bin/partita" run "$tmp/train.pb" --ranks "$ranks" \
+    --steps $((steps + warmup)) > "$tmp/round.txt"
+  # "step k/K  loss X  (T ms)"
+  sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$tmp/partita.txt"
+  OMP_NUM_THREADS=$threads /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
+    --ranks "$ranks" --threads "$threads" --steps "$steps" --warmup "$warmup" \
+    --batch "$B" --seq "$S" --hidden "$H" --heads "$N" --layers "$L" \
+    --vocab "$V" --lr "$lr" --weight-decay "$wd" >> "$tmp/torch.txt"
+  round=$((round + 1))
+done
+
+/usr/bin/python3 - "$tmp/partita.txt" "$tmp/torch.txt" "$ranks" <<'PY'
+import re, statistics, sys
+part = [float(m.group(1)) / 1e3 for m in re.finditer(
+    r"^step \d+/\d+ +loss \S+ +\(([0-9.]+) ms\)$", open(sys.argv[1]).read(), re.M)]
+text = open(sys.argv[2]).read()
+torch = [float(m.group(1)) for m in
+         re.finditer(r"^step \d+: ([0-9.]+) s", text, re.M)]
+if not part or not torch:
+    sys.exit("no step times parsed (partita %d, torch %d)" % (len(part), len(torch)))
+mp, mt = statistics.median(part), statistics.median(torch)
+print([l for l in text.splitlines() if l.startswith("torch ")][-1])
+print(f"partita train step median ({sys.argv[3]} ranks, dp): {mp:.6f} s ({len(part)} steps)")
+print(f"torch DDP train step median ({sys.argv[3]} ranks, gloo): {mt:.6f} s ({len(torch)} steps)")
+print(f"ratio partita/torch (time, lower is better for partita): {mp / mt:.3f}")
+PY
