@@ -360,13 +360,14 @@ def NN_AttentionGradWrt : I32EnumAttr<"AttentionGradWrt",
   let cppNamespace = "::partita::nn";
 }
 
-class NN_ActivationGradOp<string mnemonic, string forward, string formula>
+class NN_ActivationGradOp<string mnemonic, string forward, string formula,
+                          string note = "">
     : NN_ShardableOp<mnemonic, [AllTypesMatch<["input", "dy", "result"]>]> {
   let summary = "Input gradient of `nn." # forward # "`.";
   let description = [{
     Given the forward op's input `x` and the gradient `dy` of its result,
-    returns dx = }] # formula # [{, elementwise. `x`, `dy` and `dx` have
-    one float type.
+    returns, elementwise, `dx = }] # formula # [{`.}] # note # [{
+    `x`, `dy` and `dx` have one float type.
     ```mlir
     %dx = nn.}] # mnemonic # [{ %x, %dy : tensor<2x8x64xf32>
     ```
@@ -377,9 +378,9 @@ class NN_ActivationGradOp<string mnemonic, string forward, string formula>
 }
 
 def NN_ReluGradOp : NN_ActivationGradOp<"relu_grad", "relu",
-    "dy * (x > 0 ? 1 : 0) (the derivative at 0 is taken as 0)">;
+    "dy * (x > 0 ? 1 : 0)", " The derivative at x = 0 is taken as 0, as in PyTorch.">;
 def NN_SiluGradOp : NN_ActivationGradOp<"silu_grad", "silu",
-    "dy * s * (1 + x * (1 - s)) with s = sigmoid(x)">;
+    "dy * s * (1 + x * (1 - s))", " Here `s = sigmoid(x)`.">;
 
 def NN_GeluGradOp : NN_ShardableOp<"gelu_grad", [
     AllTypesMatch<["input", "dy", "result"]>]> {
