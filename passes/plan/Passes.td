@@ -33,12 +33,22 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
 
     The plan: the mesh; per program, one buffer per argument (PARAMETER when
     it has `nn.param`, named after it, initialized counter-based: `*gamma`
-    ones, `*beta` zeros, others normal(0, `init-std`); else INPUT, named
-    after `nn.input`), one ACTIVATION buffer per op result, one instruction
-    per op (a splat constant is a `fill`; another constant is a CONSTANT
-    buffer holding its bytes); live ranges from definition to last use (results to the end); and
-    activation offsets in one arena by greedy first fit, aligned to 64 bytes,
-    with the peak as the arena size.
+    ones, `*beta` zeros, others normal(0, `init-std`); STATE when it has
+    `nn.state`, named after it, zero before the first step; else INPUT,
+    named after `nn.input`), one ACTIVATION buffer per op result, one
+    instruction per op (a splat constant is a `fill`; another constant is a
+    CONSTANT buffer holding its bytes; `nn.sgd` and `nn.adamw` are one
+    kernel with one output per result); live ranges from definition to last
+    use (results to the end); and activation offsets in one arena by greedy
+    first fit, aligned to 64 bytes, with the peak as the arena size.
+
+    Training (`nn-autodiff`'s `@train_step`): a result with `nn.param` or
+    `nn.state` records in `replaces` the argument it updates; the runtime
+    copies it there when a step ends, so the next step reads the update. It
+    must name an argument, once, with the same type and sharding. An
+    `nn.mean_count` integer attribute on `nn.cross_entropy` or
+    `nn.cross_entropy_grad` sets the kernel's `mean_count` (the global token
+    count a shard divides by).
 
     Any op it cannot lower is an error at that op; nothing is written then.
     ```mlir
@@ -55,7 +65,8 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
     Option<"output", "output", "std::string", /*default=*/"\"\"",
            "File to write the serialized plan to (empty: check only)">,
     Option<"function", "function", "std::string", /*default=*/"\"\"",
-           "Function to lower (default: @forward, or the only function)">,
+           "Function to lower (default: @train_step, else @grads, else "
+           "@forward, else the only function)">,
     Option<"reference", "reference", "std::string", /*default=*/"\"\"",
            "Unpartitioned function to add as program \"reference\"">,
     Option<"seed", "seed", "uint64_t", /*default=*/"0",

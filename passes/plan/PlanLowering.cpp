@@ -3,8 +3,11 @@
 //
 // Algorithm: one walk over the function body in order. Every function
 // argument becomes a persistent buffer (PARAMETER when it has `nn.param`,
-// else INPUT); every op result an ACTIVATION buffer; every op one
-// instruction (a kernel named after the nn op, or a collective). Live ranges
+// STATE when it has `nn.state`, else INPUT); every op result an ACTIVATION
+// buffer; every op one instruction (a kernel named after the nn op, with one
+// output per result, or a collective). A result carrying `nn.param` or
+// `nn.state` names the persistent buffer it replaces after a step (a train
+// step's updated parameters and optimizer state). Live ranges
 // are instruction indices (definition to last use; function results live to
 // the end), and `planMemory` places the activations in one arena by greedy
 // first fit over those ranges.
@@ -25,6 +28,7 @@
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -141,6 +145,8 @@ private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerCollective(Operation *op);
   LogicalResult lowerConstant(nn::ConstantOp op);
+  LogicalResult lowerResult(func::ReturnOp ret, unsigned index, Value value);
+  LogicalResult checkReplacements(func::ReturnOp ret);
   void setInit(pb::Buffer &buffer);
   void setValueBounds();
   int64_t use(Value value) { return bufferOf.lookup(value); }
@@ -336,19 +342,24 @@ LogicalResult FunctionLowering::run() {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto param = func.getArgAttrOfType<StringAttr>(i, "nn.param");
+    auto state = func.getArgAttrOfType<StringAttr>(i, "nn.state");
     auto input = func.getArgAttrOfType<StringAttr>(i, "nn.input");
+    StringAttr named = param ? param : state;
     auto emitError = [&] {
       return func.emitError()
              << "argument #" << i
-             << (param ? " ('" + param.getValue() + "')" : "") << " ";
+             << (named ? " ('" + named.getValue() + "')" : "") << " ";
     };
-    FailureOr<int64_t> id =
-        addBuffer(arg, param ? pb::PARAMETER : pb::INPUT, emitError);
+    if (param && state)
+      return emitError() << "has both nn.param and nn.state; an argument is "
+                            "a parameter or optimizer state, not both";
+    FailureOr<int64_t> id = addBuffer(
+        arg, param ? pb::PARAMETER : state ? pb::STATE : pb::INPUT, emitError);
     if (failed(id))
       return failure();
     pb::Buffer &buffer = *program.mutable_buffers(*id);
-    if (param)
-      buffer.set_name(param.getValue().str());
+    if (named)
+      buffer.set_name(named.getValue().str());
     else if (input)
       buffer.set_name(input.getValue().str());
     else
@@ -373,27 +384,11 @@ LogicalResult FunctionLowering::run() {
 
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
-        int64_t id = use(value);
-        pb::Buffer &buffer = *program.mutable_buffers(id);
-        buffer.set_last_use(program.instructions_size());
-        if (auto name =
-                func.getResultAttrOfType<StringAttr>(index, "nn.output"))
-          if (buffer.role() == pb::ACTIVATION)
-            buffer.set_name(name.getValue().str());
-        if (partitioned && buffer.role() == pb::ACTIVATION) {
-          auto emitError = [&] {
-            return ret.emitError() << "result #" << index << " ";
-          };
-          auto globalType =
-              func.getResultAttrOfType<TypeAttr>(index, "dist.global_type");
-          if (failed(applySharding(buffer, resultSharding(func, index),
-                                   globalType ? globalType.getValue() : Type(),
-                                   emitError)))
-            return failure();
-        }
-        program.add_results(id);
-      }
+      for (auto [index, value] : llvm::enumerate(ret.getOperands()))
+        if (failed(lowerResult(ret, index, value)))
+          return failure();
+      if (failed(checkReplacements(ret)))
+        return failure();
       continue;
     }
     if (failed(lowerOp(&op)))
@@ -401,6 +396,95 @@ LogicalResult FunctionLowering::run() {
   }
   setValueBounds();
   planMemory(program);
+  return success();
+}
+
+LogicalResult FunctionLowering::lowerResult(func::ReturnOp ret,
+                                            unsigned index, Value value) {
+  int64_t id = use(value);
+  pb::Buffer &buffer = *program.mutable_buffers(id);
+  buffer.set_last_use(program.instructions_size());
+  auto emitError = [&] { return ret.emitError() << "result #" << index << " "; };
+  if (auto name = func.getResultAttrOfType<StringAttr>(index, "nn.output"))
+    if (buffer.role() == pb::ACTIVATION)
+      buffer.set_name(name.getValue().str());
+  auto param = func.getResultAttrOfType<StringAttr>(index, "nn.param");
+  auto state = func.getResultAttrOfType<StringAttr>(index, "nn.state");
+  if (param && state)
+    return emitError() << "has both nn.param and nn.state";
+  if (StringAttr replaces = param ? param : state) {
+    if (!buffer.replaces().empty() &&
+        buffer.replaces() != replaces.getValue())
+      return emitError() << "replaces '" << replaces.getValue()
+                         << "', but its value is also returned as '"
+                         << buffer.replaces()
+                         << "' (each update needs its own value)";
+    buffer.set_replaces(replaces.getValue().str());
+    if (buffer.role() == pb::ACTIVATION)
+      buffer.set_name(replaces.getValue().str());
+  }
+  if (partitioned && buffer.role() == pb::ACTIVATION) {
+    auto globalType =
+        func.getResultAttrOfType<TypeAttr>(index, "dist.global_type");
+    if (failed(applySharding(buffer, resultSharding(func, index),
+                             globalType ? globalType.getValue() : Type(),
+                             emitError)))
+      return failure();
+  }
+  program.add_results(id);
+  return success();
+}
+
+/// A result that replaces a parameter or state buffer is copied into it
+/// after every step: it must name one, once, with the same local layout.
+LogicalResult FunctionLowering::checkReplacements(func::ReturnOp ret) {
+  llvm::StringMap<int64_t> persistent, seen;
+  for (const pb::Buffer &b : program.buffers())
+    if (b.role() == pb::PARAMETER || b.role() == pb::STATE)
+      if (!persistent.try_emplace(b.name(), b.id()).second)
+        return func.emitError()
+               << "has two arguments named '" << b.name()
+               << "' (nn.param and nn.state names must be unique)";
+  for (auto [index, id] : llvm::enumerate(program.results())) {
+    const pb::Buffer &b = program.buffers(id);
+    if (b.replaces().empty())
+      continue;
+    auto emitError = [&, index = index] {
+      return ret.emitError() << "result #" << index << " ('" << b.replaces()
+                             << "') ";
+    };
+    auto it = persistent.find(b.replaces());
+    if (it == persistent.end())
+      return emitError() << "updates a parameter or state that no argument "
+                            "carries (nn.param / nn.state)";
+    if (!seen.try_emplace(b.replaces(), index).second)
+      return emitError() << "updates what result #" << seen[b.replaces()]
+                         << " already updates";
+    const pb::Buffer &target = program.buffers(it->second);
+    auto same = [](const auto &x, const auto &y) {
+      return std::equal(x.begin(), x.end(), y.begin(), y.end());
+    };
+    bool shardingEqual = true;
+    for (int d = 0; d < b.local_shape_size(); ++d) {
+      auto axes = [&](const pb::Buffer &x) {
+        return d < x.sharding_size() ? std::vector<std::string>(
+                                           x.sharding(d).axes().begin(),
+                                           x.sharding(d).axes().end())
+                                     : std::vector<std::string>();
+      };
+      shardingEqual &= axes(b) == axes(target);
+    }
+    if (b.dtype() != target.dtype() ||
+        !same(b.local_shape(), target.local_shape()) ||
+        !same(b.global_shape(), target.global_shape()) || !shardingEqual)
+      return emitError() << "has a different type or sharding than argument "
+                            "'"
+                         << target.name() << "', which it updates";
+    if (b.partial_axes_size())
+      return emitError() << "is a partial value; reduce it before it updates "
+                            "argument '"
+                         << target.name() << "'";
+  }
   return success();
 }
 
@@ -561,6 +645,12 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     for (int64_t v : values)
       attrs.add_dims(v);
   };
+  // The token count a cross-entropy mean divides by when it is not the
+  // local one (a shard of split tokens): the optional `nn.mean_count`.
+  auto setMeanCount = [&](Operation *o) {
+    if (auto count = o->getAttrOfType<IntegerAttr>("nn.mean_count"))
+      attrs.set_mean_count(count.getInt());
+  };
   std::string kind =
       llvm::TypeSwitch<Operation *, std::string>(op)
           .Case([&](nn::EinsumOp o) {
@@ -630,7 +720,60 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             return "attention";
           })
           .Case([](nn::EmbeddingOp) { return "embedding"; })
-          .Case([](nn::CrossEntropyOp) { return "cross_entropy"; })
+          .Case([&](nn::CrossEntropyOp o) {
+            setMeanCount(o);
+            return "cross_entropy";
+          })
+          // Backward ops (nn-autodiff).
+          .Case([](nn::ReluGradOp) { return "relu_grad"; })
+          .Case([](nn::SiluGradOp) { return "silu_grad"; })
+          .Case([&](nn::GeluGradOp o) {
+            attrs.set_tanh(o.getTanh());
+            return "gelu_grad";
+          })
+          .Case([](nn::GreaterEqualOp) { return "greater_equal"; })
+          .Case([&](nn::LayerNormGradOp o) {
+            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
+            return "layer_norm_grad";
+          })
+          .Case([&](nn::RMSNormGradOp o) {
+            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
+            return "rms_norm_grad";
+          })
+          .Case([&](nn::RotaryGradOp o) {
+            attrs.set_theta(o.getThetaAttr().getValueAsDouble());
+            return "rotary_grad";
+          })
+          .Case([&](nn::AttentionGradOp o) {
+            attrs.set_wrt(nn::stringifyAttentionGradWrt(o.getWrt()).str());
+            attrs.set_causal(o.getCausal());
+            if (FloatAttr scale = o.getScaleAttr()) {
+              attrs.set_has_scale(true);
+              attrs.set_scale(scale.getValueAsDouble());
+            }
+            return "attention_grad";
+          })
+          .Case([](nn::EmbeddingGradOp) { return "embedding_grad"; })
+          .Case([&](nn::CrossEntropyGradOp o) {
+            setMeanCount(o);
+            return "cross_entropy_grad";
+          })
+          .Case([](nn::ConvertOp) { return "convert"; })
+          // Optimizer updates: one kernel, one output per result.
+          .Case([&](nn::SGDOp o) {
+            attrs.set_lr(o.getLrAttr().getValueAsDouble());
+            attrs.set_momentum(o.getMomentumAttr().getValueAsDouble());
+            attrs.set_weight_decay(o.getWeightDecayAttr().getValueAsDouble());
+            return "sgd";
+          })
+          .Case([&](nn::AdamWOp o) {
+            attrs.set_lr(o.getLrAttr().getValueAsDouble());
+            attrs.set_beta1(o.getBeta1Attr().getValueAsDouble());
+            attrs.set_beta2(o.getBeta2Attr().getValueAsDouble());
+            attrs.set_eps(o.getEpsilonAttr().getValueAsDouble());
+            attrs.set_weight_decay(o.getWeightDecayAttr().getValueAsDouble());
+            return "adamw";
+          })
           .Case([&](nn::ConstantOp o) -> std::string {
             auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
             if (!dense || !dense.isSplat())
@@ -651,21 +794,27 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     return op->emitError() << "cannot be lowered to a plan: the runtime has "
                               "no kernel or collective for it";
   }
-  if (op->getNumResults() != 1)
-    return op->emitError() << "has " << op->getNumResults()
-                           << " results; kernels have one";
+  if (auto count = op->getAttrOfType<IntegerAttr>("nn.mean_count"))
+    if (count.getInt() < 1)
+      return op->emitError() << "has nn.mean_count " << count.getInt()
+                             << "; a token count is at least 1";
   int64_t index = program.instructions_size();
   for (Value operand : op->getOperands()) {
     kernel.add_inputs(use(operand));
     program.mutable_buffers(use(operand))->set_last_use(index);
   }
   kernel.set_kind(kind);
-  FailureOr<int64_t> out = addBuffer(op->getResult(0), pb::ACTIVATION, [&] {
-    return op->emitError() << "result ";
-  });
-  if (failed(out))
-    return failure();
-  kernel.add_outputs(*out);
+  // Every result is an output of this instruction; live at once, the
+  // memory plan gives them disjoint bytes (and none of the inputs', which
+  // are live here too).
+  for (OpResult result : op->getResults()) {
+    FailureOr<int64_t> out = addBuffer(result, pb::ACTIVATION, [&] {
+      return op->emitError() << "result #" << result.getResultNumber() << " ";
+    });
+    if (failed(out))
+      return failure();
+    kernel.add_outputs(*out);
+  }
   pb::Instruction *inst = program.add_instructions();
   inst->set_location(locationString(op->getLoc()));
   *inst->mutable_kernel() = std::move(kernel);
@@ -726,8 +875,10 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
   auto find = [&](StringRef name) -> func::FuncOp {
     if (!name.empty())
       return module.lookupSymbol<func::FuncOp>(name);
-    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
-      return forward;
+    // A train step (nn-autodiff) before gradients only, before the model.
+    for (StringRef preferred : {"train_step", "grads", "forward"})
+      if (auto f = module.lookupSymbol<func::FuncOp>(preferred))
+        return f;
     auto funcs = module.getOps<func::FuncOp>();
     if (std::distance(funcs.begin(), funcs.end()) == 1)
       return *funcs.begin();
@@ -736,8 +887,9 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
   func::FuncOp main = find(options.function);
   if (!main) {
     module.emitError() << (options.function.empty()
-                               ? Twine("has no function @forward (and not "
-                                       "exactly one function) to lower")
+                               ? Twine("has no function @train_step, @grads "
+                                       "or @forward (and not exactly one "
+                                       "function) to lower")
                                : "has no function @" + options.function +
                                      " to lower");
     return failure();

@@ -20,8 +20,8 @@
 namespace partita::plan_lowering {
 
 struct LowerToPlanOptions {
-  /// The step program's function; empty: `forward`, else the module's only
-  /// function.
+  /// The step program's function; empty: `train_step` (nn-autodiff's train
+  /// step), else `grads`, else `forward`, else the module's only function.
   std::string function;
   /// An unpartitioned function to add as program "reference" (for
   /// `partita run --check`); empty: none.

@@ -22,7 +22,8 @@ namespace {
 llvm::cl::opt<std::string>
     planFunction("plan-function",
                  llvm::cl::desc("--to-plan: function to lower (default: "
-                                "@forward, or the only function)"),
+                                "@train_step, @grads, @forward, or the only "
+                                "function)"),
                  llvm::cl::init(""));
 llvm::cl::opt<std::string> planReference(
     "plan-reference",

@@ -86,9 +86,9 @@ func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> tensor<4xf32> attribut
 
 // -----
 
-// Tests that a module without @forward and with several functions names
-// no function to lower.
-// expected-error @+1 {{has no function @forward (and not exactly one function) to lower}}
+// Tests that a module without @train_step, @grads or @forward and with
+// several functions names no function to lower.
+// expected-error @+1 {{has no function @train_step, @grads or @forward (and not exactly one function) to lower}}
 module {
   func.func @a() {
     return
