@@ -30,6 +30,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 using namespace llvm;
@@ -62,6 +63,9 @@ cl::opt<unsigned> tokenBytesArg(
     "token-bytes", cl::sub(runCommand), cl::init(1), cl::value_desc("1|2|4"),
     cl::desc("Training: bytes per token in --data (little-endian; default "
              "1: ids are bytes)"));
+cl::opt<bool> printBatchArg(
+    "print-batch", cl::sub(runCommand), cl::Hidden,
+    cl::desc("Testing: print each training step's ids and labels"));
 cl::opt<std::string> saveParamsArg(
     "save-params", cl::sub(runCommand), cl::value_desc("dir"),
     cl::desc("Training: write the final parameters as DIR/<name>.npy"));
@@ -404,6 +408,23 @@ public:
     return tensors;
   }
 
+  /// Prints the ids and labels of `tensors`, a row per window.
+  void printTokens(int64_t step, const std::vector<rt::Tensor> &tensors) const {
+    if (!data)
+      return;
+    const int32_t *ids = tensors[idsIndex].data<int32_t>();
+    const int32_t *labels = tensors[labelsIndex].data<int32_t>();
+    for (int64_t row = 0; row < batch; ++row) {
+      outs() << "batch " << step + 1 << " row " << row << ": ids";
+      for (int64_t j = 0; j < seq; ++j)
+        outs() << " " << ids[row * seq + j];
+      outs() << ", labels";
+      for (int64_t j = 0; j < seq; ++j)
+        outs() << " " << labels[row * seq + j];
+      outs() << "\n";
+    }
+  }
+
   /// "data GPL-3 (35149 tokens), batch 8 x seq 16", or what is generated.
   std::string describeSource() const {
     if (!data)
@@ -454,7 +475,10 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
     bool printer = !comm || comm->rank() == 0;
     TrainRun mine;
     for (int64_t step = 0; step < steps; ++step) {
-      executor.setInputs(source.make(step));
+      std::vector<rt::Tensor> batch = source.make(step);
+      if (printer && print && printBatchArg)
+        source.printTokens(step, batch);
+      executor.setInputs(batch);
       auto start = std::chrono::steady_clock::now();
       executor.run();
       double seconds = std::chrono::duration<double>(
@@ -492,13 +516,18 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
   return out;
 }
 
-/// Whether result `value` of a train step is an updated parameter (not
-/// the loss, not optimizer state).
-bool isParameterResult(const rt::ProgramValue &value) {
-  StringRef name = value.name;
-  return !name.empty() && name != "loss" && name != "step" &&
-         !name.ends_with(".m") && !name.ends_with(".v") &&
-         !name.ends_with(".momentum");
+/// For each result of a train step, the parameter it updates (empty for
+/// the loss and for optimizer state).
+std::vector<std::string> updatedParameters(const rt::PlanFile &plan,
+                                           const std::string &program) {
+  std::set<std::string> params;
+  for (const rt::ProgramValue &v : plan.persistent(program))
+    if (v.isParameter)
+      params.insert(v.name);
+  std::vector<std::string> names;
+  for (const rt::ProgramValue &v : plan.results(program))
+    names.push_back(params.count(v.replaces) ? v.replaces : std::string());
+  return names;
 }
 
 /// max |a - b| / max |b| over two results of one shape (infinite on NaN).
@@ -539,15 +568,18 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
                                      std::to_string(run.finalResults.size()) +
                                      " results, its plan lists " +
                                      std::to_string(values.size()));
+  std::vector<std::string> paramOf = updatedParameters(*plan, program);
   auto writeAll = [&](const std::string &dir, bool paramsOnly) -> int {
     if (std::error_code ec = sys::fs::create_directories(dir))
       return reportError(kCommand,
                          "cannot create '" + dir + "': " + ec.message());
     for (size_t i = 0; i < values.size(); ++i) {
-      if (paramsOnly && !isParameterResult(values[i]))
+      if (paramsOnly && paramOf[i].empty())
         continue;
-      std::string name =
-          values[i].name.empty() ? "result" + std::to_string(i) : values[i].name;
+      std::string name = paramsOnly ? paramOf[i]
+                         : !values[i].replaces.empty() ? values[i].replaces
+                         : values[i].name.empty() ? "result" + std::to_string(i)
+                                                  : values[i].name;
       SmallString<128> path(dir);
       sys::path::append(path, name + ".npy");
       writeNpy(path.str().str(), run.finalResults[i]);
@@ -565,6 +597,12 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     outs().flush();
     return reportError(kCommand, "the loss is not finite");
   }
+  if (steps > 1)
+    outs() << "partita run: loss " << format("%.4f", run.losses.front())
+           << " at step 1, " << format("%.4f", run.losses.back())
+           << " at step " << steps << " ("
+           << (run.losses.back() < run.losses.front() ? "fell" : "did not fall")
+           << ")\n";
   if (!checkArg)
     return 0;
 
@@ -595,12 +633,20 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
          << " over " << steps << " step" << (steps == 1 ? "" : "s") << " ("
          << (worstLoss <= rtolArg ? "ok" : "FAILED") << ", rtol "
          << format("%g", double(rtolArg)) << ")\n";
+  std::vector<std::string> refParamOf = updatedParameters(*plan, "reference");
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!isParameterResult(values[i]))
+    if (paramOf[i].empty())
       continue;
+    if (i >= refParamOf.size() || refParamOf[i] != paramOf[i]) {
+      outs() << "check param " << paramOf[i]
+             << ": the reference's result #" << i << " is not its update "
+             << "(FAILED)\n";
+      ok = false;
+      continue;
+    }
     const rt::Tensor &a = run.finalResults[i], &b = ref.finalResults[i];
     if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
-      outs() << "check param " << values[i].name
+      outs() << "check param " << paramOf[i]
              << ": shape or dtype differs from the reference (FAILED)\n";
       ok = false;
       continue;
@@ -609,7 +655,7 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     double rel = relativeDifference(a, b, maxAbs);
     bool pass = rel <= rtolArg;
     ok &= pass;
-    outs() << "check param " << values[i].name << ": max abs diff "
+    outs() << "check param " << paramOf[i] << ": max abs diff "
            << format("%.3e", maxAbs) << ", max rel diff "
            << format("%.3e", rel) << " (" << (pass ? "ok" : "FAILED")
            << ", rtol " << format("%g", double(rtolArg)) << ")\n";
