@@ -30,6 +30,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 
 #include <cmath>
@@ -134,7 +135,7 @@ public:
       : module(module), forward(forward), options(options),
         b(module.getContext()) {}
 
-  LogicalResult run();
+  FailureOr<AutodiffStats> run();
 
 private:
   LogicalResult checkForward();
@@ -142,7 +143,7 @@ private:
   void computeActivity();
   LogicalResult sweep();
   void recompute();
-  LogicalResult clip();
+  void clip();
   void finish();
 
   Location nameLoc(const Twine &name) {
@@ -195,6 +196,11 @@ LogicalResult Differentiator::checkForward() {
              << "an input (nn.input)";
     }
   }
+  llvm::StringSet<> names;
+  for (const Param &param : params)
+    if (!names.insert(param.name.getValue()).second)
+      return forward.emitError("nn-autodiff: two parameters are named '")
+             << param.name.getValue() << "'";
   if (params.empty())
     return forward.emitError(
         "nn-autodiff: @forward has no parameter (nn.param) to train");
@@ -227,7 +233,6 @@ LogicalResult Differentiator::checkForward() {
 }
 
 void Differentiator::createFunction() {
-  MLIRContext *context = module.getContext();
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<Location> argLocs;
@@ -273,7 +278,6 @@ void Differentiator::createFunction() {
   for (auto [arg, loc] : llvm::zip(entry->getArguments(), argLocs))
     arg.setLoc(loc);
   function.setAllArgAttrs(argAttrs);
-  (void)context;
 
   unsigned next = 0;
   IRMapping mapping;
@@ -448,9 +452,9 @@ void Differentiator::recompute() {
   }
 }
 
-LogicalResult Differentiator::clip() {
+void Differentiator::clip() {
   if (options.clipNorm <= 0)
-    return success();
+    return;
   b.setInsertionPointToEnd(&function.getBody().front());
   b.setListener(&collector);
   Location loc = nameLoc("clip");
@@ -480,7 +484,6 @@ LogicalResult Differentiator::clip() {
   }
   collector.tag("update");
   b.setListener(nullptr);
-  return success();
 }
 
 void Differentiator::finish() {
@@ -503,6 +506,8 @@ void Differentiator::finish() {
     auto f64 = [&](double value) { return b.getF64FloatAttr(value); };
     SmallVector<Value> newState;
     Value step;
+    // The new step count in each parameter element type (one convert each).
+    DenseMap<Type, Value> stepOfType;
     if (options.optimizer == Optimizer::AdamW) {
       Value oldStep = stateArgs.back();
       step = nn::AddOp::create(b, oldStep.getLoc(), oldStep.getType(),
@@ -521,10 +526,13 @@ void Differentiator::finish() {
         newState.push_back(sgd.getNewBuffer());
         continue;
       }
-      Value localStep = step;
       auto scalar = RankedTensorType::get({}, param.type.getElementType());
-      if (scalar != step.getType())
-        localStep = nn::ConvertOp::create(b, loc, scalar, step);
+      Value &localStep = stepOfType[scalar];
+      if (!localStep)
+        localStep = scalar == step.getType()
+                        ? step
+                        : nn::ConvertOp::create(b, step.getLoc(), scalar, step)
+                              .getResult();
       auto adamw = nn::AdamWOp::create(
           b, loc, p.getType(), p.getType(), p.getType(), p, grads[i],
           stateArgs[2 * i], stateArgs[2 * i + 1], localStep, f64(options.lr),
@@ -553,7 +561,7 @@ void Differentiator::finish() {
   function.setAllResultAttrs(resultAttrs);
 }
 
-LogicalResult Differentiator::run() {
+FailureOr<AutodiffStats> Differentiator::run() {
   if (failed(checkOptions(module, options)) || failed(checkForward()))
     return failure();
   createFunction();
@@ -563,16 +571,30 @@ LogicalResult Differentiator::run() {
     return failure();
   }
   recompute();
-  if (failed(clip()))
-    return failure();
+  clip();
   finish();
   forward.erase();
-  return success();
+  AutodiffStats stats;
+  function.walk([&](Operation *op) {
+    if (op->hasAttr("nn.recompute"))
+      ++stats.recomputedOps;
+    auto kind = op->getAttrOfType<StringAttr>(kGradKind);
+    if (!kind)
+      return;
+    if (kind.getValue() == "B")
+      ++stats.inputGradientOps;
+    else if (kind.getValue() == "W")
+      ++stats.weightGradientOps;
+    else
+      ++stats.updateOps;
+  });
+  return stats;
 }
 
 } // namespace
 
-LogicalResult differentiate(ModuleOp module, const AutodiffOptions &options) {
+FailureOr<AutodiffStats> differentiate(ModuleOp module,
+                                       const AutodiffOptions &options) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError("nn-autodiff: the module has no func.func @forward");

@@ -29,11 +29,19 @@ struct AutodiffOptions {
   Recompute recompute = Recompute::None;
 };
 
+/// What the pass built, by `nn.grad_kind`.
+struct AutodiffStats {
+  unsigned inputGradientOps = 0;  // "B", recomputed ops included
+  unsigned weightGradientOps = 0; // "W"
+  unsigned updateOps = 0;         // "update"
+  unsigned recomputedOps = 0;     // `nn.recompute`
+};
+
 /// Replaces `module`'s @forward with @train_step (or @grads when the
-/// optimizer is None). On failure an error has been emitted and the module
-/// is unchanged.
-mlir::LogicalResult differentiate(mlir::ModuleOp module,
-                                  const AutodiffOptions &options);
+/// optimizer is None) and returns what it built. On failure an error has
+/// been emitted and the module is unchanged.
+mlir::FailureOr<AutodiffStats> differentiate(mlir::ModuleOp module,
+                                             const AutodiffOptions &options);
 
 } // namespace partita::autodiff
 

@@ -1,8 +1,8 @@
 //===- AutodiffPass.cpp - nn-autodiff -------------------------------------===//
 
-#include "dialects/nn/Interfaces/VJPInterface.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/autodiff/VJPRules.h"
 
 namespace partita::autodiff {
 #define GEN_PASS_DEF_NNAUTODIFF
@@ -49,8 +49,13 @@ struct NNAutodiffPass : public impl::NNAutodiffBase<NNAutodiffPass> {
     options.eps = eps;
     options.weightDecay = weightDecay;
     options.clipNorm = clipNorm;
-    if (failed(differentiate(getOperation(), options)))
+    mlir::FailureOr<AutodiffStats> stats = differentiate(getOperation(), options);
+    if (mlir::failed(stats))
       return signalPassFailure();
+    numInputGradientOps = stats->inputGradientOps;
+    numWeightGradientOps = stats->weightGradientOps;
+    numUpdateOps = stats->updateOps;
+    numRecomputedOps = stats->recomputedOps;
   }
 };
 } // namespace

@@ -42,6 +42,10 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
     reads one, so the forward's activations of the layer die in the
     forward; `selective` recomputes only the attention core
     (`nn.attention`). Clones carry `nn.grad_kind = "B"` and `nn.recompute`.
+    The layer names are locations: `partita plan` reads a model's
+    `%layers.0.attn.q` as NameLoc("layers.0.attn.q"); `partita-opt` keeps
+    only explicit `loc("layers.0....")` locations, so without them nothing
+    is recomputed.
 
     Afterwards, with `optimizer=adamw` or `sgd`, `@forward` is replaced by
     ```mlir
@@ -87,6 +91,16 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
            "Clip the gradients' global norm to this (0: no clipping)">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
            "Activation recomputation per layer: none, full or selective">,
+  ];
+  let statistics = [
+    Statistic<"numInputGradientOps", "input-gradient-ops",
+              "Backward ops tagged nn.grad_kind = \"B\" (recomputed ops included)">,
+    Statistic<"numWeightGradientOps", "weight-gradient-ops",
+              "Backward ops tagged nn.grad_kind = \"W\"">,
+    Statistic<"numUpdateOps", "update-ops",
+              "Clipping, step and optimizer ops (nn.grad_kind = \"update\")">,
+    Statistic<"numRecomputedOps", "recomputed-ops",
+              "Forward ops cloned into the backward (nn.recompute)">,
   ];
   let dependentDialects = ["::partita::nn::NNDialect",
                            "::mlir::func::FuncDialect"];

@@ -23,6 +23,8 @@
 //   attention         attention_grad wrt q, k, v
 //   embedding         embedding_grad for the table; ids none
 //   cross_entropy     cross_entropy_grad for the logits; labels none
+//   convert           the cotangent converted back
+//   greater_equal     none (a step function)
 //
 // Integer operands have no cotangent (a null value).
 //
@@ -30,6 +32,7 @@
 
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/Interfaces/VJPInterface.h"
+#include "passes/autodiff/VJPRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -376,6 +379,16 @@ FailureOr<Value> vjp(CrossEntropyOp op, OpBuilder &b, unsigned index,
       .getResult();
 }
 
+FailureOr<Value> vjp(ConvertOp op, OpBuilder &b, unsigned, Value dy) {
+  return ConvertOp::create(b, op.getLoc(), op.getInput().getType(), dy)
+      .getResult();
+}
+
+/// A step function: zero derivative almost everywhere, so no cotangent.
+FailureOr<Value> vjp(GreaterEqualOp, OpBuilder &, unsigned, Value) {
+  return Value();
+}
+
 FailureOr<Value> vjp(ConstantOp op, OpBuilder &, unsigned, Value) {
   return Value();
 }
@@ -408,7 +421,7 @@ void registerVJPExternalModels(DialectRegistry &registry) {
            RsqrtOp, SqrtOp, ReluOp, SiluOp, GeluOp, EinsumOp, BroadcastOp,
            ReduceOp, TransposeOp, ReshapeOp, SoftmaxOp, LayerNormOp,
            RMSNormOp, RotaryOp, AttentionOp, EmbeddingOp, CrossEntropyOp,
-           ConstantOp>(context);
+           ConvertOp, GreaterEqualOp, ConstantOp>(context);
   });
 }
 } // namespace partita::nn

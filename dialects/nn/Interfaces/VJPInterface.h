@@ -1,6 +1,6 @@
 //===- VJPInterface.h - vector-Jacobian products of nn ops ------*- C++ -*-===//
 //
-// Declares the VJPOpInterface and the registration of the nn ops' rules.
+// Declares the VJPOpInterface, through which nn-autodiff differentiates.
 //
 //===----------------------------------------------------------------------===//
 
@@ -8,14 +8,10 @@
 #define PARTITA_DIALECTS_NN_INTERFACES_VJPINTERFACE_H
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OpDefinition.h"
 
+// The nn ops' rules are attached by partita::nn::registerVJPExternalModels
+// (passes/autodiff/VJPRules.h).
 #include "dialects/nn/Interfaces/VJPInterface.h.inc"
-
-namespace partita::nn {
-/// Attaches the VJP rules (passes/autodiff/VJPRules.cpp) to the nn ops.
-void registerVJPExternalModels(mlir::DialectRegistry &registry);
-} // namespace partita::nn
 
 #endif // PARTITA_DIALECTS_NN_INTERFACES_VJPINTERFACE_H

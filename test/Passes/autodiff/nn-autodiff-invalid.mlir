@@ -49,6 +49,17 @@ func.func @forward(%n: tensor<4xi32> {nn.param = "n"}, %x: tensor<4xf32> {nn.par
 
 // -----
 
+// Tests that two parameters of one name are an error (their state and
+// gradients would be indistinguishable).
+// expected-error @+1 {{nn-autodiff: two parameters are named 'x'}}
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}, %y: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"}) {
+  %s = nn.add %x, %y : tensor<4xf32>
+  %l = nn.reduce sum %s dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that a function without parameters is an error.
 // expected-error @+1 {{nn-autodiff: @forward has no parameter (nn.param) to train}}
 func.func @forward(%x: tensor<4xf32> {nn.input = "x"}) -> (tensor<f32> {nn.output = "loss"}) {

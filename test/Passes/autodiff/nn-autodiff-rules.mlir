@@ -301,3 +301,25 @@ func.func @forward(%t: tensor<6x4xf32> {nn.param = "t"}, %ids: tensor<2xi32> {nn
 // CHECK: %[[DT2:.+]] = nn.embedding_grad %[[DX]], %[[IDS]] {nn.grad_kind = "W"} : tensor<2x4xf32>, tensor<2xi32> -> tensor<6x4xf32>
 // CHECK: %[[DT:.+]] = nn.add %[[DT1]], %[[DT2]] {nn.grad_kind = "W"} : tensor<6x4xf32>
 // CHECK: return %{{.+}}, %[[DT]]
+
+// -----
+
+// Tests that convert's cotangent is converted back to the input's type and
+// that greater_equal (a step function) passes no cotangent on: only the
+// product's direct path reaches x (the parameter: "W").
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}, %t: tensor<4xf32> {nn.input = "t"})
+    -> (tensor<bf16> {nn.output = "loss"}) {
+  %mask = nn.greater_equal %x, %t : tensor<4xf32>
+  %p = nn.mul %x, %mask : tensor<4xf32>
+  %h = nn.convert %p : tensor<4xf32> to tensor<4xbf16>
+  %l = nn.reduce sum %h dims = [0] : tensor<4xbf16> -> tensor<bf16>
+  return %l : tensor<bf16>
+}
+// CHECK-LABEL: func.func @grads
+// CHECK-SAME: (%[[X:arg0]]: {{[^,]*}}, %[[T:arg1]]: {{[^)]*}})
+// CHECK: %[[MASK:.+]] = nn.greater_equal %[[X]], %[[T]]
+// CHECK: %[[DH:.+]] = nn.broadcast %{{.+}} dims = [] {nn.grad_kind = "B"} : tensor<bf16> -> tensor<4xbf16>
+// CHECK: %[[DP:.+]] = nn.convert %[[DH]] {nn.grad_kind = "B"} : tensor<4xbf16> to tensor<4xf32>
+// CHECK: %[[DX:.+]] = nn.mul %[[DP]], %[[MASK]] {nn.grad_kind = "W"} : tensor<4xf32>
+// CHECK-NOT: nn.add
+// CHECK: return %{{.+}}, %[[DX]]
