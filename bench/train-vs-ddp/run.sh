@@ -37,7 +37,8 @@ else
 fi
 # shellcheck disable=SC2086
 "$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr "$lr" \
-  --weight-decay "$wd" $strategy -o "$tmp/train.pb" > "$tmp/plan.txt"
+  --weight-decay "$wd" $strategy -o "$tmp/train.pb" > "$tmp/plan.txt" 2>&1 ||
+  { cat "$tmp/plan.txt" >&2; exit 1; }
 
 : > "$tmp/partita.txt"
 : > "$tmp/torch.txt"
@@ -66,7 +67,10 @@ if not part or not torch:
     sys.exit("no step times parsed (partita %d, torch %d)" % (len(part), len(torch)))
 mp, mt = statistics.median(part), statistics.median(torch)
 print([l for l in text.splitlines() if l.startswith("torch ")][-1])
-print(f"partita train step median ({sys.argv[3]} ranks, dp): {mp:.6f} s ({len(part)} steps)")
-print(f"torch DDP train step median ({sys.argv[3]} ranks, gloo): {mt:.6f} s ({len(torch)} steps)")
+n = int(sys.argv[3])
+ranks = "1 rank, unpartitioned" if n == 1 else f"{n} ranks, dp"
+print(f"partita train step median ({ranks}): {mp:.6f} s ({len(part)} steps)")
+print(f"torch DDP train step median ({n} rank{'s' if n > 1 else ''}, gloo): "
+      f"{mt:.6f} s ({len(torch)} steps)")
 print(f"ratio partita/torch (time, lower is better for partita): {mp / mt:.3f}")
 PY
