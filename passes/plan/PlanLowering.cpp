@@ -794,6 +794,22 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     return op->emitError() << "cannot be lowered to a plan: the runtime has "
                               "no kernel or collective for it";
   }
+  if (auto convert = dyn_cast<nn::ConvertOp>(op)) {
+    // The pairs the runtime's convert kernel has (f64 narrows to f16 or
+    // bf16 only through f32, which rounds twice; see Backend.h).
+    Type from = convert.getInput().getType().getElementType();
+    Type to = convert.getResult().getType().getElementType();
+    bool fromF32 = from.isF32(), toF32 = to.isF32();
+    bool ok = from == to || (fromF32 && (to.isF64() || to.isF16() ||
+                                         to.isBF16())) ||
+              (toF32 && (from.isF64() || from.isF16() || from.isBF16())) ||
+              (to.isF64() && (from.isF16() || from.isBF16()));
+    if (!ok)
+      return op->emitError()
+             << "converts " << from << " to " << to
+             << ", which the runtime cannot (it converts f32 <-> f64, f32 "
+                "<-> f16, f32 <-> bf16, and f16 or bf16 to f64)";
+  }
   if (auto count = op->getAttrOfType<IntegerAttr>("nn.mean_count"))
     if (count.getInt() < 1)
       return op->emitError() << "has nn.mean_count " << count.getInt()

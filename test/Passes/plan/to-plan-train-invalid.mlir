@@ -91,3 +91,13 @@ func.func @grads(%logits: tensor<2x4xf32> {nn.input = "logits"}, %labels: tensor
   %d = nn.cross_entropy_grad %logits, %labels, %dloss {nn.mean_count = 0 : i64} : tensor<2x4xf32>, tensor<2xi32>, tensor<f32>
   return %d : tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a conversion the runtime has no kernel for is rejected at the
+// op (f64 to bf16 would round twice through f32).
+func.func @grads(%x: tensor<4xf64> {nn.input = "x"}) -> tensor<4xbf16> {
+  // expected-error @+1 {{converts 'f64' to 'bf16', which the runtime cannot (it converts f32 <-> f64, f32 <-> f16, f32 <-> bf16, and f16 or bf16 to f64)}}
+  %y = nn.convert %x : tensor<4xf64> to tensor<4xbf16>
+  return %y : tensor<4xbf16>
+}
