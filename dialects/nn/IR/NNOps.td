@@ -546,8 +546,9 @@ def NN_CrossEntropyGradOp : NN_ShardableOp<"cross_entropy_grad", [
     dlogits = (softmax(logits) - onehot(labels)) * dloss / N along the last
     (vocab) dimension, where N is the number of label positions (the
     product of the labels' shape: the global count, as the forward mean
-    divides by it) and `dloss` the 0-d gradient of the loss. A label
-    outside [0, vocab) contributes no one-hot term. `labels` has the
+    divides by it) and `dloss` the 0-d gradient of the loss. A negative
+    label marks a skipped (padding) token, whose row is 0, as the forward
+    adds nothing for it; a label >= vocab is a run-time error. `labels` has the
     logits' leading dimensions; `dloss` is rank 0 of the logits' element
     type; the result has the logits' type.
     ```mlir
