@@ -15,6 +15,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Sequence.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 
 namespace partita::partition {
@@ -241,6 +244,180 @@ Value buildVocabParallelCrossEntropy(OpBuilder &b, Location loc,
       llvm::to_vector(llvm::seq<int64_t>(0, labelsType.getRank()));
   return nn::ReduceOp::create(b, loc, resultType, nn::ReduceKind::Mean, loss,
                               allDims);
+}
+
+namespace {
+/// A constant of `type` (floats) holding `values` (row-major), each rounded
+/// to the element type to nearest.
+Value floatConstant(OpBuilder &b, Location loc, RankedTensorType type,
+                    ArrayRef<double> values) {
+  const llvm::fltSemantics &sem =
+      cast<FloatType>(type.getElementType()).getFloatSemantics();
+  SmallVector<APFloat> elements;
+  elements.reserve(values.size());
+  for (double v : values) {
+    APFloat f(v);
+    bool lost = false;
+    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    elements.push_back(f);
+  }
+  return nn::ConstantOp::create(b, loc, type,
+                                DenseElementsAttr::get(type, elements));
+}
+
+/// Global positions of this device's `length` rows of a sequence split over
+/// `axes` (none: the whole sequence): iota + axis_index(axes) * length, i32.
+Value positions(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
+                ArrayAttr axes, int64_t length) {
+  Type i32 = b.getI32Type();
+  auto type = RankedTensorType::get({length}, i32);
+  SmallVector<APInt> iota;
+  for (int64_t i = 0; i < length; ++i)
+    iota.push_back(APInt(32, i, /*isSigned=*/true));
+  Value local =
+      nn::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, iota));
+  if (axes.empty())
+    return local;
+  auto scalar = RankedTensorType::get({}, i32);
+  Value index = dist::AxisIndexOp::create(b, loc, scalar, mesh, axes);
+  Value rows = nn::ConstantOp::create(
+      b, loc, scalar,
+      DenseElementsAttr::get(scalar, b.getIntegerAttr(i32, length)));
+  Value start = nn::MulOp::create(b, loc, scalar, index, rows);
+  Value startB =
+      nn::BroadcastOp::create(b, loc, type, start, ArrayRef<int64_t>{});
+  return nn::AddOp::create(b, loc, type, local, startB);
+}
+
+/// The causal bias [s, t] of element type `floatType`: 0 where key position
+/// kpos[t] <= query position qpos[s], -inf elsewhere. The integer
+/// after = min(max(kpos - qpos, 0), 1) selects a row of [[0], [-inf]].
+Value causalBias(OpBuilder &b, Location loc, Value qpos, Value kpos,
+                 Type floatType) {
+  int64_t s = cast<RankedTensorType>(qpos.getType()).getDimSize(0);
+  int64_t t = cast<RankedTensorType>(kpos.getType()).getDimSize(0);
+  Type i32 = b.getI32Type();
+  auto type = RankedTensorType::get({s, t}, i32);
+  auto intSplat = [&](int64_t value) -> Value {
+    return nn::ConstantOp::create(
+        b, loc, type, DenseElementsAttr::get(type, b.getIntegerAttr(i32, value)));
+  };
+  Value k = nn::BroadcastOp::create(b, loc, type, kpos, ArrayRef<int64_t>{1});
+  Value q = nn::BroadcastOp::create(b, loc, type, qpos, ArrayRef<int64_t>{0});
+  Value zero = intSplat(0);
+  Value one = intSplat(1);
+  Value diff = nn::SubOp::create(b, loc, type, k, q);
+  Value ahead = nn::MaxOp::create(b, loc, type, diff, zero);
+  // min(ahead, 1) = 1 - max(1 - ahead, 0)
+  Value behind = nn::SubOp::create(b, loc, type, one, ahead);
+  Value after = nn::SubOp::create(
+      b, loc, type, one, nn::MaxOp::create(b, loc, type, behind, zero));
+  auto tableType = RankedTensorType::get({2, 1}, floatType);
+  Value table = floatConstant(b, loc, tableType,
+                              {0.0, -std::numeric_limits<double>::infinity()});
+  Value picked = nn::EmbeddingOp::create(
+      b, loc, RankedTensorType::get({s, t, 1}, floatType), table, after);
+  return nn::ReshapeOp::create(b, loc, RankedTensorType::get({s, t}, floatType),
+                               picked);
+}
+} // namespace
+
+Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
+                          ArrayAttr axes, int64_t shards, Value input,
+                          double theta, bool inverse) {
+  auto type = cast<RankedTensorType>(input.getType());
+  Type floatType = type.getElementType();
+  int64_t batch = type.getDimSize(0), seq = type.getDimSize(1),
+          heads = type.getDimSize(2), headDim = type.getDimSize(3);
+  int64_t half = headDim / 2, global = seq * shards;
+
+  // The kernel's tables (runtime/lib/cpu/NNKernels.cpp), for every position.
+  SmallVector<double> cosines, sines;
+  cosines.reserve(global * headDim);
+  sines.reserve(global * headDim);
+  for (int64_t p = 0; p < global; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(p) *
+                     std::pow(theta, -2.0 * static_cast<double>(i) /
+                                         static_cast<double>(headDim));
+      double c = std::cos(angle), sn = std::sin(angle);
+      if (inverse)
+        sn = -sn;
+      cosines.append({c, c});
+      sines.append({sn, sn});
+    }
+  auto tableType = RankedTensorType::get({global, headDim}, floatType);
+  auto localTableType = RankedTensorType::get({seq, headDim}, floatType);
+  IntegerAttr dim0 = b.getI64IntegerAttr(0);
+  auto rows = [&](ArrayRef<double> values) -> Value {
+    Value table = floatConstant(b, loc, tableType, values);
+    Value local =
+        dist::SliceOp::create(b, loc, localTableType, table, mesh, axes, dim0);
+    return nn::BroadcastOp::create(b, loc, type, local,
+                                   ArrayRef<int64_t>{1, 3});
+  };
+  Value cosB = rows(cosines), sinB = rows(sines);
+
+  auto pairsType =
+      RankedTensorType::get({batch, seq, heads, half, 2}, floatType);
+  Value pairs = nn::ReshapeOp::create(b, loc, pairsType, input);
+  // out[j] = sum_i x[i] Q[i][j]: out[0] = -x[1], out[1] = x[0].
+  Value turn = floatConstant(b, loc, RankedTensorType::get({2, 2}, floatType),
+                             {0.0, 1.0, -1.0, 0.0});
+  Value turned = nn::EinsumOp::create(b, loc, pairsType,
+                                      b.getStringAttr("bsnhi,ij->bsnhj"),
+                                      ValueRange{pairs, turn});
+  Value swapped = nn::ReshapeOp::create(b, loc, type, turned);
+  Value straight = nn::MulOp::create(b, loc, type, input, cosB);
+  Value turnedPart = nn::MulOp::create(b, loc, type, swapped, sinB);
+  return nn::AddOp::create(b, loc, type, straight, turnedPart);
+}
+
+Value buildSplitSeqAttention(OpBuilder &b, Location loc,
+                             FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
+                             ArrayAttr keyAxes, Value query, Value key,
+                             Value value, bool causal, double scale) {
+  auto qType = cast<RankedTensorType>(query.getType());
+  auto kType = cast<RankedTensorType>(key.getType());
+  Type floatType = qType.getElementType();
+  int64_t batch = qType.getDimSize(0), seqQ = qType.getDimSize(1),
+          heads = qType.getDimSize(2), headDim = qType.getDimSize(3);
+  int64_t seqKV = kType.getDimSize(1), kvHeads = kType.getDimSize(2);
+  int64_t group = heads / kvHeads;
+
+  auto groupedType =
+      RankedTensorType::get({batch, seqQ, kvHeads, group, headDim}, floatType);
+  Value grouped = nn::ReshapeOp::create(b, loc, groupedType, query);
+  auto scoresType =
+      RankedTensorType::get({batch, kvHeads, group, seqQ, seqKV}, floatType);
+  Value scores = nn::EinsumOp::create(b, loc, scoresType,
+                                      b.getStringAttr("bskgd,btkd->bkgst"),
+                                      ValueRange{grouped, key});
+  scores = nn::MulOp::create(b, loc, scoresType, scores,
+                             splat(b, loc, scoresType, scale));
+  if (causal) {
+    Value qpos = positions(b, loc, mesh, queryAxes, seqQ);
+    Value kpos = positions(b, loc, mesh, keyAxes, seqKV);
+    Value bias = causalBias(b, loc, qpos, kpos, floatType);
+    scores = nn::AddOp::create(
+        b, loc, scoresType, scores,
+        nn::BroadcastOp::create(b, loc, scoresType, bias,
+                                ArrayRef<int64_t>{3, 4}));
+  }
+
+  Value probs;
+  if (keyAxes.empty()) {
+    probs = nn::SoftmaxOp::create(b, loc, scoresType, scores,
+                                  b.getI64IntegerAttr(4));
+  } else {
+    // The split softmax without its final all_reduce of the output: each
+    // device's e / l times its values is its share of the weighted sum.
+    probs = buildSplitSoftmax(b, loc, mesh, keyAxes, scores, /*dim=*/4);
+  }
+  Value out = nn::EinsumOp::create(b, loc, groupedType,
+                                   b.getStringAttr("bkgst,btkd->bskgd"),
+                                   ValueRange{probs, value});
+  return nn::ReshapeOp::create(b, loc, qType, out);
 }
 
 } // namespace partita::partition

@@ -70,6 +70,43 @@ mlir::Value buildVocabParallelCrossEntropy(
     mlir::ArrayAttr axes, int64_t vocabShards, mlir::Value logits,
     mlir::Value labels, mlir::RankedTensorType resultType);
 
+/// Rotary embedding of `input` ([b, s, n, d] local) whose sequence is split
+/// over `axes` into `shards` blocks, at the global positions of its rows.
+/// The kernel's angles are p * theta^(-2i/d) for the pair (2i, 2i + 1) at
+/// position p; global tables C[p, 2i] = C[p, 2i + 1] = cos(angle) and
+/// S[p, 2i] = S[p, 2i + 1] = sin(angle) for every position (computed here
+/// in double, rounded to the element type as the kernel rounds them) are
+/// sliced to this device's rows by dist.slice, so
+///   y = x * C + swap(x) * S,  swap(x)[2i] = -x[2i + 1], swap(x)[2i + 1] = x[2i]
+/// with swap an einsum of x as [b, s, n, d/2, 2] with [[0, 1], [-1, 0]].
+/// With `inverse` the rotation is by minus the angle (rotary_grad).
+mlir::Value buildSplitSeqRotary(mlir::OpBuilder &builder, mlir::Location loc,
+                                mlir::FlatSymbolRefAttr mesh,
+                                mlir::ArrayAttr axes, int64_t shards,
+                                mlir::Value input, double theta,
+                                bool inverse = false);
+
+/// Attention (`query` [b, s, n, d], `key` and `value` [b, t, k, d], local)
+/// whose query sequence is split over `queryAxes` and/or whose key sequence
+/// is split over `keyAxes` (either may be empty, not both):
+///   scores = scale * einsum(q as [b, s, k, g, d], key) : [b, k, g, s, t]
+///   causal: scores += bias[s, t], 0 where the key's global position is at
+///           most the query's, -inf elsewhere; a global position is the
+///           local index plus axis_index(axes) * the local length
+///   keys whole: o = einsum(softmax(scores, t), value)
+///   keys split (the exact log-sum-exp merge of Flash / Ring Attention):
+///           m = all_reduce_max(max_t scores);  e = exp(scores - m)
+///           l = all_reduce_sum(sum_t e);       o = einsum(e / l, value)
+///           o is this device's partial sum (over `keyAxes`) of the output.
+/// `scale` is the op's (default 1/sqrt(d)).
+mlir::Value buildSplitSeqAttention(mlir::OpBuilder &builder,
+                                   mlir::Location loc,
+                                   mlir::FlatSymbolRefAttr mesh,
+                                   mlir::ArrayAttr queryAxes,
+                                   mlir::ArrayAttr keyAxes, mlir::Value query,
+                                   mlir::Value key, mlir::Value value,
+                                   bool causal, double scale);
+
 } // namespace partita::partition
 
 #endif // PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H

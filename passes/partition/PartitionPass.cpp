@@ -21,6 +21,7 @@ struct DistPartitionPass : public impl::DistPartitionBase<DistPartitionPass> {
     PartitionOptions options;
     options.keepPartialResults = keepPartialResults;
     options.vocabParallelCrossEntropy = vocabParallelCrossEntropy;
+    options.splitKeyAttention = splitKeyAttention;
     bool failed = false;
     for (auto func : getOperation().getOps<mlir::func::FuncOp>())
       failed |= mlir::failed(partitionFunction(func, options));

@@ -26,8 +26,9 @@
 //    mean, nn.cross_entropy's mean over tokens) over split dimensions is
 //    multiplied by 1/k, k the number of shards of the reduced dimensions, so
 //    the partial values sum to the global mean; nn.rotary with a split
-//    sequence and causal nn.attention with a split query sequence need
-//    per-shard position offsets and are diagnostics until supported; a
+//    sequence and causal nn.attention with a split query sequence read
+//    global positions, so they get local forms that compute them from
+//    dist.axis_index or slice global tables (CollectiveLowerings.h); a
 //    non-splat nn.constant is computed whole and sliced by its consumers.
 //
 // Collective-aware forms (CollectiveLowerings.h): softmax, layer_norm and
@@ -62,6 +63,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -454,6 +456,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
 
   AxisList collectiveAxes;
   int64_t collectiveSize = 1;
+  AxisList seqAxes, keyAxes; // see "Rotary and causal attention" below
   SmallVector<Sharding, 2> required(op->getNumOperands());
   SmallVector<Sharding, 2> actual(op->getNumResults());
   int64_t meanShards = 1;
@@ -488,7 +491,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         return fromOperand
                    ? (isa<nn::EmbeddingOp>(op) ||
                       (isa<nn::CrossEntropyOp>(op) &&
-                       options.vocabParallelCrossEntropy))
+                       options.vocabParallelCrossEntropy) ||
+                      (isa<nn::AttentionOp>(op) && options.splitKeyAttention))
                    : isa<nn::SoftmaxOp, nn::LayerNormOp, nn::RMSNormOp>(op);
       if (kind == dist::FactorKind::Reduction)
         return fromOperand;
@@ -611,8 +615,11 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       const dist::Factor &factor = r.getFactor(f);
       if (fa.axes[f].empty())
         continue;
-      bool vocabulary = factor.kind == dist::FactorKind::Collective &&
-                        isa<nn::EmbeddingOp, nn::CrossEntropyOp>(op);
+      // The vocabulary of the embedding and cross_entropy, and attention's
+      // key sequence, leave the result a partial sum.
+      bool vocabulary =
+          factor.kind == dist::FactorKind::Collective &&
+          isa<nn::EmbeddingOp, nn::CrossEntropyOp, nn::AttentionOp>(op);
       if (factor.kind != dist::FactorKind::Reduction && !vocabulary)
         continue;
       if (partialKind && *partialKind != factor.partialKind)
@@ -642,20 +649,21 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
           return fa.axes[f];
       return {};
     };
-    if (isa<nn::RotaryOp>(op) && !factorAxes("s").empty())
-      return op->emitError()
-             << "cannot partition 'nn.rotary' with its sequence dimension "
-                "split over "
-             << joinAxes(factorAxes("s"))
-             << ": the rotation angles need each shard's position offset, "
-                "which dist-partition does not support yet";
-    if (auto attention = dyn_cast<nn::AttentionOp>(op))
-      if (attention.getCausal() && !factorAxes("s").empty())
+    // Rotary and causal attention read global positions along a split
+    // sequence; attention over split keys merges its partial softmaxes.
+    // Both have local forms of plain ops (CollectiveLowerings.h).
+    if (isa<nn::RotaryOp, nn::RotaryGradOp>(op) ||
+        (isa<nn::AttentionOp>(op) && cast<nn::AttentionOp>(op).getCausal()))
+      seqAxes = factorAxes("s");
+    if (isa<nn::AttentionOp>(op))
+      keyAxes = factorAxes("t");
+    if (auto grad = dyn_cast<nn::AttentionGradOp>(op))
+      if (grad.getCausal() && !factorAxes("s").empty())
         return op->emitError()
-               << "cannot partition causal 'nn.attention' with its query "
-                  "sequence split over "
+               << "cannot partition causal 'nn.attention_grad' with its "
+                  "query sequence split over "
                << joinAxes(factorAxes("s"))
-               << ": the mask needs each shard's position offset, which "
+               << ": its mask needs each shard's position offset, which "
                   "dist-partition does not support yet";
   }
 
@@ -678,6 +686,29 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   if (constant && splat) {
     auto type = cast<ShapedType>(resultTypes.front());
     clone = nn::ConstantOp::create(builder, loc, type, splat.resizeSplat(type));
+  } else if (!seqAxes.empty() || !keyAxes.empty()) {
+    Value result;
+    if (auto rotary = dyn_cast<nn::RotaryOp>(op)) {
+      result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
+                                   groupSize(seqAxes), operands[0],
+                                   rotary.getTheta().convertToDouble());
+    } else if (auto grad = dyn_cast<nn::RotaryGradOp>(op)) {
+      result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
+                                   groupSize(seqAxes), operands[0],
+                                   grad.getTheta().convertToDouble(),
+                                   /*inverse=*/true);
+    } else {
+      auto attention = cast<nn::AttentionOp>(op);
+      int64_t headDim =
+          cast<RankedTensorType>(operands[0].getType()).getDimSize(3);
+      double scale = attention.getScale()
+                         ? attention.getScale()->convertToDouble()
+                         : 1.0 / std::sqrt(static_cast<double>(headDim));
+      result = buildSplitSeqAttention(
+          builder, loc, meshName, axesAttr(seqAxes), axesAttr(keyAxes),
+          operands[0], operands[1], operands[2], attention.getCausal(), scale);
+    }
+    clone = result.getDefiningOp();
   } else if (!collectiveAxes.empty()) {
     ArrayAttr axes = axesAttr(collectiveAxes);
     Value result;
@@ -710,6 +741,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     for (auto [operand, local] : llvm::zip(op->getOperands(), operands))
       mapping.map(operand, local);
     clone = builder.clone(*op, mapping);
+    // One value used twice may be resharded twice (attention's query and
+    // key): the mapping keeps one, so set each operand from its own reshard.
+    clone->setOperands(operands);
     for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
       result.setType(type);
     clone->removeAttr(dist::DistDialect::kShardingAttrName);

@@ -39,6 +39,11 @@ struct PartitionOptions {
   /// inputs by the largest embedding table, which the form's lookup in the
   /// flattened logits would enlarge.
   bool vocabParallelCrossEntropy = false;
+  /// nn.attention with its keys split (on axes its queries are not split
+  /// on) merges per-shard partial outputs by log-sum-exp and leaves the
+  /// output partial over the key axes (CollectiveLowerings.h) instead of
+  /// gathering the keys.
+  bool splitKeyAttention = false;
 };
 
 /// Partitions `func` in place. Checks every precondition before changing

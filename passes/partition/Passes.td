@@ -62,9 +62,16 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     logit by a lookup in the logits flattened to `[tokens * rows, 1]`
     (masked like the embedding), leaving the loss partial over those axes;
     off by default, since the plan lowering bounds generated labels by the
-    largest embedding table, which that lookup enlarges. Otherwise, and for
-    attention over split keys, the split operand is gathered first, which is
-    exact but moves more bytes.
+    largest embedding table, which that lookup enlarges. Otherwise the split
+    operand is gathered first, which is exact but moves more bytes.
+    With `split-key-attention`, `nn.attention` whose keys are split (on
+    axes its queries are not split on) computes each shard's softmax
+    numerators against the global row max and sum (`all_reduce` max and
+    sum) and leaves the output partial over the key axes, the exact merge
+    of Flash / Ring Attention; off by default, the keys are gathered.
+    `nn.rotary` with a split sequence and causal `nn.attention` with a
+    split query or key sequence compute global positions (sliced global
+    rotary tables; masks from `dist.axis_index`).
 
     Output contract (what the runtime reads): the function gets
     `dist.mesh = @mesh`; each argument and result gets
@@ -91,6 +98,11 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
            "bool", /*default=*/"false",
            "Run cross_entropy over a split vocabulary in its "
            "vocabulary-parallel form instead of gathering the logits">,
+    Option<"splitKeyAttention", "split-key-attention", "bool",
+           /*default=*/"false",
+           "Run attention over split keys as per-shard partial outputs "
+           "merged by log-sum-exp (max and sum all_reduces, the output "
+           "partial over the key axes) instead of gathering the keys">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect",
                            "::partita::nn::NNDialect"];

@@ -45,26 +45,6 @@ func.func @f(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}) ->
 // -----
 
 dist.mesh @mesh <["dp"=2, "tp"=4]>
-func.func @f(%x: tensor<2x8x4x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}, {}, {}]>}) -> tensor<2x8x4x16xf32> {
-  // Tests that rotary with a split sequence is rejected: it needs position offsets.
-  // expected-error @+1 {{cannot partition 'nn.rotary' with its sequence dimension split over {"tp"}: the rotation angles need each shard's position offset, which dist-partition does not support yet}}
-  %0 = nn.rotary %x theta = 1.0e4 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}, {}, {}]>]} : tensor<2x8x4x16xf32>
-  return %0 : tensor<2x8x4x16xf32>
-}
-
-// -----
-
-dist.mesh @mesh <["dp"=2, "tp"=4]>
-func.func @f(%q: tensor<2x8x4x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}, {}, {}]>}) -> tensor<2x8x4x16xf32> {
-  // Tests that causal attention with a split query sequence is rejected: the mask needs position offsets.
-  // expected-error @+1 {{cannot partition causal 'nn.attention' with its query sequence split over {"tp"}: the mask needs each shard's position offset, which dist-partition does not support yet}}
-  %0 = nn.attention %q, %q, %q causal {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}, {}, {}]>]} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
-  return %0 : tensor<2x8x4x16xf32>
-}
-
-// -----
-
-dist.mesh @mesh <["dp"=2, "tp"=4]>
 // Tests that a tensor of dynamic shape is rejected.
 // expected-error @+1 {{cannot partition argument #0 of type 'tensor<?x8xf32>': only statically shaped tensors are supported}}
 func.func @f(%x: tensor<?x8xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>}) -> tensor<?x8xf32> {
