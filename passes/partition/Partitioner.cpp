@@ -51,6 +51,7 @@
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "passes/partition/CollectiveLowerings.h"
+#include "passes/partition/Padding.h"
 #include "passes/partition/Reshard.h"
 
 #include "mlir/IR/Builders.h"
@@ -64,6 +65,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -139,12 +141,27 @@ private:
     return RankedTensorType::get(localShape(type.getShape(), sharding),
                                  type.getElementType());
   }
-  /// Arguments already have their local types; their global ones are kept.
+  /// The global type of a value in the padded program (Padding.h):
+  /// arguments already have their local types, so their global types were
+  /// recorded by the padding analysis.
   RankedTensorType globalTypeOf(Value value) const {
-    if (RankedTensorType type = argGlobalTypes.lookup(value))
-      return type;
-    return cast<RankedTensorType>(value.getType());
+    return padding.paddedType(value);
   }
+  std::string describePaddedDim(Operation *op, Value value, unsigned d) const {
+    RankedTensorType real = padding.realType(value);
+    return "dimension " + std::to_string(d) + " of " +
+           (value.getDefiningOp() == op
+                ? "result #" +
+                      std::to_string(cast<OpResult>(value).getResultNumber())
+                : describeValue(value)) +
+           " (size " + std::to_string(real.getDimSize(d)) + ", padded to " +
+           std::to_string(padding.paddedSize(value, d)) + " because of " +
+           padding.reason(value, d) + ")";
+  }
+  LogicalResult maskPadding(OpBuilder &builder, Operation *op,
+                            const dist::ShardingRule &r,
+                            ArrayRef<Sharding> required,
+                            SmallVectorImpl<Value> &operands, bool splitVocab);
   dist::ShardingAttr toAttr(const Sharding &sharding) const;
   ArrayAttr axesAttr(ArrayRef<std::string> axes) const {
     SmallVector<StringRef> names(axes.begin(), axes.end());
@@ -179,7 +196,7 @@ private:
   /// The rule of every op, read before any type changes (rules read their
   /// operands' global shapes).
   DenseMap<Operation *, FailureOr<dist::ShardingRule>> rules;
-  DenseMap<Value, RankedTensorType> argGlobalTypes;
+  PaddingAnalysis padding;
 };
 
 dist::ShardingAttr FuncPartitioner::toAttr(const Sharding &sharding) const {
@@ -461,6 +478,42 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   SmallVector<Sharding, 2> actual(op->getNumResults());
   int64_t meanShards = 1;
 
+  // Padded dimensions (Padding.h) need a factor of their own to be masked
+  // or kept as they are; an op run on whole values cannot take them.
+  auto paddedDimOf = [&](Value value, unsigned d) {
+    return describePaddedDim(op, value, d);
+  };
+  if (!padding.empty()) {
+    SmallVector<std::pair<Value, const dist::TensorFactors *>> tensors;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      tensors.push_back(
+          {operand, succeeded(rule) && !(constant && !splat)
+                        ? &rule->getOperand(i)
+                        : nullptr});
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      tensors.push_back(
+          {result, succeeded(rule) && !(constant && !splat)
+                       ? &rule->getResult(i)
+                       : nullptr});
+    for (auto [value, dims] : tensors)
+      for (unsigned d = 0; d < padding.realType(value).getRank(); ++d) {
+        if (!padding.isPadded(value, d))
+          continue;
+        if (!dims)
+          return op->emitError()
+                 << "cannot partition '" << op->getName() << "': "
+                 << paddedDimOf(value, d)
+                 << " is padded, but the op runs on whole values; split "
+                    "it over axes that divide its size";
+        if (d >= dims->size() || (*dims)[d].size() != 1)
+          return op->emitError()
+                 << "cannot partition '" << op->getName() << "': "
+                 << paddedDimOf(value, d)
+                 << " is padded, but the op merges or splits it with other "
+                    "dimensions; split it over axes that divide its size";
+      }
+  }
+
   if (failed(rule) || (constant && !splat)) {
     // No rule (or a constant that cannot be cut): run on whole values.
     for (auto [i, operand] : llvm::enumerate(op->getOperands()))
@@ -471,6 +524,47 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
           cast<RankedTensorType>(result.getType()).getRank());
   } else {
     const dist::ShardingRule &r = *rule;
+    // Factor sizes in the padded program.
+    SmallVector<int64_t> factorSize;
+    for (const dist::Factor &factor : r.getFactors())
+      factorSize.push_back(factor.size);
+    SmallVector<std::pair<Value, unsigned>> paddedBy(r.getNumFactors());
+    auto padFactors = [&](Value value, const dist::TensorFactors &dims) {
+      for (auto [d, factors] : llvm::enumerate(dims))
+        if (factors.size() == 1 && padding.isPadded(value, d)) {
+          factorSize[factors.front()] = padding.paddedSize(value, d);
+          paddedBy[factors.front()] = {value, unsigned(d)};
+        }
+    };
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      padFactors(operand, r.getOperand(i));
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      padFactors(result, r.getResult(i));
+    // A padded factor merged with others into one dimension (a reshape)
+    // would interleave padding with real elements.
+    auto checkMerged = [&](const dist::TensorFactors &dims,
+                           const Twine &tensor) -> LogicalResult {
+      for (auto [d, factors] : llvm::enumerate(dims)) {
+        if (factors.size() < 2)
+          continue;
+        for (int64_t f : factors)
+          if (paddedBy[f].first)
+            return op->emitError()
+                   << "cannot partition '" << op->getName() << "': "
+                   << describePaddedDim(op, paddedBy[f].first,
+                                        paddedBy[f].second)
+                   << " is padded, but dimension " << d << " of " << tensor
+                   << " merges it with other dimensions; split it over axes "
+                      "that divide its size";
+      }
+      return success();
+    };
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      if (failed(checkMerged(r.getOperand(i), "operand #" + Twine(i))))
+        return failure();
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      if (failed(checkMerged(r.getResult(i), "result #" + Twine(i))))
+        return failure();
     FactorAxes fa;
     fa.axes.resize(r.getNumFactors());
     fa.assigned.assign(r.getNumFactors(), false);
@@ -509,7 +603,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         ArrayRef<std::string> dimAxes = sharding.dims[d];
         size_t next = 0;
         for (int64_t f : factors) {
-          int64_t size = r.getFactor(f).size;
+          int64_t size = factorSize[f];
           if (fa.assigned[f]) {
             // Decided by an earlier tensor: go on only if it matches.
             ArrayRef<std::string> taken = fa.axes[f];
@@ -575,7 +669,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
             fa.axes[f].clear();
             changed = true;
           }
-          if (groupSize(fa.axes[f]) != r.getFactor(f).size)
+          if (groupSize(fa.axes[f]) != factorSize[f])
             whole = false;
         }
       }
@@ -676,11 +770,15 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       return failure();
     operands.push_back(*local);
   }
+  if (!padding.empty() && succeeded(rule) && !(constant && !splat) &&
+      failed(maskPadding(builder, op, *rule, required, operands,
+                         !collectiveAxes.empty())))
+    return failure();
 
   Location loc = op->getLoc();
   SmallVector<Type> resultTypes;
   for (auto [i, result] : llvm::enumerate(op->getResults()))
-    resultTypes.push_back(localType(result.getType(), actual[i]));
+    resultTypes.push_back(localType(globalTypeOf(result), actual[i]));
 
   Operation *clone = nullptr;
   if (constant && splat) {
@@ -773,13 +871,32 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     isMean = reduce.getKind() == nn::ReduceKind::Mean;
   if (isa<nn::CrossEntropyOp>(op))
     isMean = true;
-  if (isMean && meanShards > 1) {
-    // The local kernel divides by the local count; the partial values must
-    // sum to the global mean, so scale by local/global = 1/meanShards.
+  // The local kernel divides by the local count of the reduced elements; the
+  // partial values must sum to the global mean, so scale by local / global
+  // count: 1/meanShards, or with padded reduced dimensions (whose padding
+  // was masked to add nothing) the local count over the real one.
+  double meanScale = 1.0 / static_cast<double>(meanShards);
+  if (isMean && !padding.empty()) {
+    Value reduced = op->getOperand(isa<nn::CrossEntropyOp>(op) ? 1 : 0);
+    SmallVector<int64_t> dims;
+    if (auto reduce = dyn_cast<nn::ReduceOp>(op))
+      dims.assign(reduce.getDims().begin(), reduce.getDims().end());
+    else
+      for (int64_t d = 0; d < padding.realType(reduced).getRank(); ++d)
+        dims.push_back(d);
+    Value local = operands[isa<nn::CrossEntropyOp>(op) ? 1 : 0];
+    int64_t localCount = 1, realCount = 1;
+    for (int64_t d : dims) {
+      localCount *= cast<RankedTensorType>(local.getType()).getDimSize(d);
+      realCount *= padding.realType(reduced).getDimSize(d);
+    }
+    if (realCount > 0)
+      meanScale = static_cast<double>(localCount) / realCount;
+  }
+  if (isMean && meanScale != 1.0) {
     auto type = cast<RankedTensorType>(results.front().getType());
     auto splatScale = DenseElementsAttr::get(
-        type, builder.getFloatAttr(type.getElementType(),
-                                   1.0 / static_cast<double>(meanShards)));
+        type, builder.getFloatAttr(type.getElementType(), meanScale));
     Value scale = nn::ConstantOp::create(builder, loc, type, splatScale);
     results.front() =
         nn::MulOp::create(builder, loc, type, results.front(), scale);
@@ -788,6 +905,92 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
     localOf[result] = results[i];
     shardingOf[result] = actual[i];
+  }
+  return success();
+}
+
+/// Masks the padding of padded dimensions an op reduces over, on its local
+/// operands, to the reduction's identity: 0 for a sum (einsum contractions,
+/// nn.reduce sum and mean), -inf for a max (and for softmax's and
+/// cross_entropy's vocabulary, whose exp then adds 0); cross_entropy's labels
+/// of padded tokens become -1, which its kernel skips. The embedding's
+/// padded vocabulary needs nothing (no id reaches the padding). Any other
+/// whole or collective factor over padding is a diagnostic.
+LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
+                                           const dist::ShardingRule &r,
+                                           ArrayRef<Sharding> required,
+                                           SmallVectorImpl<Value> &operands,
+                                           bool splitVocab) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto isOnly = [](const dist::TensorFactors &dims, unsigned d, int64_t f) {
+    return d < dims.size() && dims[d].size() == 1 && dims[d].front() == f;
+  };
+  for (int64_t f = 0; f < r.getNumFactors(); ++f) {
+    const dist::Factor &factor = r.getFactor(f);
+    if (factor.kind == dist::FactorKind::Parallel)
+      continue;
+    std::optional<std::pair<Value, unsigned>> shown;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      for (unsigned d = 0; d < padding.realType(operand).getRank(); ++d)
+        if (!shown && isOnly(r.getOperand(i), d, f) &&
+            padding.isPadded(operand, d))
+          shown = {operand, d};
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      for (unsigned d = 0; d < padding.realType(result).getRank(); ++d)
+        if (!shown && isOnly(r.getResult(i), d, f) &&
+            padding.isPadded(result, d))
+          shown = {result, d};
+    if (!shown)
+      continue;
+    auto inexact = [&](StringRef why) {
+      return op->emitError()
+             << "cannot partition '" << op->getName() << "': "
+             << describePaddedDim(op, shown->first, shown->second)
+             << " is padded, and " << why
+             << "; split it over axes that divide its size";
+    };
+    double value = 0.0;
+    std::optional<unsigned> only; // mask this operand only, else all of f's
+    if (factor.kind == dist::FactorKind::Reduction) {
+      if (isa<nn::CrossEntropyOp>(op)) {
+        if (splitVocab)
+          return inexact("the vocabulary-parallel cross_entropy cannot skip "
+                         "padded tokens");
+        value = -1.0;
+        only = 1;
+      } else if (auto reduce = dyn_cast<nn::ReduceOp>(op)) {
+        value = reduce.getKind() == nn::ReduceKind::Max ? -inf : 0.0;
+      } else {
+        value = factor.partialKind ==
+                        static_cast<uint32_t>(dist::ReductionKind::Max)
+                    ? -inf
+                    : 0.0;
+      }
+    } else if (isa<nn::SoftmaxOp>(op) ||
+               (isa<nn::CrossEntropyOp>(op) && factor.name == "v")) {
+      value = -inf;
+      only = 0;
+    } else if (isa<nn::EmbeddingOp>(op) && factor.name == "v") {
+      continue;
+    } else {
+      return inexact("masking its padding does not make the op exact over "
+                     "it (a " +
+                     stringifyFactorKind(factor.kind).str() + " factor)");
+    }
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      if (only && *only != i)
+        continue;
+      for (unsigned d = 0; d < padding.realType(operand).getRank(); ++d) {
+        if (!isOnly(r.getOperand(i), d, f) || !padding.isPadded(operand, d))
+          continue;
+        operands[i] = dist::MaskOp::create(
+            builder, op->getLoc(), operands[i].getType(), operands[i],
+            meshName, axesAttr(required[i].dims[d]),
+            builder.getI64IntegerAttr(d),
+            builder.getI64IntegerAttr(padding.realType(operand).getDimSize(d)),
+            builder.getF64FloatAttr(value));
+      }
+    }
   }
   return success();
 }
@@ -816,7 +1019,7 @@ LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
     func.removeResultAttr(i, builder.getStringAttr(
                                  dist::DistDialect::kShardingAttrName));
     func.setResultAttr(i, kGlobalTypeAttrName,
-                       TypeAttr::get(globalTypeOf(operand)));
+                       TypeAttr::get(padding.realType(operand)));
     func.setResultAttr(i, kGlobalShardingAttrName, toAttr(target));
   }
   func::ReturnOp::create(builder, op.getLoc(), operands);
@@ -825,26 +1028,31 @@ LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
 
 LogicalResult FuncPartitioner::run() {
   Block &body = func.getBody().front();
-  SmallVector<Type> argTypes;
-  for (BlockArgument arg : func.getArguments()) {
-    Sharding sharding = readChecked(dist::getSharding(arg));
-    Type global = arg.getType();
-    localOf[arg] = arg;
-    shardingOf[arg] = sharding;
-    argGlobalTypes[arg] = cast<RankedTensorType>(global);
-    unsigned i = arg.getArgNumber();
-    func.removeArgAttr(i, dist::DistDialect::kShardingAttrName);
-    func.setArgAttr(i, kGlobalTypeAttrName, TypeAttr::get(global));
-    func.setArgAttr(i, kGlobalShardingAttrName, toAttr(sharding));
-    argTypes.push_back(localType(global, sharding));
-  }
-
   SmallVector<Operation *> original;
   for (Operation &op : body)
     original.push_back(&op);
   for (Operation *op : original)
     if (auto iface = dyn_cast<dist::ShardingRuleOpInterface>(op))
       rules.try_emplace(op, iface.getShardingRule());
+  FailureOr<PaddingAnalysis> analysis =
+      PaddingAnalysis::compute(func, mesh, rules, describeValue);
+  if (failed(analysis))
+    return failure();
+  padding = std::move(*analysis);
+
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : func.getArguments()) {
+    Sharding sharding = readChecked(dist::getSharding(arg));
+    Type global = arg.getType();
+    localOf[arg] = arg;
+    shardingOf[arg] = sharding;
+    unsigned i = arg.getArgNumber();
+    func.removeArgAttr(i, dist::DistDialect::kShardingAttrName);
+    // The real global type: the runtime scatters into the padded blocks.
+    func.setArgAttr(i, kGlobalTypeAttrName, TypeAttr::get(global));
+    func.setArgAttr(i, kGlobalShardingAttrName, toAttr(sharding));
+    argTypes.push_back(localType(globalTypeOf(arg), sharding));
+  }
   for (auto [arg, type] : llvm::zip(func.getArguments(), argTypes))
     arg.setType(type);
 

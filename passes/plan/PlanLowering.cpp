@@ -94,7 +94,7 @@ bool isPartitioned(func::FuncOp func) {
   func.walk([&](Operation *op) {
     if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
             dist::AllToAllOp, dist::CollectivePermuteOp, dist::SendOp,
-            dist::RecvOp, dist::SliceOp>(op) ||
+            dist::RecvOp, dist::SliceOp, dist::MaskOp>(op) ||
         isAxisIndex(op))
       collective = true;
   });
@@ -281,16 +281,26 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
     global.push_back(n);
   }
   if (globalType) {
+    // A padded dimension (dist-partition pads dimensions their axes do not
+    // divide) declares its real size, at most the local size times the
+    // shard count; the runtime scatters and gathers only the real elements.
     auto declared = dyn_cast<RankedTensorType>(globalType);
-    if (!declared || declared.getShape() != ArrayRef<int64_t>(global)) {
+    bool fits = declared && declared.getRank() == int64_t(global.size());
+    for (int64_t d = 0; fits && d < int64_t(global.size()); ++d)
+      fits = declared.getDimSize(d) <= global[d] &&
+             declared.getDimSize(d) > 0;
+    if (!fits) {
       InFlightDiagnostic diag = emitError();
       diag << "declares global type " << globalType
-           << ", but its local shape and sharding give [";
+           << ", but its local shape and sharding hold at most [";
       llvm::interleave(global, diag, "x");
       diag << "]";
       return failure();
     }
   }
+  if (globalType)
+    global.assign(cast<RankedTensorType>(globalType).getShape().begin(),
+                  cast<RankedTensorType>(globalType).getShape().end());
   buffer.clear_global_shape();
   for (int64_t n : global)
     buffer.add_global_shape(n);
@@ -605,6 +615,14 @@ LogicalResult FunctionLowering::lowerCollective(Operation *op) {
     for (int64_t v : o.getPairs())
       c->add_pairs(v);
     axes = o.getAxes();
+  } else if (auto o = dyn_cast<dist::MaskOp>(op)) {
+    // Padding (dist-partition, Padding.h); the executor resolves the
+    // device's group position.
+    c->set_kind(pb::Collective::MASK);
+    c->set_dim(o.getDim());
+    c->set_size(o.getSize());
+    c->set_value(o.getValue().convertToDouble());
+    axes = o.getAxes();
   } else if (isAxisIndex(op)) {
     c->set_kind(pb::Collective::AXIS_INDEX);
     axes = op->getAttrOfType<ArrayAttr>("axes");
@@ -632,7 +650,8 @@ LogicalResult FunctionLowering::lowerCollective(Operation *op) {
 
 LogicalResult FunctionLowering::lowerOp(Operation *op) {
   if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-          dist::AllToAllOp, dist::SliceOp, dist::CollectivePermuteOp>(op) ||
+          dist::AllToAllOp, dist::SliceOp, dist::CollectivePermuteOp,
+          dist::MaskOp>(op) ||
       isAxisIndex(op)) {
     for (Value operand : op->getOperands())
       program.mutable_buffers(use(operand))

@@ -176,7 +176,10 @@ sharding::projectDim(llvm::ArrayRef<AxisEntry> axes,
     if (f == factorSizes.size())
       break;
     int64_t size = mesh.axisSizes[e.axis];
-    if (size < 1 || factorSizes[f] % (used * size) != 0)
+    // A dimension of one factor may take axes that do not divide it, as
+    // long as every shard keeps an element: dist-partition pads it.
+    bool padded = factorSizes.size() == 1 && used * size <= factorSizes[f];
+    if (size < 1 || (factorSizes[f] % (used * size) != 0 && !padded))
       break;
     out[f].push_back(e);
     used *= size;

@@ -136,6 +136,8 @@ StringRef collectiveName(int kind) {
     return "collective_permute";
   case plan::Collective::AXIS_INDEX:
     return "axis_index";
+  case plan::Collective::MASK:
+    return "mask";
   default:
     return "?";
   }
@@ -256,7 +258,8 @@ int runExplain() {
       bytes = localBytes(program->buffers(c.input()));
     // slice and axis_index move nothing between devices.
     bool local = c.kind() == plan::Collective::SLICE ||
-                 c.kind() == plan::Collective::AXIS_INDEX;
+                 c.kind() == plan::Collective::AXIS_INDEX ||
+                 c.kind() == plan::Collective::MASK;
     if (!local) {
       ++collectives;
       collectiveBytes += bytes;

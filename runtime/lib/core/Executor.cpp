@@ -44,7 +44,9 @@ uint64_t fnv1a64(const std::string &s) {
 double toUnit(uint64_t r) { return (double(r >> 11) + 0.5) * 0x1.0p-53; }
 
 /// Calls `row(globalElem, localElem, length)` for every contiguous row of the
-/// local block that starts at `starts` inside the global shape.
+/// local block that starts at `starts` inside the global shape. A padded
+/// block (dist-partition pads dimensions their axes do not divide) reaches
+/// past the global shape: only its real elements are visited.
 void forEachRow(const std::vector<int64_t> &global,
                 const std::vector<int64_t> &local,
                 const std::vector<int64_t> &starts,
@@ -58,13 +60,18 @@ void forEachRow(const std::vector<int64_t> &global,
     return;
   }
   int64_t rowLen = local[rank - 1];
+  int64_t realLen = std::min(rowLen, global[rank - 1] - starts[rank - 1]);
   std::vector<int64_t> index(rank, 0);
   int64_t localElem = 0;
   while (true) {
     int64_t g = 0;
-    for (int64_t d = 0; d < rank; ++d)
+    bool real = realLen > 0;
+    for (int64_t d = 0; d < rank; ++d) {
       g = g * global[d] + starts[d] + index[d];
-    row(g, localElem, rowLen);
+      real &= starts[d] + index[d] < global[d];
+    }
+    if (real)
+      row(g, localElem, realLen);
     localElem += rowLen;
     int64_t d = rank - 2;
     while (d >= 0 && ++index[d] == local[d]) {
@@ -240,6 +247,7 @@ struct Executor::Impl {
     const plan::Init &init = b.init();
     uint64_t key = splitmix64(plan->seed() ^ fnv1a64(b.name()));
     bool f64 = view.dtype == DType::F64;
+    std::memset(view.data, 0, view.numBytes()); // padding, if any, is zeros
     forEachRow(global, view.shape, blockStarts(b, coords),
                [&](int64_t g, int64_t l, int64_t n) {
                  for (int64_t i = 0; i < n; ++i) {
@@ -405,6 +413,46 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       unsigned char *dst = static_cast<unsigned char *>(out.data);
       for (int64_t o = 0; o < outer; ++o)
         std::memcpy(dst + o * block, src + o * row + position * block, block);
+    };
+  }
+  case plan::Collective::MASK: {
+    // Padding (dist.mask): elements whose global index along `dim`,
+    // position * local size + local index, is >= `size` get `value`.
+    int64_t position =
+        std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
+    int64_t d = c.dim(), local = in.shape[d], size = c.size();
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < d; ++i)
+      outer *= in.shape[i];
+    for (int64_t i = d + 1; i < int64_t(in.shape.size()); ++i)
+      inner *= in.shape[i];
+    int64_t first = std::clamp<int64_t>(size - position * local, 0, local);
+    double value = c.value();
+    if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I32 &&
+        dtype != DType::I64)
+      throw Error(std::string("mask: unsupported dtype ") + toString(dtype));
+    return [=] {
+      if (in.data != out.data)
+        std::memcpy(out.data, in.data, in.numBytes());
+      auto fill = [&](auto *data, auto v) {
+        for (int64_t o = 0; o < outer; ++o)
+          std::fill(data + (o * local + first) * inner,
+                    data + (o + 1) * local * inner, v);
+      };
+      switch (dtype) {
+      case DType::F32:
+        fill(out.as<float>(), float(value));
+        break;
+      case DType::F64:
+        fill(out.as<double>(), value);
+        break;
+      case DType::I32:
+        fill(out.as<int32_t>(), int32_t(value));
+        break;
+      default:
+        fill(out.as<int64_t>(), int64_t(value));
+        break;
+      }
     };
   }
   case plan::Collective::AXIS_INDEX: {

@@ -191,9 +191,12 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       if (d < buffer.sharding_size())
         for (const std::string &axis : buffer.sharding(d).axes())
           factor *= axisSizes.at(axis);
-      if (buffer.global_shape(d) != buffer.local_shape(d) * factor)
+      // Padded dimensions (a global size the shard count does not divide)
+      // hold fewer real elements than local size times shard count.
+      if (buffer.global_shape(d) > buffer.local_shape(d) * factor ||
+          (buffer.global_shape(d) == 0) != (buffer.local_shape(d) == 0))
         fail(what, bw + ": global shape " + shapeString(buffer.global_shape()) +
-                       " is not local shape " +
+                       " exceeds local shape " +
                        shapeString(buffer.local_shape()) +
                        " times its sharding at dimension " + std::to_string(d));
     }
@@ -333,6 +336,12 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       };
       switch (c.kind()) {
       case plan::Collective::ALL_REDUCE:
+        break;
+      case plan::Collective::MASK:
+        checkDim(c.dim(), "dim");
+        if (c.size() < 1 || c.size() > expect[c.dim()] * g)
+          fail(what, iw + ": mask size " + std::to_string(c.size()) +
+                         " is not in [1, local size times group size]");
         break;
       case plan::Collective::ALL_GATHER:
         checkDim(c.dim(), "dim");

@@ -426,8 +426,11 @@ void runCrossEntropy(const KernelCall &call) {
     return labels.dtype == DType::I32 ? labels.as<int32_t>()[t]
                                       : labels.as<int64_t>()[t];
   };
+  // A negative label marks a token to skip (it adds 0 to the sum, and the
+  // mean still divides by every token): dist-partition gives padded tokens
+  // label -1 (dist.mask) so they add nothing.
   for (int64_t t = 0; t < tokens; ++t)
-    if (labelAt(t) < 0 || labelAt(t) >= vocab)
+    if (labelAt(t) >= vocab)
       fail(kind, "label " + std::to_string(labelAt(t)) + " of token " +
                      std::to_string(t) + " is outside [0, " +
                      std::to_string(vocab) + ")");
@@ -435,6 +438,8 @@ void runCrossEntropy(const KernelCall &call) {
   dispatchFloat(kind, logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t t = 0; t < tokens; ++t) {
+      if (labelAt(t) < 0)
+        continue;
       const T *row = logits.as<T>() + t * vocab;
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < vocab; ++j)

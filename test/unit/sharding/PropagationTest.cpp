@@ -65,8 +65,20 @@ TEST(ProjectDimTest, StopsAtAxisThatWouldStraddleFactors) {
 
 TEST(ProjectDimTest, DropsAxisThatDividesNoFactor) {
   MeshInfo mesh = testMesh();
-  auto out = projectDim({entry(Y)}, {6}, mesh);
+  // A dimension of several factors keeps whole blocks: no padding.
+  auto out = projectDim({entry(Y)}, {6, 2}, mesh);
   EXPECT_TRUE(out[0].empty());
+  EXPECT_TRUE(out[1].empty());
+  // One factor smaller than the axis: too small to pad.
+  EXPECT_TRUE(projectDim({entry(Y)}, {3}, mesh)[0].empty());
+}
+
+TEST(ProjectDimTest, PadsDimensionOfOneFactor) {
+  MeshInfo mesh = testMesh();
+  // 6 on y=4: dist-partition pads it to 8.
+  EXPECT_EQ(axesOf(projectDim({entry(Y)}, {6}, mesh)[0]), (Axes{Y}));
+  // x then y would need 8 shards of 6: only x is taken.
+  EXPECT_EQ(axesOf(projectDim({entry(X), entry(Y)}, {6}, mesh)[0]), (Axes{X}));
 }
 
 TEST(ProjectDimTest, SkipsSizeOneFactors) {

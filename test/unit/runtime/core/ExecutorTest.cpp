@@ -447,8 +447,8 @@ TEST(PlanFile, RejectsInconsistentPlans) {
     PlanBuilder b({{"tp", 2}}, true);
     b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {5, 3});
     EXPECT_EQ(parseError(b.finish()),
-              "p.pb: program 'main': buffer 0 ('x'): global shape [5x3] is not "
-              "local shape [2x3] times its sharding at dimension 0");
+              "p.pb: program 'main': buffer 0 ('x'): global shape [5x3] "
+              "exceeds local shape [2x3] times its sharding at dimension 0");
   }
   {
     PlanBuilder b({{"tp", 2}}, true);

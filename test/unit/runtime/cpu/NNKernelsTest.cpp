@@ -583,6 +583,21 @@ TYPED_TEST(NNKernelsTest, CrossEntropyOfUniformLogitsIsLogV) {
   }
 }
 
+TYPED_TEST(NNKernelsTest, CrossEntropySkipsNegativeLabels) {
+  using T = TypeParam;
+  // Token 1 (label -1, e.g. a padded token) adds nothing, even with
+  // non-finite logits; the mean still divides by all 3 tokens:
+  // (log 10 + log 10) / 3.
+  std::vector<double> values(30, 2.0);
+  for (int j = 10; j < 20; ++j)
+    values[j] = std::numeric_limits<double>::quiet_NaN();
+  Tensor logits = makeTensor<T>({3, 10}, values);
+  Tensor labels = makeTensor<int32_t>({3}, {0, -1, 9});
+  Tensor loss(dtypeOf<T>(), {});
+  runKernel(KernelKind::CrossEntropy, {}, {&logits, &labels}, {&loss});
+  expectNear<T>(loss, {2.0 * std::log(10.0) / 3.0}, 0.0);
+}
+
 TEST(CrossEntropyTest, RejectsBadInputs) {
   Tensor logits(DType::F32, {2, 5}), labels = makeTensor<int32_t>({2}, {1, 5});
   Tensor loss(DType::F32, {});
