@@ -652,6 +652,14 @@ std::vector<Tensor> Executor::gatherResults() {
   return results;
 }
 
+Tensor Executor::gatherResult(size_t index) {
+  if (index >= size_t(pimpl->program->results_size()))
+    throw Error("result " + std::to_string(index) + " does not exist: the " +
+                "program has " +
+                std::to_string(pimpl->program->results_size()) + " results");
+  return pimpl->gatherBuffer(pimpl->program->results(int(index)));
+}
+
 Tensor Executor::gatherPersistent(const std::string &name) {
   return pimpl->gatherBuffer(pimpl->persistentId(name));
 }

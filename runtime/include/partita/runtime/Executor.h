@@ -17,8 +17,8 @@
 //   for (int step = 0; step < N; ++step) {
 //     ex.setInputs(batch(step)); // global ids/labels/x of this step
 //     ex.run();                  // forward, backward, update, copy-back
-//     loss = ex.gatherResults()  // every rank calls it when partitioned
-//                [lossIndex];
+//     loss = ex.gatherResult(lossIndex); // every rank calls it when
+//                                        // partitioned
 //   }
 //
 // and gatherPersistent / setPersistent read and write the parameters and
@@ -110,6 +110,9 @@ public:
   /// partitioned program (every rank must call it); partial results are
   /// reduced (summed, or max) over their partial axes.
   std::vector<Tensor> gatherResults();
+  /// Result `index` alone as a global array (a train step's loss, without
+  /// gathering every updated parameter). Collective like gatherResults.
+  Tensor gatherResult(size_t index);
   /// This rank's block of parameter or state buffer `name` (for tests and
   /// debugging).
   Tensor localParameter(const std::string &name) const;

@@ -565,7 +565,9 @@ TEST(Executor, TrainingStepsUpdateParametersAndStateInPlace) {
       }
       Tensor wGot = ex.gatherPersistent("w");
       Tensor bufGot = ex.gatherPersistent("w.momentum");
+      Tensor grad = ex.gatherResult(2); // one result alone (collective)
       std::lock_guard<std::mutex> lock(m);
+      expectNear(grad, results[2], 0);
       for (int i = 0; i < 4; ++i) {
         EXPECT_NEAR(wGot.data<float>()[i], w[i], 1e-5) << "w " << i;
         EXPECT_NEAR(bufGot.data<float>()[i], buf[i], 1e-5) << "buf " << i;
@@ -596,6 +598,13 @@ TEST(Executor, SetPersistentWritesEachRanksBlock) {
       ADD_FAILURE() << "no error";
     } catch (const Error &e) {
       EXPECT_STREQ(e.what(), "parameter 'w' must be f32x4, got f32x5");
+    }
+    try {
+      ex.gatherResult(3);
+      ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+      EXPECT_STREQ(e.what(),
+                   "result 3 does not exist: the program has 3 results");
     }
     try {
       ex.gatherPersistent("nope");
