@@ -845,6 +845,15 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
       result.setType(type);
     clone->removeAttr(dist::DistDialect::kShardingAttrName);
+    // cross_entropy_grad divides by the number of label positions; with the
+    // tokens split, each shard must still divide by the global (real,
+    // unpadded) count, which the kernel reads from nn.mean_count.
+    if (isa<nn::CrossEntropyGradOp>(op) && !op->hasAttr("nn.mean_count")) {
+      Value labels = op->getOperand(1);
+      RankedTensorType real = padding.realType(labels);
+      clone->setAttr("nn.mean_count",
+                     builder.getI64IntegerAttr(real.getNumElements()));
+    }
     // A safety net: a rule that promises more than the op's verifier accepts
     // on local types is a diagnostic, never wrong IR.
     std::string why;
