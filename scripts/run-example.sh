@@ -2,7 +2,9 @@
 # The main job, end to end: write a GPT model, annotate it for a 2x2 dp x tp
 # mesh with the dp+megatron recipe, propagate shardings and print them;
 # then compile it to a plan, run the plan on 4 local ranks (threads) and
-# check it against the unpartitioned model run on one rank.
+# check it against the unpartitioned model run on one rank. Then train it:
+# compile an AdamW train step for the same mesh, train 20 steps on the GPL
+# text (byte-level) checked against one rank.
 # Usage: scripts/run-example.sh
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,3 +21,7 @@ set -x
 "$bin/partita" plan "$out/gpt.mlir" --mesh dp=2,tp=2 --strategy dp+megatron \
   -o "$out/gpt.pb"
 "$bin/partita" run "$out/gpt.pb" --ranks 4 --comm local --check
+"$bin/partita" plan "$out/gpt.mlir" --mesh dp=2,tp=2 --strategy dp+megatron \
+  --train adamw --lr 1e-3 -o "$out/gpt-train.pb"
+"$bin/partita" run "$out/gpt-train.pb" --steps 20 --check --rtol 1e-4 \
+  --param-rtol 0.05
