@@ -57,8 +57,7 @@ Value splat(OpBuilder &b, Location loc, Type like, double value) {
 
 /// Collects the ops a builder inserts, to tag them.
 struct Collector : public OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op,
-                               OpBuilder::InsertPoint) override {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     ops.push_back(op);
   }
   void tag(StringRef kind) {
@@ -97,9 +96,8 @@ LogicalResult checkOptions(ModuleOp module, const AutodiffOptions &options) {
                    StringRef expected) -> LogicalResult {
     if (ok && std::isfinite(value))
       return success();
-    return module.emitError("nn-autodiff: ")
-           << name << " must be " << expected << ", got "
-           << formatNumber(value);
+    return module.emitError("nn-autodiff: ") << name << " must be " << expected
+                                             << ", got " << formatNumber(value);
   };
   if (failed(check(options.lr >= 0, "lr", options.lr, "finite and >= 0")) ||
       failed(check(options.momentum >= 0, "momentum", options.momentum,
@@ -185,8 +183,7 @@ LogicalResult Differentiator::checkForward() {
     if (param) {
       if (!isFloatTensor(type))
         return forward.emitError("nn-autodiff: parameter '")
-               << param.getValue() << "' must be a float tensor, got "
-               << type;
+               << param.getValue() << "' must be a float tensor, got " << type;
       params.push_back({i, param, cast<RankedTensorType>(type)});
     } else if (input) {
       inputs.push_back({i, input});
@@ -266,8 +263,8 @@ void Differentiator::createFunction() {
     }
   }
   for (const Input &input : inputs)
-    addArg(body.getArgument(input.argIndex).getType(), "nn.input",
-           input.name, body.getArgument(input.argIndex).getLoc());
+    addArg(body.getArgument(input.argIndex).getType(), "nn.input", input.name,
+           body.getArgument(input.argIndex).getLoc());
 
   StringRef name =
       options.optimizer == Optimizer::None ? "grads" : "train_step";
@@ -443,11 +440,10 @@ void Differentiator::recompute() {
       if (!needed.contains(op))
         continue;
       for (Value result : op->getResults())
-        result.replaceUsesWithIf(
-            mapping.lookup(result), [&](OpOperand &use) {
-              return !forwardSet.contains(use.getOwner()) &&
-                     !clones.contains(use.getOwner());
-            });
+        result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
+          return !forwardSet.contains(use.getOwner()) &&
+                 !clones.contains(use.getOwner());
+        });
     }
   }
 }
@@ -464,19 +460,17 @@ void Differentiator::clip() {
   for (Value grad : grads) {
     int64_t rank = cast<RankedTensorType>(grad.getType()).getRank();
     Value square = nn::MulOp::create(b, loc, grad.getType(), grad, grad);
-    Value sum = nn::ReduceOp::create(
-        b, loc, scalarType, nn::ReduceKind::Sum, square,
-        llvm::to_vector(llvm::seq<int64_t>(0, rank)));
+    Value sum =
+        nn::ReduceOp::create(b, loc, scalarType, nn::ReduceKind::Sum, square,
+                             llvm::to_vector(llvm::seq<int64_t>(0, rank)));
     total = total ? nn::AddOp::create(b, loc, scalarType, total, sum) : sum;
   }
   Value norm = nn::SqrtOp::create(b, loc, scalarType, total);
   Value limit = splat(b, loc, scalarType, options.clipNorm);
   Value padded = nn::AddOp::create(b, loc, scalarType, norm,
                                    splat(b, loc, scalarType, 1e-6));
-  Value denominator =
-      nn::MaxOp::create(b, loc, scalarType, padded, limit);
-  Value coefficient =
-      nn::DivOp::create(b, loc, scalarType, limit, denominator);
+  Value denominator = nn::MaxOp::create(b, loc, scalarType, padded, limit);
+  Value coefficient = nn::DivOp::create(b, loc, scalarType, limit, denominator);
   for (Value &grad : grads) {
     Value wide = nn::BroadcastOp::create(b, loc, grad.getType(), coefficient,
                                          ArrayRef<int64_t>{});
@@ -510,10 +504,9 @@ void Differentiator::finish() {
     DenseMap<Type, Value> stepOfType;
     if (options.optimizer == Optimizer::AdamW) {
       Value oldStep = stateArgs.back();
-      step = nn::AddOp::create(b, oldStep.getLoc(), oldStep.getType(),
-                               oldStep,
-                               splat(b, oldStep.getLoc(), oldStep.getType(),
-                                     1.0));
+      step =
+          nn::AddOp::create(b, oldStep.getLoc(), oldStep.getType(), oldStep,
+                            splat(b, oldStep.getLoc(), oldStep.getType(), 1.0));
     }
     for (auto [i, param] : llvm::enumerate(params)) {
       Value p = paramArgs[i];
@@ -556,8 +549,8 @@ void Differentiator::finish() {
   b.setListener(nullptr);
   func::ReturnOp::create(b, forward.getBody().front().getTerminator()->getLoc(),
                          results);
-  function.setFunctionType(b.getFunctionType(
-      function.getArgumentTypes(), ValueRange(results).getTypes()));
+  function.setFunctionType(b.getFunctionType(function.getArgumentTypes(),
+                                             ValueRange(results).getTypes()));
   function.setAllResultAttrs(resultAttrs);
 }
 
@@ -597,10 +590,10 @@ FailureOr<AutodiffStats> differentiate(ModuleOp module,
                                        const AutodiffOptions &options) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
-    return module.emitError("nn-autodiff: the module has no func.func @forward");
-  if (module.lookupSymbol(options.optimizer == Optimizer::None
-                              ? "grads"
-                              : "train_step"))
+    return module.emitError(
+        "nn-autodiff: the module has no func.func @forward");
+  if (module.lookupSymbol(options.optimizer == Optimizer::None ? "grads"
+                                                               : "train_step"))
     return module.emitError("nn-autodiff: the module already has a @")
            << (options.optimizer == Optimizer::None ? "grads" : "train_step");
   return Differentiator(module, forward, options).run();

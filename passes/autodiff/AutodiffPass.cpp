@@ -49,7 +49,8 @@ struct NNAutodiffPass : public impl::NNAutodiffBase<NNAutodiffPass> {
     options.eps = eps;
     options.weightDecay = weightDecay;
     options.clipNorm = clipNorm;
-    mlir::FailureOr<AutodiffStats> stats = differentiate(getOperation(), options);
+    mlir::FailureOr<AutodiffStats> stats =
+        differentiate(getOperation(), options);
     if (mlir::failed(stats))
       return signalPassFailure();
     numInputGradientOps = stats->inputGradientOps;

@@ -30,9 +30,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/autodiff/VJPRules.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/Interfaces/VJPInterface.h"
-#include "passes/autodiff/VJPRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -101,9 +101,7 @@ Value greaterEqual(OpBuilder &b, Location loc, Value lhs, Value rhs) {
 // Rules
 //===----------------------------------------------------------------------===//
 
-FailureOr<Value> vjp(AddOp op, OpBuilder &, unsigned, Value dy) {
-  return dy;
-}
+FailureOr<Value> vjp(AddOp op, OpBuilder &, unsigned, Value dy) { return dy; }
 
 FailureOr<Value> vjp(SubOp op, OpBuilder &b, unsigned index, Value dy) {
   return index == 0 ? dy : neg(b, op.getLoc(), dy);
@@ -338,10 +336,9 @@ FailureOr<Value> vjp(RMSNormOp op, OpBuilder &b, unsigned index, Value dy) {
     return RMSNormGradOp::create(b, loc, dy.getType(), op.getInput(),
                                  op.getGamma(), dy, op.getEpsilonAttr())
         .getResult();
-  Value normalized =
-      RMSNormOp::create(b, loc, op.getType(), op.getInput(),
-                        splat(b, loc, op.getGamma().getType(), 1.0),
-                        op.getEpsilonAttr());
+  Value normalized = RMSNormOp::create(
+      b, loc, op.getType(), op.getInput(),
+      splat(b, loc, op.getGamma().getType(), 1.0), op.getEpsilonAttr());
   return sumLeading(b, loc, mul(b, loc, dy, normalized));
 }
 
@@ -355,10 +352,9 @@ FailureOr<Value> vjp(AttentionOp op, OpBuilder &b, unsigned index, Value dy) {
   static constexpr AttentionGradWrt wrt[] = {
       AttentionGradWrt::Query, AttentionGradWrt::Key, AttentionGradWrt::Value};
   return AttentionGradOp::create(b, op.getLoc(),
-                                 op->getOperand(index).getType(),
-                                 op.getQuery(), op.getKey(), op.getValue(), dy,
-                                 wrt[index], op.getCausal(),
-                                 op.getScaleAttr())
+                                 op->getOperand(index).getType(), op.getQuery(),
+                                 op.getKey(), op.getValue(), dy, wrt[index],
+                                 op.getCausal(), op.getScaleAttr())
       .getResult();
 }
 
@@ -409,8 +405,7 @@ struct VJPModel : public VJPOpInterface::ExternalModel<VJPModel<OpT>, OpT> {
   }
 };
 
-template <typename... OpTs>
-void attach(MLIRContext *context) {
+template <typename... OpTs> void attach(MLIRContext *context) {
   (OpTs::template attachInterface<VJPModel<OpTs>>(*context), ...);
 }
 } // namespace
@@ -419,9 +414,9 @@ void registerVJPExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, NNDialect *) {
     attach<AddOp, SubOp, MulOp, DivOp, MaxOp, NegOp, ExpOp, LogOp, TanhOp,
            RsqrtOp, SqrtOp, ReluOp, SiluOp, GeluOp, EinsumOp, BroadcastOp,
-           ReduceOp, TransposeOp, ReshapeOp, SoftmaxOp, LayerNormOp,
-           RMSNormOp, RotaryOp, AttentionOp, EmbeddingOp, CrossEntropyOp,
-           ConvertOp, GreaterEqualOp, ConstantOp>(context);
+           ReduceOp, TransposeOp, ReshapeOp, SoftmaxOp, LayerNormOp, RMSNormOp,
+           RotaryOp, AttentionOp, EmbeddingOp, CrossEntropyOp, ConvertOp,
+           GreaterEqualOp, ConstantOp>(context);
   });
 }
 } // namespace partita::nn

@@ -1,8 +1,8 @@
 //===- VJPRulesTest.cpp - unit tests of the nn ops' VJP rules -------------===//
 
+#include "passes/autodiff/VJPRules.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/Interfaces/VJPInterface.h"
-#include "passes/autodiff/VJPRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -40,11 +40,17 @@ protected:
 // Every nn op is differentiable, except the backward and optimizer ops
 // themselves: a new forward op without a rule fails here.
 TEST_F(VJPRulesTest, EveryForwardOpHasARule) {
-  const std::set<std::string> notDifferentiable = {
-      "nn.relu_grad",          "nn.silu_grad",     "nn.gelu_grad",
-      "nn.layer_norm_grad",    "nn.rms_norm_grad", "nn.rotary_grad",
-      "nn.attention_grad",     "nn.embedding_grad", "nn.cross_entropy_grad",
-      "nn.sgd",                "nn.adamw"};
+  const std::set<std::string> notDifferentiable = {"nn.relu_grad",
+                                                   "nn.silu_grad",
+                                                   "nn.gelu_grad",
+                                                   "nn.layer_norm_grad",
+                                                   "nn.rms_norm_grad",
+                                                   "nn.rotary_grad",
+                                                   "nn.attention_grad",
+                                                   "nn.embedding_grad",
+                                                   "nn.cross_entropy_grad",
+                                                   "nn.sgd",
+                                                   "nn.adamw"};
   int forwardOps = 0;
   for (RegisteredOperationName name : context.getRegisteredOperations()) {
     if (name.getDialectNamespace() != "nn")
