@@ -373,37 +373,61 @@ Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
   return nn::AddOp::create(b, loc, type, straight, turnedPart);
 }
 
-Value buildSplitSeqAttention(OpBuilder &b, Location loc,
-                             FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
-                             ArrayAttr keyAxes, Value query, Value key,
-                             Value value, bool causal, double scale) {
-  auto qType = cast<RankedTensorType>(query.getType());
+namespace {
+/// Attention's operands in the grouped layout: the query (and anything of
+/// its type) as [b, s, k, g, d], the scores as [b, k, g, s, t].
+struct GroupedAttention {
+  RankedTensorType queryType, groupedType, scoresType;
+  Value grouped, scores; // the grouped query and the scaled, masked scores
+};
+
+GroupedAttention groupedScores(OpBuilder &b, Location loc,
+                               FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
+                               ArrayAttr keyAxes, Value query, Value key,
+                               bool causal, double scale) {
+  GroupedAttention a;
+  a.queryType = cast<RankedTensorType>(query.getType());
   auto kType = cast<RankedTensorType>(key.getType());
-  Type floatType = qType.getElementType();
-  int64_t batch = qType.getDimSize(0), seqQ = qType.getDimSize(1),
-          heads = qType.getDimSize(2), headDim = qType.getDimSize(3);
+  Type floatType = a.queryType.getElementType();
+  int64_t batch = a.queryType.getDimSize(0), seqQ = a.queryType.getDimSize(1),
+          heads = a.queryType.getDimSize(2),
+          headDim = a.queryType.getDimSize(3);
   int64_t seqKV = kType.getDimSize(1), kvHeads = kType.getDimSize(2);
   int64_t group = heads / kvHeads;
 
-  auto groupedType =
+  a.groupedType =
       RankedTensorType::get({batch, seqQ, kvHeads, group, headDim}, floatType);
-  Value grouped = nn::ReshapeOp::create(b, loc, groupedType, query);
-  auto scoresType =
+  a.grouped = nn::ReshapeOp::create(b, loc, a.groupedType, query);
+  a.scoresType =
       RankedTensorType::get({batch, kvHeads, group, seqQ, seqKV}, floatType);
-  Value scores = nn::EinsumOp::create(b, loc, scoresType,
+  Value scores = nn::EinsumOp::create(b, loc, a.scoresType,
                                       b.getStringAttr("bskgd,btkd->bkgst"),
-                                      ValueRange{grouped, key});
-  scores = nn::MulOp::create(b, loc, scoresType, scores,
-                             splat(b, loc, scoresType, scale));
+                                      ValueRange{a.grouped, key});
+  scores = nn::MulOp::create(b, loc, a.scoresType, scores,
+                             splat(b, loc, a.scoresType, scale));
   if (causal) {
     Value qpos = positions(b, loc, mesh, queryAxes, seqQ);
     Value kpos = positions(b, loc, mesh, keyAxes, seqKV);
     Value bias = causalBias(b, loc, qpos, kpos, floatType);
     scores = nn::AddOp::create(
-        b, loc, scoresType, scores,
-        nn::BroadcastOp::create(b, loc, scoresType, bias,
+        b, loc, a.scoresType, scores,
+        nn::BroadcastOp::create(b, loc, a.scoresType, bias,
                                 ArrayRef<int64_t>{3, 4}));
   }
+  a.scores = scores;
+  return a;
+}
+} // namespace
+
+Value buildSplitSeqAttention(OpBuilder &b, Location loc,
+                             FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
+                             ArrayAttr keyAxes, Value query, Value key,
+                             Value value, bool causal, double scale) {
+  GroupedAttention a = groupedScores(b, loc, mesh, queryAxes, keyAxes, query,
+                                     key, causal, scale);
+  RankedTensorType scoresType = a.scoresType, groupedType = a.groupedType,
+                   qType = a.queryType;
+  Value scores = a.scores;
 
   Value probs;
   if (keyAxes.empty()) {
@@ -418,6 +442,45 @@ Value buildSplitSeqAttention(OpBuilder &b, Location loc,
                                    b.getStringAttr("bkgst,btkd->bskgd"),
                                    ValueRange{probs, value});
   return nn::ReshapeOp::create(b, loc, qType, out);
+}
+
+Value buildSplitSeqAttentionGrad(OpBuilder &b, Location loc,
+                                 FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
+                                 Value query, Value key, Value value, Value dy,
+                                 AttentionGradWrt wrt, bool causal,
+                                 double scale) {
+  GroupedAttention a =
+      groupedScores(b, loc, mesh, queryAxes, b.getArrayAttr({}), query, key,
+                    causal, scale);
+  RankedTensorType scoresType = a.scoresType, groupedType = a.groupedType;
+  auto kType = cast<RankedTensorType>(key.getType());
+  Value probs = nn::SoftmaxOp::create(b, loc, scoresType, a.scores,
+                                      b.getI64IntegerAttr(4));
+  Value dyG = nn::ReshapeOp::create(b, loc, groupedType, dy);
+  auto einsum = [&](Type type, StringRef spec, Value x, Value y) -> Value {
+    return nn::EinsumOp::create(b, loc, type, b.getStringAttr(spec),
+                                ValueRange{x, y});
+  };
+  if (wrt == AttentionGradWrt::Value)
+    return einsum(kType, "bkgst,bskgd->btkd", probs, dyG);
+
+  // dS = P * (dP - rowsum(dy * O)), dP = dy V^T.
+  Value out = einsum(groupedType, "bkgst,btkd->bskgd", probs, value);
+  auto rowType = RankedTensorType::get(scoresType.getShape().drop_back(),
+                                       scoresType.getElementType());
+  Value rowDot = einsum(rowType, "bskgd,bskgd->bkgs", dyG, out);
+  Value dP = einsum(scoresType, "bskgd,btkd->bkgst", dyG, value);
+  Value centered = nn::SubOp::create(
+      b, loc, scoresType, dP,
+      nn::BroadcastOp::create(b, loc, scoresType, rowDot,
+                              ArrayRef<int64_t>{0, 1, 2, 3}));
+  Value dS = nn::MulOp::create(b, loc, scoresType, probs, centered);
+  dS = nn::MulOp::create(b, loc, scoresType, dS,
+                         splat(b, loc, scoresType, scale));
+  if (wrt == AttentionGradWrt::Key)
+    return einsum(kType, "bkgst,bskgd->btkd", dS, a.grouped);
+  Value dq = einsum(groupedType, "bkgst,btkd->bskgd", dS, key);
+  return nn::ReshapeOp::create(b, loc, a.queryType, dq);
 }
 
 } // namespace partita::partition

@@ -107,6 +107,23 @@ mlir::Value buildSplitSeqAttention(mlir::OpBuilder &builder,
                                    mlir::Value key, mlir::Value value,
                                    bool causal, double scale);
 
+/// Which operand `buildSplitSeqAttentionGrad` differentiates.
+enum class AttentionGradWrt { Query, Key, Value };
+
+/// nn.attention_grad with its query sequence split over `queryAxes` (the
+/// keys whole): the probabilities P recomputed as in buildSplitSeqAttention
+/// (masked with the queries' global positions when causal), then in the
+/// grouped layout, with O = P V:
+///   dV = P^T dy;  dS = scale * P * (dy V^T - rowsum(dy * O))
+///   dK = dS^T Q;  dQ = dS K
+/// dQ is this device's rows; dK and dV are its partial sums over
+/// `queryAxes` (each device holds a share of the query positions).
+mlir::Value buildSplitSeqAttentionGrad(
+    mlir::OpBuilder &builder, mlir::Location loc, mlir::FlatSymbolRefAttr mesh,
+    mlir::ArrayAttr queryAxes, mlir::Value query, mlir::Value key,
+    mlir::Value value, mlir::Value dy, AttentionGradWrt wrt, bool causal,
+    double scale);
+
 } // namespace partita::partition
 
 #endif // PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H

@@ -25,10 +25,10 @@
 // 4. Ops whose attributes have a global meaning are adjusted: a mean (nn.reduce
 //    mean, nn.cross_entropy's mean over tokens) over split dimensions is
 //    multiplied by 1/k, k the number of shards of the reduced dimensions, so
-//    the partial values sum to the global mean; nn.rotary with a split
-//    sequence and causal nn.attention with a split query sequence read
-//    global positions, so they get local forms that compute them from
-//    dist.axis_index or slice global tables (CollectiveLowerings.h); a
+//    the partial values sum to the global mean; nn.rotary(_grad) with a
+//    split sequence and causal nn.attention(_grad) with a split query
+//    sequence read global positions, so they get local forms that compute
+//    them from dist.axis_index or slice global tables (CollectiveLowerings.h); a
 //    non-splat nn.constant is computed whole and sliced by its consumers.
 //
 // Collective-aware forms (CollectiveLowerings.h): softmax, layer_norm and
@@ -747,18 +747,12 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     // sequence; attention over split keys merges its partial softmaxes.
     // Both have local forms of plain ops (CollectiveLowerings.h).
     if (isa<nn::RotaryOp, nn::RotaryGradOp>(op) ||
-        (isa<nn::AttentionOp>(op) && cast<nn::AttentionOp>(op).getCausal()))
+        (isa<nn::AttentionOp>(op) && cast<nn::AttentionOp>(op).getCausal()) ||
+        (isa<nn::AttentionGradOp>(op) &&
+         cast<nn::AttentionGradOp>(op).getCausal()))
       seqAxes = factorAxes("s");
     if (isa<nn::AttentionOp>(op))
       keyAxes = factorAxes("t");
-    if (auto grad = dyn_cast<nn::AttentionGradOp>(op))
-      if (grad.getCausal() && !factorAxes("s").empty())
-        return op->emitError()
-               << "cannot partition causal 'nn.attention_grad' with its "
-                  "query sequence split over "
-               << joinAxes(factorAxes("s"))
-               << ": its mask needs each shard's position offset, which "
-                  "dist-partition does not support yet";
   }
 
   // Operands.
@@ -795,6 +789,19 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
                                    groupSize(seqAxes), operands[0],
                                    grad.getTheta().convertToDouble(),
                                    /*inverse=*/true);
+    } else if (auto grad = dyn_cast<nn::AttentionGradOp>(op)) {
+      int64_t headDim =
+          cast<RankedTensorType>(operands[0].getType()).getDimSize(3);
+      double scale = grad.getScale()
+                         ? grad.getScale()->convertToDouble()
+                         : 1.0 / std::sqrt(static_cast<double>(headDim));
+      AttentionGradWrt wrt =
+          grad.getWrt() == nn::AttentionGradWrt::Query ? AttentionGradWrt::Query
+          : grad.getWrt() == nn::AttentionGradWrt::Key ? AttentionGradWrt::Key
+                                                       : AttentionGradWrt::Value;
+      result = buildSplitSeqAttentionGrad(
+          builder, loc, meshName, axesAttr(seqAxes), operands[0], operands[1],
+          operands[2], operands[3], wrt, grad.getCausal(), scale);
     } else {
       auto attention = cast<nn::AttentionOp>(op);
       int64_t headDim =

@@ -69,9 +69,10 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     numerators against the global row max and sum (`all_reduce` max and
     sum) and leaves the output partial over the key axes, the exact merge
     of Flash / Ring Attention; off by default, the keys are gathered.
-    `nn.rotary` with a split sequence and causal `nn.attention` with a
-    split query or key sequence compute global positions (sliced global
-    rotary tables; masks from `dist.axis_index`).
+    `nn.rotary` / `nn.rotary_grad` with a split sequence, and causal
+    `nn.attention` with a split query or key sequence and causal
+    `nn.attention_grad` with a split query sequence, compute global
+    positions (sliced global rotary tables; masks from `dist.axis_index`).
 
     Output contract (what the runtime reads): the function gets
     `dist.mesh = @mesh`; each argument and result gets
