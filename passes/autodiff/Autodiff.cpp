@@ -121,11 +121,6 @@ struct Param {
   RankedTensorType type;
 };
 
-struct Input {
-  unsigned argIndex;
-  StringAttr name;
-};
-
 class Differentiator {
 public:
   Differentiator(ModuleOp module, func::FuncOp forward,
@@ -155,7 +150,8 @@ private:
   Collector collector;
 
   SmallVector<Param> params;
-  SmallVector<Input> inputs;
+  /// The indices of @forward's input arguments.
+  SmallVector<unsigned> inputs;
   unsigned lossIndex = 0;
 
   func::FuncOp function;
@@ -186,7 +182,7 @@ LogicalResult Differentiator::checkForward() {
                << param.getValue() << "' must be a float tensor, got " << type;
       params.push_back({i, param, cast<RankedTensorType>(type)});
     } else if (input) {
-      inputs.push_back({i, input});
+      inputs.push_back(i);
     } else {
       return forward.emitError("nn-autodiff: argument #")
              << i << " of @forward is neither a parameter (nn.param) nor "
@@ -239,10 +235,15 @@ void Differentiator::createFunction() {
         b.getDictionaryAttr(b.getNamedAttr(attr, b.getStringAttr(name))));
     argLocs.push_back(loc);
   };
+  // Parameters and inputs keep all their attributes (annotations too).
   Block &body = forward.getBody().front();
+  auto addForwardArg = [&](unsigned index) {
+    argTypes.push_back(body.getArgument(index).getType());
+    argAttrs.push_back(forward.getArgAttrDict(index));
+    argLocs.push_back(body.getArgument(index).getLoc());
+  };
   for (const Param &param : params)
-    addArg(param.type, "nn.param", param.name,
-           body.getArgument(param.argIndex).getLoc());
+    addForwardArg(param.argIndex);
   if (options.optimizer != Optimizer::None) {
     for (const Param &param : params) {
       SmallVector<StringRef, 2> suffixes;
@@ -262,15 +263,15 @@ void Differentiator::createFunction() {
       stateNames.push_back("step");
     }
   }
-  for (const Input &input : inputs)
-    addArg(body.getArgument(input.argIndex).getType(), "nn.input", input.name,
-           body.getArgument(input.argIndex).getLoc());
+  for (unsigned input : inputs)
+    addForwardArg(input);
 
   StringRef name =
       options.optimizer == Optimizer::None ? "grads" : "train_step";
   b.setInsertionPoint(forward);
   function = func::FuncOp::create(b, forward.getLoc(), name,
                                   b.getFunctionType(argTypes, {}));
+  function->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
   Block *entry = function.addEntryBlock();
   for (auto [arg, loc] : llvm::zip(entry->getArguments(), argLocs))
     arg.setLoc(loc);
@@ -284,9 +285,9 @@ void Differentiator::createFunction() {
   }
   for (size_t i = 0; i < stateNames.size(); ++i)
     stateArgs.push_back(entry->getArgument(next++));
-  for (const Input &input : inputs) {
+  for (unsigned input : inputs) {
     inputArgs.push_back(entry->getArgument(next));
-    mapping.map(body.getArgument(input.argIndex), entry->getArgument(next++));
+    mapping.map(body.getArgument(input), entry->getArgument(next++));
   }
 
   b.setInsertionPointToEnd(entry);

@@ -97,3 +97,18 @@ func.func @forward(%w: tensor<4xbf16> {nn.param = "w"}) -> (tensor<bf16> {nn.out
 // SGD: nn.sgd
 // NONE-NOT: nn.convert
 // NONE: return
+
+// -----
+
+// Tests that the step function keeps @forward's other attributes: those of
+// its parameters and inputs, and the function's own.
+func.func @forward(%w: tensor<4xf32> {nn.param = "w", user.note = "weight"}, %x: tensor<4xf32> {nn.input = "x", user.note = "data"})
+    -> (tensor<f32> {nn.output = "loss"}) attributes {user.tag = 7 : i64} {
+  %p = nn.mul %w, %x : tensor<4xf32>
+  %l = nn.reduce sum %p dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+// CHECK-LABEL: func.func
+// CHECK-SAME: {nn.param = "w", user.note = "weight"}
+// CHECK-SAME: {nn.input = "x", user.note = "data"}
+// CHECK-SAME: attributes {user.tag = 7 : i64}
