@@ -322,6 +322,33 @@ TEST(Executor, AxisIndexIsThePositionInTheGroup) {
   EXPECT_EQ(got[1].data<int32_t>()[0], 15);
 }
 
+TEST(Executor, PaddedBlocksScatterMaskAndGather) {
+  // 5 rows on tp=4: 2 per device, 8 in all, rows 5..7 padding (rank 2's
+  // second row, all of rank 3's). The input is scattered into the padded
+  // blocks, MASK writes 9 into the padding, and gathering the masked value
+  // as a padded result gives the 5 real rows back; all_gathered, the whole
+  // padded column shows where the padding was.
+  PlanBuilder b({{"tp", 4}}, true);
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {5, 3});
+  int64_t y = b.buffer(plan::ACTIVATION, {2, 3}, {{"tp"}, {}}, "y", {5, 3});
+  int64_t z = b.buffer(plan::ACTIVATION, {8, 3}, {{}, {}}, "z", {8, 3});
+  b.collective(plan::Collective::MASK, {"tp"}, x, y, 0);
+  b.prog->mutable_instructions(0)->mutable_collective()->set_size(5);
+  b.prog->mutable_instructions(0)->mutable_collective()->set_value(9.0);
+  b.collective(plan::Collective::ALL_GATHER, {"tp"}, y, z, 0);
+  b.prog->add_results(y);
+  b.prog->add_results(z);
+  Tensor xin = iota({5, 3});
+  std::vector<Tensor> got = runOn(b.finish(), 4, {xin});
+  ASSERT_EQ(got.size(), 2u);
+  expectNear(got[0], xin);
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t c = 0; c < 3; ++c)
+      EXPECT_EQ(got[1].data<float>()[r * 3 + c],
+                r < 5 ? xin.data<float>()[r * 3 + c] : 9.0f)
+          << r << "," << c;
+}
+
 TEST(Executor, MeshDeviceOrderPermutesRanks) {
   // devices=[1, 0]: rank 1 holds block 0. A gathered result is unchanged.
   PlanBuilder b({{"tp", 2}}, true);
@@ -375,6 +402,17 @@ std::string parseError(const std::string &bytes) {
     return e.what();
   }
   return "(no error)";
+}
+
+TEST(PlanFile, RejectsMaskSizeBeyondTheBlocks) {
+  PlanBuilder b({{"tp", 4}}, true);
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {5, 3});
+  int64_t y = b.buffer(plan::ACTIVATION, {2, 3}, {{"tp"}, {}}, "y", {5, 3});
+  b.collective(plan::Collective::MASK, {"tp"}, x, y, 0);
+  b.prog->mutable_instructions(0)->mutable_collective()->set_size(9);
+  EXPECT_EQ(parseError(b.finish()),
+            "p.pb: program 'main': instruction 0: mask size 9 is not in [1, "
+            "local size times group size]");
 }
 
 PlanBuilder validPlan() {
