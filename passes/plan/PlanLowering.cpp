@@ -525,6 +525,12 @@ void FunctionLowering::setValueBounds() {
   int64_t classes = 0;
   func.walk([&](nn::CrossEntropyOp op) {
     int64_t bound = dimOf(op.getLogits(), -1);
+    // Logits padded over the vocabulary (dist-partition) are masked past
+    // the real vocabulary first: that size bounds the labels.
+    if (auto mask = op.getLogits().getDefiningOp<dist::MaskOp>())
+      if (mask.getDim() ==
+          cast<RankedTensorType>(mask.getType()).getRank() - 1)
+        bound = std::min<int64_t>(bound, mask.getSize());
     if (partitioned && vocab > bound)
       bound = vocab;
     classes = std::max(classes, bound);
