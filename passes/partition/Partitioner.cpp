@@ -928,9 +928,10 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
 /// Masks the padding of padded dimensions an op reduces over, on its local
 /// operands, to the reduction's identity: 0 for a sum (einsum contractions,
 /// nn.reduce sum and mean), -inf for a max (and for softmax's and
-/// cross_entropy's vocabulary, whose exp then adds 0); cross_entropy's labels
-/// of padded tokens become -1, which its kernel skips. The embedding's
-/// padded vocabulary needs nothing (no id reaches the padding). Any other
+/// cross_entropy(_grad)'s vocabulary, whose exp then adds 0); cross_entropy's
+/// labels of padded tokens become -1, which its kernel skips. The padded
+/// vocabulary of embedding(_grad) needs nothing (no id reaches it, and
+/// embedding_grad's rows start at 0). Any other
 /// whole or collective factor over padding is a diagnostic.
 LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
                                            const dist::ShardingRule &r,
@@ -983,10 +984,13 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
                     : 0.0;
       }
     } else if (isa<nn::SoftmaxOp>(op) ||
-               (isa<nn::CrossEntropyOp>(op) && factor.name == "v")) {
+               (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op) &&
+                factor.name == "v")) {
+      // cross_entropy_grad's softmax then gives the padding 0 gradient.
       value = -inf;
       only = 0;
-    } else if (isa<nn::EmbeddingOp>(op) && factor.name == "v") {
+    } else if (isa<nn::EmbeddingOp, nn::EmbeddingGradOp>(op) &&
+               factor.name == "v") {
       continue;
     } else {
       return inexact("masking its padding does not make the op exact over "

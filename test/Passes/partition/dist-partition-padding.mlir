@@ -137,3 +137,37 @@ func.func @embedding_vocab(%t: tensor<50x8xf32> {dist.sharding = #dist.sharding<
   %y = nn.embedding %t[%ids] {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : tensor<50x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that cross_entropy_grad over a padded vocabulary masks its gathered logits to -inf, so the softmax gives the padding a zero gradient.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @cross_entropy_grad_vocab
+// CHECK-SAME: (%[[X:.*]]: tensor<4x13xf32> {{.*}}, %[[L:.*]]: tensor<4xi32> {{.*}}, %[[D:.*]]: tensor<f32>
+// CHECK: %[[G:.*]] = dist.all_gather %[[X]] on @mesh axes = ["tp"] dim = 1 : tensor<4x13xf32> -> tensor<4x52xf32>
+// CHECK: %[[M:.*]] = dist.mask %[[G]] on @mesh axes = [] dim = 1 size = 50 value = 0xFFF0000000000000 : tensor<4x52xf32>
+// CHECK: %[[Y:.*]] = nn.cross_entropy_grad %[[M]], %[[L]], %[[D]] {{.*}}: tensor<4x52xf32>, tensor<4xi32>, tensor<f32>
+// CHECK: dist.slice %[[Y]] on @mesh axes = ["tp"] dim = 1 : tensor<4x52xf32> -> tensor<4x13xf32>
+func.func @cross_entropy_grad_vocab(%x: tensor<4x50xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+                                    %l: tensor<4xi32> {dist.sharding = #dist.sharding<@mesh, [{}]>},
+                                    %d: tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>})
+    -> (tensor<4x50xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}) {
+  %y = nn.cross_entropy_grad %x, %l, %d {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<4x50xf32>, tensor<4xi32>, tensor<f32>
+  return %y : tensor<4x50xf32>
+}
+
+// -----
+
+// Tests that embedding_grad summing over padded tokens masks dy and ids to 0 (a padded token adds a zero row to row 0).
+dist.mesh @mesh <["dp"=4]>
+// CHECK-LABEL: func.func @embedding_grad_tokens
+// CHECK-SAME: (%[[DY:.*]]: tensor<2x8xf32> {{.*}}, %[[IDS:.*]]: tensor<2xi32>
+// CHECK: %[[MD:.*]] = dist.mask %[[DY]] on @mesh axes = ["dp"] dim = 0 size = 6 value = 0.000000e+00 : tensor<2x8xf32>
+// CHECK: %[[MI:.*]] = dist.mask %[[IDS]] on @mesh axes = ["dp"] dim = 0 size = 6 value = 0.000000e+00 : tensor<2xi32>
+// CHECK: nn.embedding_grad %[[MD]], %[[MI]] : tensor<2x8xf32>, tensor<2xi32> -> tensor<10x8xf32>
+func.func @embedding_grad_tokens(%dy: tensor<6x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>},
+                                 %ids: tensor<6xi32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}]>})
+    -> (tensor<10x8xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>}) {
+  %y = nn.embedding_grad %dy, %ids {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"dp"}>]} : tensor<6x8xf32>, tensor<6xi32> -> tensor<10x8xf32>
+  return %y : tensor<10x8xf32>
+}
