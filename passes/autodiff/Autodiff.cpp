@@ -26,6 +26,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -200,8 +201,13 @@ LogicalResult Differentiator::checkForward() {
   std::optional<unsigned> lossResult;
   for (unsigned i = 0, e = forward.getNumResults(); i < e; ++i) {
     auto output = forward.getResultAttrOfType<StringAttr>(i, "nn.output");
-    if (output && output.getValue() == "loss")
-      lossResult = i;
+    if (!output || output.getValue() != "loss")
+      continue;
+    if (lossResult)
+      return forward.emitError("nn-autodiff: results #")
+             << *lossResult << " and #" << i
+             << " of @forward are both marked nn.output = \"loss\"";
+    lossResult = i;
   }
   if (!lossResult)
     return forward.emitError("nn-autodiff: @forward has no result marked "
@@ -597,6 +603,13 @@ FailureOr<AutodiffStats> differentiate(ModuleOp module,
                                                                : "train_step"))
     return module.emitError("nn-autodiff: the module already has a @")
            << (options.optimizer == Optimizer::None ? "grads" : "train_step");
+  // @forward is replaced: nothing may still call it.
+  if (std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(forward, module);
+      uses && !uses->empty())
+    return uses->begin()->getUser()->emitError(
+        "nn-autodiff: @forward is replaced by the step function, but this "
+        "op refers to it");
   return Differentiator(module, forward, options).run();
 }
 

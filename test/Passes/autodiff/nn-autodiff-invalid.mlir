@@ -78,6 +78,29 @@ func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.outpu
 
 // -----
 
+// Tests that two results marked as the loss are an error.
+// expected-error @+1 {{nn-autodiff: results #0 and #1 of @forward are both marked nn.output = "loss"}}
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"}, tensor<f32> {nn.output = "loss"}) {
+  %l = nn.reduce sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l, %l : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Tests that a module still calling @forward is an error at the call (the
+// pass replaces @forward).
+func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.output = "loss"}) {
+  %l = nn.reduce sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @caller(%x: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{nn-autodiff: @forward is replaced by the step function, but this op refers to it}}
+  %l = func.call @forward(%x) : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that a loss that is not rank 0 is an error.
 // expected-error @+1 {{nn-autodiff: the loss must be a rank-0 float tensor, got 'tensor<4xf32>'}}
 func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<4xf32> {nn.output = "loss"}) {
