@@ -322,21 +322,21 @@ Value causalBias(OpBuilder &b, Location loc, Value qpos, Value kpos,
 }
 } // namespace
 
-Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
-                          ArrayAttr axes, int64_t shards, Value input,
-                          double theta, bool inverse) {
-  auto type = cast<RankedTensorType>(input.getType());
-  Type floatType = type.getElementType();
-  int64_t batch = type.getDimSize(0), seq = type.getDimSize(1),
-          heads = type.getDimSize(2), headDim = type.getDimSize(3);
-  int64_t half = headDim / 2, global = seq * shards;
-
-  // The kernel's tables (runtime/lib/cpu/NNKernels.cpp), for every position.
+namespace {
+/// The kernel's rotary tables (runtime/lib/cpu/NNKernels.cpp) for every
+/// one of `global` positions, [global, headDim] each (cosines, then sines,
+/// negated when `inverse`), sliced to this device's rows over `axes`.
+std::pair<Value, Value> slicedRotaryTables(OpBuilder &b, Location loc,
+                                           FlatSymbolRefAttr mesh,
+                                           ArrayAttr axes, Type floatType,
+                                           int64_t global, int64_t seq,
+                                           int64_t headDim, double theta,
+                                           bool inverse) {
   SmallVector<double> cosines, sines;
   cosines.reserve(global * headDim);
   sines.reserve(global * headDim);
   for (int64_t p = 0; p < global; ++p)
-    for (int64_t i = 0; i < half; ++i) {
+    for (int64_t i = 0; i < headDim / 2; ++i) {
       double angle = static_cast<double>(p) *
                      std::pow(theta, -2.0 * static_cast<double>(i) /
                                          static_cast<double>(headDim));
@@ -347,23 +347,54 @@ Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
       sines.append({sn, sn});
     }
   auto tableType = RankedTensorType::get({global, headDim}, floatType);
-  auto localTableType = RankedTensorType::get({seq, headDim}, floatType);
-  IntegerAttr dim0 = b.getI64IntegerAttr(0);
+  auto localType = RankedTensorType::get({seq, headDim}, floatType);
   auto rows = [&](ArrayRef<double> values) -> Value {
     Value table = floatConstant(b, loc, tableType, values);
-    Value local =
-        dist::SliceOp::create(b, loc, localTableType, table, mesh, axes, dim0);
-    return nn::BroadcastOp::create(b, loc, type, local,
-                                   ArrayRef<int64_t>{1, 3});
+    return dist::SliceOp::create(b, loc, localType, table, mesh, axes,
+                                 b.getI64IntegerAttr(0));
   };
-  Value cosB = rows(cosines), sinB = rows(sines);
+  Value cosL = rows(cosines);
+  Value sinL = rows(sines);
+  return {cosL, sinL};
+}
+} // namespace
+
+Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
+                          ArrayAttr axes, int64_t shards, Value input,
+                          double theta, bool inverse,
+                          RotaryTableCache &cache) {
+  auto type = cast<RankedTensorType>(input.getType());
+  Type floatType = type.getElementType();
+  int64_t batch = type.getDimSize(0), seq = type.getDimSize(1),
+          heads = type.getDimSize(2), headDim = type.getDimSize(3);
+  int64_t half = headDim / 2;
+
+  std::string typeKey;
+  llvm::raw_string_ostream(typeKey) << floatType;
+  std::string key = typeKey + "/" + std::to_string(theta) + "/" +
+                    std::to_string(seq) + "x" + std::to_string(headDim) +
+                    "/" + std::to_string(shards) + (inverse ? "/-" : "/+");
+  for (Attribute axis : axes)
+    key += "/" + cast<StringAttr>(axis).getValue().str();
+  auto [it, isNew] = cache.tables.try_emplace(key);
+  if (isNew)
+    it->second = slicedRotaryTables(b, loc, mesh, axes, floatType,
+                                    seq * shards, seq, headDim, theta,
+                                    inverse);
+  auto [cosL, sinL] = it->second;
+  Value cosB =
+      nn::BroadcastOp::create(b, loc, type, cosL, ArrayRef<int64_t>{1, 3});
+  Value sinB =
+      nn::BroadcastOp::create(b, loc, type, sinL, ArrayRef<int64_t>{1, 3});
 
   auto pairsType =
       RankedTensorType::get({batch, seq, heads, half, 2}, floatType);
   Value pairs = nn::ReshapeOp::create(b, loc, pairsType, input);
   // out[j] = sum_i x[i] Q[i][j]: out[0] = -x[1], out[1] = x[0].
-  Value turn = floatConstant(b, loc, RankedTensorType::get({2, 2}, floatType),
-                             {0.0, 1.0, -1.0, 0.0});
+  Value &turn = cache.turns[typeKey];
+  if (!turn)
+    turn = floatConstant(b, loc, RankedTensorType::get({2, 2}, floatType),
+                         {0.0, 1.0, -1.0, 0.0});
   Value turned = nn::EinsumOp::create(b, loc, pairsType,
                                       b.getStringAttr("bsnhi,ij->bsnhj"),
                                       ValueRange{pairs, turn});

@@ -14,7 +14,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
 
+#include <map>
 #include <optional>
+#include <string>
+#include <utility>
 
 namespace partita::partition {
 
@@ -80,11 +83,19 @@ mlir::Value buildVocabParallelCrossEntropy(
 ///   y = x * C + swap(x) * S,  swap(x)[2i] = -x[2i + 1], swap(x)[2i + 1] = x[2i]
 /// with swap an einsum of x as [b, s, n, d/2, 2] with [[0, 1], [-1, 0]].
 /// With `inverse` the rotation is by minus the angle (rotary_grad).
+/// The sliced tables (and the pair-turning matrix) are built once per
+/// function: `cache` keeps them for later rotary ops of the same theta,
+/// element type, shape and split (every layer's query and key), so a plan
+/// holds one copy instead of one per op.
+struct RotaryTableCache {
+  std::map<std::string, std::pair<mlir::Value, mlir::Value>> tables;
+  std::map<std::string, mlir::Value> turns;
+};
 mlir::Value buildSplitSeqRotary(mlir::OpBuilder &builder, mlir::Location loc,
                                 mlir::FlatSymbolRefAttr mesh,
                                 mlir::ArrayAttr axes, int64_t shards,
                                 mlir::Value input, double theta,
-                                bool inverse = false);
+                                bool inverse, RotaryTableCache &cache);
 
 /// Attention (`query` [b, s, n, d], `key` and `value` [b, t, k, d], local)
 /// whose query sequence is split over `queryAxes` and/or whose key sequence

@@ -196,6 +196,8 @@ private:
   /// The rule of every op, read before any type changes (rules read their
   /// operands' global shapes).
   DenseMap<Operation *, FailureOr<dist::ShardingRule>> rules;
+  /// Rotary tables already sliced in this function (CollectiveLowerings.h).
+  RotaryTableCache rotaryTables;
   PaddingAnalysis padding;
 };
 
@@ -783,12 +785,13 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     if (auto rotary = dyn_cast<nn::RotaryOp>(op)) {
       result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
                                    groupSize(seqAxes), operands[0],
-                                   rotary.getTheta().convertToDouble());
+                                   rotary.getTheta().convertToDouble(),
+                                   /*inverse=*/false, rotaryTables);
     } else if (auto grad = dyn_cast<nn::RotaryGradOp>(op)) {
       result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
                                    groupSize(seqAxes), operands[0],
                                    grad.getTheta().convertToDouble(),
-                                   /*inverse=*/true);
+                                   /*inverse=*/true, rotaryTables);
     } else if (auto grad = dyn_cast<nn::AttentionGradOp>(op)) {
       int64_t headDim =
           cast<RankedTensorType>(operands[0].getType()).getDimSize(3);

@@ -19,9 +19,9 @@ dist.mesh @mesh <["sp"=2]>
 // CHECK-SAME: (%[[X:.*]]: tensor<1x2x1x4xf32>
 // CHECK: %[[COS:.*]] = nn.constant dense<{{\[}}[1.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00], [0.540302277, 0.540302277, 0.999949991, 0.999949991], [{{.*}}], [-0.989992499, -0.989992499, 0.999550044, 0.999550044]]> : tensor<4x4xf32>
 // CHECK: %[[COSL:.*]] = dist.slice %[[COS]] on @mesh axes = ["sp"] dim = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
-// CHECK: %[[COSB:.*]] = nn.broadcast %[[COSL]] dims = [1, 3] : tensor<2x4xf32> -> tensor<1x2x1x4xf32>
 // CHECK: %[[SIN:.*]] = nn.constant dense<{{\[}}[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00], [0.841470957, 0.841470957, 0.00999983306, 0.00999983306], [{{.*}}], [1.411200e-01, 1.411200e-01, 0.029995501, 0.029995501]]> : tensor<4x4xf32>
 // CHECK: %[[SINL:.*]] = dist.slice %[[SIN]] on @mesh axes = ["sp"] dim = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[COSB:.*]] = nn.broadcast %[[COSL]] dims = [1, 3] : tensor<2x4xf32> -> tensor<1x2x1x4xf32>
 // CHECK: %[[SINB:.*]] = nn.broadcast %[[SINL]] dims = [1, 3] : tensor<2x4xf32> -> tensor<1x2x1x4xf32>
 // CHECK: %[[PAIRS:.*]] = nn.reshape %[[X]] : tensor<1x2x1x4xf32> -> tensor<1x2x1x2x2xf32>
 // CHECK: %[[TURN:.*]] = nn.constant dense<{{\[}}[0.000000e+00, 1.000000e+00], [-1.000000e+00, 0.000000e+00]]> : tensor<2x2xf32>
@@ -35,6 +35,29 @@ dist.mesh @mesh <["sp"=2]>
 func.func @rotary_seq_split(%x: tensor<1x4x1x4xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>}) -> tensor<1x4x1x4xf32> {
   %0 = nn.rotary %x theta = 1.0e4 {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x4x1x4xf32>
   return %0 : tensor<1x4x1x4xf32>
+}
+
+// -----
+
+// Tests that a second rotary of the same theta, shape and split (a layer's
+// key after its query) reuses the sliced tables and the turning matrix: two
+// dist.slice and one 2x2 constant for both.
+dist.mesh @mesh <["sp"=2]>
+// CHECK-LABEL: func.func @rotary_tables_shared
+// CHECK: %[[COSL:.*]] = dist.slice %{{.*}} on @mesh axes = ["sp"] dim = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[SINL:.*]] = dist.slice %{{.*}} on @mesh axes = ["sp"] dim = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[TURN:.*]] = nn.constant dense<{{\[}}[0.000000e+00, 1.000000e+00], [-1.000000e+00, 0.000000e+00]]> : tensor<2x2xf32>
+// CHECK: nn.einsum "bsnhi,ij->bsnhj" %{{.*}}, %[[TURN]]
+// CHECK: nn.broadcast %[[COSL]] dims = [1, 3]
+// CHECK: nn.broadcast %[[SINL]] dims = [1, 3]
+// CHECK-NOT: nn.constant
+// CHECK: nn.einsum "bsnhi,ij->bsnhj" %{{.*}}, %[[TURN]]
+// CHECK: return
+func.func @rotary_tables_shared(%q: tensor<1x4x1x4xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>},
+                                %k: tensor<1x4x1x4xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>}) -> (tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>) {
+  %0 = nn.rotary %q theta = 1.0e4 {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x4x1x4xf32>
+  %1 = nn.rotary %k theta = 1.0e4 {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x4x1x4xf32>
+  return %0, %1 : tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>
 }
 
 // -----
