@@ -38,18 +38,20 @@ namespace rt = partita::runtime;
 
 namespace partita::driver {
 namespace {
-cl::SubCommand gradcheckCommand(
-    "gradcheck", "Check nn-autodiff's gradients of a model against central "
-                 "finite differences of its loss, in f64");
+cl::SubCommand
+    gradcheckCommand("gradcheck",
+                     "Check nn-autodiff's gradients of a model against central "
+                     "finite differences of its loss, in f64");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::sub(gradcheckCommand),
                                cl::desc("<model.mlir>"));
-cl::opt<std::string> stepArg(
-    "step", cl::sub(gradcheckCommand), cl::init("1e-6"), cl::value_desc("h"),
-    cl::desc("Finite-difference step (default 1e-6)"));
-cl::opt<std::string> atolArg(
-    "atol", cl::sub(gradcheckCommand), cl::init("1e-8"), cl::value_desc("x"),
-    cl::desc("Absolute error every element may have (default 1e-8)"));
+cl::opt<std::string> stepArg("step", cl::sub(gradcheckCommand),
+                             cl::init("1e-6"), cl::value_desc("h"),
+                             cl::desc("Finite-difference step (default 1e-6)"));
+cl::opt<std::string>
+    atolArg("atol", cl::sub(gradcheckCommand), cl::init("1e-8"),
+            cl::value_desc("x"),
+            cl::desc("Absolute error every element may have (default 1e-8)"));
 cl::opt<std::string> rtolArg(
     "rtol", cl::sub(gradcheckCommand), cl::init("1e-6"), cl::value_desc("x"),
     cl::desc("Relative error, |g - fd| / max(|g|, |fd|), an element may have "
@@ -62,8 +64,7 @@ cl::opt<std::string> maxElementsArg(
 cl::opt<uint64_t> seedArg("seed", cl::sub(gradcheckCommand), cl::init(1),
                           cl::desc("Seed of the parameter and input values"));
 cl::opt<double> injectErrorArg(
-    "inject-gradient-error", cl::sub(gradcheckCommand), cl::init(0),
-    cl::Hidden,
+    "inject-gradient-error", cl::sub(gradcheckCommand), cl::init(0), cl::Hidden,
     cl::desc("Testing: add this to the first element of the first gradient, "
              "so the check must fail"));
 
@@ -98,15 +99,16 @@ bool promoteToF64(mlir::func::FuncOp func) {
       auto dense = dyn_cast<mlir::DenseFPElementsAttr>(attr.getValue());
       if (!dense || promote(dense.getType()) == dense.getType())
         continue;
-      SmallVector<double> values = llvm::map_to_vector(
-          dense.getValues<APFloat>(),
-          [](const APFloat &v) { return v.convertToDouble(); });
+      SmallVector<double> values =
+          llvm::map_to_vector(dense.getValues<APFloat>(), [](const APFloat &v) {
+            return v.convertToDouble();
+          });
       auto type = cast<mlir::ShapedType>(promote(dense.getType()));
-      op->setAttr(attr.getName(),
-                  dense.isSplat()
-                      ? mlir::DenseElementsAttr::get(type, values.front())
-                      : mlir::DenseElementsAttr::get(type,
-                                                     ArrayRef<double>(values)));
+      op->setAttr(
+          attr.getName(),
+          dense.isSplat()
+              ? mlir::DenseElementsAttr::get(type, values.front())
+              : mlir::DenseElementsAttr::get(type, ArrayRef<double>(values)));
     }
   });
   SmallVector<mlir::Type> results = llvm::map_to_vector(
@@ -185,8 +187,8 @@ int runGradcheck() {
       parseInteger(kCommand, maxElementsArg, maxElements))
     return 1;
   if (step <= 0)
-    return reportError(kCommand, "--step must be greater than 0, got " +
-                                     stepArg);
+    return reportError(kCommand,
+                       "--step must be greater than 0, got " + stepArg);
   if (atol < 0 || rtol < 0)
     return reportError(kCommand, "--atol and --rtol must be at least 0");
   if (maxElements < 0)
@@ -211,8 +213,9 @@ int runGradcheck() {
   if (!forward) {
     auto funcs = module->getOps<mlir::func::FuncOp>();
     if (std::distance(funcs.begin(), funcs.end()) != 1)
-      return reportError(kCommand, inputFile + " has no func.func @forward "
-                                               "(and not exactly one function)");
+      return reportError(kCommand, inputFile +
+                                       " has no func.func @forward "
+                                       "(and not exactly one function)");
     forward = *funcs.begin();
     // nn-autodiff differentiates @forward.
     forward.setSymName("forward");
@@ -259,8 +262,9 @@ int runGradcheck() {
   }
   for (size_t p = 0; p < params.size(); ++p)
     if (gradOfParam[p] < 0)
-      return reportError(kCommand, "@grads returns no gradient for parameter '" +
-                                       params[p] + "' (no nn.grad result)");
+      return reportError(kCommand,
+                         "@grads returns no gradient for parameter '" +
+                             params[p] + "' (no nn.grad result)");
   if (gradsLoss < 0)
     return reportError(kCommand, "@grads has no result nn.output = \"loss\"");
   int forwardLoss = -1;
@@ -327,8 +331,8 @@ int runGradcheck() {
            << format("%.10g", loss) << " (forward "
            << format("%.10g", forwardValue) << "), step " << stepArg
            << ", atol " << atolArg << ", rtol " << rtolArg << "\n";
-    bool ok = std::fabs(loss - forwardValue) <=
-              atol + rtol * std::fabs(forwardValue);
+    bool ok =
+        std::fabs(loss - forwardValue) <= atol + rtol * std::fabs(forwardValue);
     if (!ok)
       outs() << "loss of @grads differs from @forward's (FAILED)\n";
     int64_t failedParams = 0;
@@ -366,9 +370,9 @@ int runGradcheck() {
       outs() << "param " << check.name << " [";
       for (size_t d = 0; d < check.shape.size(); ++d)
         outs() << (d ? "x" : "") << check.shape[d];
-      outs() << "]: " << check.checked << "/" << n
-             << " elements, max abs err " << format("%.2e", check.maxAbs)
-             << ", max rel err " << format("%.2e", check.maxRel) << " ("
+      outs() << "]: " << check.checked << "/" << n << " elements, max abs err "
+             << format("%.2e", check.maxAbs) << ", max rel err "
+             << format("%.2e", check.maxRel) << " ("
              << (check.failures ? "FAILED" : "ok") << ")\n";
       if (check.failures)
         ++failedParams;

@@ -54,11 +54,11 @@ cl::opt<std::string> commArg("comm", cl::sub(runCommand), cl::init("local"),
 cl::opt<std::string> stepsArg("steps", cl::sub(runCommand), cl::value_desc("k"),
                               cl::desc("Steps to run (default 1); a train "
                                        "step trains for k steps"));
-cl::opt<std::string> dataArg(
-    "data", cl::sub(runCommand), cl::value_desc("file"),
-    cl::desc("Training: flat binary file of token ids, batches of "
-             "consecutive windows of seq + 1 tokens (default: "
-             "/usr/share/common-licenses/GPL-3, byte-level)"));
+cl::opt<std::string>
+    dataArg("data", cl::sub(runCommand), cl::value_desc("file"),
+            cl::desc("Training: flat binary file of token ids, batches of "
+                     "consecutive windows of seq + 1 tokens (default: "
+                     "/usr/share/common-licenses/GPL-3, byte-level)"));
 cl::opt<unsigned> tokenBytesArg(
     "token-bytes", cl::sub(runCommand), cl::init(1), cl::value_desc("1|2|4"),
     cl::desc("Training: bytes per token in --data (little-endian; default "
@@ -87,9 +87,9 @@ cl::opt<double> rtolArg("rtol", cl::sub(runCommand), cl::init(1e-5),
 cl::opt<double> paramRtolArg(
     "param-rtol", cl::sub(runCommand), cl::init(-1),
     cl::desc("--check of training: largest relative difference allowed in "
-             "the final parameters (default: --rtol). AdamW turns rounding "
-             "noise in a near-zero gradient into whole steps of size lr, so "
-             "its parameters may differ much more than its losses"));
+             "the final parameters (default: --rtol). AdamW scales rounding "
+             "noise in a zero gradient up to steps of size lr, so its "
+             "parameters may differ more than its losses"));
 cl::opt<uint64_t> seedArg("input-seed", cl::sub(runCommand), cl::init(1),
                           cl::desc("Seed of generated inputs"));
 cl::opt<unsigned> timeoutArg("timeout-ms", cl::sub(runCommand), cl::init(60000),
@@ -228,7 +228,41 @@ std::string describe(const rt::ProgramValue &v) {
   return s + "]";
 }
 
-rt::Tensor generateInput(const rt::ProgramValue &v, uint64_t seed);
+/// A generated input: floats uniform in [-1, 1), integers uniform in
+/// [0, bound), counter-based on `seed` and the input's name.
+rt::Tensor generateInput(const rt::ProgramValue &v, uint64_t seed) {
+  rt::Tensor t(v.dtype, v.globalShape);
+  std::string key = "input:" + v.name;
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double u = rt::initialValue(seed, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
+    switch (v.dtype) {
+    case rt::DType::F32:
+      t.data<float>()[i] = float(2 * u - 1);
+      break;
+    case rt::DType::F64:
+      t.data<double>()[i] = 2 * u - 1;
+      break;
+    case rt::DType::I32:
+    case rt::DType::I64: {
+      if (v.valueBound <= 0)
+        throw rt::Error("cannot generate input " + describe(v) +
+                        ": the plan gives no bound for its values; pass "
+                        "--inputs");
+      int64_t value =
+          std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
+      if (v.dtype == rt::DType::I32)
+        t.data<int32_t>()[i] = int32_t(value);
+      else
+        t.data<int64_t>()[i] = value;
+      break;
+    }
+    default:
+      throw rt::Error("cannot generate input " + describe(v) +
+                      " of this dtype; pass --inputs");
+    }
+  }
+  return t;
+}
 
 std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
                                    const std::string &program) {
@@ -246,44 +280,6 @@ std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
   for (const rt::ProgramValue &v : inputs)
     tensors.push_back(generateInput(v, seedArg));
   return tensors;
-}
-
-/// A generated input: floats uniform in [-1, 1), integers uniform in
-/// [0, bound), counter-based on `seed` and the input's name.
-rt::Tensor generateInput(const rt::ProgramValue &v, uint64_t seed) {
-  {
-    rt::Tensor t(v.dtype, v.globalShape);
-    std::string key = "input:" + v.name;
-    for (int64_t i = 0; i < t.numElements(); ++i) {
-      double u = rt::initialValue(seed, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
-      switch (v.dtype) {
-      case rt::DType::F32:
-        t.data<float>()[i] = float(2 * u - 1);
-        break;
-      case rt::DType::F64:
-        t.data<double>()[i] = 2 * u - 1;
-        break;
-      case rt::DType::I32:
-      case rt::DType::I64: {
-        if (v.valueBound <= 0)
-          throw rt::Error("cannot generate input " + describe(v) +
-                          ": the plan gives no bound for its values; pass "
-                          "--inputs");
-        int64_t value =
-            std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
-        if (v.dtype == rt::DType::I32)
-          t.data<int32_t>()[i] = int32_t(value);
-        else
-          t.data<int64_t>()[i] = value;
-        break;
-      }
-      default:
-        throw rt::Error("cannot generate input " + describe(v) +
-                        " of this dtype; pass --inputs");
-      }
-    }
-    return t;
-  }
 }
 
 double elementAsDouble(const rt::Tensor &t, int64_t i) {
@@ -357,7 +353,8 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
 /// every other input generated anew per step.
 class BatchSource {
 public:
-  BatchSource(std::vector<rt::ProgramValue> inputs) : inputs(std::move(inputs)) {
+  BatchSource(std::vector<rt::ProgramValue> inputs)
+      : inputs(std::move(inputs)) {
     for (size_t i = 0; i < this->inputs.size(); ++i) {
       if (this->inputs[i].name == "ids")
         idsIndex = int(i);
@@ -377,7 +374,8 @@ public:
                         inputList() + ", generated per step");
       return;
     }
-    const rt::ProgramValue &ids = inputs[idsIndex], &labels = inputs[labelsIndex];
+    const rt::ProgramValue &ids = inputs[idsIndex],
+                           &labels = inputs[labelsIndex];
     if (ids.globalShape.size() != 2 || ids.globalShape != labels.globalShape ||
         ids.dtype != rt::DType::I32 || labels.dtype != rt::DType::I32)
       throw rt::Error("token data needs 'ids' and 'labels' inputs of one "
@@ -391,8 +389,8 @@ public:
     if (vocab <= 0)
       throw rt::Error("the plan gives no vocabulary for 'ids' (no value "
                       "bound), so token data cannot be checked against it");
-    std::string path =
-        dataArg.getNumOccurrences() ? dataArg.getValue() : kDefaultTrainData.str();
+    std::string path = dataArg.getNumOccurrences() ? dataArg.getValue()
+                                                   : kDefaultTrainData.str();
     Expected<TokenData> loaded = TokenData::load(path, tokenBytesArg);
     if (!loaded)
       throw rt::Error(toString(loaded.takeError()));
@@ -465,9 +463,8 @@ struct TrainRun {
 /// Trains `program` for `steps` steps on `ranks` ranks; prints a line per
 /// step when `print`. Results are kept on rank 0 (the one that prints).
 TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
-               const std::string &program, int ranks,
-               const BatchSource &source, int64_t steps, rt::Communicator *mpi,
-               bool print) {
+               const std::string &program, int ranks, const BatchSource &source,
+               int64_t steps, rt::Communicator *mpi, bool print) {
   std::vector<rt::ProgramValue> values = plan->results(program);
   size_t lossIndex = values.size() - 1;
   for (size_t i = 0; i < values.size(); ++i)
@@ -499,8 +496,8 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
       mine.seconds.push_back(seconds);
       if (print) {
         outs() << "step " << step + 1 << "/" << steps << "  loss "
-               << format("%.4f", loss) << "  ("
-               << format("%.1f", seconds * 1e3) << " ms)\n";
+               << format("%.4f", loss) << "  (" << format("%.1f", seconds * 1e3)
+               << " ms)\n";
         outs().flush();
       }
       if (step + 1 == steps)
@@ -557,8 +554,8 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
   BatchSource source(plan->inputs(program));
   source.load();
   if (printer) {
-    outs() << "partita run: training " << program << " for " << steps
-           << " step" << (steps == 1 ? "" : "s") << " on " << ranks << " rank"
+    outs() << "partita run: training " << program << " for " << steps << " step"
+           << (steps == 1 ? "" : "s") << " on " << ranks << " rank"
            << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
            << "), arena " << plan->arenaBytes(program) << " bytes per rank; "
            << source.describeSource() << "\n";
@@ -582,7 +579,7 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     for (size_t i = 0; i < values.size(); ++i) {
       if (paramsOnly && paramOf[i].empty())
         continue;
-      std::string name = paramsOnly ? paramOf[i]
+      std::string name = paramsOnly                    ? paramOf[i]
                          : !values[i].replaces.empty() ? values[i].replaces
                          : values[i].name.empty() ? "result" + std::to_string(i)
                                                   : values[i].name;
@@ -598,15 +595,16 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
   if (!outputsArg.empty())
     if (int rc = writeAll(outputsArg, /*paramsOnly=*/false))
       return rc;
-  bool finite = llvm::all_of(run.losses, [](double l) { return std::isfinite(l); });
+  bool finite =
+      llvm::all_of(run.losses, [](double l) { return std::isfinite(l); });
   if (!finite) {
     outs().flush();
     return reportError(kCommand, "the loss is not finite");
   }
   if (steps > 1)
     outs() << "partita run: loss " << format("%.4f", run.losses.front())
-           << " at step 1, " << format("%.4f", run.losses.back())
-           << " at step " << steps << " ("
+           << " at step 1, " << format("%.4f", run.losses.back()) << " at step "
+           << steps << " ("
            << (run.losses.back() < run.losses.front() ? "fell" : "did not fall")
            << ")\n";
   if (!checkArg)
@@ -624,7 +622,9 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
   double worstLoss = 0;
   for (int64_t step = 0; step < steps; ++step) {
     double a = run.losses[step], b = ref.losses[step];
-    double rel = a == b ? 0 : b == 0 ? INFINITY : std::fabs(a - b) / std::fabs(b);
+    double rel = a == b   ? 0
+                 : b == 0 ? INFINITY
+                          : std::fabs(a - b) / std::fabs(b);
     if (std::isnan(rel))
       rel = INFINITY;
     worstLoss = std::max(worstLoss, rel);
@@ -632,11 +632,11 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     ok &= pass;
     outs() << "check step " << step + 1 << "/" << steps << ": loss "
            << format("%.6f", a) << ", reference " << format("%.6f", b)
-           << ", rel diff " << format("%.3e", rel)
-           << (pass ? "" : " (FAILED)") << "\n";
+           << ", rel diff " << format("%.3e", rel) << (pass ? "" : " (FAILED)")
+           << "\n";
   }
-  outs() << "check loss: max rel diff " << format("%.3e", worstLoss)
-         << " over " << steps << " step" << (steps == 1 ? "" : "s") << " ("
+  outs() << "check loss: max rel diff " << format("%.3e", worstLoss) << " over "
+         << steps << " step" << (steps == 1 ? "" : "s") << " ("
          << (worstLoss <= rtolArg ? "ok" : "FAILED") << ", rtol "
          << format("%g", double(rtolArg)) << ")\n";
   double paramRtol = paramRtolArg < 0 ? double(rtolArg) : double(paramRtolArg);
@@ -645,8 +645,8 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     if (paramOf[i].empty())
       continue;
     if (i >= refParamOf.size() || refParamOf[i] != paramOf[i]) {
-      outs() << "check param " << paramOf[i]
-             << ": the reference's result #" << i << " is not its update "
+      outs() << "check param " << paramOf[i] << ": the reference's result #"
+             << i << " is not its update "
              << "(FAILED)\n";
       ok = false;
       continue;
@@ -663,9 +663,9 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     bool pass = rel <= paramRtol;
     ok &= pass;
     outs() << "check param " << paramOf[i] << ": max abs diff "
-           << format("%.3e", maxAbs) << ", max rel diff "
-           << format("%.3e", rel) << " (" << (pass ? "ok" : "FAILED")
-           << ", rtol " << format("%g", paramRtol) << ")\n";
+           << format("%.3e", maxAbs) << ", max rel diff " << format("%.3e", rel)
+           << " (" << (pass ? "ok" : "FAILED") << ", rtol "
+           << format("%g", paramRtol) << ")\n";
   }
   outs().flush();
   if (!ok)
@@ -728,9 +728,8 @@ int runRun() {
     }
     bool training = program == "train_step";
     if (!training)
-      for (const cl::Option *option :
-           std::initializer_list<const cl::Option *>{&dataArg, &tokenBytesArg,
-                                                     &saveParamsArg})
+      for (const cl::Option *option : std::initializer_list<const cl::Option *>{
+               &dataArg, &tokenBytesArg, &saveParamsArg})
         if (option->getNumOccurrences())
           return reportError(kCommand,
                              "--" + option->ArgStr +

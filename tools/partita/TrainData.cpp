@@ -22,10 +22,9 @@ Expected<TokenData> TokenData::load(StringRef path, unsigned tokenBytes) {
   if (bytes.empty())
     return createStringError("the training data '" + path + "' is empty");
   if (bytes.size() % tokenBytes)
-    return createStringError("the training data '" + path + "' has " +
-                             Twine(bytes.size()) +
-                             " bytes, not a whole number of " +
-                             Twine(tokenBytes) + "-byte tokens");
+    return createStringError(
+        "the training data '" + path + "' has " + Twine(bytes.size()) +
+        " bytes, not a whole number of " + Twine(tokenBytes) + "-byte tokens");
   TokenData data;
   data.path = path.str();
   data.tokenBytes = tokenBytes;
@@ -52,7 +51,8 @@ Error TokenData::check(int64_t batch, int64_t seq, int64_t vocab) const {
       return createStringError(
           "token " + Twine(i) + " of the training data '" + path + "' is " +
           Twine(tokens[i]) + ", outside the model's vocabulary of " +
-          Twine(vocab) + " (ids must be below " + Twine(vocab) + ": make the "
+          Twine(vocab) + " (ids must be below " + Twine(vocab) +
+          ": make the "
           "model with a larger --vocab, or check --token-bytes, now " +
           Twine(tokenBytes) + ")");
   return Error::success();
