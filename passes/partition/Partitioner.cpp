@@ -995,6 +995,14 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
     } else if (isa<nn::EmbeddingOp, nn::EmbeddingGradOp>(op) &&
                factor.name == "v") {
       continue;
+    } else if (factor.name == "t" &&
+               ((isa<nn::AttentionOp>(op) &&
+                 cast<nn::AttentionOp>(op).getCausal()) ||
+                (isa<nn::AttentionGradOp>(op) &&
+                 cast<nn::AttentionGradOp>(op).getCausal()))) {
+      // Padded keys sit at positions past every real query, so the causal
+      // mask drops them; zeroed, no garbage reaches the products with them.
+      value = 0.0;
     } else {
       return inexact("masking its padding does not make the op exact over "
                      "it (a " +

@@ -2,7 +2,7 @@
 // RUN:   --implicit-check-not=dist.all_gather --implicit-check-not=dist.all_reduce \
 // RUN:   --implicit-check-not=dist.reduce_scatter --implicit-check-not=dist.all_to_all \
 // RUN:   --implicit-check-not=dist.slice --implicit-check-not=dist.collective_permute \
-// RUN:   --implicit-check-not=dist.axis_index
+// RUN:   --implicit-check-not=dist.axis_index --implicit-check-not=dist.mask
 
 // Ops that read global positions along a split sequence (rotary, causal
 // attention): the local forms of CollectiveLowerings.h, derived by hand.
@@ -168,4 +168,27 @@ dist.mesh @mesh <["sp"=2]>
 func.func @attention_query_split(%q: tensor<1x4x2x4xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>}) -> tensor<1x4x2x4xf32> {
   %0 = nn.attention %q, %q, %q {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>
   return %0 : tensor<1x4x2x4xf32>
+}
+
+// -----
+
+// Tests that causal attention over a padded sequence (6 on sp=4: blocks of
+// 2, the last two positions padding) zeroes the gathered keys' and values'
+// padding (dist.mask, no axes: positions 6 and 7 of the gathered 8) and
+// masks with positions over the padded length: the padded keys sit past
+// every real query, so the causal bias drops them.
+dist.mesh @mesh <["sp"=4]>
+// CHECK-LABEL: func.func @causal_attention_padded_seq
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x2x2x4xf32>
+// CHECK: %[[KG:.*]] = dist.all_gather %[[Q]] on @mesh axes = ["sp"] dim = 1 : tensor<1x2x2x4xf32> -> tensor<1x8x2x4xf32>
+// CHECK: %[[K:.*]] = dist.mask %[[KG]] on @mesh axes = [] dim = 1 size = 6 value = 0.000000e+00 : tensor<1x8x2x4xf32>
+// CHECK: %[[V:.*]] = dist.mask %[[KG]] on @mesh axes = [] dim = 1 size = 6 value = 0.000000e+00 : tensor<1x8x2x4xf32>
+// CHECK: nn.einsum "bskgd,btkd->bkgst" %{{.*}}, %[[K]] : (tensor<1x2x2x1x4xf32>, tensor<1x8x2x4xf32>) -> tensor<1x2x1x2x8xf32>
+// CHECK: dist.axis_index on @mesh axes = ["sp"] : tensor<i32>
+// CHECK: nn.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi32>
+// CHECK: nn.softmax %{{.*}} dim = 4 : tensor<1x2x1x2x8xf32>
+// CHECK: nn.einsum "bkgst,btkd->bskgd" %{{.*}}, %[[V]]
+func.func @causal_attention_padded_seq(%q: tensor<1x6x2x4xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>}) -> tensor<1x6x2x4xf32> {
+  %0 = nn.attention %q, %q, %q causal {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x6x2x4xf32>, tensor<1x6x2x4xf32>
+  return %0 : tensor<1x6x2x4xf32>
 }
