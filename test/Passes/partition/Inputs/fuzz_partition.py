@@ -12,6 +12,10 @@ IR that partita-opt parses and verifies again (local shapes consistent with
 the mesh, every collective verified), or fail with a diagnostic at a location.
 A crash, a hang, or output that does not verify fails the test.
 
+With --padded, the models have sizes the meshes do not divide (batch 6,
+vocabulary 30, ffn 22) and a dimension may take axes that do not divide it
+when it has at least one element per shard: dist-partition pads it.
+
 Prints one summary line; exits 1 on the first bad case, printing its input.
 """
 
@@ -37,10 +41,20 @@ MESHES = [
     [("dp", 2), ("tp", 4)],
     [("a", 2), ("b", 2), ("c", 2)],
 ]
+PADDED_MODELS = {
+    "mlp": ["mlp", "--layers", "2", "--hidden", "16", "--vocab", "7",
+            "--batch", "6", "--ffn", "22"],
+    "gpt": ["gpt", "--layers", "1", "--hidden", "16", "--heads", "4",
+            "--seq", "8", "--vocab", "30", "--batch", "6", "--ffn", "22"],
+    "llama": ["llama", "--layers", "1", "--hidden", "16", "--heads", "4",
+              "--kv-heads", "2", "--seq", "6", "--vocab", "30", "--batch", "6",
+              "--ffn", "22"],
+}
+PADDED_MESHES = MESHES + [[("x", 3)], [("x", 4), ("y", 3)]]
 ARG = re.compile(r"(%[\w.]+): tensor<([0-9x]+)x(f32|i32)> \{")
 
 
-def random_sharding(rng, shape, mesh):
+def random_sharding(rng, shape, mesh, padded=False):
     unused = [axis for axis in mesh]
     rng.shuffle(unused)
     dims = []
@@ -51,20 +65,21 @@ def random_sharding(rng, shape, mesh):
                 product = axis_size
                 for a in axes:
                     product *= dict(mesh)[a]
-                if size % product == 0 and rng.random() < 0.6:
+                fits = size % product == 0 or (padded and size >= product)
+                if fits and rng.random() < 0.6:
                     axes.append(name)
                     unused.remove((name, axis_size))
         dims.append("{" + ", ".join('"%s"' % a for a in axes) + "}")
     return "#dist.sharding<@mesh, [" + ", ".join(dims) + "]>"
 
 
-def make_case(rng, model_text):
-    mesh = rng.choice(MESHES)
+def make_case(rng, model_text, padded=False):
+    mesh = rng.choice(PADDED_MESHES if padded else MESHES)
     mesh_text = ", ".join('"%s"=%d' % axis for axis in mesh)
 
     def annotate(match):
         shape = [int(s) for s in match.group(2).split("x")]
-        sharding = random_sharding(rng, shape, mesh)
+        sharding = random_sharding(rng, shape, mesh, padded)
         return "%s: tensor<%sx%s> {dist.sharding = %s, " % (
             match.group(1), match.group(2), match.group(3), sharding)
 
@@ -79,11 +94,12 @@ def main():
     parser.add_argument("--partita-opt", required=True)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cases", type=int, default=60)
+    parser.add_argument("--padded", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
     models = {}
-    for name, flags in MODELS.items():
+    for name, flags in (PADDED_MODELS if args.padded else MODELS).items():
         models[name] = subprocess.run([args.partita, "model"] + flags,
                                       check=True, capture_output=True,
                                       text=True).stdout
@@ -91,7 +107,7 @@ def main():
     partitioned = diagnosed = 0
     for case in range(args.cases):
         model = rng.choice(sorted(models))
-        text = make_case(rng, models[model])
+        text = make_case(rng, models[model], args.padded)
         options = []
         if rng.random() < 0.3:
             options.append("keep-partial-results=false")
