@@ -487,11 +487,17 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
-      // Collective: every rank gathers, rank 0 keeps.
-      std::vector<rt::Tensor> results = executor.gatherResults();
+      // Collective: every rank gathers, rank 0 keeps. Only the loss, but
+      // after the last step every result (the updated parameters).
+      bool last = step + 1 == steps;
+      std::vector<rt::Tensor> results;
+      if (last)
+        results = executor.gatherResults();
+      rt::Tensor lossTensor =
+          last ? results.at(lossIndex) : executor.gatherResult(lossIndex);
       if (!printer)
         continue;
-      double loss = elementAsDouble(results.at(lossIndex), 0);
+      double loss = elementAsDouble(lossTensor, 0);
       mine.losses.push_back(loss);
       mine.seconds.push_back(seconds);
       if (print) {
@@ -500,7 +506,7 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
                << " ms)\n";
         outs().flush();
       }
-      if (step + 1 == steps)
+      if (last)
         mine.finalResults = std::move(results);
     }
     if (printer) {
