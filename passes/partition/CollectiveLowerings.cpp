@@ -362,7 +362,7 @@ std::pair<Value, Value> slicedRotaryTables(OpBuilder &b, Location loc,
 Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
                           ArrayAttr axes, int64_t shards, Value input,
                           double theta, bool inverse,
-                          RotaryTableCache &cache) {
+                          SeqSplitCache &cache) {
   auto type = cast<RankedTensorType>(input.getType());
   Type floatType = type.getElementType();
   int64_t batch = type.getDimSize(0), seq = type.getDimSize(1),
@@ -415,7 +415,8 @@ struct GroupedAttention {
 GroupedAttention groupedScores(OpBuilder &b, Location loc,
                                FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
                                ArrayAttr keyAxes, Value query, Value key,
-                               bool causal, double scale) {
+                               bool causal, double scale,
+                               SeqSplitCache &cache) {
   GroupedAttention a;
   a.queryType = cast<RankedTensorType>(query.getType());
   auto kType = cast<RankedTensorType>(key.getType());
@@ -437,9 +438,16 @@ GroupedAttention groupedScores(OpBuilder &b, Location loc,
   scores = nn::MulOp::create(b, loc, a.scoresType, scores,
                              splat(b, loc, a.scoresType, scale));
   if (causal) {
-    Value qpos = positions(b, loc, mesh, queryAxes, seqQ);
-    Value kpos = positions(b, loc, mesh, keyAxes, seqKV);
-    Value bias = causalBias(b, loc, qpos, kpos, floatType);
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    os << floatType << "/" << seqQ << "/" << queryAxes << "/" << seqKV << "/"
+       << keyAxes;
+    Value &bias = cache.biases[key];
+    if (!bias) {
+      Value qpos = positions(b, loc, mesh, queryAxes, seqQ);
+      Value kpos = positions(b, loc, mesh, keyAxes, seqKV);
+      bias = causalBias(b, loc, qpos, kpos, floatType);
+    }
     scores = nn::AddOp::create(
         b, loc, a.scoresType, scores,
         nn::BroadcastOp::create(b, loc, a.scoresType, bias,
@@ -453,9 +461,10 @@ GroupedAttention groupedScores(OpBuilder &b, Location loc,
 Value buildSplitSeqAttention(OpBuilder &b, Location loc,
                              FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
                              ArrayAttr keyAxes, Value query, Value key,
-                             Value value, bool causal, double scale) {
+                             Value value, bool causal, double scale,
+                             SeqSplitCache &cache) {
   GroupedAttention a = groupedScores(b, loc, mesh, queryAxes, keyAxes, query,
-                                     key, causal, scale);
+                                     key, causal, scale, cache);
   RankedTensorType scoresType = a.scoresType, groupedType = a.groupedType,
                    qType = a.queryType;
   Value scores = a.scores;
@@ -479,10 +488,10 @@ Value buildSplitSeqAttentionGrad(OpBuilder &b, Location loc,
                                  FlatSymbolRefAttr mesh, ArrayAttr queryAxes,
                                  Value query, Value key, Value value, Value dy,
                                  AttentionGradWrt wrt, bool causal,
-                                 double scale) {
+                                 double scale, SeqSplitCache &cache) {
   GroupedAttention a =
       groupedScores(b, loc, mesh, queryAxes, b.getArrayAttr({}), query, key,
-                    causal, scale);
+                    causal, scale, cache);
   RankedTensorType scoresType = a.scoresType, groupedType = a.groupedType;
   auto kType = cast<RankedTensorType>(key.getType());
   Value probs = nn::SoftmaxOp::create(b, loc, scoresType, a.scores,

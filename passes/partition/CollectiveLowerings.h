@@ -87,15 +87,18 @@ mlir::Value buildVocabParallelCrossEntropy(
 /// function: `cache` keeps them for later rotary ops of the same theta,
 /// element type, shape and split (every layer's query and key), so a plan
 /// holds one copy instead of one per op.
-struct RotaryTableCache {
+struct SeqSplitCache {
   std::map<std::string, std::pair<mlir::Value, mlir::Value>> tables;
   std::map<std::string, mlir::Value> turns;
+  /// Causal biases by element type, split and local lengths (every
+  /// layer's attention and attention_grad share one).
+  std::map<std::string, mlir::Value> biases;
 };
 mlir::Value buildSplitSeqRotary(mlir::OpBuilder &builder, mlir::Location loc,
                                 mlir::FlatSymbolRefAttr mesh,
                                 mlir::ArrayAttr axes, int64_t shards,
                                 mlir::Value input, double theta,
-                                bool inverse, RotaryTableCache &cache);
+                                bool inverse, SeqSplitCache &cache);
 
 /// Attention (`query` [b, s, n, d], `key` and `value` [b, t, k, d], local)
 /// whose query sequence is split over `queryAxes` and/or whose key sequence
@@ -109,14 +112,16 @@ mlir::Value buildSplitSeqRotary(mlir::OpBuilder &builder, mlir::Location loc,
 ///           m = all_reduce_max(max_t scores);  e = exp(scores - m)
 ///           l = all_reduce_sum(sum_t e);       o = einsum(e / l, value)
 ///           o is this device's partial sum (over `keyAxes`) of the output.
-/// `scale` is the op's (default 1/sqrt(d)).
+/// `scale` is the op's (default 1/sqrt(d)); the bias is built once per
+/// function (`cache`).
 mlir::Value buildSplitSeqAttention(mlir::OpBuilder &builder,
                                    mlir::Location loc,
                                    mlir::FlatSymbolRefAttr mesh,
                                    mlir::ArrayAttr queryAxes,
                                    mlir::ArrayAttr keyAxes, mlir::Value query,
                                    mlir::Value key, mlir::Value value,
-                                   bool causal, double scale);
+                                   bool causal, double scale,
+                                   SeqSplitCache &cache);
 
 /// Which operand `buildSplitSeqAttentionGrad` differentiates.
 enum class AttentionGradWrt { Query, Key, Value };
@@ -133,7 +138,7 @@ mlir::Value buildSplitSeqAttentionGrad(
     mlir::OpBuilder &builder, mlir::Location loc, mlir::FlatSymbolRefAttr mesh,
     mlir::ArrayAttr queryAxes, mlir::Value query, mlir::Value key,
     mlir::Value value, mlir::Value dy, AttentionGradWrt wrt, bool causal,
-    double scale);
+    double scale, SeqSplitCache &cache);
 
 } // namespace partita::partition
 

@@ -196,8 +196,9 @@ private:
   /// The rule of every op, read before any type changes (rules read their
   /// operands' global shapes).
   DenseMap<Operation *, FailureOr<dist::ShardingRule>> rules;
-  /// Rotary tables already sliced in this function (CollectiveLowerings.h).
-  RotaryTableCache rotaryTables;
+  /// Rotary tables and causal biases already built in this function
+  /// (CollectiveLowerings.h).
+  SeqSplitCache seqSplitCache;
   PaddingAnalysis padding;
 };
 
@@ -786,12 +787,12 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
                                    groupSize(seqAxes), operands[0],
                                    rotary.getTheta().convertToDouble(),
-                                   /*inverse=*/false, rotaryTables);
+                                   /*inverse=*/false, seqSplitCache);
     } else if (auto grad = dyn_cast<nn::RotaryGradOp>(op)) {
       result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
                                    groupSize(seqAxes), operands[0],
                                    grad.getTheta().convertToDouble(),
-                                   /*inverse=*/true, rotaryTables);
+                                   /*inverse=*/true, seqSplitCache);
     } else if (auto grad = dyn_cast<nn::AttentionGradOp>(op)) {
       int64_t headDim =
           cast<RankedTensorType>(operands[0].getType()).getDimSize(3);
@@ -804,7 +805,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
                                                        : AttentionGradWrt::Value;
       result = buildSplitSeqAttentionGrad(
           builder, loc, meshName, axesAttr(seqAxes), operands[0], operands[1],
-          operands[2], operands[3], wrt, grad.getCausal(), scale);
+          operands[2], operands[3], wrt, grad.getCausal(), scale,
+          seqSplitCache);
     } else {
       auto attention = cast<nn::AttentionOp>(op);
       int64_t headDim =
@@ -814,7 +816,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
                          : 1.0 / std::sqrt(static_cast<double>(headDim));
       result = buildSplitSeqAttention(
           builder, loc, meshName, axesAttr(seqAxes), axesAttr(keyAxes),
-          operands[0], operands[1], operands[2], attention.getCausal(), scale);
+          operands[0], operands[1], operands[2], attention.getCausal(), scale,
+          seqSplitCache);
     }
     clone = result.getDefiningOp();
   } else if (!collectiveAxes.empty()) {

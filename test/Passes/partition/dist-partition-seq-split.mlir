@@ -137,6 +137,27 @@ func.func @causal_attention_query_split(
 
 // -----
 
+// Tests that two causal attentions with the same split and lengths (two
+// layers) share one causal bias: one axis_index, one embedding lookup.
+dist.mesh @mesh <["sp"=2]>
+// CHECK-LABEL: func.func @causal_bias_shared
+// CHECK: dist.all_gather
+// CHECK: dist.axis_index on @mesh axes = ["sp"] : tensor<i32>
+// CHECK: %[[BIAS:.*]] = nn.reshape %{{.*}} : tensor<2x4x1xf32> -> tensor<2x4xf32>
+// CHECK: nn.broadcast %[[BIAS]] dims = [3, 4]
+// CHECK: %[[A:.*]] = nn.reshape %{{.*}} : tensor<1x2x2x1x4xf32> -> tensor<1x2x2x4xf32>
+// CHECK: dist.all_gather %[[A]]
+// CHECK-NOT: nn.embedding
+// CHECK: nn.broadcast %[[BIAS]] dims = [3, 4]
+// CHECK: return
+func.func @causal_bias_shared(%q: tensor<1x4x2x4xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>}) -> tensor<1x4x2x4xf32> {
+  %0 = nn.attention %q, %q, %q causal {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>
+  %1 = nn.attention %0, %0, %0 causal {dist.sharding = [#dist.sharding<@mesh, [{}, {"sp"}, {}, {}]>]} : tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>
+  return %1 : tensor<1x4x2x4xf32>
+}
+
+// -----
+
 // Tests that a query sequence split over two axes takes its offset from the
 // device's position in both (axis_index over ["dp", "sp"], blocks of 2 of
 // 8), and that an explicit scale is kept.
