@@ -2,7 +2,12 @@
 //
 // See CollectiveLowerings.h. Reductions of the split dimension are taken
 // locally, then all-reduced over the axes splitting it, and broadcast back;
-// means divide by the dimension's global size.
+// means divide by the dimension's global size. Attention's local forms work
+// in a grouped layout (query [b, s, k, g, d], scores [b, k, g, s, t]) so
+// grouped-query heads need no repeat of the keys. Known limits: the scores
+// are materialized per device (s_local x t), not tiled as Flash Attention
+// does; the shards are contiguous blocks, so causal work is unbalanced
+// (the last shard does the most; zigzag shards would even it out).
 //
 //===----------------------------------------------------------------------===//
 
@@ -300,7 +305,8 @@ Value causalBias(OpBuilder &b, Location loc, Value qpos, Value kpos,
   auto type = RankedTensorType::get({s, t}, i32);
   auto intSplat = [&](int64_t value) -> Value {
     return nn::ConstantOp::create(
-        b, loc, type, DenseElementsAttr::get(type, b.getIntegerAttr(i32, value)));
+        b, loc, type,
+        DenseElementsAttr::get(type, b.getIntegerAttr(i32, value)));
   };
   Value k = nn::BroadcastOp::create(b, loc, type, kpos, ArrayRef<int64_t>{1});
   Value q = nn::BroadcastOp::create(b, loc, type, qpos, ArrayRef<int64_t>{0});

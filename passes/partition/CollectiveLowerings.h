@@ -3,7 +3,11 @@
 // The collective-aware local forms of ops whose collective factor is split:
 // plain nn ops on local tensors plus dist.all_reduce, exact up to floating
 // point reassociation. Each builder takes the local operands and the mesh
-// axes that split the op's collective dimension.
+// axes that split the op's collective dimension. Also the local forms of ops
+// whose kernels read global positions along a split sequence (rotary, causal
+// attention and its gradient: context parallelism): positions come from
+// dist.axis_index, position tables from global constants cut by dist.slice,
+// so every device runs the same program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,7 +84,8 @@ mlir::Value buildVocabParallelCrossEntropy(
 /// S[p, 2i] = S[p, 2i + 1] = sin(angle) for every position (computed here
 /// in double, rounded to the element type as the kernel rounds them) are
 /// sliced to this device's rows by dist.slice, so
-///   y = x * C + swap(x) * S,  swap(x)[2i] = -x[2i + 1], swap(x)[2i + 1] = x[2i]
+///   y = x * C + swap(x) * S
+/// where swap(x)[2i] = -x[2i + 1] and swap(x)[2i + 1] = x[2i],
 /// with swap an einsum of x as [b, s, n, d/2, 2] with [[0, 1], [-1, 0]].
 /// With `inverse` the rotation is by minus the angle (rotary_grad).
 /// The sliced tables (and the pair-turning matrix) are built once per

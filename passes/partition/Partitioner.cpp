@@ -28,8 +28,9 @@
 //    the partial values sum to the global mean; nn.rotary(_grad) with a
 //    split sequence and causal nn.attention(_grad) with a split query
 //    sequence read global positions, so they get local forms that compute
-//    them from dist.axis_index or slice global tables (CollectiveLowerings.h); a
-//    non-splat nn.constant is computed whole and sliced by its consumers.
+//    them from dist.axis_index or slice global tables
+//    (CollectiveLowerings.h); a non-splat nn.constant is computed whole and
+//    sliced by its consumers.
 //
 // Collective-aware forms (CollectiveLowerings.h): softmax, layer_norm and
 // rms_norm whose reduced dimension the result's sharding splits run as local
@@ -799,10 +800,11 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       double scale = grad.getScale()
                          ? grad.getScale()->convertToDouble()
                          : 1.0 / std::sqrt(static_cast<double>(headDim));
-      AttentionGradWrt wrt =
-          grad.getWrt() == nn::AttentionGradWrt::Query ? AttentionGradWrt::Query
-          : grad.getWrt() == nn::AttentionGradWrt::Key ? AttentionGradWrt::Key
-                                                       : AttentionGradWrt::Value;
+      AttentionGradWrt wrt = AttentionGradWrt::Value;
+      if (grad.getWrt() == nn::AttentionGradWrt::Query)
+        wrt = AttentionGradWrt::Query;
+      else if (grad.getWrt() == nn::AttentionGradWrt::Key)
+        wrt = AttentionGradWrt::Key;
       result = buildSplitSeqAttentionGrad(
           builder, loc, meshName, axesAttr(seqAxes), operands[0], operands[1],
           operands[2], operands[3], wrt, grad.getCausal(), scale,
