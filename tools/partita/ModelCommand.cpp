@@ -42,7 +42,8 @@ SizeOpt seq("seq", cl::sub(modelCommand), cl::value_desc("n"),
             cl::desc("Sequence length, gpt and llama (default 16)"));
 SizeOpt vocab("vocab", cl::sub(modelCommand), cl::value_desc("n"),
               cl::desc("Vocabulary size; number of classes for mlp "
-                       "(default 256)"));
+                       "(default 256: a byte-level language model, which "
+                       "trains on partita run's default data)"));
 SizeOpt batch("batch", cl::sub(modelCommand), cl::value_desc("n"),
               cl::desc("Batch size (default 2)"));
 SizeOpt ffn("ffn", cl::sub(modelCommand), cl::value_desc("n"),
