@@ -5,7 +5,9 @@
 // each buffer role (parameters, inputs, activations, outputs, constants); the
 // static arena's peak bytes from the memory plan; every parameter with its
 // global shape, sharding and local bytes; and every collective with its kind,
-// axes and bytes per device. Each total names the formula behind it.
+// axes and bytes per device; for a train step, the model state per device
+// beside the ZeRO accounting of each stage. Each total names the formula
+// behind it.
 //
 // Compiled with exceptions: the runtime reports errors as runtime::Error.
 //
@@ -14,6 +16,7 @@
 #include "tools/partita/Driver.h"
 
 #include "partita/runtime/Executor.h"
+#include "passes/sharding/Strategies.h"
 #include "runtime/plan/plan.pb.h"
 
 #include "llvm/Support/Format.h"
@@ -143,6 +146,124 @@ StringRef collectiveName(int kind) {
   }
 }
 
+/// For a train step (a program with sgd or adamw kernels): the model state
+/// per device read from the plan -- parameters, gradients as the update
+/// reads them, optimizer state, peak activations -- and what the ZeRO
+/// paper's accounting (Rajbhandari et al. 2020, section 3.1 and 5; the same
+/// computeModelStateBytes its unit test checks against the paper's 7.5B
+/// figures) predicts for each stage with this plan's bytes per element.
+void printModelState(raw_ostream &os, const plan::Plan &proto,
+                     const plan::Program &program) {
+  const auto &buffers = program.buffers();
+  auto valid = [&](int64_t id) { return id >= 0 && id < buffers.size(); };
+  // The instruction writing each buffer, to look through slices.
+  std::vector<const plan::Instruction *> producer(buffers.size(), nullptr);
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (inst.has_collective() && valid(inst.collective().output()))
+      producer[inst.collective().output()] = &inst;
+    if (inst.has_kernel())
+      for (int64_t out : inst.kernel().outputs())
+        if (valid(out))
+          producer[out] = &inst;
+  }
+  int64_t updates = 0, gradBytes = 0, gradElemBytes = 0, stateElemBytes = 0;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!inst.has_kernel())
+      continue;
+    const plan::Kernel &k = inst.kernel();
+    bool adamw = k.kind() == "adamw", sgd = k.kind() == "sgd";
+    if ((!adamw && !sgd) || k.inputs().size() < 3 || !valid(k.inputs(1)))
+      continue;
+    ++updates;
+    // The gradient as it lives on the device: a slice taken for a sharded
+    // update (zero1) leaves the whole all-reduced gradient allocated.
+    int64_t grad = k.inputs(1);
+    while (producer[grad] && producer[grad]->has_collective() &&
+           producer[grad]->collective().kind() == plan::Collective::SLICE &&
+           valid(producer[grad]->collective().input()))
+      grad = producer[grad]->collective().input();
+    gradBytes += localBytes(buffers[grad]);
+    gradElemBytes = dtypeBytes(buffers[grad].dtype());
+    stateElemBytes = (adamw ? 2 : 1) * dtypeBytes(buffers[k.inputs(2)].dtype());
+  }
+  if (!updates)
+    return;
+
+  int64_t paramBytes = 0, paramElemBytes = 0, stateBytes = 0, counterBytes = 0;
+  SmallVector<int64_t> elements;
+  for (const plan::Buffer &buffer : buffers) {
+    if (buffer.role() == plan::PARAMETER) {
+      paramBytes += localBytes(buffer);
+      paramElemBytes = dtypeBytes(buffer.dtype());
+      int64_t n = 1;
+      for (int64_t d : buffer.global_shape())
+        n *= d;
+      elements.push_back(n);
+    } else if (buffer.role() == plan::STATE) {
+      // Rank-0 state is the step counter, outside the paper's accounting.
+      (buffer.global_shape().empty() ? counterBytes : stateBytes) +=
+          localBytes(buffer);
+    }
+  }
+  int64_t psi = 0;
+  for (int64_t n : elements)
+    psi += n;
+
+  os << "\nmodel state per device (" << updates << " parameter update"
+     << (updates == 1 ? "" : "s") << ", " << psi << " parameters):\n";
+  os << "  " << left_justify("parameters", 14) << " " << bytesText(paramBytes)
+     << " = sum of local parameter bytes\n";
+  os << "  " << left_justify("gradients", 14) << " " << bytesText(gradBytes)
+     << " = sum of the local bytes of each update's gradient (through "
+        "slices: the whole gradient a sharded update is cut from)\n";
+  os << "  " << left_justify("optimizer", 14) << " " << bytesText(stateBytes)
+     << " = sum of local state bytes";
+  if (counterBytes)
+    os << " (+ " << bytesText(counterBytes) << " step counter)";
+  os << "\n";
+  int64_t modelState = paramBytes + gradBytes + stateBytes;
+  os << "  " << left_justify("model state", 14) << " " << bytesText(modelState)
+     << " = parameters + gradients + optimizer\n";
+  os << "  " << left_justify("activations", 14) << " "
+     << bytesText(program.arena_bytes())
+     << " = arena peak of the memory plan (gradients and temporaries "
+        "included)\n";
+
+  // The data-parallel degree: the mesh axis named "dp".
+  int64_t dataSize = 0;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    if (axis.name() == "dp")
+      dataSize = axis.size();
+  if (dataSize <= 0)
+    return;
+  sharding::PrecisionRecipe recipe{paramElemBytes, gradElemBytes,
+                                   stateElemBytes};
+  os << "  ZeRO accounting (Rajbhandari et al. 2020) for these "
+     << psi << " parameters on \"dp\"=" << dataSize << ", "
+     << paramElemBytes << " + " << gradElemBytes << " + " << stateElemBytes
+     << " bytes per parameter, ceil(elements / shards) per tensor:\n";
+  struct Stage {
+    const char *name;
+    sharding::ZeroStage stage;
+  } stages[] = {{"dp (none)", sharding::ZeroStage::None},
+                {"zero1 (Pos)", sharding::ZeroStage::OptimizerState},
+                {"zero2 (Pos+g)", sharding::ZeroStage::Gradients},
+                {"zero3 (Pos+g+p)", sharding::ZeroStage::Parameters}};
+  for (const Stage &stage : stages) {
+    SmallVector<sharding::ModelStateTensor> tensors;
+    for (int64_t n : elements)
+      tensors.push_back(sharding::zeroShards(n, stage.stage, dataSize));
+    sharding::ModelStateBytes bytes =
+        sharding::computeModelStateBytes(tensors, recipe);
+    bool same = bytes.params == paramBytes && bytes.grads == gradBytes &&
+                bytes.optimizerState == stateBytes;
+    os << "    " << left_justify(stage.name, 16) << " params "
+       << bytes.params << " + grads " << bytes.grads << " + optimizer "
+       << bytes.optimizerState << " = " << bytesText(bytes.total())
+       << (same ? "  <- this plan" : "") << "\n";
+  }
+}
+
 int runExplain() {
   if (planFile.empty())
     return reportError(kCommand, "missing the plan file (partita explain "
@@ -234,6 +355,8 @@ int runExplain() {
      << bytesText(total[kParam] + total[kInput] + total[kConstant] +
                   program->arena_bytes())
      << " = parameters + inputs + constants + arena peak\n";
+
+  printModelState(os, proto, *program);
 
   os << "\nparameters (name, global shape, sharding, local bytes):\n";
   for (const plan::Buffer &buffer : program->buffers()) {
