@@ -4,6 +4,7 @@
 #define PARTITA_PASSES_INITALLPASSES_H
 
 #include "passes/autodiff/Passes.h"
+#include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
 #include "passes/plan/Passes.h"
 #include "passes/sharding/Passes.h"
@@ -14,6 +15,7 @@ inline void registerAllPasses() {
   sharding::registerShardingPasses();
   partition::registerPartitionPasses();
   plan_lowering::registerPlanPasses();
+  comm::registerCommPasses();
 }
 } // namespace partita
 

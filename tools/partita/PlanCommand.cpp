@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
+#include "passes/comm/Passes.h"
 #include "passes/InitAllPasses.h"
 #include "passes/partition/Passes.h"
 #include "passes/plan/PlanLowering.h"
@@ -100,6 +101,11 @@ cl::opt<bool> sequenceParallel(
     "sequence-parallel", cl::sub(planCommand),
     cl::desc("With megatron or dp+megatron: also split the residual stream on "
              "the sequence over tp (Megatron sequence parallelism)"));
+cl::opt<bool> overlapComm(
+    "overlap-comm", cl::sub(planCommand),
+    cl::desc("After partitioning, issue each gradient all_reduce / "
+             "reduce_scatter right after its gradient is produced "
+             "(dist-optimize-comm), so it can overlap the rest of backward"));
 cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::value_desc("file"),
                             cl::desc("Output file (default: stdout)"));
@@ -162,9 +168,15 @@ SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh,
                     [=](mlir::PassManager &pm) {
                       pm.addPass(sharding::createDistPropagate(propagate));
                     }});
-  stages.push_back({"partitioned", "partitioned into per-device programs",
-                    [](mlir::PassManager &pm) {
+  bool overlap = overlapComm;
+  stages.push_back({"partitioned",
+                    overlap ? "partitioned into per-device programs, "
+                              "gradient reductions issued early"
+                            : "partitioned into per-device programs",
+                    [=](mlir::PassManager &pm) {
                       pm.addPass(partition::createDistPartition());
+                      if (overlap)
+                        pm.addPass(comm::createDistOptimizeComm());
                     }});
   // Lowered after the passes, with the model as read as its reference.
   stages.push_back({"plan", "lowered to a plan", [](mlir::PassManager &) {}});
