@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -297,6 +298,22 @@ double elementAsDouble(const rt::Tensor &t, int64_t i) {
   }
 }
 
+/// Runs `body` for each rank of `program`: once with no communicator when
+/// the program is not partitioned, once with `mpi` when given (this process
+/// is one MPI rank), else on `ranks` threads of the local communicator.
+void onEveryRank(const rt::PlanFile &plan, const std::string &program,
+                 int ranks, rt::Communicator *mpi,
+                 const std::function<void(rt::Communicator *)> &body) {
+  if (!plan.isPartitioned(program))
+    body(nullptr);
+  else if (mpi)
+    body(mpi);
+  else
+    rt::runLocalRanks(
+        ranks, [&](rt::Communicator &comm) { body(&comm); },
+        std::chrono::milliseconds(timeoutArg));
+}
+
 /// Runs `program` of `plan` with `inputs`; returns the results on the rank
 /// that prints (rank 0), empty on the others.
 std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
@@ -334,14 +351,7 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
       stepSeconds = seconds;
     }
   };
-  if (!plan->isPartitioned(program))
-    body(nullptr);
-  else if (mpi)
-    body(mpi);
-  else
-    rt::runLocalRanks(
-        ranks, [&](rt::Communicator &comm) { body(&comm); },
-        std::chrono::milliseconds(timeoutArg));
+  onEveryRank(*plan, program, ranks, mpi, body);
   return results;
 }
 
@@ -514,14 +524,7 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
       out = std::move(mine);
     }
   };
-  if (!plan->isPartitioned(program))
-    body(nullptr);
-  else if (mpi)
-    body(mpi);
-  else
-    rt::runLocalRanks(
-        ranks, [&](rt::Communicator &comm) { body(&comm); },
-        std::chrono::milliseconds(timeoutArg));
+  onEveryRank(*plan, program, ranks, mpi, body);
   return out;
 }
 
