@@ -27,13 +27,36 @@ def DistOptimizeComm : Pass<"dist-optimize-comm", "::mlir::ModuleOp"> {
     issue them in one order; reductions of one value keep theirs.
     Other collectives are not moved: hoisting a ZeRO-3 parameter all_gather
     would keep the gathered parameter alive longer and undo the sharding's
-    memory saving. Bucketing (merging small reductions into one call) is not
-    done yet.
+    memory saving.
+
+    Then the gradient reductions are bucketed, as PyTorch DDP does (Li et
+    al., "PyTorch Distributed", VLDB 2020, section 3.2.3; its default cap is
+    25 MiB): walking the block in order, each reduction joins the open
+    bucket when it has the same kind, mesh, axes, reduction and element
+    type, and the bucket's bytes (the sum of its members' local operand
+    bytes) stay within `bucket-bytes`; else it opens a new one. A bucket
+    also closes at any op that reads one of its members' results (the
+    bucket runs where its last member is, so no result may be read
+    earlier). A reduction larger than the cap is a bucket of its own.
+    Each bucket's members then move down to sit, in order, right before its
+    last member, and carry `dist.bucket = N` (1, 2, ... per function). The
+    plan keeps the id on each collective; the runtime packs a bucket into
+    one communicator call (a reduce_scatter packs each rank's blocks),
+    issued asynchronously where it stands and waited for only before the
+    first instruction that reads one of its results. `bucket-bytes = 0`
+    hoists without bucketing.
 
     Example (`partita-opt --dist-optimize-comm`): in
     `%g = nn.einsum ... {nn.grad_kind = "W"}; %x = nn.einsum ...;
-    %r = dist.all_reduce %g ...` the all_reduce moves above `%x`.
+    %r = dist.all_reduce %g ...` the all_reduce moves above `%x` and gets
+    `dist.bucket = 1`.
   }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"26214400",
+           "Cap on a gradient bucket's bytes per device (the sum of its "
+           "members' local operand bytes); 0 disables bucketing">,
+  ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
 

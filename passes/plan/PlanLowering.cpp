@@ -21,6 +21,7 @@
 
 #include "passes/plan/PlanLowering.h"
 
+#include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/nn/IR/NNOps.h"
 
@@ -637,6 +638,9 @@ LogicalResult FunctionLowering::lowerCollective(Operation *op) {
   }
   for (Attribute axis : axes)
     c->add_axes(cast<StringAttr>(axis).getValue().str());
+  if (auto bucket = op->getAttrOfType<IntegerAttr>(
+          dist::DistDialect::kBucketAttrName))
+    c->set_bucket(bucket.getInt());
   if (failed(useMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"))))
     return failure();
   if (op->getNumOperands())

@@ -29,6 +29,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <functional>
+#include <limits>
 
 using namespace llvm;
 
@@ -102,10 +103,17 @@ cl::opt<bool> sequenceParallel(
     cl::desc("With megatron or dp+megatron: also split the residual stream on "
              "the sequence over tp (Megatron sequence parallelism)"));
 cl::opt<bool> overlapComm(
-    "overlap-comm", cl::sub(planCommand),
-    cl::desc("After partitioning, issue each gradient all_reduce / "
-             "reduce_scatter right after its gradient is produced "
-             "(dist-optimize-comm), so it can overlap the rest of backward"));
+    "overlap-comm", cl::sub(planCommand), cl::init(true),
+    cl::desc("--train: after partitioning, issue each gradient all_reduce / "
+             "reduce_scatter right after its gradient is produced, in "
+             "buckets of --bucket-bytes (dist-optimize-comm), so it overlaps "
+             "the rest of backward (on by default; =false keeps every "
+             "reduction where the partitioner put it)"));
+cl::opt<std::string> bucketBytesArg(
+    "bucket-bytes", cl::sub(planCommand), cl::value_desc("n[KiB|MiB]"),
+    cl::desc("--train: cap on a gradient bucket's bytes per device (default "
+             "25MiB, PyTorch DDP's bucket_cap_mb; 0: one reduction per "
+             "gradient)"));
 cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::value_desc("file"),
                             cl::desc("Output file (default: stdout)"));
@@ -130,7 +138,8 @@ struct Stage {
 /// The stages in order. Strategy `none` has no annotation stage of its own
 /// but still answers to --emit annotated (the module as given).
 SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh,
-                               StringRef autodiffPipeline) {
+                               StringRef autodiffPipeline,
+                               int64_t bucketBytes) {
   SmallVector<Stage> stages;
   if (!autodiffPipeline.empty()) {
     std::string pipeline = autodiffPipeline.str();
@@ -168,15 +177,23 @@ SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh,
                     [=](mlir::PassManager &pm) {
                       pm.addPass(sharding::createDistPropagate(propagate));
                     }});
-  bool overlap = overlapComm;
+  bool overlap = overlapComm && !autodiffPipeline.empty();
+  comm::DistOptimizeCommOptions optimizeComm;
+  optimizeComm.bucketBytes = bucketBytes;
+  std::string buckets =
+      bucketBytes ? "in buckets of up to " + std::to_string(bucketBytes) +
+                        " bytes"
+                  : "one per gradient";
   stages.push_back({"partitioned",
                     overlap ? "partitioned into per-device programs, "
-                              "gradient reductions issued early"
+                              "gradient reductions issued early " +
+                                  buckets
                             : "partitioned into per-device programs",
                     [=](mlir::PassManager &pm) {
                       pm.addPass(partition::createDistPartition());
                       if (overlap)
-                        pm.addPass(comm::createDistOptimizeComm());
+                        pm.addPass(
+                            comm::createDistOptimizeComm(optimizeComm));
                     }});
   // Lowered after the passes, with the model as read as its reference.
   stages.push_back({"plan", "lowered to a plan", [](mlir::PassManager &) {}});
@@ -203,6 +220,24 @@ std::string knownStrategies() {
   if (!known.empty())
     known.resize(known.size() - 2);
   return known + (known.empty() ? "" : " or ") + "none";
+}
+
+/// "4096", "64KiB" or "25MiB" as bytes (at least 0).
+Expected<int64_t> parseByteCount(StringRef text) {
+  StringRef digits = text.trim();
+  int64_t unit = 1;
+  if (digits.consume_back("KiB"))
+    unit = 1 << 10;
+  else if (digits.consume_back("MiB"))
+    unit = 1 << 20;
+  int64_t value;
+  if (digits.getAsInteger(10, value) || value < 0 ||
+      value > std::numeric_limits<int64_t>::max() / unit)
+    return createStringError(
+        "expected a byte count of at least 0, optionally with KiB or MiB "
+        "(e.g. 65536, 64KiB, 25MiB), got '" +
+        text + "'");
+  return value * unit;
 }
 
 /// Checks the training flags and builds nn-autodiff's textual pipeline
@@ -405,9 +440,24 @@ int runPlan() {
   std::string autodiffPipeline;
   if (checkTrainOptions(autodiffPipeline))
     return 1;
+  int64_t bucketBytes = 25 << 20;
+  if (bucketBytesArg.getNumOccurrences()) {
+    if (autodiffPipeline.empty())
+      return reportError(kCommand, "--bucket-bytes needs --train (only "
+                                   "gradient reductions are bucketed)");
+    if (!overlapComm)
+      return reportError(kCommand, "--bucket-bytes has no effect with "
+                                   "--overlap-comm=false");
+    Expected<int64_t> parsed = parseByteCount(bucketBytesArg);
+    if (!parsed)
+      return reportError(kCommand,
+                         "--bucket-bytes: " + toString(parsed.takeError()));
+    bucketBytes = *parsed;
+  }
   if (!emitArg.getNumOccurrences() && StringRef(output).ends_with(".pb"))
     emitArg = "plan";
-  SmallVector<Stage> stages = buildStages(strategyArg, mesh, autodiffPipeline);
+  SmallVector<Stage> stages =
+      buildStages(strategyArg, mesh, autodiffPipeline, bucketBytes);
   auto last = llvm::find_if(
       stages, [](const Stage &stage) { return stage.emitName == emitArg; });
   if (last == stages.end()) {

@@ -96,6 +96,12 @@ cl::opt<uint64_t> seedArg("input-seed", cl::sub(runCommand), cl::init(1),
 cl::opt<unsigned> timeoutArg("timeout-ms", cl::sub(runCommand), cl::init(60000),
                              cl::desc("Collective timeout in milliseconds"));
 
+cl::opt<bool> syncCommArg(
+    "sync-comm", cl::sub(runCommand),
+    cl::desc("Run each gradient bucket's communicator call in line instead "
+             "of on a communication thread that overlaps it with the rest "
+             "of backward (same results; for measuring the overlap)"));
+
 cl::opt<int> failRankArg(
     "inject-failure-rank", cl::sub(runCommand), cl::init(-1), cl::Hidden,
     cl::desc("Testing: this rank fails before its first step (local: throws; "
@@ -103,6 +109,12 @@ cl::opt<int> failRankArg(
              "first collective instead of hanging"));
 
 constexpr StringLiteral kCommand = "run";
+
+rt::ExecutorOptions executorOptions() {
+  rt::ExecutorOptions options;
+  options.overlapBuckets = !syncCommArg;
+  return options;
+}
 
 //===----------------------------------------------------------------------===//
 // .npy files (format 1.0-3.0, little-endian, C order)
@@ -325,7 +337,7 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
   std::mutex mutex;
   auto body = [&](rt::Communicator *comm) {
     auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
-    rt::Executor executor(plan, program, comm, *backend);
+    rt::Executor executor(plan, program, comm, *backend, executorOptions());
     executor.setInputs(inputs);
     if (comm && comm->rank() == failRankArg) {
       if (std::string(comm->kind()) == "mpi") {
@@ -484,7 +496,7 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
   std::mutex mutex;
   auto body = [&](rt::Communicator *comm) {
     auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
-    rt::Executor executor(plan, program, comm, *backend);
+    rt::Executor executor(plan, program, comm, *backend, executorOptions());
     bool printer = !comm || comm->rank() == 0;
     TrainRun mine;
     for (int64_t step = 0; step < steps; ++step) {

@@ -70,6 +70,18 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   if (attr.getName() == kOriginAttrName)
     return verifyOrigin(op, attr.getValue(), "");
+  if (attr.getName() == kBucketAttrName) {
+    auto id = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!id || !id.getType().isInteger(64) || id.getInt() < 1)
+      return op->emitOpError()
+             << "'" << kBucketAttrName << "' must be a positive i64, got "
+             << attr.getValue();
+    if (!isa<AllReduceOp, ReduceScatterOp>(op))
+      return op->emitOpError()
+             << "'" << kBucketAttrName
+             << "' is only valid on dist.all_reduce and dist.reduce_scatter";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return success();
   auto array = dyn_cast<ArrayAttr>(attr.getValue());

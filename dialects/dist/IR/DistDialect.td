@@ -42,6 +42,9 @@ def Dist_Dialect : Dialect {
     /// The discardable attribute naming the annotation(s) a value's sharding
     /// came from: a string, or an array of strings.
     static constexpr ::llvm::StringLiteral kOriginAttrName = "dist.origin";
+    /// The discardable attribute dist-optimize-comm puts on the gradient
+    /// reductions of one bucket: a positive i64, equal on the members.
+    static constexpr ::llvm::StringLiteral kBucketAttrName = "dist.bucket";
   private:
     void registerAttributes();
   public:

@@ -78,6 +78,9 @@ public:
   int rank() const override { return myRank; }
   int size() const override { return worldSize; }
   const char *kind() const override { return "mpi"; }
+  bool callableFromAnyThread() const override {
+    return threadLevel >= MPI_THREAD_SERIALIZED;
+  }
 
   void allReduce(void *data, size_t count, DType dtype, ReduceOp op,
                  const std::vector<int> &group) override;
@@ -153,6 +156,7 @@ private:
 
   MpiOptions options;
   bool ownsMpi = false;
+  int threadLevel = MPI_THREAD_SINGLE; // MPI_Query_thread
   bool failed = false;
   std::string firstFailure;
   int myRank = 0, worldSize = 1, tagUpperBound = 32767;
@@ -177,6 +181,7 @@ MpiCommunicator::MpiCommunicator(const MpiOptions &options) : options(options) {
       throw Error("mpi communicator: MPI_Init_thread failed");
     ownsMpi = true;
   }
+  MPI_Query_thread(&threadLevel);
   MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
   MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
   int *upper = nullptr, found = 0;

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CommQueue.h"
 #include "PlanInternal.h"
 
 #include <algorithm>
@@ -184,6 +185,63 @@ struct Executor::Impl {
     size_t bytes;
   };
   std::vector<CopyBack> copyBacks;
+
+  /// A gradient bucket: adjacent all_reduces or reduce_scatters packed into
+  /// one communicator call. Each member packs its input at its own
+  /// instruction (where the memory plan has it live); the last one issues
+  /// the call; the outputs are unpacked before the first instruction that
+  /// reads one of them (or when the step ends).
+  struct Bucket {
+    int64_t id = 0;
+    std::string where;            // "bucket N (instructions i-j)"
+    std::function<void()> call;   // the communicator call on the packed data
+    std::function<void()> unpack; // packed result -> every member's output
+    std::vector<int64_t> outputs; // buffer ids
+    uint64_t ticket = 0;          // in `queue`, while pending
+    bool pending = false;         // issued, not yet unpacked
+  };
+  std::vector<std::shared_ptr<Bucket>> buckets;
+  /// Runs bucket calls off the main thread (ExecutorOptions::overlapBuckets);
+  /// null when they run in line.
+  std::unique_ptr<CommQueue> queue;
+
+  /// Issues `b`'s call (queued, or in line) once its members are packed.
+  void issue(Bucket &b) {
+    if (!queue) {
+      runBucketCall(b);
+      b.unpack();
+      return;
+    }
+    b.ticket = queue->enqueue([&b] { runBucketCall(b); });
+    b.pending = true;
+  }
+  /// Waits for `b`'s call if it is in flight and unpacks its outputs.
+  void finish(Bucket &b) {
+    if (!b.pending)
+      return;
+    b.pending = false;
+    queue->wait(b.ticket);
+    b.unpack();
+  }
+  static void runBucketCall(Bucket &b) {
+    try {
+      b.call();
+    } catch (const Error &e) {
+      throw Error(b.where + ": " + e.what());
+    }
+  }
+  /// Before the main thread calls the communicator itself: everything
+  /// queued must have run, so calls stay in program order, one at a time.
+  void drainQueue() {
+    if (!queue)
+      return;
+    for (const std::shared_ptr<Bucket> &b : buckets)
+      finish(*b);
+  }
+  /// Compiles the bucket of instructions [first, end); returns one step per
+  /// member.
+  std::vector<std::function<void()>> compileBucket(int64_t first,
+                                                   int64_t end);
 
   const plan::Buffer &buffer(int64_t id) const { return program->buffers(id); }
 
@@ -481,9 +539,114 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
   }
 }
 
+std::vector<std::function<void()>>
+Executor::Impl::compileBucket(int64_t first, int64_t end) {
+  auto b = std::make_shared<Bucket>();
+  buckets.push_back(b);
+  const plan::Collective &head = program->instructions(first).collective();
+  b->id = head.bucket();
+  b->where = "bucket " + std::to_string(b->id) + " (instructions " +
+             std::to_string(first) + "-" + std::to_string(end - 1) + ")";
+  std::vector<int> ranks = group(head.axes());
+  int64_t g = ranks.size();
+  ReduceOp op = head.op() == plan::MAX   ? ReduceOp::Max
+                : head.op() == plan::MIN ? ReduceOp::Min
+                                         : ReduceOp::Sum;
+  DType dtype = views[head.input()].dtype;
+  size_t elem = sizeOf(dtype);
+  bool scatter = head.kind() == plan::Collective::REDUCE_SCATTER;
+
+  // Member m's share of one rank's block: `count` elements at `offset`. An
+  // all_reduce packs whole inputs one after another (one block); a
+  // reduce_scatter packs, for every rank r, each member's r-th block of its
+  // input (its scatter dimension moved to the front).
+  struct Member {
+    TensorView in, out;
+    int64_t offset = 0, count = 0;
+    std::vector<int64_t> perm, back; // to the front and back; empty: dim 0
+    TensorView front;                // the input transposed, when perm is set
+  };
+  std::vector<Member> members;
+  int64_t block = 0; // elements per rank block of the packed buffer
+  for (int64_t i = first; i < end; ++i) {
+    const plan::Collective &c = program->instructions(i).collective();
+    Member m;
+    m.in = views[c.input()];
+    m.out = views[c.output()];
+    m.offset = block;
+    m.count = scatter ? m.in.numElements() / g : m.in.numElements();
+    if (scatter && c.dim() != 0 && g > 1) {
+      auto [perm, front] = toFront(m.in.shape, c.dim());
+      persistent.push_back(
+          allocate(TensorView{nullptr, dtype, front}.numBytes()));
+      m.front = TensorView{persistent.back().get(), dtype, front};
+      m.perm = perm;
+      m.back = inverse(perm);
+    }
+    block += m.count;
+    b->outputs.push_back(c.output());
+    members.push_back(std::move(m));
+  }
+  int64_t sendElems = scatter ? block * g : block;
+  persistent.push_back(allocate(sendElems * elem));
+  unsigned char *send = persistent.back().get();
+  unsigned char *recv = send; // an all_reduce reduces in place
+  if (scatter) {
+    persistent.push_back(allocate(block * elem));
+    recv = persistent.back().get();
+  }
+
+  Communicator *comm = this->comm;
+  b->call = [=] {
+    if (g == 1) {
+      if (recv != send)
+        std::memcpy(recv, send, block * elem);
+    } else if (scatter) {
+      comm->reduceScatter(send, recv, block, dtype, op, ranks);
+    } else {
+      comm->allReduce(send, block, dtype, op, ranks);
+    }
+  };
+  b->unpack = [this, members, recv, elem, dtype] {
+    for (const Member &m : members) {
+      unsigned char *src = recv + m.offset * elem;
+      if (m.perm.empty()) {
+        std::memcpy(m.out.data, src, m.count * elem);
+        continue;
+      }
+      std::vector<int64_t> shape = m.front.shape;
+      shape[0] = shape[0] * m.count / m.front.numElements();
+      transpose(TensorView{src, dtype, shape}, m.out, m.back);
+    }
+  };
+
+  std::vector<std::function<void()>> steps;
+  Bucket *bucket = b.get();
+  for (size_t k = 0; k < members.size(); ++k) {
+    const Member &m = members[k];
+    bool last = k + 1 == members.size();
+    steps.push_back([this, m, send, elem, g, scatter, block, bucket, last] {
+      if (!scatter) {
+        std::memcpy(send + m.offset * elem, m.in.data, m.count * elem);
+      } else {
+        const unsigned char *src = static_cast<const unsigned char *>(
+            m.perm.empty() ? m.in.data : m.front.data);
+        if (!m.perm.empty())
+          transpose(m.in, m.front, m.perm);
+        for (int64_t r = 0; r < g; ++r)
+          std::memcpy(send + (r * block + m.offset) * elem,
+                      src + r * m.count * elem, m.count * elem);
+      }
+      if (last)
+        issue(*bucket);
+    });
+  }
+  return steps;
+}
+
 Executor::Executor(std::shared_ptr<const PlanFile> plan,
                    const std::string &programName, Communicator *comm,
-                   Backend &backend)
+                   Backend &backend, const ExecutorOptions &options)
     : pimpl(std::make_unique<Impl>()) {
   Impl &s = *pimpl;
   s.plan = plan;
@@ -535,12 +698,64 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
         std::memcpy(view.data, b.data().data(), b.data().size());
     }
   }
-  for (int64_t i = 0; i < s.program->instructions_size(); ++i) {
+  int64_t numInstructions = s.program->instructions_size();
+  // The pending buckets' outputs not read yet: the first instruction that
+  // reads one unpacks the bucket first.
+  std::map<int64_t, Impl::Bucket *> bucketOfOutput;
+  auto communicates = [](const plan::Collective &c) {
+    return c.kind() != plan::Collective::SLICE &&
+           c.kind() != plan::Collective::MASK &&
+           c.kind() != plan::Collective::AXIS_INDEX;
+  };
+  Impl *impl = &s;
+  // Appends instruction i's step: it first finishes every bucket whose
+  // output it is the first to read.
+  auto addStep = [&](int64_t i, const std::vector<int64_t> &reads,
+                     std::function<void()> step) {
     const plan::Instruction &inst = s.program->instructions(i);
     std::string where =
         "instruction " + std::to_string(i) +
         (inst.location().empty() ? "" : " (" + inst.location() + ")");
+    std::vector<Impl::Bucket *> waits;
+    for (int64_t id : reads) {
+      auto it = bucketOfOutput.find(id);
+      if (it == bucketOfOutput.end())
+        continue;
+      Impl::Bucket *b = it->second;
+      waits.push_back(b);
+      for (int64_t out : b->outputs)
+        bucketOfOutput.erase(out);
+    }
+    s.steps.push_back([impl, waits, step, where] {
+      try {
+        for (Impl::Bucket *b : waits)
+          impl->finish(*b);
+        step();
+      } catch (const Error &e) {
+        throw Error(where + ": " + e.what());
+      }
+    });
+  };
+  for (int64_t i = 0; i < numInstructions;) {
+    const plan::Instruction &inst = s.program->instructions(i);
+    if (inst.has_collective() && inst.collective().bucket() > 0) {
+      int64_t end = i + 1;
+      while (end < numInstructions &&
+             s.program->instructions(end).has_collective() &&
+             s.program->instructions(end).collective().bucket() ==
+                 inst.collective().bucket())
+        ++end;
+      std::vector<std::function<void()>> members = s.compileBucket(i, end);
+      for (int64_t k = i; k < end; ++k)
+        addStep(k, {s.program->instructions(k).collective().input()},
+                members[k - i]);
+      for (int64_t id : s.buckets.back()->outputs)
+        bucketOfOutput[id] = s.buckets.back().get();
+      i = end;
+      continue;
+    }
     std::function<void()> step;
+    std::vector<int64_t> reads;
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
       KernelCall call{
@@ -551,17 +766,24 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
         call.outputs.push_back(s.views[id]);
       Backend *be = s.backend;
       step = [be, call] { be->run(call); };
+      reads.assign(k.inputs().begin(), k.inputs().end());
     } else {
-      step = s.compileCollective(inst.collective());
+      const plan::Collective &c = inst.collective();
+      step = s.compileCollective(c);
+      if (c.kind() != plan::Collective::AXIS_INDEX)
+        reads.push_back(c.input());
+      if (communicates(c))
+        step = [impl, step] {
+          impl->drainQueue();
+          step();
+        };
     }
-    s.steps.push_back([step, where] {
-      try {
-        step();
-      } catch (const Error &e) {
-        throw Error(where + ": " + e.what());
-      }
-    });
+    addStep(i, reads, step);
+    ++i;
   }
+  if (!s.buckets.empty() && s.comm && options.overlapBuckets &&
+      s.comm->callableFromAnyThread())
+    s.queue = std::make_unique<CommQueue>();
   for (int64_t id : s.program->results()) {
     const plan::Buffer &b = s.buffer(id);
     if (b.replaces().empty())
@@ -638,6 +860,7 @@ void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
 void Executor::run() {
   for (const std::function<void()> &step : pimpl->steps)
     step();
+  pimpl->drainQueue();
   for (const Impl::CopyBack &c : pimpl->copyBacks)
     if (c.staged)
       std::memcpy(c.staged, c.from, c.bytes);

@@ -77,6 +77,52 @@ int64_t checkedNumBytes(const plan::Buffer &buffer, const std::string &what) {
   return n * int64_t(sizeOf(toDType(buffer.dtype())));
 }
 
+/// Gradient buckets (Collective.bucket > 0): the members of one bucket are
+/// adjacent all_reduces or reduce_scatters with one kind, axes, op and
+/// dtype, and an id names one run only.
+void validateBuckets(const plan::Program &program, const std::string &what) {
+  std::set<int64_t> seen;
+  int64_t n = program.instructions_size();
+  for (int64_t i = 0; i < n;) {
+    const plan::Instruction &first = program.instructions(i);
+    int64_t id = first.has_collective() ? first.collective().bucket() : 0;
+    if (id == 0) {
+      ++i;
+      continue;
+    }
+    std::string iw = "instruction " + std::to_string(i);
+    const plan::Collective &c = first.collective();
+    if (id < 0)
+      fail(what, iw + ": bucket " + std::to_string(id) + " is negative");
+    if (c.kind() != plan::Collective::ALL_REDUCE &&
+        c.kind() != plan::Collective::REDUCE_SCATTER)
+      fail(what, iw + ": only all_reduce and reduce_scatter can be in a " +
+                     "bucket (bucket " + std::to_string(id) + ")");
+    if (!seen.insert(id).second)
+      fail(what, iw + ": bucket " + std::to_string(id) +
+                     " continues after other instructions (a bucket's "
+                     "members must be adjacent)");
+    auto dtypeOf = [&](const plan::Collective &m) {
+      return program.buffers(m.input()).dtype();
+    };
+    int64_t j = i + 1;
+    for (; j < n; ++j) {
+      const plan::Instruction &next = program.instructions(j);
+      if (!next.has_collective() || next.collective().bucket() != id)
+        break;
+      const plan::Collective &m = next.collective();
+      if (m.kind() != c.kind() || m.op() != c.op() ||
+          !std::equal(m.axes().begin(), m.axes().end(), c.axes().begin(),
+                      c.axes().end()) ||
+          dtypeOf(m) != dtypeOf(c))
+        fail(what, "instruction " + std::to_string(j) + ": bucket " +
+                       std::to_string(id) + " mixes collectives of " +
+                       "different kinds, axes, ops or dtypes");
+    }
+    i = j;
+  }
+}
+
 /// Parameters and state are found by name, and each result that replaces
 /// one is copied into it after a step: names must be unique, and a result
 /// must have exactly the local layout of what it replaces (else the copy
@@ -398,6 +444,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       fail(what, iw + " is empty (neither kernel nor collective)");
     }
   }
+  validateBuckets(program, what);
   for (int64_t id : program.arguments()) {
     checkId(id, "an argument");
     if (program.buffers(id).role() == plan::ACTIVATION)

@@ -58,6 +58,11 @@ public:
   virtual int size() const = 0;
   /// "local", "mpi", "nccl".
   virtual const char *kind() const = 0;
+  /// Whether calls may come from a thread other than the one that made the
+  /// communicator (still one call at a time): the executor then issues
+  /// gradient buckets from a communication thread. False for MPI below
+  /// MPI_THREAD_SERIALIZED.
+  virtual bool callableFromAnyThread() const { return true; }
 
   /// In place: every rank of `group` ends with the reduction of all ranks'
   /// `count` elements.

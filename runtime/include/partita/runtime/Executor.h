@@ -91,13 +91,25 @@ private:
   std::unique_ptr<Impl> pimpl;
 };
 
+struct ExecutorOptions {
+  /// Run each gradient bucket's communicator call (Collective.bucket, from
+  /// dist-optimize-comm) on a communication thread while the instructions
+  /// after it go on, waiting only before the first instruction that reads
+  /// the bucket's results. False: each bucket's call runs in line. Either
+  /// way a bucket is one packed call, and the results are the same bit for
+  /// bit. Ignored for a communicator that must be called from its own
+  /// thread (Communicator::callableFromAnyThread).
+  bool overlapBuckets = true;
+};
+
 /// Runs one program of a plan on one rank.
 class Executor {
 public:
   /// `comm` may be null for a program that is not partitioned; else its size
   /// must be the mesh's device count. Throws Error on a mismatch.
   Executor(std::shared_ptr<const PlanFile> plan, const std::string &program,
-           Communicator *comm, Backend &backend);
+           Communicator *comm, Backend &backend,
+           const ExecutorOptions &options = {});
   ~Executor();
 
   /// Sets every input from its global value (in `PlanFile::inputs` order);
