@@ -164,7 +164,7 @@ struct DistOptimizeCommPass
       getOperation()->emitError()
           << "dist-optimize-comm: bucket-bytes must be >= 0 (0 disables "
              "bucketing), got "
-          << bucketBytes;
+          << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
     getOperation()->walk([&](func::FuncOp func) {

@@ -370,7 +370,13 @@ int runExplain() {
 
   os << "\ncollectives (bytes per device = local bytes of the input; an "
         "all_gather's output is group-size times larger):\n";
-  int64_t collectives = 0, collectiveBytes = 0;
+  int64_t collectives = 0, collectiveBytes = 0, calls = 0;
+  // Gradient buckets (dist-optimize-comm), in order: members and bytes.
+  struct Bucket {
+    int64_t id, members = 0, bytes = 0;
+    plan::Collective::Kind kind;
+  };
+  std::vector<Bucket> buckets;
   for (const plan::Instruction &inst : program->instructions()) {
     if (!inst.has_collective())
       continue;
@@ -386,6 +392,15 @@ int runExplain() {
     if (!local) {
       ++collectives;
       collectiveBytes += bytes;
+      // A bucket's members are adjacent and make one call.
+      if (c.bucket() <= 0 || buckets.empty() || buckets.back().id != c.bucket())
+        ++calls;
+    }
+    if (c.bucket() > 0) {
+      if (buckets.empty() || buckets.back().id != c.bucket())
+        buckets.push_back({c.bucket(), 0, 0, c.kind()});
+      ++buckets.back().members;
+      buckets.back().bytes += bytes;
     }
     os << "  " << collectiveName(c.kind()) << " over " << axesText(c.axes());
     if (c.kind() == plan::Collective::ALL_REDUCE ||
@@ -399,13 +414,25 @@ int runExplain() {
     os << ": " << bytesText(bytes);
     if (local)
       os << " (no communication)";
+    if (c.bucket() > 0)
+      os << " [bucket " << c.bucket() << "]";
     if (!inst.location().empty())
       os << " at " << inst.location();
     os << "\n";
   }
   os << "  total: " << collectives << " communicating collective"
-     << (collectives == 1 ? "" : "s") << ", " << bytesText(collectiveBytes)
+     << (collectives == 1 ? "" : "s") << " in " << calls
+     << " communicator call" << (calls == 1 ? "" : "s") << ", "
+     << bytesText(collectiveBytes)
      << " per device = sum of their input bytes\n";
+  if (!buckets.empty()) {
+    os << "\ngradient buckets (dist-optimize-comm; each is one communicator "
+          "call, bytes = sum of its members' input bytes):\n";
+    for (const Bucket &b : buckets)
+      os << "  bucket " << b.id << ": " << b.members << " "
+         << collectiveName(b.kind) << (b.members == 1 ? "" : "s") << ", "
+         << bytesText(b.bytes) << "\n";
+  }
   return 0;
 }
 } // namespace

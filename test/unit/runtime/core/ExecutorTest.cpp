@@ -747,4 +747,248 @@ TEST(PlanFile, RejectsBadReplacementsAndState) {
   }
 }
 
+
+//===----------------------------------------------------------------------===//
+// Gradient buckets (Collective.bucket)
+//===----------------------------------------------------------------------===//
+
+/// Forwards to a real communicator, counting the reduction calls; can fail
+/// every allReduce.
+class CountingCommunicator : public Communicator {
+public:
+  explicit CountingCommunicator(Communicator &inner) : inner(inner) {}
+  int rank() const override { return inner.rank(); }
+  int size() const override { return inner.size(); }
+  const char *kind() const override { return inner.kind(); }
+  void allReduce(void *data, size_t count, DType dtype, ReduceOp op,
+                 const std::vector<int> &group) override {
+    ++allReduces;
+    if (failAllReduce)
+      throw Error("injected all_reduce failure");
+    inner.allReduce(data, count, dtype, op, group);
+  }
+  void allGather(const void *send, void *recv, size_t count, DType dtype,
+                 const std::vector<int> &group) override {
+    inner.allGather(send, recv, count, dtype, group);
+  }
+  void reduceScatter(const void *send, void *recv, size_t count, DType dtype,
+                     ReduceOp op, const std::vector<int> &group) override {
+    ++reduceScatters;
+    inner.reduceScatter(send, recv, count, dtype, op, group);
+  }
+  void allToAll(const void *send, void *recv, size_t count, DType dtype,
+                const std::vector<int> &group) override {
+    inner.allToAll(send, recv, count, dtype, group);
+  }
+  void collectivePermute(const void *send, void *recv, size_t count,
+                         DType dtype,
+                         const std::vector<std::pair<int, int>> &pairs,
+                         const std::vector<int> &group) override {
+    inner.collectivePermute(send, recv, count, dtype, pairs, group);
+  }
+  void send(const void *data, size_t count, DType dtype, int peer) override {
+    inner.send(data, count, dtype, peer);
+  }
+  void recv(void *data, size_t count, DType dtype, int peer) override {
+    inner.recv(data, count, dtype, peer);
+  }
+  void barrier(const std::vector<int> &group) override {
+    inner.barrier(group);
+  }
+
+  Communicator &inner;
+  int allReduces = 0, reduceScatters = 0;
+  bool failAllReduce = false;
+};
+
+struct BucketRun {
+  std::vector<Tensor> results; // rank 0's
+  int allReduces = 0, reduceScatters = 0; // rank 0's calls in one step
+};
+
+BucketRun runCounted(const std::string &bytes, int ranks,
+                     const std::vector<Tensor> &inputs, bool overlap) {
+  auto file = PlanFile::parse(bytes);
+  BucketRun out;
+  std::mutex m;
+  runLocalRanks(ranks, [&](Communicator &comm) {
+    CountingCommunicator counting(comm);
+    auto backend = createCpuBackend(1);
+    ExecutorOptions options;
+    options.overlapBuckets = overlap;
+    Executor ex(file, "main", &counting, *backend, options);
+    ex.setInputs(inputs);
+    ex.run();
+    int allReduces = counting.allReduces,
+        reduceScatters = counting.reduceScatters;
+    std::vector<Tensor> r = ex.gatherResults();
+    std::lock_guard<std::mutex> lock(m);
+    if (comm.rank() == 0)
+      out = {std::move(r), allReduces, reduceScatters};
+  });
+  return out;
+}
+
+/// dp=2: three all_reduces of dp-split inputs of different shapes, then an
+/// add reading two of the results. With `bucket`, the three are bucket 7.
+std::string allReducePlan(bool bucket) {
+  PlanBuilder b({{"dp", 2}}, true);
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {{"dp"}, {}}, "x", {4, 3});
+  int64_t y = b.buffer(plan::INPUT, {5}, {{"dp"}}, "y", {10});
+  int64_t z = b.buffer(plan::INPUT, {2, 3}, {{"dp"}, {}}, "z", {4, 3});
+  int64_t rx = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t ry = b.buffer(plan::ACTIVATION, {5});
+  int64_t rz = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t sum = b.buffer(plan::ACTIVATION, {2, 3});
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, x, rx);
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, y, ry);
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, z, rz);
+  if (bucket)
+    for (int i = 0; i < 3; ++i)
+      b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(7);
+  b.kernel("add", {rx, rz}, {sum});
+  for (int64_t id : {rx, ry, sum})
+    b.prog->add_results(id);
+  return b.finish();
+}
+
+TEST(Executor, BucketedAllReducesAreOnePackedCall) {
+  Tensor x = iota({4, 3}), y = iota({10}, 0.25f), z = iota({4, 3}, -2.0f);
+  BucketRun separate = runCounted(allReducePlan(false), 2, {x, y, z}, true);
+  EXPECT_EQ(separate.allReduces, 3);
+  // By hand: rx = x[0:2] + x[2:4]; ry = y[0:5] + y[5:10].
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(separate.results[0].data<float>()[i],
+                    x.data<float>()[i] + x.data<float>()[i + 6]);
+  for (int64_t i = 0; i < 5; ++i)
+    EXPECT_FLOAT_EQ(separate.results[1].data<float>()[i],
+                    y.data<float>()[i] + y.data<float>()[i + 5]);
+  for (bool overlap : {true, false}) {
+    BucketRun bucketed = runCounted(allReducePlan(true), 2, {x, y, z}, overlap);
+    EXPECT_EQ(bucketed.allReduces, 1) << "overlap " << overlap;
+    ASSERT_EQ(bucketed.results.size(), 3u);
+    for (size_t r = 0; r < 3; ++r)
+      for (int64_t i = 0; i < separate.results[r].numElements(); ++i)
+        EXPECT_EQ(bucketed.results[r].data<float>()[i],
+                  separate.results[r].data<float>()[i])
+            << "result " << r << " element " << i << " overlap " << overlap;
+  }
+}
+
+TEST(Executor, BucketedReduceScattersPackEachRanksBlocks) {
+  // tp=2, replicated inputs: reduce_scatter sums two equal copies, so each
+  // rank keeps its block of 2x. Members scatter along dims 1, 0 and 0 of
+  // [4, 6], [6, 4] and [2]: the packed send holds, per rank r, a's block r
+  // (transposed to the front), then b's, then c's.
+  PlanBuilder b({{"tp", 2}}, true);
+  int64_t a = b.buffer(plan::INPUT, {4, 6}, {}, "a", {4, 6});
+  int64_t bb = b.buffer(plan::INPUT, {6, 4}, {}, "b", {6, 4});
+  int64_t c = b.buffer(plan::INPUT, {2}, {}, "c", {2});
+  int64_t sa = b.buffer(plan::ACTIVATION, {4, 3}, {{}, {"tp"}}, "sa", {4, 6});
+  int64_t sb = b.buffer(plan::ACTIVATION, {3, 4}, {{"tp"}, {}}, "sb", {6, 4});
+  int64_t sc = b.buffer(plan::ACTIVATION, {1}, {{"tp"}}, "sc", {2});
+  b.collective(plan::Collective::REDUCE_SCATTER, {"tp"}, a, sa, 1);
+  b.collective(plan::Collective::REDUCE_SCATTER, {"tp"}, bb, sb, 0);
+  b.collective(plan::Collective::REDUCE_SCATTER, {"tp"}, c, sc, 0);
+  for (int i = 0; i < 3; ++i)
+    b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(1);
+  for (int64_t id : {sa, sb, sc})
+    b.prog->add_results(id);
+  std::string bytes = b.finish();
+  Tensor ain = iota({4, 6}), bin = iota({6, 4}, 0.5f), cin = iota({2}, 3.0f);
+  for (bool overlap : {true, false}) {
+    BucketRun run = runCounted(bytes, 2, {ain, bin, cin}, overlap);
+    EXPECT_EQ(run.reduceScatters, 1) << "overlap " << overlap;
+    ASSERT_EQ(run.results.size(), 3u);
+    const Tensor *want[] = {&ain, &bin, &cin};
+    for (size_t r = 0; r < 3; ++r)
+      for (int64_t i = 0; i < want[r]->numElements(); ++i)
+        EXPECT_FLOAT_EQ(run.results[r].data<float>()[i],
+                        2 * want[r]->data<float>()[i])
+            << "result " << r << " element " << i << " overlap " << overlap;
+  }
+}
+
+TEST(Executor, ABucketsFailureReachesTheStepThatWaits) {
+  auto file = PlanFile::parse(allReducePlan(true));
+  for (bool overlap : {true, false}) {
+    std::string message;
+    try {
+      runLocalRanks(2, [&](Communicator &comm) {
+        CountingCommunicator counting(comm);
+        counting.failAllReduce = comm.rank() == 1;
+        auto backend = createCpuBackend(1);
+        ExecutorOptions options;
+        options.overlapBuckets = overlap;
+        Executor ex(file, "main", &counting, *backend, options);
+        ex.setInputs({iota({4, 3}), iota({10}), iota({4, 3})});
+        ex.run();
+      }, std::chrono::milliseconds(5000));
+    } catch (const Error &e) {
+      message = e.what();
+    }
+    // Rank 1's own failure, named by the bucket and its instructions; with
+    // overlap it surfaces at the add that reads the bucket (instruction 3).
+    EXPECT_NE(message.find("rank 1:"), std::string::npos) << message;
+    EXPECT_NE(message.find("bucket 7 (instructions 0-2): injected all_reduce "
+                           "failure"),
+              std::string::npos)
+        << message;
+    if (overlap)
+      EXPECT_NE(message.find("instruction 3"), std::string::npos) << message;
+  }
+}
+
+TEST(PlanFile, RejectsBadBuckets) {
+  auto bucketPlan = [] {
+    PlanBuilder b({{"dp", 2}, {"tp", 2}}, true);
+    for (int i = 0; i < 3; ++i) {
+      int64_t in = b.buffer(plan::INPUT, {4}, {}, "x" + std::to_string(i));
+      int64_t out = b.buffer(plan::ACTIVATION, {4});
+      b.collective(plan::Collective::ALL_REDUCE, {"dp"}, in, out);
+      b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(1);
+    }
+    return b;
+  };
+  EXPECT_EQ(parseError(bucketPlan().finish()), "(no error)");
+  {
+    PlanBuilder b = bucketPlan();
+    b.prog->mutable_instructions(1)->mutable_collective()->set_bucket(2);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 2: bucket 1 continues after "
+              "other instructions (a bucket's members must be adjacent)");
+  }
+  {
+    PlanBuilder b = bucketPlan();
+    b.prog->mutable_instructions(2)->mutable_collective()->set_axes(0, "tp");
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 2: bucket 1 mixes "
+              "collectives of different kinds, axes, ops or dtypes");
+  }
+  {
+    PlanBuilder b = bucketPlan();
+    b.prog->mutable_instructions(1)->mutable_collective()->set_op(plan::MAX);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 1: bucket 1 mixes "
+              "collectives of different kinds, axes, ops or dtypes");
+  }
+  {
+    PlanBuilder b = bucketPlan();
+    for (int i = 0; i < 3; ++i)
+      b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(-4);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 0: bucket -4 is negative");
+  }
+  {
+    PlanBuilder b({{"dp", 2}}, true);
+    int64_t in = b.buffer(plan::INPUT, {4}, {{"dp"}}, "x", {8});
+    int64_t out = b.buffer(plan::ACTIVATION, {8});
+    b.collective(plan::Collective::ALL_GATHER, {"dp"}, in, out);
+    b.prog->mutable_instructions(0)->mutable_collective()->set_bucket(3);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 0: only all_reduce and "
+              "reduce_scatter can be in a bucket (bucket 3)");
+  }
+}
+
 } // namespace
