@@ -924,3 +924,33 @@ func.func @f() -> tensor<2xi32> {
   %0 = dist.axis_index on @mesh axes = ["tp"] : tensor<2xi32>
   return %0 : tensor<2xi32>
 }
+
+// -----
+
+dist.mesh @mesh <["dp"=2]>
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // Tests that dist.bucket is a positive i64.
+  // expected-error @+1 {{'dist.all_reduce' op 'dist.bucket' must be a positive i64, got 0 : i64}}
+  %0 = dist.all_reduce %x on @mesh axes = ["dp"] kind = sum {dist.bucket = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2]>
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // Tests that dist.bucket is an integer of 64 bits.
+  // expected-error @+1 {{'dist.all_reduce' op 'dist.bucket' must be a positive i64, got "one"}}
+  %0 = dist.all_reduce %x on @mesh axes = ["dp"] kind = sum {dist.bucket = "one"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+dist.mesh @mesh <["dp"=2]>
+func.func @f(%x: tensor<2xf32>) -> tensor<4xf32> {
+  // Tests that only gradient reductions carry dist.bucket.
+  // expected-error @+1 {{'dist.all_gather' op 'dist.bucket' is only valid on dist.all_reduce and dist.reduce_scatter}}
+  %0 = dist.all_gather %x on @mesh axes = ["dp"] dim = 0 {dist.bucket = 1 : i64} : tensor<2xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
