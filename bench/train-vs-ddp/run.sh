@@ -10,6 +10,11 @@
 # LR WD, THREADS (N = 1 only), ROUNDS. Each side runs 2 untimed warm-up steps
 # per round; medians of ROUNDS (3) x STEPS timed steps per side, the sides
 # alternating so that a change of load on a shared machine hits both alike.
+# With RANKS > 1 Partita runs three ways: the default plan (gradient
+# reductions packed into 25 MiB buckets, each issued on a communication
+# thread while backward goes on), the same plan with --sync-comm (the packed
+# calls in line), and a plan with --bucket-bytes 0 (one call per gradient).
+# BUCKET sets the first two's --bucket-bytes (default: partita's, 25MiB).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
@@ -35,20 +40,41 @@ if [ "$ranks" -eq 1 ]; then
 else
   strategy="--mesh dp=$ranks --strategy dp"
 fi
+bucket=
+[ "$ranks" -gt 1 ] && [ -n "${BUCKET:-}" ] && bucket="--bucket-bytes $BUCKET"
 # shellcheck disable=SC2086
 "$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr "$lr" \
-  --weight-decay "$wd" $strategy -o "$tmp/train.pb" > "$tmp/plan.txt" 2>&1 ||
+  --weight-decay "$wd" $strategy $bucket -o "$tmp/train.pb" > "$tmp/plan.txt" 2>&1 ||
   { cat "$tmp/plan.txt" >&2; exit 1; }
+if [ "$ranks" -gt 1 ]; then
+  # shellcheck disable=SC2086
+  "$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr "$lr" \
+    --weight-decay "$wd" $strategy --bucket-bytes 0 -o "$tmp/nobucket.pb" \
+    > "$tmp/plan.txt" 2>&1 || { cat "$tmp/plan.txt" >&2; exit 1; }
+fi
+
+# partita_run PLAN OUT [FLAGS]: STEPS timed steps appended to OUT.
+partita_run() {
+  plan=$1 out=$2
+  shift 2
+  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+    "$build/bin/partita" run "$plan" --ranks "$ranks" \
+    --steps $((steps + warmup)) "$@" > "$tmp/round.txt"
+  # "step k/K  loss X  (T ms)"
+  sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$out"
+}
 
 : > "$tmp/partita.txt"
+: > "$tmp/sync.txt"
+: > "$tmp/nobucket.txt"
 : > "$tmp/torch.txt"
 round=0
 while [ "$round" -lt "${ROUNDS:-3}" ]; do
-  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-    "$build/bin/partita" run "$tmp/train.pb" --ranks "$ranks" \
-    --steps $((steps + warmup)) > "$tmp/round.txt"
-  # "step k/K  loss X  (T ms)"
-  sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$tmp/partita.txt"
+  partita_run "$tmp/train.pb" "$tmp/partita.txt"
+  if [ "$ranks" -gt 1 ]; then
+    partita_run "$tmp/train.pb" "$tmp/sync.txt" --sync-comm
+    partita_run "$tmp/nobucket.pb" "$tmp/nobucket.txt"
+  fi
   OMP_NUM_THREADS=$threads /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
     --ranks "$ranks" --threads "$threads" --steps "$steps" --warmup "$warmup" \
     --batch "$B" --seq "$S" --hidden "$H" --heads "$N" --layers "$L" \
@@ -56,10 +82,13 @@ while [ "$round" -lt "${ROUNDS:-3}" ]; do
   round=$((round + 1))
 done
 
-/usr/bin/python3 - "$tmp/partita.txt" "$tmp/torch.txt" "$ranks" <<'PY'
+/usr/bin/python3 - "$tmp/partita.txt" "$tmp/torch.txt" "$ranks" \
+  "$tmp/sync.txt" "$tmp/nobucket.txt" <<'PY'
 import re, statistics, sys
-part = [float(m.group(1)) / 1e3 for m in re.finditer(
-    r"^step \d+/\d+ +loss \S+ +\(([0-9.]+) ms\)$", open(sys.argv[1]).read(), re.M)]
+def steps(path):
+    return [float(m.group(1)) / 1e3 for m in re.finditer(
+        r"^step \d+/\d+ +loss \S+ +\(([0-9.]+) ms\)$", open(path).read(), re.M)]
+part = steps(sys.argv[1])
 text = open(sys.argv[2]).read()
 torch = [float(m.group(1)) for m in
          re.finditer(r"^step \d+: ([0-9.]+) s", text, re.M)]
@@ -73,4 +102,11 @@ print(f"partita train step median ({ranks}): {mp:.6f} s ({len(part)} steps)")
 print(f"torch DDP train step median ({n} rank{'s' if n > 1 else ''}, gloo): "
       f"{mt:.6f} s ({len(torch)} steps)")
 print(f"ratio partita/torch (time, lower is better for partita): {mp / mt:.3f}")
+if n > 1:
+    sync, nobucket = steps(sys.argv[4]), steps(sys.argv[5])
+    ms, mn = statistics.median(sync), statistics.median(nobucket)
+    print(f"partita, buckets in line (--sync-comm): {ms:.6f} s; "
+          f"ratio to torch {ms / mt:.3f}; overlapped/in-line {mp / ms:.3f}")
+    print(f"partita, one call per gradient (--bucket-bytes 0): {mn:.6f} s; "
+          f"ratio to torch {mn / mt:.3f}; bucketed/unbucketed {mp / mn:.3f}")
 PY
