@@ -104,11 +104,32 @@ cl::opt<bool> syncCommArg(
 
 cl::opt<int> failRankArg(
     "inject-failure-rank", cl::sub(runCommand), cl::init(-1), cl::Hidden,
-    cl::desc("Testing: this rank fails before its first step (local: throws; "
-             "mpi: the process exits), so the others must fail in their "
-             "first collective instead of hanging"));
+    cl::desc("Testing: this rank fails before step --inject-failure-step "
+             "(local: throws; mpi: the process exits), so the others must "
+             "fail in their next collective instead of hanging"));
+cl::opt<int> failStepArg(
+    "inject-failure-step", cl::sub(runCommand), cl::init(1), cl::Hidden,
+    cl::desc("Testing: the step (1-based) before which "
+             "--inject-failure-rank fails"));
 
 constexpr StringLiteral kCommand = "run";
+
+/// --inject-failure-rank: that rank fails before step --inject-failure-step
+/// (`step` counts from 0).
+void maybeInjectFailure(rt::Communicator *comm, int64_t step) {
+  if (!comm || comm->rank() != failRankArg || step + 1 != failStepArg)
+    return;
+  if (std::string(comm->kind()) == "mpi") {
+    // One write, so that it is not torn by other ranks' output.
+    errs() << ("partita run: rank " + std::to_string(comm->rank()) +
+               ": injected failure, exiting\n");
+    errs().flush();
+    std::_Exit(1);
+  }
+  throw rt::Error(step == 0 ? std::string("injected failure before the first step")
+                            : "injected failure before step " +
+                                  std::to_string(step + 1));
+}
 
 rt::ExecutorOptions executorOptions() {
   rt::ExecutorOptions options;
@@ -339,17 +360,9 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
     auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
     rt::Executor executor(plan, program, comm, *backend, executorOptions());
     executor.setInputs(inputs);
-    if (comm && comm->rank() == failRankArg) {
-      if (std::string(comm->kind()) == "mpi") {
-        errs() << "partita run: rank " << comm->rank()
-               << ": injected failure, exiting\n";
-        errs().flush();
-        std::_Exit(1);
-      }
-      throw rt::Error("injected failure before the first step");
-    }
     std::vector<double> seconds;
     for (int64_t step = 0; step < steps; ++step) {
+      maybeInjectFailure(comm, step);
       auto start = std::chrono::steady_clock::now();
       executor.run();
       seconds.push_back(std::chrono::duration<double>(
@@ -500,6 +513,7 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
     bool printer = !comm || comm->rank() == 0;
     TrainRun mine;
     for (int64_t step = 0; step < steps; ++step) {
+      maybeInjectFailure(comm, step);
       std::vector<rt::Tensor> batch = source.make(step);
       if (printer && print && printBatchArg)
         source.printTokens(step, batch);
