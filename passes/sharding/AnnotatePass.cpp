@@ -44,7 +44,8 @@ struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
     if (failed(meshOp) || failed(checkAxes(*recipe, *meshOp)))
       return signalPassFailure();
 
-    AnnotateOptions options{meshName, meshOp->getMesh(), dataAxis, tensorAxis};
+    AnnotateOptions options{meshName, meshOp->getMesh(), dataAxis, tensorAxis,
+                            contextAxis};
     for (auto func : module.getOps<FunctionOpInterface>())
       if (failed(annotateFunction(func, *recipe, options)))
         return signalPassFailure();
@@ -127,14 +128,28 @@ private:
       return failure();
     if (recipe.needsTensorAxis() && failed(need(tensorAxis, "tensor-axis")))
       return failure();
-    if (recipe.needsDataAxis() && recipe.needsTensorAxis() &&
-        dataAxis == tensorAxis) {
-      meshOp.emitError() << "strategy '" << recipe.name
-                         << "' needs two different axes, but data-axis and "
-                            "tensor-axis are both \""
-                         << dataAxis << "\"";
+    if (recipe.needsContextAxis() && failed(need(contextAxis, "context-axis")))
       return failure();
-    }
+    // Two roles of one strategy need two axes.
+    std::pair<bool, StringRef> roles[] = {
+        {recipe.needsDataAxis(), "data-axis"},
+        {recipe.needsTensorAxis(), "tensor-axis"},
+        {recipe.needsContextAxis(), "context-axis"}};
+    auto axisOf = [&](StringRef option) -> StringRef {
+      return option == "data-axis"     ? StringRef(dataAxis)
+             : option == "tensor-axis" ? StringRef(tensorAxis)
+                                       : StringRef(contextAxis);
+    };
+    for (size_t i = 0; i < 3; ++i)
+      for (size_t j = i + 1; j < 3; ++j)
+        if (roles[i].first && roles[j].first &&
+            axisOf(roles[i].second) == axisOf(roles[j].second)) {
+          meshOp.emitError()
+              << "strategy '" << recipe.name << "' needs two different axes, "
+              << "but " << roles[i].second << " and " << roles[j].second
+              << " are both \"" << axisOf(roles[i].second) << "\"";
+          return failure();
+        }
     return success();
   }
 };

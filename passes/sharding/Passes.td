@@ -62,8 +62,8 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"dp\"",
            "Recipe to apply: dp, zero1, zero2, zero3, fsdp, megatron, "
-           "dp+megatron, zero1+megatron, zero2+megatron, zero3+megatron or "
-           "fsdp+megatron">,
+           "dp+megatron, zero1+megatron, zero2+megatron, zero3+megatron, "
+           "fsdp+megatron, cp or dp+cp">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "Create the mesh when the module has none, e.g. \"dp=2,tp=4\"">,
     Option<"meshName", "mesh-name", "std::string", /*default=*/"\"mesh\"",
@@ -72,6 +72,8 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
            "Mesh axis that splits the batch">,
     Option<"tensorAxis", "tensor-axis", "std::string", /*default=*/"\"tp\"",
            "Mesh axis that splits weights (Megatron tensor parallelism)">,
+    Option<"contextAxis", "context-axis", "std::string", /*default=*/"\"cp\"",
+           "Mesh axis that splits the sequence (context parallelism)">,
     Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
            "Also split the residual stream on the sequence over the tensor "
            "axis (Megatron sequence parallelism; megatron strategies only)">,

@@ -112,6 +112,12 @@ static const Strategy kStrategies[] = {
     {"zero2+megatron", true, false, kMegatronParams, ZeroStage::Gradients},
     {"zero3+megatron", true, false, kMegatronParams, ZeroStage::Parameters},
     {"fsdp+megatron", true, false, kMegatronParams, ZeroStage::Parameters},
+    // Context parallelism (Megatron-LM's context parallel, Korthikanti et
+    // al.; ring attention, Liu et al. 2023): the sequence of every input is
+    // split, parameters are replicated, attention gathers keys and values.
+    {"cp", /*splitsBatch=*/false, /*replicatesAllParams=*/true, {},
+     ZeroStage::None, /*splitsSequence=*/true},
+    {"dp+cp", true, true, {}, ZeroStage::None, true},
 };
 
 ArrayRef<Strategy> sharding::getStrategies() { return kStrategies; }
@@ -322,6 +328,15 @@ planArgument(FunctionOpInterface func, unsigned index,
     }
     plan.roles[0] = AxisRole::Data;
   }
+  if (input && strategy.splitsSequence) {
+    if (rank < 2) {
+      emitError(loc) << "input '" << plan.name << "' has rank " << rank
+                     << " (" << type << "); strategy '" << strategy.name
+                     << "' splits dimension 1 (the sequence) of every input";
+      return failure();
+    }
+    plan.roles[1] = AxisRole::Context;
+  }
   return std::optional<ArgPlan>(std::move(plan));
 }
 
@@ -335,8 +350,9 @@ buildSharding(FunctionOpInterface func, unsigned index, RankedTensorType type,
   for (auto [dim, role] : llvm::enumerate(plan.roles)) {
     SmallVector<dist::AxisRefAttr, 1> axes;
     if (role != AxisRole::Replicated) {
-      StringRef axisName =
-          role == AxisRole::Data ? options.dataAxis : options.tensorAxis;
+      StringRef axisName = role == AxisRole::Data      ? options.dataAxis
+                           : role == AxisRole::Context ? options.contextAxis
+                                                       : options.tensorAxis;
       dist::MeshAxisAttr axis = options.mesh.getAxis(axisName);
       if (!axis) {
         // The pass checks the mesh first; this keeps a direct caller safe.
@@ -359,7 +375,8 @@ buildSharding(FunctionOpInterface func, unsigned index, RankedTensorType type,
           if (dim < names.size())
             diag << " (" << names[dim] << ")";
         } else {
-          diag << " (the batch)";
+          diag << (role == AxisRole::Context ? " (the sequence)"
+                                             : " (the batch)");
         }
         diag << " has size " << size << ", which mesh axis \"" << axisName
              << "\" of size " << axis.getSize()

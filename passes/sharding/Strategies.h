@@ -45,6 +45,8 @@ enum class AxisRole : uint8_t {
   Data,
   /// Split over the tensor-parallel axis (Megatron).
   Tensor,
+  /// Split over the context-parallel axis (the sequence).
+  Context,
 };
 
 /// How one family of parameters is laid out by a recipe.
@@ -84,9 +86,14 @@ struct Strategy {
   llvm::ArrayRef<ParamRecipe> params;
   /// The ZeRO stage over the data axis (needs splitsBatch).
   ZeroStage zero = ZeroStage::None;
+  /// Splits dimension 1 (the sequence) of every `nn.input` over the context
+  /// axis (context parallelism: each device holds a contiguous chunk of
+  /// every sequence; attention gathers the keys and values).
+  bool splitsSequence = false;
 
   bool needsDataAxis() const { return splitsBatch; }
   bool needsTensorAxis() const { return !params.empty(); }
+  bool needsContextAxis() const { return splitsSequence; }
 };
 
 /// All known strategies, in the order the documentation lists them.
@@ -118,6 +125,7 @@ struct AnnotateOptions {
   dist::MeshAttr mesh;
   llvm::StringRef dataAxis;
   llvm::StringRef tensorAxis;
+  llvm::StringRef contextAxis = "cp";
 };
 
 /// The dimension a ZeRO stage splits over the data axis of size `dataSize`:

@@ -208,6 +208,8 @@ SmallVector<StringRef> axesNeededBy(StringRef strategy) {
       axes.push_back("dp");
     if (recipe->needsTensorAxis())
       axes.push_back("tp");
+    if (recipe->needsContextAxis())
+      axes.push_back("cp");
   }
   return axes;
 }

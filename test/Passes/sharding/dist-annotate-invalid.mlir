@@ -22,6 +22,10 @@
 // RUN: partita-opt %t/same-axes.mlir --dist-annotate="strategy=dp+megatron mesh=tp=4 data-axis=tp" -verify-diagnostics
 // RUN: partita-opt %t/args.mlir -split-input-file --dist-annotate="strategy=dp+megatron mesh=dp=2,tp=4" -verify-diagnostics
 // RUN: partita-opt %t/dp-args.mlir -split-input-file --dist-annotate="strategy=dp mesh=dp=2,tp=4" -verify-diagnostics
+// RUN: partita-opt %t/cp-without-cp.mlir --dist-annotate="strategy=cp mesh=dp=2" -verify-diagnostics
+// RUN: partita-opt %t/cp-same-axes.mlir --dist-annotate="strategy=dp+cp mesh=dp=2 context-axis=dp" -verify-diagnostics
+// RUN: partita-opt %t/cp-rank-one.mlir --dist-annotate="strategy=cp mesh=cp=2" -verify-diagnostics
+// RUN: partita-opt %t/cp-too-short.mlir --dist-annotate="strategy=cp mesh=cp=4" -verify-diagnostics
 
 //--- unknown-strategy.mlir
 // Tests that an unknown strategy is an error listing the known ones.
@@ -194,5 +198,32 @@ func.func private @decl(tensor<3x8xf32> {nn.param = "layers.0.mlp.w2"})
 func.func @f(
     // expected-error @+1 {{parameter 'step' has type 'i32'; strategy 'dp' annotates ranked tensors only}}
     %step: i32 {nn.param = "step"}) {
+  return
+}
+
+//--- cp-without-cp.mlir
+// Tests that cp on a mesh without the context axis names the axis.
+// expected-error @+1 {{strategy 'cp' needs mesh axis "cp" (context-axis), which mesh @mesh lacks; its axes are "dp=2"}}
+module {}
+
+//--- cp-same-axes.mlir
+// Tests that dp+cp needs two different axes.
+// expected-error @+1 {{strategy 'dp+cp' needs two different axes, but data-axis and context-axis are both "dp"}}
+module {}
+
+//--- cp-rank-one.mlir
+// Tests that cp needs every input to have a sequence dimension.
+func.func @f(
+    // expected-error @+1 {{input 'x' has rank 1 ('tensor<4xf32>'); strategy 'cp' splits dimension 1 (the sequence) of every input}}
+    %x: tensor<4xf32> {nn.input = "x"}) {
+  return
+}
+
+//--- cp-too-short.mlir
+// Tests that a sequence too short to give every cp shard a token is an
+// error naming the input and the axis.
+func.func @f(
+    // expected-error @+1 {{input 'ids' dimension 1 (the sequence) has size 3, which mesh axis "cp" of size 4 does not divide, and it is too small to pad (a padded dimension needs at least one element per shard)}}
+    %ids: tensor<2x3xi32> {nn.input = "ids"}) {
   return
 }

@@ -30,7 +30,7 @@ TEST(StrategiesTest, LayerIndexMatchesDigitsOnly) {
 }
 
 TEST(StrategiesTest, KnownStrategiesAndTheirAxes) {
-  ASSERT_EQ(getStrategies().size(), 11u);
+  ASSERT_EQ(getStrategies().size(), 13u);
   const Strategy *dp = lookupStrategy("dp");
   const Strategy *megatron = lookupStrategy("megatron");
   const Strategy *both = lookupStrategy("dp+megatron");
@@ -41,6 +41,14 @@ TEST(StrategiesTest, KnownStrategiesAndTheirAxes) {
   EXPECT_FALSE(megatron->needsDataAxis());
   EXPECT_TRUE(megatron->needsTensorAxis());
   EXPECT_TRUE(both->needsDataAxis() && both->needsTensorAxis());
+  EXPECT_FALSE(dp->needsContextAxis() || both->needsContextAxis());
+  const Strategy *cp = lookupStrategy("cp");
+  const Strategy *dpcp = lookupStrategy("dp+cp");
+  ASSERT_TRUE(cp && dpcp);
+  EXPECT_TRUE(cp->needsContextAxis() && !cp->needsDataAxis() &&
+              !cp->needsTensorAxis() && cp->replicatesAllParams);
+  EXPECT_TRUE(dpcp->needsContextAxis() && dpcp->needsDataAxis() &&
+              !dpcp->needsTensorAxis());
 }
 
 TEST(StrategiesTest, MegatronTableRanksMatchDimNames) {
