@@ -593,7 +593,8 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
            << (steps == 1 ? "" : "s") << " on " << ranks << " rank"
            << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
            << "), arena " << plan->arenaBytes(program) << " bytes per rank; "
-           << source.describeSource() << "\n";
+           << source.describeSource() << "\n"
+           << "partita run: " << rt::configureBlasKernels() << "\n";
     outs().flush();
   }
   TrainRun run = train(plan, program, int(ranks), source, steps, mpi,
@@ -787,7 +788,8 @@ int runRun() {
     std::vector<rt::ProgramValue> values = plan->results(program);
     outs() << "partita run: " << program << " on " << ranks << " rank"
            << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
-           << "), arena " << plan->arenaBytes(program) << " bytes per rank\n";
+           << "), arena " << plan->arenaBytes(program) << " bytes per rank\n"
+           << "partita run: " << rt::configureBlasKernels() << "\n";
     for (size_t step = 0; step < seconds.size(); ++step)
       outs() << "step " << step << ": " << format("%.6f", seconds[step])
              << " s\n";

@@ -505,6 +505,7 @@ public:
 } // namespace cpu
 
 std::unique_ptr<Backend> createCpuBackend(int numThreads) {
+  configureBlasKernels();
   return std::make_unique<cpu::CpuBackend>(numThreads);
 }
 

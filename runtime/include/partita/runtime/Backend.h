@@ -140,8 +140,22 @@ public:
 
 /// The CPU backend (OpenBLAS for contractions; other kernels run on the
 /// calling thread). `numThreads` > 0 sets OpenBLAS's thread count, which is
-/// process-wide; 0 keeps OpenBLAS's default.
+/// process-wide; 0 keeps OpenBLAS's default. The first call also runs
+/// configureBlasKernels().
 std::unique_ptr<Backend> createCpuBackend(int numThreads = 0);
+
+/// Once per process: when OpenBLAS (DYNAMIC_ARCH) has fallen back to kernels
+/// without AVX2 / AVX-512 on a CPU that has them (0.3.21 does not know
+/// Sapphire Rapids and picks Prescott) and OPENBLAS_CORETYPE is not set,
+/// selects OpenBLAS's SkylakeX (AVX-512) or Haswell (AVX2) kernels instead.
+/// Call it before any BLAS call runs (createCpuBackend does). Returns a
+/// line saying which kernels run, e.g. "OpenBLAS SkylakeX kernels (chosen
+/// by Partita: OpenBLAS detected Prescott on a CPU with AVX-512)".
+const std::string &configureBlasKernels();
+
+/// OpenBLAS's name for the kernels it runs now ("SkylakeX", "Haswell",
+/// "Prescott", ...).
+std::string blasCoreName();
 
 } // namespace partita::runtime
 

@@ -934,8 +934,9 @@ TEST(Executor, ABucketsFailureReachesTheStepThatWaits) {
                            "failure"),
               std::string::npos)
         << message;
-    if (overlap)
+    if (overlap) {
       EXPECT_NE(message.find("instruction 3"), std::string::npos) << message;
+    }
   }
 }
 
