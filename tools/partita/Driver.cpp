@@ -19,7 +19,13 @@ int reportError(StringRef command, const Twine &message) {
   std::string prefix = "partita";
   if (!command.empty())
     prefix += (" " + command).str();
-  WithColor::error(errs(), prefix) << message << "\n";
+  if (errs().has_colors()) {
+    WithColor::error(errs(), prefix) << message << "\n";
+    return 1;
+  }
+  // One write: under mpirun every rank's errors share one stream, and a line
+  // written in pieces is torn by the others'.
+  errs() << (prefix + ": error: " + message + "\n").str();
   return 1;
 }
 
