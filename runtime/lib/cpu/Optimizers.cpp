@@ -44,6 +44,31 @@ void checkUpdate(const KernelCall &call, size_t numInputs, size_t numOutputs,
   checkNoOverlap(call, /*allowExactAlias=*/true);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PARTITA_VECTOR_CLONES                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PARTITA_VECTOR_CLONES
+#endif
+
+/// The AdamW pass, its scalars passed by value (so that the stores cannot
+/// be taken to change them and the loop vectorizes).
+template <typename T>
+PARTITA_VECTOR_CLONES void
+adamwLoop(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut,
+          T *vOut, int64_t n, double beta1, double beta2, double lr,
+          double eps, double decay, double c1, double c2) {
+  for (int64_t i = 0; i < n; ++i) {
+    double gi = g[i];
+    double m2 = beta1 * double(m[i]) + (1 - beta1) * gi;
+    double v2 = beta2 * double(v[i]) + (1 - beta2) * gi * gi;
+    double next = double(p[i]) * decay - lr * (m2 / c1) / (std::sqrt(v2 / c2) + eps);
+    mOut[i] = static_cast<T>(m2);
+    vOut[i] = static_cast<T>(v2);
+    pOut[i] = static_cast<T>(next);
+  }
+}
+
 } // namespace
 
 void runSGD(const KernelCall &call) {
@@ -94,16 +119,8 @@ void runAdamW(const KernelCall &call) {
             *m = call.inputs[2].as<T>(), *v = call.inputs[3].as<T>();
     T *pOut = call.outputs[0].as<T>(), *mOut = call.outputs[1].as<T>(),
       *vOut = call.outputs[2].as<T>();
-    for (int64_t i = 0, n = call.inputs[0].numElements(); i < n; ++i) {
-      double gi = g[i];
-      double m2 = a.beta1 * double(m[i]) + (1 - a.beta1) * gi;
-      double v2 = a.beta2 * double(v[i]) + (1 - a.beta2) * gi * gi;
-      double next =
-          double(p[i]) * decay - a.lr * (m2 / c1) / (std::sqrt(v2 / c2) + a.eps);
-      mOut[i] = static_cast<T>(m2);
-      vOut[i] = static_cast<T>(v2);
-      pOut[i] = static_cast<T>(next);
-    }
+    adamwLoop(p, g, m, v, pOut, mOut, vOut, call.inputs[0].numElements(),
+              a.beta1, a.beta2, a.lr, a.eps, decay, c1, c2);
   });
 }
 
