@@ -102,6 +102,11 @@ cl::opt<bool> syncCommArg(
              "of on a communication thread that overlaps it with the rest "
              "of backward (same results; for measuring the overlap)"));
 
+cl::opt<bool> profileArg(
+    "profile", cl::sub(runCommand),
+    cl::desc("Time every instruction; print rank 0's time per step for each "
+             "kernel kind and collective, largest first"));
+
 cl::opt<int> failRankArg(
     "inject-failure-rank", cl::sub(runCommand), cl::init(-1), cl::Hidden,
     cl::desc("Testing: this rank fails before step --inject-failure-step "
@@ -131,10 +136,40 @@ void maybeInjectFailure(rt::Communicator *comm, int64_t step) {
                                   std::to_string(step + 1));
 }
 
-rt::ExecutorOptions executorOptions() {
+rt::ExecutorOptions executorOptions(const std::string &program) {
   rt::ExecutorOptions options;
   options.overlapBuckets = !syncCommArg;
+  options.profile = profileArg && program != "reference";
   return options;
+}
+
+/// --profile: rank 0's profile of the last run of the step program.
+std::vector<rt::ProfileEntry> rankZeroProfile;
+
+/// Keeps `executor`'s profile when it is rank 0's of a profiled run.
+void keepProfile(const rt::Executor &executor, rt::Communicator *comm) {
+  std::vector<rt::ProfileEntry> entries = executor.profile();
+  if (!entries.empty() && (!comm || comm->rank() == 0))
+    rankZeroProfile = std::move(entries);
+}
+
+/// Prints rankZeroProfile as time per step beside the measured step time.
+void printProfile(int64_t steps, const std::vector<double> &stepSeconds) {
+  if (rankZeroProfile.empty() || steps < 1)
+    return;
+  double total = 0, measured = 0;
+  for (const rt::ProfileEntry &e : rankZeroProfile)
+    total += e.seconds;
+  for (double s : stepSeconds)
+    measured += s;
+  outs() << "profile of rank 0, per step (mean of " << steps << "):\n";
+  for (const rt::ProfileEntry &e : rankZeroProfile)
+    outs() << format("  %-42s %7.1f calls %9.3f ms %6.1f%%\n", e.what.c_str(),
+                     double(e.calls) / steps, e.seconds / steps * 1e3,
+                     total > 0 ? 100 * e.seconds / total : 0.0);
+  outs() << format("  %-42s %13s %9.3f ms (measured step: %.3f ms)\n",
+                   "sum", "", total / steps * 1e3,
+                   measured / std::max<size_t>(stepSeconds.size(), 1) * 1e3);
 }
 
 //===----------------------------------------------------------------------===//
@@ -358,7 +393,8 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
   std::mutex mutex;
   auto body = [&](rt::Communicator *comm) {
     auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
-    rt::Executor executor(plan, program, comm, *backend, executorOptions());
+    rt::Executor executor(plan, program, comm, *backend,
+                          executorOptions(program));
     executor.setInputs(inputs);
     std::vector<double> seconds;
     for (int64_t step = 0; step < steps; ++step) {
@@ -372,6 +408,7 @@ std::vector<rt::Tensor> execute(std::shared_ptr<const rt::PlanFile> plan,
     std::vector<rt::Tensor> gathered = executor.gatherResults();
     if (!comm || comm->rank() == 0) {
       std::lock_guard<std::mutex> lock(mutex);
+      keepProfile(executor, comm);
       results = std::move(gathered);
       stepSeconds = seconds;
     }
@@ -509,7 +546,8 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
   std::mutex mutex;
   auto body = [&](rt::Communicator *comm) {
     auto backend = rt::createCpuBackend(ranks > 1 ? 1 : 0);
-    rt::Executor executor(plan, program, comm, *backend, executorOptions());
+    rt::Executor executor(plan, program, comm, *backend,
+                          executorOptions(program));
     bool printer = !comm || comm->rank() == 0;
     TrainRun mine;
     for (int64_t step = 0; step < steps; ++step) {
@@ -547,6 +585,7 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
     }
     if (printer) {
       std::lock_guard<std::mutex> lock(mutex);
+      keepProfile(executor, comm);
       out = std::move(mine);
     }
   };
@@ -643,6 +682,7 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
            << steps << " ("
            << (run.losses.back() < run.losses.front() ? "fell" : "did not fall")
            << ")\n";
+  printProfile(steps, run.seconds);
   if (!checkArg)
     return 0;
 
@@ -793,6 +833,7 @@ int runRun() {
     for (size_t step = 0; step < seconds.size(); ++step)
       outs() << "step " << step << ": " << format("%.6f", seconds[step])
              << " s\n";
+    printProfile(steps, seconds);
     for (size_t i = 0; i < values.size(); ++i) {
       const rt::Tensor &t = results[i];
       std::string name = values[i].name.empty() ? "result" + std::to_string(i)

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -201,6 +202,31 @@ struct Executor::Impl {
     bool pending = false;         // issued, not yet unpacked
   };
   std::vector<std::shared_ptr<Bucket>> buckets;
+  // ExecutorOptions::profile: seconds and calls per label.
+  bool profiling = false;
+  std::vector<ProfileEntry> profileSlots;
+  std::map<std::string, size_t> profileSlotOf;
+  size_t profileSlot(const std::string &what) {
+    auto [it, added] = profileSlotOf.emplace(what, profileSlots.size());
+    if (added)
+      profileSlots.push_back({what, 0, 0});
+    return it->second;
+  }
+  /// Runs `body`, adding its time to slot `slot` when profiling.
+  template <typename Body> void timed(size_t slot, Body &&body) {
+    if (!profiling) {
+      body();
+      return;
+    }
+    auto start = std::chrono::steady_clock::now();
+    body();
+    ProfileEntry &e = profileSlots[slot];
+    e.seconds += std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    ++e.calls;
+  }
+  size_t waitSlot = 0, copyBackSlot = 0;
   /// Runs bucket calls off the main thread (ExecutorOptions::overlapBuckets);
   /// null when they run in line.
   std::unique_ptr<CommQueue> queue;
@@ -220,8 +246,10 @@ struct Executor::Impl {
     if (!b.pending)
       return;
     b.pending = false;
-    queue->wait(b.ticket);
-    b.unpack();
+    timed(waitSlot, [&] {
+      queue->wait(b.ticket);
+      b.unpack();
+    });
   }
   static void runBucketCall(Bucket &b) {
     try {
@@ -334,6 +362,44 @@ struct Executor::Impl {
   /// The PARAMETER or STATE buffer named `name`; throws naming it.
   int64_t persistentId(const std::string &name) const;
 };
+
+/// What Executor::profile calls an instruction.
+static std::string instructionLabel(const plan::Instruction &inst) {
+  if (inst.has_kernel())
+    return inst.kernel().kind();
+  const plan::Collective &c = inst.collective();
+  std::string name;
+  switch (c.kind()) {
+  case plan::Collective::ALL_REDUCE:
+    name = "all_reduce";
+    break;
+  case plan::Collective::ALL_GATHER:
+    name = "all_gather";
+    break;
+  case plan::Collective::REDUCE_SCATTER:
+    name = "reduce_scatter";
+    break;
+  case plan::Collective::ALL_TO_ALL:
+    name = "all_to_all";
+    break;
+  case plan::Collective::SLICE:
+    name = "slice";
+    break;
+  case plan::Collective::COLLECTIVE_PERMUTE:
+    name = "collective_permute";
+    break;
+  case plan::Collective::AXIS_INDEX:
+    name = "axis_index";
+    break;
+  case plan::Collective::MASK:
+    name = "mask";
+    break;
+  default:
+    name = "collective";
+    break;
+  }
+  return c.bucket() > 0 ? name + " (bucket)" : name;
+}
 
 /// Moves dimension `d` of `shape` to the front: the permutation and the
 /// resulting shape.
@@ -710,8 +776,13 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   Impl *impl = &s;
   // Appends instruction i's step: it first finishes every bucket whose
   // output it is the first to read.
+  s.profiling = options.profile;
+  s.waitSlot = s.profileSlot("gradient buckets: wait and unpack");
+  s.copyBackSlot = s.profileSlot("copy back updated parameters and state");
+  // `drains`: a collective the main thread issues itself, after every
+  // queued bucket call has run.
   auto addStep = [&](int64_t i, const std::vector<int64_t> &reads,
-                     std::function<void()> step) {
+                     std::function<void()> step, bool drains) {
     const plan::Instruction &inst = s.program->instructions(i);
     std::string where =
         "instruction " + std::to_string(i) +
@@ -726,11 +797,14 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       for (int64_t out : b->outputs)
         bucketOfOutput.erase(out);
     }
-    s.steps.push_back([impl, waits, step, where] {
+    size_t slot = s.profileSlot(instructionLabel(inst));
+    s.steps.push_back([impl, waits, step, where, slot, drains] {
       try {
         for (Impl::Bucket *b : waits)
           impl->finish(*b);
-        step();
+        if (drains)
+          impl->drainQueue();
+        impl->timed(slot, step);
       } catch (const Error &e) {
         throw Error(where + ": " + e.what());
       }
@@ -748,7 +822,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       std::vector<std::function<void()>> members = s.compileBucket(i, end);
       for (int64_t k = i; k < end; ++k)
         addStep(k, {s.program->instructions(k).collective().input()},
-                members[k - i]);
+                members[k - i], /*drains=*/false);
       for (int64_t id : s.buckets.back()->outputs)
         bucketOfOutput[id] = s.buckets.back().get();
       i = end;
@@ -756,6 +830,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     }
     std::function<void()> step;
     std::vector<int64_t> reads;
+    bool drains = false;
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
       KernelCall call{
@@ -772,13 +847,9 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       step = s.compileCollective(c);
       if (c.kind() != plan::Collective::AXIS_INDEX)
         reads.push_back(c.input());
-      if (communicates(c))
-        step = [impl, step] {
-          impl->drainQueue();
-          step();
-        };
+      drains = communicates(c);
     }
-    addStep(i, reads, step);
+    addStep(i, reads, step, drains);
     ++i;
   }
   if (!s.buckets.empty() && s.comm && options.overlapBuckets &&
@@ -858,14 +929,33 @@ void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
 }
 
 void Executor::run() {
-  for (const std::function<void()> &step : pimpl->steps)
+  Impl &s = *pimpl;
+  for (const std::function<void()> &step : s.steps)
     step();
-  pimpl->drainQueue();
-  for (const Impl::CopyBack &c : pimpl->copyBacks)
-    if (c.staged)
-      std::memcpy(c.staged, c.from, c.bytes);
-  for (const Impl::CopyBack &c : pimpl->copyBacks)
-    std::memcpy(c.to, c.staged ? c.staged : c.from, c.bytes);
+  s.drainQueue();
+  if (s.copyBacks.empty())
+    return;
+  s.timed(s.copyBackSlot, [&] {
+    for (const Impl::CopyBack &c : s.copyBacks)
+      if (c.staged)
+        std::memcpy(c.staged, c.from, c.bytes);
+    for (const Impl::CopyBack &c : s.copyBacks)
+      std::memcpy(c.to, c.staged ? c.staged : c.from, c.bytes);
+  });
+}
+
+std::vector<ProfileEntry> Executor::profile() const {
+  std::vector<ProfileEntry> entries;
+  if (!pimpl->profiling)
+    return entries;
+  for (const ProfileEntry &e : pimpl->profileSlots)
+    if (e.calls > 0)
+      entries.push_back(e);
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const ProfileEntry &a, const ProfileEntry &b) {
+                     return a.seconds > b.seconds;
+                   });
+  return entries;
 }
 
 std::vector<Tensor> Executor::gatherResults() {

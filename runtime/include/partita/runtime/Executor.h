@@ -100,6 +100,19 @@ struct ExecutorOptions {
   /// bit. Ignored for a communicator that must be called from its own
   /// thread (Communicator::callableFromAnyThread).
   bool overlapBuckets = true;
+  /// Time every instruction (see Executor::profile).
+  bool profile = false;
+};
+
+/// One line of Executor::profile: a kernel kind ("einsum"), a collective
+/// ("all_reduce", "reduce_scatter (bucket)" for a bucket member's packing
+/// and the bucket's call when it runs in line), or the time the step spent
+/// waiting for and unpacking gradient buckets ("gradient buckets: wait and
+/// unpack"), and copying updated parameters and state back.
+struct ProfileEntry {
+  std::string what;
+  int64_t calls = 0;
+  double seconds = 0;
 };
 
 /// Runs one program of a plan on one rank.
@@ -137,6 +150,11 @@ public:
 
   /// Bytes of this rank's arena (the plan's memory plan).
   int64_t arenaBytes() const;
+
+  /// With ExecutorOptions::profile: this rank's time per kind of
+  /// instruction, summed over every run() so far, largest first. Empty
+  /// without it.
+  std::vector<ProfileEntry> profile() const;
 
   struct Impl;
 
