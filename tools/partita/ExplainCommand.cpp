@@ -23,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace llvm;
@@ -351,10 +352,43 @@ int runExplain() {
      << bytesText(program->arena_bytes())
      << " = max(offset + local bytes) over activations and outputs, from "
         "the static memory plan (live ranges share bytes)\n";
+  // Gradient buckets: the runtime's packed buffers, outside the arena (an
+  // all_reduce bucket reduces in place; a reduce_scatter bucket also
+  // receives, and transposes members that scatter along a dimension other
+  // than 0 to the front first).
+  int64_t bucketBytes = 0;
+  std::map<std::string, int64_t> axisSize;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    axisSize[axis.name()] = axis.size();
+  for (const plan::Instruction &inst : program->instructions()) {
+    if (!inst.has_collective() || inst.collective().bucket() <= 0)
+      continue;
+    const plan::Collective &c = inst.collective();
+    auto bytesOf = [&](int64_t id) {
+      return id >= 0 && id < program->buffers().size()
+                 ? localBytes(program->buffers(id))
+                 : 0;
+    };
+    int64_t g = 1;
+    for (const std::string &axis : c.axes())
+      g *= axisSize.count(axis) ? axisSize[axis] : 1;
+    bucketBytes += bytesOf(c.input());
+    if (c.kind() == plan::Collective::REDUCE_SCATTER) {
+      bucketBytes += bytesOf(c.output());
+      if (c.dim() != 0 && g > 1)
+        bucketBytes += bytesOf(c.input());
+    }
+  }
+  if (bucketBytes)
+    os << "  " << left_justify("buckets", 12) << " " << bytesText(bucketBytes)
+       << " = the gradient buckets' packed send/receive buffers, outside the "
+          "arena (members' input bytes; reduce_scatter: + output bytes, + "
+          "input bytes of members transposed to dimension 0)\n";
   os << "  " << left_justify("total", 12) << " "
      << bytesText(total[kParam] + total[kInput] + total[kConstant] +
-                  program->arena_bytes())
-     << " = parameters + inputs + constants + arena peak\n";
+                  program->arena_bytes() + bucketBytes)
+     << " = parameters + inputs + constants + arena peak"
+     << (bucketBytes ? " + buckets" : "") << "\n";
 
   printModelState(os, proto, *program);
 
