@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,17 @@ cl::opt<bool> printBatchArg(
 cl::opt<std::string> saveParamsArg(
     "save-params", cl::sub(runCommand), cl::value_desc("dir"),
     cl::desc("Training: write the final parameters as DIR/<name>.npy"));
+cl::opt<std::string> saveCheckpointArg(
+    "save-checkpoint", cl::sub(runCommand), cl::value_desc("dir"),
+    cl::desc("Training: after the last step, write every parameter and "
+             "optimizer state buffer as DIR/<name>.npy (global arrays) and the "
+             "number of steps trained as DIR/checkpoint.txt"));
+cl::opt<std::string> loadCheckpointArg(
+    "load-checkpoint", cl::sub(runCommand), cl::value_desc("dir"),
+    cl::desc("Training: start from a --save-checkpoint directory (its "
+             "parameters, optimizer state and data position); any plan of the "
+             "same model and optimizer takes it, whatever its mesh or "
+             "strategy"));
 cl::list<std::string> inputsArg(
     "inputs", cl::sub(runCommand), cl::CommaSeparated,
     cl::value_desc("a.npy,..."),
@@ -294,6 +306,14 @@ std::string describe(const rt::ProgramValue &v) {
   std::string s = v.name + " : " + rt::toString(v.dtype) + "[";
   for (size_t i = 0; i < v.globalShape.size(); ++i)
     s += (i ? "x" : "") + std::to_string(v.globalShape[i]);
+  return s + "]";
+}
+
+/// "f32[4x8]".
+std::string describeTensor(const rt::Tensor &t) {
+  std::string s = std::string(rt::toString(t.getDType())) + "[";
+  for (size_t i = 0; i < t.getShape().size(); ++i)
+    s += (i ? "x" : "") + std::to_string(t.getShape()[i]);
   return s + "]";
 }
 
@@ -530,13 +550,85 @@ struct TrainRun {
   std::vector<double> losses;
   std::vector<double> seconds;
   std::vector<rt::Tensor> finalResults;
+  /// With `saveState`: every parameter and state buffer after the last step.
+  std::vector<std::pair<std::string, rt::Tensor>> finalState;
 };
+
+/// A training checkpoint: every parameter and state buffer as a global
+/// array, and how many steps (batches) produced it.
+struct Checkpoint {
+  std::map<std::string, rt::Tensor> buffers;
+  int64_t steps = 0;
+};
+
+constexpr StringLiteral kCheckpointHeader = "partita checkpoint 1";
+
+/// Reads a --save-checkpoint directory for `program`: every persistent
+/// buffer must be there with its global shape and dtype.
+Checkpoint readCheckpoint(const rt::PlanFile &plan, const std::string &program,
+                          const std::string &dir) {
+  std::string what = "checkpoint '" + dir + "'";
+  SmallString<128> info(dir);
+  sys::path::append(info, "checkpoint.txt");
+  std::ifstream in(info.str().str());
+  if (!in)
+    throw rt::Error(what + ": cannot open '" + info.str().str() +
+                    "' (write checkpoints with --save-checkpoint)");
+  std::string header, key;
+  Checkpoint ck;
+  if (!std::getline(in, header) || header != kCheckpointHeader ||
+      !(in >> key >> ck.steps) || key != "steps" || ck.steps < 0)
+    throw rt::Error(what + ": '" + info.str().str() + "' is not a checkpoint "
+                    "description (expected '" + kCheckpointHeader.str() +
+                    "' and 'steps N')");
+  for (const rt::ProgramValue &value : plan.persistent(program)) {
+    SmallString<128> path(dir);
+    sys::path::append(path, value.name + ".npy");
+    if (!sys::fs::exists(path))
+      throw rt::Error(what + " has no '" + value.name + ".npy': the plan's " +
+                      (value.isState ? "state" : "parameter") + " '" +
+                      value.name + "' (was it saved from another model or " +
+                      "optimizer?)");
+    rt::Tensor t = readNpy(path.str().str());
+    if (t.getDType() != value.dtype || t.getShape() != value.globalShape)
+      throw rt::Error(what + ": '" + value.name + ".npy' is " +
+                      describeTensor(t) + ", but the plan's " +
+                      (value.isState ? "state" : "parameter") + " '" +
+                      value.name + "' is " +
+                      describeTensor(rt::Tensor(value.dtype, value.globalShape)));
+    ck.buffers.emplace(value.name, std::move(t));
+  }
+  return ck;
+}
+
+void writeCheckpoint(const std::string &dir,
+                     const std::vector<std::pair<std::string, rt::Tensor>> &state,
+                     int64_t steps) {
+  if (std::error_code ec = sys::fs::create_directories(dir))
+    throw rt::Error("cannot create '" + dir + "': " + ec.message());
+  for (const auto &[name, tensor] : state) {
+    SmallString<128> path(dir);
+    sys::path::append(path, name + ".npy");
+    writeNpy(path.str().str(), tensor);
+  }
+  SmallString<128> info(dir);
+  sys::path::append(info, "checkpoint.txt");
+  std::ofstream out(info.str().str());
+  out << kCheckpointHeader.str() << "\nsteps " << steps << "\n";
+  if (!out)
+    throw rt::Error("cannot write '" + info.str().str() + "'");
+}
 
 /// Trains `program` for `steps` steps on `ranks` ranks; prints a line per
 /// step when `print`. Results are kept on rank 0 (the one that prints).
+/// `start`: the checkpoint to begin from (its buffers, and batches from its
+/// step count on), or null. `saveState`: keep every parameter and state
+/// buffer after the last step in TrainRun::finalState.
 TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
                const std::string &program, int ranks, const BatchSource &source,
-               int64_t steps, rt::Communicator *mpi, bool print) {
+               int64_t steps, rt::Communicator *mpi, bool print,
+               const Checkpoint *start = nullptr, bool saveState = false) {
+  int64_t firstStep = start ? start->steps : 0;
   std::vector<rt::ProgramValue> values = plan->results(program);
   size_t lossIndex = values.size() - 1;
   for (size_t i = 0; i < values.size(); ++i)
@@ -549,12 +641,15 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
     rt::Executor executor(plan, program, comm, *backend,
                           executorOptions(program));
     bool printer = !comm || comm->rank() == 0;
+    if (start)
+      for (const auto &[name, tensor] : start->buffers)
+        executor.setPersistent(name, tensor);
     TrainRun mine;
     for (int64_t step = 0; step < steps; ++step) {
       maybeInjectFailure(comm, step);
-      std::vector<rt::Tensor> batch = source.make(step);
+      std::vector<rt::Tensor> batch = source.make(firstStep + step);
       if (printer && print && printBatchArg)
-        source.printTokens(step, batch);
+        source.printTokens(firstStep + step, batch);
       executor.setInputs(batch);
       auto start = std::chrono::steady_clock::now();
       executor.run();
@@ -575,7 +670,8 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
       mine.losses.push_back(loss);
       mine.seconds.push_back(seconds);
       if (print) {
-        outs() << "step " << step + 1 << "/" << steps << "  loss "
+        outs() << "step " << firstStep + step + 1 << "/" << firstStep + steps
+               << "  loss "
                << format("%.4f", loss) << "  (" << format("%.1f", seconds * 1e3)
                << " ms)\n";
         outs().flush();
@@ -583,6 +679,13 @@ TrainRun train(std::shared_ptr<const rt::PlanFile> plan,
       if (last)
         mine.finalResults = std::move(results);
     }
+    if (saveState)
+      for (const rt::ProgramValue &value : plan->persistent(program)) {
+        // Collective: every rank gathers, rank 0 keeps.
+        rt::Tensor t = executor.gatherPersistent(value.name);
+        if (printer)
+          mine.finalState.emplace_back(value.name, std::move(t));
+      }
     if (printer) {
       std::lock_guard<std::mutex> lock(mutex);
       keepProfile(executor, comm);
@@ -636,8 +739,19 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
            << "partita run: " << rt::configureBlasKernels() << "\n";
     outs().flush();
   }
+  std::optional<Checkpoint> start;
+  if (!loadCheckpointArg.empty()) {
+    start = readCheckpoint(*plan, program, loadCheckpointArg);
+    if (printer)
+      outs() << "partita run: starting from checkpoint '" << loadCheckpointArg
+             << "' after " << start->steps << " step"
+             << (start->steps == 1 ? "" : "s") << "\n";
+  }
+  const Checkpoint *from = start ? &*start : nullptr;
+  int64_t firstStep = start ? start->steps : 0;
   TrainRun run = train(plan, program, int(ranks), source, steps, mpi,
-                       /*print=*/printer);
+                       /*print=*/printer, from,
+                       /*saveState=*/!saveCheckpointArg.empty());
   if (!printer)
     return 0;
   std::vector<rt::ProgramValue> values = plan->results(program);
@@ -676,10 +790,17 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
     outs().flush();
     return reportError(kCommand, "the loss is not finite");
   }
+  if (!saveCheckpointArg.empty()) {
+    writeCheckpoint(saveCheckpointArg, run.finalState, firstStep + steps);
+    outs() << "partita run: wrote checkpoint '" << saveCheckpointArg
+           << "' after " << firstStep + steps << " steps ("
+           << run.finalState.size() << " parameter and state buffers)\n";
+  }
   if (steps > 1)
     outs() << "partita run: loss " << format("%.4f", run.losses.front())
-           << " at step 1, " << format("%.4f", run.losses.back()) << " at step "
-           << steps << " ("
+           << " at step " << firstStep + 1 << ", "
+           << format("%.4f", run.losses.back()) << " at step "
+           << firstStep + steps << " ("
            << (run.losses.back() < run.losses.front() ? "fell" : "did not fall")
            << ")\n";
   printProfile(steps, run.seconds);
@@ -688,7 +809,7 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
 
   // The reference: the unpartitioned train step, one rank, same batches.
   TrainRun ref = train(plan, "reference", 1, source, steps, nullptr,
-                       /*print=*/false);
+                       /*print=*/false, from);
   if (ref.finalResults.size() != run.finalResults.size())
     return reportError(kCommand, "the reference program has " +
                                      std::to_string(ref.finalResults.size()) +
@@ -805,7 +926,8 @@ int runRun() {
     bool training = program == "train_step";
     if (!training)
       for (const cl::Option *option : std::initializer_list<const cl::Option *>{
-               &dataArg, &tokenBytesArg, &saveParamsArg})
+               &dataArg, &tokenBytesArg, &saveParamsArg, &saveCheckpointArg,
+               &loadCheckpointArg})
         if (option->getNumOccurrences())
           return reportError(kCommand,
                              "--" + option->ArgStr +
