@@ -15,6 +15,16 @@
 #include <string>
 #include <vector>
 
+/// On a hot elementwise loop: compiled for AVX-512, AVX2 and baseline
+/// x86-64, the best chosen at load time (GCC's function multiversioning),
+/// so it vectorizes wide on the CPUs that allow it and still runs anywhere.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PARTITA_VECTOR_CLONES                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PARTITA_VECTOR_CLONES
+#endif
+
 namespace partita::runtime::cpu {
 
 //===----------------------------------------------------------------------===//

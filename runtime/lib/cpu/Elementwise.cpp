@@ -52,13 +52,6 @@ template <typename T> T floatMax(T x, T y) { return (x > y || x != x) ? x : y; }
 // the exponent bits (n >= -125: no subnormals).
 // Compiled for AVX-512, AVX2 and baseline x86-64, chosen at load time.
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PARTITA_VECTOR_CLONES                                                  \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PARTITA_VECTOR_CLONES
-#endif
-
 inline float expNonPositive(float x) {
   const float log2e = 1.44269504088896341f;
   const float ln2hi = 0.693145751953125f, ln2lo = 1.428606765330187e-06f;

@@ -44,13 +44,6 @@ void checkUpdate(const KernelCall &call, size_t numInputs, size_t numOutputs,
   checkNoOverlap(call, /*allowExactAlias=*/true);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PARTITA_VECTOR_CLONES                                                  \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PARTITA_VECTOR_CLONES
-#endif
-
 /// The AdamW pass, its scalars passed by value (so that the stores cannot
 /// be taken to change them and the loop vectorizes).
 template <typename T>
