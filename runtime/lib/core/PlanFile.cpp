@@ -105,12 +105,21 @@ void validateBuckets(const plan::Program &program, const std::string &what) {
     auto dtypeOf = [&](const plan::Collective &m) {
       return program.buffers(m.input()).dtype();
     };
+    // The call runs once every member has packed its input, so no member
+    // may read another's output.
+    std::set<int64_t> outputs{c.output()};
     int64_t j = i + 1;
     for (; j < n; ++j) {
       const plan::Instruction &next = program.instructions(j);
       if (!next.has_collective() || next.collective().bucket() != id)
         break;
       const plan::Collective &m = next.collective();
+      if (outputs.count(m.input()))
+        fail(what, "instruction " + std::to_string(j) + ": bucket " +
+                       std::to_string(id) + " member reads buffer " +
+                       std::to_string(m.input()) +
+                       ", the output of an earlier member of the bucket");
+      outputs.insert(m.output());
       if (m.kind() != c.kind() || m.op() != c.op() ||
           !std::equal(m.axes().begin(), m.axes().end(), c.axes().begin(),
                       c.axes().end()) ||

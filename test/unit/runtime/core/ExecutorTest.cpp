@@ -981,6 +981,21 @@ TEST(PlanFile, RejectsBadBuckets) {
               "p.pb: program 'main': instruction 0: bucket -4 is negative");
   }
   {
+    // Member 1 reads member 0's output, which the bucket writes only after
+    // its one call.
+    PlanBuilder b({{"dp", 2}}, true);
+    int64_t in = b.buffer(plan::INPUT, {4}, {}, "x");
+    int64_t mid = b.buffer(plan::ACTIVATION, {4});
+    int64_t out = b.buffer(plan::ACTIVATION, {4});
+    b.collective(plan::Collective::ALL_REDUCE, {"dp"}, in, mid);
+    b.collective(plan::Collective::ALL_REDUCE, {"dp"}, mid, out);
+    for (int i = 0; i < 2; ++i)
+      b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(2);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 1: bucket 2 member reads "
+              "buffer 1, the output of an earlier member of the bucket");
+  }
+  {
     PlanBuilder b({{"dp", 2}}, true);
     int64_t in = b.buffer(plan::INPUT, {4}, {{"dp"}}, "x", {8});
     int64_t out = b.buffer(plan::ACTIVATION, {8});
