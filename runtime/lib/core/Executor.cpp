@@ -631,6 +631,10 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     int64_t offset = 0, count = 0;
     std::vector<int64_t> perm, back; // to the front and back; empty: dim 0
     TensorView front;                // the input transposed, when perm is set
+    // False for an output nothing reads after the bucket is issued: the
+    // memory plan may already have given its bytes to another buffer by the
+    // time the bucket is unpacked.
+    bool live = true;
   };
   std::vector<Member> members;
   int64_t block = 0; // elements per rank block of the packed buffer
@@ -650,6 +654,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
       m.back = inverse(perm);
     }
     block += m.count;
+    m.live = buffer(c.output()).role() != plan::ACTIVATION ||
+             buffer(c.output()).last_use() >= end;
     b->outputs.push_back(c.output());
     members.push_back(std::move(m));
   }
@@ -675,6 +681,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   };
   b->unpack = [this, members, recv, elem, dtype] {
     for (const Member &m : members) {
+      if (!m.live)
+        continue;
       unsigned char *src = recv + m.offset * elem;
       if (m.perm.empty()) {
         std::memcpy(m.out.data, src, m.count * elem);

@@ -909,6 +909,46 @@ TEST(Executor, BucketedReduceScattersPackEachRanksBlocks) {
   }
 }
 
+TEST(Executor, ABucketLeavesTheBytesOfADeadOutputAlone) {
+  // r0 = all_reduce(x) is never read: the memory plan gives its bytes to
+  // z = relu(y), written before the bucket is unpacked (at the add that
+  // reads r1). Unpacking r0 there would overwrite z.
+  PlanBuilder b({{"dp", 2}}, true);
+  int64_t x = b.buffer(plan::INPUT, {4}, {}, "x");
+  int64_t y = b.buffer(plan::INPUT, {4}, {}, "y");
+  int64_t r0 = b.buffer(plan::ACTIVATION, {4});
+  int64_t r1 = b.buffer(plan::ACTIVATION, {4});
+  int64_t z = b.buffer(plan::ACTIVATION, {4});
+  int64_t w = b.buffer(plan::ACTIVATION, {4});
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, x, r0);
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, y, r1);
+  for (int i = 0; i < 2; ++i)
+    b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(1);
+  b.kernel("relu", {y}, {z});
+  b.kernel("add", {r1, z}, {w});
+  b.prog->add_results(w);
+  b.finish();
+  plan::Buffer *dead = b.prog->mutable_buffers(r0);
+  dead->set_first_use(0);
+  dead->set_last_use(0);
+  plan::Buffer *reuse = b.prog->mutable_buffers(z);
+  reuse->set_offset(dead->offset());
+  reuse->set_first_use(2);
+  reuse->set_last_use(3);
+  std::string bytes = b.p.SerializeAsString();
+  Tensor xin = iota({4}, 5.0f), yin = iota({4}, 0.75f);
+  for (bool overlap : {true, false}) {
+    BucketRun run = runCounted(bytes, 2, {xin, yin}, overlap);
+    ASSERT_EQ(run.results.size(), 1u);
+    for (int64_t i = 0; i < 4; ++i) {
+      float v = yin.data<float>()[i];
+      EXPECT_FLOAT_EQ(run.results[0].data<float>()[i],
+                      2 * v + (v > 0 ? v : 0.0f))
+          << "element " << i << " overlap " << overlap;
+    }
+  }
+}
+
 TEST(Executor, ABucketsFailureReachesTheStepThatWaits) {
   auto file = PlanFile::parse(allReducePlan(true));
   for (bool overlap : {true, false}) {
