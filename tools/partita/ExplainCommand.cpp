@@ -352,16 +352,17 @@ int runExplain() {
      << bytesText(program->arena_bytes())
      << " = max(offset + local bytes) over activations and outputs, from "
         "the static memory plan (live ranges share bytes)\n";
-  // Gradient buckets: the runtime's packed buffers, outside the arena (an
-  // all_reduce bucket reduces in place; a reduce_scatter bucket also
-  // receives, and transposes members that scatter along a dimension other
-  // than 0 to the front first).
-  int64_t bucketBytes = 0;
+  // What the runtime allocates for collectives outside the arena: the
+  // gradient buckets' packed buffers (an all_reduce bucket reduces in place;
+  // a reduce_scatter bucket also receives, and transposes members that
+  // scatter along a dimension other than 0 to the front first), and the
+  // transposition buffers of other collectives along such a dimension.
+  int64_t bucketBytes = 0, scratchBytes = 0;
   std::map<std::string, int64_t> axisSize;
   for (const plan::MeshAxis &axis : proto.mesh().axes())
     axisSize[axis.name()] = axis.size();
   for (const plan::Instruction &inst : program->instructions()) {
-    if (!inst.has_collective() || inst.collective().bucket() <= 0)
+    if (!inst.has_collective())
       continue;
     const plan::Collective &c = inst.collective();
     auto bytesOf = [&](int64_t id) {
@@ -372,11 +373,26 @@ int runExplain() {
     int64_t g = 1;
     for (const std::string &axis : c.axes())
       g *= axisSize.count(axis) ? axisSize[axis] : 1;
-    bucketBytes += bytesOf(c.input());
-    if (c.kind() == plan::Collective::REDUCE_SCATTER) {
-      bucketBytes += bytesOf(c.output());
-      if (c.dim() != 0 && g > 1)
-        bucketBytes += bytesOf(c.input());
+    int64_t in = bytesOf(c.input()), out = bytesOf(c.output());
+    if (c.bucket() > 0) {
+      bucketBytes += in;
+      if (c.kind() == plan::Collective::REDUCE_SCATTER)
+        bucketBytes += out + (c.dim() != 0 && g > 1 ? in : 0);
+      continue;
+    }
+    if (g == 1)
+      continue;
+    switch (c.kind()) {
+    case plan::Collective::ALL_GATHER:
+    case plan::Collective::REDUCE_SCATTER:
+      if (c.dim() != 0)
+        scratchBytes += in + out; // the input and result, dimension first
+      break;
+    case plan::Collective::ALL_TO_ALL:
+      scratchBytes += 2 * in; // the blocks to send and those received
+      break;
+    default:
+      break;
     }
   }
   if (bucketBytes)
@@ -384,11 +400,18 @@ int runExplain() {
        << " = the gradient buckets' packed send/receive buffers, outside the "
           "arena (members' input bytes; reduce_scatter: + output bytes, + "
           "input bytes of members transposed to dimension 0)\n";
+  if (scratchBytes)
+    os << "  " << left_justify("scratch", 12) << " "
+       << bytesText(scratchBytes)
+       << " = collectives' transposition buffers, outside the arena "
+          "(all_gather and reduce_scatter along a dimension other than 0: "
+          "input + output bytes; all_to_all: 2 x input bytes)\n";
   os << "  " << left_justify("total", 12) << " "
      << bytesText(total[kParam] + total[kInput] + total[kConstant] +
-                  program->arena_bytes() + bucketBytes)
+                  program->arena_bytes() + bucketBytes + scratchBytes)
      << " = parameters + inputs + constants + arena peak"
-     << (bucketBytes ? " + buckets" : "") << "\n";
+     << (bucketBytes ? " + buckets" : "") << (scratchBytes ? " + scratch" : "")
+     << "\n";
 
   printModelState(os, proto, *program);
 
