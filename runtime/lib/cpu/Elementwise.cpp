@@ -46,30 +46,9 @@ template <typename T> T floatMax(T x, T y) { return (x > y || x != x) ? x : y; }
 //               = 2 t / (1 + t)     (u < 0)
 //   1 - tanh(u)^2 = 4 t / (1 + t)^2
 // which, unlike 1 + tanhf(u), keeps its relative accuracy for negative u.
-// exp on [-86, 0] (|u| is clamped to 43: t >= e^-86 stays a normal float,
-// and beyond it 1 - tanh(|u|) < 1e-37): x = n ln2 + r with |r| <= ln2 / 2,
-// exp(r) by its Taylor series to r^7 (relative error below 1e-8), 2^n from
-// the exponent bits (n >= -125: no subnormals).
+// exp(-2|u|) by expNonPositive (CpuKernels.h), with |u| clamped to 43:
+// t >= e^-86 stays a normal float, and beyond it 1 - tanh(|u|) < 1e-37.
 // Compiled for AVX-512, AVX2 and baseline x86-64, chosen at load time.
-
-inline float expNonPositive(float x) {
-  const float log2e = 1.44269504088896341f;
-  const float ln2hi = 0.693145751953125f, ln2lo = 1.428606765330187e-06f;
-  int n = static_cast<int>(x * log2e - 0.5f); // round to nearest (x <= 0)
-  float r = (x - float(n) * ln2hi) - float(n) * ln2lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  uint32_t bits = uint32_t(n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 /// t = exp(-2 |u|) of the tanh GELU's u at x.
 inline float geluT(float x, float &u) {

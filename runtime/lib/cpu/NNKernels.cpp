@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace partita::runtime::cpu {
 
@@ -35,15 +36,29 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
   checkShape(kind, v, name, {size});
 }
 
+/// dst[j] = exp(src[j] - m) in f32 without libm calls (vectorized); below
+/// e^-87 (masked and padded scores, -inf) exactly 0.
+PARTITA_VECTOR_CLONES
+static void expShiftedF32(const float *src, float *dst, int64_t n, float m) {
+  for (int64_t j = 0; j < n; ++j) {
+    float x = src[j] - m;
+    dst[j] = x < -87.0f ? 0.0f : expNonPositive(x);
+  }
+}
+
 template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < n; ++j)
     m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    dst[j] = std::exp(src[j] - m);
-    sum += dst[j];
+  if constexpr (std::is_same_v<T, float>) {
+    expShiftedF32(src, dst, n, m);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] = std::exp(src[j] - m);
   }
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += dst[j];
   T r = static_cast<T>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j)
     dst[j] *= r;
