@@ -17,6 +17,7 @@
 #include "passes/InitAllPasses.h"
 #include "passes/plan/PlanLowering.h"
 #include "tools/partita/Driver.h"
+#include "tools/partita/GeneratedInputs.h"
 #include "tools/partita/ModelInput.h"
 
 #include "partita/runtime/Executor.h"
@@ -134,35 +135,14 @@ std::vector<rt::Tensor> makeArguments(const rt::PlanFile &plan,
                                       const std::string &program) {
   std::vector<rt::Tensor> tensors;
   for (const rt::ProgramValue &v : plan.inputs(program)) {
-    rt::Tensor t(v.dtype, v.globalShape);
-    std::string key = "gradcheck:" + v.name;
-    for (int64_t i = 0; i < t.numElements(); ++i) {
-      double u = rt::initialValue(seedArg, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
-      switch (v.dtype) {
-      case rt::DType::F64:
-        t.data<double>()[i] = 2 * u - 1;
-        break;
-      case rt::DType::I32:
-      case rt::DType::I64: {
-        if (v.valueBound <= 0)
-          throw rt::Error("cannot generate integer input '" + v.name +
-                          "': the plan gives no bound for its values (is it "
-                          "used as embedding ids or cross_entropy labels?)");
-        int64_t value =
-            std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
-        if (v.dtype == rt::DType::I32)
-          t.data<int32_t>()[i] = int32_t(value);
-        else
-          t.data<int64_t>()[i] = value;
-        break;
-      }
-      default:
-        throw rt::Error("argument '" + v.name + "' is " +
-                        rt::toString(v.dtype) +
-                        " after promotion; gradcheck runs f64 and integers");
-      }
-    }
-    tensors.push_back(std::move(t));
+    if (v.dtype != rt::DType::F64 && v.dtype != rt::DType::I32 &&
+        v.dtype != rt::DType::I64)
+      throw rt::Error("argument '" + v.name + "' is " +
+                      rt::toString(v.dtype) +
+                      " after promotion; gradcheck runs f64 and integers");
+    tensors.push_back(generateUniform(
+        v, seedArg, "gradcheck:" + v.name, "integer input '" + v.name + "'",
+        " (is it used as embedding ids or cross_entropy labels?)", ""));
   }
   return tensors;
 }

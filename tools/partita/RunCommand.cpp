@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/partita/Driver.h"
+#include "tools/partita/GeneratedInputs.h"
 #include "tools/partita/TrainData.h"
 
 #include "partita/runtime/Executor.h"
@@ -317,40 +318,10 @@ std::string describeTensor(const rt::Tensor &t) {
   return s + "]";
 }
 
-/// A generated input: floats uniform in [-1, 1), integers uniform in
-/// [0, bound), counter-based on `seed` and the input's name.
+/// A generated input (GeneratedInputs.h), keyed by its name.
 rt::Tensor generateInput(const rt::ProgramValue &v, uint64_t seed) {
-  rt::Tensor t(v.dtype, v.globalShape);
-  std::string key = "input:" + v.name;
-  for (int64_t i = 0; i < t.numElements(); ++i) {
-    double u = rt::initialValue(seed, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
-    switch (v.dtype) {
-    case rt::DType::F32:
-      t.data<float>()[i] = float(2 * u - 1);
-      break;
-    case rt::DType::F64:
-      t.data<double>()[i] = 2 * u - 1;
-      break;
-    case rt::DType::I32:
-    case rt::DType::I64: {
-      if (v.valueBound <= 0)
-        throw rt::Error("cannot generate input " + describe(v) +
-                        ": the plan gives no bound for its values; pass "
-                        "--inputs");
-      int64_t value =
-          std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
-      if (v.dtype == rt::DType::I32)
-        t.data<int32_t>()[i] = int32_t(value);
-      else
-        t.data<int64_t>()[i] = value;
-      break;
-    }
-    default:
-      throw rt::Error("cannot generate input " + describe(v) +
-                      " of this dtype; pass --inputs");
-    }
-  }
-  return t;
+  return generateUniform(v, seed, "input:" + v.name, "input " + describe(v),
+                         "; pass --inputs", "; pass --inputs");
 }
 
 std::vector<rt::Tensor> makeInputs(const rt::PlanFile &plan,
