@@ -124,29 +124,6 @@ std::string shardingText(const plan::Buffer &buffer) {
   return text;
 }
 
-StringRef collectiveName(int kind) {
-  switch (kind) {
-  case plan::Collective::ALL_REDUCE:
-    return "all_reduce";
-  case plan::Collective::ALL_GATHER:
-    return "all_gather";
-  case plan::Collective::REDUCE_SCATTER:
-    return "reduce_scatter";
-  case plan::Collective::ALL_TO_ALL:
-    return "all_to_all";
-  case plan::Collective::SLICE:
-    return "slice";
-  case plan::Collective::COLLECTIVE_PERMUTE:
-    return "collective_permute";
-  case plan::Collective::AXIS_INDEX:
-    return "axis_index";
-  case plan::Collective::MASK:
-    return "mask";
-  default:
-    return "?";
-  }
-}
-
 /// For a train step (a program with sgd or adamw kernels): the model state
 /// per device read from the plan -- parameters, gradients as the update
 /// reads them, optimizer state, peak activations -- and what the ZeRO
@@ -459,7 +436,8 @@ int runExplain() {
       ++buckets.back().members;
       buckets.back().bytes += bytes;
     }
-    os << "  " << collectiveName(c.kind()) << " over " << axesText(c.axes());
+    os << "  " << rt::collectiveKindName(c.kind()) << " over "
+       << axesText(c.axes());
     if (c.kind() == plan::Collective::ALL_REDUCE ||
         c.kind() == plan::Collective::REDUCE_SCATTER)
       os << (c.op() == plan::MAX ? " max" : c.op() == plan::MIN ? " min"
@@ -487,8 +465,8 @@ int runExplain() {
           "call, bytes = sum of its members' input bytes):\n";
     for (const Bucket &b : buckets)
       os << "  bucket " << b.id << ": " << b.members << " "
-         << collectiveName(b.kind) << (b.members == 1 ? "" : "s") << ", "
-         << bytesText(b.bytes) << "\n";
+         << rt::collectiveKindName(b.kind) << (b.members == 1 ? "" : "s")
+         << ", " << bytesText(b.bytes) << "\n";
   }
   return 0;
 }

@@ -158,6 +158,29 @@ double valueForKey(uint64_t key, uint64_t index, int kind, double a, double b) {
 
 } // namespace
 
+const char *collectiveKindName(int kind) {
+  switch (kind) {
+  case plan::Collective::ALL_REDUCE:
+    return "all_reduce";
+  case plan::Collective::ALL_GATHER:
+    return "all_gather";
+  case plan::Collective::REDUCE_SCATTER:
+    return "reduce_scatter";
+  case plan::Collective::ALL_TO_ALL:
+    return "all_to_all";
+  case plan::Collective::SLICE:
+    return "slice";
+  case plan::Collective::COLLECTIVE_PERMUTE:
+    return "collective_permute";
+  case plan::Collective::AXIS_INDEX:
+    return "axis_index";
+  case plan::Collective::MASK:
+    return "mask";
+  default:
+    return "?";
+  }
+}
+
 double initialValue(uint64_t seed, const std::string &name, uint64_t index,
                     int kind, double a, double b) {
   return valueForKey(splitmix64(seed ^ fnv1a64(name)), index, kind, a, b);
@@ -368,37 +391,14 @@ static std::string instructionLabel(const plan::Instruction &inst) {
   if (inst.has_kernel())
     return inst.kernel().kind();
   const plan::Collective &c = inst.collective();
-  std::string name;
-  switch (c.kind()) {
-  case plan::Collective::ALL_REDUCE:
-    name = "all_reduce";
-    break;
-  case plan::Collective::ALL_GATHER:
-    name = "all_gather";
-    break;
-  case plan::Collective::REDUCE_SCATTER:
-    name = "reduce_scatter";
-    break;
-  case plan::Collective::ALL_TO_ALL:
-    name = "all_to_all";
-    break;
-  case plan::Collective::SLICE:
-    name = "slice";
-    break;
-  case plan::Collective::COLLECTIVE_PERMUTE:
-    name = "collective_permute";
-    break;
-  case plan::Collective::AXIS_INDEX:
-    name = "axis_index";
-    break;
-  case plan::Collective::MASK:
-    name = "mask";
-    break;
-  default:
-    name = "collective";
-    break;
-  }
+  std::string name = collectiveKindName(c.kind());
   return c.bucket() > 0 ? name + " (bucket)" : name;
+}
+
+static ReduceOp toReduceOp(int op) {
+  return op == plan::MAX   ? ReduceOp::Max
+         : op == plan::MIN ? ReduceOp::Min
+                           : ReduceOp::Sum;
 }
 
 /// Moves dimension `d` of `shape` to the front: the permutation and the
@@ -426,9 +426,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
   TensorView in = views[c.input()], out = views[c.output()];
   std::vector<int> ranks = group(c.axes());
   int64_t g = ranks.size();
-  ReduceOp op = c.op() == plan::MAX   ? ReduceOp::Max
-                : c.op() == plan::MIN ? ReduceOp::Min
-                                      : ReduceOp::Sum;
+  ReduceOp op = toReduceOp(c.op());
   Communicator *comm = this->comm;
   DType dtype = in.dtype;
   auto scratch = [&](const std::vector<int64_t> &shape) {
@@ -615,9 +613,7 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
              std::to_string(first) + "-" + std::to_string(end - 1) + ")";
   std::vector<int> ranks = group(head.axes());
   int64_t g = ranks.size();
-  ReduceOp op = head.op() == plan::MAX   ? ReduceOp::Max
-                : head.op() == plan::MIN ? ReduceOp::Min
-                                         : ReduceOp::Sum;
+  ReduceOp op = toReduceOp(head.op());
   DType dtype = views[head.input()].dtype;
   size_t elem = sizeOf(dtype);
   bool scatter = head.kind() == plan::Collective::REDUCE_SCATTER;

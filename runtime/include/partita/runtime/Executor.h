@@ -162,6 +162,10 @@ private:
   std::unique_ptr<Impl> pimpl;
 };
 
+/// The plan format's name for collective kind `kind` (plan.proto's
+/// Collective.Kind): "all_reduce", "all_gather", ...; "?" for an unknown one.
+const char *collectiveKindName(int kind);
+
 /// The counter-based initial value of global element `index` of parameter
 /// `name` (the plan's initializer; exposed for tests and reference code).
 double initialValue(uint64_t seed, const std::string &name, uint64_t index,
