@@ -572,16 +572,27 @@ Checkpoint readCheckpoint(const rt::PlanFile &plan, const std::string &program,
   return ck;
 }
 
+/// Arrays to write, by name (not copied).
+using NamedArrays = std::vector<std::pair<std::string, const rt::Tensor *>>;
+
+/// Writes each array as DIR/<name>.npy, creating DIR.
+void writeArrays(const std::string &dir, const NamedArrays &arrays) {
+  if (std::error_code ec = sys::fs::create_directories(dir))
+    throw rt::Error("cannot create '" + dir + "': " + ec.message());
+  for (const auto &[name, tensor] : arrays) {
+    SmallString<128> path(dir);
+    sys::path::append(path, name + ".npy");
+    writeNpy(path.str().str(), *tensor);
+  }
+}
+
 void writeCheckpoint(const std::string &dir,
                      const std::vector<std::pair<std::string, rt::Tensor>> &state,
                      int64_t steps) {
-  if (std::error_code ec = sys::fs::create_directories(dir))
-    throw rt::Error("cannot create '" + dir + "': " + ec.message());
-  for (const auto &[name, tensor] : state) {
-    SmallString<128> path(dir);
-    sys::path::append(path, name + ".npy");
-    writeNpy(path.str().str(), tensor);
-  }
+  NamedArrays arrays;
+  for (const auto &[name, tensor] : state)
+    arrays.emplace_back(name, &tensor);
+  writeArrays(dir, arrays);
   SmallString<128> info(dir);
   sys::path::append(info, "checkpoint.txt");
   std::ofstream out(info.str().str());
@@ -732,10 +743,8 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
                                      " results, its plan lists " +
                                      std::to_string(values.size()));
   std::vector<std::string> paramOf = updatedParameters(*plan, program);
-  auto writeAll = [&](const std::string &dir, bool paramsOnly) -> int {
-    if (std::error_code ec = sys::fs::create_directories(dir))
-      return reportError(kCommand,
-                         "cannot create '" + dir + "': " + ec.message());
+  auto writeAll = [&](const std::string &dir, bool paramsOnly) {
+    NamedArrays arrays;
     for (size_t i = 0; i < values.size(); ++i) {
       if (paramsOnly && paramOf[i].empty())
         continue;
@@ -743,18 +752,14 @@ int runTraining(std::shared_ptr<const rt::PlanFile> plan,
                          : !values[i].replaces.empty() ? values[i].replaces
                          : values[i].name.empty() ? "result" + std::to_string(i)
                                                   : values[i].name;
-      SmallString<128> path(dir);
-      sys::path::append(path, name + ".npy");
-      writeNpy(path.str().str(), run.finalResults[i]);
+      arrays.emplace_back(name, &run.finalResults[i]);
     }
-    return 0;
+    writeArrays(dir, arrays);
   };
   if (!saveParamsArg.empty())
-    if (int rc = writeAll(saveParamsArg, /*paramsOnly=*/true))
-      return rc;
+    writeAll(saveParamsArg, /*paramsOnly=*/true);
   if (!outputsArg.empty())
-    if (int rc = writeAll(outputsArg, /*paramsOnly=*/false))
-      return rc;
+    writeAll(outputsArg, /*paramsOnly=*/false);
   bool finite =
       llvm::all_of(run.losses, [](double l) { return std::isfinite(l); });
   if (!finite) {
