@@ -94,60 +94,52 @@ int64_t operandBytes(Operation *op) {
 /// moves each bucket's members together before its last member and tags
 /// them `dist.bucket`, numbered in program order.
 void bucketInBlock(Block &block, int64_t capBytes) {
-  struct Open {
+  struct Bucket {
     BucketKey key;
     SmallVector<Operation *> members;
     int64_t bytes = 0;
+    bool open = true;
   };
-  // One open bucket per key: reductions of other axes (a tensor-parallel
-  // backward's activation gradients) interleave without closing it.
-  SmallVector<Open> open;
-  SmallVector<SmallVector<Operation *>> buckets;
-  llvm::DenseMap<Operation *, size_t> openIndexOf; // member -> open[] slot
-  auto close = [&](size_t slot) {
-    for (Operation *member : open[slot].members)
-      openIndexOf.erase(member);
-    buckets.push_back(std::move(open[slot].members));
-    open.erase(open.begin() + slot);
-    for (auto &entry : openIndexOf)
-      if (entry.second > slot)
-        --entry.second;
-  };
+  // At most one open bucket per key: reductions of other axes (a
+  // tensor-parallel backward's activation gradients) interleave without
+  // closing it.
+  SmallVector<Bucket> buckets;
+  llvm::DenseMap<Operation *, size_t> bucketOf; // member -> buckets[] index
   for (Operation &op : block) {
     // Reading a member's result must come after the bucket has run.
     for (Value v : op.getOperands()) {
-      auto it = openIndexOf.find(v.getDefiningOp());
-      if (it != openIndexOf.end())
-        close(it->second);
+      auto it = bucketOf.find(v.getDefiningOp());
+      if (it != bucketOf.end())
+        buckets[it->second].open = false;
     }
     if (!isGradientReduction(&op))
       continue;
     BucketKey key = keyOf(&op);
     int64_t bytes = operandBytes(&op);
-    auto slot = llvm::find_if(open, [&](const Open &o) { return o.key == key; });
-    if (slot != open.end() && slot->bytes + bytes > capBytes) {
-      close(slot - open.begin());
-      slot = open.end();
+    auto *bucket = llvm::find_if(
+        buckets, [&](const Bucket &b) { return b.open && b.key == key; });
+    if (bucket != buckets.end() && bucket->bytes + bytes > capBytes) {
+      bucket->open = false;
+      bucket = buckets.end();
     }
-    if (slot == open.end()) {
-      open.push_back({key, {}, 0});
-      slot = open.end() - 1;
+    if (bucket == buckets.end()) {
+      buckets.push_back({key, {}, 0, true});
+      bucket = buckets.end() - 1;
     }
-    slot->members.push_back(&op);
-    slot->bytes += bytes;
-    openIndexOf[&op] = slot - open.begin();
+    bucket->members.push_back(&op);
+    bucket->bytes += bytes;
+    bucketOf[&op] = bucket - buckets.begin();
   }
-  while (!open.empty())
-    close(0);
-  llvm::sort(buckets, [](const auto &a, const auto &b) {
-    return a.back()->isBeforeInBlock(b.back());
+  // Numbered in program order of their last members.
+  llvm::sort(buckets, [](const Bucket &a, const Bucket &b) {
+    return a.members.back()->isBeforeInBlock(b.members.back());
   });
   MLIRContext *ctx = block.getParentOp()->getContext();
   int64_t id = 0;
-  for (SmallVector<Operation *> &bucket : buckets) {
-    Operation *last = bucket.back();
+  for (Bucket &bucket : buckets) {
+    Operation *last = bucket.members.back();
     IntegerAttr attr = IntegerAttr::get(IntegerType::get(ctx, 64), ++id);
-    for (Operation *member : bucket) {
+    for (Operation *member : bucket.members) {
       if (member != last)
         member->moveBefore(last);
       member->setAttr(dist::DistDialect::kBucketAttrName, attr);
