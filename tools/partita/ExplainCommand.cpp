@@ -419,10 +419,8 @@ int runExplain() {
     if (c.kind() != plan::Collective::AXIS_INDEX && c.input() >= 0 &&
         c.input() < program->buffers().size())
       bytes = localBytes(program->buffers(c.input()));
-    // slice and axis_index move nothing between devices.
-    bool local = c.kind() == plan::Collective::SLICE ||
-                 c.kind() == plan::Collective::AXIS_INDEX ||
-                 c.kind() == plan::Collective::MASK;
+    // slice, mask and axis_index move nothing between devices.
+    bool local = !rt::collectiveCommunicates(c.kind());
     if (!local) {
       ++collectives;
       collectiveBytes += bytes;

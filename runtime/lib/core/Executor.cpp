@@ -181,6 +181,11 @@ const char *collectiveKindName(int kind) {
   }
 }
 
+bool collectiveCommunicates(int kind) {
+  return kind != plan::Collective::SLICE && kind != plan::Collective::MASK &&
+         kind != plan::Collective::AXIS_INDEX;
+}
+
 double initialValue(uint64_t seed, const std::string &name, uint64_t index,
                     int kind, double a, double b) {
   return valueForKey(splitmix64(seed ^ fnv1a64(name)), index, kind, a, b);
@@ -772,11 +777,6 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   // The pending buckets' outputs not read yet: the first instruction that
   // reads one unpacks the bucket first.
   std::map<int64_t, Impl::Bucket *> bucketOfOutput;
-  auto communicates = [](const plan::Collective &c) {
-    return c.kind() != plan::Collective::SLICE &&
-           c.kind() != plan::Collective::MASK &&
-           c.kind() != plan::Collective::AXIS_INDEX;
-  };
   Impl *impl = &s;
   // Appends instruction i's step: it first finishes every bucket whose
   // output it is the first to read.
@@ -851,7 +851,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       step = s.compileCollective(c);
       if (c.kind() != plan::Collective::AXIS_INDEX)
         reads.push_back(c.input());
-      drains = communicates(c);
+      drains = collectiveCommunicates(c.kind());
     }
     addStep(i, reads, step, drains);
     ++i;

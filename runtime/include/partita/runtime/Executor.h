@@ -166,6 +166,10 @@ private:
 /// Collective.Kind): "all_reduce", "all_gather", ...; "?" for an unknown one.
 const char *collectiveKindName(int kind);
 
+/// Whether collective kind `kind` moves data between devices (slice, mask
+/// and axis_index are local).
+bool collectiveCommunicates(int kind);
+
 /// The counter-based initial value of global element `index` of parameter
 /// `name` (the plan's initializer; exposed for tests and reference code).
 double initialValue(uint64_t seed, const std::string &name, uint64_t index,
