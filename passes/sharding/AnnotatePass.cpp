@@ -12,6 +12,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <iterator>
+
 namespace partita::sharding {
 #define GEN_PASS_DEF_DISTANNOTATE
 #include "passes/sharding/Passes.h.inc"
@@ -131,23 +133,20 @@ private:
     if (recipe.needsContextAxis() && failed(need(contextAxis, "context-axis")))
       return failure();
     // Two roles of one strategy need two axes.
-    std::pair<bool, StringRef> roles[] = {
-        {recipe.needsDataAxis(), "data-axis"},
-        {recipe.needsTensorAxis(), "tensor-axis"},
-        {recipe.needsContextAxis(), "context-axis"}};
-    auto axisOf = [&](StringRef option) -> StringRef {
-      return option == "data-axis"     ? StringRef(dataAxis)
-             : option == "tensor-axis" ? StringRef(tensorAxis)
-                                       : StringRef(contextAxis);
-    };
-    for (size_t i = 0; i < 3; ++i)
-      for (size_t j = i + 1; j < 3; ++j)
-        if (roles[i].first && roles[j].first &&
-            axisOf(roles[i].second) == axisOf(roles[j].second)) {
+    struct Role {
+      bool needed;
+      StringRef option, axis;
+    } roles[] = {{recipe.needsDataAxis(), "data-axis", dataAxis},
+                 {recipe.needsTensorAxis(), "tensor-axis", tensorAxis},
+                 {recipe.needsContextAxis(), "context-axis", contextAxis}};
+    for (size_t i = 0; i < std::size(roles); ++i)
+      for (size_t j = i + 1; j < std::size(roles); ++j)
+        if (roles[i].needed && roles[j].needed &&
+            roles[i].axis == roles[j].axis) {
           meshOp.emitError()
               << "strategy '" << recipe.name << "' needs two different axes, "
-              << "but " << roles[i].second << " and " << roles[j].second
-              << " are both \"" << axisOf(roles[i].second) << "\"";
+              << "but " << roles[i].option << " and " << roles[j].option
+              << " are both \"" << roles[i].axis << "\"";
           return failure();
         }
     return success();
