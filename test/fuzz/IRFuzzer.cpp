@@ -74,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 #ifdef PARTITA_FUZZ_PASSES
   PassManager pm(&ctx);
-  if (succeeded(parsePassPipeline("builtin.module(dist-propagate)", pm)) &&
+  if (succeeded(parsePassPipeline("dist-propagate", pm)) &&
       succeeded(pm.run(*module)) && failed(verify(*module))) {
     llvm::errs() << "dist-propagate produced invalid IR\n";
     std::abort();

@@ -8,6 +8,7 @@
 #include "dialects/InitAllDialects.h"
 #include "dialects/InputLimits.h"
 #include "passes/InitAllPasses.h"
+#include "passes/Pipelines.h"
 #include "test/lib/TestPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   registerTransformsPasses();
   partita::registerAllPasses();
+  partita::registerPipelines();
   partita::test::registerTestPasses();
   DialectRegistry registry;
   partita::registerAllDialects(registry);

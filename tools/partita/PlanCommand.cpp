@@ -1,18 +1,15 @@
 //===- PlanCommand.cpp - `partita plan`: compile a model for a mesh -------===//
 //
-// Reads a model, then runs the compilation stages in order (with --train,
-// differentiate into a train step; annotate with a strategy, propagate
-// shardings, partition) and prints the module after the stage that --emit
-// names, or writes the plan. Each stage is a row in `buildStages`.
+// Reads a model, checks the flags, and runs the compiler library's stages
+// (passes/Pipelines.h: with --train, differentiate into a train step;
+// annotate with a strategy, propagate shardings, partition, lower) through
+// the one --emit names, printing the module after it or writing the plan.
+// This file owns the flags, their messages and the progress lines only.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
-#include "passes/comm/Passes.h"
-#include "passes/InitAllPasses.h"
-#include "passes/partition/Passes.h"
-#include "passes/plan/PlanLowering.h"
-#include "passes/sharding/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -22,16 +19,17 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
-#include <functional>
 #include <limits>
 
 using namespace llvm;
+using partita::CompileCallbacks;
+using partita::CompilerOptions;
+using partita::CompileStage;
 
 namespace partita::driver {
 namespace {
@@ -127,77 +125,38 @@ cl::opt<bool> printPipeline(
 constexpr StringLiteral kCommand = "plan";
 constexpr StringLiteral kMeshName = "mesh";
 
-/// One step of compilation: the passes it runs, and the --emit value that
-/// stops after it.
-struct Stage {
-  StringRef emitName;
-  std::string progress;
-  std::function<void(mlir::PassManager &)> addPasses;
-};
-
-/// The stages in order. Strategy `none` has no annotation stage of its own
-/// but still answers to --emit annotated (the module as given).
-SmallVector<Stage> buildStages(StringRef strategy, StringRef mesh,
-                               StringRef autodiffPipeline,
-                               int64_t bucketBytes) {
-  SmallVector<Stage> stages;
-  if (!autodiffPipeline.empty()) {
-    std::string pipeline = autodiffPipeline.str();
-    stages.push_back(
-        {"differentiated",
-         trainArg == "none"
-             ? std::string("differentiated into @grads")
-             : "differentiated into @train_step with " + trainArg,
-         [=](mlir::PassManager &pm) {
-           // Parsed twice (here and in checkTrainOptions, which reports):
-           // only a pipeline that parsed gets here.
-           (void)mlir::parsePassPipeline(pipeline, pm, nulls());
-         }});
+/// The progress line after `stage`.
+std::string describeStage(CompileStage stage, const CompilerOptions &options) {
+  const sharding::DistAnnotateOptions &annotate = options.annotate;
+  switch (stage) {
+  case CompileStage::Differentiated:
+    return options.autodiff.optimizer == "none"
+               ? std::string("differentiated into @grads")
+               : "differentiated into @train_step with " +
+                     options.autodiff.optimizer;
+  case CompileStage::Annotated:
+    if (annotate.strategy == "none")
+      return "kept the model's annotations";
+    return ("annotated with strategy " + annotate.strategy +
+            (annotate.mesh.empty() ? Twine("") : " on mesh " + annotate.mesh))
+               .str() +
+           (annotate.sequenceParallel ? " and sequence parallelism" : "");
+  case CompileStage::Propagated:
+    return "propagated shardings";
+  case CompileStage::Partitioned:
+    if (!options.train || !options.overlapComm)
+      return "partitioned into per-device programs";
+    return "partitioned into per-device programs, gradient reductions "
+           "issued early " +
+           (options.optimizeComm.bucketBytes
+                ? "in buckets of up to " +
+                      std::to_string(options.optimizeComm.bucketBytes) +
+                      " bytes"
+                : std::string("one per gradient"));
+  case CompileStage::Plan:
+    return "lowered to a plan";
   }
-  sharding::DistAnnotateOptions annotate;
-  annotate.strategy = strategy.str();
-  annotate.mesh = mesh.str();
-  annotate.meshName = kMeshName.str();
-  annotate.sequenceParallel = sequenceParallel;
-  stages.push_back(
-      {"annotated",
-       strategy == "none"
-           ? std::string("kept the model's annotations")
-           : ("annotated with strategy " + strategy +
-              (mesh.empty() ? Twine("") : " on mesh " + mesh))
-                 .str() +
-               (sequenceParallel ? " and sequence parallelism" : ""),
-       [=](mlir::PassManager &pm) {
-         if (strategy != "none")
-           pm.addPass(sharding::createDistAnnotate(annotate));
-       }});
-  sharding::DistPropagateOptions propagate;
-  propagate.recordOrigins = recordOrigins;
-  stages.push_back({"propagated", "propagated shardings",
-                    [=](mlir::PassManager &pm) {
-                      pm.addPass(sharding::createDistPropagate(propagate));
-                    }});
-  bool overlap = overlapComm && !autodiffPipeline.empty();
-  comm::DistOptimizeCommOptions optimizeComm;
-  optimizeComm.bucketBytes = bucketBytes;
-  std::string buckets =
-      bucketBytes ? "in buckets of up to " + std::to_string(bucketBytes) +
-                        " bytes"
-                  : "one per gradient";
-  stages.push_back({"partitioned",
-                    overlap ? "partitioned into per-device programs, "
-                              "gradient reductions issued early " +
-                                  buckets
-                            : "partitioned into per-device programs",
-                    [=](mlir::PassManager &pm) {
-                      pm.addPass(partition::createDistPartition());
-                      if (overlap)
-                        pm.addPass(
-                            comm::createDistOptimizeComm(optimizeComm));
-                    }});
-  // Lowered after the passes, with the model as read as its reference.
-  stages.push_back({"plan", "lowered to a plan", [](mlir::PassManager &) {}});
-  return stages;
+  llvm_unreachable("unknown compile stage");
 }
 
 /// Axes a strategy needs, under the names dist-annotate uses by default.
@@ -242,13 +201,14 @@ Expected<int64_t> parseByteCount(StringRef text) {
   return value * unit;
 }
 
-/// Checks the training flags and builds nn-autodiff's textual pipeline
-/// (empty without --train). Returns 1 after reporting a bad value, a flag
-/// that needs --train, or one that the chosen optimizer does not use.
-int checkTrainOptions(std::string &pipeline) {
+/// Checks the training flags and sets nn-autodiff's options in `options`
+/// (train stays off without --train). Returns 1 after reporting a bad value,
+/// a flag that needs --train, or one that the chosen optimizer does not use.
+int checkTrainOptions(CompilerOptions &options) {
+  autodiff::NNAutodiffOptions &autodiff = options.autodiff;
   struct NumberFlag {
     const cl::opt<std::string> &option;
-    StringRef passOption;
+    double &value;
     /// Optimizers the flag applies to; empty: all but none.
     SmallVector<StringRef, 2> optimizers;
     double min;
@@ -257,13 +217,13 @@ int checkTrainOptions(std::string &pipeline) {
   };
   const double inf = INFINITY;
   NumberFlag numbers[] = {
-      {lrArg, "lr", {}, 0, false, inf},
-      {momentumArg, "momentum", {"sgd"}, 0, false, inf},
-      {beta1Arg, "beta1", {"adamw"}, 0, false, 1},
-      {beta2Arg, "beta2", {"adamw"}, 0, false, 1},
-      {epsArg, "eps", {"adamw"}, 0, true, inf},
-      {weightDecayArg, "weight-decay", {}, 0, false, inf},
-      {clipNormArg, "clip-norm", {}, 0, true, inf},
+      {lrArg, autodiff.lr, {}, 0, false, inf},
+      {momentumArg, autodiff.momentum, {"sgd"}, 0, false, inf},
+      {beta1Arg, autodiff.beta1, {"adamw"}, 0, false, 1},
+      {beta2Arg, autodiff.beta2, {"adamw"}, 0, false, 1},
+      {epsArg, autodiff.eps, {"adamw"}, 0, true, inf},
+      {weightDecayArg, autodiff.weightDecay, {}, 0, false, inf},
+      {clipNormArg, autodiff.clipNorm, {}, 0, true, inf},
   };
   if (!trainArg.getNumOccurrences()) {
     for (const NumberFlag &flag : numbers)
@@ -277,7 +237,8 @@ int checkTrainOptions(std::string &pipeline) {
   if (trainArg != "adamw" && trainArg != "sgd" && trainArg != "none")
     return reportError(kCommand, "unknown --train '" + trainArg +
                                      "': expected adamw, sgd or none");
-  pipeline = "nn-autodiff{optimizer=" + trainArg;
+  options.train = true;
+  autodiff.optimizer = trainArg;
   for (const NumberFlag &flag : numbers) {
     if (!flag.option.getNumOccurrences())
       continue;
@@ -305,38 +266,16 @@ int checkTrainOptions(std::string &pipeline) {
                                        " must be " + range + ", got " +
                                        flag.option);
     }
-    pipeline += (" " + flag.passOption + "=" + StringRef(flag.option).trim())
-                    .str();
+    flag.value = value;
   }
   if (recomputeArg.getNumOccurrences()) {
     if (recomputeArg != "none" && recomputeArg != "full" &&
         recomputeArg != "selective")
       return reportError(kCommand, "unknown --recompute '" + recomputeArg +
                                        "': expected none, full or selective");
-    pipeline += " recompute=" + recomputeArg;
-  }
-  pipeline += "}";
-  // Parsing needs the pass registered; a build without it says so here,
-  // before the model is read.
-  mlir::OpPassManager probe("builtin.module");
-  std::string message;
-  raw_string_ostream os(message);
-  if (failed(mlir::parsePassPipeline(pipeline, probe, os))) {
-    // The parser's message is "<source>:1:1: error: <why>\n<pipeline>...".
-    StringRef why = StringRef(message).split('\n').first;
-    if (size_t at = why.find("error: "); at != StringRef::npos)
-      why = why.drop_front(at + 7);
-    return reportError(kCommand, "cannot build the training pipeline '" +
-                                     pipeline + "': " + why);
+    autodiff.recompute = recomputeArg;
   }
   return 0;
-}
-
-/// The function the plan runs: what nn-autodiff made, or the model's.
-StringRef stepFunction() {
-  if (!trainArg.getNumOccurrences())
-    return "forward";
-  return trainArg == "none" ? "grads" : "train_step";
 }
 
 /// Fails (after reporting) when the model's own mesh disagrees with --mesh:
@@ -367,35 +306,15 @@ bool hasModelMesh(mlir::ModuleOp module) {
   });
 }
 
-/// Writes the plan of `module`'s step function (@forward, or with --train
-/// @train_step or @grads), with `original`'s function of that name (the
-/// module before annotation: the model, differentiated with --train) as the
-/// "reference" program for `partita run --check`. Returns 1 after
-/// reporting on failure.
-int writePlan(StringRef command, mlir::ModuleOp module, mlir::ModuleOp original,
+/// Writes `plan` to `filename`. Returns 1 after reporting on failure.
+int writePlan(StringRef command, const partita::plan::Plan &plan,
               StringRef filename) {
-  plan_lowering::LowerToPlanOptions options;
-  options.function = stepFunction().str();
-  FailureOr<partita::plan::Plan> plan =
-      plan_lowering::lowerToPlan(module, options);
-  if (failed(plan))
-    return 1;
-  auto reference =
-      original.lookupSymbol<mlir::func::FuncOp>(options.function);
-  bool haveMesh = true;
-  partita::plan::Program *program = plan->add_programs();
-  if (!reference || failed(plan_lowering::lowerFunction(
-                        reference, options, *plan->mutable_mesh(), haveMesh,
-                        *program)))
-    return reportError(command, "cannot lower the model itself as the "
-                                "reference program");
-  program->set_name("reference");
   std::string message;
   std::unique_ptr<ToolOutputFile> file =
       mlir::openOutputFile(filename, &message);
   if (!file)
     return reportError(command, "cannot write '" + filename + "': " + message);
-  file->os() << plan->SerializeAsString();
+  file->os() << plan.SerializeAsString();
   file->keep();
   return 0;
 }
@@ -437,14 +356,18 @@ int runPlan() {
                        "tensor axis tp and needs --strategy megatron or "
                        "dp+megatron, not " +
                            strategyArg);
-  // nn-autodiff is found by name in the pass registry.
-  registerAllPasses();
-  std::string autodiffPipeline;
-  if (checkTrainOptions(autodiffPipeline))
+  CompilerOptions options;
+  if (checkTrainOptions(options))
     return 1;
-  int64_t bucketBytes = 25 << 20;
+  options.annotate.strategy = strategyArg;
+  options.annotate.mesh = mesh;
+  options.annotate.meshName = kMeshName.str();
+  options.annotate.sequenceParallel = sequenceParallel;
+  options.propagate.recordOrigins = recordOrigins;
+  options.overlapComm = overlapComm;
+  options.optimizeComm.bucketBytes = 25 << 20;
   if (bucketBytesArg.getNumOccurrences()) {
-    if (autodiffPipeline.empty())
+    if (!options.train)
       return reportError(kCommand, "--bucket-bytes needs --train (only "
                                    "gradient reductions are bucketed)");
     if (!overlapComm)
@@ -454,17 +377,15 @@ int runPlan() {
     if (!parsed)
       return reportError(kCommand,
                          "--bucket-bytes: " + toString(parsed.takeError()));
-    bucketBytes = *parsed;
+    options.optimizeComm.bucketBytes = *parsed;
   }
   if (!emitArg.getNumOccurrences() && StringRef(output).ends_with(".pb"))
     emitArg = "plan";
-  SmallVector<Stage> stages =
-      buildStages(strategyArg, mesh, autodiffPipeline, bucketBytes);
-  auto last = llvm::find_if(
-      stages, [](const Stage &stage) { return stage.emitName == emitArg; });
-  if (last == stages.end()) {
-    SmallVector<StringRef> names = llvm::map_to_vector(
-        stages, [](const Stage &stage) { return stage.emitName; });
+  SmallVector<CompileStage> stages = getCompileStages(options);
+  std::optional<CompileStage> last = symbolizeCompileStage(emitArg);
+  if (!last || !llvm::is_contained(stages, *last)) {
+    SmallVector<StringRef> names =
+        llvm::map_to_vector(stages, stringifyCompileStage);
     return reportError(kCommand, "unknown --emit '" + emitArg +
                                      "': expected " + join(names, " or "));
   }
@@ -496,12 +417,6 @@ int runPlan() {
   if (module->getOps<mlir::func::FuncOp>().empty())
     return reportError(kCommand, inputFile + " defines no func.func to compile");
 
-  // The reference program of a plan is the module before annotation (the
-  // model, or its train step): cloned when that stage has run.
-  mlir::OwningOpRef<mlir::ModuleOp> original;
-  if (emitArg == "plan" && autodiffPipeline.empty())
-    original = module->clone();
-
   if (strategyArg != "none") {
     if (!axes.empty() && failed(checkModelMesh(*module, axes)))
       return 1;
@@ -510,32 +425,36 @@ int runPlan() {
                                        " declares no dist.mesh @" + kMeshName);
   }
 
-  for (Stage &stage : llvm::make_range(stages.begin(), std::next(last))) {
+  CompileStage current = stages.front();
+  unsigned errorsBefore = numErrors;
+  CompileCallbacks callbacks;
+  callbacks.beforeStage = [&](CompileStage stage,
+                              const mlir::OpPassManager &pm) {
+    current = stage;
+    errorsBefore = numErrors;
     progress.start();
-    mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-    stage.addPasses(pm);
     if (printPipeline) {
-      errs() << "partita plan: " << stage.emitName << ": ";
+      errs() << "partita plan: " << stringifyCompileStage(stage) << ": ";
       pm.printAsTextualPipeline(errs());
       errs() << "\n";
     }
-    unsigned errorsBefore = numErrors;
-    if (failed(pm.run(*module))) {
-      // A pass that fails says why; only a silent failure needs a word here.
-      if (numErrors == errorsBefore)
-        return reportError(kCommand, "stopped before the module was " +
-                                         stage.emitName +
-                                         ", without a diagnostic");
-      return 1;
-    }
-    progress.done(stage.progress);
-    if (stage.emitName == "differentiated" && emitArg == "plan")
-      original = module->clone();
+  };
+  callbacks.afterStage = [&](CompileStage stage) {
+    progress.done(describeStage(stage, options));
+  };
+  partita::plan::Plan plan;
+  if (failed(compileModule(*module, options, *last, callbacks, &plan))) {
+    // A pass that fails says why; only a silent failure needs a word here.
+    if (numErrors == errorsBefore)
+      return reportError(kCommand, "stopped before the module was " +
+                                       stringifyCompileStage(current) +
+                                       ", without a diagnostic");
+    return 1;
   }
 
   progress.start();
-  if (emitArg == "plan") {
-    if (int rc = writePlan(kCommand, *module, *original, output))
+  if (*last == CompileStage::Plan) {
+    if (int rc = writePlan(kCommand, plan, output))
       return rc;
   } else if (int rc = writeModule(kCommand, module->getOperation(), output))
     return rc;

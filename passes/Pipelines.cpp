@@ -1,0 +1,329 @@
+//===- Pipelines.cpp - the compile stages and the module -> plan API ------===//
+
+#include "passes/Pipelines.h"
+
+#include "passes/plan/PlanLowering.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace partita {
+
+StringRef stringifyCompileStage(CompileStage stage) {
+  switch (stage) {
+  case CompileStage::Differentiated:
+    return "differentiated";
+  case CompileStage::Annotated:
+    return "annotated";
+  case CompileStage::Propagated:
+    return "propagated";
+  case CompileStage::Partitioned:
+    return "partitioned";
+  case CompileStage::Plan:
+    return "plan";
+  }
+  llvm_unreachable("unknown compile stage");
+}
+
+std::optional<CompileStage> symbolizeCompileStage(StringRef name) {
+  for (CompileStage stage :
+       {CompileStage::Differentiated, CompileStage::Annotated,
+        CompileStage::Propagated, CompileStage::Partitioned,
+        CompileStage::Plan})
+    if (stringifyCompileStage(stage) == name)
+      return stage;
+  return std::nullopt;
+}
+
+SmallVector<CompileStage> getCompileStages(const CompilerOptions &options) {
+  SmallVector<CompileStage> stages;
+  if (options.train)
+    stages.push_back(CompileStage::Differentiated);
+  stages.append({CompileStage::Annotated, CompileStage::Propagated,
+                 CompileStage::Partitioned, CompileStage::Plan});
+  return stages;
+}
+
+StringRef getStepFunctionName(const CompilerOptions &options) {
+  if (!options.train)
+    return "forward";
+  return options.autodiff.optimizer == "none" ? "grads" : "train_step";
+}
+
+void buildTrainStepPassPipeline(OpPassManager &pm,
+                                const CompilerOptions &options) {
+  pm.addPass(autodiff::createNNAutodiff(options.autodiff));
+}
+
+void buildAnnotatePassPipeline(OpPassManager &pm,
+                               const CompilerOptions &options) {
+  if (options.annotate.strategy != "none")
+    pm.addPass(sharding::createDistAnnotate(options.annotate));
+}
+
+void buildPropagatePassPipeline(OpPassManager &pm,
+                                const CompilerOptions &options) {
+  pm.addPass(sharding::createDistPropagate(options.propagate));
+}
+
+void buildPartitionPassPipeline(OpPassManager &pm,
+                                const CompilerOptions &options) {
+  pm.addPass(partition::createDistPartition(options.partition));
+}
+
+void buildOptimizeCommPassPipeline(OpPassManager &pm,
+                                   const CompilerOptions &options) {
+  // Only gradient reductions are moved; a forward program has none.
+  if (options.train && options.overlapComm)
+    pm.addPass(comm::createDistOptimizeComm(options.optimizeComm));
+}
+
+void buildStagePassPipeline(OpPassManager &pm, CompileStage stage,
+                            const CompilerOptions &options) {
+  switch (stage) {
+  case CompileStage::Differentiated:
+    buildTrainStepPassPipeline(pm, options);
+    return;
+  case CompileStage::Annotated:
+    buildAnnotatePassPipeline(pm, options);
+    return;
+  case CompileStage::Propagated:
+    buildPropagatePassPipeline(pm, options);
+    return;
+  case CompileStage::Partitioned:
+    buildPartitionPassPipeline(pm, options);
+    buildOptimizeCommPassPipeline(pm, options);
+    return;
+  case CompileStage::Plan:
+    return;
+  }
+}
+
+void buildCompilePassPipeline(OpPassManager &pm, const CompilerOptions &options,
+                              CompileStage last) {
+  for (CompileStage stage : getCompileStages(options)) {
+    buildStagePassPipeline(pm, stage, options);
+    if (stage == last)
+      return;
+  }
+}
+
+/// Lowers the step function of `module` to `plan`, with `reference`'s
+/// function of the same name as program "reference".
+static LogicalResult lowerWithReference(ModuleOp module, ModuleOp reference,
+                                        const CompilerOptions &options,
+                                        partita::plan::Plan &plan) {
+  plan_lowering::LowerToPlanOptions lowering;
+  lowering.function = getStepFunctionName(options).str();
+  lowering.seed = options.seed;
+  lowering.initStd = options.initStd;
+  FailureOr<partita::plan::Plan> lowered =
+      plan_lowering::lowerToPlan(module, lowering);
+  if (failed(lowered))
+    return failure();
+  plan = std::move(*lowered);
+  auto func = reference.lookupSymbol<func::FuncOp>(lowering.function);
+  bool haveMesh = true;
+  partita::plan::Program *program = plan.add_programs();
+  if (!func || failed(plan_lowering::lowerFunction(
+                   func, lowering, *plan.mutable_mesh(), haveMesh, *program)))
+    return emitError(module.getLoc(), "cannot lower the model itself as the "
+                                      "reference program");
+  program->set_name("reference");
+  return success();
+}
+
+LogicalResult compileModule(ModuleOp module, const CompilerOptions &options,
+                            CompileStage last,
+                            const CompileCallbacks &callbacks,
+                            partita::plan::Plan *plan) {
+  assert((last != CompileStage::Plan || plan) &&
+         "compiling to a plan needs a plan to fill");
+  // The reference program is the module before annotation: the model, or
+  // its train step.
+  OwningOpRef<ModuleOp> reference;
+  if (last == CompileStage::Plan && !options.train)
+    reference = module.clone();
+  for (CompileStage stage : getCompileStages(options)) {
+    PassManager pm(module.getContext(), ModuleOp::getOperationName());
+    buildStagePassPipeline(pm, stage, options);
+    if (callbacks.beforeStage)
+      callbacks.beforeStage(stage, pm);
+    if (failed(pm.run(module)))
+      return failure();
+    if (stage == CompileStage::Plan &&
+        failed(lowerWithReference(module, *reference, options, *plan)))
+      return failure();
+    if (callbacks.afterStage)
+      callbacks.afterStage(stage);
+    if (stage == CompileStage::Differentiated && last == CompileStage::Plan)
+      reference = module.clone();
+    if (stage == last)
+      return success();
+  }
+  return success();
+}
+
+FailureOr<partita::plan::Plan> compileToPlan(ModuleOp module,
+                                             const CompilerOptions &options,
+                                             const CompileCallbacks &callbacks) {
+  partita::plan::Plan plan;
+  if (failed(compileModule(module, options, CompileStage::Plan, callbacks,
+                           &plan)))
+    return failure();
+  return plan;
+}
+
+FailureOr<OpPassManager> parseModulePipeline(StringRef text,
+                                             raw_ostream &errorStream) {
+  FailureOr<OpPassManager> pm = parsePassPipeline(text, errorStream);
+  if (failed(pm))
+    return failure();
+  if (pm->getOpAnchorName() != ModuleOp::getOperationName()) {
+    errorStream << "expected a pipeline anchored on builtin.module, got '"
+                << pm->getOpAnchorName() << "'\n";
+    return failure();
+  }
+  return pm;
+}
+
+namespace {
+/// CompilerOptions as textual pipeline options, for partita-opt's
+/// --partita-*-pipeline=... (each pipeline reads the options of its stages).
+struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
+  // Defaults come from the passes' own option structs.
+  autodiff::NNAutodiffOptions autodiffDefaults;
+  sharding::DistAnnotateOptions annotateDefaults;
+  comm::DistOptimizeCommOptions commDefaults;
+  partition::DistPartitionOptions partitionDefaults;
+
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("partita-compile-pipeline: differentiate "
+                                    "@forward into a train step first"),
+                     llvm::cl::init(false)};
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("Train step update rule: adamw, sgd, or none (@grads)"),
+      llvm::cl::init(autodiffDefaults.optimizer)};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(autodiffDefaults.lr)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(autodiffDefaults.momentum)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+                       llvm::cl::init(autodiffDefaults.beta1)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+                       llvm::cl::init(autodiffDefaults.beta2)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
+                     llvm::cl::init(autodiffDefaults.eps)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("Weight decay"),
+                             llvm::cl::init(autodiffDefaults.weightDecay)};
+  Option<double> clipNorm{*this, "clip-norm",
+                          llvm::cl::desc("Gradient clipping norm (0: off)"),
+                          llvm::cl::init(autodiffDefaults.clipNorm)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recomputation: none, full or selective"),
+      llvm::cl::init(autodiffDefaults.recompute)};
+  Option<std::string> strategy{
+      *this, "strategy",
+      llvm::cl::desc("dist-annotate's strategy, or none (keep the module's "
+                     "annotations)"),
+      llvm::cl::init(std::string("none"))};
+  Option<std::string> mesh{*this, "mesh",
+                           llvm::cl::desc("Mesh for the strategy, e.g. "
+                                          "dp=2,tp=2 (default: the module's)"),
+                           llvm::cl::init(annotateDefaults.mesh)};
+  Option<std::string> meshName{*this, "mesh-name",
+                               llvm::cl::desc("Symbol of the mesh"),
+                               llvm::cl::init(annotateDefaults.meshName)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("With megatron: Megatron sequence parallelism"),
+      llvm::cl::init(annotateDefaults.sequenceParallel)};
+  Option<bool> recordOrigins{
+      *this, "record-origins",
+      llvm::cl::desc("Attach dist.origin to every propagated value"),
+      llvm::cl::init(false)};
+  Option<bool> overlapComm{
+      *this, "overlap-comm",
+      llvm::cl::desc("With train: bucket gradient reductions and issue them "
+                     "early (dist-optimize-comm)"),
+      llvm::cl::init(true)};
+  Option<int64_t> bucketBytes{*this, "bucket-bytes",
+                              llvm::cl::desc("Cap on a gradient bucket's "
+                                             "bytes per device"),
+                              llvm::cl::init(commDefaults.bucketBytes)};
+
+  CompilerOptions toCompilerOptions() const {
+    CompilerOptions options;
+    options.train = train;
+    options.autodiff.optimizer = optimizer;
+    options.autodiff.lr = lr;
+    options.autodiff.momentum = momentum;
+    options.autodiff.beta1 = beta1;
+    options.autodiff.beta2 = beta2;
+    options.autodiff.eps = eps;
+    options.autodiff.weightDecay = weightDecay;
+    options.autodiff.clipNorm = clipNorm;
+    options.autodiff.recompute = recompute;
+    options.annotate.strategy = strategy;
+    options.annotate.mesh = mesh;
+    options.annotate.meshName = meshName;
+    options.annotate.sequenceParallel = sequenceParallel;
+    options.propagate.recordOrigins = recordOrigins;
+    options.overlapComm = overlapComm;
+    options.optimizeComm.bucketBytes = bucketBytes;
+    return options;
+  }
+};
+
+template <void (*build)(OpPassManager &, const CompilerOptions &)>
+void buildFromCL(OpPassManager &pm, const PipelineCLOptions &options) {
+  build(pm, options.toCompilerOptions());
+}
+
+void buildCompileFromCL(OpPassManager &pm, const PipelineCLOptions &options) {
+  buildCompilePassPipeline(pm, options.toCompilerOptions());
+}
+
+void buildPartitionStageFromCL(OpPassManager &pm,
+                               const PipelineCLOptions &options) {
+  buildStagePassPipeline(pm, CompileStage::Partitioned,
+                         options.toCompilerOptions());
+}
+} // namespace
+
+void registerPipelines() {
+  PassPipelineRegistration<PipelineCLOptions>(
+      "partita-train-step-pipeline",
+      "Stage 'differentiated': @forward (nn ops, scalar loss) -> @train_step "
+      "or @grads (nn-autodiff)",
+      buildFromCL<buildTrainStepPassPipeline>);
+  PassPipelineRegistration<PipelineCLOptions>(
+      "partita-annotate-pipeline",
+      "Stage 'annotated': shardings of a strategy on the step function's "
+      "arguments (dist-annotate; nothing for strategy none)",
+      buildFromCL<buildAnnotatePassPipeline>);
+  PassPipelineRegistration<PipelineCLOptions>(
+      "partita-propagate-pipeline",
+      "Stage 'propagated': partly annotated -> every value sharded "
+      "(dist-propagate)",
+      buildFromCL<buildPropagatePassPipeline>);
+  PassPipelineRegistration<PipelineCLOptions>(
+      "partita-partition-pipeline",
+      "Stage 'partitioned': sharded global program -> per-device programs "
+      "with collectives (dist-partition, then with train dist-optimize-comm)",
+      buildPartitionStageFromCL);
+  PassPipelineRegistration<PipelineCLOptions>(
+      "partita-compile-pipeline",
+      "Every stage through 'partitioned', as partita plan --emit partitioned "
+      "runs them",
+      buildCompileFromCL);
+}
+
+} // namespace partita
