@@ -13,13 +13,15 @@
 //     their first backward reader.
 //  4. Clipping by global norm and the optimizer ("update").
 // Known limits: the forward is one block of single-result ops; a layer is
-// recognized by its ops' NameLoc ("layers.<i>."), as `partita model` names
-// them; clipping needs every parameter of one element type.
+// the ops declaring one nn.layer index (as `partita model` writes them),
+// ops without one are never recomputed; clipping needs every parameter of
+// one element type.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/autodiff/Autodiff.h"
 
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/Interfaces/VJPInterface.h"
 
@@ -41,8 +43,6 @@ using namespace mlir;
 namespace partita::autodiff {
 namespace {
 
-constexpr StringLiteral kGradKind = "nn.grad_kind";
-
 bool isFloatTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && isa<FloatType>(tensor.getElementType());
@@ -61,28 +61,13 @@ struct Collector : public OpBuilder::Listener {
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     ops.push_back(op);
   }
-  void tag(StringRef kind) {
+  void tag(nn::GradKind kind) {
     for (Operation *op : ops)
-      op->setAttr(kGradKind, StringAttr::get(op->getContext(), kind));
+      nn::setGradKind(op, kind);
     ops.clear();
   }
   SmallVector<Operation *> ops;
 };
-
-/// "layers.3" for a location named "layers.3.attn.q", else "".
-StringRef layerOf(Location loc) {
-  auto name = dyn_cast<NameLoc>(loc);
-  if (!name)
-    return "";
-  StringRef text = name.getName().getValue();
-  if (!text.starts_with("layers."))
-    return "";
-  size_t end = text.find('.', strlen("layers."));
-  StringRef index = text.slice(strlen("layers."), end);
-  if (index.empty() || !llvm::all_of(index, llvm::isDigit))
-    return "";
-  return text.take_front(strlen("layers.") + index.size());
-}
 
 /// "-0.5", "1e-08", "inf": options read back as the user wrote them.
 std::string formatNumber(double value) {
@@ -174,8 +159,8 @@ LogicalResult Differentiator::checkForward() {
     return forward.emitError(
         "nn-autodiff: @forward must have a body of one block");
   for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
-    auto param = forward.getArgAttrOfType<StringAttr>(i, "nn.param");
-    auto input = forward.getArgAttrOfType<StringAttr>(i, "nn.input");
+    StringAttr param = nn::paramAttr.getArg(forward, i);
+    StringAttr input = nn::inputAttr.getArg(forward, i);
     Type type = forward.getArgument(i).getType();
     if (param) {
       if (!isFloatTensor(type))
@@ -200,7 +185,7 @@ LogicalResult Differentiator::checkForward() {
         "nn-autodiff: @forward has no parameter (nn.param) to train");
   std::optional<unsigned> lossResult;
   for (unsigned i = 0, e = forward.getNumResults(); i < e; ++i) {
-    auto output = forward.getResultAttrOfType<StringAttr>(i, "nn.output");
+    StringAttr output = nn::outputAttr.getResult(forward, i);
     if (!output || output.getValue() != "loss")
       continue;
     if (lossResult)
@@ -235,10 +220,10 @@ void Differentiator::createFunction() {
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<Location> argLocs;
-  auto addArg = [&](Type type, StringRef attr, StringRef name, Location loc) {
+  auto addArg = [&](Type type, const nn::NameAttrDecl &attr, StringRef name,
+                    Location loc) {
     argTypes.push_back(type);
-    argAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(attr, b.getStringAttr(name))));
+    argAttrs.push_back(b.getDictionaryAttr(attr.get(b.getContext(), name)));
     argLocs.push_back(loc);
   };
   // Parameters and inputs keep all their attributes (annotations too).
@@ -259,12 +244,12 @@ void Differentiator::createFunction() {
         suffixes = {"momentum"};
       for (StringRef suffix : suffixes) {
         std::string name = (param.name.getValue() + "." + suffix).str();
-        addArg(param.type, "nn.state", name, nameLoc(name));
+        addArg(param.type, nn::stateAttr, name, nameLoc(name));
         stateNames.push_back(name);
       }
     }
     if (options.optimizer == Optimizer::AdamW) {
-      addArg(RankedTensorType::get({}, b.getF32Type()), "nn.state", "step",
+      addArg(RankedTensorType::get({}, b.getF32Type()), nn::stateAttr, "step",
              nameLoc("step"));
       stateNames.push_back("step");
     }
@@ -338,7 +323,7 @@ void Differentiator::computeActivity() {
 LogicalResult Differentiator::sweep() {
   b.setListener(&collector);
   cotangents[loss] = splat(b, loss.getLoc(), loss.getType(), 1.0);
-  collector.tag("B");
+  collector.tag(nn::GradKind::Input);
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (llvm::none_of(op->getResults(),
                       [&](Value v) { return cotangents.contains(v); }))
@@ -353,14 +338,16 @@ LogicalResult Differentiator::sweep() {
       Value cotangent = cotangents.lookup(result);
       if (!cotangent) {
         cotangent = splat(b, op->getLoc(), result.getType(), 0.0);
-        collector.tag("B");
+        collector.tag(nn::GradKind::Input);
       }
       resultCotangents.push_back(cotangent);
     }
     for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
       if (!active.contains(operand))
         continue;
-      StringRef kind = dependsOnInput.contains(operand) ? "B" : "W";
+      nn::GradKind kind = dependsOnInput.contains(operand)
+                              ? nn::GradKind::Input
+                              : nn::GradKind::Weight;
       FailureOr<Value> cotangent =
           vjp.buildOperandCotangent(b, index, resultCotangents);
       if (failed(cotangent))
@@ -381,7 +368,7 @@ LogicalResult Differentiator::sweep() {
     Value grad = cotangents.lookup(arg);
     if (!grad) {
       grad = splat(b, arg.getLoc(), arg.getType(), 0.0);
-      collector.tag("W");
+      collector.tag(nn::GradKind::Weight);
     }
     grads.push_back(grad);
   }
@@ -392,12 +379,11 @@ LogicalResult Differentiator::sweep() {
 void Differentiator::recompute() {
   if (options.recompute == Recompute::None)
     return;
-  llvm::MapVector<StringRef, SmallVector<Operation *>> layers;
-  for (Operation *op : forwardOps) {
-    StringRef layer = layerOf(op->getLoc());
-    if (!layer.empty())
-      layers[layer].push_back(op);
-  }
+  // Layers as the model builder declared them (nn.layer), in order.
+  llvm::MapVector<int64_t, SmallVector<Operation *>> layers;
+  for (Operation *op : forwardOps)
+    if (std::optional<int64_t> layer = nn::getLayerIndex(op))
+      layers[*layer].push_back(op);
   for (auto &[layer, ops] : layers) {
     // What the backward may recompute: ops of the layer whose results no
     // forward op of another layer reads (the layer's outputs are kept).
@@ -407,7 +393,7 @@ void Differentiator::recompute() {
           !isa<nn::AttentionOp>(op))
         continue;
       bool escapes = llvm::any_of(op->getUsers(), [&](Operation *user) {
-        return forwardSet.contains(user) && layerOf(user->getLoc()) != layer;
+        return forwardSet.contains(user) && nn::getLayerIndex(user) != layer;
       });
       if (!escapes && op->getNumRegions() == 0)
         candidates.insert(op);
@@ -439,8 +425,8 @@ void Differentiator::recompute() {
       if (!needed.contains(op))
         continue;
       Operation *clone = b.clone(*op, mapping);
-      clone->setAttr(kGradKind, b.getStringAttr("B"));
-      clone->setAttr("nn.recompute", b.getUnitAttr());
+      nn::setGradKind(clone, nn::GradKind::Input);
+      nn::setRecomputed(clone);
       clones.insert(clone);
     }
     for (Operation *op : candidates) {
@@ -483,7 +469,7 @@ void Differentiator::clip() {
                                          ArrayRef<int64_t>{});
     grad = nn::MulOp::create(b, loc, grad.getType(), grad, wide);
   }
-  collector.tag("update");
+  collector.tag(nn::GradKind::Update);
   b.setListener(nullptr);
 }
 
@@ -493,15 +479,15 @@ void Differentiator::finish() {
   b.setListener(&collector);
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
-  auto named = [&](StringRef attr, StringRef name) {
-    return b.getDictionaryAttr(b.getNamedAttr(attr, b.getStringAttr(name)));
+  auto named = [&](const nn::NameAttrDecl &attr, StringRef name) {
+    return b.getDictionaryAttr(attr.get(b.getContext(), name));
   };
   if (options.optimizer == Optimizer::None) {
     results.push_back(loss);
-    resultAttrs.push_back(named("nn.output", "loss"));
+    resultAttrs.push_back(named(nn::outputAttr, "loss"));
     for (auto [param, grad] : llvm::zip(params, grads)) {
       results.push_back(grad);
-      resultAttrs.push_back(named("nn.grad", param.name.getValue()));
+      resultAttrs.push_back(named(nn::gradAttr, param.name.getValue()));
     }
   } else {
     auto f64 = [&](double value) { return b.getF64FloatAttr(value); };
@@ -545,14 +531,14 @@ void Differentiator::finish() {
     if (step)
       newState.push_back(step);
     for (const Param &param : params)
-      resultAttrs.push_back(named("nn.param", param.name.getValue()));
+      resultAttrs.push_back(named(nn::paramAttr, param.name.getValue()));
     for (StringRef name : stateNames)
-      resultAttrs.push_back(named("nn.state", name));
+      resultAttrs.push_back(named(nn::stateAttr, name));
     llvm::append_range(results, newState);
     results.push_back(loss);
-    resultAttrs.push_back(named("nn.output", "loss"));
+    resultAttrs.push_back(named(nn::outputAttr, "loss"));
   }
-  collector.tag("update");
+  collector.tag(nn::GradKind::Update);
   b.setListener(nullptr);
   func::ReturnOp::create(b, forward.getBody().front().getTerminator()->getLoc(),
                          results);
@@ -576,17 +562,22 @@ FailureOr<AutodiffStats> Differentiator::run() {
   forward.erase();
   AutodiffStats stats;
   function.walk([&](Operation *op) {
-    if (op->hasAttr("nn.recompute"))
+    if (nn::isRecomputed(op))
       ++stats.recomputedOps;
-    auto kind = op->getAttrOfType<StringAttr>(kGradKind);
+    std::optional<nn::GradKind> kind = nn::getGradKind(op);
     if (!kind)
       return;
-    if (kind.getValue() == "B")
+    switch (*kind) {
+    case nn::GradKind::Input:
       ++stats.inputGradientOps;
-    else if (kind.getValue() == "W")
+      break;
+    case nn::GradKind::Weight:
       ++stats.weightGradientOps;
-    else
+      break;
+    case nn::GradKind::Update:
       ++stats.updateOps;
+      break;
+    }
   });
   return stats;
 }

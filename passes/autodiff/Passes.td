@@ -36,16 +36,14 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
     c / max(norm + 1e-6, c), norm = sqrt(sum over the gradients of
     reduce-sum(g * g)), all built from nn ops.
 
-    With `recompute=full`, each layer's forward ops (values named
-    `layers.<i>....`, as `partita model` names them) that the backward
+    With `recompute=full`, each layer's forward ops (the ops carrying one
+    `nn.layer = <i>` index, which `partita model` writes on every op of a
+    repeated block; names and locations play no part) that the backward
     needs are cloned into the backward, before the first backward op that
     reads one, so the forward's activations of the layer die in the
     forward; `selective` recomputes only the attention core
-    (`nn.attention`). Clones carry `nn.grad_kind = "B"` and `nn.recompute`.
-    The layer names are locations: `partita plan` reads a model's
-    `%layers.0.attn.q` as NameLoc("layers.0.attn.q"); `partita-opt` keeps
-    only explicit `loc("layers.0....")` locations, so without them nothing
-    is recomputed.
+    (`nn.attention`). Clones keep `nn.layer` and carry `nn.grad_kind = "B"`
+    and `nn.recompute`. Ops without `nn.layer` are never recomputed.
 
     Afterwards, with `optimizer=adamw` or `sgd`, `@forward` is replaced by
     ```mlir

@@ -10,6 +10,7 @@
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -29,8 +30,8 @@ bool isGradient(Value value) {
   Operation *def = value.getDefiningOp();
   if (!def)
     return false;
-  auto kind = def->getAttrOfType<StringAttr>("nn.grad_kind");
-  return kind && (kind.getValue() == "B" || kind.getValue() == "W");
+  std::optional<nn::GradKind> kind = nn::getGradKind(def);
+  return kind == nn::GradKind::Input || kind == nn::GradKind::Weight;
 }
 
 bool isGradientReduction(Operation *op) {

@@ -50,6 +50,7 @@
 #include "passes/partition/Partitioner.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "passes/partition/CollectiveLowerings.h"
 #include "passes/partition/Padding.h"
@@ -863,11 +864,10 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     // cross_entropy_grad divides by the number of label positions; with the
     // tokens split, each shard must still divide by the global (real,
     // unpadded) count, which the kernel reads from nn.mean_count.
-    if (isa<nn::CrossEntropyGradOp>(op) && !op->hasAttr("nn.mean_count")) {
+    if (isa<nn::CrossEntropyGradOp>(op) && !nn::getMeanCount(op)) {
       Value labels = op->getOperand(1);
       RankedTensorType real = padding.realType(labels);
-      clone->setAttr("nn.mean_count",
-                     builder.getI64IntegerAttr(real.getNumElements()));
+      nn::setMeanCount(clone, real.getNumElements());
     }
     // A safety net: a rule that promises more than the op's verifier accepts
     // on local types is a diagnostic, never wrong IR.

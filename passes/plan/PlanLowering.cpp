@@ -23,6 +23,7 @@
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -352,9 +353,9 @@ LogicalResult FunctionLowering::run() {
 
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto param = func.getArgAttrOfType<StringAttr>(i, "nn.param");
-    auto state = func.getArgAttrOfType<StringAttr>(i, "nn.state");
-    auto input = func.getArgAttrOfType<StringAttr>(i, "nn.input");
+    auto param = nn::paramAttr.getArg(func, i);
+    auto state = nn::stateAttr.getArg(func, i);
+    auto input = nn::inputAttr.getArg(func, i);
     StringAttr named = param ? param : state;
     auto emitError = [&] {
       return func.emitError()
@@ -416,11 +417,11 @@ LogicalResult FunctionLowering::lowerResult(func::ReturnOp ret,
   pb::Buffer &buffer = *program.mutable_buffers(id);
   buffer.set_last_use(program.instructions_size());
   auto emitError = [&] { return ret.emitError() << "result #" << index << " "; };
-  if (auto name = func.getResultAttrOfType<StringAttr>(index, "nn.output"))
+  if (auto name = nn::outputAttr.getResult(func, index))
     if (buffer.role() == pb::ACTIVATION)
       buffer.set_name(name.getValue().str());
-  auto param = func.getResultAttrOfType<StringAttr>(index, "nn.param");
-  auto state = func.getResultAttrOfType<StringAttr>(index, "nn.state");
+  auto param = nn::paramAttr.getResult(func, index);
+  auto state = nn::stateAttr.getResult(func, index);
   if (param && state)
     return emitError() << "has both nn.param and nn.state";
   if (StringAttr replaces = param ? param : state) {
@@ -677,8 +678,8 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
   // The token count a cross-entropy mean divides by when it is not the
   // local one (a shard of split tokens): the optional `nn.mean_count`.
   auto setMeanCount = [&](Operation *o) {
-    if (auto count = o->getAttrOfType<IntegerAttr>("nn.mean_count"))
-      attrs.set_mean_count(count.getInt());
+    if (std::optional<int64_t> count = nn::getMeanCount(o))
+      attrs.set_mean_count(*count);
   };
   std::string kind =
       llvm::TypeSwitch<Operation *, std::string>(op)
@@ -839,9 +840,9 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
              << ", which the runtime cannot (it converts f32 <-> f64, f32 "
                 "<-> f16, f32 <-> bf16, and f16 or bf16 to f64)";
   }
-  if (auto count = op->getAttrOfType<IntegerAttr>("nn.mean_count"))
-    if (count.getInt() < 1)
-      return op->emitError() << "has nn.mean_count " << count.getInt()
+  if (std::optional<int64_t> count = nn::getMeanCount(op))
+    if (*count < 1)
+      return op->emitError() << "has nn.mean_count " << *count
                              << "; a token count is at least 1";
   int64_t index = program.instructions_size();
   for (Value operand : op->getOperands()) {

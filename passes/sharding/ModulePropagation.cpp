@@ -11,6 +11,7 @@
 #include "passes/sharding/ModulePropagation.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNAttributes.h"
 #include "passes/sharding/Propagation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -212,9 +213,9 @@ LogicalResult ModulePropagator::createNodes() {
     for (auto [i, type] : llvm::enumerate(ftype.getInputs())) {
       Location loc = func.isExternal() ? func.getLoc() : func.getArgument(i).getLoc();
       std::string origin = "arg " + std::to_string(i) + " of " + fname;
-      if (auto name = func.getArgAttrOfType<StringAttr>(i, "nn.param"))
+      if (auto name = nn::paramAttr.getArg(func, i))
         origin = ("param " + name.getValue()).str();
-      else if (auto name = func.getArgAttrOfType<StringAttr>(i, "nn.input"))
+      else if (auto name = nn::inputAttr.getArg(func, i))
         origin = ("input " + name.getValue()).str();
       FailureOr<int32_t> node =
           addNode(type, func, loc, "argument #" + std::to_string(i) + " of " + fname,
@@ -227,7 +228,7 @@ LogicalResult ModulePropagator::createNodes() {
     }
     for (auto [i, type] : llvm::enumerate(ftype.getResults())) {
       std::string origin = "result " + std::to_string(i) + " of " + fname;
-      if (auto name = func.getResultAttrOfType<StringAttr>(i, "nn.output"))
+      if (auto name = nn::outputAttr.getResult(func, i))
         origin = ("output " + name.getValue()).str();
       FailureOr<int32_t> node =
           addNode(type, func, func.getLoc(),

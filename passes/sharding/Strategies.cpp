@@ -14,6 +14,7 @@
 #include "passes/sharding/Strategies.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNAttributes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -266,25 +267,19 @@ struct ArgPlan {
 static FailureOr<std::optional<ArgPlan>>
 planArgument(FunctionOpInterface func, unsigned index,
              const Strategy &strategy) {
-  Attribute param = func.getArgAttr(index, kParamAttrName);
-  Attribute input = func.getArgAttr(index, kInputAttrName);
+  // The nn dialect has checked that both are strings.
+  StringAttr param = nn::paramAttr.getArg(func, index);
+  StringAttr input = nn::inputAttr.getArg(func, index);
   if (!param && !input)
     return std::optional<ArgPlan>();
   Location loc = getArgLoc(func, index);
   if (param && input) {
     emitError(loc) << "argument #" << index << " of @" << func.getName()
-                   << " carries both " << kParamAttrName << " and "
-                   << kInputAttrName;
+                   << " carries both " << nn::paramAttr.getName() << " and "
+                   << nn::inputAttr.getName();
     return failure();
   }
-  StringLiteral attrName = param ? kParamAttrName : kInputAttrName;
-  auto name = dyn_cast<StringAttr>(param ? param : input);
-  if (!name) {
-    emitError(loc) << attrName << " of argument #" << index << " of @"
-                   << func.getName() << " must be a string, not "
-                   << (param ? param : input);
-    return failure();
-  }
+  StringAttr name = param ? param : input;
 
   ArgPlan plan;
   plan.kind = param ? "parameter" : "input";
@@ -499,15 +494,14 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
   Block &body = func.getFunctionBody().front();
   Operation *terminator = body.getTerminator();
   auto isUpdate = [](Operation *op) {
-    auto kind = op->getAttrOfType<StringAttr>(kGradKindAttrName);
-    return kind && kind.getValue() == "update";
+    return nn::getGradKind(op) == nn::GradKind::Update;
   };
   auto byPosition = [](Operation *a, Operation *b) {
     return a->isBeforeInBlock(b);
   };
 
   for (unsigned index = 0, e = func.getNumArguments(); index < e; ++index) {
-    auto name = func.getArgAttrOfType<StringAttr>(index, kParamAttrName);
+    StringAttr name = nn::paramAttr.getArg(func, index);
     if (!name)
       continue;
     auto it = layouts.find(name.getValue());
@@ -521,7 +515,7 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
     llvm::SmallPtrSet<Operation *, 8> inChain;
     SmallVector<Operation *> worklist;
     for (unsigned r = 0, n = func.getNumResults(); r < n; ++r)
-      if (func.getResultAttr(r, kParamAttrName) == name &&
+      if (nn::paramAttr.getResult(func, r) == name &&
           r < terminator->getNumOperands())
         if (Operation *def = terminator->getOperand(r).getDefiningOp())
           worklist.push_back(def);
@@ -584,11 +578,12 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
       Operation *user = body.findAncestorOpInBlock(*use.getOwner());
       if (!user || inChain.contains(user) || user == terminator)
         continue;
-      auto kind = user->getAttrOfType<StringAttr>(kGradKindAttrName);
+      std::optional<nn::GradKind> kind = nn::getGradKind(user);
       StringRef phase = !kind ? "forward"
-                        : kind.getValue() == "B" || kind.getValue() == "W"
+                        : *kind == nn::GradKind::Input ||
+                                *kind == nn::GradKind::Weight
                             ? "backward"
-                            : kind.getValue();
+                            : nn::stringifyGradKind(*kind);
       phases[phase].push_back(&use);
     }
     SmallVector<std::pair<Operation *, SmallVector<OpOperand *>>> ordered;
@@ -667,17 +662,10 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
 
   // State arguments, then the train step's results, follow their parameter.
   for (unsigned index = 0, e = func.getNumArguments(); index < e; ++index) {
-    Attribute state = func.getArgAttr(index, kStateAttrName);
-    if (!state ||
+    StringAttr name = nn::stateAttr.getArg(func, index);
+    if (!name ||
         func.getArgAttr(index, dist::DistDialect::kShardingAttrName))
       continue;
-    auto name = dyn_cast<StringAttr>(state);
-    if (!name) {
-      emitError(getArgLoc(func, index))
-          << kStateAttrName << " of argument #" << index << " of @"
-          << func.getName() << " must be a string, not " << state;
-      return failure();
-    }
     FailureOr<dist::ShardingAttr> sharding =
         stateSharding(name.getValue(), func.getArgumentTypes()[index],
                       getArgLoc(func, index), layouts, strategy, options);
@@ -691,8 +679,7 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
       continue;
     Type type = func.getResultTypes()[index];
     dist::ShardingAttr sharding;
-    if (auto param =
-            func.getResultAttrOfType<StringAttr>(index, kParamAttrName)) {
+    if (StringAttr param = nn::paramAttr.getResult(func, index)) {
       auto it = layouts.find(param.getValue());
       if (it == layouts.end())
         continue;
@@ -705,8 +692,7 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
       }
       sharding = strategy.zero == ZeroStage::Parameters ? it->second.sharded
                                                         : it->second.base;
-    } else if (auto state = func.getResultAttrOfType<StringAttr>(
-                   index, kStateAttrName)) {
+    } else if (StringAttr state = nn::stateAttr.getResult(func, index)) {
       FailureOr<dist::ShardingAttr> found = stateSharding(
           state.getValue(), type, func->getLoc(), layouts, strategy, options);
       if (failed(found))
@@ -783,9 +769,7 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
 
   SmallVector<Operation *> norms, partials;
   func.walk([&](Operation *op) {
-    StringRef name = op->getName().getStringRef();
-    if ((name == "nn.layer_norm" || name == "nn.rms_norm") &&
-        op->getNumOperands() >= 1) {
+    if (op->hasTrait<nn::RowNormalization>() && op->getNumOperands() >= 1) {
       auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
       if (type && type.getRank() == 3)
         norms.push_back(op);
@@ -796,7 +780,7 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!type || type.getRank() != 3)
       return;
-    if (name == "nn.embedding") {
+    if (isa<nn::EmbeddingOp>(op)) {
       // The table's every dimension is looked up or copied, none kept in
       // place: a table split over the tensor axis is vocabulary-parallel.
       if (isSplitOverContracted(func, op->getOperand(0), options.tensorAxis,
@@ -804,12 +788,10 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
         partials.push_back(op);
       return;
     }
-    if (name != "nn.einsum")
+    auto einsum = dyn_cast<nn::EinsumOp>(op);
+    if (!einsum)
       return;
-    auto spec = op->getAttrOfType<StringAttr>("spec");
-    if (!spec)
-      return;
-    auto [inputs, output] = spec.getValue().split("->");
+    auto [inputs, output] = einsum.getSpec().split("->");
     StringRef weight = inputs.split(',').second;
     if (isSplitOverContracted(func, op->getOperand(1), options.tensorAxis,
                               [&](unsigned dim) {

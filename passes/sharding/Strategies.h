@@ -28,14 +28,6 @@
 
 namespace partita::sharding {
 
-/// The argument attributes that `partita model` writes to name arguments.
-inline constexpr llvm::StringLiteral kParamAttrName = "nn.param";
-inline constexpr llvm::StringLiteral kInputAttrName = "nn.input";
-/// Optimizer state ("<param>.m", "<param>.v", "<param>.momentum", "step").
-inline constexpr llvm::StringLiteral kStateAttrName = "nn.state";
-/// The phase tag of nn-autodiff ("B", "W", "update").
-inline constexpr llvm::StringLiteral kGradKindAttrName = "nn.grad_kind";
-
 /// What a tensor dimension is split over in a recipe. Every dimension not
 /// split is written as a closed, replicated dimension.
 enum class AxisRole : uint8_t {

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
+#include "dialects/nn/IR/NNAttributes.h"
 #include "passes/InitAllPasses.h"
 #include "passes/plan/PlanLowering.h"
 #include "tools/partita/Driver.h"
@@ -123,9 +124,9 @@ bool promoteToF64(mlir::func::FuncOp func) {
 /// lowered program takes the parameters' values from the caller.
 void paramsToInputs(mlir::func::FuncOp func) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto name = func.getArgAttrOfType<mlir::StringAttr>(i, "nn.param")) {
-      func.removeArgAttr(i, "nn.param");
-      func.setArgAttr(i, "nn.input", name);
+    if (auto name = nn::paramAttr.getArg(func, i)) {
+      nn::paramAttr.removeArg(func, i);
+      nn::inputAttr.setArg(func, i, name.getValue());
     }
 }
 
@@ -206,7 +207,7 @@ int runGradcheck() {
                                  "to f64 (see above)");
   SmallVector<std::string> params;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-    if (auto name = forward.getArgAttrOfType<mlir::StringAttr>(i, "nn.param"))
+    if (auto name = nn::paramAttr.getArg(forward, i))
       params.push_back(name.getValue().str());
   if (params.empty())
     return reportError(kCommand, "@forward has no nn.param argument: nothing "
@@ -231,12 +232,12 @@ int runGradcheck() {
   std::vector<int> gradOfParam(params.size(), -1);
   int gradsLoss = -1;
   for (unsigned r = 0; r < grads.getNumResults(); ++r) {
-    if (auto name = grads.getResultAttrOfType<mlir::StringAttr>(r, "nn.grad")) {
+    if (auto name = nn::gradAttr.getResult(grads, r)) {
       auto it = llvm::find(params, name.getValue().str());
       if (it != params.end())
         gradOfParam[it - params.begin()] = int(r);
     }
-    if (auto out = grads.getResultAttrOfType<mlir::StringAttr>(r, "nn.output"))
+    if (auto out = nn::outputAttr.getResult(grads, r))
       if (out.getValue() == "loss")
         gradsLoss = int(r);
   }
@@ -249,7 +250,7 @@ int runGradcheck() {
     return reportError(kCommand, "@grads has no result nn.output = \"loss\"");
   int forwardLoss = -1;
   for (unsigned r = 0; r < forward.getNumResults(); ++r) {
-    auto out = forward.getResultAttrOfType<mlir::StringAttr>(r, "nn.output");
+    auto out = nn::outputAttr.getResult(forward, r);
     auto type = dyn_cast<mlir::RankedTensorType>(forward.getResultTypes()[r]);
     if ((out && out.getValue() == "loss") ||
         (!out && forwardLoss < 0 && type && type.getRank() == 0))

@@ -157,10 +157,6 @@ LogicalResult verifyResultShape(Operation *op, RankedTensorType inputType,
          << formatShape(list) << ", i.e. " << formatShape(expected);
 }
 
-// The check shared by the trivially verified ops: everything they require
-// is in their ODS declaration.
-LogicalResult verifiedByODS() { return success(); }
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -266,20 +262,6 @@ LogicalResult EinsumOp::verify() {
 // Elementwise: ODS's AllTypesMatch and element type constraints say it all.
 //===----------------------------------------------------------------------===//
 
-LogicalResult AddOp::verify() { return verifiedByODS(); }
-LogicalResult SubOp::verify() { return verifiedByODS(); }
-LogicalResult MulOp::verify() { return verifiedByODS(); }
-LogicalResult DivOp::verify() { return verifiedByODS(); }
-LogicalResult MaxOp::verify() { return verifiedByODS(); }
-LogicalResult NegOp::verify() { return verifiedByODS(); }
-LogicalResult ExpOp::verify() { return verifiedByODS(); }
-LogicalResult LogOp::verify() { return verifiedByODS(); }
-LogicalResult TanhOp::verify() { return verifiedByODS(); }
-LogicalResult ReluOp::verify() { return verifiedByODS(); }
-LogicalResult SiluOp::verify() { return verifiedByODS(); }
-LogicalResult RsqrtOp::verify() { return verifiedByODS(); }
-LogicalResult SqrtOp::verify() { return verifiedByODS(); }
-LogicalResult GeluOp::verify() { return verifiedByODS(); }
 
 //===----------------------------------------------------------------------===//
 // Shape
@@ -500,7 +482,6 @@ LogicalResult CrossEntropyOp::verify() {
 //===----------------------------------------------------------------------===//
 
 // ODS checks that the value's type is the result type (AllTypesMatch).
-LogicalResult ConstantOp::verify() { return verifiedByODS(); }
 
 //===----------------------------------------------------------------------===//
 // Gradients
@@ -508,10 +489,6 @@ LogicalResult ConstantOp::verify() { return verifiedByODS(); }
 
 // The elementwise gradients: ODS's AllTypesMatch and float constraints say
 // it all.
-LogicalResult ReluGradOp::verify() { return verifiedByODS(); }
-LogicalResult SiluGradOp::verify() { return verifiedByODS(); }
-LogicalResult GeluGradOp::verify() { return verifiedByODS(); }
-LogicalResult GreaterEqualOp::verify() { return verifiedByODS(); }
 
 // dy and the result have the input's type by ODS; the rest is the forward
 // norm's contract.

@@ -32,6 +32,28 @@ def NN_ReduceKind : I32EnumAttr<"ReduceKind", "reduction applied by nn.reduce", 
 }
 def NN_ReduceKindAttr : EnumAttr<NN_Dialect, NN_ReduceKind, "reduce_kind">;
 
+def NN_GradKind : I32EnumAttr<"GradKind",
+    "what an op nn-autodiff emits computes (attribute nn.grad_kind)", [
+    // Part of the gradient of a value that depends on an input (backward
+    // through activations: zero-bubble schedules' "B").
+    I32EnumAttrCase<"Input", 0, "B">,
+    // Part of the gradient of a value that depends on parameters only (a
+    // weight, a broadcast bias: zero-bubble schedules' "W").
+    I32EnumAttrCase<"Weight", 1, "W">,
+    // Clipping, step count and optimizer update.
+    I32EnumAttrCase<"Update", 2, "update">,
+  ]> {
+  let cppNamespace = "::partita::nn";
+  let genSpecializedAttr = 0;
+}
+
+// Normalizes each row (the last dimension) of its first operand on its own:
+// the rows may be split over devices (Megatron sequence parallelism splits
+// the sequence of [batch, seq, hidden] activations entering one).
+def NN_RowNormalization : NativeOpTrait<"RowNormalization"> {
+  let cppNamespace = "::partita::nn";
+}
+
 class NN_ShardableOp<string mnemonic, list<Trait> traits = []>
     : NN_Op<mnemonic, !listconcat(traits, [
         Pure, DeclareOpInterfaceMethods<ShardingRuleOpInterface>])> {
@@ -73,6 +95,7 @@ def NN_EinsumOp : NN_ShardableOp<"einsum"> {
 
 class NN_BinaryOp<string mnemonic, string what>
     : NN_ShardableOp<mnemonic, [AllTypesMatch<["lhs", "rhs", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Elementwise " # what # " of two tensors of one type.";
   let description = [{
     Operands and result have the same type; broadcast explicitly with
@@ -91,6 +114,7 @@ def NN_MaxOp : NN_BinaryOp<"max", "maximum">;
 
 class NN_UnaryOp<string mnemonic, string what>
     : NN_ShardableOp<mnemonic, [AllTypesMatch<["input", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Elementwise " # what # ".";
   let arguments = (ins NN_FloatTensor:$input);
   let results = (outs NN_FloatTensor:$result);
@@ -107,6 +131,7 @@ def NN_RsqrtOp : NN_UnaryOp<"rsqrt", "reciprocal square root">;
 def NN_SqrtOp : NN_UnaryOp<"sqrt", "square root">;
 
 def NN_GeluOp : NN_ShardableOp<"gelu", [AllTypesMatch<["input", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Elementwise GELU, exact (erf) or with the tanh approximation.";
   let description = [{
     `nn.gelu %x : T` is x * Phi(x); `nn.gelu %x tanh : T` uses GPT-2's
@@ -206,7 +231,7 @@ def NN_SoftmaxOp : NN_ShardableOp<"softmax", [AllTypesMatch<["input", "result"]>
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
 }
 
-def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [
+def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [NN_RowNormalization,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>]> {
   let summary = "Layer normalization over the last dimension, with scale and shift.";
   let description = [{
@@ -227,7 +252,8 @@ def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [
   }];
 }
 
-def NN_RMSNormOp : NN_ShardableOp<"rms_norm", [AllTypesMatch<["input", "result"]>]> {
+def NN_RMSNormOp : NN_ShardableOp<"rms_norm", [NN_RowNormalization,
+    AllTypesMatch<["input", "result"]>]> {
   let summary = "RMS normalization over the last dimension, with scale.";
   let description = [{
     y = x / sqrt(mean(x^2) + epsilon) * gamma, over the last dimension;
@@ -334,6 +360,7 @@ def NN_CrossEntropyOp : NN_ShardableOp<"cross_entropy"> {
 
 def NN_ConstantOp : NN_ShardableOp<"constant", [ConstantLike,
     AllTypesMatch<["value", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "A constant tensor.";
   let description = [{
     The value's type is the result type.
@@ -363,6 +390,7 @@ def NN_AttentionGradWrt : I32EnumAttr<"AttentionGradWrt",
 class NN_ActivationGradOp<string mnemonic, string forward, string formula,
                           string note = "">
     : NN_ShardableOp<mnemonic, [AllTypesMatch<["input", "dy", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Input gradient of `nn." # forward # "`.";
   let description = [{
     Given the forward op's input `x` and the gradient `dy` of its result,
@@ -384,6 +412,7 @@ def NN_SiluGradOp : NN_ActivationGradOp<"silu_grad", "silu",
 
 def NN_GeluGradOp : NN_ShardableOp<"gelu_grad", [
     AllTypesMatch<["input", "dy", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Input gradient of `nn.gelu` (exact or tanh form).";
   let description = [{
     dx = dy * gelu'(x), elementwise, with the same form as `nn.gelu`:
@@ -403,6 +432,7 @@ def NN_GeluGradOp : NN_ShardableOp<"gelu_grad", [
 
 def NN_GreaterEqualOp : NN_ShardableOp<"greater_equal", [
     AllTypesMatch<["lhs", "rhs", "result"]>]> {
+  let hasVerifier = 0;
   let summary = "Elementwise comparison a >= b as a 1.0 / 0.0 float mask.";
   let description = [{
     c = 1.0 where a >= b, else 0.0 (NaN compares false). Operands and

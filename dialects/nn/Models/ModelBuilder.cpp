@@ -8,6 +8,7 @@
 
 #include "dialects/nn/Models/ModelBuilder.h"
 
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -48,18 +49,6 @@ std::optional<DType> parseDType(StringRef name) {
       .Case("bf16", DType::BF16)
       .Case("f16", DType::F16)
       .Default(std::nullopt);
-}
-
-StringRef stringifyDType(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  }
-  llvm_unreachable("unknown dtype");
 }
 
 //===----------------------------------------------------------------------===//
@@ -230,6 +219,17 @@ private:
   std::pair<Value, Value> buildLlama();
   Value gptLayer(Value x, int64_t layer);
   Value llamaLayer(Value x, int64_t layer);
+  /// Runs `build` (which writes layer `layer`'s ops at the end of the body)
+  /// and declares every op it wrote part of that layer (nn.layer), which
+  /// is how passes find layers (recomputation, later pipeline stages).
+  Value inLayer(int64_t layer, llvm::function_ref<Value()> build) {
+    Operation *last = body->empty() ? nullptr : &body->back();
+    Value out = build();
+    auto begin = last ? std::next(last->getIterator()) : body->begin();
+    for (Operation &op : llvm::make_range(begin, body->end()))
+      nn::setLayerIndex(&op, layer);
+    return out;
+  }
   Value lossOf(Value logits, Value labels) {
     return nn::CrossEntropyOp::create(
         builder, loc("loss"), RankedTensorType::get({}, elementType),
@@ -275,14 +275,14 @@ OwningOpRef<ModuleOp> ModelWriter::build() {
       body->getArgumentTypes(), TypeRange{loss.getType(), logits.getType()}));
   SmallVector<DictionaryAttr> argAttrs;
   for (const std::string &name : paramNames)
-    argAttrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr("nn.param", builder.getStringAttr(name))));
+    argAttrs.push_back(
+        builder.getDictionaryAttr(nn::paramAttr.get(&context, name)));
   for (const std::string &name : inputNames)
-    argAttrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr("nn.input", builder.getStringAttr(name))));
+    argAttrs.push_back(
+        builder.getDictionaryAttr(nn::inputAttr.get(&context, name)));
   func.setAllArgAttrs(argAttrs);
-  func.setResultAttr(0, "nn.output", builder.getStringAttr("loss"));
-  func.setResultAttr(1, "nn.output", builder.getStringAttr("logits"));
+  nn::outputAttr.setResult(func, 0, "loss");
+  nn::outputAttr.setResult(func, 1, "logits");
   return module;
 }
 
@@ -293,17 +293,19 @@ std::pair<Value, Value> ModelWriter::buildMLP() {
   Value x = input("x", tensor({b, h}));
   Value labels = input("labels", indexTensor({b}));
   for (int64_t i = 0; i < config.layers; ++i) {
-    std::string p = llvm::formatv("layers.{0}.", i).str();
-    Value w1 = param(p + "w1", {h, f});
-    Value b1 = param(p + "b1", {f});
-    Value w2 = param(p + "w2", {f, h});
-    Value b2 = param(p + "b2", {h});
-    Value t = einsum("bh,hf->bf", x, w1, {b, f}, p + "fc1.proj");
-    t = addBias(t, b1, p + "b1", p + "fc1");
-    t = nn::ReluOp::create(builder, loc(p + "relu"), t.getType(), t);
-    Value y = einsum("bf,fh->bh", t, w2, {b, h}, p + "fc2.proj");
-    y = addBias(y, b2, p + "b2", p + "fc2");
-    x = add(x, y, p + "residual");
+    x = inLayer(i, [&] {
+      std::string p = llvm::formatv("layers.{0}.", i).str();
+      Value w1 = param(p + "w1", {h, f});
+      Value b1 = param(p + "b1", {f});
+      Value w2 = param(p + "w2", {f, h});
+      Value b2 = param(p + "b2", {h});
+      Value t = einsum("bh,hf->bf", x, w1, {b, f}, p + "fc1.proj");
+      t = addBias(t, b1, p + "b1", p + "fc1");
+      t = nn::ReluOp::create(builder, loc(p + "relu"), t.getType(), t);
+      Value y = einsum("bf,fh->bh", t, w2, {b, h}, p + "fc2.proj");
+      y = addBias(y, b2, p + "b2", p + "fc2");
+      return add(x, y, p + "residual");
+    });
   }
   Value headW = param("head.w", {h, v});
   Value headB = param("head.b", {v});
@@ -326,7 +328,7 @@ std::pair<Value, Value> ModelWriter::buildGPT() {
       ArrayRef<int64_t>{1, 2});
   x = add(x, positions, "embed");
   for (int64_t i = 0; i < config.layers; ++i)
-    x = gptLayer(x, i);
+    x = inLayer(i, [&] { return gptLayer(x, i); });
   Value gamma = param("ln_f.gamma", {h});
   Value beta = param("ln_f.beta", {h});
   x = nn::LayerNormOp::create(builder, loc("ln_f"), x.getType(), x, gamma,
@@ -396,7 +398,7 @@ std::pair<Value, Value> ModelWriter::buildLlama() {
   Value x = nn::EmbeddingOp::create(builder, loc("embed.tokens"),
                                     tensor({b, s, h}), wte, ids);
   for (int64_t i = 0; i < config.layers; ++i)
-    x = llamaLayer(x, i);
+    x = inLayer(i, [&] { return llamaLayer(x, i); });
   Value gamma = param("norm_f.gamma", {h});
   x = nn::RMSNormOp::create(builder, loc("norm_f"), x.getType(), x, gamma,
                             builder.getF64FloatAttr(1e-5));

@@ -2,8 +2,10 @@
 //
 // Builds the forward function of a reference model in the nn dialect, with
 // the parameter and input naming conventions that sharding presets match on
-// (`nn.param = "layers.3.attn.wq"`, `nn.input = "ids"`). `partita model` is a
-// thin command-line front end for this library.
+// (`nn.param = "layers.3.attn.wq"`, `nn.input = "ids"`), and every op of
+// repeated block i declared part of layer i (`nn.layer = i`, how passes find
+// layers). `partita model` is a thin command-line front end for this
+// library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +31,6 @@ enum class DType { F32, BF16, F16 };
 std::optional<ModelKind> parseModelKind(llvm::StringRef name);
 llvm::StringRef stringifyModelKind(ModelKind kind);
 std::optional<DType> parseDType(llvm::StringRef name);
-llvm::StringRef stringifyDType(DType dtype);
 
 /// The shape of a model. Fields that do not apply to a kind are ignored
 /// (an MLP has no heads or sequence); `verifyModelConfig` rejects only

@@ -1203,3 +1203,94 @@ func.func @constant_missing_value() {
   %0 = "nn.constant"() : () -> tensor<4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Declared attributes (NNAttributes.h)
+//===----------------------------------------------------------------------===//
+
+// Tests that an argument's nn.input must be a string (the input's name).
+func.func @input_not_string(
+    // expected-error @+1 {{nn.input of argument #0 of @input_not_string must be a string, not 1 : i64}}
+    %x: tensor<4xf32> {nn.input = 1}) {
+  return
+}
+
+// -----
+
+// Tests that an argument cannot carry an nn attribute of results.
+// expected-error @+1 {{argument #0 of @output_on_argument carries nn.output, which is not an nn argument attribute (nn.param, nn.state or nn.input)}}
+func.func @output_on_argument(%x: tensor<4xf32> {nn.output = "loss"}) {
+  return
+}
+
+// -----
+
+// Tests that a result's nn.output must be a string.
+// expected-error @+1 {{nn.output of result #0 of @output_not_string must be a string, not unit}}
+func.func @output_not_string(%x: tensor<f32>) -> (tensor<f32> {nn.output}) {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// Tests that a result cannot carry an input's attribute.
+// expected-error @+1 {{result #0 of @input_on_result carries nn.input, which is not an nn result attribute (nn.param, nn.state, nn.output or nn.grad)}}
+func.func @input_on_result(%x: tensor<f32>) -> (tensor<f32> {nn.input = "x"}) {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// Tests that nn.layer must be an integer index.
+func.func @layer_not_integer(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{nn.layer must be a layer index (an integer >= 0), not "0"}}
+  %0 = nn.relu %x {nn.layer = "0"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that nn.layer must not be negative.
+func.func @layer_negative(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{nn.layer must be a layer index (an integer >= 0), not -1 : i64}}
+  %0 = nn.relu %x {nn.layer = -1 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that nn.grad_kind must be one of the kinds nn-autodiff writes.
+func.func @grad_kind_unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{nn.grad_kind must be "B" (input gradient), "W" (weight gradient) or "update", not "backward"}}
+  %0 = nn.relu %x {nn.grad_kind = "backward"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that nn.recompute is a unit attribute.
+func.func @recompute_not_unit(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{nn.recompute is a unit attribute, not true}}
+  %0 = nn.relu %x {nn.recompute = true} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that nn.mean_count must be an integer.
+func.func @mean_count_not_integer(%l: tensor<2x4xf32>, %y: tensor<2xi32>, %d: tensor<f32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{nn.mean_count must be an integer count, not 8.000000e+00 : f32}}
+  %0 = nn.cross_entropy_grad %l, %y, %d {nn.mean_count = 8.0 : f32} : tensor<2x4xf32>, tensor<2xi32>, tensor<f32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that an nn attribute the dialect does not declare is rejected.
+func.func @unknown_attribute(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown nn attribute nn.stage (nn.layer, nn.grad_kind, nn.recompute or nn.mean_count)}}
+  %0 = nn.relu %x {nn.stage = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

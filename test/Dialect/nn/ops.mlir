@@ -217,3 +217,22 @@ func.func @forward(%w: tensor<16x4xf32> {nn.param = "head.w"}, %x: tensor<2x16xf
   %y = nn.einsum "bh,hv->bv" %x, %w : (tensor<2x16xf32>, tensor<16x4xf32>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
 }
+
+// Tests that the declared nn attributes round-trip on arguments, results
+// and ops.
+// CHECK-LABEL: func.func @declared_attributes
+// CHECK-SAME: {nn.param = "w"}
+// CHECK-SAME: {nn.state = "w.m"}
+// CHECK-SAME: {nn.input = "x"}
+// CHECK-SAME: -> (tensor<4xf32> {nn.param = "w"}, tensor<4xf32> {nn.grad = "w"}, tensor<4xf32> {nn.output = "y"})
+// CHECK: nn.relu %{{.*}} {nn.layer = 3 : i64} :
+// CHECK: nn.relu %{{.*}} {nn.grad_kind = "B", nn.recompute} :
+// CHECK: nn.cross_entropy_grad %{{.*}} {nn.grad_kind = "W", nn.mean_count = 8 : i64} :
+func.func @declared_attributes(%w: tensor<4xf32> {nn.param = "w"}, %m: tensor<4xf32> {nn.state = "w.m"},
+                               %x: tensor<4xf32> {nn.input = "x"}, %l: tensor<2x4xf32>, %y: tensor<2xi32>, %d: tensor<f32>)
+    -> (tensor<4xf32> {nn.param = "w"}, tensor<4xf32> {nn.grad = "w"}, tensor<4xf32> {nn.output = "y"}) {
+  %0 = nn.relu %x {nn.layer = 3 : i64} : tensor<4xf32>
+  %1 = nn.relu %0 {nn.grad_kind = "B", nn.recompute} : tensor<4xf32>
+  %2 = nn.cross_entropy_grad %l, %y, %d {nn.grad_kind = "W", nn.mean_count = 8 : i64} : tensor<2x4xf32>, tensor<2xi32>, tensor<f32>
+  return %w, %1, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

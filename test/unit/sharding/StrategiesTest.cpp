@@ -4,6 +4,7 @@
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/nn/IR/NNAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -119,7 +120,7 @@ TEST(AnnotateFunctionTest, MissingAxisIsAnErrorNotACrash) {
   auto type = RankedTensorType::get({8, 16}, builder.getF32Type());
   auto func = func::FuncOp::create(builder, loc, "f",
                                    builder.getFunctionType({type}, {}));
-  func.setArgAttr(0, kParamAttrName, builder.getStringAttr("layers.0.mlp.w1"));
+  nn::paramAttr.setArg(func, 0, "layers.0.mlp.w1");
   auto mesh =
       dist::MeshAttr::get(&ctx, {dist::MeshAxisAttr::get(&ctx, "dp", 2)}, {});
   AnnotateOptions options{"mesh", mesh, "dp", "tp"};
