@@ -1,11 +1,15 @@
 //===- AnnotatePass.cpp - dist-annotate -----------------------------------===//
 //
 // Wires the strategy tables of Strategies.h to a module: finds or creates the
-// mesh, checks it has the axes the strategy needs, annotates every function.
+// mesh (MeshSpec.h), checks it has the axes the strategy needs, annotates
+// every function (RecipeAnnotation.h, then SequenceParallel.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/sharding/Passes.h"
+#include "passes/sharding/MeshSpec.h"
+#include "passes/sharding/RecipeAnnotation.h"
+#include "passes/sharding/SequenceParallel.h"
 #include "passes/sharding/Strategies.h"
 
 #include "mlir/IR/Builders.h"

@@ -16,7 +16,7 @@
 #include "tools/partita/Driver.h"
 
 #include "partita/runtime/Executor.h"
-#include "passes/sharding/Strategies.h"
+#include "passes/sharding/ModelStateMemory.h"
 #include "runtime/plan/plan.pb.h"
 
 #include "llvm/Support/Format.h"

@@ -9,7 +9,7 @@
 #include "tools/partita/MeshSpec.h"
 
 #include "dialects/dist/IR/DistDialect.h"
-#include "passes/sharding/Strategies.h"
+#include "passes/sharding/MeshSpec.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"

@@ -1,6 +1,8 @@
 //===- StrategiesTest.cpp - unit tests of the dist-annotate recipes -------===//
 
 #include "passes/sharding/Strategies.h"
+#include "passes/sharding/MeshSpec.h"
+#include "passes/sharding/RecipeAnnotation.h"
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"

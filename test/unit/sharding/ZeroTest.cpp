@@ -1,5 +1,7 @@
 //===- ZeroTest.cpp - unit tests of the ZeRO recipes and memory model -----===//
 
+#include "passes/sharding/ModelStateMemory.h"
+#include "passes/sharding/RecipeAnnotation.h"
 #include "passes/sharding/Strategies.h"
 
 #include <gtest/gtest.h>
