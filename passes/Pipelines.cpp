@@ -30,10 +30,9 @@ StringRef stringifyCompileStage(CompileStage stage) {
 }
 
 std::optional<CompileStage> symbolizeCompileStage(StringRef name) {
-  for (CompileStage stage :
-       {CompileStage::Differentiated, CompileStage::Annotated,
-        CompileStage::Propagated, CompileStage::Partitioned,
-        CompileStage::Plan})
+  for (CompileStage stage : {CompileStage::Differentiated,
+                             CompileStage::Annotated, CompileStage::Propagated,
+                             CompileStage::Partitioned, CompileStage::Plan})
     if (stringifyCompileStage(stage) == name)
       return stage;
   return std::nullopt;
@@ -168,12 +167,12 @@ LogicalResult compileModule(ModuleOp module, const CompilerOptions &options,
   return success();
 }
 
-FailureOr<partita::plan::Plan> compileToPlan(ModuleOp module,
-                                             const CompilerOptions &options,
-                                             const CompileCallbacks &callbacks) {
+FailureOr<partita::plan::Plan>
+compileToPlan(ModuleOp module, const CompilerOptions &options,
+              const CompileCallbacks &callbacks) {
   partita::plan::Plan plan;
-  if (failed(compileModule(module, options, CompileStage::Plan, callbacks,
-                           &plan)))
+  if (failed(
+          compileModule(module, options, CompileStage::Plan, callbacks, &plan)))
     return failure();
   return plan;
 }

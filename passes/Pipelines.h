@@ -1,4 +1,4 @@
-//===- Pipelines.h - the compile stages and the module -> plan API -*- C++ -*-===//
+//===- Pipelines.h - compile stages and the module -> plan API -*- C++ -*-===//
 //
 // The compiler as a library. One options struct, `CompilerOptions`, holds
 // every stage's options; one `build...PassPipeline` per stage adds that
@@ -79,8 +79,13 @@ struct CompilerOptions {
 };
 
 /// The compile stages, in the order they run.
-enum class CompileStage { Differentiated, Annotated, Propagated, Partitioned,
-                          Plan };
+enum class CompileStage {
+  Differentiated,
+  Annotated,
+  Propagated,
+  Partitioned,
+  Plan
+};
 
 /// "differentiated", "annotated", "propagated", "partitioned" or "plan" (the
 /// names `partita plan --emit` takes).
@@ -89,7 +94,8 @@ std::optional<CompileStage> symbolizeCompileStage(llvm::StringRef name);
 
 /// The stages `options` runs, in order: Differentiated only with `train`;
 /// Annotated always (without passes for strategy "none").
-llvm::SmallVector<CompileStage> getCompileStages(const CompilerOptions &options);
+llvm::SmallVector<CompileStage>
+getCompileStages(const CompilerOptions &options);
 
 /// The function the plan runs: @train_step, @grads (optimizer none) or
 /// @forward.

@@ -1,4 +1,4 @@
-//===- RecipeAnnotation.h - write a recipe's shardings on a function *- C++ -*-===//
+//===- RecipeAnnotation.h - a recipe's shardings on a function -*- C++ -*-===//
 //
 // What dist-annotate does with a strategy (Strategies.h): the recipe's
 // shardings on the arguments and results named by nn.param / nn.input /

@@ -1,4 +1,4 @@
-//===- SequenceParallel.h - Megatron sequence parallelism as constraints *- C++ -*-===//
+//===- SequenceParallel.h - Megatron sequence parallelism ------*- C++ -*-===//
 //
 // Sequence parallelism is applied after a Megatron recipe: constraints that
 // split the residual stream on the sequence over the tensor axis.

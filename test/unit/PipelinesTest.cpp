@@ -75,12 +75,11 @@ TEST_F(PipelinesTest, CompilesTrainStepToPlanWithReference) {
   ASSERT_EQ(plan->mesh().axes_size(), 1);
   EXPECT_EQ(plan->mesh().axes(0).name(), "dp");
   std::vector<std::string> expected = {
-      "before differentiated 1", "after differentiated",
-      "before annotated 1",      "after annotated",
-      "before propagated 1",     "after propagated",
+      "before differentiated 1", "after differentiated", "before annotated 1",
+      "after annotated", "before propagated 1", "after propagated",
       // dist-partition, then dist-optimize-comm (a train step).
-      "before partitioned 2",    "after partitioned",
-      "before plan 0",           "after plan"};
+      "before partitioned 2", "after partitioned", "before plan 0",
+      "after plan"};
   EXPECT_EQ(events, expected);
   // The module is left partitioned.
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
@@ -100,8 +99,8 @@ TEST_F(PipelinesTest, StopsAfterTheStageAskedFor) {
     if (stage == CompileStage::Annotated)
       EXPECT_EQ(pm.size(), 0u);
   };
-  ASSERT_TRUE(succeeded(compileModule(*module, options,
-                                      CompileStage::Annotated, callbacks)));
+  ASSERT_TRUE(succeeded(
+      compileModule(*module, options, CompileStage::Annotated, callbacks)));
   EXPECT_EQ(ran, SmallVector<CompileStage>({CompileStage::Annotated}));
   EXPECT_TRUE(module->lookupSymbol<func::FuncOp>("forward"));
 }
@@ -128,10 +127,9 @@ TEST_F(PipelinesTest, FailingStageStopsWithDiagnostic) {
 
 // Tests the stage names `partita plan --emit` takes, both ways.
 TEST(CompileStageTest, NamesRoundTrip) {
-  for (CompileStage stage :
-       {CompileStage::Differentiated, CompileStage::Annotated,
-        CompileStage::Propagated, CompileStage::Partitioned,
-        CompileStage::Plan})
+  for (CompileStage stage : {CompileStage::Differentiated,
+                             CompileStage::Annotated, CompileStage::Propagated,
+                             CompileStage::Partitioned, CompileStage::Plan})
     EXPECT_EQ(symbolizeCompileStage(stringifyCompileStage(stage)), stage);
   EXPECT_FALSE(symbolizeCompileStage("lowered"));
 }
@@ -151,8 +149,7 @@ TEST(CompileStageTest, ParsesPrintedPipelines) {
   ASSERT_EQ(pm->size(), 1u);
   EXPECT_EQ(pm->begin()->getArgument(), "dist-propagate");
 
-  FailureOr<OpPassManager> onFunc =
-      parseModulePipeline("func.func()", os);
+  FailureOr<OpPassManager> onFunc = parseModulePipeline("func.func()", os);
   EXPECT_TRUE(failed(onFunc));
   EXPECT_NE(message.find("expected a pipeline anchored on builtin.module"),
             std::string::npos)

@@ -30,8 +30,8 @@ TEST(NNAttributesTest, AccessorsRoundTripAndVerify) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   builder.setInsertionPointToEnd(module->getBody());
   auto type = RankedTensorType::get({4}, builder.getF32Type());
-  auto func = func::FuncOp::create(builder, loc, "f",
-                                   builder.getFunctionType({type, type}, {type}));
+  auto func = func::FuncOp::create(
+      builder, loc, "f", builder.getFunctionType({type, type}, {type}));
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToEnd(body);
   auto relu = nn::ReluOp::create(builder, loc, type, body->getArgument(0));
