@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/autodiff/Autodiff.h"
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/Models/ModelBuilder.h"
 #include "passes/autodiff/VJPRules.h"
@@ -50,8 +51,8 @@ protected:
   }
 
   static StringRef kindOf(Operation *op) {
-    auto kind = op->getAttrOfType<StringAttr>("nn.grad_kind");
-    return kind ? kind.getValue() : "";
+    std::optional<nn::GradKind> kind = nn::getGradKind(op);
+    return kind ? nn::stringifyGradKind(*kind) : "";
   }
 
   MLIRContext context;
