@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/nn/IR/NNOps.h"
+#include "dialects/nn/IR/NNCost.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -28,4 +29,5 @@ void NNDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/nn/IR/NNOps.cpp.inc"
       >();
+  attachNNCostModels(*getContext());
 }
