@@ -88,6 +88,12 @@ std::optional<double> getBytes(const TensorShape &tensor) {
 
 FailureOr<OpCost> getDataMovementCost(ArrayRef<TensorShape> operands,
                                       ArrayRef<TensorShape> results) {
+  // A dynamic size (negative) would make every count negative.
+  auto isDynamic = [](const TensorShape &tensor) {
+    return llvm::any_of(tensor.shape, [](int64_t size) { return size < 0; });
+  };
+  if (llvm::any_of(operands, isDynamic) || llvm::any_of(results, isDynamic))
+    return failure();
   OpCost cost;
   for (const TensorShape &operand : operands) {
     std::optional<double> bytes = getBytes(operand);

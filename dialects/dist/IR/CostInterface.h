@@ -84,7 +84,8 @@ std::optional<int64_t> getElementBytes(mlir::Type type);
 std::optional<double> getBytes(const TensorShape &tensor);
 
 /// The default cost: no FLOPs, every operand read and every result written
-/// once. Fails when an element type has no fixed size.
+/// once. Fails when an element type has no fixed size or a size is negative
+/// (dynamic); every implementation starts from it, so none counts those.
 mlir::FailureOr<OpCost>
 getDataMovementCost(llvm::ArrayRef<TensorShape> operands,
                     llvm::ArrayRef<TensorShape> results);

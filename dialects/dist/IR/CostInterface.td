@@ -32,7 +32,8 @@ def CostOpInterface : OpInterface<"CostOpInterface"> {
         Returns the cost for the given operand and result shapes and element
         types (one `TensorShape` per operand and per result, in order), or
         failure, with no diagnostic, when they do not fit the op (wrong
-        count or rank, an element type without a fixed size).
+        count or rank, a dynamic size, an element type without a fixed
+        size).
       }],
       "::mlir::FailureOr<::partita::dist::OpCost>", "getCost",
       (ins "::llvm::ArrayRef<::partita::dist::TensorShape>":$operands,

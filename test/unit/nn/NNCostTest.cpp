@@ -156,6 +156,10 @@ TEST_F(NNCostTest, EinsumAtLocalShapes) {
   EXPECT_TRUE(failed(costAt("einsum", {f32({1, 8, 16})}, {f32({1, 8, 32})})));
   EXPECT_TRUE(
       failed(costAt("einsum", {f32({8, 16}), f32({16, 32})}, {f32({8, 32})})));
+  // A dynamic size: no cost.
+  EXPECT_TRUE(failed(costAt("einsum",
+                            {f32({ShapedType::kDynamic, 8, 16}), f32({16, 32})},
+                            {f32({ShapedType::kDynamic, 8, 32})})));
   // An element type without a size: no cost.
   TensorShape none{{1, 8, 16}, NoneType::get(&context)};
   EXPECT_TRUE(
