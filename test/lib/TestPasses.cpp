@@ -3,10 +3,12 @@
 #include "test/lib/TestPasses.h"
 
 namespace partita::test {
+void registerTestPrintOpCostsPass();
 void registerTestPrintShardingRulesPass();
 void registerTestReshardPlanPass();
 
 void registerTestPasses() {
+  registerTestPrintOpCostsPass();
   registerTestPrintShardingRulesPass();
   registerTestReshardPlanPass();
 }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dist/IR/DistDialect.h"
+#include "dialects/dist/IR/CostInterface.h"
 #include "dialects/dist/IR/DistOps.h"
 
 using namespace mlir;
@@ -19,6 +20,7 @@ void DistDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/dist/IR/DistOps.cpp.inc"
       >();
+  attachDistCostModels(*getContext());
 }
 
 namespace {

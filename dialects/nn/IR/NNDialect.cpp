@@ -7,6 +7,7 @@
 
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/IR/NNAttributes.h"
+#include "dialects/nn/IR/NNCost.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -31,6 +32,7 @@ void NNDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/nn/IR/NNOps.cpp.inc"
       >();
+  attachNNCostModels(*getContext());
 }
 
 //===----------------------------------------------------------------------===//
