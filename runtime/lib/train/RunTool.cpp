@@ -68,13 +68,19 @@ const OptionSpec kOptions[] = {
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
-     "Training: after the last step, write every parameter and optimizer "
-     "state buffer as DIR/<name>.npy (global arrays) and the number of steps "
-     "trained as DIR/checkpoint.txt"},
+     "Training: after the last step, write a sharded checkpoint: each rank "
+     "writes the parameter and optimizer state blocks it owns, with a "
+     "manifest of names, dtypes, global shapes and CRC-32s; DIR is replaced "
+     "only when the new one is complete"},
     {"load-checkpoint", "dir",
      "Training: start from a --save-checkpoint directory (its parameters, "
      "optimizer state and data position); any plan of the same model and "
      "optimizer takes it, whatever its mesh or strategy"},
+    {"load-params", "dir",
+     "Start from the parameters of a checkpoint or a --save-params "
+     "directory: a forward plan runs with them; a train step trains from "
+     "them with fresh optimizer state, from step 1"},
+    {"inject-checkpoint-failure", "n", nullptr},
     {"inputs", "a.npy,...",
      "Input arrays in the program's input order (default: generated)"},
     {"outputs", "dir", "Write every result as DIR/<name>.npy"},
@@ -198,12 +204,17 @@ private:
                   const std::string &program);
   std::vector<Tensor> makeInputs(const PlanFile &plan,
                                  const std::string &program);
+  /// --load-params: a checkpoint's manifest is read and checked here,
+  /// once; each rank then reads the shards of its blocks.
+  RankHook paramsLoader(const PlanFile &plan, const std::string &program,
+                        const std::string &dir);
 
   std::string name;
   Args args;
   int64_t ranks = 0, steps = 1;
   unsigned tokenBytes = 1;
   double rtol = 1e-5, paramRtol = -1;
+  int64_t failSaveAfter = -1;
   uint64_t seed = 1;
   RunOptions ranksOptions;
   std::unique_ptr<Communicator> mpi;
@@ -361,6 +372,7 @@ int Tool::run() {
   // Unsigned options, read as llvm::cl reads them.
   int64_t timeoutMs = 60000, failRank = -1, failStep = 1, tokenBytesArg = 1,
           seedArg = 1;
+  failSaveAfter = -1;
   struct {
     const char *option;
     int64_t *into;
@@ -369,7 +381,8 @@ int Tool::run() {
                 {"inject-failure-rank", &failRank, INT32_MIN},
                 {"inject-failure-step", &failStep, INT32_MIN},
                 {"token-bytes", &tokenBytesArg, 0},
-                {"input-seed", &seedArg, 0}};
+                {"input-seed", &seedArg, 0},
+                {"inject-checkpoint-failure", &failSaveAfter, 1}};
   for (auto &w : wholes)
     if (std::optional<std::string> text = args.get(w.option)) {
       std::optional<int64_t> v = parseWhole(*text);
@@ -396,6 +409,9 @@ int Tool::run() {
     return fail("--rtol must be a non-negative number");
   if (args.has("param-rtol") && !(paramRtol >= 0))
     return fail("--param-rtol must be a non-negative number");
+  if (args.has("load-params") && args.has("load-checkpoint"))
+    return fail("--load-params and --load-checkpoint exclude each other "
+                "(--load-checkpoint loads the parameters too)");
 
   std::shared_ptr<const PlanFile> plan = PlanFile::load(args.plan);
   std::string program = plan->programNames().front();
@@ -464,11 +480,32 @@ std::vector<Tensor> Tool::makeInputs(const PlanFile &plan,
   return tensors;
 }
 
+RankHook Tool::paramsLoader(const PlanFile &plan, const std::string &program,
+                           const std::string &dir) {
+  namespace fs = std::filesystem;
+  bool checkpoint = fs::exists(fs::path(dir) / "manifest.txt") ||
+                    (!fs::exists(dir) &&
+                     fs::exists(fs::path(dir + ".old") / "manifest.txt"));
+  if (!checkpoint)
+    return [&plan, program, dir](Executor &executor, Communicator *) {
+      loadParameters(dir, executor, plan, program);
+    };
+  auto ck = std::make_shared<Checkpoint>(
+      openCheckpoint(plan, program, dir, /*paramsOnly=*/true));
+  return [&plan, program, ck](Executor &executor, Communicator *) {
+    loadCheckpoint(*ck, executor, plan, program, /*paramsOnly=*/true);
+  };
+}
+
 int Tool::runForward(std::shared_ptr<const PlanFile> plan,
                      const std::string &program) {
   bool printer = !mpi || mpi->rank() == 0;
   std::vector<Tensor> inputs = makeInputs(*plan, program);
-  ProgramRun run = runProgram(plan, program, inputs, steps, ranksOptions);
+  std::function<void(Executor &, Communicator *)> load;
+  if (std::optional<std::string> dir = args.get("load-params"))
+    load = paramsLoader(*plan, program, *dir);
+  ProgramRun run =
+      runProgram(plan, program, inputs, steps, ranksOptions, load);
   if (!printer)
     return 0;
   std::vector<ProgramValue> values = plan->results(program);
@@ -501,7 +538,11 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
   RunOptions one;
   one.timeout = ranksOptions.timeout;
   one.overlapBuckets = ranksOptions.overlapBuckets;
-  ProgramRun reference = runProgram(plan, "reference", inputs, 1, one);
+  std::function<void(Executor &, Communicator *)> loadReference;
+  if (std::optional<std::string> dir = args.get("load-params"))
+    loadReference = paramsLoader(*plan, "reference", *dir);
+  ProgramRun reference =
+      runProgram(plan, "reference", inputs, 1, one, loadReference);
   CheckReport report =
       compareResults(*plan, program, run.results, reference.results, rtol);
   for (const std::string &line : report.lines)
@@ -531,21 +572,49 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
               << name << ": " << configureBlasKernels() << "\n";
     std::cout.flush();
   }
-  std::optional<TrainState> start;
+  std::optional<Checkpoint> start;
   std::optional<std::string> loadDir = args.get("load-checkpoint");
+  std::optional<std::string> paramsDir = args.get("load-params");
   if (loadDir) {
-    start = readCheckpoint(*plan, program, *loadDir);
+    start = openCheckpoint(*plan, program, *loadDir, /*paramsOnly=*/false);
     if (printer)
       std::cout << name << ": starting from checkpoint '" << *loadDir
                 << "' after " << start->steps << " step"
                 << (start->steps == 1 ? "" : "s") << "\n";
+  } else if (paramsDir && printer) {
+    std::cout << name << ": starting from the parameters in '" << *paramsDir
+              << "' with fresh optimizer state\n";
   }
   std::optional<std::string> saveDir = args.get("save-checkpoint");
   int64_t firstStep = start ? start->steps : 0;
   TrainOptions options;
   options.steps = steps;
-  options.start = start ? &*start : nullptr;
-  options.keepState = bool(saveDir);
+  options.firstStep = firstStep;
+  /// Loads the train step's (or its reference's) starting point.
+  auto loaderFor = [&](const std::string &which) -> RankHook {
+    if (start)
+      return [&, which](Executor &executor, Communicator *) {
+        loadCheckpoint(*start, executor, *plan, which, /*paramsOnly=*/false);
+      };
+    if (paramsDir)
+      return paramsLoader(*plan, which, *paramsDir);
+    return {};
+  };
+  options.beforeFirstStep = loaderFor(program);
+  CheckpointSaveReport saved;
+  if (saveDir) {
+    CheckpointSaveOptions saveOptions;
+    saveOptions.failAfterFiles = int(failSaveAfter);
+    saveOptions.toolName = name;
+    options.afterLastStep = [&, saveOptions](Executor &executor,
+                                             Communicator *comm) {
+      CheckpointSaveReport report =
+          saveCheckpoint(executor, comm, *plan, program, *saveDir,
+                         firstStep + steps, saveOptions);
+      if (!comm || comm->rank() == 0)
+        saved = std::move(report);
+    };
+  }
   int64_t lastStep = firstStep + steps;
   options.onStep = [&](int64_t step, double loss, double seconds) {
     std::cout << "step " << step + 1 << "/" << lastStep << "  loss "
@@ -587,10 +656,18 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
     if (!std::isfinite(loss))
       return fail("the loss is not finite");
   if (saveDir) {
-    writeCheckpoint(*saveDir, run.finalState, lastStep);
     std::cout << name << ": wrote checkpoint '" << *saveDir << "' after "
-              << lastStep << " steps (" << run.finalState.size()
-              << " parameter and state buffers)\n";
+              << lastStep << " steps (" << saved.tensors
+              << " parameter and state buffers)\n"
+              << name << ": checkpoint shards by rank:";
+    int64_t files = 0, bytes = 0;
+    for (size_t r = 0; r < saved.files.size(); ++r) {
+      std::cout << (r ? "; " : " ") << r << ": " << saved.files[r]
+                << " files, " << saved.bytes[r] << " bytes";
+      files += saved.files[r];
+      bytes += saved.bytes[r];
+    }
+    std::cout << " (" << files << " files, " << bytes << " bytes in all)\n";
   }
   if (steps > 1)
     std::cout << name << ": loss " << format("%.4f", run.losses.front())
@@ -610,7 +687,8 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   one.overlapBuckets = ranksOptions.overlapBuckets;
   TrainOptions refOptions;
   refOptions.steps = steps;
-  refOptions.start = options.start;
+  refOptions.firstStep = firstStep;
+  refOptions.beforeFirstStep = loaderFor("reference");
   TrainRun ref = train(plan, "reference", source, refOptions, one);
   CheckReport report = compareTraining(
       *plan, program, run, ref, rtol, paramRtol < 0 ? rtol : paramRtol);

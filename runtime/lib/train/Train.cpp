@@ -157,12 +157,16 @@ void onEveryRank(const PlanFile &plan, const std::string &program,
 ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
                       const std::string &program,
                       const std::vector<Tensor> &inputs, int64_t steps,
-                      const RunOptions &options) {
+                      const RunOptions &options,
+                      const std::function<void(Executor &, Communicator *)>
+                          &beforeFirstStep) {
   ProgramRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
     auto backend = createCpuBackend(options.ranks > 1 ? 1 : 0);
     Executor executor(plan, program, comm, *backend, executorOptions(options));
+    if (beforeFirstStep)
+      beforeFirstStep(executor, comm);
     executor.setInputs(inputs);
     std::vector<double> seconds;
     for (int64_t step = 0; step < steps; ++step) {
@@ -289,8 +293,7 @@ size_t lossIndex(const PlanFile &plan, const std::string &program) {
 TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
                const BatchSource &source, const TrainOptions &options,
                const RunOptions &ranks) {
-  const TrainState *start = options.start;
-  int64_t firstStep = start ? start->steps : 0;
+  int64_t firstStep = options.firstStep;
   int64_t steps = options.steps;
   size_t loss = lossIndex(*plan, program);
   TrainRun out;
@@ -299,10 +302,10 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     auto backend = createCpuBackend(ranks.ranks > 1 ? 1 : 0);
     Executor executor(plan, program, comm, *backend, executorOptions(ranks));
     bool printer = !comm || comm->rank() == 0;
-    if (start)
-      for (const auto &[name, tensor] : start->buffers)
-        executor.setPersistent(name, tensor);
+    if (options.beforeFirstStep)
+      options.beforeFirstStep(executor, comm);
     TrainRun mine;
+    bool finite = true;
     for (int64_t step = 0; step < steps; ++step) {
       maybeInjectFailure(ranks, comm, step);
       std::vector<Tensor> batch = source.make(firstStep + step);
@@ -312,16 +315,18 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
       auto begin = std::chrono::steady_clock::now();
       executor.run();
       double seconds = secondsSince(begin);
-      // Collective: every rank gathers, rank 0 keeps. Only the loss, but
-      // after the last step every result (the updated parameters).
+      // Collective: every rank gathers (so every rank knows the loss), rank
+      // 0 keeps. Only the loss, but after the last step every result (the
+      // updated parameters).
       bool last = step + 1 == steps;
       std::vector<Tensor> results;
       if (last)
         results = executor.gatherResults();
       Tensor lossTensor = last ? results.at(loss) : executor.gatherResult(loss);
+      double value = elementAsDouble(lossTensor, 0);
+      finite &= std::isfinite(value);
       if (!printer)
         continue;
-      double value = elementAsDouble(lossTensor, 0);
       mine.losses.push_back(value);
       mine.seconds.push_back(seconds);
       if (options.onStep)
@@ -329,13 +334,8 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
       if (last)
         mine.finalResults = std::move(results);
     }
-    if (options.keepState)
-      for (const ProgramValue &value : plan->persistent(program)) {
-        // Collective: every rank gathers, rank 0 keeps.
-        Tensor t = executor.gatherPersistent(value.name);
-        if (printer)
-          mine.finalState.emplace_back(value.name, std::move(t));
-      }
+    if (finite && options.afterLastStep)
+      options.afterLastStep(executor, comm);
     if (printer) {
       std::lock_guard<std::mutex> lock(mutex);
       mine.profile = executor.profile();

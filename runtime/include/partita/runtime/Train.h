@@ -18,6 +18,10 @@
 //   options.onStep = [](int64_t step, double loss, double s) { ... };
 //   TrainRun run = train(plan, "train_step", data, options, ranks);
 //
+// Checkpoints (Checkpoint.h) plug in as TrainOptions hooks that run on
+// every rank: loadCheckpoint before the first step, saveCheckpoint after
+// the last.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_TRAIN_H
@@ -100,10 +104,13 @@ struct ProgramRun {
 
 /// Runs `program` of `plan` `steps` times on the inputs (global arrays, in
 /// PlanFile::inputs order) and gathers its results.
+/// `beforeFirstStep` (may be empty) runs on every rank first.
 ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
                       const std::string &program,
                       const std::vector<Tensor> &inputs, int64_t steps,
-                      const RunOptions &options);
+                      const RunOptions &options,
+                      const std::function<void(Executor &, Communicator *)>
+                          &beforeFirstStep = {});
 
 /// Where a train step's batches come from: `ids` and `labels` from a token
 /// file (TokenData.h) when the program has them, every other input
@@ -141,22 +148,21 @@ private:
   std::optional<TokenData> data;
 };
 
-/// Training state in memory: parameters and optimizer state as global
-/// arrays, and how many steps (batches) produced them.
-struct TrainState {
-  std::map<std::string, Tensor> buffers;
-  int64_t steps = 0;
-};
+/// Runs on every rank with its executor (and communicator, null when the
+/// program is not partitioned): loads parameters before the first step,
+/// saves a checkpoint after the last (Checkpoint.h).
+using RankHook = std::function<void(Executor &, Communicator *)>;
 
 struct TrainOptions {
   int64_t steps = 1;
-  /// Start from these buffers (any subset of the persistent ones) and draw
-  /// batches from step start->steps on; null: from the plan's initializer
-  /// at step 0.
-  const TrainState *start = nullptr;
-  /// Keep every parameter and state buffer after the last step
-  /// (TrainRun::finalState).
-  bool keepState = false;
+  /// The global index of the first step (a resumed run's steps so far):
+  /// batches are drawn from it on.
+  int64_t firstStep = 0;
+  /// Before the first step, on every rank (e.g. loadCheckpoint).
+  RankHook beforeFirstStep;
+  /// After the last step when every loss was finite, on every rank (e.g.
+  /// saveCheckpoint, collective).
+  RankHook afterLastStep;
   /// Called on rank 0 after each step with its global index (0-based), its
   /// loss and its time.
   std::function<void(int64_t step, double loss, double seconds)> onStep;
@@ -171,9 +177,6 @@ struct TrainRun {
   std::vector<double> losses;
   std::vector<double> seconds;
   std::vector<Tensor> finalResults;
-  /// With TrainOptions::keepState: every parameter and state buffer after
-  /// the last step, in PlanFile::persistent order.
-  std::vector<std::pair<std::string, Tensor>> finalState;
   std::vector<ProfileEntry> profile;
 };
 

@@ -1,5 +1,6 @@
 //===- TrainLibraryTest.cpp - .npy I/O and token batches of the runtime ---===//
 
+#include "partita/runtime/Checkpoint.h"
 #include "partita/runtime/Npy.h"
 #include "partita/runtime/TokenData.h"
 #include "partita/runtime/Train.h"
@@ -101,4 +102,16 @@ TEST(Check, RelativeDifference) {
   EXPECT_EQ(relativeDifference(a, a, maxAbs), 0);
 }
 
+} // namespace
+
+namespace {
+// Tests the checkpoint checksum against CRC-32's published check value
+// (whichever implementation was built: zlib's or the built-in one), and
+// that it continues over pieces.
+TEST(Checkpoint, Crc32CheckValue) {
+  EXPECT_EQ(partita::runtime::crc32("123456789", 9), 0xCBF43926u);
+  uint32_t first = partita::runtime::crc32("12345", 5);
+  EXPECT_EQ(partita::runtime::crc32("6789", 4, first), 0xCBF43926u);
+  EXPECT_EQ(partita::runtime::crc32("", 0), 0u);
+}
 } // namespace
