@@ -10,7 +10,8 @@
 #   4. partita run     trains STEPS steps on the GPL text, checked against
 #                      one rank, and saves a checkpoint halfway;
 #   5. partita run     resumes from the checkpoint under plain dp on 2 ranks
-#                      (checkpoints are global arrays: any mesh takes them).
+#                      (checkpoint shards carry their global offsets: any
+#                      mesh takes them).
 #
 # Usage: examples/train-gpt/run.sh [OUT_DIR]   (default: build/example-train)
 # Environment: BIN (default build/bin), STEPS (default 20), LAYERS, HIDDEN.

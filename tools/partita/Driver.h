@@ -22,6 +22,10 @@ namespace partita::driver {
 struct Command {
   llvm::cl::SubCommand &subCommand;
   int (*run)();
+  /// Set for a subcommand with its own parser (`run`, shared with the
+  /// runtime-only partita-run): gets the words after the subcommand's name
+  /// before llvm::cl sees them.
+  int (*runArgs)(int argc, char **argv) = nullptr;
 };
 
 Command getModelCommand();

@@ -18,10 +18,10 @@
 #include "passes/InitAllPasses.h"
 #include "passes/plan/PlanLowering.h"
 #include "tools/partita/Driver.h"
-#include "tools/partita/GeneratedInputs.h"
 #include "tools/partita/ModelInput.h"
 
 #include "partita/runtime/Executor.h"
+#include "partita/runtime/Train.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -141,7 +141,7 @@ std::vector<rt::Tensor> makeArguments(const rt::PlanFile &plan,
       throw rt::Error("argument '" + v.name + "' is " +
                       rt::toString(v.dtype) +
                       " after promotion; gradcheck runs f64 and integers");
-    tensors.push_back(generateUniform(
+    tensors.push_back(rt::generateUniform(
         v, seedArg, "gradcheck:" + v.name, "integer input '" + v.name + "'",
         " (is it used as embedding ids or cross_entropy labels?)", ""));
   }

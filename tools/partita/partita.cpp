@@ -42,6 +42,10 @@ int main(int argc, char **argv) {
                                "' (expected one of: " + known +
                                "; see 'partita --help')");
   }
+  for (const Command &command : commands)
+    if (command.runArgs && argc > 1 &&
+        command.subCommand.getName() == argv[1])
+      return command.runArgs(argc - 2, argv + 2);
   // libLLVM registers hundreds of codegen options at the top level; the
   // subcommands' own options are the only ones a user needs.
   static cl::OptionCategory none("partita");

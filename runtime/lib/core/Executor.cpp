@@ -1070,6 +1070,96 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
   }
 }
 
+// Checkpoint shards: this rank's block with its place in the global array.
+Executor::Block Executor::persistentBlock(const std::string &name) const {
+  const Impl &s = *pimpl;
+  const plan::Buffer &b = s.buffer(s.persistentId(name));
+  if (b.partial_axes_size() > 0)
+    throw Error("'" + name + "' holds partial values: it has no block to " +
+                "checkpoint");
+  Block block;
+  block.globalShape = toVector(b.global_shape());
+  std::vector<int64_t> local = toVector(b.local_shape());
+  block.offsets = s.program->partitioned()
+                      ? s.blockStarts(b, s.coords)
+                      : std::vector<int64_t>(local.size(), 0);
+  for (size_t d = 0; d < local.size(); ++d)
+    block.shape.push_back(std::max<int64_t>(
+        0, std::min(local[d], block.globalShape[d] - block.offsets[d])));
+  std::map<std::string, bool> used;
+  for (const plan::DimSharding &dim : b.sharding())
+    for (const std::string &axis : dim.axes())
+      used[axis] = true;
+  if (s.program->partitioned())
+    for (const std::string &axis : s.axisOrder)
+      if (!used.count(axis) && s.coords.at(axis) != 0)
+        block.owner = false;
+  return block;
+}
+
+namespace {
+/// Calls `row(localByte, compactByte, bytes)` for each row of the `shape`
+/// region at the start of a local view of `localShape` (padding
+/// included), and of a compact tensor of `shape`.
+template <typename Row>
+void forEachBlockRow(const std::vector<int64_t> &localShape,
+                     const std::vector<int64_t> &shape, size_t elem, Row row) {
+  int64_t rank = shape.size();
+  for (int64_t d : shape)
+    if (d == 0)
+      return;
+  if (rank == 0) {
+    row(0, 0, elem);
+    return;
+  }
+  std::vector<int64_t> index(rank, 0);
+  size_t bytes = shape[rank - 1] * elem;
+  for (size_t compact = 0;; compact += bytes) {
+    int64_t l = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      l = l * localShape[d] + index[d];
+    row(l * elem, compact, bytes);
+    int64_t d = rank - 2;
+    while (d >= 0 && ++index[d] == shape[d]) {
+      index[d] = 0;
+      --d;
+    }
+    if (d < 0)
+      return;
+  }
+}
+} // namespace
+
+Tensor Executor::readPersistentBlock(const std::string &name) const {
+  const Impl &s = *pimpl;
+  const TensorView &view = s.views[s.persistentId(name)];
+  Block block = persistentBlock(name);
+  Tensor t(view.dtype, block.shape);
+  const auto *from = static_cast<const unsigned char *>(view.data);
+  unsigned char *to = t.data<unsigned char>();
+  forEachBlockRow(view.shape, block.shape, sizeOf(view.dtype),
+                  [&](size_t l, size_t c, size_t n) {
+                    std::memcpy(to + c, from + l, n);
+                  });
+  return t;
+}
+
+void Executor::writePersistentBlock(const std::string &name,
+                                    const Tensor &data) {
+  Impl &s = *pimpl;
+  const TensorView &view = s.views[s.persistentId(name)];
+  Block block = persistentBlock(name);
+  if (data.getDType() != view.dtype || data.getShape() != block.shape)
+    throw Error("the data for the block of '" + name + "' on this rank " +
+                "differs from it in dtype or shape");
+  const unsigned char *from = data.data<unsigned char>();
+  auto *to = static_cast<unsigned char *>(view.data);
+  forEachBlockRow(view.shape, block.shape, sizeOf(view.dtype),
+                  [&](size_t l, size_t c, size_t n) {
+                    std::memcpy(to + l, from + c, n);
+                  });
+}
+
 Tensor Executor::localParameter(const std::string &name) const {
   const Impl &s = *pimpl;
   for (int64_t id = 0; id < s.program->buffers_size(); ++id) {

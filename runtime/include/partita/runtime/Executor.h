@@ -22,7 +22,10 @@
 //   }
 //
 // and gatherPersistent / setPersistent read and write the parameters and
-// state as global arrays (checkpoints, --check against a reference run).
+// state as global arrays (--check against a reference run), while
+// persistentBlock / readPersistentBlock / writePersistentBlock give this
+// rank's own block with its place in the global array (sharded
+// checkpoints, Checkpoint.h: no rank touches a block it does not hold).
 //
 //===----------------------------------------------------------------------===//
 
@@ -147,6 +150,27 @@ public:
   /// Overwrites parameter or state buffer `name` from its global value; each
   /// rank keeps its block. Shape and dtype must match exactly.
   void setPersistent(const std::string &name, const Tensor &global);
+
+  /// Where this rank's block of parameter or state buffer `name` lies in
+  /// its global array, for checkpoints that each rank writes and reads in
+  /// shards. Local: no collective.
+  struct Block {
+    std::vector<int64_t> globalShape;
+    /// Global index of the block's first element, per dimension.
+    std::vector<int64_t> offsets;
+    /// Extent of the block's real elements per dimension (a padded block,
+    /// see dist-partition, is cut at the global shape; may be 0).
+    std::vector<int64_t> shape;
+    /// Whether this rank writes the block: it is at coordinate 0 of every
+    /// mesh axis the buffer is replicated over (one owner per block).
+    bool owner = true;
+  };
+  Block persistentBlock(const std::string &name) const;
+  /// The real elements of this rank's block (shape persistentBlock().shape).
+  Tensor readPersistentBlock(const std::string &name) const;
+  /// Overwrites this rank's block from `block` (shape
+  /// persistentBlock().shape, the buffer's dtype); padding stays zero.
+  void writePersistentBlock(const std::string &name, const Tensor &block);
 
   /// Bytes of this rank's arena (the plan's memory plan).
   int64_t arenaBytes() const;

@@ -1,4 +1,4 @@
-//===- TrainData.h - token batches for `partita run --steps` ----*- C++ -*-===//
+//===- TokenData.h - token batches for training language models -*- C++ -*-===//
 //
 // Training data for language models is a flat binary file of token ids
 // (1, 2 or 4 bytes each, little-endian, unsigned). Batches are consecutive
@@ -7,38 +7,37 @@
 // k * batch .. k * batch + batch - 1, one per row. A row's ids are the
 // window's first seq tokens, its labels the last seq (the next token).
 // Every rank and every run reads the same batches, so a partitioned run and
-// its one-rank reference see identical data.
+// its one-rank reference see identical data, and a run resumed at step k
+// draws the batches an uninterrupted run would. Plain C++17; errors are
+// runtime::Error naming the file.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITA_TOOLS_PARTITA_TRAINDATA_H
-#define PARTITA_TOOLS_PARTITA_TRAINDATA_H
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
+#ifndef PARTITA_RUNTIME_TOKENDATA_H
+#define PARTITA_RUNTIME_TOKENDATA_H
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace partita::driver {
+namespace partita::runtime {
 
-/// The file `partita run` trains on when no --data is given: plain English
-/// text, read byte by byte (ids 0..255, `partita model gpt --vocab 256`).
-constexpr llvm::StringLiteral kDefaultTrainData =
+/// The file training reads when no data is given: plain English text, read
+/// byte by byte (ids 0..255, `partita model gpt --vocab 256`).
+inline constexpr const char *kDefaultTrainData =
     "/usr/share/common-licenses/GPL-3";
 
 class TokenData {
 public:
-  /// Reads `path` as tokens of `tokenBytes` (1, 2 or 4) bytes. Fails,
-  /// saying why, when the file cannot be read, is empty, or its size is not
-  /// a whole number of tokens.
-  static llvm::Expected<TokenData> load(llvm::StringRef path,
-                                        unsigned tokenBytes);
+  /// Reads `path` as tokens of `tokenBytes` (1, 2 or 4; else an Error
+  /// naming the --token-bytes flag of the tools) bytes. Throws
+  /// Error, saying why, when the file cannot be read, is empty, or its size
+  /// is not a whole number of tokens.
+  static TokenData load(const std::string &path, unsigned tokenBytes);
 
   /// Checks that one batch fits (the file holds at least batch * (seq + 1)
   /// tokens) and that every id is below `vocab`, the model's vocabulary.
-  llvm::Error check(int64_t batch, int64_t seq, int64_t vocab) const;
+  void check(int64_t batch, int64_t seq, int64_t vocab) const;
 
   /// Fills `ids` and `labels` (batch * seq each, row-major) with step
   /// `step`'s batch.
@@ -54,6 +53,6 @@ private:
   std::vector<uint32_t> tokens;
 };
 
-} // namespace partita::driver
+} // namespace partita::runtime
 
-#endif // PARTITA_TOOLS_PARTITA_TRAINDATA_H
+#endif // PARTITA_RUNTIME_TOKENDATA_H

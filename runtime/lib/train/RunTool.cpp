@@ -1,0 +1,708 @@
+//===- RunTool.cpp - the command line that runs and trains plans ----------===//
+//
+// Loads a plan, runs its step program on N ranks (threads on the local
+// communicator, or MPI processes), and prints every result. A train step
+// (@train_step, from `partita plan --train`) is trained instead: --steps
+// steps on consecutive batches of a token file (TokenData.h), one line per
+// step with its loss. Inputs come from .npy files or are generated
+// (counter-based, so every rank and every run sees the same values; integer
+// inputs in [0, bound) from the plan). With --check it also runs the plan's
+// unpartitioned "reference" program on one rank with the same parameters
+// and inputs and compares every result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/RunTool.h"
+#include "partita/runtime/Checkpoint.h"
+#include "partita/runtime/Npy.h"
+#include "partita/runtime/Train.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace partita::runtime {
+
+namespace {
+
+template <typename... Args>
+std::string format(const char *fmt, Args... args) {
+  char buf[128];
+  int n = std::snprintf(buf, sizeof(buf), fmt, args...);
+  return std::string(buf, n > 0 ? std::min<size_t>(n, sizeof(buf) - 1) : 0);
+}
+
+/// One option of the command line.
+struct OptionSpec {
+  const char *name;
+  const char *value; // value description; null for a flag
+  const char *help;  // null: hidden (testing only)
+};
+
+const OptionSpec kOptions[] = {
+    {"ranks", "n", "Number of ranks (default: the plan's device count)"},
+    {"comm", "local|mpi",
+     "Communicator: local (threads, default) or mpi (one process per rank, "
+     "under mpirun)"},
+    {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
+    {"data", "file",
+     "Training: flat binary file of token ids, batches of consecutive "
+     "windows of seq + 1 tokens (default: /usr/share/common-licenses/GPL-3, "
+     "byte-level)"},
+    {"token-bytes", "1|2|4",
+     "Training: bytes per token in --data (little-endian; default 1: ids are "
+     "bytes)"},
+    {"print-batch", nullptr, nullptr},
+    {"save-params", "dir",
+     "Training: write the final parameters as DIR/<name>.npy"},
+    {"save-checkpoint", "dir",
+     "Training: after the last step, write a sharded checkpoint: each rank "
+     "writes the parameter and optimizer state blocks it owns, with a "
+     "manifest of names, dtypes, global shapes and CRC-32s; DIR is replaced "
+     "only when the new one is complete"},
+    {"load-checkpoint", "dir",
+     "Training: start from a --save-checkpoint directory (its parameters, "
+     "optimizer state and data position); any plan of the same model and "
+     "optimizer takes it, whatever its mesh or strategy"},
+    {"load-params", "dir",
+     "Start from the parameters of a checkpoint or a --save-params "
+     "directory: a forward plan runs with them; a train step trains from "
+     "them with fresh optimizer state, from step 1"},
+    {"inject-checkpoint-failure", "n", nullptr},
+    {"inputs", "a.npy,...",
+     "Input arrays in the program's input order (default: generated)"},
+    {"outputs", "dir", "Write every result as DIR/<name>.npy"},
+    {"check", nullptr,
+     "Compare with the plan's unpartitioned reference program run on one "
+     "rank"},
+    {"rtol", "r",
+     "--check: largest relative difference allowed (max |a-b| / max |b| per "
+     "result; training: per step's loss and per final parameter; default "
+     "1e-5)"},
+    {"param-rtol", "r",
+     "--check of training: largest relative difference allowed in the final "
+     "parameters (default: --rtol). AdamW scales rounding noise in a zero "
+     "gradient up to steps of size lr, so its parameters may differ more "
+     "than its losses"},
+    {"input-seed", "n", "Seed of generated inputs (default 1)"},
+    {"timeout-ms", "ms", "Collective timeout in milliseconds (default 60000)"},
+    {"sync-comm", nullptr,
+     "Run each gradient bucket's communicator call in line instead of on a "
+     "communication thread that overlaps it with the rest of backward (same "
+     "results; for measuring the overlap)"},
+    {"profile", nullptr,
+     "Time every instruction; print rank 0's time per step for each kernel "
+     "kind and collective, largest first"},
+    {"inject-failure-rank", "r", nullptr},
+    {"inject-failure-step", "s", nullptr},
+    {"help", nullptr, "Print this help"},
+};
+
+const OptionSpec *findOption(const std::string &name) {
+  for (const OptionSpec &spec : kOptions)
+    if (name == spec.name)
+      return &spec;
+  return nullptr;
+}
+
+std::string helpText(const std::string &tool) {
+  std::string out = "OVERVIEW: Execute a plan on N ranks (local threads or "
+                    "MPI) and print its results; train a train step\n\n"
+                    "USAGE: " +
+                    tool + " [options] <plan.pb>\n\nOPTIONS:\n";
+  for (const OptionSpec &spec : kOptions) {
+    if (!spec.help)
+      continue;
+    std::string flag = std::string("  --") + spec.name;
+    if (spec.value)
+      flag += std::string("=<") + spec.value + ">";
+    out += flag;
+    out += flag.size() < 30 ? std::string(30 - flag.size(), ' ')
+                            : "\n" + std::string(30, ' ');
+    out += std::string("- ") + spec.help + "\n";
+  }
+  return out;
+}
+
+/// The parsed command line: values as given (parsed further in runTool),
+/// each present only when given.
+struct Args {
+  std::string plan;
+  std::map<std::string, std::string> values;
+  std::vector<std::string> inputs; // --inputs, comma-separated, repeatable
+  std::set<std::string> flags;
+
+  bool has(const std::string &name) const {
+    return values.count(name) || flags.count(name) ||
+           (name == "inputs" && !inputs.empty());
+  }
+  std::optional<std::string> get(const std::string &name) const {
+    auto it = values.find(name);
+    if (it == values.end())
+      return std::nullopt;
+    return it->second;
+  }
+};
+
+/// A whole number in `text`, or nullopt.
+std::optional<int64_t> parseWhole(const std::string &text) {
+  if (text.empty())
+    return std::nullopt;
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno || *end || std::isspace((unsigned char)text[0]))
+    return std::nullopt;
+  return int64_t(v);
+}
+
+std::optional<double> parseReal(const std::string &text) {
+  if (text.empty())
+    return std::nullopt;
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (*end || std::isspace((unsigned char)text[0]))
+    return std::nullopt;
+  return v;
+}
+
+/// The runner: the parsed arguments and the output helpers.
+class Tool {
+public:
+  explicit Tool(std::string name) : name(std::move(name)) {}
+  int main(const std::vector<std::string> &argv);
+
+private:
+  /// Prints "<tool>: error: <message>" after flushing stdout (so the lines
+  /// before it come first); returns 1.
+  int fail(const std::string &message) {
+    std::cout.flush();
+    // One write: under mpirun every rank's errors share one stream, and a
+    // line written in pieces is torn by the others'.
+    std::string line = name + ": error: " + message + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    return 1;
+  }
+  int parse(const std::vector<std::string> &argv);
+  int run();
+  int runForward(std::shared_ptr<const PlanFile> plan,
+                 const std::string &program);
+  int runTraining(std::shared_ptr<const PlanFile> plan,
+                  const std::string &program);
+  std::vector<Tensor> makeInputs(const PlanFile &plan,
+                                 const std::string &program);
+  /// --load-params: a checkpoint's manifest is read and checked here,
+  /// once; each rank then reads the shards of its blocks.
+  RankHook paramsLoader(const PlanFile &plan, const std::string &program,
+                        const std::string &dir);
+
+  std::string name;
+  Args args;
+  int64_t ranks = 0, steps = 1;
+  unsigned tokenBytes = 1;
+  double rtol = 1e-5, paramRtol = -1;
+  int64_t failSaveAfter = -1;
+  uint64_t seed = 1;
+  RunOptions ranksOptions;
+  std::unique_ptr<Communicator> mpi;
+};
+
+/// Splits a response file into words: whitespace separates them, quotes
+/// ('...' or "...") and backslashes keep whitespace in one (GNU style, as
+/// llvm::cl reads them).
+std::vector<std::string> splitResponseFile(const std::string &text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool inWord = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quote) {
+      if (c == quote)
+        quote = 0;
+      else if (c == '\\' && quote == '"' && i + 1 < text.size())
+        word += text[++i];
+      else
+        word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      inWord = true;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      word += text[++i];
+      inWord = true;
+    } else if (std::isspace((unsigned char)c)) {
+      if (inWord)
+        words.push_back(word);
+      word.clear();
+      inWord = false;
+    } else {
+      word += c;
+      inWord = true;
+    }
+  }
+  if (inWord)
+    words.push_back(word);
+  return words;
+}
+
+int Tool::parse(const std::vector<std::string> &given) {
+  // @FILE arguments are response files: their words take their place.
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, int>> pending; // word, nesting depth
+  for (auto it = given.rbegin(); it != given.rend(); ++it)
+    pending.emplace_back(*it, 0);
+  while (!pending.empty()) {
+    auto [word, depth] = pending.back();
+    pending.pop_back();
+    if (word.size() < 2 || word[0] != '@') {
+      argv.push_back(word);
+      continue;
+    }
+    std::ifstream in(word.substr(1), std::ios::binary);
+    if (!in)
+      return fail("cannot read the response file '" + word.substr(1) + "'");
+    if (depth >= 20)
+      return fail("response files nest more than 20 deep at '" +
+                  word.substr(1) + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::vector<std::string> words = splitResponseFile(text.str());
+    for (auto w = words.rbegin(); w != words.rend(); ++w)
+      pending.emplace_back(*w, depth + 1);
+  }
+  bool positionalOnly = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string &arg = argv[i];
+    if (positionalOnly || arg.size() < 2 || arg[0] != '-') {
+      if (!args.plan.empty())
+        return fail("unexpected argument '" + arg + "' (one plan file, " +
+                    "then options; see '" + name + " --help')");
+      args.plan = arg;
+      continue;
+    }
+    if (arg == "--") {
+      positionalOnly = true;
+      continue;
+    }
+    // -flag and --flag alike, with the value after '=' or as the next word.
+    std::string key = arg.substr(arg[1] == '-' ? 2 : 1);
+    std::optional<std::string> value;
+    if (size_t eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    }
+    const OptionSpec *spec = findOption(key);
+    if (!spec)
+      return fail("unknown option '" + arg + "' (see '" + name + " --help')");
+    if (!spec->value) {
+      if (value && *value != "true" && *value != "1") {
+        if (*value == "false" || *value == "0")
+          continue;
+        return fail("--" + key + " takes no value, got '" + *value + "'");
+      }
+      args.flags.insert(key);
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= argv.size())
+        return fail("--" + key + " needs a value (--" + key + "=<" +
+                    spec->value + ">)");
+      value = argv[++i];
+    }
+    if (key == "inputs") {
+      size_t start = 0;
+      while (start <= value->size()) {
+        size_t comma = value->find(',', start);
+        if (comma == std::string::npos)
+          comma = value->size();
+        if (comma > start)
+          args.inputs.push_back(value->substr(start, comma - start));
+        start = comma + 1;
+      }
+      continue;
+    }
+    args.values[key] = *value;
+  }
+  return 0;
+}
+
+int Tool::main(const std::vector<std::string> &argv) {
+  if (int rc = parse(argv))
+    return rc;
+  if (args.flags.count("help")) {
+    std::cout << helpText(name);
+    return 0;
+  }
+  try {
+    return run();
+  } catch (const Error &e) {
+    return fail(e.what());
+  } catch (const std::exception &e) {
+    return fail(std::string("unexpected failure: ") + e.what());
+  }
+}
+
+int Tool::run() {
+  if (args.plan.empty())
+    return fail("missing the plan file (" + name + " PLAN.pb [--ranks N] ...)");
+  std::string comm = args.get("comm").value_or("local");
+  if (comm != "local" && comm != "mpi")
+    return fail("unknown --comm '" + comm + "': expected local or mpi");
+  for (const char *option : {"ranks", "steps"})
+    if (std::optional<std::string> text = args.get(option)) {
+      std::optional<int64_t> v = parseWhole(*text);
+      if (!v)
+        return fail(std::string("--") + option +
+                    " expects a whole number, got '" + *text + "'");
+      (std::string(option) == "ranks" ? ranks : steps) = *v;
+    }
+  // Unsigned options, read as llvm::cl reads them.
+  int64_t timeoutMs = 60000, failRank = -1, failStep = 1, tokenBytesArg = 1,
+          seedArg = 1;
+  failSaveAfter = -1;
+  struct {
+    const char *option;
+    int64_t *into;
+    int64_t min;
+  } wholes[] = {{"timeout-ms", &timeoutMs, 0},
+                {"inject-failure-rank", &failRank, INT32_MIN},
+                {"inject-failure-step", &failStep, INT32_MIN},
+                {"token-bytes", &tokenBytesArg, 0},
+                {"input-seed", &seedArg, 0},
+                {"inject-checkpoint-failure", &failSaveAfter, 1}};
+  for (auto &w : wholes)
+    if (std::optional<std::string> text = args.get(w.option)) {
+      std::optional<int64_t> v = parseWhole(*text);
+      if (!v || *v < w.min || *v > INT32_MAX * int64_t(w.min == 0 ? 2 : 1))
+        return fail(std::string("--") + w.option +
+                    " expects a whole number, got '" + *text + "'");
+      *w.into = *v;
+    }
+  tokenBytes = unsigned(tokenBytesArg);
+  seed = uint64_t(seedArg);
+  for (const char *option : {"rtol", "param-rtol"})
+    if (std::optional<std::string> text = args.get(option)) {
+      std::optional<double> v = parseReal(*text);
+      if (!v)
+        return fail(std::string("--") + option + " expects a number, got '" +
+                    *text + "'");
+      (std::string(option) == "rtol" ? rtol : paramRtol) = *v;
+    }
+  if (steps < 1)
+    return fail("--steps must be at least 1");
+  if (args.has("ranks") && ranks < 1)
+    return fail("--ranks must be at least 1");
+  if (!(rtol >= 0))
+    return fail("--rtol must be a non-negative number");
+  if (args.has("param-rtol") && !(paramRtol >= 0))
+    return fail("--param-rtol must be a non-negative number");
+  if (args.has("load-params") && args.has("load-checkpoint"))
+    return fail("--load-params and --load-checkpoint exclude each other "
+                "(--load-checkpoint loads the parameters too)");
+
+  std::shared_ptr<const PlanFile> plan = PlanFile::load(args.plan);
+  std::string program = plan->programNames().front();
+  bool partitioned = plan->isPartitioned(program);
+  int64_t devices = partitioned ? plan->numDevices() : 1;
+  if (!args.has("ranks"))
+    ranks = devices;
+  if (ranks != devices)
+    return fail("the plan's program '" + program + "' runs on " +
+                std::to_string(devices) + " rank" + (devices == 1 ? "" : "s") +
+                (partitioned ? " (its mesh)" : " (it is not partitioned)") +
+                ", but --ranks is " + std::to_string(ranks));
+  if (args.flags.count("check") && !plan->hasProgram("reference"))
+    return fail("--check needs a program named 'reference' in the plan "
+                "(partita plan writes one)");
+
+  ranksOptions.ranks = int(ranks);
+  ranksOptions.timeout = std::chrono::milliseconds(timeoutMs);
+  ranksOptions.overlapBuckets = !args.flags.count("sync-comm");
+  ranksOptions.profile = args.flags.count("profile");
+  ranksOptions.failRank = int(failRank);
+  ranksOptions.failStep = int(failStep);
+  ranksOptions.toolName = name;
+  if (comm == "mpi") {
+    mpi = createMpiCommunicator();
+    if (!mpi)
+      return fail("--comm mpi: the Partita runtime was built without MPI");
+    mpi->setTimeout(std::chrono::milliseconds(timeoutMs));
+    if (partitioned && mpi->size() != ranks)
+      return fail("--comm mpi: the job has " + std::to_string(mpi->size()) +
+                  " processes, but the plan needs " + std::to_string(ranks));
+    ranksOptions.mpi = mpi.get();
+  }
+  bool training = program == "train_step";
+  if (!training)
+    for (const char *option : {"data", "token-bytes", "save-params",
+                               "save-checkpoint", "load-checkpoint"})
+      if (args.has(option))
+        return fail(std::string("--") + option +
+                    " is for training: the plan's program is '" + program +
+                    "', not a train step (partita plan --train)");
+  if (training) {
+    if (args.has("inputs"))
+      return fail("--inputs does not apply to a train step: its batches come "
+                  "from --data");
+    return runTraining(plan, program);
+  }
+  return runForward(plan, program);
+}
+
+std::vector<Tensor> Tool::makeInputs(const PlanFile &plan,
+                                     const std::string &program) {
+  std::vector<ProgramValue> inputs = plan.inputs(program);
+  std::vector<Tensor> tensors;
+  if (!args.inputs.empty()) {
+    if (args.inputs.size() != inputs.size())
+      throw Error("--inputs gives " + std::to_string(args.inputs.size()) +
+                  " arrays, but the program takes " +
+                  std::to_string(inputs.size()) + " inputs");
+    for (const std::string &path : args.inputs)
+      tensors.push_back(readNpy(path));
+    return tensors;
+  }
+  for (const ProgramValue &v : inputs)
+    tensors.push_back(generateInput(v, seed));
+  return tensors;
+}
+
+RankHook Tool::paramsLoader(const PlanFile &plan, const std::string &program,
+                           const std::string &dir) {
+  namespace fs = std::filesystem;
+  bool checkpoint = fs::exists(fs::path(dir) / "manifest.txt") ||
+                    (!fs::exists(dir) &&
+                     fs::exists(fs::path(dir + ".old") / "manifest.txt"));
+  if (!checkpoint)
+    return [&plan, program, dir](Executor &executor, Communicator *) {
+      loadParameters(dir, executor, plan, program);
+    };
+  auto ck = std::make_shared<Checkpoint>(
+      openCheckpoint(plan, program, dir, /*paramsOnly=*/true));
+  return [&plan, program, ck](Executor &executor, Communicator *) {
+    loadCheckpoint(*ck, executor, plan, program, /*paramsOnly=*/true);
+  };
+}
+
+int Tool::runForward(std::shared_ptr<const PlanFile> plan,
+                     const std::string &program) {
+  bool printer = !mpi || mpi->rank() == 0;
+  std::vector<Tensor> inputs = makeInputs(*plan, program);
+  std::function<void(Executor &, Communicator *)> load;
+  if (std::optional<std::string> dir = args.get("load-params"))
+    load = paramsLoader(*plan, program, *dir);
+  ProgramRun run =
+      runProgram(plan, program, inputs, steps, ranksOptions, load);
+  if (!printer)
+    return 0;
+  std::vector<ProgramValue> values = plan->results(program);
+  std::cout << name << ": " << program << " on " << ranks << " rank"
+            << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
+            << "), arena " << plan->arenaBytes(program) << " bytes per rank\n"
+            << name << ": " << configureBlasKernels() << "\n";
+  for (size_t step = 0; step < run.seconds.size(); ++step)
+    std::cout << "step " << step << ": " << format("%.6f", run.seconds[step])
+              << " s\n";
+  std::cout << formatProfile(run.profile, steps, run.seconds);
+  std::optional<std::string> outputs = args.get("outputs");
+  for (size_t i = 0; i < values.size() && i < run.results.size(); ++i) {
+    const Tensor &t = run.results[i];
+    std::string resultName = values[i].name.empty()
+                                 ? "result" + std::to_string(i)
+                                 : values[i].name;
+    std::cout << resultName << ": " << describeTensor(t.getDType(), t.getShape());
+    if (t.numElements() == 1)
+      std::cout << " = " << format("%.8g", elementAsDouble(t, 0));
+    bool finite = true;
+    for (int64_t e = 0; e < t.numElements(); ++e)
+      finite &= std::isfinite(elementAsDouble(t, e));
+    std::cout << (finite ? "" : " (not finite)") << "\n";
+    if (outputs)
+      writeNpyDirectory(*outputs, {{resultName, &t}});
+  }
+  if (!args.flags.count("check"))
+    return 0;
+  RunOptions one;
+  one.timeout = ranksOptions.timeout;
+  one.overlapBuckets = ranksOptions.overlapBuckets;
+  std::function<void(Executor &, Communicator *)> loadReference;
+  if (std::optional<std::string> dir = args.get("load-params"))
+    loadReference = paramsLoader(*plan, "reference", *dir);
+  ProgramRun reference =
+      runProgram(plan, "reference", inputs, 1, one, loadReference);
+  CheckReport report =
+      compareResults(*plan, program, run.results, reference.results, rtol);
+  for (const std::string &line : report.lines)
+    std::cout << line << "\n";
+  // The comparison above goes first, then the error line.
+  if (!report.ok)
+    return fail("results differ from the reference beyond --rtol");
+  return 0;
+}
+
+int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
+                      const std::string &program) {
+  bool printer = !mpi || mpi->rank() == 0;
+  BatchSource::Options data;
+  data.dataPath = args.get("data");
+  data.tokenBytes = tokenBytes;
+  data.seed = seed;
+  BatchSource source(plan->inputs(program), data);
+  source.load();
+  if (printer) {
+    std::cout << name << ": training " << program << " for " << steps
+              << " step" << (steps == 1 ? "" : "s") << " on " << ranks
+              << " rank" << (ranks == 1 ? "" : "s") << " ("
+              << (mpi ? "mpi" : "local") << "), arena "
+              << plan->arenaBytes(program) << " bytes per rank; "
+              << source.describeSource() << "\n"
+              << name << ": " << configureBlasKernels() << "\n";
+    std::cout.flush();
+  }
+  std::optional<Checkpoint> start;
+  std::optional<std::string> loadDir = args.get("load-checkpoint");
+  std::optional<std::string> paramsDir = args.get("load-params");
+  if (loadDir) {
+    start = openCheckpoint(*plan, program, *loadDir, /*paramsOnly=*/false);
+    if (printer)
+      std::cout << name << ": starting from checkpoint '" << *loadDir
+                << "' after " << start->steps << " step"
+                << (start->steps == 1 ? "" : "s") << "\n";
+  } else if (paramsDir && printer) {
+    std::cout << name << ": starting from the parameters in '" << *paramsDir
+              << "' with fresh optimizer state\n";
+  }
+  std::optional<std::string> saveDir = args.get("save-checkpoint");
+  int64_t firstStep = start ? start->steps : 0;
+  TrainOptions options;
+  options.steps = steps;
+  options.firstStep = firstStep;
+  /// Loads the train step's (or its reference's) starting point.
+  auto loaderFor = [&](const std::string &which) -> RankHook {
+    if (start)
+      return [&, which](Executor &executor, Communicator *) {
+        loadCheckpoint(*start, executor, *plan, which, /*paramsOnly=*/false);
+      };
+    if (paramsDir)
+      return paramsLoader(*plan, which, *paramsDir);
+    return {};
+  };
+  options.beforeFirstStep = loaderFor(program);
+  CheckpointSaveReport saved;
+  if (saveDir) {
+    CheckpointSaveOptions saveOptions;
+    saveOptions.failAfterFiles = int(failSaveAfter);
+    saveOptions.toolName = name;
+    options.afterLastStep = [&, saveOptions](Executor &executor,
+                                             Communicator *comm) {
+      CheckpointSaveReport report =
+          saveCheckpoint(executor, comm, *plan, program, *saveDir,
+                         firstStep + steps, saveOptions);
+      if (!comm || comm->rank() == 0)
+        saved = std::move(report);
+    };
+  }
+  int64_t lastStep = firstStep + steps;
+  options.onStep = [&](int64_t step, double loss, double seconds) {
+    std::cout << "step " << step + 1 << "/" << lastStep << "  loss "
+              << format("%.4f", loss) << "  (" << format("%.1f", seconds * 1e3)
+              << " ms)\n";
+    std::cout.flush();
+  };
+  if (args.flags.count("print-batch"))
+    options.onBatch = [&](int64_t step, const std::vector<Tensor> &batch) {
+      std::cout << source.formatTokens(step, batch);
+    };
+  TrainRun run = train(plan, program, source, options, ranksOptions);
+  if (!printer)
+    return 0;
+  std::vector<ProgramValue> values = plan->results(program);
+  if (run.finalResults.size() != values.size())
+    return fail("the train step returned " +
+                std::to_string(run.finalResults.size()) +
+                " results, its plan lists " + std::to_string(values.size()));
+  std::vector<std::string> paramOf = updatedParameters(*plan, program);
+  auto writeAll = [&](const std::string &dir, bool paramsOnly) {
+    NamedArrays arrays;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (paramsOnly && paramOf[i].empty())
+        continue;
+      std::string name = paramsOnly                    ? paramOf[i]
+                         : !values[i].replaces.empty() ? values[i].replaces
+                         : values[i].name.empty() ? "result" + std::to_string(i)
+                                                  : values[i].name;
+      arrays.emplace_back(name, &run.finalResults[i]);
+    }
+    writeNpyDirectory(dir, arrays);
+  };
+  if (std::optional<std::string> dir = args.get("save-params"))
+    writeAll(*dir, /*paramsOnly=*/true);
+  if (std::optional<std::string> dir = args.get("outputs"))
+    writeAll(*dir, /*paramsOnly=*/false);
+  for (double loss : run.losses)
+    if (!std::isfinite(loss))
+      return fail("the loss is not finite");
+  if (saveDir) {
+    std::cout << name << ": wrote checkpoint '" << *saveDir << "' after "
+              << lastStep << " steps (" << saved.tensors
+              << " parameter and state buffers)\n"
+              << name << ": checkpoint shards by rank:";
+    int64_t files = 0, bytes = 0;
+    for (size_t r = 0; r < saved.files.size(); ++r) {
+      std::cout << (r ? "; " : " ") << r << ": " << saved.files[r]
+                << " files, " << saved.bytes[r] << " bytes";
+      files += saved.files[r];
+      bytes += saved.bytes[r];
+    }
+    std::cout << " (" << files << " files, " << bytes << " bytes in all)\n";
+  }
+  if (steps > 1)
+    std::cout << name << ": loss " << format("%.4f", run.losses.front())
+              << " at step " << firstStep + 1 << ", "
+              << format("%.4f", run.losses.back()) << " at step " << lastStep
+              << " ("
+              << (run.losses.back() < run.losses.front() ? "fell"
+                                                         : "did not fall")
+              << ")\n";
+  std::cout << formatProfile(run.profile, steps, run.seconds);
+  if (!args.flags.count("check"))
+    return 0;
+
+  // The reference: the unpartitioned train step, one rank, same batches.
+  RunOptions one;
+  one.timeout = ranksOptions.timeout;
+  one.overlapBuckets = ranksOptions.overlapBuckets;
+  TrainOptions refOptions;
+  refOptions.steps = steps;
+  refOptions.firstStep = firstStep;
+  refOptions.beforeFirstStep = loaderFor("reference");
+  TrainRun ref = train(plan, "reference", source, refOptions, one);
+  CheckReport report = compareTraining(
+      *plan, program, run, ref, rtol, paramRtol < 0 ? rtol : paramRtol);
+  for (const std::string &line : report.lines)
+    std::cout << line << "\n";
+  if (!report.ok)
+    return fail("training differs from the reference beyond --rtol");
+  return 0;
+}
+
+} // namespace
+
+int runTool(const std::string &toolName, const std::vector<std::string> &args) {
+  return Tool(toolName).main(args);
+}
+
+} // namespace partita::runtime

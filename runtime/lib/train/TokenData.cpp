@@ -1,0 +1,89 @@
+//===- TokenData.cpp - token batches for training language models ---------===//
+
+#include "partita/runtime/TokenData.h"
+#include "partita/runtime/Tensor.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+namespace partita::runtime {
+
+TokenData TokenData::load(const std::string &path, unsigned tokenBytes) {
+  if (tokenBytes != 1 && tokenBytes != 2 && tokenBytes != 4)
+    throw Error("--token-bytes must be 1, 2 or 4, got " +
+                std::to_string(tokenBytes));
+  auto cannotRead = [&](const std::string &why) {
+    return Error("cannot read the training data '" + path + "': " + why);
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw cannotRead(std::strerror(EISDIR));
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file(
+      std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file)
+    throw cannotRead(std::strerror(errno));
+  std::string bytes;
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0)
+    bytes.append(chunk, n);
+  if (std::ferror(file.get()))
+    throw cannotRead(std::strerror(errno));
+  if (bytes.empty())
+    throw Error("the training data '" + path + "' is empty");
+  if (bytes.size() % tokenBytes)
+    throw Error("the training data '" + path + "' has " +
+                std::to_string(bytes.size()) +
+                " bytes, not a whole number of " + std::to_string(tokenBytes) +
+                "-byte tokens");
+  TokenData data;
+  data.path = path;
+  data.tokenBytes = tokenBytes;
+  data.tokens.resize(bytes.size() / tokenBytes);
+  const auto *p = reinterpret_cast<const uint8_t *>(bytes.data());
+  for (size_t i = 0; i < data.tokens.size(); ++i) {
+    uint32_t id = 0;
+    for (unsigned b = 0; b < tokenBytes; ++b)
+      id |= uint32_t(p[i * tokenBytes + b]) << (8 * b);
+    data.tokens[i] = id;
+  }
+  return data;
+}
+
+void TokenData::check(int64_t batch, int64_t seq, int64_t vocab) const {
+  int64_t needed = batch * (seq + 1);
+  if (size() < needed)
+    throw Error("the training data '" + path + "' holds " +
+                std::to_string(size()) + " tokens, fewer than one batch of " +
+                std::to_string(batch) + " windows of " +
+                std::to_string(seq + 1) + " tokens (" +
+                std::to_string(needed) + ")");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (int64_t(tokens[i]) >= vocab)
+      throw Error("token " + std::to_string(i) + " of the training data '" +
+                  path + "' is " + std::to_string(tokens[i]) +
+                  ", outside the model's vocabulary of " +
+                  std::to_string(vocab) + " (ids must be below " +
+                  std::to_string(vocab) +
+                  ": make the model with a larger --vocab, or check "
+                  "--token-bytes, now " +
+                  std::to_string(tokenBytes) + ")");
+}
+
+void TokenData::batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
+                      int32_t *labels) const {
+  uint64_t n = tokens.size();
+  for (int64_t row = 0; row < batch; ++row) {
+    uint64_t window = uint64_t(step) * batch + row;
+    uint64_t start = (window % n) * uint64_t(seq + 1) % n;
+    for (int64_t j = 0; j < seq; ++j) {
+      ids[row * seq + j] = int32_t(tokens[(start + j) % n]);
+      labels[row * seq + j] = int32_t(tokens[(start + j + 1) % n]);
+    }
+  }
+}
+
+} // namespace partita::runtime

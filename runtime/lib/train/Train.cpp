@@ -1,0 +1,485 @@
+//===- Train.cpp - runs programs and trains on N ranks --------------------===//
+
+#include "partita/runtime/Train.h"
+#include "partita/runtime/Npy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+namespace partita::runtime {
+
+namespace {
+
+/// printf into a std::string (the report lines' number formats).
+template <typename... Args>
+std::string format(const char *fmt, Args... args) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof(buf), fmt, args...);
+  if (n < int(sizeof(buf)))
+    return std::string(buf, n > 0 ? size_t(n) : 0);
+  std::string out(size_t(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), fmt, args...);
+  out.resize(size_t(n));
+  return out;
+}
+
+/// RunOptions::failRank: that rank fails before step failStep (`step`
+/// counts from 0).
+void maybeInjectFailure(const RunOptions &options, Communicator *comm,
+                        int64_t step) {
+  if (!comm || comm->rank() != options.failRank ||
+      step + 1 != options.failStep)
+    return;
+  if (std::string(comm->kind()) == "mpi") {
+    // One write, so that it is not torn by other ranks' output.
+    std::string line = options.toolName + ": rank " +
+                       std::to_string(comm->rank()) +
+                       ": injected failure, exiting\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  throw Error(step == 0 ? std::string("injected failure before the first step")
+                        : "injected failure before step " +
+                              std::to_string(step + 1));
+}
+
+ExecutorOptions executorOptions(const RunOptions &options) {
+  ExecutorOptions out;
+  out.overlapBuckets = options.overlapBuckets;
+  out.profile = options.profile;
+  return out;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
+}
+
+std::string resultName(const std::vector<ProgramValue> &values, size_t i) {
+  return values[i].name.empty() ? "result" + std::to_string(i)
+                                : values[i].name;
+}
+
+} // namespace
+
+std::string describe(const ProgramValue &v) {
+  std::string s = v.name + " : " + toString(v.dtype) + "[";
+  for (size_t i = 0; i < v.globalShape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(v.globalShape[i]);
+  return s + "]";
+}
+
+Tensor generateUniform(const ProgramValue &v, uint64_t seed,
+                       const std::string &key, const std::string &what,
+                       const std::string &noBound,
+                       const std::string &otherDType) {
+  Tensor t(v.dtype, v.globalShape);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double u = initialValue(seed, key, i, /*UNIFORM*/ 1, 0.0, 1.0);
+    switch (v.dtype) {
+    case DType::F32:
+      t.data<float>()[i] = float(2 * u - 1);
+      break;
+    case DType::F64:
+      t.data<double>()[i] = 2 * u - 1;
+      break;
+    case DType::I32:
+    case DType::I64: {
+      if (v.valueBound <= 0)
+        throw Error("cannot generate " + what +
+                    ": the plan gives no bound for its values" + noBound);
+      int64_t value =
+          std::min<int64_t>(int64_t(u * v.valueBound), v.valueBound - 1);
+      if (v.dtype == DType::I32)
+        t.data<int32_t>()[i] = int32_t(value);
+      else
+        t.data<int64_t>()[i] = value;
+      break;
+    }
+    default:
+      throw Error("cannot generate " + what + " of this dtype" + otherDType);
+    }
+  }
+  return t;
+}
+
+Tensor generateInput(const ProgramValue &v, uint64_t seed) {
+  return generateUniform(v, seed, "input:" + v.name, "input " + describe(v),
+                         "; pass --inputs", "; pass --inputs");
+}
+
+double elementAsDouble(const Tensor &t, int64_t i) {
+  switch (t.getDType()) {
+  case DType::F32:
+    return t.data<float>()[i];
+  case DType::F64:
+    return t.data<double>()[i];
+  case DType::I32:
+    return t.data<int32_t>()[i];
+  case DType::I64:
+    return double(t.data<int64_t>()[i]);
+  default:
+    return NAN;
+  }
+}
+
+double relativeDifference(const Tensor &a, const Tensor &b, double &maxAbs) {
+  maxAbs = 0;
+  double maxRef = 0;
+  for (int64_t e = 0; e < a.numElements(); ++e) {
+    double x = elementAsDouble(a, e), y = elementAsDouble(b, e);
+    double diff = std::fabs(x - y);
+    maxAbs = std::isnan(diff) ? INFINITY : std::max(maxAbs, diff);
+    maxRef = std::max(maxRef, std::fabs(y));
+  }
+  return maxAbs == 0 ? 0 : maxRef == 0 ? INFINITY : maxAbs / maxRef;
+}
+
+void onEveryRank(const PlanFile &plan, const std::string &program,
+                 const RunOptions &options,
+                 const std::function<void(Communicator *)> &body) {
+  if (!plan.isPartitioned(program))
+    body(nullptr);
+  else if (options.mpi)
+    body(options.mpi);
+  else
+    runLocalRanks(
+        options.ranks, [&](Communicator &comm) { body(&comm); },
+        options.timeout);
+}
+
+ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
+                      const std::string &program,
+                      const std::vector<Tensor> &inputs, int64_t steps,
+                      const RunOptions &options,
+                      const std::function<void(Executor &, Communicator *)>
+                          &beforeFirstStep) {
+  ProgramRun out;
+  std::mutex mutex;
+  auto body = [&](Communicator *comm) {
+    auto backend = createCpuBackend(options.ranks > 1 ? 1 : 0);
+    Executor executor(plan, program, comm, *backend, executorOptions(options));
+    if (beforeFirstStep)
+      beforeFirstStep(executor, comm);
+    executor.setInputs(inputs);
+    std::vector<double> seconds;
+    for (int64_t step = 0; step < steps; ++step) {
+      maybeInjectFailure(options, comm, step);
+      auto start = std::chrono::steady_clock::now();
+      executor.run();
+      seconds.push_back(secondsSince(start));
+    }
+    std::vector<Tensor> gathered = executor.gatherResults();
+    if (!comm || comm->rank() == 0) {
+      std::lock_guard<std::mutex> lock(mutex);
+      out.profile = executor.profile();
+      out.results = std::move(gathered);
+      out.seconds = std::move(seconds);
+    }
+  };
+  onEveryRank(*plan, program, options, body);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Batches
+//===----------------------------------------------------------------------===//
+
+BatchSource::BatchSource(std::vector<ProgramValue> inputs, Options options)
+    : inputs(std::move(inputs)), options(std::move(options)) {
+  for (size_t i = 0; i < this->inputs.size(); ++i) {
+    if (this->inputs[i].name == "ids")
+      idsIndex = int(i);
+    if (this->inputs[i].name == "labels")
+      labelsIndex = int(i);
+  }
+}
+
+void BatchSource::load() {
+  if (idsIndex < 0 || labelsIndex < 0) {
+    if (options.dataPath)
+      throw Error("--data feeds programs with 'ids' and 'labels' "
+                  "inputs (gpt, llama); this one takes " +
+                  inputList() + ", generated per step");
+    return;
+  }
+  const ProgramValue &ids = inputs[idsIndex], &labels = inputs[labelsIndex];
+  if (ids.globalShape.size() != 2 || ids.globalShape != labels.globalShape ||
+      ids.dtype != DType::I32 || labels.dtype != DType::I32)
+    throw Error("token data needs 'ids' and 'labels' inputs of one "
+                "shape i32[batch x seq]; the program has " +
+                describe(ids) + " and " + describe(labels));
+  batch = ids.globalShape[0];
+  seq = ids.globalShape[1];
+  vocab = ids.valueBound;
+  if (labels.valueBound > 0 && (vocab <= 0 || labels.valueBound < vocab))
+    vocab = labels.valueBound;
+  if (vocab <= 0)
+    throw Error("the plan gives no vocabulary for 'ids' (no value "
+                "bound), so token data cannot be checked against it");
+  TokenData loaded = TokenData::load(
+      options.dataPath ? *options.dataPath : kDefaultTrainData,
+      options.tokenBytes);
+  loaded.check(batch, seq, vocab);
+  data = std::move(loaded);
+}
+
+std::vector<Tensor> BatchSource::make(int64_t step) const {
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    tensors.push_back(data && (int(i) == idsIndex || int(i) == labelsIndex)
+                          ? Tensor(DType::I32, inputs[i].globalShape)
+                          : generateInput(inputs[i], options.seed + step));
+  if (data)
+    data->batch(step, batch, seq, tensors[idsIndex].data<int32_t>(),
+                tensors[labelsIndex].data<int32_t>());
+  return tensors;
+}
+
+std::string BatchSource::formatTokens(int64_t step,
+                                      const std::vector<Tensor> &tensors) const {
+  if (!data)
+    return "";
+  const int32_t *ids = tensors[idsIndex].data<int32_t>();
+  const int32_t *labels = tensors[labelsIndex].data<int32_t>();
+  std::string out;
+  for (int64_t row = 0; row < batch; ++row) {
+    out += "batch " + std::to_string(step + 1) + " row " +
+           std::to_string(row) + ": ids";
+    for (int64_t j = 0; j < seq; ++j)
+      out += " " + std::to_string(ids[row * seq + j]);
+    out += ", labels";
+    for (int64_t j = 0; j < seq; ++j)
+      out += " " + std::to_string(labels[row * seq + j]);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string BatchSource::describeSource() const {
+  if (!data)
+    return "inputs generated per step (" + inputList() + ")";
+  return "data " + data->getPath() + " (" + std::to_string(data->size()) +
+         " tokens), batch " + std::to_string(batch) + " x seq " +
+         std::to_string(seq);
+}
+
+std::string BatchSource::inputList() const {
+  std::string list;
+  for (const ProgramValue &v : inputs)
+    list += (list.empty() ? "" : ", ") + describe(v);
+  return list.empty() ? "no inputs" : list;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+size_t lossIndex(const PlanFile &plan, const std::string &program) {
+  std::vector<ProgramValue> values = plan.results(program);
+  size_t index = values.empty() ? 0 : values.size() - 1;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == "loss")
+      index = i;
+  return index;
+}
+
+TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
+               const BatchSource &source, const TrainOptions &options,
+               const RunOptions &ranks) {
+  int64_t firstStep = options.firstStep;
+  int64_t steps = options.steps;
+  size_t loss = lossIndex(*plan, program);
+  TrainRun out;
+  std::mutex mutex;
+  auto body = [&](Communicator *comm) {
+    auto backend = createCpuBackend(ranks.ranks > 1 ? 1 : 0);
+    Executor executor(plan, program, comm, *backend, executorOptions(ranks));
+    bool printer = !comm || comm->rank() == 0;
+    if (options.beforeFirstStep)
+      options.beforeFirstStep(executor, comm);
+    TrainRun mine;
+    bool finite = true;
+    for (int64_t step = 0; step < steps; ++step) {
+      maybeInjectFailure(ranks, comm, step);
+      std::vector<Tensor> batch = source.make(firstStep + step);
+      if (printer && options.onBatch)
+        options.onBatch(firstStep + step, batch);
+      executor.setInputs(batch);
+      auto begin = std::chrono::steady_clock::now();
+      executor.run();
+      double seconds = secondsSince(begin);
+      // Collective: every rank gathers (so every rank knows the loss), rank
+      // 0 keeps. Only the loss, but after the last step every result (the
+      // updated parameters).
+      bool last = step + 1 == steps;
+      std::vector<Tensor> results;
+      if (last)
+        results = executor.gatherResults();
+      Tensor lossTensor = last ? results.at(loss) : executor.gatherResult(loss);
+      double value = elementAsDouble(lossTensor, 0);
+      finite &= std::isfinite(value);
+      if (!printer)
+        continue;
+      mine.losses.push_back(value);
+      mine.seconds.push_back(seconds);
+      if (options.onStep)
+        options.onStep(firstStep + step, value, seconds);
+      if (last)
+        mine.finalResults = std::move(results);
+    }
+    if (finite && options.afterLastStep)
+      options.afterLastStep(executor, comm);
+    if (printer) {
+      std::lock_guard<std::mutex> lock(mutex);
+      mine.profile = executor.profile();
+      out = std::move(mine);
+    }
+  };
+  onEveryRank(*plan, program, ranks, body);
+  return out;
+}
+
+std::vector<std::string> updatedParameters(const PlanFile &plan,
+                                           const std::string &program) {
+  std::set<std::string> params;
+  for (const ProgramValue &v : plan.persistent(program))
+    if (v.isParameter)
+      params.insert(v.name);
+  std::vector<std::string> names;
+  for (const ProgramValue &v : plan.results(program))
+    names.push_back(params.count(v.replaces) ? v.replaces : std::string());
+  return names;
+}
+
+//===----------------------------------------------------------------------===//
+// --check
+//===----------------------------------------------------------------------===//
+
+CheckReport compareResults(const PlanFile &plan, const std::string &program,
+                           const std::vector<Tensor> &results,
+                           const std::vector<Tensor> &reference, double rtol) {
+  if (reference.size() != results.size())
+    throw Error("the reference program has " +
+                std::to_string(reference.size()) + " results, the step "
+                "program " + std::to_string(results.size()));
+  std::vector<ProgramValue> values = plan.results(program);
+  CheckReport report;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Tensor &a = results[i], &b = reference[i];
+    std::string name = i < values.size() ? resultName(values, i)
+                                         : "result" + std::to_string(i);
+    if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
+      report.lines.push_back("check " + name +
+                             ": shape or dtype differs from the reference");
+      report.ok = false;
+      continue;
+    }
+    double maxAbs;
+    double rel = relativeDifference(a, b, maxAbs);
+    bool pass = rel <= rtol;
+    report.ok &= pass;
+    report.lines.push_back("check " + name + ": max abs diff " +
+                           format("%.3e", maxAbs) + ", max rel diff " +
+                           format("%.3e", rel) + " (" +
+                           (pass ? "ok" : "FAILED") + ", rtol " +
+                           format("%g", rtol) + ")");
+  }
+  return report;
+}
+
+CheckReport compareTraining(const PlanFile &plan, const std::string &program,
+                            const TrainRun &run, const TrainRun &ref,
+                            double rtol, double paramRtol) {
+  if (ref.finalResults.size() != run.finalResults.size())
+    throw Error("the reference program has " +
+                std::to_string(ref.finalResults.size()) +
+                " results, the train step " +
+                std::to_string(run.finalResults.size()));
+  CheckReport report;
+  int64_t steps = int64_t(run.losses.size());
+  double worstLoss = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    double a = run.losses[step],
+           b = step < int64_t(ref.losses.size()) ? ref.losses[step] : NAN;
+    double rel = a == b   ? 0
+                 : b == 0 ? INFINITY
+                          : std::fabs(a - b) / std::fabs(b);
+    if (std::isnan(rel))
+      rel = INFINITY;
+    worstLoss = std::max(worstLoss, rel);
+    bool pass = rel <= rtol;
+    report.ok &= pass;
+    report.lines.push_back("check step " + std::to_string(step + 1) +
+                           "/" + std::to_string(steps) + ": loss " +
+                           format("%.6f", a) + ", reference " +
+                           format("%.6f", b) + ", rel diff " +
+                           format("%.3e", rel) + (pass ? "" : " (FAILED)"));
+  }
+  report.lines.push_back("check loss: max rel diff " +
+                         format("%.3e", worstLoss) + " over " +
+                         std::to_string(steps) + " step" +
+                         (steps == 1 ? "" : "s") + " (" +
+                         (worstLoss <= rtol ? "ok" : "FAILED") + ", rtol " +
+                         format("%g", rtol) + ")");
+  std::vector<std::string> paramOf = updatedParameters(plan, program);
+  std::vector<std::string> refParamOf = updatedParameters(plan, "reference");
+  for (size_t i = 0; i < paramOf.size() && i < run.finalResults.size(); ++i) {
+    if (paramOf[i].empty())
+      continue;
+    if (i >= refParamOf.size() || refParamOf[i] != paramOf[i]) {
+      report.lines.push_back("check param " + paramOf[i] +
+                             ": the reference's result #" + std::to_string(i) +
+                             " is not its update (FAILED)");
+      report.ok = false;
+      continue;
+    }
+    const Tensor &a = run.finalResults[i], &b = ref.finalResults[i];
+    if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
+      report.lines.push_back("check param " + paramOf[i] +
+                             ": shape or dtype differs from the reference "
+                             "(FAILED)");
+      report.ok = false;
+      continue;
+    }
+    double maxAbs;
+    double rel = relativeDifference(a, b, maxAbs);
+    bool pass = rel <= paramRtol;
+    report.ok &= pass;
+    report.lines.push_back("check param " + paramOf[i] + ": max abs diff " +
+                           format("%.3e", maxAbs) + ", max rel diff " +
+                           format("%.3e", rel) + " (" +
+                           (pass ? "ok" : "FAILED") + ", rtol " +
+                           format("%g", paramRtol) + ")");
+  }
+  return report;
+}
+
+std::string formatProfile(const std::vector<ProfileEntry> &profile,
+                          int64_t steps, const std::vector<double> &seconds) {
+  if (profile.empty() || steps < 1)
+    return "";
+  double total = 0, measured = 0;
+  for (const ProfileEntry &e : profile)
+    total += e.seconds;
+  for (double s : seconds)
+    measured += s;
+  std::string out = "profile of rank 0, per step (mean of " +
+                    std::to_string(steps) + "):\n";
+  for (const ProfileEntry &e : profile)
+    out += format("  %-42s %7.1f calls %9.3f ms %6.1f%%\n", e.what.c_str(),
+                  double(e.calls) / steps, e.seconds / steps * 1e3,
+                  total > 0 ? 100 * e.seconds / total : 0.0);
+  out += format("  %-42s %13s %9.3f ms (measured step: %.3f ms)\n", "sum", "",
+                total / steps * 1e3,
+                measured / std::max<size_t>(seconds.size(), 1) * 1e3);
+  return out;
+}
+
+} // namespace partita::runtime
