@@ -26,13 +26,7 @@ std::optional<int64_t> multiply(int64_t a, int64_t b) {
   return product;
 }
 
-std::string quoted(const AxisRef &axis) {
-  std::string s = "\"" + axis.name + "\"";
-  if (axis.isSubAxis())
-    s += ":(" + std::to_string(axis.preSize) + ")" +
-         std::to_string(axis.subSize);
-  return s;
-}
+std::string quoted(const AxisRef &axis) { return axis.toIRString(); }
 
 } // namespace
 
@@ -153,6 +147,13 @@ std::string AxisRef::toString() const {
   if (!isSubAxis())
     return name;
   return name + ":(" + std::to_string(preSize) + ")" + std::to_string(subSize);
+}
+
+std::string AxisRef::toIRString() const {
+  std::string s = "\"" + name + "\"";
+  if (isSubAxis())
+    s += ":(" + std::to_string(preSize) + ")" + std::to_string(subSize);
+  return s;
 }
 
 bool AxisRef::operator<(const AxisRef &other) const {

@@ -113,6 +113,8 @@ struct AxisRef {
   bool overlaps(const AxisRef &other, const Mesh &mesh) const;
   /// `x`, or `x:(2)2` for a sub-axis.
   std::string toString() const;
+  /// As written in #dist.sharding, for diagnostics: `"x"` or `"x":(2)2`.
+  std::string toIRString() const;
 
   bool operator==(const AxisRef &other) const {
     return name == other.name && preSize == other.preSize &&

@@ -6,6 +6,8 @@
 
 #include "dialects/dist/IR/ShardingRule.h"
 
+#include "dialects/dist/IR/DistDialect.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -97,7 +99,7 @@ ShardingRule::fromSpec(StringRef spec, ArrayRef<ArrayRef<int64_t>> operandShapes
 }
 
 void ShardingRule::setKind(StringRef name, FactorKind kind,
-                           uint32_t partialKind) {
+                           ReductionKind partialKind) {
   for (Factor &factor : factors) {
     if (factor.name == name) {
       factor.kind = kind;
@@ -204,7 +206,7 @@ std::string ShardingRule::toString() const {
         continue;
       // Reductions that combine by max print as "name:max".
       names.push_back(factor.name +
-                      (kind == FactorKind::Reduction && factor.partialKind == 1
+                      (kind == FactorKind::Reduction && factor.partialKind == ReductionKind::Max
                            ? ":max"
                            : ""));
     }

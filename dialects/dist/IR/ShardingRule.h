@@ -39,8 +39,8 @@ struct Factor {
   int64_t size = 1;
   FactorKind kind = FactorKind::Parallel;
   /// For reduction factors: how the partial results combine (sum or max).
-  /// Stored as the underlying value of dist::ReductionKind (0 is sum).
-  uint32_t partialKind = 0;
+  /// Value-initialized it is a sum.
+  ReductionKind partialKind{};
   /// A short readable name ("b", "h"); rules built from a spec use its letters.
   std::string name;
 };
@@ -66,7 +66,8 @@ public:
            llvm::ArrayRef<llvm::ArrayRef<int64_t>> resultShapes);
 
   /// Overrides the kind of the factor named `name` (which must exist).
-  void setKind(llvm::StringRef name, FactorKind kind, uint32_t partialKind = 0);
+  void setKind(llvm::StringRef name, FactorKind kind,
+               ReductionKind partialKind = {});
 
   llvm::ArrayRef<Factor> getFactors() const { return factors; }
   const Factor &getFactor(int64_t i) const { return factors[i]; }

@@ -396,10 +396,9 @@ FailureOr<ShardingRule> ReduceOp::getShardingRule() {
       return failure();
     reduced[d] = true;
   }
-  uint32_t partialKind =
-      static_cast<uint32_t>(getKind() == ReduceKind::Max
-                                ? dist::ReductionKind::Max
-                                : dist::ReductionKind::Sum);
+  dist::ReductionKind partialKind = getKind() == ReduceKind::Max
+                                        ? dist::ReductionKind::Max
+                                        : dist::ReductionKind::Sum;
   ShardingRule rule;
   TensorFactors inDims, outDims;
   SmallVector<int64_t> keptShape;

@@ -181,6 +181,8 @@ TEST_F(ShardingModelTest, SubAxes) {
   EXPECT_TRUE(low.overlaps(AxisRef("tp"), m));
   EXPECT_FALSE(low.overlaps(AxisRef("dp"), m));
   EXPECT_EQ(high.toString(), "tp:(2)2");
+  EXPECT_EQ(high.toIRString(), "\"tp\":(2)2");
+  EXPECT_EQ(AxisRef("tp").toIRString(), "\"tp\"");
 }
 
 // Tests the diagnostics for shardings that are invalid on the mesh.

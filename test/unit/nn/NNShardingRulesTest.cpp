@@ -92,7 +92,7 @@ TEST_F(NNShardingRulesTest, EinsumSharesLettersAndReducesContracted) {
   int64_t h = only(rule.getOperand(0)[2]);
   EXPECT_EQ(only(rule.getOperand(1)[0]), h);
   EXPECT_EQ(rule.getFactor(h).kind, FactorKind::Reduction);
-  EXPECT_EQ(rule.getFactor(h).partialKind, 0u);
+  EXPECT_EQ(rule.getFactor(h).partialKind, dist::ReductionKind::Sum);
   EXPECT_EQ(rule.getFactor(h).size, 16);
   int64_t f = only(rule.getOperand(1)[1]);
   EXPECT_EQ(only(rule.getResult(0)[2]), f);
@@ -153,7 +153,7 @@ TEST_F(NNShardingRulesTest, ReduceMaxCombinesByMaxAndSumAndMeanBySum) {
     for (int64_t d : {0, 2}) {
       const dist::Factor &factor = rule.getFactor(only(in[d]));
       EXPECT_EQ(factor.kind, FactorKind::Reduction);
-      EXPECT_EQ(factor.partialKind, static_cast<uint32_t>(c.partial));
+      EXPECT_EQ(factor.partialKind, c.partial);
     }
     EXPECT_EQ(only(rule.getResult(0)[0]), only(in[1]));
     EXPECT_EQ(rule.getFactor(only(in[1])).kind, FactorKind::Parallel);
@@ -444,7 +444,7 @@ TEST_F(NNShardingRulesTest, CrossEntropyReducesTokensAndCollectsVocab) {
   EXPECT_EQ(rule.getOperand(1)[0], logits[0]);
   const dist::Factor &tokens = rule.getFactor(only(logits[0]));
   EXPECT_EQ(tokens.kind, FactorKind::Reduction);
-  EXPECT_EQ(tokens.partialKind, 0u);
+  EXPECT_EQ(tokens.partialKind, dist::ReductionKind::Sum);
   EXPECT_EQ(rule.getFactor(only(logits[1])).kind, FactorKind::Collective);
   EXPECT_TRUE(rule.getResult(0).empty());
 }

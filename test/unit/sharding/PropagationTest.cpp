@@ -2,6 +2,8 @@
 
 #include "passes/sharding/Propagation.h"
 
+#include "dialects/dist/IR/DistDialect.h"
+
 #include <gtest/gtest.h>
 
 using namespace partita;
@@ -12,11 +14,10 @@ using dist::ShardingRule;
 namespace {
 
 /// Mesh x=2, y=4, z=2.
-MeshInfo testMesh() {
-  MeshInfo mesh;
+dist::Mesh testMesh() {
+  dist::Mesh mesh;
   mesh.name = "mesh";
-  mesh.axisNames = {"x", "y", "z"};
-  mesh.axisSizes = {2, 4, 2};
+  mesh.axes = {{"x", 2}, {"y", 4}, {"z", 2}};
   return mesh;
 }
 constexpr int32_t X = 0, Y = 1, Z = 2;
@@ -36,18 +37,68 @@ std::vector<int32_t> axesOf(llvm::ArrayRef<AxisEntry> list) {
 using Axes = std::vector<int32_t>;
 
 //===----------------------------------------------------------------------===//
+// Conversions to and from the sharding model
+//===----------------------------------------------------------------------===//
+
+// Tests that an annotation read from the model keeps each dimension's
+// priority and closedness on its axes, gives partial axes priority 0, and
+// that a sub-axis is handed back instead of being dropped.
+TEST(ModelConversionTest, AnnotationFromSharding) {
+  dist::Mesh mesh = testMesh();
+  dist::Sharding s({{"y", "x"}, {}}, {"z"}, dist::ReductionKind::Max);
+  s.dims[0].priority = 2;
+  s.dims[1].closed = false;
+  auto ann = std::get<TensorAnnotation>(annotationFromSharding(s, mesh));
+  ASSERT_EQ(ann.dims.size(), 2u);
+  EXPECT_EQ(axesOf(ann.dims[0].axes), (Axes{Y, X}));
+  EXPECT_EQ(ann.dims[0].priority, 2);
+  EXPECT_EQ(ann.dims[0].axes[1].priority, 2);
+  EXPECT_EQ(ann.dims[0].axes[1].origin, -1);
+  EXPECT_TRUE(ann.dims[0].closed);
+  EXPECT_FALSE(ann.dims[1].closed);
+  EXPECT_EQ(ann.dims[1].priority, kUnprioritized);
+  EXPECT_EQ(axesOf(ann.partial), (Axes{Z}));
+  EXPECT_EQ(ann.partial[0].priority, 0);
+  EXPECT_EQ(ann.partialKind, dist::ReductionKind::Max);
+
+  dist::Sharding sub({{dist::AxisRef("y", 2, 2)}});
+  auto axis = std::get<dist::AxisRef>(annotationFromSharding(sub, mesh));
+  EXPECT_EQ(axis, dist::AxisRef("y", 2, 2));
+}
+
+// Tests that a propagation state becomes the model with axis names, its
+// open/closed dimensions, and a partial kind only where it is partial.
+TEST(ModelConversionTest, StateToSharding) {
+  dist::Mesh mesh = testMesh();
+  TensorState state;
+  state.dims.resize(2);
+  state.dims[0].axes = {entry(Z, 0, 3), entry(X)};
+  state.dims[0].closed = true;
+  state.partial = {entry(Y)};
+  state.partialKind = dist::ReductionKind::Min;
+  dist::Sharding s = state.toSharding(mesh);
+  EXPECT_EQ(s.toString(), "[{z, x}, {?}] partial=min{y}");
+  // No partial axes: the kind is the model's default, sum.
+  state.partial.clear();
+  dist::Sharding expected = dist::Sharding::replicated(2);
+  expected.dims[0].axes = {"z", "x"};
+  expected.dims[1].closed = false;
+  EXPECT_EQ(state.toSharding(mesh), expected);
+}
+
+//===----------------------------------------------------------------------===//
 // projectDim
 //===----------------------------------------------------------------------===//
 
 TEST(ProjectDimTest, OneFactorTakesAllAxesThatDivideIt) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   auto out = projectDim({entry(X), entry(Y)}, {16}, mesh);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(axesOf(out[0]), (Axes{X, Y}));
 }
 
 TEST(ProjectDimTest, NextFactorStartsWhenPreviousIsFull) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // [2 x 8] sharded by x (2) then y (4): x fills the first factor.
   auto out = projectDim({entry(X), entry(Y)}, {2, 8}, mesh);
   EXPECT_EQ(axesOf(out[0]), (Axes{X}));
@@ -55,7 +106,7 @@ TEST(ProjectDimTest, NextFactorStartsWhenPreviousIsFull) {
 }
 
 TEST(ProjectDimTest, StopsAtAxisThatWouldStraddleFactors) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // First factor 4 takes x (2); y (4) neither divides its remaining 2 nor
   // may skip to the second factor while the first is not fully split.
   auto out = projectDim({entry(X), entry(Y)}, {4, 4}, mesh);
@@ -64,7 +115,7 @@ TEST(ProjectDimTest, StopsAtAxisThatWouldStraddleFactors) {
 }
 
 TEST(ProjectDimTest, DropsAxisThatDividesNoFactor) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // A dimension of several factors keeps whole blocks: no padding.
   auto out = projectDim({entry(Y)}, {6, 2}, mesh);
   EXPECT_TRUE(out[0].empty());
@@ -74,7 +125,7 @@ TEST(ProjectDimTest, DropsAxisThatDividesNoFactor) {
 }
 
 TEST(ProjectDimTest, PadsDimensionOfOneFactor) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // 6 on y=4: dist-partition pads it to 8.
   EXPECT_EQ(axesOf(projectDim({entry(Y)}, {6}, mesh)[0]), (Axes{Y}));
   // x then y would need 8 shards of 6: only x is taken.
@@ -82,14 +133,14 @@ TEST(ProjectDimTest, PadsDimensionOfOneFactor) {
 }
 
 TEST(ProjectDimTest, SkipsSizeOneFactors) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   auto out = projectDim({entry(X)}, {1, 8}, mesh);
   EXPECT_TRUE(out[0].empty());
   EXPECT_EQ(axesOf(out[1]), (Axes{X}));
 }
 
 TEST(ProjectDimTest, KeepsPriorityAndOrigin) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   auto out = projectDim({entry(Z, 3, 7)}, {8}, mesh);
   ASSERT_EQ(out[0].size(), 1u);
   EXPECT_EQ(out[0][0].priority, 3);
@@ -105,19 +156,19 @@ TEST(ResolveTest, NoCandidatesChoosesNothing) {
 }
 
 TEST(ResolveTest, PrefixIsCompatibleAndLongerWins) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(X)}, 8}, {{entry(X), entry(Y)}, 8}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{X, Y}));
 }
 
 TEST(ResolveTest, StrongerPriorityWinsOverMoreBytes) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(X, 1)}, 1000}, {{entry(Y, 0)}, 1}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{Y}));
 }
 
 TEST(ResolveTest, ConflictGoesToTheChoiceThatReshardsFewerBytes) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // Choosing y would reshard the 100-byte tensor; choosing x the 10-byte one.
   std::vector<Candidate> c = {{{entry(Y)}, 10}, {{entry(X)}, 100}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{X}));
@@ -128,7 +179,7 @@ TEST(ResolveTest, ConflictGoesToTheChoiceThatReshardsFewerBytes) {
 }
 
 TEST(ResolveTest, EqualCostTieBreaksOnAxisNamesWhateverTheOrder) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(Z)}, 10}, {{entry(Y)}, 10}};
   std::vector<Candidate> r = {{{entry(Y)}, 10}, {{entry(Z)}, 10}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{Y}));
@@ -136,7 +187,7 @@ TEST(ResolveTest, EqualCostTieBreaksOnAxisNamesWhateverTheOrder) {
 }
 
 TEST(ResolveTest, WeakerLevelsOnlyExtendTheStrongerChoice) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // p0 agrees on x; p1 extends it with z; the p2 extension with y conflicts
   // with the stronger choice and loses although it is listed first.
   std::vector<Candidate> c = {{{entry(X, 0), entry(Y, 2)}, 10},
@@ -145,7 +196,7 @@ TEST(ResolveTest, WeakerLevelsOnlyExtendTheStrongerChoice) {
 }
 
 TEST(ResolveTest, EachAxisKeepsTheStrongestSupportingOrigin) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(X, 2, 5), entry(Y, 2, 5)}, 10},
                               {{entry(X, 0, 9)}, 10}};
   AxisList out = resolveCandidates(c, mesh);
@@ -232,7 +283,7 @@ TEST(PropagateTest, ContractedFactorMakesTheResultPartial) {
   EXPECT_EQ(dimsOf(r.states[rhs]), (std::vector<Axes>{{Y}, {}}));
   EXPECT_EQ(dimsOf(r.states[out]), (std::vector<Axes>{{}, {}}));
   EXPECT_EQ(axesOf(r.states[out].partial), (Axes{Y}));
-  EXPECT_EQ(r.states[out].partialKind, 0u);
+  EXPECT_EQ(r.states[out].partialKind, dist::ReductionKind::Sum);
 }
 
 TEST(PropagateTest, ClosedDimensionNeverChanges) {
