@@ -579,9 +579,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     auto eligibleKind = [&](int64_t f, bool fromOperand) {
       dist::FactorKind kind = r.getFactor(f).kind;
       // Attention's result has the query's type, whose last dimension is
-      // the whole factor "d": the value head dimension "v" must stay whole
-      // too.
-      if (isa<nn::AttentionOp>(op) && r.getFactor(f).name == "v")
+      // the whole factor "d": the value head dimension must stay whole too.
+      if (r.getFactor(f).role == dist::FactorRole::ValueHeadDim)
         return false;
       if (kind == dist::FactorKind::Parallel)
         return !fromOperand;
@@ -745,10 +744,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     }
 
     // Attributes with a global meaning.
-    auto factorAxes = [&](StringRef name) -> AxisList {
-      for (int64_t f = 0; f < r.getNumFactors(); ++f)
-        if (r.getFactor(f).name == name)
-          return fa.axes[f];
+    auto factorAxes = [&](dist::FactorRole role) -> AxisList {
+      if (std::optional<int64_t> f = r.findFactor(role))
+        return fa.axes[*f];
       return {};
     };
     // Rotary and causal attention read global positions along a split
@@ -758,9 +756,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         (isa<nn::AttentionOp>(op) && cast<nn::AttentionOp>(op).getCausal()) ||
         (isa<nn::AttentionGradOp>(op) &&
          cast<nn::AttentionGradOp>(op).getCausal()))
-      seqAxes = factorAxes("s");
+      seqAxes = factorAxes(dist::FactorRole::Sequence);
     if (isa<nn::AttentionOp>(op))
-      keyAxes = factorAxes("t");
+      keyAxes = factorAxes(dist::FactorRole::KeySequence);
   }
 
   // Operands.
@@ -994,14 +992,14 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
       }
     } else if (isa<nn::SoftmaxOp>(op) ||
                (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op) &&
-                factor.name == "v")) {
+                factor.role == dist::FactorRole::Vocabulary)) {
       // cross_entropy_grad's softmax then gives the padding 0 gradient.
       value = -inf;
       only = 0;
     } else if (isa<nn::EmbeddingOp, nn::EmbeddingGradOp>(op) &&
-               factor.name == "v") {
+               factor.role == dist::FactorRole::Vocabulary) {
       continue;
-    } else if (factor.name == "t" &&
+    } else if (factor.role == dist::FactorRole::KeySequence &&
                ((isa<nn::AttentionOp>(op) &&
                  cast<nn::AttentionOp>(op).getCausal()) ||
                 (isa<nn::AttentionGradOp>(op) &&

@@ -31,10 +31,12 @@ StringRef partita::dist::stringifyFactorKind(FactorKind kind) {
   return "unknown";
 }
 
-int64_t ShardingRule::addFactor(int64_t size, FactorKind kind, StringRef name) {
+int64_t ShardingRule::addFactor(int64_t size, FactorKind kind, StringRef name,
+                                FactorRole role) {
   Factor factor;
   factor.size = size;
   factor.kind = kind;
+  factor.role = role;
   factor.name = name.empty() ? "f" + std::to_string(factors.size()) : name.str();
   factors.push_back(std::move(factor));
   return factors.size() - 1;
@@ -96,6 +98,15 @@ ShardingRule::fromSpec(StringRef spec, ArrayRef<ArrayRef<int64_t>> operandShapes
     if (failed(addTensor(letters, shape, /*isResult=*/true)))
       return failure();
   return rule;
+}
+
+std::optional<int64_t> ShardingRule::findFactor(FactorRole role) const {
+  if (role == FactorRole::None)
+    return std::nullopt;
+  for (auto [i, factor] : llvm::enumerate(factors))
+    if (factor.role == role)
+      return i;
+  return std::nullopt;
 }
 
 void ShardingRule::setKind(StringRef name, FactorKind kind,
@@ -214,5 +225,12 @@ std::string ShardingRule::toString() const {
       os << " " << stringifyFactorKind(kind) << "={" << llvm::join(names, ",")
          << "}";
   }
+  SmallVector<std::string> roles;
+  for (const Factor &factor : factors)
+    if (factor.role != FactorRole::None)
+      roles.push_back(factor.name + ":" +
+                      stringifyFactorRole(factor.role).str());
+  if (!roles.empty())
+    os << " roles={" << llvm::join(roles, ",") << "}";
   return out;
 }
