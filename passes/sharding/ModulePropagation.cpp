@@ -85,8 +85,8 @@ private:
   LogicalResult assignMeshes();
   void numberOrigins();
   void write(const PropagationResult &result);
-  dist::ShardingAttr toAttr(int32_t node, const TensorState &state);
-  StringAttr toOrigin(int32_t node, const TensorState &state);
+  dist::ShardingAttr toAttr(int32_t node, const PropagatedTensor &tensor);
+  StringAttr toOrigin(int32_t node, const PropagatedTensor &tensor);
 
   int32_t nodeOf(Value value) const {
     auto it = valueNodes.find(value);
@@ -405,27 +405,24 @@ void ModulePropagator::numberOrigins() {
 }
 
 dist::ShardingAttr ModulePropagator::toAttr(int32_t node,
-                                            const TensorState &state) {
+                                            const PropagatedTensor &tensor) {
   const dist::Mesh &mesh = graph.meshes[graph.tensors[node].mesh];
   // Written closed: propagation is complete.
-  return dist::shardingToAttr(ctx, state.toSharding(mesh).layoutOnly(),
-                              mesh.name);
+  return dist::shardingToAttr(ctx, tensor.sharding.layoutOnly(), mesh.name);
 }
 
-StringAttr ModulePropagator::toOrigin(int32_t node, const TensorState &state) {
-  const dist::Mesh &mesh = graph.meshes[graph.tensors[node].mesh];
+StringAttr ModulePropagator::toOrigin(int32_t node,
+                                      const PropagatedTensor &tensor) {
+  std::vector<dist::AxisRef> axes = tensor.sharding.axesUsed();
+  size_t firstPartial = axes.size() - tensor.sharding.partialAxes.size();
   SmallVector<std::string> parts;
-  auto describe = [&](const AxisEntry &e, StringRef prefix) {
+  for (auto [i, axis, e] : llvm::enumerate(axes, tensor.sources)) {
     std::string from = e.origin >= 0 && e.origin < (int32_t)originNames.size()
                            ? originNames[e.origin]
                            : std::string("unknown");
-    parts.push_back((prefix + mesh.axes[e.axis].name + "<-" + from).str());
-  };
-  for (const DimState &dim : state.dims)
-    for (const AxisEntry &e : dim.axes)
-      describe(e, "");
-  for (const AxisEntry &e : state.partial)
-    describe(e, "partial ");
+    parts.push_back((i >= firstPartial ? "partial " : "") + axis.name + "<-" +
+                    from);
+  }
   if (parts.empty())
     return StringAttr::get(ctx, "replicated");
   return StringAttr::get(ctx, llvm::join(parts, ", "));
@@ -433,10 +430,10 @@ StringAttr ModulePropagator::toOrigin(int32_t node, const TensorState &state) {
 
 void ModulePropagator::write(const PropagationResult &result) {
   auto sharding = [&](int32_t node) -> Attribute {
-    return toAttr(node, result.states[node]);
+    return toAttr(node, result.tensors[node]);
   };
   auto origin = [&](int32_t node) -> Attribute {
-    return toOrigin(node, result.states[node]);
+    return toOrigin(node, result.tensors[node]);
   };
   // Attribute dictionaries are rebuilt once per function, not once per
   // argument: setArgAttr copies every argument's dictionary each time.

@@ -104,22 +104,6 @@ void Graph::addIdentityEdge(int32_t from, int32_t to) {
 // Conversions to and from the sharding model
 //===----------------------------------------------------------------------===//
 
-dist::Sharding TensorState::toSharding(const dist::Mesh &mesh) const {
-  auto refs = [&](llvm::ArrayRef<AxisEntry> axes) {
-    std::vector<dist::AxisRef> out;
-    for (const AxisEntry &e : axes)
-      out.emplace_back(mesh.axes[e.axis].name);
-    return out;
-  };
-  dist::Sharding sharding;
-  for (const DimState &dim : dims)
-    sharding.dims.emplace_back(refs(dim.axes), dim.closed);
-  sharding.partialAxes = refs(partial);
-  if (sharding.isPartial())
-    sharding.partialKind = partialKind;
-  return sharding;
-}
-
 std::variant<TensorAnnotation, dist::AxisRef>
 sharding::annotationFromSharding(const dist::Sharding &sharding,
                                  const dist::Mesh &mesh) {
@@ -152,6 +136,42 @@ sharding::annotationFromSharding(const dist::Sharding &sharding,
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// The solver's state of one dimension: its axes, with provenance.
+struct DimState {
+  /// Axes splitting the dimension, major to minor.
+  AxisList axes;
+  /// A closed dimension never gains axes.
+  bool closed = false;
+};
+
+/// The solver's state of one tensor.
+struct TensorState {
+  llvm::SmallVector<DimState, 4> dims;
+  /// Axes over which the value is an unreduced partial result.
+  AxisList partial;
+  dist::ReductionKind partialKind{};
+};
+
+/// The model form of `state` on `mesh`, and where its axes came from.
+PropagatedTensor toPropagated(const TensorState &state,
+                              const dist::Mesh &mesh) {
+  PropagatedTensor out;
+  auto refs = [&](llvm::ArrayRef<AxisEntry> axes) {
+    std::vector<dist::AxisRef> names;
+    for (const AxisEntry &e : axes) {
+      names.emplace_back(mesh.axes[e.axis].name);
+      out.sources.push_back(e);
+    }
+    return names;
+  };
+  for (const DimState &dim : state.dims)
+    out.sharding.dims.emplace_back(refs(dim.axes), dim.closed);
+  out.sharding.partialAxes = refs(state.partial);
+  if (out.sharding.isPartial())
+    out.sharding.partialKind = state.partialKind;
+  return out;
+}
+
 /// Whether `prefix` is a prefix of `of`, comparing axes only.
 bool isAxisPrefix(llvm::ArrayRef<AxisEntry> prefix,
                   llvm::ArrayRef<AxisEntry> of) {
@@ -670,7 +690,12 @@ PropagationResult Solver::run() {
     sweepToFixedPoint();
   }
   markPartials();
-  return {std::move(states), sweeps};
+  PropagationResult result;
+  result.sweeps = sweeps;
+  for (auto [t, state] : llvm::enumerate(states))
+    result.tensors.push_back(
+        toPropagated(state, graph.meshes[graph.tensors[t].mesh]));
+  return result;
 }
 
 PropagationResult sharding::propagate(const Graph &graph) {

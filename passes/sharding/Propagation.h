@@ -40,30 +40,12 @@ struct AxisEntry {
 };
 using AxisList = llvm::SmallVector<AxisEntry, 2>;
 
-// Propagation's working state is the sharding model's layout with, per axis,
-// a mesh index and the provenance above (priority, origin), which the model
-// does not carry. TensorState::toSharding and annotationFromSharding are the
-// only conversions to and from the model (dialects/dist/IR/ShardingModel.h);
-// the module driver reads and writes attributes through the model's
-// adapters.
-
-struct DimState {
-  /// Axes splitting the dimension, major to minor.
-  AxisList axes;
-  /// A closed dimension never gains axes.
-  bool closed = false;
-};
-
-struct TensorState {
-  llvm::SmallVector<DimState, 4> dims;
-  /// Axes over which the value is an unreduced partial result.
-  AxisList partial;
-  dist::ReductionKind partialKind{};
-
-  /// The model form on `mesh`: whole axes, dimensions as open or closed as
-  /// propagation left them, no priorities.
-  dist::Sharding toSharding(const dist::Mesh &mesh) const;
-};
+// Propagation reads annotations and returns shardings as the sharding model
+// (dialects/dist/IR/ShardingModel.h), plus, per axis, what the model does not
+// carry: a mesh index and the provenance above (priority, origin).
+// annotationFromSharding and the result's construction are its only
+// conversions; the module driver reads and writes attributes through the
+// model's adapters. The solver's working state is private to Propagation.cpp.
 
 /// A user annotation of one dimension.
 struct DimAnnotation {
@@ -142,8 +124,18 @@ struct Candidate {
 AxisList resolveCandidates(llvm::ArrayRef<Candidate> candidates,
                            const dist::Mesh &mesh);
 
+/// One tensor's propagated sharding.
+struct PropagatedTensor {
+  /// Whole axes; dimensions as open or closed as propagation left them; no
+  /// priorities; the partial kind only where there are partial axes.
+  dist::Sharding sharding;
+  /// Where each axis of `sharding` came from, in Sharding::axesUsed() order
+  /// (dimensions major to minor, then the partial axes).
+  AxisList sources;
+};
+
 struct PropagationResult {
-  std::vector<TensorState> states;
+  std::vector<PropagatedTensor> tensors;
   /// Sweeps over the frontier, summed over all priority rounds.
   int64_t sweeps = 0;
 };

@@ -66,26 +66,6 @@ TEST(ModelConversionTest, AnnotationFromSharding) {
   EXPECT_EQ(axis, dist::AxisRef("y", 2, 2));
 }
 
-// Tests that a propagation state becomes the model with axis names, its
-// open/closed dimensions, and a partial kind only where it is partial.
-TEST(ModelConversionTest, StateToSharding) {
-  dist::Mesh mesh = testMesh();
-  TensorState state;
-  state.dims.resize(2);
-  state.dims[0].axes = {entry(Z, 0, 3), entry(X)};
-  state.dims[0].closed = true;
-  state.partial = {entry(Y)};
-  state.partialKind = dist::ReductionKind::Min;
-  dist::Sharding s = state.toSharding(mesh);
-  EXPECT_EQ(s.toString(), "[{z, x}, {?}] partial=min{y}");
-  // No partial axes: the kind is the model's default, sum.
-  state.partial.clear();
-  dist::Sharding expected = dist::Sharding::replicated(2);
-  expected.dims[0].axes = {"z", "x"};
-  expected.dims[1].closed = false;
-  EXPECT_EQ(state.toSharding(mesh), expected);
-}
-
 //===----------------------------------------------------------------------===//
 // projectDim
 //===----------------------------------------------------------------------===//
@@ -238,10 +218,18 @@ TensorNode annotated(std::vector<int64_t> shape, std::vector<Axes> dims,
   return node;
 }
 
-std::vector<Axes> dimsOf(const TensorState &state) {
+/// Mesh indices of axes named in the model (testMesh's axes).
+Axes indicesOf(const std::vector<dist::AxisRef> &axes) {
+  Axes out;
+  for (const dist::AxisRef &axis : axes)
+    out.push_back(static_cast<int32_t>(*testMesh().findAxis(axis.name)));
+  return out;
+}
+
+std::vector<Axes> dimsOf(const PropagatedTensor &tensor) {
   std::vector<Axes> out;
-  for (const DimState &dim : state.dims)
-    out.push_back(axesOf(dim.axes));
+  for (const dist::DimSharding &dim : tensor.sharding.dims)
+    out.push_back(indicesOf(dim.axes));
   return out;
 }
 
@@ -267,8 +255,8 @@ TEST(PropagateTest, IdentityChainCarriesTheAnnotationBothWays) {
   g.addIdentityEdge(a, b);
   g.addIdentityEdge(b, c);
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[a]), (std::vector<Axes>{{X}, {}}));
-  EXPECT_EQ(dimsOf(r.states[c]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[a]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[c]), (std::vector<Axes>{{X}, {}}));
   EXPECT_GE(r.sweeps, 2);
 }
 
@@ -280,10 +268,16 @@ TEST(PropagateTest, ContractedFactorMakesTheResultPartial) {
   int32_t out = g.addTensor(tensor({4, 16}));
   g.edges.push_back(matmul(lhs, rhs, out, 4, 8, 16));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[rhs]), (std::vector<Axes>{{Y}, {}}));
-  EXPECT_EQ(dimsOf(r.states[out]), (std::vector<Axes>{{}, {}}));
-  EXPECT_EQ(axesOf(r.states[out].partial), (Axes{Y}));
-  EXPECT_EQ(r.states[out].partialKind, dist::ReductionKind::Sum);
+  EXPECT_EQ(dimsOf(r.tensors[rhs]), (std::vector<Axes>{{Y}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[out]), (std::vector<Axes>{{}, {}}));
+  EXPECT_EQ(indicesOf(r.tensors[out].sharding.partialAxes), (Axes{Y}));
+  EXPECT_EQ(r.tensors[out].sharding.partialKind, dist::ReductionKind::Sum);
+  // The model form: unannotated dimensions stay open, the sources list the
+  // dimension axes then the partial ones.
+  EXPECT_EQ(r.tensors[out].sharding.toString(), "[{?}, {?}] partial=sum{y}");
+  EXPECT_EQ(r.tensors[rhs].sharding.toString(), "[{y, ?}, {?}]");
+  EXPECT_EQ(r.tensors[rhs].sharding.partialKind, dist::ReductionKind::Sum);
+  EXPECT_EQ(axesOf(r.tensors[out].sources), (Axes{Y}));
 }
 
 TEST(PropagateTest, ClosedDimensionNeverChanges) {
@@ -293,7 +287,7 @@ TEST(PropagateTest, ClosedDimensionNeverChanges) {
   int32_t b = g.addTensor(annotated({8}, {{}}));
   g.addIdentityEdge(a, b);
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{}}));
+  EXPECT_EQ(dimsOf(r.tensors[b]), (std::vector<Axes>{{}}));
 }
 
 TEST(PropagateTest, WholeFactorNeverGetsAxes) {
@@ -310,7 +304,7 @@ TEST(PropagateTest, WholeFactorNeverGetsAxes) {
   edge.results = {b};
   g.edges.push_back(std::move(edge));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[b]), (std::vector<Axes>{{X}, {}}));
 }
 
 TEST(PropagateTest, WeakAnnotationReachedFirstDoesNotBeatStrongOne) {
@@ -328,10 +322,10 @@ TEST(PropagateTest, WeakAnnotationReachedFirstDoesNotBeatStrongOne) {
   g.addIdentityEdge(c, d);
   g.addIdentityEdge(d, e);
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[a]), (std::vector<Axes>{{X}}));
+  EXPECT_EQ(dimsOf(r.tensors[a]), (std::vector<Axes>{{X}}));
   for (int32_t t : {b, c, d})
-    EXPECT_EQ(dimsOf(r.states[t]), (std::vector<Axes>{{Y}})) << "tensor " << t;
-  EXPECT_EQ(r.states[b].dims[0].axes[0].priority, 0);
+    EXPECT_EQ(dimsOf(r.tensors[t]), (std::vector<Axes>{{Y}})) << "tensor " << t;
+  EXPECT_EQ(r.tensors[b].sources[0].priority, 0);
 }
 
 TEST(PropagateTest, ResultDoesNotDependOnEdgeOrder) {
@@ -357,10 +351,10 @@ TEST(PropagateTest, ResultDoesNotDependOnEdgeOrder) {
   };
   PropagationResult one = build(false), two = build(true);
   for (int32_t t = 0; t < 4; ++t)
-    EXPECT_EQ(dimsOf(one.states[t]), dimsOf(two.states[t])) << "tensor " << t;
+    EXPECT_EQ(dimsOf(one.tensors[t]), dimsOf(two.tensors[t])) << "tensor " << t;
   // Equal bytes on both sides: the axis names decide.
-  EXPECT_EQ(dimsOf(one.states[1]), (std::vector<Axes>{{X}, {}}));
-  EXPECT_EQ(dimsOf(one.states[3]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(one.tensors[1]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(one.tensors[3]), (std::vector<Axes>{{X}, {}}));
 }
 
 TEST(PropagateTest, AxisUsedOnOneDimensionIsNotAddedToAnother) {
@@ -380,8 +374,8 @@ TEST(PropagateTest, AxisUsedOnOneDimensionIsNotAddedToAnother) {
   edge.results = {b};
   g.edges.push_back(std::move(edge));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[a]), (std::vector<Axes>{{X}, {}}));
-  EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[a]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[b]), (std::vector<Axes>{{X}, {}}));
 }
 
 TEST(PropagateTest, TwoFactorsOfOneOpNeverTakeOneAxis) {
@@ -402,7 +396,7 @@ TEST(PropagateTest, TwoFactorsOfOneOpNeverTakeOneAxis) {
   edge.results = {c};
   g.edges.push_back(std::move(edge));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[c]), (std::vector<Axes>{{X}, {Y}}));
+  EXPECT_EQ(dimsOf(r.tensors[c]), (std::vector<Axes>{{X}, {Y}}));
 }
 
 } // namespace
