@@ -92,8 +92,8 @@ PaddingAnalysis::compute(func::FuncOp func, const Mesh &mesh,
       return;
     // The partitioner has read every sharding already (and reported what it
     // could not read); the padding analysis only needs the layout.
-    FailureOr<Sharding> sharding = dist::shardingFromAttr(
-        attr, [&] { return emitError(value.getLoc()); });
+    FailureOr<Sharding> sharding =
+        dist::shardingFromAttr(attr, [&] { return emitError(value.getLoc()); });
     if (failed(sharding))
       return;
     for (auto [d, dim] : llvm::enumerate(sharding->dims)) {

@@ -50,8 +50,8 @@
 #include "passes/partition/Partitioner.h"
 
 #include "dialects/dist/IR/DistOps.h"
-#include "dialects/nn/IR/NNOps.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/nn/IR/NNOps.h"
 #include "passes/partition/CollectiveLowerings.h"
 #include "passes/partition/Padding.h"
 #include "passes/partition/Reshard.h"
@@ -225,9 +225,9 @@ FailureOr<Sharding> FuncPartitioner::readSharding(dist::ShardingAttr attr,
     return failure();
   for (const dist::AxisRef &axis : sharding->axesUsed())
     if (axis.isSubAxis())
-      return at->emitError() << "cannot partition " << what << ": sub-axis of '"
-                             << axis.name
-                             << "' is not supported by the resharding planner";
+      return at->emitError()
+             << "cannot partition " << what << ": sub-axis of '" << axis.name
+             << "' is not supported by the resharding planner";
   return sharding->layoutOnly();
 }
 
@@ -1019,8 +1019,8 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
         if (!isOnly(r.getOperand(i), d, f) || !padding.isPadded(operand, d))
           continue;
         operands[i] = dist::MaskOp::create(
-            builder, op->getLoc(), operands[i].getType(), operands[i],
-            meshName, axesAttr(namesOf(required[i].dims[d])),
+            builder, op->getLoc(), operands[i].getType(), operands[i], meshName,
+            axesAttr(namesOf(required[i].dims[d])),
             builder.getI64IntegerAttr(d),
             builder.getI64IntegerAttr(padding.realType(operand).getDimSize(d)),
             builder.getF64FloatAttr(value));

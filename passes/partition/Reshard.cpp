@@ -64,8 +64,8 @@
 // whole local tensor even when some devices keep their block. The planner
 // never makes a value partial (a replicated value could be, for free), never
 // pads uneven dimensions, and does not support sub-axes (it rejects them
-// by name) or tensors with dynamic dimensions. A tensor with no elements has cost 0 for every step,
-// so among its plans only the step count decides.
+// by name) or tensors with dynamic dimensions. A tensor with no elements has
+// cost 0 for every step, so among its plans only the step count decides.
 //
 //===----------------------------------------------------------------------===//
 

@@ -170,9 +170,8 @@ LogicalResult shardingToPlan(const dist::Sharding &sharding,
       return failure();
     buffer.add_partial_axes(*name);
   }
-  buffer.set_partial_op(sharding.partialKind == dist::ReductionKind::Max
-                            ? pb::MAX
-                            : pb::SUM);
+  buffer.set_partial_op(
+      sharding.partialKind == dist::ReductionKind::Max ? pb::MAX : pb::SUM);
   if (sharding.partialKind == dist::ReductionKind::Min &&
       sharding.isPartial()) {
     emitError() << "is a partial minimum, which the runtime cannot gather";

@@ -113,8 +113,8 @@ LogicalResult printPlan(dist::ConstraintOp op) {
   // The mesh and shardings through the model's adapters; the planner itself
   // checks the shardings against the mesh, with its own messages.
   auto emitFail = [&] { return op.emitError() << "cannot reshard: "; };
-  FailureOr<dist::Mesh> mesh = dist::meshFromAttr(
-      meshAttr, target.getMeshName().getValue(), emitFail);
+  FailureOr<dist::Mesh> mesh =
+      dist::meshFromAttr(meshAttr, target.getMeshName().getValue(), emitFail);
   if (failed(mesh))
     return failure();
   FailureOr<dist::Sharding> from = dist::shardingFromAttr(source, emitFail);

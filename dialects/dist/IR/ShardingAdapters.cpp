@@ -15,8 +15,7 @@ namespace partita::dist {
 FailureOr<Mesh> meshFromAttr(MeshAttr attr, StringRef name,
                              EmitErrorFn emitError) {
   if (!attr)
-    return emitError() << "missing mesh"
-                       << (name.empty() ? "" : " @") << name;
+    return emitError() << "missing mesh" << (name.empty() ? "" : " @") << name;
   Mesh mesh;
   mesh.name = name.str();
   for (MeshAxisAttr axis : attr.getAxes()) {
@@ -24,8 +23,7 @@ FailureOr<Mesh> meshFromAttr(MeshAttr attr, StringRef name,
       return emitError() << "mesh axis is null";
     mesh.axes.push_back(MeshAxis{axis.getName().str(), axis.getSize()});
   }
-  mesh.deviceIds.assign(attr.getDeviceIds().begin(),
-                        attr.getDeviceIds().end());
+  mesh.deviceIds.assign(attr.getDeviceIds().begin(), attr.getDeviceIds().end());
   if (std::optional<std::string> error = mesh.verify())
     return emitError() << "invalid mesh " << mesh.toString() << ": " << *error;
   return mesh;
@@ -43,8 +41,7 @@ MeshAttr meshToAttr(MLIRContext *ctx, const Mesh &mesh) {
   return MeshAttr::get(ctx, axes, mesh.deviceIds);
 }
 
-FailureOr<Sharding> shardingFromAttr(ShardingAttr attr,
-                                     EmitErrorFn emitError) {
+FailureOr<Sharding> shardingFromAttr(ShardingAttr attr, EmitErrorFn emitError) {
   if (!attr)
     return emitError() << "missing sharding";
   auto readAxes = [&](ArrayRef<AxisRefAttr> refs,
@@ -52,8 +49,7 @@ FailureOr<Sharding> shardingFromAttr(ShardingAttr attr,
     for (AxisRefAttr ref : refs) {
       if (!ref)
         return emitError() << "null axis in sharding " << attr;
-      out.emplace_back(ref.getName().str(), ref.getPreSize(),
-                       ref.getSubSize());
+      out.emplace_back(ref.getName().str(), ref.getPreSize(), ref.getSubSize());
     }
     return success();
   };

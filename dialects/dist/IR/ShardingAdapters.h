@@ -1,4 +1,4 @@
-//===- ShardingAdapters.h - the sharding model <-> dist attributes -*- C++ -*-===//
+//===- ShardingAdapters.h - sharding model <-> dist attributes --*- C++ -*-===//
 //
 // The one place where `dist.mesh` / `#dist.mesh` and `#dist.sharding` become
 // the plain model of ShardingModel.h and back. Reading checks what the model

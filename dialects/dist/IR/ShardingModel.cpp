@@ -103,8 +103,8 @@ std::optional<std::string> Mesh::verify() const {
 std::string Mesh::toString() const {
   std::string s = name.empty() ? "[" : "@" + name + " [";
   for (size_t i = 0; i < axes.size(); ++i)
-    s += (i ? ", \"" : "\"") + axes[i].name + "\"=" +
-         std::to_string(axes[i].size);
+    s += (i ? ", \"" : "\"") + axes[i].name +
+         "\"=" + std::to_string(axes[i].size);
   s += "]";
   if (!deviceIds.empty()) {
     s += " devices=[";
@@ -266,8 +266,7 @@ std::optional<std::string> Sharding::verify(const Mesh &mesh) const {
     int64_t axisSize = mesh.axes[*index].size;
     if (axis.isSubAxis()) {
       if (axis.preSize < 1 || axis.subSize < 1)
-        return "sub-axis " + quoted(axis) +
-               " needs a pre-size and a size >= 1";
+        return "sub-axis " + quoted(axis) + " needs a pre-size and a size >= 1";
       std::optional<int64_t> span = multiply(axis.preSize, axis.subSize);
       if (!span || axisSize % *span != 0)
         return "sub-axis " + quoted(axis) + " does not fit axis \"" +

@@ -1,4 +1,4 @@
-//===- ShardingModel.h - the one C++ model of a mesh and a sharding -*- C++ -*-===//
+//===- ShardingModel.h - one C++ model of a mesh and a sharding -*- C++ -*-===//
 //
 // A plain value model of what `dist.mesh` and `#dist.sharding` say, used by
 // every pass that reasons about shardings (propagation, resharding, the
@@ -182,8 +182,8 @@ struct Sharding {
   /// The per-device shape of a tensor of `globalShape`: each dimension
   /// ceil(size / shards) (padded, as in GSPMD). Negative (dynamic) sizes
   /// stay as they are.
-  std::vector<int64_t> localShape(const Mesh &mesh,
-                                  const std::vector<int64_t> &globalShape) const;
+  std::vector<int64_t>
+  localShape(const Mesh &mesh, const std::vector<int64_t> &globalShape) const;
   /// Drops the partial axes (and resets the kind to sum).
   void clearPartial();
   /// Every dimension closed and without priority: the layout alone, as the

@@ -217,7 +217,8 @@ std::string ShardingRule::toString() const {
         continue;
       // Reductions that combine by max print as "name:max".
       names.push_back(factor.name +
-                      (kind == FactorKind::Reduction && factor.partialKind == ReductionKind::Max
+                      (kind == FactorKind::Reduction &&
+                               factor.partialKind == ReductionKind::Max
                            ? ":max"
                            : ""));
     }

@@ -680,10 +680,10 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
     kvHeadFactors = {kf};
   }
   int64_t d = rule.addFactor((*q)[3], FactorKind::Whole, "d");
-  int64_t t = rule.addFactor((*k)[1], FactorKind::Whole, "t",
-                             FactorRole::KeySequence);
-  int64_t e = rule.addFactor((*v)[3], FactorKind::Whole, "v",
-                             FactorRole::ValueHeadDim);
+  int64_t t =
+      rule.addFactor((*k)[1], FactorKind::Whole, "t", FactorRole::KeySequence);
+  int64_t e =
+      rule.addFactor((*v)[3], FactorKind::Whole, "v", FactorRole::ValueHeadDim);
   rule.addOperand({{b}, {s}, queryHeads, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
@@ -718,8 +718,8 @@ FailureOr<ShardingRule> EmbeddingGradOp::getShardingRule() {
   for (auto [d, size] : llvm::enumerate(*ids))
     idDims.push_back(
         {rule.addFactor(size, FactorKind::Reduction, tokenName(d))});
-  int64_t vocab = rule.addFactor((*out)[0], FactorKind::Whole, "v",
-                                 FactorRole::Vocabulary);
+  int64_t vocab =
+      rule.addFactor((*out)[0], FactorKind::Whole, "v", FactorRole::Vocabulary);
   int64_t hidden = rule.addFactor((*out)[1], FactorKind::Parallel, "h");
   TensorFactors dyDims = idDims;
   dyDims.push_back({hidden});

@@ -55,7 +55,8 @@ protected:
       message = diag.str();
       return success();
     });
-    FailureOr<T> result = read([&] { return emitError(UnknownLoc::get(&ctx)); });
+    FailureOr<T> result =
+        read([&] { return emitError(UnknownLoc::get(&ctx)); });
     EXPECT_EQ(succeeded(result), message.empty()) << message;
     if (succeeded(result))
       out = *result;
@@ -64,14 +65,12 @@ protected:
   std::string readError(ShardingAttr attr, const Mesh &m) {
     std::optional<Sharding> out;
     return capture<Sharding>(
-        [&](EmitErrorFn emit) { return shardingFromAttr(attr, m, emit); },
-        out);
+        [&](EmitErrorFn emit) { return shardingFromAttr(attr, m, emit); }, out);
   }
   Sharding read(ShardingAttr attr, const Mesh &m) {
     std::optional<Sharding> out;
     std::string error = capture<Sharding>(
-        [&](EmitErrorFn emit) { return shardingFromAttr(attr, m, emit); },
-        out);
+        [&](EmitErrorFn emit) { return shardingFromAttr(attr, m, emit); }, out);
     EXPECT_EQ(error, "");
     return out.value_or(Sharding());
   }
@@ -106,7 +105,8 @@ TEST_F(ShardingModelTest, RoundTripsEveryPart) {
 // Tests that the model holds exactly the fields of the attribute.
 TEST_F(ShardingModelTest, ReadsFieldByField) {
   Sharding s = read(
-      sharding("<@mesh, [{\"tp\":(2)2, ?}p1, {\"dp\"}], partial=max{\"tp\":(1)2}>"),
+      sharding(
+          "<@mesh, [{\"tp\":(2)2, ?}p1, {\"dp\"}], partial=max{\"tp\":(1)2}>"),
       mesh());
   ASSERT_EQ(s.rank(), 2u);
   EXPECT_EQ(s.dims[0].axes, std::vector<AxisRef>{AxisRef("tp", 2, 2)});
@@ -232,7 +232,7 @@ TEST_F(ShardingModelTest, VerifyForShape) {
   Mesh m = mesh();
   Sharding s({{"tp"}, {}});
   EXPECT_EQ(s.verifyFor(m, {8, 3}), std::nullopt);
-  EXPECT_EQ(s.verifyFor(m, {6, 3}), std::nullopt); // padded to 2 per shard
+  EXPECT_EQ(s.verifyFor(m, {6, 3}), std::nullopt);  // padded to 2 per shard
   EXPECT_EQ(s.verifyFor(m, {-1, 3}), std::nullopt); // dynamic
   EXPECT_EQ(s.verifyFor(m, {3, 3}),
             std::optional<std::string>(
@@ -263,28 +263,30 @@ TEST_F(ShardingModelTest, MeshAdapters) {
   MeshAttr twice = MeshAttr::get(
       &ctx, {MeshAxisAttr::get(&ctx, "x", 2), MeshAxisAttr::get(&ctx, "x", 2)},
       {});
-  EXPECT_EQ(capture<Mesh>(
-                [&](EmitErrorFn emit) { return meshFromAttr(twice, "m", emit); },
-                out),
-            "invalid mesh @m [\"x\"=2, \"x\"=2]: mesh axis \"x\" is declared "
-            "twice");
-  EXPECT_EQ(capture<Mesh>(
-                [&](EmitErrorFn emit) {
-                  return meshFromAttr(MeshAttr(), "m", emit);
-                },
-                out),
-            "missing mesh @m");
+  EXPECT_EQ(
+      capture<Mesh>(
+          [&](EmitErrorFn emit) { return meshFromAttr(twice, "m", emit); },
+          out),
+      "invalid mesh @m [\"x\"=2, \"x\"=2]: mesh axis \"x\" is declared "
+      "twice");
+  EXPECT_EQ(
+      capture<Mesh>(
+          [&](EmitErrorFn emit) { return meshFromAttr(MeshAttr(), "m", emit); },
+          out),
+      "missing mesh @m");
   Mesh bad;
   bad.axes = {{"x", 0}};
-  EXPECT_EQ(bad.verify(), std::optional<std::string>(
-                              "mesh axis \"x\" has size 0; sizes must be >= 1"));
+  EXPECT_EQ(bad.verify(),
+            std::optional<std::string>(
+                "mesh axis \"x\" has size 0; sizes must be >= 1"));
   bad.axes = {{"x", 2}};
   bad.deviceIds = {1, 1};
   EXPECT_EQ(bad.verify(),
             std::optional<std::string>("device id 1 is listed twice"));
   bad.deviceIds = {0};
-  EXPECT_EQ(bad.verify(), std::optional<std::string>(
-                              "devices lists 1 ids, but the mesh has 2 devices"));
+  EXPECT_EQ(bad.verify(),
+            std::optional<std::string>(
+                "devices lists 1 ids, but the mesh has 2 devices"));
 }
 
 } // namespace

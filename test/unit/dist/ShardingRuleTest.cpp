@@ -47,9 +47,10 @@ TEST(ShardingRuleTest, MultiFactorDimensionsPrintAsProducts) {
 // and printed after the kinds, while a rule without roles prints as before.
 TEST(ShardingRuleTest, RolesAreFoundAndPrinted) {
   ShardingRule rule;
-  int64_t s = rule.addFactor(8, FactorKind::Parallel, "s", FactorRole::Sequence);
-  int64_t t = rule.addFactor(8, FactorKind::Collective, "t",
-                             FactorRole::KeySequence);
+  int64_t s =
+      rule.addFactor(8, FactorKind::Parallel, "s", FactorRole::Sequence);
+  int64_t t =
+      rule.addFactor(8, FactorKind::Collective, "t", FactorRole::KeySequence);
   int64_t d = rule.addFactor(4, FactorKind::Reduction, "d");
   rule.setKind("d", FactorKind::Reduction, ReductionKind::Max);
   rule.addOperand({{s}, {d}});

@@ -468,9 +468,9 @@ TEST_F(NNShardingRulesTest, FactorsCarryTheirRoles) {
   auto roleOf = [](const ShardingRule &rule, const Dim &factors) {
     return rule.getFactor(only(factors)).role;
   };
-  ShardingRule rotary = ruleOf(build<nn::RotaryOp>(
-      tensor({2, 8, 4, 16}), arg({2, 8, 4, 16}),
-      builder.getF64FloatAttr(10000.0)));
+  ShardingRule rotary =
+      ruleOf(build<nn::RotaryOp>(tensor({2, 8, 4, 16}), arg({2, 8, 4, 16}),
+                                 builder.getF64FloatAttr(10000.0)));
   EXPECT_EQ(roleOf(rotary, rotary.getOperand(0)[1]), FactorRole::Sequence);
   for (int64_t d : {0, 2, 3})
     EXPECT_EQ(roleOf(rotary, rotary.getOperand(0)[d]), FactorRole::None);
@@ -492,8 +492,8 @@ TEST_F(NNShardingRulesTest, FactorsCarryTheirRoles) {
 
   ShardingRule attentionGrad = ruleOf(build<nn::AttentionGradOp>(
       tensor({2, 32, 4, 16}), arg({2, 8, 4, 16}), arg({2, 32, 4, 16}),
-      arg({2, 32, 4, 16}), arg({2, 8, 4, 16}), nn::AttentionGradWrt::Key,
-      true, FloatAttr()));
+      arg({2, 32, 4, 16}), arg({2, 8, 4, 16}), nn::AttentionGradWrt::Key, true,
+      FloatAttr()));
   EXPECT_EQ(roleOf(attentionGrad, attentionGrad.getOperand(0)[1]),
             FactorRole::Sequence);
   EXPECT_EQ(roleOf(attentionGrad, attentionGrad.getOperand(1)[1]),
