@@ -12,6 +12,7 @@
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -86,29 +87,23 @@ PaddingAnalysis::compute(func::FuncOp func, const Mesh &mesh,
       return;
     parent[find(ix->second)] = find(iy->second);
   };
-  auto axisSize = [&](StringRef name) -> int64_t {
-    std::optional<unsigned> i = mesh.findAxis(name);
-    return i ? mesh.axes[*i].size : 1;
-  };
   auto addSharding = [&](Value value, dist::ShardingAttr attr) {
     if (!attr)
       return;
-    llvm::Expected<Sharding> sharding = shardingFromAttr(attr);
-    if (!sharding) {
-      llvm::consumeError(sharding.takeError());
+    // The partitioner has read every sharding already (and reported what it
+    // could not read); the padding analysis only needs the layout.
+    FailureOr<Sharding> sharding =
+        dist::shardingFromAttr(attr, [&] { return emitError(value.getLoc()); });
+    if (failed(sharding))
       return;
-    }
-    for (auto [d, axes] : llvm::enumerate(sharding->dims)) {
+    for (auto [d, dim] : llvm::enumerate(sharding->dims)) {
       auto it = ids.find({value, unsigned(d)});
       if (it == ids.end())
         continue;
-      int64_t count = 1;
       std::string text = "{";
-      for (auto [i, axis] : llvm::enumerate(axes)) {
-        count *= axisSize(axis);
-        text += (i ? ", \"" : "\"") + axis + "\"";
-      }
-      counts[it->second].push_back({count, text + "}"});
+      for (auto [i, axis] : llvm::enumerate(dim.axes))
+        text += (i ? ", \"" : "\"") + axis.toString() + "\"";
+      counts[it->second].push_back({dim.shardCount(mesh), text + "}"});
     }
   };
 

@@ -50,6 +50,7 @@
 #include "passes/partition/Partitioner.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "passes/partition/CollectiveLowerings.h"
@@ -101,14 +102,26 @@ std::string joinAxes(ArrayRef<std::string> axes) {
   return text + "}";
 }
 
-/// Reads a sharding that checkPreconditions already read successfully.
+/// The axis names of a dimension (or of partial axes) of a sharding that
+/// checkPreconditions accepted: whole axes only.
+AxisList namesOf(const dist::DimSharding &dim) {
+  AxisList names;
+  for (const dist::AxisRef &axis : dim.axes)
+    names.push_back(axis.name);
+  return names;
+}
+
+/// A closed dimension (or list of partial axes) of whole axes `names`.
+std::vector<dist::AxisRef> axisRefs(ArrayRef<std::string> names) {
+  return std::vector<dist::AxisRef>(names.begin(), names.end());
+}
+
+/// Reads a sharding that checkPreconditions already read successfully, as
+/// the layout alone (open dimensions and priorities are propagation's).
 Sharding readChecked(dist::ShardingAttr attr) {
-  llvm::Expected<Sharding> sharding = shardingFromAttr(attr);
-  if (!sharding) {
-    llvm::consumeError(sharding.takeError());
-    return {};
-  }
-  return std::move(*sharding);
+  FailureOr<Sharding> sharding = dist::shardingFromAttr(
+      attr, [&] { return emitError(UnknownLoc::get(attr.getContext())); });
+  return succeeded(sharding) ? sharding->layoutOnly() : Sharding();
 }
 
 class FuncPartitioner {
@@ -120,10 +133,7 @@ public:
   LogicalResult run();
 
 private:
-  int64_t axisSize(StringRef name) const {
-    std::optional<unsigned> i = mesh.findAxis(name);
-    return i ? mesh.axes[*i].size : 1;
-  }
+  int64_t axisSize(StringRef name) const { return mesh.axisSize(name); }
   int64_t groupSize(ArrayRef<std::string> axes) const {
     int64_t size = 1;
     for (const std::string &axis : axes)
@@ -133,9 +143,9 @@ private:
   SmallVector<int64_t> localShape(ArrayRef<int64_t> global,
                                   const Sharding &sharding) const {
     SmallVector<int64_t> shape(global);
-    for (auto [d, axes] : llvm::enumerate(sharding.dims))
+    for (auto [d, dim] : llvm::enumerate(sharding.dims))
       if (d < shape.size())
-        shape[d] /= groupSize(axes);
+        shape[d] /= dim.shardCount(mesh);
     return shape;
   }
   RankedTensorType localType(Type global, const Sharding &sharding) const {
@@ -164,7 +174,9 @@ private:
                             const dist::ShardingRule &r,
                             ArrayRef<Sharding> required,
                             SmallVectorImpl<Value> &operands, bool splitVocab);
-  dist::ShardingAttr toAttr(const Sharding &sharding) const;
+  dist::ShardingAttr toAttr(const Sharding &sharding) const {
+    return dist::shardingToAttr(ctx, sharding, meshName.getValue());
+  }
   ArrayAttr axesAttr(ArrayRef<std::string> axes) const {
     SmallVector<StringRef> names(axes.begin(), axes.end());
     return Builder(ctx).getStrArrayAttr(names);
@@ -204,30 +216,20 @@ private:
   PaddingAnalysis padding;
 };
 
-dist::ShardingAttr FuncPartitioner::toAttr(const Sharding &sharding) const {
-  auto axisRefs = [&](ArrayRef<std::string> axes) {
-    return llvm::to_vector(llvm::map_range(axes, [&](const std::string &a) {
-      return dist::AxisRefAttr::get(ctx, a, 1, 0);
-    }));
-  };
-  SmallVector<dist::DimShardingAttr> dims;
-  for (const AxisList &axes : sharding.dims)
-    dims.push_back(dist::DimShardingAttr::get(ctx, axisRefs(axes),
-                                              /*isClosed=*/true, std::nullopt));
-  auto kind = static_cast<dist::ReductionKind>(
-      static_cast<uint32_t>(sharding.partialKind));
-  return dist::ShardingAttr::get(ctx, meshName, dims,
-                                 axisRefs(sharding.partialAxes), kind);
-}
-
 FailureOr<Sharding> FuncPartitioner::readSharding(dist::ShardingAttr attr,
                                                   Operation *at,
                                                   const Twine &what) {
-  llvm::Expected<Sharding> sharding = shardingFromAttr(attr);
-  if (!sharding)
-    return at->emitError() << "cannot partition " << what << ": "
-                           << llvm::toString(sharding.takeError());
-  return *sharding;
+  FailureOr<Sharding> sharding = dist::shardingFromAttr(attr, [&] {
+    return at->emitError() << "cannot partition " << what << ": ";
+  });
+  if (failed(sharding))
+    return failure();
+  for (const dist::AxisRef &axis : sharding->axesUsed())
+    if (axis.isSubAxis())
+      return at->emitError()
+             << "cannot partition " << what << ": sub-axis of '" << axis.name
+             << "' is not supported by the resharding planner";
+  return sharding->layoutOnly();
 }
 
 LogicalResult FuncPartitioner::checkPreconditions() {
@@ -307,11 +309,12 @@ LogicalResult FuncPartitioner::checkPreconditions() {
                             << "': no value names a mesh";
   if (!ok)
     return failure();
-  llvm::Expected<Mesh> read = meshFromAttr(meshAttr);
-  if (!read)
-    return func.emitError() << "cannot partition on mesh " << meshName << ": "
-                            << llvm::toString(read.takeError());
-  mesh = *read;
+  FailureOr<Mesh> read = dist::meshFromAttr(meshAttr, meshName.getValue(), [&] {
+    return func.emitError() << "cannot partition on mesh " << meshName << ": ";
+  });
+  if (failed(read))
+    return failure();
+  mesh = std::move(*read);
   return success();
 }
 
@@ -363,10 +366,10 @@ FailureOr<Value> FuncPartitioner::emitStep(OpBuilder &builder, Location loc,
         position /= axisSize(axis);
       }
       SmallVector<int64_t> index;
-      for (const AxisList &dimAxes : sharding.dims) {
+      for (const dist::DimSharding &dim : sharding.dims) {
         int64_t i = 0;
-        for (const std::string &axis : dimAxes)
-          i = i * axisSize(axis) + coord[axis];
+        for (const dist::AxisRef &axis : dim.axes)
+          i = i * axisSize(axis.name) + coord[axis.name];
         index.push_back(i);
       }
       return index;
@@ -577,9 +580,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     auto eligibleKind = [&](int64_t f, bool fromOperand) {
       dist::FactorKind kind = r.getFactor(f).kind;
       // Attention's result has the query's type, whose last dimension is
-      // the whole factor "d": the value head dimension "v" must stay whole
-      // too.
-      if (isa<nn::AttentionOp>(op) && r.getFactor(f).name == "v")
+      // the whole factor "d": the value head dimension must stay whole too.
+      if (r.getFactor(f).role == dist::FactorRole::ValueHeadDim)
         return false;
       if (kind == dist::FactorKind::Parallel)
         return !fromOperand;
@@ -605,7 +607,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       for (auto [d, factors] : llvm::enumerate(dims)) {
         if (d >= sharding.dims.size())
           break;
-        ArrayRef<std::string> dimAxes = sharding.dims[d];
+        AxisList names = namesOf(sharding.dims[d]);
+        ArrayRef<std::string> dimAxes = names;
         size_t next = 0;
         for (int64_t f : factors) {
           int64_t size = factorSize[f];
@@ -657,9 +660,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
                 if (propagated.empty())
                   return false;
                 const Sharding &res = propagated.front();
-                return static_cast<uint32_t>(res.partialKind) ==
-                           r.getFactor(f).partialKind &&
-                       llvm::is_contained(res.partialAxes, axis.str());
+                return res.partialKind == r.getFactor(f).partialKind &&
+                       llvm::is_contained(res.partialAxes,
+                                          dist::AxisRef(axis.str()));
               });
     }
 
@@ -693,7 +696,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         AxisList axes;
         for (int64_t f : factors)
           axes.append(fa.axes[f].begin(), fa.axes[f].end());
-        sharding.dims.push_back(std::move(axes));
+        sharding.dims.emplace_back(axisRefs(axes));
       }
       return sharding;
     };
@@ -708,7 +711,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       }
 
     // Partial axes of the results: split reduction factors, in mesh order.
-    std::optional<uint32_t> partialKind;
+    std::optional<ReductionKind> partialKind;
     AxisList partial;
     for (int64_t f = 0; f < r.getNumFactors(); ++f) {
       const dist::Factor &factor = r.getFactor(f);
@@ -736,16 +739,15 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     });
     for (unsigned i = 0; i < op->getNumResults(); ++i) {
       actual[i] = tensorSharding(r.getResult(i));
-      actual[i].partialAxes = partial;
+      actual[i].partialAxes = axisRefs(partial);
       if (partialKind)
-        actual[i].partialKind = static_cast<ReductionKind>(*partialKind);
+        actual[i].partialKind = *partialKind;
     }
 
     // Attributes with a global meaning.
-    auto factorAxes = [&](StringRef name) -> AxisList {
-      for (int64_t f = 0; f < r.getNumFactors(); ++f)
-        if (r.getFactor(f).name == name)
-          return fa.axes[f];
+    auto factorAxes = [&](dist::FactorRole role) -> AxisList {
+      if (std::optional<int64_t> f = r.findFactor(role))
+        return fa.axes[*f];
       return {};
     };
     // Rotary and causal attention read global positions along a split
@@ -755,9 +757,9 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         (isa<nn::AttentionOp>(op) && cast<nn::AttentionOp>(op).getCausal()) ||
         (isa<nn::AttentionGradOp>(op) &&
          cast<nn::AttentionGradOp>(op).getCausal()))
-      seqAxes = factorAxes("s");
+      seqAxes = factorAxes(dist::FactorRole::Sequence);
     if (isa<nn::AttentionOp>(op))
-      keyAxes = factorAxes("t");
+      keyAxes = factorAxes(dist::FactorRole::KeySequence);
   }
 
   // Operands.
@@ -986,21 +988,18 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
       } else if (auto reduce = dyn_cast<nn::ReduceOp>(op)) {
         value = reduce.getKind() == nn::ReduceKind::Max ? -inf : 0.0;
       } else {
-        value = factor.partialKind ==
-                        static_cast<uint32_t>(dist::ReductionKind::Max)
-                    ? -inf
-                    : 0.0;
+        value = factor.partialKind == dist::ReductionKind::Max ? -inf : 0.0;
       }
     } else if (isa<nn::SoftmaxOp>(op) ||
                (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op) &&
-                factor.name == "v")) {
+                factor.role == dist::FactorRole::Vocabulary)) {
       // cross_entropy_grad's softmax then gives the padding 0 gradient.
       value = -inf;
       only = 0;
     } else if (isa<nn::EmbeddingOp, nn::EmbeddingGradOp>(op) &&
-               factor.name == "v") {
+               factor.role == dist::FactorRole::Vocabulary) {
       continue;
-    } else if (factor.name == "t" &&
+    } else if (factor.role == dist::FactorRole::KeySequence &&
                ((isa<nn::AttentionOp>(op) &&
                  cast<nn::AttentionOp>(op).getCausal()) ||
                 (isa<nn::AttentionGradOp>(op) &&
@@ -1020,8 +1019,8 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
         if (!isOnly(r.getOperand(i), d, f) || !padding.isPadded(operand, d))
           continue;
         operands[i] = dist::MaskOp::create(
-            builder, op->getLoc(), operands[i].getType(), operands[i],
-            meshName, axesAttr(required[i].dims[d]),
+            builder, op->getLoc(), operands[i].getType(), operands[i], meshName,
+            axesAttr(namesOf(required[i].dims[d])),
             builder.getI64IntegerAttr(d),
             builder.getI64IntegerAttr(padding.realType(operand).getDimSize(d)),
             builder.getF64FloatAttr(value));
@@ -1038,7 +1037,7 @@ LogicalResult FuncPartitioner::partitionReturn(func::ReturnOp op) {
     const Sharding &current = shardingOf.find(operand)->second;
     Sharding target = current;
     if (!options.keepPartialResults)
-      target.partialAxes.clear();
+      target.clearPartial();
     if (dist::ShardingAttr attr = dist::getFuncResultSharding(func, i)) {
       target = readChecked(attr);
       // A partial value meeting a result that is not partial: keep it partial

@@ -63,9 +63,9 @@
 // topology beyond per-axis weights, and a collective_permute is charged the
 // whole local tensor even when some devices keep their block. The planner
 // never makes a value partial (a replicated value could be, for free), never
-// pads uneven dimensions, and does not support sub-axes or tensors with
-// dynamic dimensions. A tensor with no elements has cost 0 for every step,
-// so among its plans only the step count decides.
+// pads uneven dimensions, and does not support sub-axes (it rejects them
+// by name) or tensors with dynamic dimensions. A tensor with no elements has
+// cost 0 for every step, so among its plans only the step count decides.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,18 +90,6 @@ using llvm::Twine;
 
 namespace partita::partition {
 
-StringRef stringifyReductionKind(ReductionKind kind) {
-  switch (kind) {
-  case ReductionKind::Sum:
-    return "sum";
-  case ReductionKind::Max:
-    return "max";
-  case ReductionKind::Min:
-    return "min";
-  }
-  return "unknown";
-}
-
 StringRef stringifyStepKind(StepKind kind) {
   switch (kind) {
   case StepKind::LocalSlice:
@@ -120,34 +108,8 @@ StringRef stringifyStepKind(StepKind kind) {
   return "unknown";
 }
 
-std::optional<unsigned> Mesh::findAxis(StringRef name) const {
-  for (auto [i, axis] : llvm::enumerate(axes))
-    if (axis.name == name)
-      return i;
-  return std::nullopt;
-}
-
 static std::string joinAxes(ArrayRef<std::string> axes) {
   return "[" + llvm::join(axes, ", ") + "]";
-}
-
-std::string Sharding::toString() const {
-  std::string s = "[";
-  for (auto [i, dim] : llvm::enumerate(dims)) {
-    if (i)
-      s += ", ";
-    s += "{" + llvm::join(dim, ", ") + "}";
-  }
-  s += "]";
-  if (!partialAxes.empty())
-    s += " partial=" + stringifyReductionKind(partialKind).str() + "{" +
-         llvm::join(partialAxes, ", ") + "}";
-  return s;
-}
-
-bool Sharding::operator==(const Sharding &other) const {
-  return dims == other.dims && partialAxes == other.partialAxes &&
-         (partialAxes.empty() || partialKind == other.partialKind);
 }
 
 std::string formatCost(double cost) {
@@ -175,10 +137,10 @@ std::string ReshardStep::toString() const {
     break;
   case StepKind::ReduceScatter:
     s += "dim=" + std::to_string(dim) + ", axes=" + joinAxes(axes) + ", " +
-         stringifyReductionKind(reduction).str();
+         dist::reductionKindName(reduction);
     break;
   case StepKind::AllReduce:
-    s += "axes=" + joinAxes(axes) + ", " + stringifyReductionKind(reduction).str();
+    s += "axes=" + joinAxes(axes) + ", " + dist::reductionKindName(reduction);
     break;
   case StepKind::AllToAll:
     s += "axes=" + joinAxes(axes) + ", " + std::to_string(dim) + "->" +
@@ -413,7 +375,7 @@ llvm::Error Planner::validateMeshAndTensor() {
   }
   weights.assign(mesh.axes.size(), 1.0);
   for (const auto &[name, weight] : options.axisWeights) {
-    std::optional<unsigned> axis = mesh.findAxis(name);
+    std::optional<size_t> axis = mesh.findAxis(name);
     if (!axis)
       return fail("cost weight given for unknown mesh axis '" + name + "'");
     if (!std::isfinite(weight) || weight <= 0)
@@ -443,16 +405,27 @@ Expected<State> Planner::toState(StringRef which, const Sharding &sharding) {
   SmallVector<std::string, 8> usedAt(mesh.axes.size());
   auto meshAxes = [&] {
     SmallVector<std::string, 8> names;
-    for (const MeshAxis &axis : mesh.axes)
+    for (const dist::MeshAxis &axis : mesh.axes)
       names.push_back(axis.name);
     return joinAxes(names);
+  };
+  auto checkWhole = [&](const dist::AxisRef &axis) -> llvm::Error {
+    if (axis.isSubAxis())
+      return fail("sub-axis of '" + axis.name +
+                  "' is not supported by the resharding planner");
+    return llvm::Error::success();
   };
   State state;
   for (auto [d, dim] : llvm::enumerate(sharding.dims)) {
     AxisList axes;
+    SmallVector<std::string, 2> names;
     int64_t count = 1;
-    for (const std::string &name : dim) {
-      std::optional<unsigned> axis = mesh.findAxis(name);
+    for (const dist::AxisRef &ref : dim.axes) {
+      if (llvm::Error err = checkWhole(ref))
+        return std::move(err);
+      const std::string &name = ref.name;
+      names.push_back(name);
+      std::optional<size_t> axis = mesh.findAxis(name);
       if (!axis)
         return fail(which + " sharding: unknown axis '" + name +
                     "' in tensor dim " + Twine(d) + " (mesh axes " +
@@ -470,11 +443,14 @@ Expected<State> Planner::toState(StringRef which, const Sharding &sharding) {
       return fail(which + " sharding: tensor dim " + Twine(d) + " of size " +
                   Twine(tensor.shape[d]) + " is not divisible by " +
                   Twine(count) + ", the product of the sizes of its axes " +
-                  joinAxes(dim));
+                  joinAxes(names));
     state.dims.push_back(std::move(axes));
   }
-  for (const std::string &name : sharding.partialAxes) {
-    std::optional<unsigned> axis = mesh.findAxis(name);
+  for (const dist::AxisRef &ref : sharding.partialAxes) {
+    if (llvm::Error err = checkWhole(ref))
+      return std::move(err);
+    const std::string &name = ref.name;
+    std::optional<size_t> axis = mesh.findAxis(name);
     if (!axis)
       return fail(which + " sharding: unknown partial axis '" + name +
                   "' (mesh axes " + meshAxes() + ")");
@@ -491,15 +467,17 @@ Expected<State> Planner::toState(StringRef which, const Sharding &sharding) {
 Sharding Planner::toSharding(const State &state) const {
   Sharding sharding;
   for (const AxisList &dim : state.dims) {
-    SmallVector<std::string, 2> names;
+    dist::DimSharding names;
     for (uint8_t a : dim)
-      names.push_back(mesh.axes[a].name);
+      names.axes.push_back(mesh.axes[a].name);
     sharding.dims.push_back(std::move(names));
   }
   for (unsigned a = 0; a < mesh.axes.size(); ++a)
     if (state.partial & (1u << a))
       sharding.partialAxes.push_back(mesh.axes[a].name);
-  sharding.partialKind = partialKind;
+  // The model keeps the kind of a value that is no longer partial at sum.
+  if (sharding.isPartial())
+    sharding.partialKind = partialKind;
   return sharding;
 }
 
@@ -531,7 +509,7 @@ constexpr int64_t kMaxBoundDevices = 4096;
 
 void Planner::prepareBound() {
   int64_t devices = 1;
-  for (const MeshAxis &axis : mesh.axes)
+  for (const dist::MeshAxis &axis : mesh.axes)
     devices *= axis.size;
   int64_t stride = std::max<int64_t>(1, devices / kMaxBoundDevices);
   for (int64_t id = 0; id < devices; id += stride) {
@@ -1010,9 +988,9 @@ Expected<ReshardPlan> Planner::run(const Sharding &source,
                 "partial");
   if (targetState.partial && source.partialKind != target.partialKind)
     return fail("source is a partial " +
-                stringifyReductionKind(source.partialKind) +
+                dist::reductionKindName(source.partialKind) +
                 " but the target a partial " +
-                stringifyReductionKind(target.partialKind));
+                dist::reductionKindName(target.partialKind));
   partialKind = source.partialKind;
 
   prepareBound();
@@ -1058,56 +1036,6 @@ Expected<ReshardPlan> planReshard(const Mesh &mesh, const TensorInfo &tensor,
                                   const ReshardOptions &options) {
   Planner planner(mesh, tensor, options);
   return planner.run(source, target);
-}
-
-Expected<Mesh> meshFromAttr(dist::MeshAttr attr) {
-  if (!attr)
-    return fail("missing mesh");
-  Mesh mesh;
-  for (dist::MeshAxisAttr axis : attr.getAxes())
-    mesh.axes.push_back(MeshAxis{axis.getName().str(), axis.getSize()});
-  return mesh;
-}
-
-static Expected<std::string> axisName(dist::AxisRefAttr axis) {
-  if (axis.isSubAxis())
-    return fail("sub-axis of '" + axis.getName() +
-                "' is not supported by the resharding planner");
-  return axis.getName().str();
-}
-
-Expected<Sharding> shardingFromAttr(dist::ShardingAttr attr) {
-  if (!attr)
-    return fail("missing sharding");
-  Sharding sharding;
-  for (dist::DimShardingAttr dim : attr.getDims()) {
-    SmallVector<std::string, 2> axes;
-    for (dist::AxisRefAttr axis : dim.getAxes()) {
-      Expected<std::string> name = axisName(axis);
-      if (!name)
-        return name.takeError();
-      axes.push_back(std::move(*name));
-    }
-    sharding.dims.push_back(std::move(axes));
-  }
-  for (dist::AxisRefAttr axis : attr.getPartialAxes()) {
-    Expected<std::string> name = axisName(axis);
-    if (!name)
-      return name.takeError();
-    sharding.partialAxes.push_back(std::move(*name));
-  }
-  switch (attr.getPartialKind()) {
-  case dist::ReductionKind::Sum:
-    sharding.partialKind = ReductionKind::Sum;
-    break;
-  case dist::ReductionKind::Max:
-    sharding.partialKind = ReductionKind::Max;
-    break;
-  case dist::ReductionKind::Min:
-    sharding.partialKind = ReductionKind::Min;
-    break;
-  }
-  return sharding;
 }
 
 } // namespace partita::partition

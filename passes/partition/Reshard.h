@@ -1,10 +1,10 @@
 //===- Reshard.h - resharding planner ---------------------------*- C++ -*-===//
 //
 // Finds the cheapest sequence of local slices and collectives that turns one
-// sharding of a tensor into another. The core types are plain C++ (axis
-// names, not attributes) so the search is cheap to unit test; the adapters at
-// the end read #dist.sharding and #dist.mesh. The algorithm, its cost formula
-// and its limits are described at the top of Reshard.cpp.
+// sharding of a tensor into another. It works on the plain sharding model of
+// dialects/dist/IR/ShardingModel.h (its adapters read #dist.sharding and
+// #dist.mesh), so the search is cheap to unit test. The algorithm, its cost
+// formula and its limits are described at the top of Reshard.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #define PARTITA_PASSES_PARTITION_RESHARD_H
 
 #include "dialects/dist/IR/DistDialect.h"
+#include "dialects/dist/IR/ShardingModel.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -24,36 +25,11 @@
 
 namespace partita::partition {
 
-/// How the partial values of a tensor combine.
-enum class ReductionKind : uint8_t { Sum, Max, Min };
-llvm::StringRef stringifyReductionKind(ReductionKind kind);
-
-struct MeshAxis {
-  std::string name;
-  int64_t size = 1;
-};
-
-/// A logical device mesh: named axes, major to minor.
-struct Mesh {
-  llvm::SmallVector<MeshAxis, 4> axes;
-
-  /// The index of the axis named `name`, if there is one.
-  std::optional<unsigned> findAxis(llvm::StringRef name) const;
-};
-
-/// How a tensor is laid out on a mesh. Axes named nowhere mean replication.
-struct Sharding {
-  /// Per tensor dimension, the mesh axes splitting it, major to minor.
-  llvm::SmallVector<llvm::SmallVector<std::string, 2>, 4> dims;
-  /// Axes over which every device holds an unreduced partial value.
-  llvm::SmallVector<std::string, 2> partialAxes;
-  ReductionKind partialKind = ReductionKind::Sum;
-
-  /// E.g. "[{x, y}, {}] partial=sum{z}".
-  std::string toString() const;
-  bool operator==(const Sharding &other) const;
-  bool operator!=(const Sharding &other) const { return !(*this == other); }
-};
+// The planner works on the one sharding model (ShardingModel.h); it takes
+// whole axes only and rejects sub-axes by name.
+using dist::Mesh;
+using dist::ReductionKind;
+using dist::Sharding;
 
 /// The global (unsharded) shape of a tensor and the bytes of one element.
 struct TensorInfo {
@@ -119,8 +95,9 @@ struct ReshardPlan {
 /// Finds a plan of minimal cost from `source` to `target` for a tensor of
 /// `tensor` on `mesh`. Fails, with a message naming the sharding, tensor
 /// dimension and axes at fault, when either sharding is invalid for the
-/// tensor and mesh, when the target is partial where the source is not, or
-/// when the search exceeds `options.maxStates`.
+/// tensor and mesh (sub-axes included: the planner does not support them
+/// yet), when the target is partial where the source is not, or when the
+/// search exceeds `options.maxStates`.
 llvm::Expected<ReshardPlan> planReshard(const Mesh &mesh,
                                         const TensorInfo &tensor,
                                         const Sharding &source,
@@ -129,13 +106,6 @@ llvm::Expected<ReshardPlan> planReshard(const Mesh &mesh,
 
 /// Formats a cost: an integer when it is one, else up to 3 decimals.
 std::string formatCost(double cost);
-
-/// Reads a #dist.mesh attribute. An explicit device order is ignored: it
-/// does not change costs in this model.
-llvm::Expected<Mesh> meshFromAttr(dist::MeshAttr mesh);
-/// Reads a #dist.sharding attribute. Fails on sub-axes, which the planner
-/// does not support yet.
-llvm::Expected<Sharding> shardingFromAttr(dist::ShardingAttr sharding);
 
 } // namespace partita::partition
 

@@ -23,6 +23,7 @@
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 
@@ -119,6 +120,67 @@ dist::ShardingAttr resultSharding(func::FuncOp func, unsigned i) {
   return dist::getFuncResultSharding(func, i);
 }
 
+/// The plan's mesh: with shardingToPlan, the one adapter from the sharding
+/// model (dialects/dist/IR/ShardingModel.h) to plan.proto's layout.
+pb::Mesh meshToPlan(const dist::Mesh &mesh) {
+  pb::Mesh lowered;
+  for (const dist::MeshAxis &axis : mesh.axes) {
+    pb::MeshAxis *a = lowered.add_axes();
+    a->set_name(axis.name);
+    a->set_size(axis.size);
+  }
+  for (int64_t d : mesh.deviceIds)
+    lowered.add_devices(d);
+  return lowered;
+}
+
+/// Writes `sharding` (on `mesh`) as the layout of `buffer`: per dimension
+/// its axes, the partial axes and how they combine. Fails on what a plan
+/// cannot hold: sub-axes, axes `mesh` lacks, and a partial minimum (the
+/// runtime gathers partial sums and maxima only).
+LogicalResult shardingToPlan(const dist::Sharding &sharding,
+                             const dist::Mesh &mesh, pb::Buffer &buffer,
+                             function_ref<InFlightDiagnostic()> emitError) {
+  buffer.clear_sharding();
+  buffer.clear_partial_axes();
+  auto axisName = [&](const dist::AxisRef &axis) -> FailureOr<std::string> {
+    if (axis.isSubAxis()) {
+      emitError() << "uses sub-axis #dist.axis<" << axis.toIRString()
+                  << ">, which the plan lowering does not support yet";
+      return failure();
+    }
+    if (!mesh.findAxis(axis.name)) {
+      emitError() << "names axis '" << axis.name << "', which mesh @"
+                  << mesh.name << " does not have";
+      return failure();
+    }
+    return axis.name;
+  };
+  for (const dist::DimSharding &dim : sharding.dims) {
+    pb::DimSharding *d = buffer.add_sharding();
+    for (const dist::AxisRef &axis : dim.axes) {
+      FailureOr<std::string> name = axisName(axis);
+      if (failed(name))
+        return failure();
+      d->add_axes(*name);
+    }
+  }
+  for (const dist::AxisRef &axis : sharding.partialAxes) {
+    FailureOr<std::string> name = axisName(axis);
+    if (failed(name))
+      return failure();
+    buffer.add_partial_axes(*name);
+  }
+  buffer.set_partial_op(
+      sharding.partialKind == dist::ReductionKind::Max ? pb::MAX : pb::SUM);
+  if (sharding.partialKind == dist::ReductionKind::Min &&
+      sharding.isPartial()) {
+    emitError() << "is a partial minimum, which the runtime cannot gather";
+    return failure();
+  }
+  return success();
+}
+
 class FunctionLowering {
 public:
   FunctionLowering(func::FuncOp func, const LowerToPlanOptions &options,
@@ -136,6 +198,8 @@ private:
   pb::Program &program;
   bool partitioned = false;
   StringRef meshName;
+  /// The mesh of meshName, as the sharding model.
+  dist::Mesh meshModel;
   llvm::DenseMap<Value, int64_t> bufferOf;
 
   LogicalResult useMesh(Operation *at, FlatSymbolRefAttr symbol);
@@ -171,14 +235,11 @@ LogicalResult FunctionLowering::useMesh(Operation *at,
     return failure();
   }
   meshName = symbol.getValue();
-  pb::Mesh lowered;
-  for (dist::MeshAxisAttr axis : meshOp.getMesh().getAxes()) {
-    pb::MeshAxis *a = lowered.add_axes();
-    a->set_name(axis.getName().str());
-    a->set_size(axis.getSize());
-  }
-  for (int64_t d : meshOp.getMesh().getDeviceIds())
-    lowered.add_devices(d);
+  FailureOr<dist::Mesh> model = dist::meshFromOp(meshOp);
+  if (failed(model))
+    return failure();
+  meshModel = std::move(*model);
+  pb::Mesh lowered = meshToPlan(meshModel);
   if (haveMesh && lowered.SerializeAsString() != mesh.SerializeAsString()) {
     at->emitError() << "mesh " << symbol
                     << " differs from the mesh of another program of the plan";
@@ -225,19 +286,6 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
   std::map<std::string, int64_t> sizes;
   for (const pb::MeshAxis &axis : mesh.axes())
     sizes[axis.name()] = axis.size();
-  auto axisName = [&](dist::AxisRefAttr axis) -> FailureOr<std::string> {
-    if (axis.getSubSize() != 0) {
-      emitError() << "uses sub-axis " << axis
-                  << ", which the plan lowering does not support yet";
-      return failure();
-    }
-    if (!sizes.count(axis.getName().str())) {
-      emitError() << "names axis '" << axis.getName() << "', which mesh @"
-                  << meshName << " does not have";
-      return failure();
-    }
-    return axis.getName().str();
-  };
   if (sharding) {
     if (sharding.getMeshName().getValue() != meshName) {
       emitError() << "is sharded over " << sharding.getMeshName()
@@ -249,29 +297,11 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
                   << " for a tensor of rank " << buffer.local_shape_size();
       return failure();
     }
-    for (dist::DimShardingAttr dim : sharding.getDims()) {
-      pb::DimSharding *d = buffer.add_sharding();
-      for (dist::AxisRefAttr axis : dim.getAxes()) {
-        FailureOr<std::string> name = axisName(axis);
-        if (failed(name))
-          return failure();
-        d->add_axes(*name);
-      }
-    }
-    for (dist::AxisRefAttr axis : sharding.getPartialAxes()) {
-      FailureOr<std::string> name = axisName(axis);
-      if (failed(name))
-        return failure();
-      buffer.add_partial_axes(*name);
-    }
-    buffer.set_partial_op(sharding.getPartialKind() == dist::ReductionKind::Max
-                              ? pb::MAX
-                              : pb::SUM);
-    if (sharding.getPartialKind() == dist::ReductionKind::Min &&
-        !sharding.getPartialAxes().empty()) {
-      emitError() << "is a partial minimum, which the runtime cannot gather";
+    FailureOr<dist::Sharding> model =
+        dist::shardingFromAttr(sharding, emitError);
+    if (failed(model) ||
+        failed(shardingToPlan(*model, meshModel, buffer, emitError)))
       return failure();
-    }
   }
   // The global shape: the local one times each dimension's shard count.
   SmallVector<int64_t> global;

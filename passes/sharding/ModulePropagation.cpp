@@ -11,6 +11,7 @@
 #include "passes/sharding/ModulePropagation.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "passes/sharding/Propagation.h"
 
@@ -70,7 +71,7 @@ public:
   FailureOr<int64_t> run();
 
 private:
-  void collectMeshes();
+  LogicalResult collectMeshes();
   LogicalResult createNodes();
   /// Creates a node for a value of `type` (none when it is not a ranked
   /// tensor: returns -1) and reads `annotation` when non-null.
@@ -85,8 +86,8 @@ private:
   LogicalResult assignMeshes();
   void numberOrigins();
   void write(const PropagationResult &result);
-  dist::ShardingAttr toAttr(int32_t node, const TensorState &state);
-  StringAttr toOrigin(int32_t node, const TensorState &state);
+  dist::ShardingAttr toAttr(int32_t node, const PropagatedTensor &tensor);
+  StringAttr toOrigin(int32_t node, const PropagatedTensor &tensor);
 
   int32_t nodeOf(Value value) const {
     auto it = valueNodes.find(value);
@@ -106,18 +107,17 @@ private:
 };
 } // namespace
 
-void ModulePropagator::collectMeshes() {
+LogicalResult ModulePropagator::collectMeshes() {
   for (dist::MeshOp meshOp : module.getOps<dist::MeshOp>()) {
-    MeshInfo info;
-    info.name = meshOp.getSymName().str();
-    for (dist::MeshAxisAttr axis : meshOp.getMesh().getAxes()) {
-      info.axisNames.push_back(axis.getName().str());
-      // The mesh verifier requires sizes >= 1; never divide by less.
-      info.axisSizes.push_back(std::max<int64_t>(axis.getSize(), 1));
-    }
-    meshIndex[info.name] = graph.meshes.size();
-    graph.meshes.push_back(std::move(info));
+    // The adapter rejects what the mesh verifier would (IR built in C++ may
+    // not have been verified), so no size below 1 reaches the solver.
+    FailureOr<dist::Mesh> mesh = dist::meshFromOp(meshOp);
+    if (failed(mesh))
+      return failure();
+    meshIndex[mesh->name] = graph.meshes.size();
+    graph.meshes.push_back(std::move(*mesh));
   }
+  return success();
 }
 
 FailureOr<TensorAnnotation>
@@ -136,41 +136,17 @@ ModulePropagator::convert(dist::ShardingAttr sharding, RankedTensorType type,
   if (it == meshIndex.end())
     return err() << "names a mesh that is not declared at module level";
   meshIdx = it->second;
-  const MeshInfo &mesh = graph.meshes[meshIdx];
-
-  auto convertAxes = [&](ArrayRef<dist::AxisRefAttr> axes,
-                         AxisList &out) -> LogicalResult {
-    for (dist::AxisRefAttr axis : axes) {
-      if (axis.isSubAxis())
-        return err() << "uses sub-axis " << axis.toString()
-                     << ", which dist-propagate does not support yet";
-      auto pos = llvm::find(mesh.axisNames, axis.getName());
-      if (pos == mesh.axisNames.end())
-        return err() << "names axis \"" << axis.getName()
-                     << "\", which mesh @" << mesh.name << " does not have";
-      out.push_back({static_cast<int32_t>(pos - mesh.axisNames.begin()),
-                     kUnprioritized, -1});
-    }
-    return success();
-  };
-
-  TensorAnnotation ann;
-  for (dist::DimShardingAttr dim : sharding.getDims()) {
-    DimAnnotation d;
-    d.closed = dim.getIsClosed();
-    d.priority = dim.getPriority().value_or(kUnprioritized);
-    if (failed(convertAxes(dim.getAxes(), d.axes)))
-      return failure();
-    for (AxisEntry &e : d.axes)
-      e.priority = d.priority;
-    ann.dims.push_back(std::move(d));
-  }
-  if (failed(convertAxes(sharding.getPartialAxes(), ann.partial)))
+  const dist::Mesh &mesh = graph.meshes[meshIdx];
+  FailureOr<dist::Sharding> model =
+      dist::shardingFromAttr(sharding, mesh, [&] { return err(); });
+  if (failed(model))
     return failure();
-  ann.partialKind = static_cast<uint32_t>(sharding.getPartialKind());
-  for (AxisEntry &e : ann.partial)
-    e.priority = 0;
-  return ann;
+  std::variant<TensorAnnotation, dist::AxisRef> ann =
+      annotationFromSharding(*model, mesh);
+  if (auto *subAxis = std::get_if<dist::AxisRef>(&ann))
+    return err() << "uses sub-axis " << subAxis->toIRString()
+                 << ", which dist-propagate does not support yet";
+  return std::get<TensorAnnotation>(std::move(ann));
 }
 
 FailureOr<int32_t> ModulePropagator::addNode(Type type, Operation *anchor,
@@ -430,37 +406,24 @@ void ModulePropagator::numberOrigins() {
 }
 
 dist::ShardingAttr ModulePropagator::toAttr(int32_t node,
-                                            const TensorState &state) {
-  const MeshInfo &mesh = graph.meshes[graph.tensors[node].mesh];
-  auto axisRefs = [&](ArrayRef<AxisEntry> axes) {
-    SmallVector<dist::AxisRefAttr> refs;
-    for (const AxisEntry &e : axes)
-      refs.push_back(dist::AxisRefAttr::get(ctx, mesh.axisNames[e.axis], 1, 0));
-    return refs;
-  };
-  SmallVector<dist::DimShardingAttr> dims;
-  for (const DimState &dim : state.dims)
-    dims.push_back(dist::DimShardingAttr::get(ctx, axisRefs(dim.axes),
-                                              /*isClosed=*/true, std::nullopt));
-  return dist::ShardingAttr::get(
-      ctx, FlatSymbolRefAttr::get(ctx, mesh.name), dims,
-      axisRefs(state.partial), static_cast<dist::ReductionKind>(state.partialKind));
+                                            const PropagatedTensor &tensor) {
+  const dist::Mesh &mesh = graph.meshes[graph.tensors[node].mesh];
+  // Written closed: propagation is complete.
+  return dist::shardingToAttr(ctx, tensor.sharding.layoutOnly(), mesh.name);
 }
 
-StringAttr ModulePropagator::toOrigin(int32_t node, const TensorState &state) {
-  const MeshInfo &mesh = graph.meshes[graph.tensors[node].mesh];
+StringAttr ModulePropagator::toOrigin(int32_t node,
+                                      const PropagatedTensor &tensor) {
+  std::vector<dist::AxisRef> axes = tensor.sharding.axesUsed();
+  size_t firstPartial = axes.size() - tensor.sharding.partialAxes.size();
   SmallVector<std::string> parts;
-  auto describe = [&](const AxisEntry &e, StringRef prefix) {
+  for (auto [i, axis, e] : llvm::enumerate(axes, tensor.sources)) {
     std::string from = e.origin >= 0 && e.origin < (int32_t)originNames.size()
                            ? originNames[e.origin]
                            : std::string("unknown");
-    parts.push_back((prefix + mesh.axisNames[e.axis] + "<-" + from).str());
-  };
-  for (const DimState &dim : state.dims)
-    for (const AxisEntry &e : dim.axes)
-      describe(e, "");
-  for (const AxisEntry &e : state.partial)
-    describe(e, "partial ");
+    parts.push_back((i >= firstPartial ? "partial " : "") + axis.name + "<-" +
+                    from);
+  }
   if (parts.empty())
     return StringAttr::get(ctx, "replicated");
   return StringAttr::get(ctx, llvm::join(parts, ", "));
@@ -468,10 +431,10 @@ StringAttr ModulePropagator::toOrigin(int32_t node, const TensorState &state) {
 
 void ModulePropagator::write(const PropagationResult &result) {
   auto sharding = [&](int32_t node) -> Attribute {
-    return toAttr(node, result.states[node]);
+    return toAttr(node, result.tensors[node]);
   };
   auto origin = [&](int32_t node) -> Attribute {
-    return toOrigin(node, result.states[node]);
+    return toOrigin(node, result.tensors[node]);
   };
   // Attribute dictionaries are rebuilt once per function, not once per
   // argument: setArgAttr copies every argument's dictionary each time.
@@ -515,8 +478,7 @@ void ModulePropagator::write(const PropagationResult &result) {
 }
 
 FailureOr<int64_t> ModulePropagator::run() {
-  collectMeshes();
-  if (failed(createNodes()))
+  if (failed(collectMeshes()) || failed(createNodes()))
     return failure();
   // Without a mesh there is nothing to shard on (and no annotation, or
   // createNodes would have reported its unknown mesh).

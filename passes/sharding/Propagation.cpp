@@ -101,10 +101,77 @@ void Graph::addIdentityEdge(int32_t from, int32_t to) {
 }
 
 //===----------------------------------------------------------------------===//
+// Conversions to and from the sharding model
+//===----------------------------------------------------------------------===//
+
+std::variant<TensorAnnotation, dist::AxisRef>
+sharding::annotationFromSharding(const dist::Sharding &sharding,
+                                 const dist::Mesh &mesh) {
+  for (const dist::AxisRef &axis : sharding.axesUsed())
+    if (axis.isSubAxis())
+      return axis;
+  // A verified sharding names mesh axes only.
+  auto entries = [&](const std::vector<dist::AxisRef> &axes, int64_t priority) {
+    AxisList out;
+    for (const dist::AxisRef &axis : axes)
+      out.push_back({static_cast<int32_t>(mesh.findAxis(axis.name).value_or(0)),
+                     priority, -1});
+    return out;
+  };
+  TensorAnnotation ann;
+  for (const dist::DimSharding &dim : sharding.dims) {
+    DimAnnotation d;
+    d.closed = dim.closed;
+    d.priority = dim.priority.value_or(kUnprioritized);
+    d.axes = entries(dim.axes, d.priority);
+    ann.dims.push_back(std::move(d));
+  }
+  ann.partial = entries(sharding.partialAxes, 0);
+  ann.partialKind = sharding.partialKind;
+  return ann;
+}
+
+//===----------------------------------------------------------------------===//
 // Axis lists
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// The solver's state of one dimension: its axes, with provenance.
+struct DimState {
+  /// Axes splitting the dimension, major to minor.
+  AxisList axes;
+  /// A closed dimension never gains axes.
+  bool closed = false;
+};
+
+/// The solver's state of one tensor.
+struct TensorState {
+  llvm::SmallVector<DimState, 4> dims;
+  /// Axes over which the value is an unreduced partial result.
+  AxisList partial;
+  dist::ReductionKind partialKind{};
+};
+
+/// The model form of `state` on `mesh`, and where its axes came from.
+PropagatedTensor toPropagated(const TensorState &state,
+                              const dist::Mesh &mesh) {
+  PropagatedTensor out;
+  auto refs = [&](llvm::ArrayRef<AxisEntry> axes) {
+    std::vector<dist::AxisRef> names;
+    for (const AxisEntry &e : axes) {
+      names.emplace_back(mesh.axes[e.axis].name);
+      out.sources.push_back(e);
+    }
+    return names;
+  };
+  for (const DimState &dim : state.dims)
+    out.sharding.dims.emplace_back(refs(dim.axes), dim.closed);
+  out.sharding.partialAxes = refs(state.partial);
+  if (out.sharding.isPartial())
+    out.sharding.partialKind = state.partialKind;
+  return out;
+}
+
 /// Whether `prefix` is a prefix of `of`, comparing axes only.
 bool isAxisPrefix(llvm::ArrayRef<AxisEntry> prefix,
                   llvm::ArrayRef<AxisEntry> of) {
@@ -120,20 +187,20 @@ bool areCompatible(llvm::ArrayRef<AxisEntry> a, llvm::ArrayRef<AxisEntry> b) {
   return isAxisPrefix(a, b) || isAxisPrefix(b, a);
 }
 
-int64_t shardCount(llvm::ArrayRef<AxisEntry> axes, const MeshInfo &mesh) {
+int64_t shardCount(llvm::ArrayRef<AxisEntry> axes, const dist::Mesh &mesh) {
   int64_t n = 1;
   for (const AxisEntry &e : axes)
-    n *= mesh.axisSizes[e.axis];
+    n *= mesh.axes[e.axis].size;
   return n;
 }
 
 /// Lexicographic order of axis names: the fixed, order-free tie-break.
 bool namesLess(llvm::ArrayRef<AxisEntry> a, llvm::ArrayRef<AxisEntry> b,
-               const MeshInfo &mesh) {
+               const dist::Mesh &mesh) {
   return std::lexicographical_compare(
       a.begin(), a.end(), b.begin(), b.end(),
       [&](const AxisEntry &x, const AxisEntry &y) {
-        return mesh.axisNames[x.axis] < mesh.axisNames[y.axis];
+        return mesh.axes[x.axis].name < mesh.axes[y.axis].name;
       });
 }
 
@@ -164,7 +231,7 @@ bool tensorUsesAxis(const TensorState &state, int32_t axis,
 llvm::SmallVector<AxisList>
 sharding::projectDim(llvm::ArrayRef<AxisEntry> axes,
                      llvm::ArrayRef<int64_t> factorSizes,
-                     const MeshInfo &mesh) {
+                     const dist::Mesh &mesh) {
   llvm::SmallVector<AxisList> out(factorSizes.size());
   size_t f = 0;
   int64_t used = 1;
@@ -175,7 +242,7 @@ sharding::projectDim(llvm::ArrayRef<AxisEntry> axes,
     }
     if (f == factorSizes.size())
       break;
-    int64_t size = mesh.axisSizes[e.axis];
+    int64_t size = mesh.axes[e.axis].size;
     // A dimension of one factor may take axes that do not divide it, as
     // long as every shard keeps an element: dist-partition pads it.
     bool padded = factorSizes.size() == 1 && used * size <= factorSizes[f];
@@ -188,7 +255,7 @@ sharding::projectDim(llvm::ArrayRef<AxisEntry> axes,
 }
 
 AxisList sharding::resolveCandidates(llvm::ArrayRef<Candidate> candidates,
-                                     const MeshInfo &mesh) {
+                                     const dist::Mesh &mesh) {
   llvm::SmallVector<int64_t, 4> levels;
   for (const Candidate &c : candidates)
     for (const AxisEntry &e : c.axes)
@@ -296,7 +363,7 @@ private:
   bool apply(int32_t tensor, llvm::ArrayRef<Proposal> proposals);
   void markPartials();
 
-  const MeshInfo &meshOf(const Edge &edge) const {
+  const dist::Mesh &meshOf(const Edge &edge) const {
     for (int32_t t : llvm::concat<const int32_t>(edge.operands, edge.results))
       if (t >= 0)
         return graph.meshes[graph.tensors[t].mesh];
@@ -380,7 +447,7 @@ void Solver::activate(int64_t threshold) {
 
 llvm::SmallVector<AxisList> Solver::chooseFactors(const Edge &edge) const {
   const ShardingRule &rule = edge.rule;
-  const MeshInfo &mesh = meshOf(edge);
+  const dist::Mesh &mesh = meshOf(edge);
   llvm::SmallVector<llvm::SmallVector<Candidate, 2>, 4> candidates(
       rule.getNumFactors());
   llvm::SmallVector<int64_t, 4> sizes;
@@ -444,7 +511,7 @@ llvm::SmallVector<AxisList> Solver::chooseFactors(const Edge &edge) const {
 
 void Solver::evaluate(const Edge &edge, std::vector<Proposal> &out) const {
   const ShardingRule &rule = edge.rule;
-  const MeshInfo &mesh = meshOf(edge);
+  const dist::Mesh &mesh = meshOf(edge);
   llvm::SmallVector<AxisList> chosen = chooseFactors(edge);
 
   auto projectBack = [&](int32_t t, const TensorFactors &dims, bool isResult) {
@@ -486,7 +553,7 @@ void Solver::evaluate(const Edge &edge, std::vector<Proposal> &out) const {
 
 bool Solver::apply(int32_t tensor, llvm::ArrayRef<Proposal> proposals) {
   TensorState &state = states[tensor];
-  const MeshInfo &mesh = graph.meshes[graph.tensors[tensor].mesh];
+  const dist::Mesh &mesh = graph.meshes[graph.tensors[tensor].mesh];
   // Per dimension, merge the proposals' new suffixes.
   llvm::SmallVector<AxisList, 4> suffix(state.dims.size());
   llvm::SmallVector<Candidate, 4> candidates;
@@ -562,7 +629,7 @@ void Solver::markPartials() {
   // Decide every result's partial axes from the fixed point first, so that
   // no decision sees another's effect.
   std::vector<std::pair<int32_t, AxisList>> additions;
-  std::vector<uint32_t> kinds;
+  std::vector<dist::ReductionKind> kinds;
   for (const Edge &edge : graph.edges) {
     const ShardingRule &rule = edge.rule;
     bool hasReduction = llvm::any_of(rule.getFactors(), [](const dist::Factor &f) {
@@ -575,7 +642,7 @@ void Solver::markPartials() {
       if (r < 0 || graph.tensors[r].frozen)
         continue;
       const TensorState &state = states[r];
-      std::optional<uint32_t> kind;
+      std::optional<dist::ReductionKind> kind;
       if (!state.partial.empty())
         kind = state.partialKind;
       AxisList added;
@@ -623,7 +690,12 @@ PropagationResult Solver::run() {
     sweepToFixedPoint();
   }
   markPartials();
-  return {std::move(states), sweeps};
+  PropagationResult result;
+  result.sweeps = sweeps;
+  for (auto [t, state] : llvm::enumerate(states))
+    result.tensors.push_back(
+        toPropagated(state, graph.meshes[graph.tensors[t].mesh]));
+  return result;
 }
 
 PropagationResult sharding::propagate(const Graph &graph) {

@@ -9,6 +9,7 @@
 #ifndef PARTITA_PASSES_SHARDING_PROPAGATION_H
 #define PARTITA_PASSES_SHARDING_PROPAGATION_H
 
+#include "dialects/dist/IR/ShardingModel.h"
 #include "dialects/dist/IR/ShardingRule.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -18,6 +19,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace partita::sharding {
@@ -38,26 +40,12 @@ struct AxisEntry {
 };
 using AxisList = llvm::SmallVector<AxisEntry, 2>;
 
-struct MeshInfo {
-  std::string name;
-  llvm::SmallVector<std::string> axisNames;
-  llvm::SmallVector<int64_t> axisSizes;
-};
-
-struct DimState {
-  /// Axes splitting the dimension, major to minor.
-  AxisList axes;
-  /// A closed dimension never gains axes.
-  bool closed = false;
-};
-
-struct TensorState {
-  llvm::SmallVector<DimState, 4> dims;
-  /// Axes over which the value is an unreduced partial result.
-  AxisList partial;
-  /// Underlying value of dist::ReductionKind (0 sum, 1 max).
-  uint32_t partialKind = 0;
-};
+// Propagation reads annotations and returns shardings as the sharding model
+// (dialects/dist/IR/ShardingModel.h), plus, per axis, what the model does not
+// carry: a mesh index and the provenance above (priority, origin).
+// annotationFromSharding and the result's construction are its only
+// conversions; the module driver reads and writes attributes through the
+// model's adapters. The solver's working state is private to Propagation.cpp.
 
 /// A user annotation of one dimension.
 struct DimAnnotation {
@@ -70,8 +58,15 @@ struct DimAnnotation {
 struct TensorAnnotation {
   llvm::SmallVector<DimAnnotation, 4> dims;
   AxisList partial;
-  uint32_t partialKind = 0;
+  dist::ReductionKind partialKind{};
 };
+
+/// The annotation that `sharding` (verified on `mesh`, whole axes only) makes:
+/// each dimension's axes carry its priority, partial axes the strongest
+/// priority (0); no origin yet. Returns the first sub-axis instead when there
+/// is one, which propagation does not support.
+std::variant<TensorAnnotation, dist::AxisRef>
+annotationFromSharding(const dist::Sharding &sharding, const dist::Mesh &mesh);
 
 struct TensorNode {
   llvm::SmallVector<int64_t, 4> shape;
@@ -95,7 +90,7 @@ struct Edge {
 };
 
 struct Graph {
-  llvm::SmallVector<MeshInfo> meshes;
+  llvm::SmallVector<dist::Mesh> meshes;
   std::vector<TensorNode> tensors;
   std::vector<Edge> edges;
 
@@ -111,7 +106,7 @@ struct Graph {
 /// split. Axes that fit no factor (a sub-axis would be needed) are dropped.
 llvm::SmallVector<AxisList> projectDim(llvm::ArrayRef<AxisEntry> axes,
                                        llvm::ArrayRef<int64_t> factorSizes,
-                                       const MeshInfo &mesh);
+                                       const dist::Mesh &mesh);
 
 /// One tensor's bid for a factor: the axes it projects onto it, and the
 /// bytes to reshard if another choice wins.
@@ -127,10 +122,20 @@ struct Candidate {
 /// bytes, then to the lexicographically smaller list of axis names. Each
 /// chosen axis carries the strongest priority and origin that supports it.
 AxisList resolveCandidates(llvm::ArrayRef<Candidate> candidates,
-                           const MeshInfo &mesh);
+                           const dist::Mesh &mesh);
+
+/// One tensor's propagated sharding.
+struct PropagatedTensor {
+  /// Whole axes; dimensions as open or closed as propagation left them; no
+  /// priorities; the partial kind only where there are partial axes.
+  dist::Sharding sharding;
+  /// Where each axis of `sharding` came from, in Sharding::axesUsed() order
+  /// (dimensions major to minor, then the partial axes).
+  AxisList sources;
+};
 
 struct PropagationResult {
-  std::vector<TensorState> states;
+  std::vector<PropagatedTensor> tensors;
   /// Sweeps over the frontier, summed over all priority rounds.
   int64_t sweeps = 0;
 };

@@ -3,6 +3,7 @@
 #include "passes/sharding/RecipeAnnotation.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 
 #include "mlir/IR/Builders.h"
@@ -121,9 +122,9 @@ static FailureOr<dist::ShardingAttr>
 buildSharding(FunctionOpInterface func, unsigned index, RankedTensorType type,
               const ArgPlan &plan, const AnnotateOptions &options) {
   MLIRContext *ctx = func->getContext();
-  SmallVector<dist::DimShardingAttr> dims;
+  dist::Sharding sharding;
   for (auto [dim, role] : llvm::enumerate(plan.roles)) {
-    SmallVector<dist::AxisRefAttr, 1> axes;
+    std::vector<dist::AxisRef> axes;
     if (role != AxisRole::Replicated) {
       StringRef axisName = role == AxisRole::Data      ? options.dataAxis
                            : role == AxisRole::Context ? options.contextAxis
@@ -159,15 +160,12 @@ buildSharding(FunctionOpInterface func, unsigned index, RankedTensorType type,
                 "dimension needs at least one element per shard)";
         return failure();
       }
-      axes.push_back(dist::AxisRefAttr::get(ctx, axisName, /*preSize=*/1,
-                                            /*subSize=*/0));
+      axes.push_back(axisName.str());
     }
-    dims.push_back(dist::DimShardingAttr::get(ctx, axes, /*isClosed=*/true,
-                                              /*priority=*/0));
+    sharding.dims.emplace_back(std::move(axes), /*closed=*/true,
+                               /*priority=*/0);
   }
-  return dist::ShardingAttr::get(ctx,
-                                 FlatSymbolRefAttr::get(ctx, options.meshName),
-                                 dims, {}, dist::ReductionKind::Sum);
+  return dist::shardingToAttr(ctx, sharding, options.meshName);
 }
 
 std::optional<unsigned> sharding::chooseZeroDim(ArrayRef<int64_t> shape,
@@ -205,16 +203,14 @@ struct ParamLayout {
 static dist::ShardingAttr addDataAxis(dist::ShardingAttr base, unsigned dim,
                                       StringRef dataAxis) {
   MLIRContext *ctx = base.getContext();
-  SmallVector<dist::DimShardingAttr> dims(base.getDims().begin(),
-                                          base.getDims().end());
-  SmallVector<dist::AxisRefAttr> axes(dims[dim].getAxes().begin(),
-                                      dims[dim].getAxes().end());
-  axes.push_back(dist::AxisRefAttr::get(ctx, dataAxis, /*preSize=*/1,
-                                        /*subSize=*/0));
-  dims[dim] = dist::DimShardingAttr::get(ctx, axes, /*isClosed=*/true,
-                                         /*priority=*/0);
-  return dist::ShardingAttr::get(ctx, base.getMeshName(), dims, {},
-                                 dist::ReductionKind::Sum);
+  // `base` was built by buildSharding: reading it back cannot fail.
+  dist::Sharding sharding = *dist::shardingFromAttr(
+      base, [&] { return emitError(UnknownLoc::get(ctx)); });
+  sharding.dims[dim].axes.push_back(dataAxis.str());
+  sharding.dims[dim].closed = true;
+  sharding.dims[dim].priority = 0;
+  sharding.clearPartial();
+  return dist::shardingToAttr(ctx, sharding, base.getMeshName().getValue());
 }
 
 /// The parameter a state named `name` belongs to ("layers.0.w1.m" ->
@@ -227,9 +223,8 @@ static StringRef stateOwner(StringRef name) {
 /// A replicated rank-0 sharding (the "step" counter).
 static dist::ShardingAttr scalarSharding(MLIRContext *ctx,
                                          const AnnotateOptions &options) {
-  return dist::ShardingAttr::get(ctx,
-                                 FlatSymbolRefAttr::get(ctx, options.meshName),
-                                 {}, {}, dist::ReductionKind::Sum);
+  return dist::shardingToAttr(ctx, dist::Sharding::replicated(0),
+                              options.meshName);
 }
 
 /// What the recipe writes on a value named `stateName` of type `type`
@@ -421,11 +416,10 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
     if ((*plan)->kind == "parameter") {
       ParamLayout layout{type, *sharding, *sharding, *sharding};
       if (dataAxis) {
-        layout.partial = dist::ShardingAttr::get(
-            ctx, sharding->getMeshName(), sharding->getDims(),
-            {dist::AxisRefAttr::get(ctx, options.dataAxis, /*preSize=*/1,
-                                    /*subSize=*/0)},
-            dist::ReductionKind::Sum);
+        dist::Sharding partial = *dist::shardingFromAttr(
+            *sharding, [&] { return emitError(getArgLoc(func, index)); });
+        partial.partialAxes = {options.dataAxis.str()};
+        layout.partial = dist::shardingToAttr(ctx, partial, options.meshName);
         SmallVector<bool> taken;
         for (dist::DimShardingAttr dim : sharding->getDims())
           taken.push_back(!dim.getAxes().empty());

@@ -3,6 +3,7 @@
 #include "passes/sharding/SequenceParallel.h"
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -46,26 +47,21 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
                               << "\"; sequence-parallel splits over it";
     return failure();
   }
-  auto axisRef = [&](StringRef name) {
-    return dist::AxisRefAttr::get(ctx, name, /*preSize=*/1, /*subSize=*/0);
-  };
   // [{data?}, {tensor?}, {}...] at p0, optionally partial over the tensor axis.
   auto makeSharding = [&](int64_t rank, bool splitSeq, bool partial) {
-    SmallVector<dist::DimShardingAttr> dims;
+    dist::Sharding sharding;
     for (int64_t dim = 0; dim < rank; ++dim) {
-      SmallVector<dist::AxisRefAttr, 1> axes;
+      std::vector<dist::AxisRef> axes;
       if (dim == 0 && strategy.splitsBatch)
-        axes.push_back(axisRef(options.dataAxis));
+        axes.push_back(options.dataAxis.str());
       if (dim == 1 && splitSeq)
-        axes.push_back(axisRef(options.tensorAxis));
-      dims.push_back(dist::DimShardingAttr::get(ctx, axes, /*isClosed=*/true,
-                                                /*priority=*/0));
+        axes.push_back(options.tensorAxis.str());
+      sharding.dims.emplace_back(std::move(axes), /*closed=*/true,
+                                 /*priority=*/0);
     }
-    SmallVector<dist::AxisRefAttr, 1> partialAxes;
     if (partial)
-      partialAxes.push_back(axisRef(options.tensorAxis));
-    return dist::ShardingAttr::get(ctx, meshRef, dims, partialAxes,
-                                   dist::ReductionKind::Sum);
+      sharding.partialAxes.push_back(options.tensorAxis.str());
+    return dist::shardingToAttr(ctx, sharding, meshRef.getValue());
   };
 
   SmallVector<Operation *> norms, partials;

@@ -2,7 +2,8 @@
 //
 // -test-print-sharding-rules: emits a remark at each op that implements
 // ShardingRuleOpInterface with its rule in compact form, so lit can check
-// the rule of every op.
+// the rule of every op. Factors with a typed role (dist::FactorRole) end the
+// remark as " roles={name:role,...}" (ShardingRule::toString).
 //
 //===----------------------------------------------------------------------===//
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 #include "passes/partition/Reshard.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -87,7 +88,7 @@ LogicalResult printPlan(dist::ConstraintOp op) {
                           << target.getMeshName()
                           << "; resharding stays within one mesh";
   // The verifier checked that the constraint's mesh exists (and
-  // meshFromAttr reports a null one).
+  // dist::meshFromAttr reports a null one).
   dist::MeshAttr meshAttr = dist::lookupMeshAttr(op, target);
 
   auto type = cast<RankedTensorType>(op.getInput().getType());
@@ -109,16 +110,19 @@ LogicalResult printPlan(dist::ConstraintOp op) {
     return op.emitError() << "cannot reshard: "
                           << llvm::toString(std::move(error));
   };
-  llvm::Expected<partition::Mesh> mesh = partition::meshFromAttr(meshAttr);
-  if (!mesh)
-    return fail(mesh.takeError());
-  llvm::Expected<partition::Sharding> from =
-      partition::shardingFromAttr(source);
-  if (!from)
-    return fail(from.takeError());
-  llvm::Expected<partition::Sharding> to = partition::shardingFromAttr(target);
-  if (!to)
-    return fail(to.takeError());
+  // The mesh and shardings through the model's adapters; the planner itself
+  // checks the shardings against the mesh, with its own messages.
+  auto emitFail = [&] { return op.emitError() << "cannot reshard: "; };
+  FailureOr<dist::Mesh> mesh =
+      dist::meshFromAttr(meshAttr, target.getMeshName().getValue(), emitFail);
+  if (failed(mesh))
+    return failure();
+  FailureOr<dist::Sharding> from = dist::shardingFromAttr(source, emitFail);
+  if (failed(from))
+    return failure();
+  FailureOr<dist::Sharding> to = dist::shardingFromAttr(target, emitFail);
+  if (failed(to))
+    return failure();
   partition::TensorInfo tensor{
       llvm::SmallVector<int64_t, 4>(type.getShape()), *bytes};
   llvm::Expected<partition::ReshardPlan> plan =

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dist/IR/DistDialect.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -490,65 +491,30 @@ ShardingAttr::verifyFor(function_ref<InFlightDiagnostic()> emitError,
                        << " dimension(s), but " << type << " has rank "
                        << type.getRank();
 
-  // Every axis reference in dimension order, then the partial axes, so that
-  // "used twice" is reported at the second use.
-  SmallVector<AxisRefAttr> used;
-  auto checkAxis = [&](AxisRefAttr axis, const Twine &where) -> LogicalResult {
-    if (!axis)
-      return emitError() << "null axis in " << where;
-    MeshAxisAttr meshAxis = mesh.getAxis(axis.getName());
-    if (!meshAxis)
-      return emitError() << where << " names axis " << axis.toString()
-                         << ", which mesh " << getMeshName()
-                         << " does not have";
-    if (axis.isSubAxis()) {
-      int64_t pre = axis.getPreSize(), sub = axis.getSubSize();
-      if (pre < 1 || sub < 1)
-        return emitError() << "sub-axis " << axis.toString()
-                           << " needs a pre-size and a size >= 1";
-      int64_t span = 0;
-      if (llvm::MulOverflow(pre, sub, span) ||
-          meshAxis.getSize() % span != 0)
-        return emitError() << "sub-axis " << axis.toString()
-                           << " does not fit axis \"" << meshAxis.getName()
-                           << "\" of size " << meshAxis.getSize() << ": "
-                           << pre << "*" << sub << " does not divide "
-                           << meshAxis.getSize();
-    } else if (axis.getPreSize() != 1) {
-      return emitError() << "axis " << axis.toString()
-                         << " has a pre-size but no sub-axis size";
-    }
-    for (AxisRefAttr earlier : used) {
-      if (!axis.overlaps(earlier, mesh))
-        continue;
-      if (earlier == axis)
-        return emitError() << "axis " << axis.toString()
-                           << " is used twice in the sharding";
-      return emitError() << "axis " << axis.toString() << " overlaps "
-                         << earlier.toString()
-                         << ", used earlier in the sharding";
-    }
-    used.push_back(axis);
-    return success();
-  };
-
+  // Null parts only C++ can build; the model cannot hold them.
   for (auto [i, dim] : llvm::enumerate(getDims())) {
     if (!dim)
       return emitError() << "dimension " << i << " has a null sharding";
-    if (dim.getPriority() && *dim.getPriority() < 0)
-      return emitError() << "dimension " << i << " has priority "
-                         << *dim.getPriority() << "; priorities must be >= 0";
     for (AxisRefAttr axis : dim.getAxes())
-      if (failed(checkAxis(axis, "dimension " + Twine(i))))
-        return failure();
+      if (!axis)
+        return emitError() << "null axis in dimension " << i;
   }
   for (AxisRefAttr axis : getPartialAxes())
-    if (failed(checkAxis(axis, "the partial axes")))
-      return failure();
-  if (getPartialAxes().empty() && getPartialKind() != ReductionKind::Sum)
-    return emitError() << "partial kind "
-                       << stringifyReductionKind(getPartialKind())
-                       << " is given without any partial axis";
+    if (!axis)
+      return emitError() << "null axis in the partial axes";
+
+  // The rules on axes (known, used once, sub-axes that fit), priorities and
+  // the partial kind are the sharding model's (ShardingModel.h), so the IR
+  // and the passes check one set of rules.
+  Mesh model;
+  model.name = getMeshName().getValue().str();
+  for (MeshAxisAttr axis : mesh.getAxes())
+    model.axes.push_back({axis.getName().str(), axis.getSize()});
+  FailureOr<Sharding> sharding = shardingFromAttr(*this, emitError);
+  if (failed(sharding))
+    return failure();
+  if (std::optional<std::string> error = sharding->verify(model))
+    return emitError() << *error;
 
   for (auto [i, dim] : llvm::enumerate(getDims())) {
     int64_t size = type.getDimSize(i);

@@ -21,6 +21,27 @@ def Dist_ReductionKind : I32EnumAttr<"ReductionKind", "how values are combined",
 }
 def Dist_ReductionKindAttr : EnumAttr<Dist_Dialect, Dist_ReductionKind, "reduction">;
 
+// The role of a factor in a sharding rule (ShardingRule.h): what the factor
+// means to its op's collective-aware lowering, so that the partitioner finds
+// a factor by what it is instead of by a name that must stay in step with
+// the rule. Most factors have none.
+def Dist_FactorRole : I32EnumAttr<"FactorRole", "what a sharding-rule factor is", [
+    // No special meaning: the factor's kind says everything.
+    I32EnumAttrCase<"None", 0, "none">,
+    // Positions along the (query) sequence, read globally by the op (rotary
+    // angles, the causal mask): a split needs each shard's offset.
+    I32EnumAttrCase<"Sequence", 1, "sequence">,
+    // Attention's key sequence: split, the partial softmaxes need merging.
+    I32EnumAttrCase<"KeySequence", 2, "key_sequence">,
+    // Attention's value head dimension (the result's last dimension).
+    I32EnumAttrCase<"ValueHeadDim", 3, "value_head_dim">,
+    // Rows of an embedding table, or classes of cross-entropy logits.
+    I32EnumAttrCase<"Vocabulary", 4, "vocabulary">,
+  ]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+
 def Dist_MeshAxisAttr : Dist_Attr<"MeshAxis", "mesh_axis"> {
   let summary = "A named mesh axis and its size.";
   let parameters = (ins StringRefParameter<"axis name">:$name,

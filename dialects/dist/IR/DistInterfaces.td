@@ -24,6 +24,10 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
     - collective: like whole, but the op has an exact collective-aware
       lowering (softmax or cross entropy over a split dimension), so the
       partitioner may split it at the price of extra communication.
+    A factor may also carry a role (dist::FactorRole: sequence, key
+    sequence, value head dimension, vocabulary) that says what it is to the
+    op's collective-aware lowering; passes find factors by role, never by
+    their printed names.
   }];
   let methods = [
     InterfaceMethod<

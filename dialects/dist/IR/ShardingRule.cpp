@@ -6,6 +6,8 @@
 
 #include "dialects/dist/IR/ShardingRule.h"
 
+#include "dialects/dist/IR/DistDialect.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -29,10 +31,12 @@ StringRef partita::dist::stringifyFactorKind(FactorKind kind) {
   return "unknown";
 }
 
-int64_t ShardingRule::addFactor(int64_t size, FactorKind kind, StringRef name) {
+int64_t ShardingRule::addFactor(int64_t size, FactorKind kind, StringRef name,
+                                FactorRole role) {
   Factor factor;
   factor.size = size;
   factor.kind = kind;
+  factor.role = role;
   factor.name = name.empty() ? "f" + std::to_string(factors.size()) : name.str();
   factors.push_back(std::move(factor));
   return factors.size() - 1;
@@ -96,8 +100,17 @@ ShardingRule::fromSpec(StringRef spec, ArrayRef<ArrayRef<int64_t>> operandShapes
   return rule;
 }
 
+std::optional<int64_t> ShardingRule::findFactor(FactorRole role) const {
+  if (role == FactorRole::None)
+    return std::nullopt;
+  for (auto [i, factor] : llvm::enumerate(factors))
+    if (factor.role == role)
+      return i;
+  return std::nullopt;
+}
+
 void ShardingRule::setKind(StringRef name, FactorKind kind,
-                           uint32_t partialKind) {
+                           ReductionKind partialKind) {
   for (Factor &factor : factors) {
     if (factor.name == name) {
       factor.kind = kind;
@@ -204,7 +217,8 @@ std::string ShardingRule::toString() const {
         continue;
       // Reductions that combine by max print as "name:max".
       names.push_back(factor.name +
-                      (kind == FactorKind::Reduction && factor.partialKind == 1
+                      (kind == FactorKind::Reduction &&
+                               factor.partialKind == ReductionKind::Max
                            ? ":max"
                            : ""));
     }
@@ -212,5 +226,12 @@ std::string ShardingRule::toString() const {
       os << " " << stringifyFactorKind(kind) << "={" << llvm::join(names, ",")
          << "}";
   }
+  SmallVector<std::string> roles;
+  for (const Factor &factor : factors)
+    if (factor.role != FactorRole::None)
+      roles.push_back(factor.name + ":" +
+                      stringifyFactorRole(factor.role).str());
+  if (!roles.empty())
+    os << " roles={" << llvm::join(roles, ",") << "}";
   return out;
 }

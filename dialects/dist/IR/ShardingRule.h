@@ -15,11 +15,15 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace partita::dist {
 
 enum class ReductionKind : uint32_t;
+/// Defined by ODS (DistAttrs.td, DistEnums.h.inc): None, Sequence,
+/// KeySequence, ValueHeadDim, Vocabulary. Value-initialized it is None.
+enum class FactorRole : uint32_t;
 
 enum class FactorKind : uint8_t {
   /// Splitting it splits every operand and result that carries it alike.
@@ -39,10 +43,13 @@ struct Factor {
   int64_t size = 1;
   FactorKind kind = FactorKind::Parallel;
   /// For reduction factors: how the partial results combine (sum or max).
-  /// Stored as the underlying value of dist::ReductionKind (0 is sum).
-  uint32_t partialKind = 0;
+  /// Value-initialized it is a sum.
+  ReductionKind partialKind{};
   /// A short readable name ("b", "h"); rules built from a spec use its letters.
+  /// For printing only: passes find factors by kind and role.
   std::string name;
+  /// What the factor is to the op's collective-aware lowering (None mostly).
+  FactorRole role{};
 };
 
 /// The factors of one tensor: for each dimension, the factor indices it is
@@ -52,7 +59,8 @@ using TensorFactors = llvm::SmallVector<llvm::SmallVector<int64_t, 2>, 4>;
 class ShardingRule {
 public:
   /// Adds a factor and returns its index.
-  int64_t addFactor(int64_t size, FactorKind kind, llvm::StringRef name = {});
+  int64_t addFactor(int64_t size, FactorKind kind, llvm::StringRef name = {},
+                    FactorRole role = {});
   void addOperand(TensorFactors dims) { operands.push_back(std::move(dims)); }
   void addResult(TensorFactors dims) { results.push_back(std::move(dims)); }
 
@@ -66,7 +74,11 @@ public:
            llvm::ArrayRef<llvm::ArrayRef<int64_t>> resultShapes);
 
   /// Overrides the kind of the factor named `name` (which must exist).
-  void setKind(llvm::StringRef name, FactorKind kind, uint32_t partialKind = 0);
+  void setKind(llvm::StringRef name, FactorKind kind,
+               ReductionKind partialKind = {});
+
+  /// The first factor with `role` (not None), if any.
+  std::optional<int64_t> findFactor(FactorRole role) const;
 
   llvm::ArrayRef<Factor> getFactors() const { return factors; }
   const Factor &getFactor(int64_t i) const { return factors[i]; }
@@ -84,7 +96,8 @@ public:
 
   /// Compact form, e.g. "([b,s,h],[h,f])->([b,s,f]) {b=2,s=8,h=16,f=64}
   /// reduction={h}". A dimension with several factors prints as "i*j", one
-  /// with none as "1".
+  /// with none as "1". Factors with a role end it, e.g.
+  /// " roles={s:sequence,t:key_sequence}".
   std::string toString() const;
 
 private:

@@ -45,6 +45,7 @@ using namespace partita;
 using namespace partita::nn;
 
 using dist::FactorKind;
+using dist::FactorRole;
 using dist::ShardingRule;
 using dist::TensorFactors;
 
@@ -293,9 +294,11 @@ FailureOr<ShardingRule> rotaryRule(Value input, Value result) {
     return failure();
   ShardingRule rule;
   static constexpr StringLiteral names[] = {"b", "s", "n", "d"};
+  static constexpr FactorRole roles[] = {FactorRole::None, FactorRole::Sequence,
+                                         FactorRole::None, FactorRole::None};
   TensorFactors dims;
-  for (auto [size, name] : llvm::zip(*shape, names))
-    dims.push_back({rule.addFactor(size, FactorKind::Parallel, name)});
+  for (auto [size, name, role] : llvm::zip(*shape, names, roles))
+    dims.push_back({rule.addFactor(size, FactorKind::Parallel, name, role)});
   rule.setKind("d", FactorKind::Whole);
   rule.addOperand(dims);
   rule.addResult(dims);
@@ -396,10 +399,9 @@ FailureOr<ShardingRule> ReduceOp::getShardingRule() {
       return failure();
     reduced[d] = true;
   }
-  uint32_t partialKind =
-      static_cast<uint32_t>(getKind() == ReduceKind::Max
-                                ? dist::ReductionKind::Max
-                                : dist::ReductionKind::Sum);
+  dist::ReductionKind partialKind = getKind() == ReduceKind::Max
+                                        ? dist::ReductionKind::Max
+                                        : dist::ReductionKind::Sum;
   ShardingRule rule;
   TensorFactors inDims, outDims;
   SmallVector<int64_t> keptShape;
@@ -514,7 +516,8 @@ FailureOr<ShardingRule> AttentionOp::getShardingRule() {
 
   ShardingRule rule;
   int64_t b = rule.addFactor((*q)[0], FactorKind::Parallel, "b");
-  int64_t s = rule.addFactor((*q)[1], FactorKind::Parallel, "s");
+  int64_t s =
+      rule.addFactor((*q)[1], FactorKind::Parallel, "s", FactorRole::Sequence);
   SmallVector<int64_t, 2> queryHeads, kvHeadFactors;
   if (heads == kvHeads) {
     int64_t n = rule.addFactor(heads, FactorKind::Parallel, "n");
@@ -527,8 +530,10 @@ FailureOr<ShardingRule> AttentionOp::getShardingRule() {
     kvHeadFactors = {kf};
   }
   int64_t d = rule.addFactor((*q)[3], FactorKind::Whole, "d");
-  int64_t t = rule.addFactor((*k)[1], FactorKind::Collective, "t");
-  int64_t e = rule.addFactor((*v)[3], FactorKind::Parallel, "v");
+  int64_t t = rule.addFactor((*k)[1], FactorKind::Collective, "t",
+                             FactorRole::KeySequence);
+  int64_t e = rule.addFactor((*v)[3], FactorKind::Parallel, "v",
+                             FactorRole::ValueHeadDim);
   rule.addOperand({{b}, {s}, queryHeads, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
@@ -551,7 +556,8 @@ FailureOr<ShardingRule> EmbeddingOp::getShardingRule() {
   TensorFactors idDims;
   for (auto [d, size] : llvm::enumerate(*ids))
     idDims.push_back({rule.addFactor(size, FactorKind::Parallel, tokenName(d))});
-  int64_t vocab = rule.addFactor((*table)[0], FactorKind::Collective, "v");
+  int64_t vocab = rule.addFactor((*table)[0], FactorKind::Collective, "v",
+                                 FactorRole::Vocabulary);
   int64_t hidden = rule.addFactor((*table)[1], FactorKind::Parallel, "h");
   TensorFactors outDims = idDims;
   outDims.push_back({hidden});
@@ -577,7 +583,8 @@ FailureOr<ShardingRule> CrossEntropyOp::getShardingRule() {
   for (auto [d, size] : llvm::enumerate(*labels))
     tokenDims.push_back(
         {rule.addFactor(size, FactorKind::Reduction, tokenName(d))});
-  int64_t vocab = rule.addFactor(logits->back(), FactorKind::Collective, "v");
+  int64_t vocab = rule.addFactor(logits->back(), FactorKind::Collective, "v",
+                                 FactorRole::Vocabulary);
   TensorFactors logitDims = tokenDims;
   logitDims.push_back({vocab});
   rule.addOperand(std::move(logitDims));
@@ -660,7 +667,7 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   FactorKind seqKind = wrtQuery ? FactorKind::Parallel : FactorKind::Reduction;
   ShardingRule rule;
   int64_t b = rule.addFactor((*q)[0], FactorKind::Parallel, "b");
-  int64_t s = rule.addFactor((*q)[1], seqKind, "s");
+  int64_t s = rule.addFactor((*q)[1], seqKind, "s", FactorRole::Sequence);
   SmallVector<int64_t, 2> queryHeads, kvHeadFactors;
   if (heads == kvHeads) {
     int64_t n = rule.addFactor(heads, FactorKind::Parallel, "n");
@@ -673,8 +680,10 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
     kvHeadFactors = {kf};
   }
   int64_t d = rule.addFactor((*q)[3], FactorKind::Whole, "d");
-  int64_t t = rule.addFactor((*k)[1], FactorKind::Whole, "t");
-  int64_t e = rule.addFactor((*v)[3], FactorKind::Whole, "v");
+  int64_t t =
+      rule.addFactor((*k)[1], FactorKind::Whole, "t", FactorRole::KeySequence);
+  int64_t e =
+      rule.addFactor((*v)[3], FactorKind::Whole, "v", FactorRole::ValueHeadDim);
   rule.addOperand({{b}, {s}, queryHeads, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
@@ -709,7 +718,8 @@ FailureOr<ShardingRule> EmbeddingGradOp::getShardingRule() {
   for (auto [d, size] : llvm::enumerate(*ids))
     idDims.push_back(
         {rule.addFactor(size, FactorKind::Reduction, tokenName(d))});
-  int64_t vocab = rule.addFactor((*out)[0], FactorKind::Whole, "v");
+  int64_t vocab =
+      rule.addFactor((*out)[0], FactorKind::Whole, "v", FactorRole::Vocabulary);
   int64_t hidden = rule.addFactor((*out)[1], FactorKind::Parallel, "h");
   TensorFactors dyDims = idDims;
   dyDims.push_back({hidden});
@@ -734,7 +744,8 @@ FailureOr<ShardingRule> CrossEntropyGradOp::getShardingRule() {
   for (auto [d, size] : llvm::enumerate(*labels))
     tokenDims.push_back(
         {rule.addFactor(size, FactorKind::Parallel, tokenName(d))});
-  int64_t vocab = rule.addFactor(logits->back(), FactorKind::Whole, "v");
+  int64_t vocab = rule.addFactor(logits->back(), FactorKind::Whole, "v",
+                                 FactorRole::Vocabulary);
   TensorFactors logitDims = tokenDims;
   logitDims.push_back({vocab});
   rule.addOperand(logitDims);

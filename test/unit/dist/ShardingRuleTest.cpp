@@ -2,6 +2,8 @@
 
 #include "dialects/dist/IR/ShardingRule.h"
 
+#include "dialects/dist/IR/DistDialect.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -39,6 +41,30 @@ TEST(ShardingRuleTest, MultiFactorDimensionsPrintAsProducts) {
   rule.addOperand({{i}, {j}});
   rule.addResult({{i, j}});
   EXPECT_EQ(rule.toString(), "([i,j])->([i*j]) {i=4,j=6}");
+}
+
+// Tests that roles are found by findFactor (the first factor with the role)
+// and printed after the kinds, while a rule without roles prints as before.
+TEST(ShardingRuleTest, RolesAreFoundAndPrinted) {
+  ShardingRule rule;
+  int64_t s =
+      rule.addFactor(8, FactorKind::Parallel, "s", FactorRole::Sequence);
+  int64_t t =
+      rule.addFactor(8, FactorKind::Collective, "t", FactorRole::KeySequence);
+  int64_t d = rule.addFactor(4, FactorKind::Reduction, "d");
+  rule.setKind("d", FactorKind::Reduction, ReductionKind::Max);
+  rule.addOperand({{s}, {d}});
+  rule.addOperand({{t}, {d}});
+  rule.addResult({{s}, {t}});
+  EXPECT_EQ(rule.findFactor(FactorRole::Sequence), std::optional<int64_t>(s));
+  EXPECT_EQ(rule.findFactor(FactorRole::KeySequence),
+            std::optional<int64_t>(t));
+  EXPECT_EQ(rule.findFactor(FactorRole::Vocabulary), std::nullopt);
+  EXPECT_EQ(rule.findFactor(FactorRole::None), std::nullopt);
+  EXPECT_EQ(rule.getFactor(d).role, FactorRole::None);
+  EXPECT_EQ(rule.toString(),
+            "([s,d],[t,d])->([s,t]) {s=8,t=8,d=4} reduction={d:max} "
+            "collective={t} roles={s:sequence,t:key_sequence}");
 }
 
 TEST(ShardingRuleTest, FromSpecRejectsLetterTwiceInOneTerm) {

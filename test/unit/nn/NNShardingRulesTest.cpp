@@ -92,7 +92,7 @@ TEST_F(NNShardingRulesTest, EinsumSharesLettersAndReducesContracted) {
   int64_t h = only(rule.getOperand(0)[2]);
   EXPECT_EQ(only(rule.getOperand(1)[0]), h);
   EXPECT_EQ(rule.getFactor(h).kind, FactorKind::Reduction);
-  EXPECT_EQ(rule.getFactor(h).partialKind, 0u);
+  EXPECT_EQ(rule.getFactor(h).partialKind, dist::ReductionKind::Sum);
   EXPECT_EQ(rule.getFactor(h).size, 16);
   int64_t f = only(rule.getOperand(1)[1]);
   EXPECT_EQ(only(rule.getResult(0)[2]), f);
@@ -153,7 +153,7 @@ TEST_F(NNShardingRulesTest, ReduceMaxCombinesByMaxAndSumAndMeanBySum) {
     for (int64_t d : {0, 2}) {
       const dist::Factor &factor = rule.getFactor(only(in[d]));
       EXPECT_EQ(factor.kind, FactorKind::Reduction);
-      EXPECT_EQ(factor.partialKind, static_cast<uint32_t>(c.partial));
+      EXPECT_EQ(factor.partialKind, c.partial);
     }
     EXPECT_EQ(only(rule.getResult(0)[0]), only(in[1]));
     EXPECT_EQ(rule.getFactor(only(in[1])).kind, FactorKind::Parallel);
@@ -444,7 +444,7 @@ TEST_F(NNShardingRulesTest, CrossEntropyReducesTokensAndCollectsVocab) {
   EXPECT_EQ(rule.getOperand(1)[0], logits[0]);
   const dist::Factor &tokens = rule.getFactor(only(logits[0]));
   EXPECT_EQ(tokens.kind, FactorKind::Reduction);
-  EXPECT_EQ(tokens.partialKind, 0u);
+  EXPECT_EQ(tokens.partialKind, dist::ReductionKind::Sum);
   EXPECT_EQ(rule.getFactor(only(logits[1])).kind, FactorKind::Collective);
   EXPECT_TRUE(rule.getResult(0).empty());
 }
@@ -457,6 +457,69 @@ TEST_F(NNShardingRulesTest, ConstantHasParallelResultFactorsOnly) {
   EXPECT_TRUE(rule.getOperands().empty());
   EXPECT_EQ(sizes(rule, rule.getResult(0)), (Sizes{{4}, {8}}));
   EXPECT_EQ(rule.getFactor(0).kind, FactorKind::Parallel);
+}
+
+// Tests that the factors the partitioner looks up by role carry it: the
+// sequence of rotary and attention(_grad), attention's key sequence and value
+// head dimension, and the vocabulary of embedding, cross_entropy and their
+// gradients; and that other factors have none.
+TEST_F(NNShardingRulesTest, FactorsCarryTheirRoles) {
+  using dist::FactorRole;
+  auto roleOf = [](const ShardingRule &rule, const Dim &factors) {
+    return rule.getFactor(only(factors)).role;
+  };
+  ShardingRule rotary =
+      ruleOf(build<nn::RotaryOp>(tensor({2, 8, 4, 16}), arg({2, 8, 4, 16}),
+                                 builder.getF64FloatAttr(10000.0)));
+  EXPECT_EQ(roleOf(rotary, rotary.getOperand(0)[1]), FactorRole::Sequence);
+  for (int64_t d : {0, 2, 3})
+    EXPECT_EQ(roleOf(rotary, rotary.getOperand(0)[d]), FactorRole::None);
+
+  ShardingRule attention = ruleOf(build<nn::AttentionOp>(
+      tensor({2, 8, 4, 16}), arg({2, 8, 4, 16}), arg({2, 32, 4, 16}),
+      arg({2, 32, 4, 16}), true, FloatAttr()));
+  EXPECT_EQ(roleOf(attention, attention.getOperand(0)[1]),
+            FactorRole::Sequence);
+  EXPECT_EQ(roleOf(attention, attention.getOperand(1)[1]),
+            FactorRole::KeySequence);
+  EXPECT_EQ(roleOf(attention, attention.getOperand(2)[3]),
+            FactorRole::ValueHeadDim);
+  EXPECT_EQ(roleOf(attention, attention.getOperand(0)[3]), FactorRole::None);
+  EXPECT_EQ(attention.findFactor(FactorRole::KeySequence),
+            std::optional<int64_t>(only(attention.getOperand(1)[1])));
+  EXPECT_EQ(attention.findFactor(FactorRole::Vocabulary), std::nullopt);
+  EXPECT_EQ(attention.findFactor(FactorRole::None), std::nullopt);
+
+  ShardingRule attentionGrad = ruleOf(build<nn::AttentionGradOp>(
+      tensor({2, 32, 4, 16}), arg({2, 8, 4, 16}), arg({2, 32, 4, 16}),
+      arg({2, 32, 4, 16}), arg({2, 8, 4, 16}), nn::AttentionGradWrt::Key, true,
+      FloatAttr()));
+  EXPECT_EQ(roleOf(attentionGrad, attentionGrad.getOperand(0)[1]),
+            FactorRole::Sequence);
+  EXPECT_EQ(roleOf(attentionGrad, attentionGrad.getOperand(1)[1]),
+            FactorRole::KeySequence);
+  EXPECT_EQ(roleOf(attentionGrad, attentionGrad.getOperand(2)[3]),
+            FactorRole::ValueHeadDim);
+
+  ShardingRule embedding = ruleOf(build<nn::EmbeddingOp>(
+      tensor({2, 8, 64}), arg({512, 64}), arg({2, 8}, i32)));
+  EXPECT_EQ(roleOf(embedding, embedding.getOperand(0)[0]),
+            FactorRole::Vocabulary);
+  // The ids' sequence is named "s" but reads no position.
+  EXPECT_EQ(roleOf(embedding, embedding.getOperand(1)[1]), FactorRole::None);
+  ShardingRule embeddingGrad = ruleOf(build<nn::EmbeddingGradOp>(
+      tensor({512, 64}), arg({2, 8, 64}), arg({2, 8}, i32)));
+  EXPECT_EQ(roleOf(embeddingGrad, embeddingGrad.getResult(0)[0]),
+            FactorRole::Vocabulary);
+
+  ShardingRule crossEntropy = ruleOf(
+      build<nn::CrossEntropyOp>(tensor({}), arg({4, 10}), arg({4}, i32)));
+  EXPECT_EQ(roleOf(crossEntropy, crossEntropy.getOperand(0)[1]),
+            FactorRole::Vocabulary);
+  ShardingRule crossEntropyGrad = ruleOf(build<nn::CrossEntropyGradOp>(
+      tensor({4, 10}), arg({4, 10}), arg({4}, i32), arg({})));
+  EXPECT_EQ(roleOf(crossEntropyGrad, crossEntropyGrad.getOperand(0)[1]),
+            FactorRole::Vocabulary);
 }
 
 TEST_F(NNShardingRulesTest, BroadcastWithBadDimsHasNoRule) {

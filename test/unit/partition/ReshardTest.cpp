@@ -17,6 +17,7 @@
 #include <utility>
 
 using namespace partita::partition;
+using partita::dist::MeshAxis;
 
 namespace {
 
@@ -34,7 +35,7 @@ Sharding makeSharding(std::initializer_list<std::initializer_list<const char *>>
   for (auto dim : dims) {
     sharding.dims.emplace_back();
     for (const char *axis : dim)
-      sharding.dims.back().push_back(axis);
+      sharding.dims.back().axes.push_back(axis);
   }
   for (const char *axis : partial)
     sharding.partialAxes.push_back(axis);
@@ -285,6 +286,12 @@ TEST(ReshardTest, InvalidShardingsHaveNoPlan) {
   EXPECT_EQ(plan(kMesh2x2, tensor8x8(), makeSharding({{}, {}, {}}),
                  makeSharding({{}, {}})),
             "error: source sharding has 3 dims but the tensor has rank 2");
+  // The model can hold sub-axes; the planner names the first one it meets.
+  Sharding sub = makeSharding({{}, {}});
+  sub.dims[1].axes.push_back(partita::dist::AxisRef("y", 1, 2));
+  EXPECT_EQ(plan(kMesh2x2, tensor8x8(), makeSharding({{}, {}}), sub),
+            "error: sub-axis of 'y' is not supported by the resharding "
+            "planner");
   EXPECT_EQ(plan(kMesh2x2, TensorInfo{{8, -1}, 4}, makeSharding({{}, {}}),
                  makeSharding({{}, {}})),
             "error: tensor dim 1 has dynamic or negative size -1; the planner "

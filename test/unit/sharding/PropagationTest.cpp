@@ -2,6 +2,8 @@
 
 #include "passes/sharding/Propagation.h"
 
+#include "dialects/dist/IR/DistDialect.h"
+
 #include <gtest/gtest.h>
 
 using namespace partita;
@@ -12,11 +14,10 @@ using dist::ShardingRule;
 namespace {
 
 /// Mesh x=2, y=4, z=2.
-MeshInfo testMesh() {
-  MeshInfo mesh;
+dist::Mesh testMesh() {
+  dist::Mesh mesh;
   mesh.name = "mesh";
-  mesh.axisNames = {"x", "y", "z"};
-  mesh.axisSizes = {2, 4, 2};
+  mesh.axes = {{"x", 2}, {"y", 4}, {"z", 2}};
   return mesh;
 }
 constexpr int32_t X = 0, Y = 1, Z = 2;
@@ -36,18 +37,48 @@ std::vector<int32_t> axesOf(llvm::ArrayRef<AxisEntry> list) {
 using Axes = std::vector<int32_t>;
 
 //===----------------------------------------------------------------------===//
+// Conversions to and from the sharding model
+//===----------------------------------------------------------------------===//
+
+// Tests that an annotation read from the model keeps each dimension's
+// priority and closedness on its axes, gives partial axes priority 0, and
+// that a sub-axis is handed back instead of being dropped.
+TEST(ModelConversionTest, AnnotationFromSharding) {
+  dist::Mesh mesh = testMesh();
+  dist::Sharding s({{"y", "x"}, {}}, {"z"}, dist::ReductionKind::Max);
+  s.dims[0].priority = 2;
+  s.dims[1].closed = false;
+  auto ann = std::get<TensorAnnotation>(annotationFromSharding(s, mesh));
+  ASSERT_EQ(ann.dims.size(), 2u);
+  EXPECT_EQ(axesOf(ann.dims[0].axes), (Axes{Y, X}));
+  EXPECT_EQ(ann.dims[0].priority, 2);
+  EXPECT_EQ(ann.dims[0].axes[1].priority, 2);
+  EXPECT_EQ(ann.dims[0].axes[1].origin, -1);
+  EXPECT_TRUE(ann.dims[0].closed);
+  EXPECT_FALSE(ann.dims[1].closed);
+  EXPECT_EQ(ann.dims[1].priority, kUnprioritized);
+  EXPECT_EQ(axesOf(ann.partial), (Axes{Z}));
+  EXPECT_EQ(ann.partial[0].priority, 0);
+  EXPECT_EQ(ann.partialKind, dist::ReductionKind::Max);
+
+  dist::Sharding sub({{dist::AxisRef("y", 2, 2)}});
+  auto axis = std::get<dist::AxisRef>(annotationFromSharding(sub, mesh));
+  EXPECT_EQ(axis, dist::AxisRef("y", 2, 2));
+}
+
+//===----------------------------------------------------------------------===//
 // projectDim
 //===----------------------------------------------------------------------===//
 
 TEST(ProjectDimTest, OneFactorTakesAllAxesThatDivideIt) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   auto out = projectDim({entry(X), entry(Y)}, {16}, mesh);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(axesOf(out[0]), (Axes{X, Y}));
 }
 
 TEST(ProjectDimTest, NextFactorStartsWhenPreviousIsFull) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // [2 x 8] sharded by x (2) then y (4): x fills the first factor.
   auto out = projectDim({entry(X), entry(Y)}, {2, 8}, mesh);
   EXPECT_EQ(axesOf(out[0]), (Axes{X}));
@@ -55,7 +86,7 @@ TEST(ProjectDimTest, NextFactorStartsWhenPreviousIsFull) {
 }
 
 TEST(ProjectDimTest, StopsAtAxisThatWouldStraddleFactors) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // First factor 4 takes x (2); y (4) neither divides its remaining 2 nor
   // may skip to the second factor while the first is not fully split.
   auto out = projectDim({entry(X), entry(Y)}, {4, 4}, mesh);
@@ -64,7 +95,7 @@ TEST(ProjectDimTest, StopsAtAxisThatWouldStraddleFactors) {
 }
 
 TEST(ProjectDimTest, DropsAxisThatDividesNoFactor) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // A dimension of several factors keeps whole blocks: no padding.
   auto out = projectDim({entry(Y)}, {6, 2}, mesh);
   EXPECT_TRUE(out[0].empty());
@@ -74,7 +105,7 @@ TEST(ProjectDimTest, DropsAxisThatDividesNoFactor) {
 }
 
 TEST(ProjectDimTest, PadsDimensionOfOneFactor) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // 6 on y=4: dist-partition pads it to 8.
   EXPECT_EQ(axesOf(projectDim({entry(Y)}, {6}, mesh)[0]), (Axes{Y}));
   // x then y would need 8 shards of 6: only x is taken.
@@ -82,14 +113,14 @@ TEST(ProjectDimTest, PadsDimensionOfOneFactor) {
 }
 
 TEST(ProjectDimTest, SkipsSizeOneFactors) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   auto out = projectDim({entry(X)}, {1, 8}, mesh);
   EXPECT_TRUE(out[0].empty());
   EXPECT_EQ(axesOf(out[1]), (Axes{X}));
 }
 
 TEST(ProjectDimTest, KeepsPriorityAndOrigin) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   auto out = projectDim({entry(Z, 3, 7)}, {8}, mesh);
   ASSERT_EQ(out[0].size(), 1u);
   EXPECT_EQ(out[0][0].priority, 3);
@@ -105,19 +136,19 @@ TEST(ResolveTest, NoCandidatesChoosesNothing) {
 }
 
 TEST(ResolveTest, PrefixIsCompatibleAndLongerWins) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(X)}, 8}, {{entry(X), entry(Y)}, 8}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{X, Y}));
 }
 
 TEST(ResolveTest, StrongerPriorityWinsOverMoreBytes) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(X, 1)}, 1000}, {{entry(Y, 0)}, 1}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{Y}));
 }
 
 TEST(ResolveTest, ConflictGoesToTheChoiceThatReshardsFewerBytes) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // Choosing y would reshard the 100-byte tensor; choosing x the 10-byte one.
   std::vector<Candidate> c = {{{entry(Y)}, 10}, {{entry(X)}, 100}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{X}));
@@ -128,7 +159,7 @@ TEST(ResolveTest, ConflictGoesToTheChoiceThatReshardsFewerBytes) {
 }
 
 TEST(ResolveTest, EqualCostTieBreaksOnAxisNamesWhateverTheOrder) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(Z)}, 10}, {{entry(Y)}, 10}};
   std::vector<Candidate> r = {{{entry(Y)}, 10}, {{entry(Z)}, 10}};
   EXPECT_EQ(axesOf(resolveCandidates(c, mesh)), (Axes{Y}));
@@ -136,7 +167,7 @@ TEST(ResolveTest, EqualCostTieBreaksOnAxisNamesWhateverTheOrder) {
 }
 
 TEST(ResolveTest, WeakerLevelsOnlyExtendTheStrongerChoice) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   // p0 agrees on x; p1 extends it with z; the p2 extension with y conflicts
   // with the stronger choice and loses although it is listed first.
   std::vector<Candidate> c = {{{entry(X, 0), entry(Y, 2)}, 10},
@@ -145,7 +176,7 @@ TEST(ResolveTest, WeakerLevelsOnlyExtendTheStrongerChoice) {
 }
 
 TEST(ResolveTest, EachAxisKeepsTheStrongestSupportingOrigin) {
-  MeshInfo mesh = testMesh();
+  dist::Mesh mesh = testMesh();
   std::vector<Candidate> c = {{{entry(X, 2, 5), entry(Y, 2, 5)}, 10},
                               {{entry(X, 0, 9)}, 10}};
   AxisList out = resolveCandidates(c, mesh);
@@ -187,10 +218,18 @@ TensorNode annotated(std::vector<int64_t> shape, std::vector<Axes> dims,
   return node;
 }
 
-std::vector<Axes> dimsOf(const TensorState &state) {
+/// Mesh indices of axes named in the model (testMesh's axes).
+Axes indicesOf(const std::vector<dist::AxisRef> &axes) {
+  Axes out;
+  for (const dist::AxisRef &axis : axes)
+    out.push_back(static_cast<int32_t>(*testMesh().findAxis(axis.name)));
+  return out;
+}
+
+std::vector<Axes> dimsOf(const PropagatedTensor &tensor) {
   std::vector<Axes> out;
-  for (const DimState &dim : state.dims)
-    out.push_back(axesOf(dim.axes));
+  for (const dist::DimSharding &dim : tensor.sharding.dims)
+    out.push_back(indicesOf(dim.axes));
   return out;
 }
 
@@ -216,8 +255,8 @@ TEST(PropagateTest, IdentityChainCarriesTheAnnotationBothWays) {
   g.addIdentityEdge(a, b);
   g.addIdentityEdge(b, c);
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[a]), (std::vector<Axes>{{X}, {}}));
-  EXPECT_EQ(dimsOf(r.states[c]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[a]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[c]), (std::vector<Axes>{{X}, {}}));
   EXPECT_GE(r.sweeps, 2);
 }
 
@@ -229,10 +268,16 @@ TEST(PropagateTest, ContractedFactorMakesTheResultPartial) {
   int32_t out = g.addTensor(tensor({4, 16}));
   g.edges.push_back(matmul(lhs, rhs, out, 4, 8, 16));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[rhs]), (std::vector<Axes>{{Y}, {}}));
-  EXPECT_EQ(dimsOf(r.states[out]), (std::vector<Axes>{{}, {}}));
-  EXPECT_EQ(axesOf(r.states[out].partial), (Axes{Y}));
-  EXPECT_EQ(r.states[out].partialKind, 0u);
+  EXPECT_EQ(dimsOf(r.tensors[rhs]), (std::vector<Axes>{{Y}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[out]), (std::vector<Axes>{{}, {}}));
+  EXPECT_EQ(indicesOf(r.tensors[out].sharding.partialAxes), (Axes{Y}));
+  EXPECT_EQ(r.tensors[out].sharding.partialKind, dist::ReductionKind::Sum);
+  // The model form: unannotated dimensions stay open, the sources list the
+  // dimension axes then the partial ones.
+  EXPECT_EQ(r.tensors[out].sharding.toString(), "[{?}, {?}] partial=sum{y}");
+  EXPECT_EQ(r.tensors[rhs].sharding.toString(), "[{y, ?}, {?}]");
+  EXPECT_EQ(r.tensors[rhs].sharding.partialKind, dist::ReductionKind::Sum);
+  EXPECT_EQ(axesOf(r.tensors[out].sources), (Axes{Y}));
 }
 
 TEST(PropagateTest, ClosedDimensionNeverChanges) {
@@ -242,7 +287,7 @@ TEST(PropagateTest, ClosedDimensionNeverChanges) {
   int32_t b = g.addTensor(annotated({8}, {{}}));
   g.addIdentityEdge(a, b);
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{}}));
+  EXPECT_EQ(dimsOf(r.tensors[b]), (std::vector<Axes>{{}}));
 }
 
 TEST(PropagateTest, WholeFactorNeverGetsAxes) {
@@ -259,7 +304,7 @@ TEST(PropagateTest, WholeFactorNeverGetsAxes) {
   edge.results = {b};
   g.edges.push_back(std::move(edge));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[b]), (std::vector<Axes>{{X}, {}}));
 }
 
 TEST(PropagateTest, WeakAnnotationReachedFirstDoesNotBeatStrongOne) {
@@ -277,10 +322,10 @@ TEST(PropagateTest, WeakAnnotationReachedFirstDoesNotBeatStrongOne) {
   g.addIdentityEdge(c, d);
   g.addIdentityEdge(d, e);
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[a]), (std::vector<Axes>{{X}}));
+  EXPECT_EQ(dimsOf(r.tensors[a]), (std::vector<Axes>{{X}}));
   for (int32_t t : {b, c, d})
-    EXPECT_EQ(dimsOf(r.states[t]), (std::vector<Axes>{{Y}})) << "tensor " << t;
-  EXPECT_EQ(r.states[b].dims[0].axes[0].priority, 0);
+    EXPECT_EQ(dimsOf(r.tensors[t]), (std::vector<Axes>{{Y}})) << "tensor " << t;
+  EXPECT_EQ(r.tensors[b].sources[0].priority, 0);
 }
 
 TEST(PropagateTest, ResultDoesNotDependOnEdgeOrder) {
@@ -306,10 +351,10 @@ TEST(PropagateTest, ResultDoesNotDependOnEdgeOrder) {
   };
   PropagationResult one = build(false), two = build(true);
   for (int32_t t = 0; t < 4; ++t)
-    EXPECT_EQ(dimsOf(one.states[t]), dimsOf(two.states[t])) << "tensor " << t;
+    EXPECT_EQ(dimsOf(one.tensors[t]), dimsOf(two.tensors[t])) << "tensor " << t;
   // Equal bytes on both sides: the axis names decide.
-  EXPECT_EQ(dimsOf(one.states[1]), (std::vector<Axes>{{X}, {}}));
-  EXPECT_EQ(dimsOf(one.states[3]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(one.tensors[1]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(one.tensors[3]), (std::vector<Axes>{{X}, {}}));
 }
 
 TEST(PropagateTest, AxisUsedOnOneDimensionIsNotAddedToAnother) {
@@ -329,8 +374,8 @@ TEST(PropagateTest, AxisUsedOnOneDimensionIsNotAddedToAnother) {
   edge.results = {b};
   g.edges.push_back(std::move(edge));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[a]), (std::vector<Axes>{{X}, {}}));
-  EXPECT_EQ(dimsOf(r.states[b]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[a]), (std::vector<Axes>{{X}, {}}));
+  EXPECT_EQ(dimsOf(r.tensors[b]), (std::vector<Axes>{{X}, {}}));
 }
 
 TEST(PropagateTest, TwoFactorsOfOneOpNeverTakeOneAxis) {
@@ -351,7 +396,7 @@ TEST(PropagateTest, TwoFactorsOfOneOpNeverTakeOneAxis) {
   edge.results = {c};
   g.edges.push_back(std::move(edge));
   PropagationResult r = propagate(g);
-  EXPECT_EQ(dimsOf(r.states[c]), (std::vector<Axes>{{X}, {Y}}));
+  EXPECT_EQ(dimsOf(r.tensors[c]), (std::vector<Axes>{{X}, {Y}}));
 }
 
 } // namespace
