@@ -22,5 +22,3 @@ config.substitutions.append(("%partita_src", config.partita_src_root))
 config.substitutions.append(("%python", sys.executable))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
-if config.partita_have_cuda:
-    config.available_features.add("cuda")
