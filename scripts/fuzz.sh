@@ -18,7 +18,7 @@ fi
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DPARTITA_ENABLE_FUZZERS=ON -DPARTITA_ENABLE_CUDA=OFF -DPARTITA_ENABLE_MPI=OFF
+    -DPARTITA_ENABLE_FUZZERS=ON -DPARTITA_ENABLE_MPI=OFF
 fi
 cmake --build "$build" --target partita-ir-fuzzer
 

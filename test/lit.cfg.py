@@ -25,5 +25,3 @@ llvm_config.add_tool_substitutions(["partita-run"], [config.partita_tools_dir])
 config.substitutions.append(("%python", sys.executable))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
-if config.partita_have_cuda:
-    config.available_features.add("cuda")

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Writes the plans scripts/gpu-check.sh runs on a machine without LLVM/MLIR:
+# models and plans made here with this repository's `partita` (built first
+# when missing), a training data file, and plans.txt, a line per plan: the
+# plan's file and the partita-run arguments it needs.
+# Usage: scripts/make-gpu-check-plans.sh OUT_DIR
+#   then copy OUT_DIR to the GPU machine and run
+#   scripts/gpu-check.sh OUT_DIR
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+out="$1"
+partita="$root/build/bin/partita"
+[ -x "$partita" ] || "$root/scripts/build.sh" --target partita
+mkdir -p "$out"
+rm -f "$out"/*.pb "$out"/plans.txt
+
+"$partita" model mlp --layers 2 --hidden 64 --batch 8 -o "$out/mlp.mlir"
+"$partita" model gpt --layers 2 --hidden 64 --heads 4 --batch 4 -o "$out/gpt.mlir"
+"$partita" model llama --layers 2 --hidden 64 --heads 4 --batch 4 -o "$out/llama.mlir"
+"$partita" model gpt --layers 2 --hidden 64 --heads 4 --seq 32 --batch 8 \
+  -o "$out/gpt-small-train.mlir"
+# Byte-level training data that travels with the plans (partita-run's
+# default, /usr/share/common-licenses/GPL-3, may be absent there).
+cp /usr/share/common-licenses/GPL-3 "$out/train-data.txt"
+
+# plan NAME MODEL "PARTITA PLAN ARGS" "PARTITA-RUN ARGS"
+plan() {
+  "$partita" plan "$out/$2" $3 --quiet -o "$out/$1.pb"
+  echo "$1.pb $4" >>"$out/plans.txt"
+}
+plan mlp-dp mlp.mlir "--mesh dp=4 --strategy dp" ""
+plan gpt-megatron gpt.mlir "--mesh tp=4 --strategy megatron" ""
+plan gpt-dp-megatron gpt.mlir "--mesh dp=2,tp=2 --strategy dp+megatron" ""
+plan llama-fsdp llama.mlir "--mesh dp=4 --strategy fsdp" ""
+plan gpt-train-zero2 gpt-small-train.mlir \
+  "--train adamw --lr 1e-3 --mesh dp=4 --strategy zero2" \
+  "--steps 3 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
+echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt"
