@@ -11,12 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/InitAllDialects.h"
-#include "passes/partition/Passes.h"
-#include "passes/plan/PlanLowering.h"
-#include "passes/sharding/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <fstream>
 #include <iostream>
@@ -29,37 +26,21 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   partita::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
-  mlir::OwningOpRef<mlir::ModuleOp> model =
+  mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(argv[1], &context);
-  if (!model)
+  if (!module)
     return 1;
 
-  // The stages of `partita plan` (tools/partita/PlanCommand.cpp), on a copy:
-  // the model as read is the reference program.
-  mlir::OwningOpRef<mlir::ModuleOp> module = model->clone();
-  partita::sharding::DistAnnotateOptions annotate;
-  annotate.strategy = argv[3];
-  annotate.mesh = argv[2];
-  mlir::PassManager pm(&context);
-  pm.addPass(partita::sharding::createDistAnnotate(annotate));
-  pm.addPass(partita::sharding::createDistPropagate());
-  pm.addPass(partita::partition::createDistPartition());
-  if (mlir::failed(pm.run(*module)))
-    return 1;
-
-  partita::plan_lowering::LowerToPlanOptions options;
-  options.function = "forward";
+  // What `partita plan MODEL --mesh MESH --strategy STRATEGY` compiles: the
+  // same stages (passes/Pipelines.h), with the model before annotation as
+  // the plan's "reference" program.
+  partita::CompilerOptions options;
+  options.annotate.mesh = argv[2];
+  options.annotate.strategy = argv[3];
   mlir::FailureOr<partita::plan::Plan> plan =
-      partita::plan_lowering::lowerToPlan(*module, options);
-  auto forward = model->lookupSymbol<mlir::func::FuncOp>("forward");
-  if (mlir::failed(plan) || !forward)
+      partita::compileToPlan(*module, options);
+  if (mlir::failed(plan))
     return 1;
-  partita::plan::Program *reference = plan->add_programs();
-  bool haveMesh = true;
-  if (mlir::failed(partita::plan_lowering::lowerFunction(
-          forward, options, *plan->mutable_mesh(), haveMesh, *reference)))
-    return 1;
-  reference->set_name("reference");
 
   std::ofstream out(argv[4], std::ios::binary);
   if (!plan->SerializeToOstream(&out) || !out.flush()) {
