@@ -191,12 +191,13 @@ struct Executor::Impl {
   std::vector<std::string> axisOrder;
   std::vector<int> rankOfPosition;
 
-  DeviceBuffer arena;
+  DeviceBuffer arena, hostArena; // the memory plan's, per memory space
   std::vector<DeviceBuffer> persistent;
-  /// Zeroed Device memory for a buffer, scratch or staging area that lives
-  /// as long as the executor.
-  unsigned char *allocate(size_t bytes) {
-    persistent.push_back(device->allocateBuffer(bytes));
+  /// Zeroed memory for a buffer, scratch or staging area that lives as long
+  /// as the executor.
+  unsigned char *allocate(size_t bytes,
+                          MemorySpace space = MemorySpace::Device) {
+    persistent.push_back(device->allocateBuffer(bytes, space));
     return persistent.back().get();
   }
   /// Lets `write` fill `bytes` at device address `dst` from the host: in
@@ -467,7 +468,7 @@ struct Executor::Impl {
 /// What Executor::profile calls an instruction.
 static std::string instructionLabel(const plan::Instruction &inst) {
   if (inst.has_kernel())
-    return inst.kernel().kind();
+    return kernelKindName(inst.kernel().kind());
   const plan::Collective &c = inst.collective();
   std::string name = collectiveKindName(c.kind());
   return c.bucket() > 0 ? name + " (bucket)" : name;
@@ -853,16 +854,21 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   s.makeGroups();
 
   s.arena = s.device->allocateBuffer(s.program->arena_bytes());
+  if (s.program->host_arena_bytes() > 0)
+    s.hostArena = s.device->allocateBuffer(s.program->host_arena_bytes(),
+                                           MemorySpace::Host);
   s.views.resize(s.program->buffers_size());
   for (int64_t id = 0; id < s.program->buffers_size(); ++id) {
     const plan::Buffer &b = s.buffer(id);
     TensorView &view = s.views[id];
     view.dtype = toDType(b.dtype());
     view.shape = toVector(b.local_shape());
+    bool host = b.memory_space() == plan::HOST;
     if (b.role() == plan::ACTIVATION) {
-      view.data = s.arena.get() + b.offset();
+      view.data = (host ? s.hostArena : s.arena).get() + b.offset();
     } else {
-      view.data = s.allocate(view.numBytes());
+      view.data = s.allocate(view.numBytes(),
+                             host ? MemorySpace::Host : MemorySpace::Device);
       if (b.role() == plan::PARAMETER)
         s.initParameter(id);
       else if (b.role() == plan::CONSTANT)
@@ -935,7 +941,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
       KernelCall call{
-          *kernelKindFromString(k.kind()), toAttrs(k.attrs()), {}, {}};
+          *kernelKindFromPlan(k.kind()), toAttrs(k.attrs()), {}, {}};
       for (int64_t id : k.inputs())
         call.inputs.push_back(s.views[id]);
       for (int64_t id : k.outputs())
