@@ -124,7 +124,6 @@ KernelAttrs toAttrs(const plan::KernelAttrs &a) {
   return attrs;
 }
 
-
 /// The initializer's value at `index` for a parameter whose key is
 /// splitmix64(seed ^ fnv1a64(name)).
 double valueForKey(uint64_t key, uint64_t index, int kind, double a, double b) {
@@ -247,7 +246,8 @@ struct Executor::Impl {
     std::function<void()> call;   // the communicator call on the packed data
     std::function<void()> unpack; // packed result -> every member's output
     std::vector<int64_t> outputs; // buffer ids
-    std::unique_ptr<Event> done;  // recorded on `commStream` after `call`
+    std::unique_ptr<Event> done;   // recorded on `commStream` after `call`
+    std::unique_ptr<Event> packed; // recorded on the compute stream
     bool pending = false;         // issued, not yet unpacked
   };
   std::vector<std::shared_ptr<Bucket>> buckets;
@@ -292,6 +292,9 @@ struct Executor::Impl {
       b.unpack();
       return;
     }
+    // The call reads what the members packed on the compute stream.
+    compute->record(*b.packed);
+    commStream->wait(*b.packed);
     commStream->enqueue([&b] { runBucketCall(b); });
     commStream->record(*b.done);
     lastIssued = b.done.get();
@@ -962,8 +965,10 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   if (!s.buckets.empty() && s.comm && options.overlapBuckets &&
       s.comm->callableFromAnyThread()) {
     s.commStream = s.device->createStream();
-    for (const std::shared_ptr<Impl::Bucket> &b : s.buckets)
+    for (const std::shared_ptr<Impl::Bucket> &b : s.buckets) {
       b->done = s.commStream->createEvent();
+      b->packed = s.compute->createEvent();
+    }
   }
   for (int64_t id : s.program->results()) {
     const plan::Buffer &b = s.buffer(id);

@@ -114,6 +114,12 @@ public:
     auto &e = static_cast<CpuEvent &>(event);
     if (e.state == state)
       return; // in order already
+    {
+      // Reached already (always so for the inline stream's events).
+      std::lock_guard<std::mutex> lock(e.state->mutex);
+      if (e.state->finished >= e.ticket && !e.state->error)
+        return;
+    }
     // An event of another stream: the worker blocks on it in turn.
     auto other = std::make_shared<CpuEvent>(e.state);
     other->ticket = e.ticket;
