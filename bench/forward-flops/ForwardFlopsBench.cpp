@@ -131,7 +131,8 @@ int main(int argc, char **argv) {
     std::vector<Gemm> gemms;
     double stepFlops = 0;
     for (const auto &inst : prog->instructions()) {
-      if (!inst.has_kernel() || inst.kernel().kind() != "einsum" ||
+      if (!inst.has_kernel() || inst.kernel().kind() !=
+                                    partita::plan::Kernel::EINSUM ||
           inst.kernel().inputs_size() != 2)
         continue;
       const auto &bufA = prog->buffers(inst.kernel().inputs(0));

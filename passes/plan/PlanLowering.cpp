@@ -44,7 +44,7 @@ namespace partita::plan_lowering {
 namespace {
 
 constexpr uint32_t kPlanTrailer = 0x4e414c50;
-constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint32_t kPlanFormatVersion = 2;
 
 FailureOr<pb::DType> toDType(Type type,
                              function_ref<InFlightDiagnostic()> emitError) {
@@ -711,65 +711,65 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     if (std::optional<int64_t> count = nn::getMeanCount(o))
       attrs.set_mean_count(*count);
   };
-  std::string kind =
-      llvm::TypeSwitch<Operation *, std::string>(op)
+  pb::Kernel::Kind kind =
+      llvm::TypeSwitch<Operation *, pb::Kernel::Kind>(op)
           .Case([&](nn::EinsumOp o) {
             attrs.set_spec(o.getSpec().str());
-            return "einsum";
+            return pb::Kernel::EINSUM;
           })
-          .Case([](nn::AddOp) { return "add"; })
-          .Case([](nn::SubOp) { return "sub"; })
-          .Case([](nn::MulOp) { return "mul"; })
-          .Case([](nn::DivOp) { return "div"; })
-          .Case([](nn::MaxOp) { return "max"; })
-          .Case([](nn::NegOp) { return "neg"; })
-          .Case([](nn::ExpOp) { return "exp"; })
-          .Case([](nn::LogOp) { return "log"; })
-          .Case([](nn::TanhOp) { return "tanh"; })
-          .Case([](nn::ReluOp) { return "relu"; })
-          .Case([](nn::SiluOp) { return "silu"; })
-          .Case([](nn::RsqrtOp) { return "rsqrt"; })
-          .Case([](nn::SqrtOp) { return "sqrt"; })
+          .Case([](nn::AddOp) { return pb::Kernel::ADD; })
+          .Case([](nn::SubOp) { return pb::Kernel::SUB; })
+          .Case([](nn::MulOp) { return pb::Kernel::MUL; })
+          .Case([](nn::DivOp) { return pb::Kernel::DIV; })
+          .Case([](nn::MaxOp) { return pb::Kernel::MAX; })
+          .Case([](nn::NegOp) { return pb::Kernel::NEG; })
+          .Case([](nn::ExpOp) { return pb::Kernel::EXP; })
+          .Case([](nn::LogOp) { return pb::Kernel::LOG; })
+          .Case([](nn::TanhOp) { return pb::Kernel::TANH; })
+          .Case([](nn::ReluOp) { return pb::Kernel::RELU; })
+          .Case([](nn::SiluOp) { return pb::Kernel::SILU; })
+          .Case([](nn::RsqrtOp) { return pb::Kernel::RSQRT; })
+          .Case([](nn::SqrtOp) { return pb::Kernel::SQRT; })
           .Case([&](nn::GeluOp o) {
             attrs.set_tanh(o.getTanh());
-            return "gelu";
+            return pb::Kernel::GELU;
           })
           .Case([&](nn::BroadcastOp o) {
             dims(o.getDims());
-            return "broadcast";
+            return pb::Kernel::BROADCAST;
           })
           .Case([&](nn::ReduceOp o) {
             dims(o.getDims());
             switch (o.getKind()) {
             case nn::ReduceKind::Sum:
-              return "reduce_sum";
+              return pb::Kernel::REDUCE_SUM;
             case nn::ReduceKind::Max:
-              return "reduce_max";
+              return pb::Kernel::REDUCE_MAX;
             case nn::ReduceKind::Mean:
-              return "reduce_mean";
+              return pb::Kernel::REDUCE_MEAN;
             }
-            return "";
+            return pb::Kernel::KIND_UNSPECIFIED;
           })
           .Case([&](nn::TransposeOp o) {
             dims(o.getPerm());
-            return "transpose";
+            return pb::Kernel::TRANSPOSE;
           })
-          .Case([](nn::ReshapeOp) { return "reshape"; })
+          .Case([](nn::ReshapeOp) { return pb::Kernel::RESHAPE; })
           .Case([&](nn::SoftmaxOp o) {
             attrs.set_dim(int64_t(o.getDim()));
-            return "softmax";
+            return pb::Kernel::SOFTMAX;
           })
           .Case([&](nn::LayerNormOp o) {
             attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return "layer_norm";
+            return pb::Kernel::LAYER_NORM;
           })
           .Case([&](nn::RMSNormOp o) {
             attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return "rms_norm";
+            return pb::Kernel::RMS_NORM;
           })
           .Case([&](nn::RotaryOp o) {
             attrs.set_theta(o.getThetaAttr().getValueAsDouble());
-            return "rotary";
+            return pb::Kernel::ROTARY;
           })
           .Case([&](nn::AttentionOp o) {
             attrs.set_causal(o.getCausal());
@@ -777,32 +777,32 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
               attrs.set_has_scale(true);
               attrs.set_scale(scale.getValueAsDouble());
             }
-            return "attention";
+            return pb::Kernel::ATTENTION;
           })
-          .Case([](nn::EmbeddingOp) { return "embedding"; })
+          .Case([](nn::EmbeddingOp) { return pb::Kernel::EMBEDDING; })
           .Case([&](nn::CrossEntropyOp o) {
             setMeanCount(o);
-            return "cross_entropy";
+            return pb::Kernel::CROSS_ENTROPY;
           })
           // Backward ops (nn-autodiff).
-          .Case([](nn::ReluGradOp) { return "relu_grad"; })
-          .Case([](nn::SiluGradOp) { return "silu_grad"; })
+          .Case([](nn::ReluGradOp) { return pb::Kernel::RELU_GRAD; })
+          .Case([](nn::SiluGradOp) { return pb::Kernel::SILU_GRAD; })
           .Case([&](nn::GeluGradOp o) {
             attrs.set_tanh(o.getTanh());
-            return "gelu_grad";
+            return pb::Kernel::GELU_GRAD;
           })
-          .Case([](nn::GreaterEqualOp) { return "greater_equal"; })
+          .Case([](nn::GreaterEqualOp) { return pb::Kernel::GREATER_EQUAL; })
           .Case([&](nn::LayerNormGradOp o) {
             attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return "layer_norm_grad";
+            return pb::Kernel::LAYER_NORM_GRAD;
           })
           .Case([&](nn::RMSNormGradOp o) {
             attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return "rms_norm_grad";
+            return pb::Kernel::RMS_NORM_GRAD;
           })
           .Case([&](nn::RotaryGradOp o) {
             attrs.set_theta(o.getThetaAttr().getValueAsDouble());
-            return "rotary_grad";
+            return pb::Kernel::ROTARY_GRAD;
           })
           .Case([&](nn::AttentionGradOp o) {
             attrs.set_wrt(nn::stringifyAttentionGradWrt(o.getWrt()).str());
@@ -811,20 +811,20 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
               attrs.set_has_scale(true);
               attrs.set_scale(scale.getValueAsDouble());
             }
-            return "attention_grad";
+            return pb::Kernel::ATTENTION_GRAD;
           })
-          .Case([](nn::EmbeddingGradOp) { return "embedding_grad"; })
+          .Case([](nn::EmbeddingGradOp) { return pb::Kernel::EMBEDDING_GRAD; })
           .Case([&](nn::CrossEntropyGradOp o) {
             setMeanCount(o);
-            return "cross_entropy_grad";
+            return pb::Kernel::CROSS_ENTROPY_GRAD;
           })
-          .Case([](nn::ConvertOp) { return "convert"; })
+          .Case([](nn::ConvertOp) { return pb::Kernel::CONVERT; })
           // Optimizer updates: one kernel, one output per result.
           .Case([&](nn::SGDOp o) {
             attrs.set_lr(o.getLrAttr().getValueAsDouble());
             attrs.set_momentum(o.getMomentumAttr().getValueAsDouble());
             attrs.set_weight_decay(o.getWeightDecayAttr().getValueAsDouble());
-            return "sgd";
+            return pb::Kernel::SGD;
           })
           .Case([&](nn::AdamWOp o) {
             attrs.set_lr(o.getLrAttr().getValueAsDouble());
@@ -832,12 +832,12 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             attrs.set_beta2(o.getBeta2Attr().getValueAsDouble());
             attrs.set_eps(o.getEpsilonAttr().getValueAsDouble());
             attrs.set_weight_decay(o.getWeightDecayAttr().getValueAsDouble());
-            return "adamw";
+            return pb::Kernel::ADAMW;
           })
-          .Case([&](nn::ConstantOp o) -> std::string {
+          .Case([&](nn::ConstantOp o) -> pb::Kernel::Kind {
             auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
             if (!dense || !dense.isSplat())
-              return "";
+              return pb::Kernel::KIND_UNSPECIFIED;
             Type et = dense.getElementType();
             if (isa<FloatType>(et))
               attrs.set_fill_value(
@@ -845,10 +845,10 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
             else
               attrs.set_fill_value(
                   double(dense.getSplatValue<APInt>().getSExtValue()));
-            return "fill";
+            return pb::Kernel::FILL;
           })
-          .Default([](Operation *) { return ""; });
-  if (kind.empty()) {
+          .Default([](Operation *) { return pb::Kernel::KIND_UNSPECIFIED; });
+  if (kind == pb::Kernel::KIND_UNSPECIFIED) {
     if (auto constant = dyn_cast<nn::ConstantOp>(op))
       return lowerConstant(constant);
     return op->emitError() << "cannot be lowered to a plan: the runtime has "

@@ -149,7 +149,8 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
     if (!inst.has_kernel())
       continue;
     const plan::Kernel &k = inst.kernel();
-    bool adamw = k.kind() == "adamw", sgd = k.kind() == "sgd";
+    bool adamw = k.kind() == plan::Kernel::ADAMW,
+         sgd = k.kind() == plan::Kernel::SGD;
     if ((!adamw && !sgd) || k.inputs().size() < 3 || !valid(k.inputs(1)))
       continue;
     ++updates;

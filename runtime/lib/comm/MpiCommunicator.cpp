@@ -17,7 +17,11 @@
 // handshake of non-blocking messages among the members under the same
 // deadline, so a member that never comes is reported by rank instead of
 // hanging the others; a member dying in the short window between the two
-// can still hang them. Group communicators are cached per ordered rank list.
+// can still hang them. Group communicators are cached per ordered rank list;
+// createGroup sets one up ahead of time (the executor makes every group its
+// plan uses when it is built), and start() on such a group posts the
+// non-blocking call and returns its MPI request, tested against the deadline
+// by CommRequest::wait.
 //
 // collective_permute is point to point on the send/recv communicator under
 // its own tag: a source posts one MPI_Isend to its target, a target one
@@ -97,8 +101,35 @@ public:
                          const std::vector<std::pair<int, int>> &pairs,
                          const std::vector<int> &group) override;
   void barrier(const std::vector<int> &group) override;
+  std::shared_ptr<CommGroup> createGroup(const std::vector<int> &ranks) override;
+  std::unique_ptr<CommRequest> start(const CollectiveArgs &args,
+                                     const CommGroup &group) override;
 
 private:
+  /// A group with its MPI communicator (MPI_COMM_NULL for a group of one).
+  struct MpiGroup final : CommGroup {
+    MpiGroup(std::vector<int> ranks, int position, MPI_Comm comm)
+        : CommGroup(std::move(ranks), position), comm(comm) {}
+    MPI_Comm comm;
+  };
+  /// A posted collective; wait() tests it against the deadline.
+  class Request final : public CommRequest {
+  public:
+    Request(MpiCommunicator &owner, std::string head)
+        : owner(owner), head(std::move(head)), started(Clock::now()) {}
+    void wait(Clock::time_point deadline) override {
+      if (requests.empty())
+        return;
+      owner.waitAll(requests, head, deadline, nullptr, nullptr, started);
+      requests.clear();
+    }
+    MpiCommunicator &owner;
+    std::string head;
+    Clock::time_point started;
+    std::vector<MPI_Request> requests;
+    std::vector<unsigned char> copy; // reduce_scatter's send, when it overlaps
+  };
+
   /// One collective call: where it runs and how long it may take.
   struct Call {
     std::string head; // "rank 3: all_reduce over group [0,1,2,3]"
@@ -114,10 +145,12 @@ private:
                      int position, Clock::time_point deadline);
   /// Polls `requests` until all complete, or fails naming `head`. On a
   /// timeout, `waitingFor[i]` (when given) is the rank request i waits for.
+  /// `since`, when set, is when the call started: the timeout message then
+  /// names the time from it to the deadline instead of the timeout.
   void waitAll(std::vector<MPI_Request> &requests, const std::string &head,
                Clock::time_point deadline,
                const std::vector<int> *waitingFor = nullptr,
-               MPI_Status *status = nullptr);
+               MPI_Status *status = nullptr, Clock::time_point since = {});
   /// Starts one non-blocking operation (`start` gets its request) and
   /// waits for it as waitAll does.
   template <typename Start>
@@ -270,7 +303,7 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
                               const std::string &head,
                               Clock::time_point deadline,
                               const std::vector<int> *waitingFor,
-                              MPI_Status *status) {
+                              MPI_Status *status, Clock::time_point since) {
   // MPI_Test drives progress; back off from spinning to yielding to short
   // sleeps so that oversubscribed ranks leave the cores to their peers.
   for (unsigned polls = 0;; ++polls) {
@@ -286,7 +319,14 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
     if (!pending)
       return;
     if (Clock::now() >= deadline) {
-      std::string message = head + " timed out after " + timeoutText();
+      std::string message =
+          head + " timed out after " +
+          (since == Clock::time_point{}
+               ? timeoutText()
+               : std::to_string(std::chrono::duration_cast<
+                                    std::chrono::milliseconds>(deadline - since)
+                                    .count()) +
+                     " ms");
       if (waitingFor) {
         std::vector<int> missing;
         for (size_t i = 0; i < requests.size(); ++i)
@@ -382,6 +422,78 @@ MPI_Comm MpiCommunicator::groupComm(const std::string &head,
   MPI_Group_free(&worldGroup);
   MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
   return groupComms[group] = c;
+}
+
+std::shared_ptr<CommGroup>
+MpiCommunicator::createGroup(const std::vector<int> &ranks) {
+  Call call = begin("create_group", ranks);
+  return std::make_shared<MpiGroup>(ranks, call.position, call.comm);
+}
+
+std::unique_ptr<CommRequest>
+MpiCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
+  const auto *g = dynamic_cast<const MpiGroup *>(&group);
+  // collective_permute is point to point (no group communicator), and a
+  // group made elsewhere has none: both run blocking.
+  if (!g || args.kind == CollectiveKind::CollectivePermute)
+    return Communicator::start(args, group);
+  const char *name = toString(args.kind);
+  std::string head = describeCall(myRank, name, group.ranks());
+  if (failed)
+    throw Error(head +
+                " refused: an earlier call failed and MPI cannot "
+                "cancel it (" +
+                firstFailure + ")");
+  auto request = std::make_unique<Request>(*this, head);
+  int n = mpiCount(args.count, head);
+  MPI_Datatype type = typeOf(args.dtype);
+  size_t bytes = args.count * sizeOf(args.dtype);
+  if (g->comm == MPI_COMM_NULL) {
+    if (args.kind != CollectiveKind::AllReduce &&
+        args.kind != CollectiveKind::Barrier && bytes)
+      std::memmove(args.recv, args.send, bytes);
+    return request;
+  }
+  request->requests.resize(1);
+  MPI_Request *r = &request->requests[0];
+  int code = MPI_SUCCESS;
+  switch (args.kind) {
+  case CollectiveKind::AllReduce:
+    if (n == 0) {
+      request->requests.clear();
+      return request;
+    }
+    code = MPI_Iallreduce(MPI_IN_PLACE, args.recv, n, type,
+                          opOf(args.dtype, args.op), g->comm, r);
+    break;
+  case CollectiveKind::AllGather:
+    code = MPI_Iallgather(args.send, n, type, args.recv, n, type, g->comm, r);
+    break;
+  case CollectiveKind::ReduceScatter: {
+    // As reduceScatter: MPI forbids `recv` inside `send`.
+    const void *send = args.send;
+    const auto *sendBytes = static_cast<const unsigned char *>(args.send);
+    auto *recvBytes = static_cast<unsigned char *>(args.recv);
+    size_t all = bytes * group.ranks().size();
+    if (recvBytes < sendBytes + all && sendBytes < recvBytes + bytes) {
+      request->copy.assign(sendBytes, sendBytes + all);
+      send = request->copy.data();
+    }
+    code = MPI_Ireduce_scatter_block(send, args.recv, n, type,
+                                     opOf(args.dtype, args.op), g->comm, r);
+    break;
+  }
+  case CollectiveKind::AllToAll:
+    code = MPI_Ialltoall(args.send, n, type, args.recv, n, type, g->comm, r);
+    break;
+  case CollectiveKind::Barrier:
+    code = MPI_Ibarrier(g->comm, r);
+    break;
+  case CollectiveKind::CollectivePermute:
+    break;
+  }
+  check(code, head);
+  return request;
 }
 
 void MpiCommunicator::allReduce(void *data, size_t count, DType dtype,

@@ -1,16 +1,16 @@
-//===- Executor.cpp - runs one program of a plan on one rank
-//---------------===//
+//===- Executor.cpp - runs one program of a plan on one rank -------------===//
 //
 // At construction the executor turns the validated plan into closures: each
 // buffer gets its address (arena offset, or persistent storage for
-// parameters and inputs), each kernel its prebuilt KernelCall, each
-// collective its rank group and scratch buffers. Communicators act on the
-// leading dimension, so a collective along another dimension is a transpose
-// to the front, the collective, and a transpose back.
+// parameters and inputs, all allocated from the backend's Device), each
+// kernel its prebuilt KernelCall, each collective its rank group and scratch
+// buffers. Communicators act on the leading dimension, so a collective along
+// another dimension is a transpose to the front, the collective, and a
+// transpose back. Kernels and copies run on the device's compute stream;
+// gradient buckets' calls on a communication stream, ordered by events.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CommQueue.h"
 #include "PlanInternal.h"
 
 #include <algorithm>
@@ -124,20 +124,6 @@ KernelAttrs toAttrs(const plan::KernelAttrs &a) {
   return attrs;
 }
 
-struct AlignedFree {
-  void operator()(void *p) const { std::free(p); }
-};
-using Storage = std::unique_ptr<unsigned char, AlignedFree>;
-
-Storage allocate(int64_t bytes) {
-  size_t size = ((std::max<int64_t>(bytes, 1) + 63) / 64) * 64;
-  void *p = std::aligned_alloc(64, size);
-  if (!p)
-    throw Error("cannot allocate " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, size);
-  return Storage(static_cast<unsigned char *>(p));
-}
-
 /// The initializer's value at `index` for a parameter whose key is
 /// splitmix64(seed ^ fnv1a64(name)).
 double valueForKey(uint64_t key, uint64_t index, int kind, double a, double b) {
@@ -196,14 +182,48 @@ struct Executor::Impl {
   const plan::Program *program = nullptr;
   Communicator *comm = nullptr;
   Backend *backend = nullptr;
+  Device *device = nullptr;
+  Stream *compute = nullptr; // the device's compute stream
   int rank = 0;
   std::map<std::string, int64_t> axisSizes;
   std::map<std::string, int64_t> coords; // this rank's mesh coordinates
   std::vector<std::string> axisOrder;
   std::vector<int> rankOfPosition;
 
-  Storage arena;
-  std::vector<Storage> persistent;
+  DeviceBuffer arena, hostArena; // the memory plan's, per memory space
+  std::vector<DeviceBuffer> persistent;
+  /// Zeroed memory for a buffer, scratch or staging area that lives as long
+  /// as the executor.
+  unsigned char *allocate(size_t bytes,
+                          MemorySpace space = MemorySpace::Device) {
+    persistent.push_back(device->allocateBuffer(bytes, space));
+    return persistent.back().get();
+  }
+  /// Lets `write` fill `bytes` at device address `dst` from the host: in
+  /// place on a host-accessible device, else through a staging copy.
+  template <typename Write>
+  void writeFromHost(void *dst, size_t bytes, Write &&write) {
+    if (device->isHostAccessible()) {
+      compute->synchronize();
+      write(static_cast<unsigned char *>(dst));
+      return;
+    }
+    std::vector<unsigned char> host(bytes);
+    write(host.data());
+    device->copyFromHost(dst, host.data(), bytes, *compute);
+  }
+  /// `bytes` at device address `src` as host memory: the address itself on a
+  /// host-accessible device, else a copy in `staging`.
+  const unsigned char *readToHost(const void *src, size_t bytes,
+                                  std::vector<unsigned char> &staging) {
+    if (device->isHostAccessible()) {
+      compute->synchronize();
+      return static_cast<const unsigned char *>(src);
+    }
+    staging.resize(bytes);
+    device->copyToHost(staging.data(), src, bytes, *compute);
+    return staging.data();
+  }
   std::vector<TensorView> views; // per buffer
   std::vector<std::function<void()>> steps;
   // After a step: results copied into the parameters and state they
@@ -226,7 +246,8 @@ struct Executor::Impl {
     std::function<void()> call;   // the communicator call on the packed data
     std::function<void()> unpack; // packed result -> every member's output
     std::vector<int64_t> outputs; // buffer ids
-    uint64_t ticket = 0;          // in `queue`, while pending
+    std::unique_ptr<Event> done;   // recorded on `commStream` after `call`
+    std::unique_ptr<Event> packed; // recorded on the compute stream
     bool pending = false;         // issued, not yet unpacked
   };
   std::vector<std::shared_ptr<Bucket>> buckets;
@@ -255,18 +276,28 @@ struct Executor::Impl {
     ++e.calls;
   }
   size_t waitSlot = 0, copyBackSlot = 0;
-  /// Runs bucket calls off the main thread (ExecutorOptions::overlapBuckets);
-  /// null when they run in line.
-  std::unique_ptr<CommQueue> queue;
+  /// The communication stream bucket calls run on
+  /// (ExecutorOptions::overlapBuckets); null when they run in line.
+  std::unique_ptr<Stream> commStream;
+  /// The event of the bucket issued last, while one is pending: the
+  /// communication stream is in order, so reaching it means every earlier
+  /// bucket call has run too.
+  Event *lastIssued = nullptr;
 
-  /// Issues `b`'s call (queued, or in line) once its members are packed.
+  /// Issues `b`'s call (on the communication stream, or in line) once its
+  /// members are packed.
   void issue(Bucket &b) {
-    if (!queue) {
+    if (!commStream) {
       runBucketCall(b);
       b.unpack();
       return;
     }
-    b.ticket = queue->enqueue([&b] { runBucketCall(b); });
+    // The call reads what the members packed on the compute stream.
+    compute->record(*b.packed);
+    commStream->wait(*b.packed);
+    commStream->enqueue([&b] { runBucketCall(b); });
+    commStream->record(*b.done);
+    lastIssued = b.done.get();
     b.pending = true;
   }
   /// Waits for `b`'s call if it is in flight and unpacks its outputs.
@@ -275,7 +306,7 @@ struct Executor::Impl {
       return;
     b.pending = false;
     timed(waitSlot, [&] {
-      queue->wait(b.ticket);
+      compute->wait(*b.done);
       b.unpack();
     });
   }
@@ -286,13 +317,21 @@ struct Executor::Impl {
       throw Error(b.where + ": " + e.what());
     }
   }
-  /// Before the main thread calls the communicator itself: everything
-  /// queued must have run, so calls stay in program order, one at a time.
-  void drainQueue() {
-    if (!queue)
+  /// Before the main thread calls the communicator itself: every bucket
+  /// call issued so far must have run, so calls stay in program order, one
+  /// at a time. The outputs are unpacked later, where they are first read.
+  void waitForCommStream() {
+    if (!lastIssued)
       return;
+    Event *last = lastIssued;
+    lastIssued = nullptr;
+    timed(waitSlot, [&] { compute->wait(*last); });
+  }
+  /// When a step ends: waits for and unpacks every pending bucket.
+  void finishBuckets() {
     for (const std::shared_ptr<Bucket> &b : buckets)
       finish(*b);
+    lastIssued = nullptr;
   }
   /// Compiles the bucket of instructions [first, end); returns one step per
   /// member.
@@ -300,6 +339,42 @@ struct Executor::Impl {
                                                    int64_t end);
 
   const plan::Buffer &buffer(int64_t id) const { return program->buffers(id); }
+
+  /// The communicator groups, made at construction (see makeGroups): one
+  /// per set of mesh axes the plan's collectives use, and every device.
+  std::map<std::string, std::shared_ptr<CommGroup>> groupOfAxes;
+  std::shared_ptr<CommGroup> worldGroup;
+  static std::string axesKey(
+      const google::protobuf::RepeatedPtrField<std::string> &axes) {
+    std::string key;
+    for (const std::string &axis : axes)
+      key += axis + ",";
+    return key;
+  }
+  /// The group of `axes` (null without a communicator).
+  const CommGroup *
+  commGroup(const google::protobuf::RepeatedPtrField<std::string> &axes) const {
+    auto it = groupOfAxes.find(axesKey(axes));
+    return it == groupOfAxes.end() ? nullptr : it->second.get();
+  }
+  /// Makes every group the program's collectives use, in instruction order
+  /// (the same on every rank, as communicators that set groups up together
+  /// need), before any step runs.
+  void makeGroups() {
+    if (!comm)
+      return;
+    std::vector<int> world(plan->numDevices());
+    std::iota(world.begin(), world.end(), 0);
+    worldGroup = comm->createGroup(world);
+    for (const plan::Instruction &inst : program->instructions()) {
+      if (!inst.has_collective() ||
+          !collectiveCommunicates(inst.collective().kind()))
+        continue;
+      std::string key = axesKey(inst.collective().axes());
+      if (!groupOfAxes.count(key))
+        groupOfAxes[key] = comm->createGroup(group(inst.collective().axes()));
+    }
+  }
 
   std::map<std::string, int64_t> coordsOf(int position) const {
     std::map<std::string, int64_t> c;
@@ -361,18 +436,20 @@ struct Executor::Impl {
     const plan::Init &init = b.init();
     uint64_t key = splitmix64(plan->seed() ^ fnv1a64(b.name()));
     bool f64 = view.dtype == DType::F64;
-    std::memset(view.data, 0, view.numBytes()); // padding, if any, is zeros
-    forEachRow(global, view.shape, blockStarts(b, coords),
-               [&](int64_t g, int64_t l, int64_t n) {
-                 for (int64_t i = 0; i < n; ++i) {
-                   double v =
-                       valueForKey(key, g + i, init.kind(), init.a(), init.b());
-                   if (f64)
-                     view.as<double>()[l + i] = v;
-                   else
-                     view.as<float>()[l + i] = float(v);
-                 }
-               });
+    writeFromHost(view.data, view.numBytes(), [&](unsigned char *host) {
+      std::memset(host, 0, view.numBytes()); // padding, if any, is zeros
+      forEachRow(global, view.shape, blockStarts(b, coords),
+                 [&](int64_t g, int64_t l, int64_t n) {
+                   for (int64_t i = 0; i < n; ++i) {
+                     double v = valueForKey(key, g + i, init.kind(), init.a(),
+                                            init.b());
+                     if (f64)
+                       reinterpret_cast<double *>(host)[l + i] = v;
+                     else
+                       reinterpret_cast<float *>(host)[l + i] = float(v);
+                   }
+                 });
+    });
   }
 
   void transpose(const TensorView &in, const TensorView &out,
@@ -394,7 +471,7 @@ struct Executor::Impl {
 /// What Executor::profile calls an instruction.
 static std::string instructionLabel(const plan::Instruction &inst) {
   if (inst.has_kernel())
-    return inst.kernel().kind();
+    return kernelKindName(inst.kernel().kind());
   const plan::Collective &c = inst.collective();
   std::string name = collectiveKindName(c.kind());
   return c.bucket() > 0 ? name + " (bucket)" : name;
@@ -430,31 +507,38 @@ std::function<void()>
 Executor::Impl::compileCollective(const plan::Collective &c) {
   TensorView in = views[c.input()], out = views[c.output()];
   std::vector<int> ranks = group(c.axes());
+  const CommGroup *grp = commGroup(c.axes());
   int64_t g = ranks.size();
   ReduceOp op = toReduceOp(c.op());
   Communicator *comm = this->comm;
+  Device *dev = device;
+  Stream *cs = compute;
   DType dtype = in.dtype;
   auto scratch = [&](const std::vector<int64_t> &shape) {
-    persistent.push_back(
-        allocate(TensorView{nullptr, dtype, shape}.numBytes()));
-    return TensorView{persistent.back().get(), dtype, shape};
+    unsigned char *data =
+        allocate(TensorView{nullptr, dtype, shape}.numBytes());
+    return TensorView{data, dtype, shape};
   };
   switch (c.kind()) {
   case plan::Collective::ALL_REDUCE:
     return [=] {
       if (in.data != out.data)
-        std::memcpy(out.data, in.data, in.numBytes());
+        dev->copy(out.data, in.data, in.numBytes(), *cs);
       if (g > 1)
-        comm->allReduce(out.data, out.numElements(), dtype, op, ranks);
+        comm->run({CollectiveKind::AllReduce, nullptr, out.data,
+                   size_t(out.numElements()), dtype, op, {}},
+                  *grp);
     };
   case plan::Collective::ALL_GATHER: {
     int64_t d = c.dim();
     if (d == 0 || g == 1)
       return [=] {
         if (g == 1)
-          std::memcpy(out.data, in.data, in.numBytes());
+          dev->copy(out.data, in.data, in.numBytes(), *cs);
         else
-          comm->allGather(in.data, out.data, in.numElements(), dtype, ranks);
+          comm->run({CollectiveKind::AllGather, in.data, out.data,
+                     size_t(in.numElements()), dtype, op, {}},
+                    *grp);
       };
     auto [perm, front] = toFront(in.shape, d);
     TensorView sendT = scratch(front);
@@ -464,19 +548,21 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     std::vector<int64_t> back = inverse(perm);
     return [=] {
       transpose(in, sendT, perm);
-      comm->allGather(sendT.data, recvT.data, sendT.numElements(), dtype,
-                      ranks);
+      comm->run({CollectiveKind::AllGather, sendT.data, recvT.data,
+                 size_t(sendT.numElements()), dtype, op, {}},
+                *grp);
       transpose(recvT, out, back);
     };
   }
   case plan::Collective::REDUCE_SCATTER: {
     int64_t d = c.dim();
     if (g == 1)
-      return [=] { std::memcpy(out.data, in.data, in.numBytes()); };
+      return [=] { dev->copy(out.data, in.data, in.numBytes(), *cs); };
     if (d == 0)
       return [=] {
-        comm->reduceScatter(in.data, out.data, out.numElements(), dtype, op,
-                            ranks);
+        comm->run({CollectiveKind::ReduceScatter, in.data, out.data,
+                   size_t(out.numElements()), dtype, op, {}},
+                  *grp);
       };
     auto [perm, front] = toFront(in.shape, d);
     TensorView sendT = scratch(front);
@@ -486,15 +572,16 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     std::vector<int64_t> back = inverse(perm);
     return [=] {
       transpose(in, sendT, perm);
-      comm->reduceScatter(sendT.data, recvT.data, recvT.numElements(), dtype,
-                          op, ranks);
+      comm->run({CollectiveKind::ReduceScatter, sendT.data, recvT.data,
+                 size_t(recvT.numElements()), dtype, op, {}},
+                *grp);
       transpose(recvT, out, back);
     };
   }
   case plan::Collective::ALL_TO_ALL: {
     int64_t s = c.dim(), cd = c.concat_dim(), rank = in.shape.size();
     if (g == 1)
-      return [=] { std::memcpy(out.data, in.data, in.numBytes()); };
+      return [=] { dev->copy(out.data, in.data, in.numBytes(), *cs); };
     // Send: split dim to the front, so block j (for position j) is contiguous.
     auto [perm, front] = toFront(in.shape, s);
     TensorView sendT = scratch(front);
@@ -520,8 +607,9 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     TensorView outT{out.data, dtype, permuted};
     return [=] {
       transpose(in, sendT, perm);
-      comm->allToAll(sendT.data, recvT.data, sendT.numElements() / g, dtype,
-                     ranks);
+      comm->run({CollectiveKind::AllToAll, sendT.data, recvT.data,
+                 size_t(sendT.numElements() / g), dtype, op, {}},
+                *grp);
       transpose(recvT, outT, backPerm);
     };
   }
@@ -539,7 +627,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       const unsigned char *src = static_cast<const unsigned char *>(in.data);
       unsigned char *dst = static_cast<unsigned char *>(out.data);
       for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(dst + o * block, src + o * row + position * block, block);
+        dev->copy(dst + o * block, src + o * row + position * block, block,
+                  *cs);
     };
   }
   case plan::Collective::MASK: {
@@ -560,24 +649,27 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       throw Error(std::string("mask: unsupported dtype ") + toString(dtype));
     return [=] {
       if (in.data != out.data)
-        std::memcpy(out.data, in.data, in.numBytes());
-      auto fill = [&](auto *data, auto v) {
-        for (int64_t o = 0; o < outer; ++o)
-          std::fill(data + (o * local + first) * inner,
-                    data + (o + 1) * local * inner, v);
+        dev->copy(out.data, in.data, in.numBytes(), *cs);
+      auto fill = [&](auto v) {
+        size_t elem = sizeof(v);
+        auto *data = static_cast<unsigned char *>(out.data);
+        if (first < local)
+          for (int64_t o = 0; o < outer; ++o)
+            dev->fill(data + (o * local + first) * inner * elem, &v, elem,
+                      (local - first) * inner, *cs);
       };
       switch (dtype) {
       case DType::F32:
-        fill(out.as<float>(), float(value));
+        fill(float(value));
         break;
       case DType::F64:
-        fill(out.as<double>(), value);
+        fill(value);
         break;
       case DType::I32:
-        fill(out.as<int32_t>(), int32_t(value));
+        fill(int32_t(value));
         break;
       default:
-        fill(out.as<int64_t>(), int64_t(value));
+        fill(int64_t(value));
         break;
       }
     };
@@ -586,10 +678,12 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     int64_t position =
         std::find(ranks.begin(), ranks.end(), rank) - ranks.begin();
     return [=] {
-      if (out.dtype == DType::I32)
-        *out.as<int32_t>() = int32_t(position);
-      else
-        *out.as<int64_t>() = position;
+      if (out.dtype == DType::I32) {
+        int32_t value = int32_t(position);
+        dev->fill(out.data, &value, sizeof(value), 1, *cs);
+      } else {
+        dev->fill(out.data, &position, sizeof(position), 1, *cs);
+      }
     };
   }
   case plan::Collective::COLLECTIVE_PERMUTE: {
@@ -599,8 +693,9 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     for (int k = 0; k + 1 < c.pairs_size(); k += 2)
       pairs.emplace_back(int(c.pairs(k)), int(c.pairs(k + 1)));
     return [=] {
-      comm->collectivePermute(in.data, out.data, in.numElements(), dtype,
-                              pairs, ranks);
+      comm->run({CollectiveKind::CollectivePermute, in.data, out.data,
+                 size_t(in.numElements()), dtype, op, pairs},
+                *grp);
     };
   }
   default:
@@ -616,8 +711,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   b->id = head.bucket();
   b->where = "bucket " + std::to_string(b->id) + " (instructions " +
              std::to_string(first) + "-" + std::to_string(end - 1) + ")";
-  std::vector<int> ranks = group(head.axes());
-  int64_t g = ranks.size();
+  const CommGroup *grp = commGroup(head.axes());
+  int64_t g = group(head.axes()).size();
   ReduceOp op = toReduceOp(head.op());
   DType dtype = views[head.input()].dtype;
   size_t elem = sizeOf(dtype);
@@ -648,9 +743,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     m.count = scatter ? m.in.numElements() / g : m.in.numElements();
     if (scatter && c.dim() != 0 && g > 1) {
       auto [perm, front] = toFront(m.in.shape, c.dim());
-      persistent.push_back(
-          allocate(TensorView{nullptr, dtype, front}.numBytes()));
-      m.front = TensorView{persistent.back().get(), dtype, front};
+      m.front = TensorView{
+          allocate(TensorView{nullptr, dtype, front}.numBytes()), dtype, front};
       m.perm = perm;
       m.back = inverse(perm);
     }
@@ -661,23 +755,26 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     members.push_back(std::move(m));
   }
   int64_t sendElems = scatter ? block * g : block;
-  persistent.push_back(allocate(sendElems * elem));
-  unsigned char *send = persistent.back().get();
+  unsigned char *send = allocate(sendElems * elem);
   unsigned char *recv = send; // an all_reduce reduces in place
-  if (scatter) {
-    persistent.push_back(allocate(block * elem));
-    recv = persistent.back().get();
-  }
+  if (scatter)
+    recv = allocate(block * elem);
 
   Communicator *comm = this->comm;
+  Device *dev = device;
   b->call = [=] {
     if (g == 1) {
       if (recv != send)
-        std::memcpy(recv, send, block * elem);
+        dev->copy(recv, send, block * elem, dev->computeStream());
     } else if (scatter) {
-      comm->reduceScatter(send, recv, block, dtype, op, ranks);
+      comm->run({CollectiveKind::ReduceScatter, send, recv, size_t(block),
+                 dtype, op, {}},
+                *grp);
     } else {
-      comm->allReduce(send, block, dtype, op, ranks);
+      comm->run(
+          {CollectiveKind::AllReduce, nullptr, send, size_t(block), dtype, op,
+           {}},
+          *grp);
     }
   };
   b->unpack = [this, members, recv, elem, dtype] {
@@ -686,7 +783,7 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
         continue;
       unsigned char *src = recv + m.offset * elem;
       if (m.perm.empty()) {
-        std::memcpy(m.out.data, src, m.count * elem);
+        device->copy(m.out.data, src, m.count * elem, *compute);
         continue;
       }
       std::vector<int64_t> shape = m.front.shape;
@@ -702,15 +799,16 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     bool last = k + 1 == members.size();
     steps.push_back([this, m, send, elem, g, scatter, block, bucket, last] {
       if (!scatter) {
-        std::memcpy(send + m.offset * elem, m.in.data, m.count * elem);
+        device->copy(send + m.offset * elem, m.in.data, m.count * elem,
+                     *compute);
       } else {
         const unsigned char *src = static_cast<const unsigned char *>(
             m.perm.empty() ? m.in.data : m.front.data);
         if (!m.perm.empty())
           transpose(m.in, m.front, m.perm);
         for (int64_t r = 0; r < g; ++r)
-          std::memcpy(send + (r * block + m.offset) * elem,
-                      src + r * m.count * elem, m.count * elem);
+          device->copy(send + (r * block + m.offset) * elem,
+                       src + r * m.count * elem, m.count * elem, *compute);
       }
       if (last)
         issue(*bucket);
@@ -728,6 +826,8 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   const PlanFile::Impl &p = plan->impl();
   s.program = &p.program(programName);
   s.backend = &backend;
+  s.device = &backend.device();
+  s.compute = &s.device->computeStream();
   if (s.program->partitioned()) {
     if (!comm)
       throw Error("program '" + programName +
@@ -754,23 +854,29 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       position = int(k);
   }
   s.coords = s.coordsOf(s.program->partitioned() ? position : 0);
+  s.makeGroups();
 
-  s.arena = allocate(s.program->arena_bytes());
+  s.arena = s.device->allocateBuffer(s.program->arena_bytes());
+  if (s.program->host_arena_bytes() > 0)
+    s.hostArena = s.device->allocateBuffer(s.program->host_arena_bytes(),
+                                           MemorySpace::Host);
   s.views.resize(s.program->buffers_size());
   for (int64_t id = 0; id < s.program->buffers_size(); ++id) {
     const plan::Buffer &b = s.buffer(id);
     TensorView &view = s.views[id];
     view.dtype = toDType(b.dtype());
     view.shape = toVector(b.local_shape());
+    bool host = b.memory_space() == plan::HOST;
     if (b.role() == plan::ACTIVATION) {
-      view.data = s.arena.get() + b.offset();
+      view.data = (host ? s.hostArena : s.arena).get() + b.offset();
     } else {
-      s.persistent.push_back(allocate(view.numBytes()));
-      view.data = s.persistent.back().get();
+      view.data = s.allocate(view.numBytes(),
+                             host ? MemorySpace::Host : MemorySpace::Device);
       if (b.role() == plan::PARAMETER)
         s.initParameter(id);
       else if (b.role() == plan::CONSTANT)
-        std::memcpy(view.data, b.data().data(), b.data().size());
+        s.device->copyFromHost(view.data, b.data().data(), b.data().size(),
+                               *s.compute);
     }
   }
   int64_t numInstructions = s.program->instructions_size();
@@ -784,7 +890,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   s.waitSlot = s.profileSlot("gradient buckets: wait and unpack");
   s.copyBackSlot = s.profileSlot("copy back updated parameters and state");
   // `drains`: a collective the main thread issues itself, after every
-  // queued bucket call has run.
+  // bucket call issued before it has run.
   auto addStep = [&](int64_t i, const std::vector<int64_t> &reads,
                      std::function<void()> step, bool drains) {
     const plan::Instruction &inst = s.program->instructions(i);
@@ -807,7 +913,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
         for (Impl::Bucket *b : waits)
           impl->finish(*b);
         if (drains)
-          impl->drainQueue();
+          impl->waitForCommStream();
         impl->timed(slot, step);
       } catch (const Error &e) {
         throw Error(where + ": " + e.what());
@@ -838,7 +944,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
       KernelCall call{
-          *kernelKindFromString(k.kind()), toAttrs(k.attrs()), {}, {}};
+          *kernelKindFromPlan(k.kind()), toAttrs(k.attrs()), {}, {}};
       for (int64_t id : k.inputs())
         call.inputs.push_back(s.views[id]);
       for (int64_t id : k.outputs())
@@ -857,8 +963,13 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     ++i;
   }
   if (!s.buckets.empty() && s.comm && options.overlapBuckets &&
-      s.comm->callableFromAnyThread())
-    s.queue = std::make_unique<CommQueue>();
+      s.comm->callableFromAnyThread()) {
+    s.commStream = s.device->createStream();
+    for (const std::shared_ptr<Impl::Bucket> &b : s.buckets) {
+      b->done = s.commStream->createEvent();
+      b->packed = s.compute->createEvent();
+    }
+  }
   for (int64_t id : s.program->results()) {
     const plan::Buffer &b = s.buffer(id);
     if (b.replaces().empty())
@@ -869,8 +980,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     Impl::CopyBack copy{s.views[id].data, nullptr, s.views[target].data,
                         s.views[id].numBytes()};
     if (b.role() != plan::ACTIVATION) {
-      s.persistent.push_back(allocate(copy.bytes));
-      copy.staged = s.persistent.back().get();
+      copy.staged = s.allocate(copy.bytes);
     }
     s.copyBacks.push_back(copy);
   }
@@ -896,12 +1006,13 @@ void Executor::Impl::scatterInto(int64_t id, const Tensor &t,
   const TensorView &view = views[id];
   size_t elem = sizeOf(view.dtype);
   const unsigned char *src = t.data<unsigned char>();
-  unsigned char *dst = static_cast<unsigned char *>(view.data);
-  std::memset(dst, 0, view.numBytes()); // padding, if any, is zeros
-  forEachRow(global, view.shape, blockStarts(b, coords),
-             [&](int64_t g, int64_t l, int64_t n) {
-               std::memcpy(dst + l * elem, src + g * elem, n * elem);
-             });
+  writeFromHost(view.data, view.numBytes(), [&](unsigned char *dst) {
+    std::memset(dst, 0, view.numBytes()); // padding, if any, is zeros
+    forEachRow(global, view.shape, blockStarts(b, coords),
+               [&](int64_t g, int64_t l, int64_t n) {
+                 std::memcpy(dst + l * elem, src + g * elem, n * elem);
+               });
+  });
 }
 
 int64_t Executor::Impl::persistentId(const std::string &name) const {
@@ -936,15 +1047,15 @@ void Executor::run() {
   Impl &s = *pimpl;
   for (const std::function<void()> &step : s.steps)
     step();
-  s.drainQueue();
+  s.finishBuckets();
   if (s.copyBacks.empty())
     return;
   s.timed(s.copyBackSlot, [&] {
     for (const Impl::CopyBack &c : s.copyBacks)
       if (c.staged)
-        std::memcpy(c.staged, c.from, c.bytes);
+        s.device->copy(c.staged, c.from, c.bytes, *s.compute);
     for (const Impl::CopyBack &c : s.copyBacks)
-      std::memcpy(c.to, c.staged ? c.staged : c.from, c.bytes);
+      s.device->copy(c.to, c.staged ? c.staged : c.from, c.bytes, *s.compute);
   });
 }
 
@@ -992,8 +1103,6 @@ void Executor::setPersistent(const std::string &name, const Tensor &global) {
 Tensor Executor::Impl::gatherBuffer(int64_t id) {
   Impl &s = *this;
   int64_t numDevices = s.plan->numDevices();
-  std::vector<int> world(numDevices);
-  std::iota(world.begin(), world.end(), 0);
   {
     const plan::Buffer &b = s.buffer(id);
     const TensorView &view = s.views[id];
@@ -1001,12 +1110,19 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
     Tensor out(view.dtype, global);
     size_t elem = sizeOf(view.dtype);
     if (!s.program->partitioned() || numDevices == 1) {
-      std::memcpy(out.data<unsigned char>(), view.data, view.numBytes());
+      s.device->copyToHost(out.data<unsigned char>(), view.data,
+                           view.numBytes(), *s.compute);
       return out;
     }
-    std::vector<unsigned char> all(view.numBytes() * numDevices);
-    s.comm->allGather(view.data, all.data(), view.numElements(), view.dtype,
-                      world);
+    // Gathered in device memory (where a device's communicator reads and
+    // writes), then read on the host.
+    size_t allBytes = view.numBytes() * numDevices;
+    DeviceBuffer gathered = s.device->allocateBuffer(allBytes);
+    s.comm->run({CollectiveKind::AllGather, view.data, gathered.get(),
+                 size_t(view.numElements()), view.dtype, ReduceOp::Sum, {}},
+                *s.worldGroup);
+    std::vector<unsigned char> staging;
+    const unsigned char *all = s.readToHost(gathered.get(), allBytes, staging);
     // Axes the value is split or partial over; over every other axis it is
     // replicated, and coordinate 0 speaks for the copies.
     std::map<std::string, bool> used;
@@ -1031,7 +1147,7 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
       if (!speaks)
         continue;
       const unsigned char *src =
-          all.data() + s.rankOfPosition[position] * view.numBytes();
+          all + s.rankOfPosition[position] * view.numBytes();
       unsigned char *dst = out.data<unsigned char>();
       // With partial axes the blocks of one place are combined; the one with
       // every partial coordinate 0 (the lowest position of them) is copied.
@@ -1167,8 +1283,8 @@ Tensor Executor::localParameter(const std::string &name) const {
     if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
         b.name() == name) {
       Tensor t(s.views[id].dtype, s.views[id].shape);
-      std::memcpy(t.data<unsigned char>(), s.views[id].data,
-                  s.views[id].numBytes());
+      s.device->copyToHost(t.data<unsigned char>(), s.views[id].data,
+                           s.views[id].numBytes(), *s.compute);
       return t;
     }
   }

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlanInternal.h"
 #include "partita/runtime/Backend.h"
 
 namespace partita::runtime {
@@ -59,7 +60,23 @@ constexpr KindName kKindNames[] = {
     {KernelKind::SGD, "sgd"},
     {KernelKind::AdamW, "adamw"},
 };
+// plan::Kernel::Kind numbers the kinds in KernelKind's order from 1 (0 is
+// unspecified); KernelKindTest checks every name against the enum's.
+static_assert(plan::Kernel::EINSUM == int(KernelKind::Einsum) + 1);
+static_assert(plan::Kernel::ADAMW == int(KernelKind::AdamW) + 1);
+static_assert(plan::Kernel::Kind_MAX == plan::Kernel::ADAMW);
 } // namespace
+
+std::optional<KernelKind> kernelKindFromPlan(int kind) {
+  if (kind < plan::Kernel::EINSUM || kind > plan::Kernel::ADAMW)
+    return std::nullopt;
+  return static_cast<KernelKind>(kind - 1);
+}
+
+const char *kernelKindName(int kind) {
+  std::optional<KernelKind> k = kernelKindFromPlan(kind);
+  return k ? toString(*k) : "?";
+}
 
 const char *toString(KernelKind kind) {
   for (const KindName &entry : kKindNames)

@@ -187,7 +187,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
   std::string what = planWhat + ": program '" + program.name() + "'";
   int64_t numBuffers = program.buffers_size();
   int64_t numInstructions = program.instructions_size();
-  if (program.arena_bytes() < 0)
+  if (program.arena_bytes() < 0 || program.host_arena_bytes() < 0)
     fail(what, "negative arena size");
 
   auto checkAxes = [&](const auto &axes, const std::string &where) {
@@ -204,7 +204,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
   struct Interval {
     int64_t begin, end, first, last, id;
   };
-  std::vector<Interval> arena;
+  // Per memory space (plan::DEVICE, plan::HOST): each has its own arena.
+  std::vector<Interval> arenas[2];
   for (int64_t i = 0; i < numBuffers; ++i) {
     const plan::Buffer &buffer = program.buffers(i);
     std::string bw =
@@ -218,6 +219,13 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
            bw + " has an unknown dtype " + std::to_string(buffer.dtype()));
     if (!plan::Role_IsValid(buffer.role()))
       fail(what, bw + " has an unknown role " + std::to_string(buffer.role()));
+    if (!plan::MemorySpace_IsValid(buffer.memory_space()))
+      fail(what, bw + " has an unknown memory space " +
+                     std::to_string(buffer.memory_space()) +
+                     " (0: device, 1: host)");
+    bool host = buffer.memory_space() == plan::HOST;
+    int64_t arenaBytes =
+        host ? program.host_arena_bytes() : program.arena_bytes();
     int64_t bytes = checkedNumBytes(buffer, what + ": " + bw);
     if (buffer.global_shape_size() != buffer.local_shape_size())
       fail(what, bw + " has local shape " + shapeString(buffer.local_shape()) +
@@ -257,19 +265,20 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     }
     switch (buffer.role()) {
     case plan::ACTIVATION:
-      if (buffer.offset() < 0 || bytes > program.arena_bytes() ||
-          buffer.offset() > program.arena_bytes() - bytes)
-        fail(what, bw + " at arena offset " + std::to_string(buffer.offset()) +
-                       " with " + std::to_string(bytes) +
-                       " bytes does not fit the arena of " +
-                       std::to_string(program.arena_bytes()) + " bytes");
+      if (buffer.offset() < 0 || bytes > arenaBytes ||
+          buffer.offset() > arenaBytes - bytes)
+        fail(what, bw + " at " + (host ? "host " : "") + "arena offset " +
+                       std::to_string(buffer.offset()) + " with " +
+                       std::to_string(bytes) + " bytes does not fit the " +
+                       (host ? "host " : "") + "arena of " +
+                       std::to_string(arenaBytes) + " bytes");
       if (buffer.first_use() < 0 || buffer.last_use() < buffer.first_use() ||
           buffer.last_use() > numInstructions)
         fail(what, bw + " has an invalid live range [" +
                        std::to_string(buffer.first_use()) + ", " +
                        std::to_string(buffer.last_use()) + "]");
       if (bytes > 0)
-        arena.push_back({buffer.offset(), buffer.offset() + bytes,
+        arenas[host].push_back({buffer.offset(), buffer.offset() + bytes,
                          buffer.first_use(), buffer.last_use(), i});
       break;
     case plan::PARAMETER: {
@@ -300,18 +309,21 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       break;
     }
   }
-  // The memory plan: two buffers that are live at once must not overlap.
-  std::sort(
-      arena.begin(), arena.end(),
-      [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
-  for (size_t i = 0; i < arena.size(); ++i)
-    for (size_t j = i + 1; j < arena.size() && arena[j].begin < arena[i].end;
-         ++j)
-      if (arena[i].first <= arena[j].last && arena[j].first <= arena[i].last)
-        fail(what, "the memory plan overlaps buffers " +
-                       std::to_string(arena[i].id) + " and " +
-                       std::to_string(arena[j].id) +
-                       ", which are live at the same time");
+  // The memory plan: two buffers of one arena that are live at once must
+  // not overlap.
+  for (std::vector<Interval> &arena : arenas) {
+    std::sort(
+        arena.begin(), arena.end(),
+        [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
+    for (size_t i = 0; i < arena.size(); ++i)
+      for (size_t j = i + 1; j < arena.size() && arena[j].begin < arena[i].end;
+           ++j)
+        if (arena[i].first <= arena[j].last && arena[j].first <= arena[i].last)
+          fail(what, "the memory plan overlaps buffers " +
+                         std::to_string(arena[i].id) + " and " +
+                         std::to_string(arena[j].id) +
+                         ", which are live at the same time");
+  }
 
   auto checkId = [&](int64_t id, const std::string &where) {
     if (id < 0 || id >= numBuffers)
@@ -340,10 +352,11 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     std::string iw = "instruction " + std::to_string(i);
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
-      if (!kernelKindFromString(k.kind()))
-        fail(what, iw + " has unknown kernel kind '" + k.kind() + "'");
+      std::optional<KernelKind> kind = kernelKindFromPlan(k.kind());
+      if (!kind)
+        fail(what, iw + " has unknown kernel kind " + std::to_string(k.kind()));
       if (k.outputs_size() == 0)
-        fail(what, iw + " (" + k.kind() + ") has no output");
+        fail(what, iw + " (" + toString(*kind) + ") has no output");
       for (int64_t id : k.inputs()) {
         checkId(id, iw);
         checkLive(id, i);
@@ -503,7 +516,11 @@ std::shared_ptr<const PlanFile> PlanFile::parse(const std::string &bytes,
   if (p.format_version() != kPlanFormatVersion)
     fail(what, "plan format version " + std::to_string(p.format_version()) +
                    ", but this runtime reads version " +
-                   std::to_string(kPlanFormatVersion));
+                   std::to_string(kPlanFormatVersion) +
+                   (p.format_version() < kPlanFormatVersion
+                        ? " (an older plan: compile it again with `partita "
+                          "plan`)"
+                        : ""));
   validateMesh(p.mesh(), what, file->pimpl->axisSizes, file->pimpl->numDevices);
   if (p.programs().empty())
     fail(what, "the plan has no program");

@@ -7,6 +7,7 @@
 #include "runtime/plan/plan.pb.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace partita::runtime {
@@ -15,6 +16,10 @@ namespace partita::runtime {
 constexpr uint32_t kPlanTrailer = 0x4e414c50;
 
 DType toDType(int dtype);
+
+/// The kernel kind of plan::Kernel::Kind `kind`; nullopt for
+/// KIND_UNSPECIFIED or a number this runtime does not know.
+std::optional<KernelKind> kernelKindFromPlan(int kind);
 
 struct PlanFile::Impl {
   plan::Plan proto;

@@ -425,6 +425,7 @@ public:
   }
 
   const char *name() const override { return "cpu"; }
+  Device &device() override { return *dev; }
 
   void run(const KernelCall &call) override {
     switch (call.kind) {
@@ -499,6 +500,9 @@ public:
     throw Error("cpu backend: unknown kernel kind " +
                 std::to_string(static_cast<int>(call.kind)));
   }
+
+private:
+  std::unique_ptr<Device> dev = createCpuDevice();
 };
 } // namespace
 

@@ -6,7 +6,7 @@
 // result add (3..end) at 64 once exp is dead; the arena is 64 + 32 bytes.
 // (Protobuf's text format leaves out zeros: no line is offset 0.)
 
-// CHECK:      format_version: 1
+// CHECK:      format_version: 2
 // CHECK:      programs {
 // CHECK-NEXT:   name: "forward"
 // CHECK-NEXT:   buffers {
@@ -45,7 +45,7 @@
 // CHECK-NEXT:   }
 // CHECK-NEXT:   instructions {
 // CHECK-NEXT:     kernel {
-// CHECK-NEXT:       kind: "relu"
+// CHECK-NEXT:       kind: RELU
 // CHECK-NEXT:       attrs {
 // CHECK-NEXT:       }
 // CHECK-NEXT:       inputs: 0
@@ -53,9 +53,9 @@
 // CHECK-NEXT:     }
 // CHECK-NEXT:     location: "a"
 // CHECK-NEXT:   }
-// CHECK:          kind: "exp"
-// CHECK:          kind: "neg"
-// CHECK:          kind: "add"
+// CHECK:          kind: EXP
+// CHECK:          kind: NEG
+// CHECK:          kind: ADD
 // CHECK-NEXT:       attrs {
 // CHECK-NEXT:       }
 // CHECK-NEXT:       inputs: 3

@@ -61,7 +61,7 @@
 // CHECK-NEXT:     input: 1
 // CHECK-NEXT:     output: 2
 // CHECK-NEXT:   }
-// CHECK:          kind: "add"
+// CHECK:          kind: ADD
 dist.mesh @mesh <["dp"=2, "tp"=2], devices=[3, 2, 1, 0]>
 func.func @forward(
     %x: tensor<4x4xf32> {nn.input = "x", dist.global_type = tensor<8x4xf32>,

@@ -98,14 +98,14 @@
 // CHECK-NEXT:    last_use: 7
 // CHECK-NEXT:    replaces: "w.v"
 // CHECK-NEXT:  }
-// CHECK:         kind: "cross_entropy_grad"
+// CHECK:         kind: CROSS_ENTROPY_GRAD
 // CHECK-NEXT:    attrs {
 // CHECK-NEXT:    }
 // CHECK-NEXT:    inputs: 6
 // CHECK-NEXT:    inputs: 5
 // CHECK-NEXT:    inputs: 8
 // CHECK-NEXT:    outputs: 9
-// CHECK:         kind: "adamw"
+// CHECK:         kind: ADAMW
 // CHECK-NEXT:    attrs {
 // CHECK-NEXT:      lr: 0.001
 // CHECK-NEXT:      beta1: 0.9
@@ -155,33 +155,33 @@ func.func @train_step(%w: tensor<4x3xf32> {nn.param = "w"}, %m: tensor<4x3xf32> 
 // from nn.mean_count; convert's result keeps its dtype (bf16).
 
 // CHECK-LABEL: name: "grads"
-// CHECK:       kind: "relu_grad"
+// CHECK:       kind: RELU_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:  }
 // CHECK-NEXT:  inputs: 1
 // CHECK-NEXT:  inputs: 2
-// CHECK:       kind: "silu_grad"
-// CHECK:       kind: "gelu_grad"
+// CHECK:       kind: SILU_GRAD
+// CHECK:       kind: GELU_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    tanh: true
 // CHECK-NEXT:  }
-// CHECK:       kind: "greater_equal"
-// CHECK:       kind: "layer_norm_grad"
+// CHECK:       kind: GREATER_EQUAL
+// CHECK:       kind: LAYER_NORM_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    epsilon: 0.001
 // CHECK-NEXT:  }
 // CHECK-NEXT:  inputs: 1
 // CHECK-NEXT:  inputs: 0
 // CHECK-NEXT:  inputs: 2
-// CHECK:       kind: "rms_norm_grad"
+// CHECK:       kind: RMS_NORM_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    epsilon: 0.002
 // CHECK-NEXT:  }
-// CHECK:       kind: "rotary_grad"
+// CHECK:       kind: ROTARY_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    theta: 500
 // CHECK-NEXT:  }
-// CHECK:       kind: "attention_grad"
+// CHECK:       kind: ATTENTION_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    causal: true
 // CHECK-NEXT:    has_scale: true
@@ -192,20 +192,20 @@ func.func @train_step(%w: tensor<4x3xf32> {nn.param = "w"}, %m: tensor<4x3xf32> 
 // CHECK-NEXT:  inputs: 4
 // CHECK-NEXT:  inputs: 5
 // CHECK-NEXT:  inputs: 3
-// CHECK:       kind: "attention_grad"
+// CHECK:       kind: ATTENTION_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    wrt: "q"
 // CHECK-NEXT:  }
-// CHECK:       kind: "embedding_grad"
+// CHECK:       kind: EMBEDDING_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:  }
 // CHECK-NEXT:  inputs: 2
 // CHECK-NEXT:  inputs: 6
-// CHECK:       kind: "cross_entropy_grad"
+// CHECK:       kind: CROSS_ENTROPY_GRAD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    mean_count: 8
 // CHECK-NEXT:  }
-// CHECK:       kind: "convert"
+// CHECK:       kind: CONVERT
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:  }
 // CHECK-NEXT:  inputs: 1
@@ -250,7 +250,7 @@ func.func @grads(%g: tensor<4xf32> {nn.param = "g"}, %x: tensor<2x4xf32> {nn.inp
 // CHECK:         replaces: "frozen"
 // CHECK-NEXT:  }
 // CHECK:         name: "w.momentum"
-// CHECK:       kind: "sgd"
+// CHECK:       kind: SGD
 // CHECK-NEXT:  attrs {
 // CHECK-NEXT:    lr: 0.1
 // CHECK-NEXT:    momentum: 0.9

@@ -10,6 +10,7 @@
 #ifndef PARTITA_RUNTIME_BACKEND_H
 #define PARTITA_RUNTIME_BACKEND_H
 
+#include "partita/runtime/Device.h"
 #include "partita/runtime/Tensor.h"
 
 #include <memory>
@@ -133,12 +134,15 @@ public:
   virtual ~Backend() = default;
   /// "cpu", "cuda".
   virtual const char *name() const = 0;
+  /// The device whose memory the kernels read and write; kernels run in
+  /// order on its compute stream.
+  virtual Device &device() = 0;
   /// Runs one kernel; throws Error naming the kernel and what is wrong when
   /// the shapes or dtypes do not fit it.
   virtual void run(const KernelCall &call) = 0;
 };
 
-/// The CPU backend (OpenBLAS for contractions; other kernels run on the
+/// The CPU backend on a cpu device of its own (OpenBLAS for contractions; other kernels run on the
 /// calling thread). `numThreads` > 0 sets OpenBLAS's thread count, which is
 /// process-wide; 0 keeps OpenBLAS's default. The first call also runs
 /// configureBlasKernels().

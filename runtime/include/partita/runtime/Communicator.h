@@ -25,6 +25,19 @@
 // Buffers of one call must not overlap, except that reduceScatter's `recv` may
 // be the caller's own block of `send`.
 //
+// Groups made ahead, asynchronous calls. A user that knows its groups in
+// advance (the executor: one per mesh axis set of its plan's collectives)
+// makes each once with createGroup, every member in the same order (NCCL
+// makes a communicator per group, collectively), and then issues calls on
+// the handle: start() posts a collective and returns a CommRequest, whose
+// wait() returns once this rank's part is complete or throws Error at the
+// deadline. Deadline failures read as above: "<head> timed out after N ms
+// ...", where N is the time from start to the deadline. `local` completes a
+// collective inside start() (ranks as threads meet there, under the
+// timeout), so its wait returns at once; `mpi` posts the non-blocking MPI
+// call in start() and tests it against the deadline in wait(). A request
+// must be waited for before its buffers are reused or the next call starts.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H
@@ -49,6 +62,62 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 
 /// "sum", "max", "min".
 const char *toString(ReduceOp op);
+
+/// A group of ranks made ahead of time by Communicator::createGroup. A
+/// backend may derive from it to keep its own handle (an MPI_Comm, a
+/// ncclComm_t).
+class CommGroup {
+public:
+  CommGroup(std::vector<int> ranks, int position)
+      : members(std::move(ranks)), myPosition(position) {}
+  virtual ~CommGroup() = default;
+  /// The ranks, in the order given to createGroup.
+  const std::vector<int> &ranks() const { return members; }
+  /// This rank's position in ranks().
+  int position() const { return myPosition; }
+  int size() const { return static_cast<int>(members.size()); }
+
+private:
+  std::vector<int> members;
+  int myPosition;
+};
+
+/// The collectives start() can post.
+enum class CollectiveKind : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  CollectivePermute,
+  Barrier,
+};
+
+/// "all_reduce", "all_gather", ... (as error messages name them).
+const char *toString(CollectiveKind kind);
+
+/// One collective call: the buffers and counts of the blocking method of the
+/// same kind (allReduce reduces `recv` in place; `send` is unused).
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  const void *send = nullptr;
+  void *recv = nullptr;
+  size_t count = 0;
+  DType dtype = DType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  std::vector<std::pair<int, int>> pairs; // CollectivePermute
+};
+
+/// A collective in flight on this rank.
+class CommRequest {
+public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~CommRequest() = default;
+  /// Returns once this rank's part is complete (its `recv` holds the
+  /// result); throws Error naming the rank, the collective and the group
+  /// when `deadline` passes first or the call fails. Waiting again after a
+  /// success returns at once.
+  virtual void wait(Clock::time_point deadline) = 0;
+};
 
 class Communicator {
 public:
@@ -99,6 +168,21 @@ public:
   virtual void recv(void *data, size_t count, DType dtype, int peer) = 0;
   /// Every rank of the group waits for all the others.
   virtual void barrier(const std::vector<int> &group) = 0;
+
+  /// Makes the group of `ranks` (ordered; this rank among them); throws
+  /// Error naming the group when it is invalid. Every member calls it, in
+  /// the same order relative to its other createGroup calls. `mpi` sets up
+  /// the group's MPI communicator now, under the timeout.
+  virtual std::shared_ptr<CommGroup> createGroup(const std::vector<int> &ranks);
+  /// Posts `args` over `group` (made by this communicator). The default
+  /// runs the blocking method of args.kind now and returns a request that
+  /// is already complete (the `local` communicator).
+  virtual std::unique_ptr<CommRequest> start(const CollectiveArgs &args,
+                                             const CommGroup &group);
+  /// start(), then wait until the communicator's timeout from now.
+  void run(const CollectiveArgs &args, const CommGroup &group) {
+    start(args, group)->wait(CommRequest::Clock::now() + timeout);
+  }
 
   void setTimeout(std::chrono::milliseconds t) { timeout = t; }
   std::chrono::milliseconds getTimeout() const { return timeout; }

@@ -2,9 +2,14 @@
 //
 // A plan (runtime/plan/plan.proto) is parsed and validated once into a
 // PlanFile, which ranks share read-only. Each rank builds an Executor from
-// it: the executor resolves the mesh axes of every collective to rank groups,
-// allocates the arena the plan's memory plan sized, initializes its shard of
-// every parameter from the counter-based initializer, and then runs steps.
+// it: the executor resolves the mesh axes of every collective to rank groups
+// and makes a communicator group for each (Communicator::createGroup, in
+// instruction order, so every rank makes the same groups in the same order),
+// allocates the arenas the plan's memory plan sized and every other buffer
+// from the backend's Device, initializes its shard of every parameter from
+// the counter-based initializer, and then runs steps: kernels and copies on
+// the device's compute stream, gradient buckets on a communication stream,
+// ordered by events (see Stream.h and docs/runtime.md).
 // Inputs come in as global arrays (each rank keeps its block, as the
 // sharding says); outputs go out as global arrays (gathered over every rank,
 // partial values reduced). Plain C++17; errors are runtime::Error.
@@ -44,7 +49,9 @@
 namespace partita::runtime {
 
 /// The plan format this runtime reads and the compiler writes.
-constexpr uint32_t kPlanFormatVersion = 1;
+/// 2: kernel kinds are plan.proto's Kernel.Kind enum; buffers have memory
+/// spaces.
+constexpr uint32_t kPlanFormatVersion = 2;
 
 /// An argument or result of a program, as a caller sees it (global shape).
 struct ProgramValue {
@@ -189,6 +196,11 @@ private:
 /// The plan format's name for collective kind `kind` (plan.proto's
 /// Collective.Kind): "all_reduce", "all_gather", ...; "?" for an unknown one.
 const char *collectiveKindName(int kind);
+
+/// The runtime's name of plan kernel kind `kind` (plan.proto's Kernel.Kind):
+/// "einsum", "layer_norm", ... (toString of its KernelKind); "?" for an
+/// unknown one.
+const char *kernelKindName(int kind);
 
 /// Whether collective kind `kind` moves data between devices (slice, mask
 /// and axis_index are local).

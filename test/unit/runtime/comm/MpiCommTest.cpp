@@ -279,13 +279,67 @@ int runCollectives() {
       }
     }
   }
+  // Groups made ahead and start/wait on them, as the executor issues
+  // collectives: each group's communicator is set up in createGroup.
+  {
+    std::shared_ptr<CommGroup> world = c->createGroup(iota(4));
+    std::shared_ptr<CommGroup> half = c->createGroup(pair);
+    std::shared_ptr<CommGroup> self = c->createGroup({r});
+    if (half->position() != r % 2 || world->position() != r)
+      die(r, "group positions");
+    for (int round = 0; round < 3; ++round) {
+      int32_t x = r + 1;
+      std::unique_ptr<CommRequest> request =
+          c->start({CollectiveKind::AllReduce, nullptr, &x, 1, DType::I32,
+                    ReduceOp::Sum, {}},
+                   *half);
+      request->wait(Clock::now() + std::chrono::seconds(20));
+      request->wait(Clock::now()); // complete: returns at once
+      if (x != pair[0] + pair[1] + 2)
+        die(r, "started all_reduce gave " + std::to_string(x));
+      int64_t mine = 10 * r;
+      std::vector<int64_t> all(4, -1);
+      c->run({CollectiveKind::AllGather, &mine, all.data(), 1, DType::I64,
+              ReduceOp::Sum, {}},
+             *world);
+      for (int q = 0; q < 4; ++q)
+        if (all[q] != 10 * q)
+          die(r, "started all_gather block " + std::to_string(q));
+      std::vector<float> send(2, float(r)), recv(1, -1);
+      c->run({CollectiveKind::ReduceScatter, send.data(), recv.data(), 1,
+              DType::F32, ReduceOp::Max, {}},
+             *half);
+      if (recv[0] != float(pair[1]))
+        die(r, "started reduce_scatter");
+      std::vector<int32_t> out(4), in(4, -1);
+      for (int j = 0; j < 4; ++j)
+        out[j] = r * 10 + j;
+      c->run({CollectiveKind::AllToAll, out.data(), in.data(), 1, DType::I32,
+              ReduceOp::Sum, {}},
+             *world);
+      for (int i = 0; i < 4; ++i)
+        if (in[i] != i * 10 + r)
+          die(r, "started all_to_all block " + std::to_string(i));
+      float alone = 3;
+      c->run({CollectiveKind::AllReduce, nullptr, &alone, 1, DType::F32,
+              ReduceOp::Sum, {}},
+             *self);
+      if (alone != 3)
+        die(r, "started all_reduce on a group of one");
+      c->run({CollectiveKind::Barrier, nullptr, nullptr, 0, DType::F32,
+              ReduceOp::Sum, {}},
+             *world);
+    }
+  }
   c->barrier(iota(4));
   std::printf("rank %d: all checks passed\n", r);
   std::fflush(stdout);
   return 0;
 }
 
-int runFailure(bool kill, bool abortOnError, int timeoutMs) {
+/// `started`: the all_reduces go through a group made ahead and start/wait.
+int runFailure(bool kill, bool abortOnError, int timeoutMs,
+               bool started = false) {
   MpiOptions options;
   options.abortOnError = abortOnError;
   std::unique_ptr<Communicator> c = createMpiCommunicator(options);
@@ -293,6 +347,7 @@ int runFailure(bool kill, bool abortOnError, int timeoutMs) {
   c->setTimeout(std::chrono::milliseconds(timeoutMs));
   std::vector<int> world = iota(c->size());
   // Everyone is up before the clock starts.
+  std::shared_ptr<CommGroup> worldGroup = c->createGroup(world);
   c->barrier(world);
   Clock::time_point start = Clock::now();
   const auto killAfter = std::chrono::milliseconds(300);
@@ -307,7 +362,13 @@ int runFailure(bool kill, bool abortOnError, int timeoutMs) {
       if (!kill && r == 2 && round == 3)
         std::this_thread::sleep_for(std::chrono::seconds(120));
       std::fill(data.begin(), data.end(), static_cast<float>(r));
-      c->allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum, world);
+      if (started)
+        c->run({CollectiveKind::AllReduce, nullptr, data.data(), data.size(),
+                DType::F32, ReduceOp::Sum, {}},
+               *worldGroup);
+      else
+        c->allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum,
+                     world);
       if (data[0] != 6.0f)
         die(r, "all_reduce gave " + std::to_string(data[0]));
     }
@@ -350,6 +411,9 @@ int main(int argc, char **argv) {
       return runCollectives();
     if (mode == "kill" || mode == "stall")
       return runFailure(mode == "kill", abortOnError, timeoutMs);
+    if (mode == "stall-started")
+      return runFailure(/*kill=*/false, abortOnError, timeoutMs,
+                        /*started=*/true);
   } catch (const Error &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);
@@ -357,6 +421,7 @@ int main(int argc, char **argv) {
   }
   std::fprintf(
       stderr, "usage: partita-mpi-comm-test collectives | kill "
-              "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T]\n");
+              "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T] | "
+              "stall-started [--timeout-ms T]\n");
   return 2;
 }

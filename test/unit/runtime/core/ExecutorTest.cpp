@@ -78,7 +78,13 @@ struct PlanBuilder {
   void kernel(const std::string &kind, std::vector<int64_t> in,
               std::vector<int64_t> out, const std::string &spec = "") {
     plan::Kernel *k = prog->add_instructions()->mutable_kernel();
-    k->set_kind(kind);
+    // The plan spells kinds as the upper-case enum of the runtime's names.
+    std::string upper = kind;
+    for (char &ch : upper)
+      ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    plan::Kernel::Kind value = plan::Kernel::KIND_UNSPECIFIED;
+    plan::Kernel::Kind_Parse(upper, &value);
+    k->set_kind(value);
     k->mutable_attrs()->set_spec(spec);
     for (int64_t i : in)
       k->add_inputs(i);
@@ -425,6 +431,38 @@ PlanBuilder validPlan() {
   return b;
 }
 
+// Tests that an activation in the host arena is placed there and computes
+// as in the device arena.
+TEST(PlanFile, HostArenaActivationsRun) {
+  PlanBuilder b = validPlan();
+  b.prog->mutable_buffers(1)->set_memory_space(plan::HOST);
+  b.prog->set_host_arena_bytes(24);
+  b.prog->add_results(2);
+  std::string bytes = b.finish();
+  ASSERT_EQ(parseError(bytes), "(no error)");
+  Tensor x = iota({2, 3});
+  std::vector<Tensor> out = runOn(bytes, 1, {x});
+  ASSERT_EQ(out.size(), 1u);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(out[0].data<float>()[i],
+                    std::exp(std::max(0.0f, x.data<float>()[i])));
+}
+
+// Tests that the plan's kernel kind enum and the runtime's kind names agree
+// (the enum's names are the upper-case runtime names, in KernelKind order).
+TEST(PlanFile, KernelKindEnumMatchesRuntimeNames) {
+  for (int k = plan::Kernel::EINSUM; k <= plan::Kernel::Kind_MAX; ++k) {
+    std::string upper = kernelKindName(k);
+    for (char &ch : upper)
+      ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    EXPECT_EQ(upper, plan::Kernel::Kind_Name(plan::Kernel::Kind(k)));
+    EXPECT_EQ(kernelKindFromString(kernelKindName(k)),
+              std::optional<KernelKind>(KernelKind(k - 1)));
+  }
+  EXPECT_STREQ(kernelKindName(0), "?");
+  EXPECT_STREQ(kernelKindName(plan::Kernel::Kind_MAX + 1), "?");
+}
+
 TEST(PlanFile, RejectsMalformedAndTruncatedFiles) {
   std::string bytes = validPlan().finish();
   EXPECT_EQ(parseError(bytes), "(no error)");
@@ -437,7 +475,12 @@ TEST(PlanFile, RejectsMalformedAndTruncatedFiles) {
   PlanBuilder b = validPlan();
   b.p.set_format_version(99);
   EXPECT_EQ(parseError(b.finish()),
-            "p.pb: plan format version 99, but this runtime reads version 1");
+            "p.pb: plan format version 99, but this runtime reads version 2");
+  // Version 1 spelled kernel kinds as strings.
+  b.p.set_format_version(1);
+  EXPECT_EQ(parseError(b.finish()),
+            "p.pb: plan format version 1, but this runtime reads version 2 "
+            "(an older plan: compile it again with `partita plan`)");
 }
 
 TEST(PlanFile, RejectsInconsistentPlans) {
@@ -450,10 +493,35 @@ TEST(PlanFile, RejectsInconsistentPlans) {
   }
   {
     PlanBuilder b = validPlan();
-    b.prog->mutable_instructions(1)->mutable_kernel()->set_kind("frobnicate");
+    b.prog->mutable_instructions(1)->mutable_kernel()->set_kind(
+        static_cast<plan::Kernel::Kind>(77));
     EXPECT_EQ(parseError(b.finish()),
               "p.pb: program 'main': instruction 1 has unknown kernel kind "
-              "'frobnicate'");
+              "77");
+  }
+  {
+    PlanBuilder b = validPlan();
+    b.prog->mutable_instructions(1)->mutable_kernel()->set_kind(
+        plan::Kernel::KIND_UNSPECIFIED);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': instruction 1 has unknown kernel kind "
+              "0");
+  }
+  {
+    PlanBuilder b = validPlan();
+    b.prog->mutable_buffers(1)->set_memory_space(
+        static_cast<plan::MemorySpace>(5));
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 has an unknown memory space 5 "
+              "(0: device, 1: host)");
+  }
+  {
+    // A host activation must fit the host arena, which is empty here.
+    PlanBuilder b = validPlan();
+    b.prog->mutable_buffers(1)->set_memory_space(plan::HOST);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 at host arena offset 0 with 24 "
+              "bytes does not fit the host arena of 0 bytes");
   }
   {
     // Buffers 1 and 2 share bytes while both are live.

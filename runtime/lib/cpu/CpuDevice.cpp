@@ -1,0 +1,248 @@
+//===- CpuDevice.cpp - the host as a Device, with its streams -------------===//
+//
+// Both memory spaces are 64-byte aligned host memory. The compute stream is
+// inline: work runs on the thread that queues it, so a kernel or copy is done
+// when enqueue returns and its events are reached at once. A worker stream
+// (the executor's communication stream) runs its items in order on its own
+// thread; its events are tickets, reached when that many items have run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Device.h"
+#include "partita/runtime/Tensor.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace partita::runtime {
+
+const char *toString(MemorySpace space) {
+  return space == MemorySpace::Host ? "host" : "device";
+}
+
+void DeviceFree::operator()(void *p) const {
+  if (p)
+    device->deallocate(p, space);
+}
+
+DeviceBuffer Device::allocateBuffer(size_t bytes, MemorySpace space) {
+  return DeviceBuffer(static_cast<unsigned char *>(allocate(bytes, space)),
+                      DeviceFree{this, space});
+}
+
+namespace {
+
+/// Shared by a stream and its events, so an event outlives nothing it reads.
+struct StreamState {
+  std::mutex mutex;
+  std::condition_variable changed;
+  uint64_t queued = 0, finished = 0;
+  std::exception_ptr error;
+};
+
+class CpuEvent final : public Event {
+public:
+  explicit CpuEvent(std::shared_ptr<StreamState> state)
+      : state(std::move(state)) {}
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->changed.wait(
+        lock, [&] { return state->finished >= ticket || state->error; });
+    if (state->error)
+      std::rethrow_exception(state->error);
+  }
+  std::shared_ptr<StreamState> state;
+  uint64_t ticket = 0; // 0: never recorded
+};
+
+/// Runs work at once on the queuing thread; nothing is ever pending.
+class InlineStream final : public Stream {
+public:
+  InlineStream() : state(std::make_shared<StreamState>()) {}
+  void enqueue(std::function<void()> work) override { work(); }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<CpuEvent>(state);
+  }
+  void record(Event &) override {}
+  void wait(Event &event) override { event.synchronize(); }
+  void synchronize() override {}
+
+private:
+  std::shared_ptr<StreamState> state;
+};
+
+/// One thread runs the items in order. An item that throws records the
+/// failure and the later ones are skipped; destruction skips what has not
+/// started and joins once the running item returns (a collective gives up
+/// after its deadline, so this is bounded).
+class WorkerStream final : public Stream {
+public:
+  WorkerStream()
+      : state(std::make_shared<StreamState>()), worker([this] { loop(); }) {}
+  ~WorkerStream() override {
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      stopping = true;
+    }
+    state->changed.notify_all();
+    worker.join();
+  }
+
+  void enqueue(std::function<void()> work) override {
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      queue.push_back(std::move(work));
+      ++state->queued;
+    }
+    state->changed.notify_all();
+  }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<CpuEvent>(state);
+  }
+  void record(Event &event) override {
+    auto &e = static_cast<CpuEvent &>(event);
+    std::lock_guard<std::mutex> lock(state->mutex);
+    e.ticket = state->queued;
+  }
+  void wait(Event &event) override {
+    auto &e = static_cast<CpuEvent &>(event);
+    if (e.state == state)
+      return; // in order already
+    {
+      // Reached already (always so for the inline stream's events).
+      std::lock_guard<std::mutex> lock(e.state->mutex);
+      if (e.state->finished >= e.ticket && !e.state->error)
+        return;
+    }
+    // An event of another stream: the worker blocks on it in turn.
+    auto other = std::make_shared<CpuEvent>(e.state);
+    other->ticket = e.ticket;
+    enqueue([other] { other->synchronize(); });
+  }
+  void synchronize() override {
+    CpuEvent end(state);
+    record(end);
+    end.synchronize();
+  }
+
+private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(state->mutex);
+    while (true) {
+      state->changed.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (stopping)
+        return;
+      std::function<void()> work = std::move(queue.front());
+      queue.pop_front();
+      if (!state->error) {
+        lock.unlock();
+        std::exception_ptr failure;
+        try {
+          work();
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        lock.lock();
+        if (failure && !state->error)
+          state->error = failure;
+      }
+      ++state->finished;
+      state->changed.notify_all();
+    }
+  }
+
+  std::shared_ptr<StreamState> state;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  std::thread worker; // last: starts once the members above exist
+};
+
+class CpuDevice final : public Device {
+public:
+  const char *name() const override { return "cpu"; }
+  bool isHostAccessible() const override { return true; }
+
+  void *allocate(size_t bytes, MemorySpace) override {
+    size_t size = ((std::max<size_t>(bytes, 1) + 63) / 64) * 64;
+    void *p = std::aligned_alloc(64, size);
+    if (!p)
+      throw Error("cpu device: cannot allocate " + std::to_string(bytes) +
+                  " bytes");
+    std::memset(p, 0, size);
+    return p;
+  }
+  void deallocate(void *p, MemorySpace) override { std::free(p); }
+
+  Stream &computeStream() override { return compute; }
+  std::unique_ptr<Stream> createStream() override {
+    return std::make_unique<WorkerStream>();
+  }
+
+  // On the inline compute stream the work runs now; on a worker stream it
+  // waits its turn.
+  void copy(void *dst, const void *src, size_t bytes, Stream &stream) override {
+    if (&stream == &compute) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    stream.enqueue([=] { std::memcpy(dst, src, bytes); });
+  }
+  void copyFromHost(void *dst, const void *hostSrc, size_t bytes,
+                    Stream &stream) override {
+    copy(dst, hostSrc, bytes, stream);
+    stream.synchronize();
+  }
+  void copyToHost(void *hostDst, const void *src, size_t bytes,
+                  Stream &stream) override {
+    copy(hostDst, src, bytes, stream);
+    stream.synchronize();
+  }
+  void fill(void *dst, const void *hostValue, size_t elementBytes,
+            size_t count, Stream &stream) override {
+    uint64_t value = 0;
+    std::memcpy(&value, hostValue, elementBytes);
+    auto work = [=] { fillNow(dst, value, elementBytes, count); };
+    if (&stream == &compute)
+      work();
+    else
+      stream.enqueue(work);
+  }
+
+private:
+  static void fillNow(void *dst, uint64_t value, size_t elementBytes,
+                      size_t count) {
+    switch (elementBytes) {
+    case 1:
+      std::memset(dst, int(value & 0xff), count);
+      return;
+    case 2:
+      std::fill_n(static_cast<uint16_t *>(dst), count, uint16_t(value));
+      return;
+    case 4:
+      std::fill_n(static_cast<uint32_t *>(dst), count, uint32_t(value));
+      return;
+    case 8:
+      std::fill_n(static_cast<uint64_t *>(dst), count, value);
+      return;
+    default:
+      throw Error("cpu device: fill with " + std::to_string(elementBytes) +
+                  "-byte elements (1, 2, 4 or 8)");
+    }
+  }
+
+  InlineStream compute;
+};
+
+} // namespace
+
+std::unique_ptr<Device> createCpuDevice() {
+  return std::make_unique<CpuDevice>();
+}
+
+} // namespace partita::runtime
