@@ -7,8 +7,9 @@
 # dp x tp mesh, which must equal the plan `partita plan` writes (but for
 # source locations); the run example runs it on 4 local ranks and checks
 # every result against the plan's unpartitioned reference program, and the
-# installed `partita run --check` (and partita-run --check, when installed)
-# run the same plan. ctest runs it as `embed-examples`.
+# installed `partita run --check` and the runtime-only install's partita-run
+# --check (on 4 local ranks and under mpirun -np 4) run the same plan. ctest
+# runs it as `embed-examples`.
 # Usage: scripts/check-embed.sh BUILD_DIR RUNTIME_PREFIX WORK_DIR [cmake args...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -88,8 +89,14 @@ step "run it with the run-plan example on 4 local ranks"
 
 step "run it with the installed partita run --check"
 "$full/bin/partita" run "$work/gpt.pb" --ranks 4 --check
-if [ -x "$runtime_prefix/bin/partita-run" ]; then
-  step "run it with the runtime-only partita-run --check"
-  "$runtime_prefix/bin/partita-run" "$work/gpt.pb" --ranks 4 --check
+step "run it with the runtime-only partita-run --check on 4 local ranks"
+"$runtime_prefix/bin/partita-run" "$work/gpt.pb" --ranks 4 --check
+if command -v mpirun >/dev/null; then
+  step "run it with the runtime-only partita-run --check under mpirun -np 4"
+  mpirun=(mpirun -np 4)
+  [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root --oversubscribe)
+  "${mpirun[@]}" "$runtime_prefix/bin/partita-run" "$work/gpt.pb" --comm mpi --check
+else
+  echo "mpirun not found: the MPI run of the runtime-only partita-run is not checked"
 fi
 echo "embed-examples: ok"
