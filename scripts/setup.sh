@@ -8,7 +8,7 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev openmpi-bin libopenmpi-dev
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler zlib1g-dev
   python3-numpy python3-torch
 )
 
