@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dist/IR/CostInterface.h"
+#include "test/unit/CostTestModule.h"
 #include "dialects/dist/IR/DistOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,40 +53,13 @@ OpCost cost(double flops, double read, double written, double wire) {
   return c;
 }
 
-class DistCostTest : public ::testing::Test {
+class DistCostTest : public ::testing::Test, protected test::CostTestModule {
 protected:
   DistCostTest() {
     context.loadDialect<dist::DistDialect, func::FuncDialect>();
-    module = parseSourceString<ModuleOp>(kOps, &context);
-    EXPECT_TRUE(module) << "the test module does not parse";
+    parse(kOps);
   }
-
-  Operation *opNamed(StringRef name) {
-    Operation *found = nullptr;
-    module->walk([&](Operation *op) {
-      if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
-        if (loc.getName() == name)
-          found = op;
-    });
-    EXPECT_TRUE(found) << "no op named " << name.str();
-    return found;
-  }
-
-  OpCost costOf(StringRef name) {
-    Operation *op = opNamed(name);
-    if (!op)
-      return OpCost();
-    FailureOr<OpCost> c = dist::costOfOwnTypes(op);
-    EXPECT_TRUE(succeeded(c)) << "no cost for " << name.str();
-    return succeeded(c) ? *c : OpCost();
-  }
-
-  MLIRContext context;
-  OwningOpRef<ModuleOp> module;
 };
-
-#define EXPECT_COST(name, expected)                                            \
-  EXPECT_EQ(costOf(name).toString(), (expected).toString()) << (name)
 
 // Tests the ring volumes of the collectives over tp (n = 4) and dp x tp (8).
 TEST_F(DistCostTest, Collectives) {

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dist/IR/CostInterface.h"
+#include "test/unit/CostTestModule.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -83,33 +84,11 @@ OpCost cost(double flops, double transcendentals, double read, double written) {
   return c;
 }
 
-class NNCostTest : public ::testing::Test {
+class NNCostTest : public ::testing::Test, protected test::CostTestModule {
 protected:
   NNCostTest() {
     context.loadDialect<nn::NNDialect, func::FuncDialect>();
-    module = parseSourceString<ModuleOp>(kOps, &context);
-    EXPECT_TRUE(module) << "the test module does not parse";
-  }
-
-  Operation *opNamed(StringRef name) {
-    Operation *found = nullptr;
-    module->walk([&](Operation *op) {
-      if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
-        if (loc.getName() == name)
-          found = op;
-    });
-    EXPECT_TRUE(found) << "no op named " << name.str();
-    return found;
-  }
-
-  /// The cost of the op named `name` at its own types, which must exist.
-  OpCost costOf(StringRef name) {
-    Operation *op = opNamed(name);
-    if (!op)
-      return OpCost();
-    FailureOr<OpCost> c = dist::costOfOwnTypes(op);
-    EXPECT_TRUE(succeeded(c)) << "no cost for " << name.str();
-    return succeeded(c) ? *c : OpCost();
+    parse(kOps);
   }
 
   /// The cost of the op named `name` at the given (local) shapes.
@@ -122,13 +101,7 @@ protected:
   TensorShape f32(ArrayRef<int64_t> shape) {
     return {SmallVector<int64_t, 4>(shape), Float32Type::get(&context)};
   }
-
-  MLIRContext context;
-  OwningOpRef<ModuleOp> module;
 };
-
-#define EXPECT_COST(name, expected)                                            \
-  EXPECT_EQ(costOf(name).toString(), (expected).toString()) << (name)
 
 // Tests that a contraction costs 2 FLOPs per point of its iteration space.
 TEST_F(NNCostTest, Einsum) {
