@@ -362,6 +362,27 @@ std::vector<std::string> updatedParameters(const PlanFile &plan,
 // --check
 //===----------------------------------------------------------------------===//
 
+/// Appends "<label>: max abs diff ..., max rel diff ... (ok|FAILED, rtol
+/// ...)" for `a` against the reference `b` to `report`.
+static void compareTensor(const std::string &label, const Tensor &a,
+                          const Tensor &b, double rtol, CheckReport &report) {
+  if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
+    report.lines.push_back(label +
+                           ": shape or dtype differs from the reference "
+                           "(FAILED)");
+    report.ok = false;
+    return;
+  }
+  double maxAbs;
+  double rel = relativeDifference(a, b, maxAbs);
+  bool pass = rel <= rtol;
+  report.ok &= pass;
+  report.lines.push_back(label + ": max abs diff " + format("%.3e", maxAbs) +
+                         ", max rel diff " + format("%.3e", rel) + " (" +
+                         (pass ? "ok" : "FAILED") + ", rtol " +
+                         format("%g", rtol) + ")");
+}
+
 CheckReport compareResults(const PlanFile &plan, const std::string &program,
                            const std::vector<Tensor> &results,
                            const std::vector<Tensor> &reference, double rtol) {
@@ -372,24 +393,9 @@ CheckReport compareResults(const PlanFile &plan, const std::string &program,
   std::vector<ProgramValue> values = plan.results(program);
   CheckReport report;
   for (size_t i = 0; i < results.size(); ++i) {
-    const Tensor &a = results[i], &b = reference[i];
     std::string name = i < values.size() ? resultName(values, i)
                                          : "result" + std::to_string(i);
-    if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
-      report.lines.push_back("check " + name +
-                             ": shape or dtype differs from the reference");
-      report.ok = false;
-      continue;
-    }
-    double maxAbs;
-    double rel = relativeDifference(a, b, maxAbs);
-    bool pass = rel <= rtol;
-    report.ok &= pass;
-    report.lines.push_back("check " + name + ": max abs diff " +
-                           format("%.3e", maxAbs) + ", max rel diff " +
-                           format("%.3e", rel) + " (" +
-                           (pass ? "ok" : "FAILED") + ", rtol " +
-                           format("%g", rtol) + ")");
+    compareTensor("check " + name, results[i], reference[i], rtol, report);
   }
   return report;
 }
@@ -440,23 +446,8 @@ CheckReport compareTraining(const PlanFile &plan, const std::string &program,
       report.ok = false;
       continue;
     }
-    const Tensor &a = run.finalResults[i], &b = ref.finalResults[i];
-    if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
-      report.lines.push_back("check param " + paramOf[i] +
-                             ": shape or dtype differs from the reference "
-                             "(FAILED)");
-      report.ok = false;
-      continue;
-    }
-    double maxAbs;
-    double rel = relativeDifference(a, b, maxAbs);
-    bool pass = rel <= paramRtol;
-    report.ok &= pass;
-    report.lines.push_back("check param " + paramOf[i] + ": max abs diff " +
-                           format("%.3e", maxAbs) + ", max rel diff " +
-                           format("%.3e", rel) + " (" +
-                           (pass ? "ok" : "FAILED") + ", rtol " +
-                           format("%g", paramRtol) + ")");
+    compareTensor("check param " + paramOf[i], run.finalResults[i],
+                  ref.finalResults[i], paramRtol, report);
   }
   return report;
 }
