@@ -32,8 +32,12 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     those axes. Operands are resharded to what the factors need by the
     resharding planner (cheapest sequence of `dist.slice`, `all_gather`,
     `all_to_all`, `reduce_scatter`, `all_reduce`, `collective_permute`),
-    the op is cloned on local types, and its results are partial over the
-    axes of its split reduction factors. Partial values stay partial until a
+    the op builds its local form (its `dist::PartitionOpInterface` hook;
+    without one it is cloned on local types), and its results are partial
+    over the axes of its split reduction factors and of its split collective
+    factors that no result carries. The pass names no op of any dialect:
+    the `nn` forms below are the `nn` ops' hooks
+    (`dialects/nn/IR/NNPartition.cpp`). Partial values stay partial until a
     consumer needs them whole; then they become an `all_reduce`, or a
     `reduce_scatter` when the consumer wants them split. One value resharded
     to one target is emitted once.
