@@ -46,9 +46,9 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     `nn.cross_entropy`) is multiplied by `1/k` (`k` shards of the reduced
     dimensions) so that the partial values sum to the global mean; a
     non-splat `nn.constant` is computed whole; `nn.rotary` with a split
-    sequence and causal `nn.attention` with a split query sequence are
-    diagnostics (they need per-shard position offsets). Whole factors are
-    never split: an operand split on one is gathered first.
+    sequence and causal `nn.attention` with a split query sequence read
+    global positions (see below). Whole factors are never split: an
+    operand split on one is gathered first.
 
     Collective-aware forms: `nn.softmax` over a split dimension becomes local
     max and sum reductions with an `all_reduce` (max, then sum) of each;
@@ -109,8 +109,9 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
            "merged by log-sum-exp (max and sum all_reduces, the output "
            "partial over the key axes) instead of gathering the keys">,
   ];
-  let dependentDialects = ["::partita::dist::DistDialect",
-                           "::partita::nn::NNDialect"];
+  // No op dialect: the ops' partition hooks build their local forms with
+  // ops of their own dialects, which are loaded with the input.
+  let dependentDialects = ["::partita::dist::DistDialect"];
 }
 
 #endif // PARTITA_PASSES_PARTITION_PASSES
