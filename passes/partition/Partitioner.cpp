@@ -85,13 +85,6 @@ std::string describeValue(Value value) {
   return text;
 }
 
-std::string joinAxes(ArrayRef<std::string> axes) {
-  std::string text = "{";
-  for (auto [i, axis] : llvm::enumerate(axes))
-    text += (i ? ", \"" : "\"") + axis + "\"";
-  return text + "}";
-}
-
 /// The axis names of a dimension (or of partial axes) of a sharding that
 /// checkPreconditions accepted: whole axes only.
 AxisList namesOf(const dist::DimSharding &dim) {
