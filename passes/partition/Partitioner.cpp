@@ -694,13 +694,10 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         continue;
       // A split collective factor that no result carries (the vocabulary
       // of the embedding and cross_entropy, attention's key sequence)
-      // leaves the results a partial sum.
+      // leaves the results a partial sum, unless the op's hook reduces it.
       bool vocabulary = factor.kind == dist::FactorKind::Collective &&
-                        llvm::none_of(r.getResults(), [&](const auto &dims) {
-                          return llvm::any_of(dims, [&](const auto &fs) {
-                            return llvm::is_contained(fs, f);
-                          });
-                        });
+                        (hook ? hook.leavesResultsPartial(r, f)
+                              : dist::carriedByNoResult(r, f));
       if (factor.kind != dist::FactorKind::Reduction && !vocabulary)
         continue;
       if (partialKind && *partialKind != factor.partialKind)

@@ -6,6 +6,10 @@
 //   its partition hook takes the row sums locally and all-reduces them
 //   (dist.all_reduce sum), so the input is never gathered. Its cost is one
 //   addition and one division per element.
+// - ptest.row_max: y[i] = max_j x[i, j]. Its rule "ij->i" has `j`
+//   collective, split as the operand is; its hook takes the local maxima and
+//   all-reduces them (max) itself, so it says the result is not left
+//   partial (leavesResultsPartial).
 // - ptest.bad_hook: rule "ij->ij", whose hook builds no result: the
 //   partitioner must report it rather than crash.
 //
@@ -47,6 +51,26 @@ public:
   static StringRef getOperationName() { return "ptest.sum_normalize"; }
   static ArrayRef<StringRef> getAttributeNames() { return {}; }
   LogicalResult verify() { return verifySameRank2(*this); }
+};
+
+class RowMaxOp : public Op<RowMaxOp, OpTrait::ZeroRegions, OpTrait::OneResult,
+                           OpTrait::OneTypedResult<Type>::Impl,
+                           OpTrait::ZeroSuccessors, OpTrait::OneOperand> {
+public:
+  using Op::Op;
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RowMaxOp)
+  static StringRef getOperationName() { return "ptest.row_max"; }
+  static ArrayRef<StringRef> getAttributeNames() { return {}; }
+  LogicalResult verify() {
+    auto type = dyn_cast<RankedTensorType>(getOperand().getType());
+    auto result = dyn_cast<RankedTensorType>(getType());
+    if (!type || type.getRank() != 2 || !result ||
+        result !=
+            RankedTensorType::get({type.getDimSize(0)}, type.getElementType()))
+      return emitOpError() << "expects a rank-2 tensor operand and its rows' "
+                              "maxima as the result";
+    return success();
+  }
 };
 
 class BadHookOp : public Op<BadHookOp, OpTrait::ZeroRegions, OpTrait::OneResult,
@@ -128,6 +152,52 @@ struct SumNormalizeCost
   }
 };
 
+struct RowMaxRule
+    : public dist::ShardingRuleOpInterface::ExternalModel<RowMaxRule,
+                                                          RowMaxOp> {
+  FailureOr<dist::ShardingRule> getShardingRule(Operation *op) const {
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    FailureOr<dist::ShardingRule> rule = dist::ShardingRule::fromSpec(
+        "ij->i", {type.getShape()}, {type.getShape().take_front()});
+    if (succeeded(rule))
+      rule->setKind("j", dist::FactorKind::Collective);
+    return rule;
+  }
+};
+
+struct RowMaxPartition
+    : public dist::PartitionOpInterface::ExternalModel<RowMaxPartition,
+                                                       RowMaxOp> {
+  bool canSplitCollectiveFactor(Operation *, int64_t, bool fromOperand,
+                                const dist::PartitionHookOptions &) const {
+    return fromOperand;
+  }
+  bool leavesResultsPartial(Operation *, const dist::ShardingRule &,
+                            int64_t) const {
+    return false;
+  }
+  FailureOr<SmallVector<Value>> partition(Operation *op,
+                                          dist::PartitionState &state) const {
+    FailureOr<SmallVector<Value>> local = dist::partitionByClone(op, state);
+    if (failed(local) || !state.rule)
+      return local;
+    dist::AxisNames axes;
+    for (int64_t f = 0; f < state.rule->getNumFactors(); ++f)
+      if (state.rule->getFactor(f).kind == dist::FactorKind::Collective)
+        axes = state.factorAxes[f];
+    if (axes.empty())
+      return local;
+    // The maxima of the local columns, then of every device's.
+    Value max = local->front();
+    local->front() = dist::AllReduceOp::create(
+        state.builder, op->getLoc(), max.getType(), max, state.meshSymbol,
+        state.axesAttr(axes),
+        dist::ReductionKindAttr::get(op->getContext(),
+                                     dist::ReductionKind::Max));
+    return local;
+  }
+};
+
 struct BadHookRule
     : public dist::ShardingRuleOpInterface::ExternalModel<BadHookRule,
                                                           BadHookOp> {
@@ -150,7 +220,8 @@ public:
   explicit PTestDialect(MLIRContext *context)
       : Dialect(getDialectNamespace(), context, TypeID::get<PTestDialect>()) {
     getContext()->loadDialect<dist::DistDialect, nn::NNDialect>();
-    addOperations<SumNormalizeOp, BadHookOp>();
+    addOperations<SumNormalizeOp, RowMaxOp, BadHookOp>();
+    RowMaxOp::attachInterface<RowMaxRule, RowMaxPartition>(*context);
     SumNormalizeOp::attachInterface<SumNormalizeRule, SumNormalizePartition,
                                     SumNormalizeCost>(*context);
     BadHookOp::attachInterface<BadHookRule, BadHookPartition>(*context);

@@ -53,7 +53,8 @@ def PartitionOpInterface : OpInterface<"PartitionOpInterface"> {
     over a split dimension, axis_index for global positions). The results
     get the sharding the factors give: per dimension the axes of its
     factors, partial over the split reduction factors and the split
-    collective factors that appear in no result.
+    collective factors that leave them partial (by default those that no
+    result carries).
   }];
   let methods = [
     InterfaceMethod<
@@ -66,6 +67,16 @@ def PartitionOpInterface : OpInterface<"PartitionOpInterface"> {
       (ins "int64_t":$factor, "bool":$fromOperand,
            "const ::partita::dist::PartitionHookOptions &":$options),
       /*methodBody=*/"", /*defaultImplementation=*/"return false;">,
+    InterfaceMethod<
+      "Whether splitting the collective factor `factor` of `rule` leaves the "
+      "results partial sums over its axes (the partitioner then records them "
+      "so). The default: when no result carries the factor; a hook that "
+      "reduces over the factor itself says no.",
+      "bool", "leavesResultsPartial",
+      (ins "const ::partita::dist::ShardingRule &":$rule, "int64_t":$factor),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/
+      "return ::partita::dist::carriedByNoResult(rule, factor);">,
     InterfaceMethod<
       "Whether the op must run on whole values although it has a rule (a "
       "constant whose elements cannot be cut without computing them).",

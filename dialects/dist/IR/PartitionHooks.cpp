@@ -63,6 +63,14 @@ PaddingMask defaultPaddingMask(const Factor &factor) {
       stringifyFactorKind(factor.kind).str() + " factor)");
 }
 
+bool carriedByNoResult(const ShardingRule &rule, int64_t factor) {
+  return llvm::none_of(rule.getResults(), [&](const TensorFactors &dims) {
+    return llvm::any_of(dims, [&](const auto &factors) {
+      return llvm::is_contained(factors, factor);
+    });
+  });
+}
+
 FailureOr<SmallVector<Value>> partitionByClone(Operation *op,
                                                PartitionState &state) {
   IRMapping mapping;

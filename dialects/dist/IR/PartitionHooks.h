@@ -120,6 +120,10 @@ struct PaddingMask {
 /// a whole or collective factor is rejected.
 PaddingMask defaultPaddingMask(const Factor &factor);
 
+/// Whether no result of `rule` carries factor `factor` (the default of
+/// PartitionOpInterface::leavesResultsPartial).
+bool carriedByNoResult(const ShardingRule &rule, int64_t factor);
+
 /// The default local form: `op` cloned on the local operands with the local
 /// result types (partial sums stay partial; the partitioner records them).
 /// A clone that its verifier rejects on local types is erased and reported

@@ -41,3 +41,22 @@ func.func @split_rows(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh,
   %y = "ptest.sum_normalize"(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   return %y : tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that a hook that reduces over its split collective factor itself
+// (ptest.row_max: local maxima, then dist.all_reduce max) leaves the result
+// whole, not partial: it says so (leavesResultsPartial), so the returned
+// value needs no further reduction and the input is never gathered.
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// CHECK-LABEL: func.func @row_max_split_columns
+// CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>
+// CHECK-SAME: -> (tensor<4xf32> {dist.global_sharding = #dist.sharding<@mesh, [{"dp"}]>
+// CHECK: %[[M:.*]] = "ptest.row_max"(%[[X]]) : (tensor<4x4xf32>) -> tensor<4xf32>
+// CHECK: %[[G:.*]] = dist.all_reduce %[[M]] on @mesh axes = ["tp"] kind = max : tensor<4xf32>
+// CHECK: return %[[G]] : tensor<4xf32>
+func.func @row_max_split_columns(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>})
+    -> tensor<8xf32> {
+  %y = "ptest.row_max"(%x) : (tensor<8x16xf32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}

@@ -58,6 +58,16 @@ TEST(PartitionHooksTest, DefaultPaddingMaskRejectsWholeAndCollective) {
       << collective.why;
 }
 
+TEST(PartitionHooksTest, CarriedByNoResult) {
+  // "ij->i": j (a row's columns) reaches no result, i does.
+  SmallVector<int64_t> in{4, 8}, out{4};
+  FailureOr<dist::ShardingRule> rule = dist::ShardingRule::fromSpec(
+      "ij->i", {ArrayRef<int64_t>(in)}, {ArrayRef<int64_t>(out)});
+  ASSERT_TRUE(succeeded(rule));
+  EXPECT_FALSE(dist::carriedByNoResult(*rule, 0));
+  EXPECT_TRUE(dist::carriedByNoResult(*rule, 1));
+}
+
 class PartitionStateTest : public ::testing::Test {
 protected:
   PartitionStateTest() : builder(&context) {
