@@ -59,10 +59,10 @@ def PartitionOpInterface : OpInterface<"PartitionOpInterface"> {
   let methods = [
     InterfaceMethod<
       "Whether the collective factor `factor` of the op's rule may be split: "
-      "`fromOperand` asks whether as an operand is split (the result then "
-      "partial when no result carries it), otherwise as the result's "
-      "sharding asks. Only ops whose `partition` builds the form that "
-      "splitting needs say yes.",
+      "`fromOperand` asks whether as an operand is split (whether the "
+      "results are then partial: leavesResultsPartial), otherwise as the "
+      "result's sharding asks. Only ops whose `partition` builds the form "
+      "that splitting needs say yes.",
       "bool", "canSplitCollectiveFactor",
       (ins "int64_t":$factor, "bool":$fromOperand,
            "const ::partita::dist::PartitionHookOptions &":$options),
