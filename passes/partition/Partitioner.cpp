@@ -8,37 +8,30 @@
 //    minor, a factor taking axes while their product divides its size, and a
 //    minor factor taking axes only once every factor before it in the
 //    dimension is split completely (a dimension's shard is one contiguous
-//    block). Whole and collective factors take no axes (ops with a
-//    collective-aware local form are the exception, see below). A reduction
+//    block). Whole and collective factors take no axes, except collective
+//    factors the op's partition hook says it can split
+//    (dist::PartitionOpInterface::canSplitCollectiveFactor). A reduction
 //    factor takes the axes its operand is split on, when the result's
 //    propagated sharding is partial over them with the factor's kind.
 // 2. Operands. Each operand must have, per dimension, the axes of its
 //    factors, and no partial axes; the resharding planner (Reshard.h) turns
 //    the operand's current sharding into that one, and each of its steps
 //    becomes a dist op (dist.slice, all_gather, all_to_all, reduce_scatter,
-//    all_reduce, collective_permute).
-// 3. The op is cloned on the local operands with local result types. Its
-//    results have the sharding the factors give: per dimension the axes of
-//    its factors, partial over the axes of the split reduction factors. This
-//    is usually the propagated sharding; where it is not, consumers reshard
-//    from what the value really is, so the program stays exact.
-// 4. Ops whose attributes have a global meaning are adjusted: a mean (nn.reduce
-//    mean, nn.cross_entropy's mean over tokens) over split dimensions is
-//    multiplied by 1/k, k the number of shards of the reduced dimensions, so
-//    the partial values sum to the global mean; nn.rotary(_grad) with a
-//    split sequence and causal nn.attention(_grad) with a split query
-//    sequence read global positions, so they get local forms that compute
-//    them from dist.axis_index or slice global tables
-//    (CollectiveLowerings.h); a non-splat nn.constant is computed whole and
-//    sliced by its consumers.
+//    all_reduce, collective_permute). Padded dimensions (Padding.h) an op
+//    reduces over are masked as its hook says (getPaddingMask).
+// 3. The op's partition hook builds its local form on the local operands
+//    with local result types (dist::PartitionOpInterface::partition; an op
+//    without one is cloned, dist::partitionByClone). Its results have the
+//    sharding the factors give: per dimension the axes of its factors,
+//    partial over the axes of the split reduction factors and of the split
+//    collective factors that no result carries. This is usually the
+//    propagated sharding; where it is not, consumers reshard from what the
+//    value really is, so the program stays exact.
 //
-// Collective-aware forms (CollectiveLowerings.h): softmax, layer_norm and
-// rms_norm whose reduced dimension the result's sharding splits run as local
-// reductions plus all_reduces; an embedding whose table is split on the
-// vocabulary looks up its own rows (masked) and leaves the result partial.
-// cross_entropy over a split vocabulary has one too, opt-in (see
-// PartitionOptions). Attention over split keys gathers them first, which is
-// exact but moves more bytes than the known decomposition.
+// The partitioner names no op of any dialect: what an op means globally
+// (a mean over split dimensions, positions along a split sequence, a
+// softmax over a split dimension, a lookup in a split vocabulary) is its
+// hook's business; the nn ops' hooks are in dialects/nn/IR/NNPartition.cpp.
 //
 // Values are tracked as (local value, sharding it has). Function arguments
 // get local types; return operands are resharded to the function result's
@@ -51,9 +44,6 @@
 
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
-#include "dialects/nn/IR/NNAttributes.h"
-#include "dialects/nn/IR/NNOps.h"
-#include "passes/partition/CollectiveLowerings.h"
 #include "passes/partition/Padding.h"
 #include "passes/partition/Reshard.h"
 
@@ -95,13 +85,6 @@ std::string describeValue(Value value) {
   return text;
 }
 
-std::string joinAxes(ArrayRef<std::string> axes) {
-  std::string text = "{";
-  for (auto [i, axis] : llvm::enumerate(axes))
-    text += (i ? ", \"" : "\"") + axis + "\"";
-  return text + "}";
-}
-
 /// The axis names of a dimension (or of partial axes) of a sharding that
 /// checkPreconditions accepted: whole axes only.
 AxisList namesOf(const dist::DimSharding &dim) {
@@ -127,7 +110,10 @@ Sharding readChecked(dist::ShardingAttr attr) {
 class FuncPartitioner {
 public:
   FuncPartitioner(func::FuncOp func, const PartitionOptions &options)
-      : func(func), options(options), ctx(func.getContext()) {}
+      : func(func), options(options), ctx(func.getContext()) {
+    hookOptions.vocabParallelCrossEntropy = options.vocabParallelCrossEntropy;
+    hookOptions.splitKeyAttention = options.splitKeyAttention;
+  }
 
   LogicalResult checkPreconditions();
   LogicalResult run();
@@ -210,9 +196,11 @@ private:
   /// The rule of every op, read before any type changes (rules read their
   /// operands' global shapes).
   DenseMap<Operation *, FailureOr<dist::ShardingRule>> rules;
-  /// Rotary tables and causal biases already built in this function
-  /// (CollectiveLowerings.h).
-  SeqSplitCache seqSplitCache;
+  /// What the partition hooks build once per function (rotary tables,
+  /// causal biases; dist::PartitionState::functionCache).
+  llvm::StringMap<Value> functionCache;
+  /// The partitioner's options that the hooks read.
+  dist::PartitionHookOptions hookOptions;
   PaddingAnalysis padding;
 };
 
@@ -471,17 +459,12 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   for (Value result : op->getResults())
     propagated.push_back(readChecked(dist::getSharding(result)));
 
-  auto constant = dyn_cast<nn::ConstantOp>(op);
-  DenseElementsAttr splat;
-  if (constant) {
-    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (dense && dense.isSplat())
-      splat = dense;
-  }
+  // The op's own local form, if it has one (else partitionByClone).
+  auto hook = dyn_cast<dist::PartitionOpInterface>(op);
+  bool runsWhole = hook && hook.runsWhole();
 
   AxisList collectiveAxes;
-  int64_t collectiveSize = 1;
-  AxisList seqAxes, keyAxes; // see "Rotary and causal attention" below
+  SmallVector<AxisList> factorAxes;
   SmallVector<Sharding, 2> required(op->getNumOperands());
   SmallVector<Sharding, 2> actual(op->getNumResults());
   int64_t meanShards = 1;
@@ -494,15 +477,13 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
   if (!padding.empty()) {
     SmallVector<std::pair<Value, const dist::TensorFactors *>> tensors;
     for (auto [i, operand] : llvm::enumerate(op->getOperands()))
-      tensors.push_back(
-          {operand, succeeded(rule) && !(constant && !splat)
-                        ? &rule->getOperand(i)
-                        : nullptr});
+      tensors.push_back({operand, succeeded(rule) && !runsWhole
+                                      ? &rule->getOperand(i)
+                                      : nullptr});
     for (auto [i, result] : llvm::enumerate(op->getResults()))
-      tensors.push_back(
-          {result, succeeded(rule) && !(constant && !splat)
-                       ? &rule->getResult(i)
-                       : nullptr});
+      tensors.push_back({result, succeeded(rule) && !runsWhole
+                                     ? &rule->getResult(i)
+                                     : nullptr});
     for (auto [value, dims] : tensors)
       for (unsigned d = 0; d < padding.realType(value).getRank(); ++d) {
         if (!padding.isPadded(value, d))
@@ -522,8 +503,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       }
   }
 
-  if (failed(rule) || (constant && !splat)) {
-    // No rule (or a constant that cannot be cut): run on whole values.
+  if (failed(rule) || runsWhole) {
+    // No rule (or an op that must run whole): run on whole values.
     for (auto [i, operand] : llvm::enumerate(op->getOperands()))
       required[i].dims.resize(
           cast<RankedTensorType>(operand.getType()).getRank());
@@ -585,16 +566,13 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         return false;
       if (kind == dist::FactorKind::Parallel)
         return !fromOperand;
-      // Ops with a collective-aware local form (CollectiveLowerings.h):
-      // split as the result wants (softmax, norms), or as the operand is
-      // (the embedding's vocabulary, which leaves the result partial).
+      // Ops with a collective-aware local form (their partition hook) say
+      // whether they split it as the result wants (softmax, norms), or as
+      // the operand is (the embedding's vocabulary, which leaves the result
+      // partial).
       if (kind == dist::FactorKind::Collective)
-        return fromOperand
-                   ? (isa<nn::EmbeddingOp>(op) ||
-                      (isa<nn::CrossEntropyOp>(op) &&
-                       options.vocabParallelCrossEntropy) ||
-                      (isa<nn::AttentionOp>(op) && options.splitKeyAttention))
-                   : isa<nn::SoftmaxOp, nn::LayerNormOp, nn::RMSNormOp>(op);
+        return hook &&
+               hook.canSplitCollectiveFactor(f, fromOperand, hookOptions);
       if (kind == dist::FactorKind::Reduction)
         return fromOperand;
       return false;
@@ -646,9 +624,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
     };
 
     for (auto [i, result] : llvm::enumerate(op->getResults()))
-      if (!(constant && !splat))
-        project(r.getResult(i), propagated[i], /*fromOperand=*/false,
-                [](int64_t, StringRef) { return true; });
+      project(r.getResult(i), propagated[i], /*fromOperand=*/false,
+              [](int64_t, StringRef) { return true; });
     // Reduction factors: split where the operand is split and the result is
     // partial over the same axes with the factor's kind.
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
@@ -705,10 +682,8 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
 
     for (int64_t f = 0; f < r.getNumFactors(); ++f)
       if (r.getFactor(f).kind == dist::FactorKind::Collective &&
-          !fa.axes[f].empty()) {
+          !fa.axes[f].empty())
         collectiveAxes = fa.axes[f];
-        collectiveSize = r.getFactor(f).size;
-      }
 
     // Partial axes of the results: split reduction factors, in mesh order.
     std::optional<ReductionKind> partialKind;
@@ -717,11 +692,12 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       const dist::Factor &factor = r.getFactor(f);
       if (fa.axes[f].empty())
         continue;
-      // The vocabulary of the embedding and cross_entropy, and attention's
-      // key sequence, leave the result a partial sum.
-      bool vocabulary =
-          factor.kind == dist::FactorKind::Collective &&
-          isa<nn::EmbeddingOp, nn::CrossEntropyOp, nn::AttentionOp>(op);
+      // A split collective factor that no result carries (the vocabulary
+      // of the embedding and cross_entropy, attention's key sequence)
+      // leaves the results a partial sum, unless the op's hook reduces it.
+      bool vocabulary = factor.kind == dist::FactorKind::Collective &&
+                        (hook ? hook.leavesResultsPartial(r, f)
+                              : dist::carriedByNoResult(r, f));
       if (factor.kind != dist::FactorKind::Reduction && !vocabulary)
         continue;
       if (partialKind && *partialKind != factor.partialKind)
@@ -744,22 +720,7 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         actual[i].partialKind = *partialKind;
     }
 
-    // Attributes with a global meaning.
-    auto factorAxes = [&](dist::FactorRole role) -> AxisList {
-      if (std::optional<int64_t> f = r.findFactor(role))
-        return fa.axes[*f];
-      return {};
-    };
-    // Rotary and causal attention read global positions along a split
-    // sequence; attention over split keys merges its partial softmaxes.
-    // Both have local forms of plain ops (CollectiveLowerings.h).
-    if (isa<nn::RotaryOp, nn::RotaryGradOp>(op) ||
-        (isa<nn::AttentionOp>(op) && cast<nn::AttentionOp>(op).getCausal()) ||
-        (isa<nn::AttentionGradOp>(op) &&
-         cast<nn::AttentionGradOp>(op).getCausal()))
-      seqAxes = factorAxes(dist::FactorRole::Sequence);
-    if (isa<nn::AttentionOp>(op))
-      keyAxes = factorAxes(dist::FactorRole::KeySequence);
+    factorAxes = std::move(fa.axes);
   }
 
   // Operands.
@@ -771,184 +732,58 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       return failure();
     operands.push_back(*local);
   }
-  if (!padding.empty() && succeeded(rule) && !(constant && !splat) &&
+  if (!padding.empty() && succeeded(rule) && !runsWhole &&
       failed(maskPadding(builder, op, *rule, required, operands,
                          !collectiveAxes.empty())))
     return failure();
 
-  Location loc = op->getLoc();
   SmallVector<Type> resultTypes;
   for (auto [i, result] : llvm::enumerate(op->getResults()))
     resultTypes.push_back(localType(globalTypeOf(result), actual[i]));
 
-  Operation *clone = nullptr;
-  if (constant && splat) {
-    auto type = cast<ShapedType>(resultTypes.front());
-    clone = nn::ConstantOp::create(builder, loc, type, splat.resizeSplat(type));
-  } else if (!seqAxes.empty() || !keyAxes.empty()) {
-    Value result;
-    if (auto rotary = dyn_cast<nn::RotaryOp>(op)) {
-      result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
-                                   groupSize(seqAxes), operands[0],
-                                   rotary.getTheta().convertToDouble(),
-                                   /*inverse=*/false, seqSplitCache);
-    } else if (auto grad = dyn_cast<nn::RotaryGradOp>(op)) {
-      result = buildSplitSeqRotary(builder, loc, meshName, axesAttr(seqAxes),
-                                   groupSize(seqAxes), operands[0],
-                                   grad.getTheta().convertToDouble(),
-                                   /*inverse=*/true, seqSplitCache);
-    } else if (auto grad = dyn_cast<nn::AttentionGradOp>(op)) {
-      int64_t headDim =
-          cast<RankedTensorType>(operands[0].getType()).getDimSize(3);
-      double scale = grad.getScale()
-                         ? grad.getScale()->convertToDouble()
-                         : 1.0 / std::sqrt(static_cast<double>(headDim));
-      AttentionGradWrt wrt = AttentionGradWrt::Value;
-      if (grad.getWrt() == nn::AttentionGradWrt::Query)
-        wrt = AttentionGradWrt::Query;
-      else if (grad.getWrt() == nn::AttentionGradWrt::Key)
-        wrt = AttentionGradWrt::Key;
-      result = buildSplitSeqAttentionGrad(
-          builder, loc, meshName, axesAttr(seqAxes), operands[0], operands[1],
-          operands[2], operands[3], wrt, grad.getCausal(), scale,
-          seqSplitCache);
-    } else {
-      auto attention = cast<nn::AttentionOp>(op);
-      int64_t headDim =
-          cast<RankedTensorType>(operands[0].getType()).getDimSize(3);
-      double scale = attention.getScale()
-                         ? attention.getScale()->convertToDouble()
-                         : 1.0 / std::sqrt(static_cast<double>(headDim));
-      result = buildSplitSeqAttention(
-          builder, loc, meshName, axesAttr(seqAxes), axesAttr(keyAxes),
-          operands[0], operands[1], operands[2], attention.getCausal(), scale,
-          seqSplitCache);
-    }
-    clone = result.getDefiningOp();
-  } else if (!collectiveAxes.empty()) {
-    ArrayAttr axes = axesAttr(collectiveAxes);
-    Value result;
-    if (isa<nn::CrossEntropyOp>(op))
-      result = buildVocabParallelCrossEntropy(
-          builder, loc, meshName, axes, groupSize(collectiveAxes), operands[0],
-          operands[1], cast<RankedTensorType>(resultTypes.front()));
-    else if (isa<nn::EmbeddingOp>(op))
-      result = buildVocabParallelEmbedding(
-          builder, loc, meshName, axes, operands[0], operands[1],
-          cast<RankedTensorType>(resultTypes.front()));
-    else if (auto softmax = dyn_cast<nn::SoftmaxOp>(op))
-      result = buildSplitSoftmax(builder, loc, meshName, axes, operands[0],
-                                 softmax.getDim());
-    else if (auto norm = dyn_cast<nn::LayerNormOp>(op))
-      result = buildSplitNorm(builder, loc, meshName, axes, operands[0],
-                              operands[1], operands[2],
-                              norm.getEpsilon().convertToDouble(),
-                              collectiveSize);
-    else
-      result = buildSplitNorm(builder, loc, meshName, axes, operands[0],
-                              operands[1], std::nullopt,
-                              cast<nn::RMSNormOp>(op)
-                                  .getEpsilon()
-                                  .convertToDouble(),
-                              collectiveSize);
-    clone = result.getDefiningOp();
-  } else {
-    IRMapping mapping;
-    for (auto [operand, local] : llvm::zip(op->getOperands(), operands))
-      mapping.map(operand, local);
-    clone = builder.clone(*op, mapping);
-    // One value used twice may be resharded twice (attention's query and
-    // key): the mapping keeps one, so set each operand from its own reshard.
-    clone->setOperands(operands);
-    for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
-      result.setType(type);
-    clone->removeAttr(dist::DistDialect::kShardingAttrName);
-    // cross_entropy_grad divides by the number of label positions; with the
-    // tokens split, each shard must still divide by the global (real,
-    // unpadded) count, which the kernel reads from nn.mean_count.
-    if (isa<nn::CrossEntropyGradOp>(op) && !nn::getMeanCount(op)) {
-      Value labels = op->getOperand(1);
-      RankedTensorType real = padding.realType(labels);
-      nn::setMeanCount(clone, real.getNumElements());
-    }
-    // A safety net: a rule that promises more than the op's verifier accepts
-    // on local types is a diagnostic, never wrong IR.
-    std::string why;
-    bool verified;
-    {
-      ScopedDiagnosticHandler capture(ctx, [&](Diagnostic &diag) {
-        if (why.empty())
-          why = diag.str();
-        return success();
-      });
-      verified = succeeded(mlir::verify(clone, /*verifyRecursively=*/false));
-    }
-    if (!verified) {
-      clone->erase();
-      return op->emitError()
-             << "cannot partition '" << op->getName()
-             << "': its local form does not verify (" << why << ")";
-    }
-  }
-
-  SmallVector<Value> results(clone->getResults());
-  bool isMean = false;
-  if (auto reduce = dyn_cast<nn::ReduceOp>(op))
-    isMean = reduce.getKind() == nn::ReduceKind::Mean;
-  if (isa<nn::CrossEntropyOp>(op))
-    isMean = true;
-  // The local kernel divides by the local count of the reduced elements; the
-  // partial values must sum to the global mean, so scale by local / global
-  // count: 1/meanShards, or with padded reduced dimensions (whose padding
-  // was masked to add nothing) the local count over the real one.
-  double meanScale = 1.0 / static_cast<double>(meanShards);
-  if (isMean && !padding.empty()) {
-    Value reduced = op->getOperand(isa<nn::CrossEntropyOp>(op) ? 1 : 0);
-    SmallVector<int64_t> dims;
-    if (auto reduce = dyn_cast<nn::ReduceOp>(op))
-      dims.assign(reduce.getDims().begin(), reduce.getDims().end());
-    else
-      for (int64_t d = 0; d < padding.realType(reduced).getRank(); ++d)
-        dims.push_back(d);
-    Value local = operands[isa<nn::CrossEntropyOp>(op) ? 1 : 0];
-    int64_t localCount = 1, realCount = 1;
-    for (int64_t d : dims) {
-      localCount *= cast<RankedTensorType>(local.getType()).getDimSize(d);
-      realCount *= padding.realType(reduced).getDimSize(d);
-    }
-    if (realCount > 0)
-      meanScale = static_cast<double>(localCount) / realCount;
-  }
-  if (isMean && meanScale != 1.0) {
-    auto type = cast<RankedTensorType>(results.front().getType());
-    auto splatScale = DenseElementsAttr::get(
-        type, builder.getFloatAttr(type.getElementType(), meanScale));
-    Value scale = nn::ConstantOp::create(builder, loc, type, splatScale);
-    results.front() =
-        nn::MulOp::create(builder, loc, type, results.front(), scale);
-  }
+  // The op's local form: its partition hook, or a clone on the local
+  // operands.
+  SmallVector<RankedTensorType> realOperandTypes;
+  for (Value operand : op->getOperands())
+    realOperandTypes.push_back(padding.realType(operand));
+  dist::PartitionState state{builder,
+                             meshName,
+                             mesh,
+                             succeeded(rule) && !runsWhole ? &*rule : nullptr,
+                             factorAxes,
+                             operands,
+                             resultTypes,
+                             realOperandTypes,
+                             !padding.empty(),
+                             meanShards,
+                             hookOptions,
+                             functionCache};
+  FailureOr<SmallVector<Value>> results =
+      hook ? hook.partition(state) : dist::partitionByClone(op, state);
+  if (failed(results))
+    return failure();
+  if (results->size() != op->getNumResults())
+    return op->emitError() << "cannot partition '" << op->getName()
+                           << "': its partition hook built " << results->size()
+                           << " results for " << op->getNumResults();
 
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
-    localOf[result] = results[i];
+    localOf[result] = (*results)[i];
     shardingOf[result] = actual[i];
   }
   return success();
 }
 
 /// Masks the padding of padded dimensions an op reduces over, on its local
-/// operands, to the reduction's identity: 0 for a sum (einsum contractions,
-/// nn.reduce sum and mean), -inf for a max (and for softmax's and
-/// cross_entropy(_grad)'s vocabulary, whose exp then adds 0); cross_entropy's
-/// labels of padded tokens become -1, which its kernel skips. The padded
-/// vocabulary of embedding(_grad) needs nothing (no id reaches it, and
-/// embedding_grad's rows start at 0). Any other
-/// whole or collective factor over padding is a diagnostic.
+/// operands, as the op's partition hook says (dist::PaddingMask; the
+/// default fills a reduction factor's padding with the identity of its
+/// partial kind and rejects any other whole or collective factor).
 LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
                                            const dist::ShardingRule &r,
                                            ArrayRef<Sharding> required,
                                            SmallVectorImpl<Value> &operands,
                                            bool splitVocab) {
-  const double inf = std::numeric_limits<double>::infinity();
+  auto hook = dyn_cast<dist::PartitionOpInterface>(op);
   auto isOnly = [](const dist::TensorFactors &dims, unsigned d, int64_t f) {
     return d < dims.size() && dims[d].size() == 1 && dims[d].front() == f;
   };
@@ -969,49 +804,21 @@ LogicalResult FuncPartitioner::maskPadding(OpBuilder &builder, Operation *op,
           shown = {result, d};
     if (!shown)
       continue;
-    auto inexact = [&](StringRef why) {
+    auto inexact = [&](const std::string &why) {
       return op->emitError()
              << "cannot partition '" << op->getName() << "': "
              << describePaddedDim(op, shown->first, shown->second)
              << " is padded, and " << why
              << "; split it over axes that divide its size";
     };
-    double value = 0.0;
-    std::optional<unsigned> only; // mask this operand only, else all of f's
-    if (factor.kind == dist::FactorKind::Reduction) {
-      if (isa<nn::CrossEntropyOp>(op)) {
-        if (splitVocab)
-          return inexact("the vocabulary-parallel cross_entropy cannot skip "
-                         "padded tokens");
-        value = -1.0;
-        only = 1;
-      } else if (auto reduce = dyn_cast<nn::ReduceOp>(op)) {
-        value = reduce.getKind() == nn::ReduceKind::Max ? -inf : 0.0;
-      } else {
-        value = factor.partialKind == dist::ReductionKind::Max ? -inf : 0.0;
-      }
-    } else if (isa<nn::SoftmaxOp>(op) ||
-               (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op) &&
-                factor.role == dist::FactorRole::Vocabulary)) {
-      // cross_entropy_grad's softmax then gives the padding 0 gradient.
-      value = -inf;
-      only = 0;
-    } else if (isa<nn::EmbeddingOp, nn::EmbeddingGradOp>(op) &&
-               factor.role == dist::FactorRole::Vocabulary) {
+    dist::PaddingMask mask = hook ? hook.getPaddingMask(r, f, splitVocab)
+                                  : dist::defaultPaddingMask(factor);
+    if (mask.action == dist::PaddingMask::Action::Ignore)
       continue;
-    } else if (factor.role == dist::FactorRole::KeySequence &&
-               ((isa<nn::AttentionOp>(op) &&
-                 cast<nn::AttentionOp>(op).getCausal()) ||
-                (isa<nn::AttentionGradOp>(op) &&
-                 cast<nn::AttentionGradOp>(op).getCausal()))) {
-      // Padded keys sit at positions past every real query, so the causal
-      // mask drops them; zeroed, no garbage reaches the products with them.
-      value = 0.0;
-    } else {
-      return inexact("masking its padding does not make the op exact over "
-                     "it (a " +
-                     stringifyFactorKind(factor.kind).str() + " factor)");
-    }
+    if (mask.action == dist::PaddingMask::Action::Reject)
+      return inexact(mask.why);
+    double value = mask.value;
+    std::optional<unsigned> only = mask.onlyOperand;
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       if (only && *only != i)
         continue;

@@ -34,16 +34,18 @@ struct PartitionOptions {
   /// gathers the output) instead of an all_reduce in the program.
   bool keepPartialResults = true;
   /// nn.cross_entropy with its logits split on the vocabulary runs its
-  /// vocabulary-parallel form (CollectiveLowerings.h) instead of gathering
-  /// the logits. Off by default: the plan lowering bounds generated label
+  /// vocabulary-parallel form (dialects/nn/IR/NNCollectiveLowerings.h)
+  /// instead of gathering the logits. Off by default: the plan lowering bounds generated label
   /// inputs by the largest embedding table, which the form's lookup in the
   /// flattened logits would enlarge.
   bool vocabParallelCrossEntropy = false;
   /// nn.attention with its keys split (on axes its queries are not split
   /// on) merges per-shard partial outputs by log-sum-exp and leaves the
-  /// output partial over the key axes (CollectiveLowerings.h) instead of
+  /// output partial over the key axes (NNCollectiveLowerings.h) instead of
   /// gathering the keys.
   bool splitKeyAttention = false;
+  // Both are forwarded to the ops' partition hooks
+  // (dist::PartitionHookOptions).
 };
 
 /// Partitions `func` in place. Checks every precondition before changing

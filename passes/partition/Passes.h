@@ -4,7 +4,6 @@
 #define PARTITA_PASSES_PARTITION_PASSES_H
 
 #include "dialects/dist/IR/DistOps.h"
-#include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

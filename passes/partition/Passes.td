@@ -32,8 +32,12 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     those axes. Operands are resharded to what the factors need by the
     resharding planner (cheapest sequence of `dist.slice`, `all_gather`,
     `all_to_all`, `reduce_scatter`, `all_reduce`, `collective_permute`),
-    the op is cloned on local types, and its results are partial over the
-    axes of its split reduction factors. Partial values stay partial until a
+    the op builds its local form (its `dist::PartitionOpInterface` hook;
+    without one it is cloned on local types), and its results are partial
+    over the axes of its split reduction factors and of its split collective
+    factors that no result carries. The pass names no op of any dialect:
+    the `nn` forms below are the `nn` ops' hooks
+    (`dialects/nn/IR/NNPartition.cpp`). Partial values stay partial until a
     consumer needs them whole; then they become an `all_reduce`, or a
     `reduce_scatter` when the consumer wants them split. One value resharded
     to one target is emitted once.
@@ -42,9 +46,9 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     `nn.cross_entropy`) is multiplied by `1/k` (`k` shards of the reduced
     dimensions) so that the partial values sum to the global mean; a
     non-splat `nn.constant` is computed whole; `nn.rotary` with a split
-    sequence and causal `nn.attention` with a split query sequence are
-    diagnostics (they need per-shard position offsets). Whole factors are
-    never split: an operand split on one is gathered first.
+    sequence and causal `nn.attention` with a split query sequence read
+    global positions (see below). Whole factors are never split: an
+    operand split on one is gathered first.
 
     Collective-aware forms: `nn.softmax` over a split dimension becomes local
     max and sum reductions with an `all_reduce` (max, then sum) of each;
@@ -105,8 +109,9 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
            "merged by log-sum-exp (max and sum all_reduces, the output "
            "partial over the key axes) instead of gathering the keys">,
   ];
-  let dependentDialects = ["::partita::dist::DistDialect",
-                           "::partita::nn::NNDialect"];
+  // No op dialect: the ops' partition hooks build their local forms with
+  // ops of their own dialects, which are loaded with the input.
+  let dependentDialects = ["::partita::dist::DistDialect"];
 }
 
 #endif // PARTITA_PASSES_PARTITION_PASSES

@@ -9,6 +9,7 @@
 #include "dialects/InputLimits.h"
 #include "passes/InitAllPasses.h"
 #include "passes/Pipelines.h"
+#include "test/lib/TestDialect.h"
 #include "test/lib/TestPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
   partita::test::registerTestPasses();
   DialectRegistry registry;
   partita::registerAllDialects(registry);
+  partita::test::registerTestDialect(registry);
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "Partita optimizer driver\n", registry);

@@ -37,4 +37,70 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+// A separate interface rather than a method of ShardingRuleOpInterface:
+// propagation, the strategies and the cost model read rules and never build
+// IR, and most ops with a rule need no hook (the partitioner runs
+// partitionByClone, the generic local form, for an op without this
+// interface), so only ops with a local form of their own implement it.
+def PartitionOpInterface : OpInterface<"PartitionOpInterface"> {
+  let cppNamespace = "::partita::dist";
+  let description = [{
+    How an op with a sharding rule runs on its local shards (upstream MLIR's
+    `ShardingInterface::partition` plays this part). The partitioner projects
+    the op's shardings onto its rule's factors, reshards the operands to what
+    the factors ask, then calls `partition`, which builds the op's local form
+    (plain ops and the dist collectives it needs: all_reduce for a softmax
+    over a split dimension, axis_index for global positions). The results
+    get the sharding the factors give: per dimension the axes of its
+    factors, partial over the split reduction factors and the split
+    collective factors that leave them partial (by default those that no
+    result carries).
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Whether the collective factor `factor` of the op's rule may be split: "
+      "`fromOperand` asks whether as an operand is split (whether the "
+      "results are then partial: leavesResultsPartial), otherwise as the "
+      "result's sharding asks. Only ops whose `partition` builds the form "
+      "that splitting needs say yes.",
+      "bool", "canSplitCollectiveFactor",
+      (ins "int64_t":$factor, "bool":$fromOperand,
+           "const ::partita::dist::PartitionHookOptions &":$options),
+      /*methodBody=*/"", /*defaultImplementation=*/"return false;">,
+    InterfaceMethod<
+      "Whether splitting the collective factor `factor` of `rule` leaves the "
+      "results partial sums over its axes (the partitioner then records them "
+      "so). The default: when no result carries the factor; a hook that "
+      "reduces over the factor itself says no.",
+      "bool", "leavesResultsPartial",
+      (ins "const ::partita::dist::ShardingRule &":$rule, "int64_t":$factor),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/
+      "return ::partita::dist::carriedByNoResult(rule, factor);">,
+    InterfaceMethod<
+      "Whether the op must run on whole values although it has a rule (a "
+      "constant whose elements cannot be cut without computing them).",
+      "bool", "runsWhole", (ins), /*methodBody=*/"",
+      /*defaultImplementation=*/"return false;">,
+    InterfaceMethod<
+      "What to do with the padding of a dimension that factor `factor` of "
+      "`rule` (not parallel) makes up alone; `collectiveSplit` says whether "
+      "a collective factor of the op is split.",
+      "::partita::dist::PaddingMask", "getPaddingMask",
+      (ins "const ::partita::dist::ShardingRule &":$rule, "int64_t":$factor,
+           "bool":$collectiveSplit),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/
+      "return ::partita::dist::defaultPaddingMask(rule.getFactor(factor));">,
+    InterfaceMethod<
+      "Builds the op's local form at `state.builder` and returns its results "
+      "(one per op result, of `state.resultTypes`), or failure after a "
+      "diagnostic at the op.",
+      "::mlir::FailureOr<::llvm::SmallVector<::mlir::Value>>", "partition",
+      (ins "::partita::dist::PartitionState &":$state), /*methodBody=*/"",
+      /*defaultImplementation=*/
+      "return ::partita::dist::partitionByClone($_op, state);">,
+  ];
+}
+
 #endif // PARTITA_DIST_INTERFACES

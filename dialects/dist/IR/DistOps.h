@@ -1,6 +1,7 @@
 //===- DistOps.h - dist operations ------------------------------*- C++ -*-===//
 //
-// Declares the dist operations and ShardingRuleOpInterface.
+// Declares the dist operations, ShardingRuleOpInterface and
+// PartitionOpInterface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -8,6 +9,7 @@
 #define PARTITA_DIALECTS_DIST_IR_DISTOPS_H
 
 #include "dialects/dist/IR/DistDialect.h"
+#include "dialects/dist/IR/PartitionHooks.h"
 #include "dialects/dist/IR/ShardingRule.h"
 
 #include "mlir/IR/BuiltinOps.h"

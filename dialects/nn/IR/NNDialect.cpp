@@ -8,6 +8,7 @@
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNCost.h"
+#include "dialects/nn/IR/NNPartition.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -33,6 +34,7 @@ void NNDialect::initialize() {
 #include "dialects/nn/IR/NNOps.cpp.inc"
       >();
   attachNNCostModels(*getContext());
+  attachNNPartitionModels(*getContext());
 }
 
 //===----------------------------------------------------------------------===//

@@ -5,7 +5,7 @@
 // RUN:   --implicit-check-not=dist.axis_index --implicit-check-not=dist.mask
 
 // Ops that read global positions along a split sequence (rotary, causal
-// attention): the local forms of CollectiveLowerings.h, derived by hand.
+// attention): the local forms of NNCollectiveLowerings.h, derived by hand.
 // Rotary tables for theta = 1e4 and head_dim 4: pair 0 turns by p radians,
 // pair 1 by p * 1e4^(-1/2) = p / 100 radians, so row p of the cosine table
 // is [cos p, cos p, cos(p/100), cos(p/100)] (cos 1 = 0.5403023, cos 0.01 =

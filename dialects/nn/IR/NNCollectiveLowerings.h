@@ -1,4 +1,4 @@
-//===- CollectiveLowerings.h - exact local forms of split ops ---*- C++ -*-===//
+//===- NNCollectiveLowerings.h - exact local forms of split ops -*- C++ -*-===//
 //
 // The collective-aware local forms of ops whose collective factor is split:
 // plain nn ops on local tensors plus dist.all_reduce, exact up to floating
@@ -11,19 +11,21 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H
-#define PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H
+#ifndef PARTITA_DIALECTS_NN_IR_NNCOLLECTIVELOWERINGS_H
+#define PARTITA_DIALECTS_NN_IR_NNCOLLECTIVELOWERINGS_H
+
+#include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/StringMap.h"
 
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 
-namespace partita::partition {
+namespace partita::nn {
 
 /// Softmax of `input` along `dim`, that dimension split over `axes`:
 ///   m = all_reduce_max(reduce_max(x, dim));  e = exp(x - m)
@@ -89,16 +91,11 @@ mlir::Value buildVocabParallelCrossEntropy(
 /// with swap an einsum of x as [b, s, n, d/2, 2] with [[0, 1], [-1, 0]].
 /// With `inverse` the rotation is by minus the angle (rotary_grad).
 /// The sliced tables (and the pair-turning matrix) are built once per
-/// function: `cache` keeps them for later rotary ops of the same theta,
-/// element type, shape and split (every layer's query and key), so a plan
-/// holds one copy instead of one per op.
-struct SeqSplitCache {
-  std::map<std::string, std::pair<mlir::Value, mlir::Value>> tables;
-  std::map<std::string, mlir::Value> turns;
-  /// Causal biases by element type, split and local lengths (every
-  /// layer's attention and attention_grad share one).
-  std::map<std::string, mlir::Value> biases;
-};
+/// function: `cache` (PartitionState::functionCache) keeps them for later
+/// rotary ops of the same theta, element type, shape and split (every
+/// layer's query and key), so a plan holds one copy instead of one per op;
+/// likewise the causal biases of attention and attention_grad.
+using SeqSplitCache = llvm::StringMap<mlir::Value>;
 mlir::Value buildSplitSeqRotary(mlir::OpBuilder &builder, mlir::Location loc,
                                 mlir::FlatSymbolRefAttr mesh,
                                 mlir::ArrayAttr axes, int64_t shards,
@@ -128,9 +125,6 @@ mlir::Value buildSplitSeqAttention(mlir::OpBuilder &builder,
                                    bool causal, double scale,
                                    SeqSplitCache &cache);
 
-/// Which operand `buildSplitSeqAttentionGrad` differentiates.
-enum class AttentionGradWrt { Query, Key, Value };
-
 /// nn.attention_grad with its query sequence split over `queryAxes` (the
 /// keys whole): the probabilities P recomputed as in buildSplitSeqAttention
 /// (masked with the queries' global positions when causal), then in the
@@ -145,6 +139,6 @@ mlir::Value buildSplitSeqAttentionGrad(
     mlir::Value value, mlir::Value dy, AttentionGradWrt wrt, bool causal,
     double scale, SeqSplitCache &cache);
 
-} // namespace partita::partition
+} // namespace partita::nn
 
-#endif // PARTITA_PASSES_PARTITION_COLLECTIVELOWERINGS_H
+#endif // PARTITA_DIALECTS_NN_IR_NNCOLLECTIVELOWERINGS_H

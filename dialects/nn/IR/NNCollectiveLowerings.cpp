@@ -1,6 +1,6 @@
-//===- CollectiveLowerings.cpp - exact local forms of split ops -----------===//
+//===- NNCollectiveLowerings.cpp - exact local forms of split ops ---------===//
 //
-// See CollectiveLowerings.h. Reductions of the split dimension are taken
+// See NNCollectiveLowerings.h. Reductions of the split dimension are taken
 // locally, then all-reduced over the axes splitting it, and broadcast back;
 // means divide by the dimension's global size. Attention's local forms work
 // in a grouped layout (query [b, s, k, g, d], scores [b, k, g, s, t]) so
@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/partition/CollectiveLowerings.h"
+#include "dialects/nn/IR/NNCollectiveLowerings.h"
 
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/nn/IR/NNOps.h"
@@ -22,10 +22,11 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 
-namespace partita::partition {
+namespace partita::nn {
 namespace {
 
 /// A reduction of `input` over dimension `dim` (local).
@@ -382,12 +383,12 @@ Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
                     "/" + std::to_string(shards) + (inverse ? "/-" : "/+");
   for (Attribute axis : axes)
     key += "/" + cast<StringAttr>(axis).getValue().str();
-  auto [it, isNew] = cache.tables.try_emplace(key);
-  if (isNew)
-    it->second = slicedRotaryTables(b, loc, mesh, axes, floatType,
-                                    seq * shards, seq, headDim, theta,
-                                    inverse);
-  auto [cosL, sinL] = it->second;
+  Value &cosL = cache["nn.rotary/cos/" + key];
+  Value &sinL = cache["nn.rotary/sin/" + key];
+  if (!cosL)
+    std::tie(cosL, sinL) =
+        slicedRotaryTables(b, loc, mesh, axes, floatType, seq * shards, seq,
+                           headDim, theta, inverse);
   Value cosB =
       nn::BroadcastOp::create(b, loc, type, cosL, ArrayRef<int64_t>{1, 3});
   Value sinB =
@@ -397,7 +398,7 @@ Value buildSplitSeqRotary(OpBuilder &b, Location loc, FlatSymbolRefAttr mesh,
       RankedTensorType::get({batch, seq, heads, half, 2}, floatType);
   Value pairs = nn::ReshapeOp::create(b, loc, pairsType, input);
   // out[j] = sum_i x[i] Q[i][j]: out[0] = -x[1], out[1] = x[0].
-  Value &turn = cache.turns[typeKey];
+  Value &turn = cache["nn.rotary/turn/" + typeKey];
   if (!turn)
     turn = floatConstant(b, loc, RankedTensorType::get({2, 2}, floatType),
                          {0.0, 1.0, -1.0, 0.0});
@@ -448,7 +449,7 @@ GroupedAttention groupedScores(OpBuilder &b, Location loc,
     llvm::raw_string_ostream os(key);
     os << floatType << "/" << seqQ << "/" << queryAxes << "/" << seqKV << "/"
        << keyAxes;
-    Value &bias = cache.biases[key];
+    Value &bias = cache["nn.attention/causal/" + key];
     if (!bias) {
       Value qpos = positions(b, loc, mesh, queryAxes, seqQ);
       Value kpos = positions(b, loc, mesh, keyAxes, seqKV);
@@ -529,4 +530,4 @@ Value buildSplitSeqAttentionGrad(OpBuilder &b, Location loc,
   return nn::ReshapeOp::create(b, loc, a.queryType, dq);
 }
 
-} // namespace partita::partition
+} // namespace partita::nn
