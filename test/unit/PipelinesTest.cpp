@@ -96,8 +96,9 @@ TEST_F(PipelinesTest, StopsAfterTheStageAskedFor) {
   CompileCallbacks callbacks;
   callbacks.beforeStage = [&](CompileStage stage, const OpPassManager &pm) {
     ran.push_back(stage);
-    if (stage == CompileStage::Annotated)
+    if (stage == CompileStage::Annotated) {
       EXPECT_EQ(pm.size(), 0u);
+    }
   };
   ASSERT_TRUE(succeeded(
       compileModule(*module, options, CompileStage::Annotated, callbacks)));

@@ -99,9 +99,10 @@ TEST_P(AutodiffTest, EveryBackwardAndUpdateOpIsTagged) {
   bool inBackward = false;
   for (Operation &op : step.getBody().front().without_terminator()) {
     inBackward |= !kindOf(&op).empty();
-    if (inBackward)
+    if (inBackward) {
       EXPECT_FALSE(kindOf(&op).empty())
           << "untagged " << op.getName().getStringRef().str();
+    }
   }
   EXPECT_TRUE(inBackward);
 }
