@@ -65,6 +65,22 @@ void userReduce(void *in, void *inout, int *len, MPI_Datatype *) {
   comm::reduceInto(inout, in, static_cast<size_t>(*len), T, O);
 }
 
+/// The send buffer to give MPI's reduce-scatter: MPI forbids `recv` inside
+/// `send`, which the interface allows (this rank's own block), so an
+/// overlapping input is first copied into `copy`.
+const void *unaliasedReduceScatterSend(const void *send, const void *recv,
+                                       size_t bytes, size_t groupSize,
+                                       std::vector<unsigned char> &copy) {
+  const auto *sendBytes = static_cast<const unsigned char *>(send);
+  const auto *recvBytes = static_cast<const unsigned char *>(recv);
+  size_t all = bytes * groupSize;
+  if (recvBytes < sendBytes + all && sendBytes < recvBytes + bytes) {
+    copy.assign(sendBytes, sendBytes + all);
+    return copy.data();
+  }
+  return send;
+}
+
 std::string mpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -470,15 +486,8 @@ MpiCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
     code = MPI_Iallgather(args.send, n, type, args.recv, n, type, g->comm, r);
     break;
   case CollectiveKind::ReduceScatter: {
-    // As reduceScatter: MPI forbids `recv` inside `send`.
-    const void *send = args.send;
-    const auto *sendBytes = static_cast<const unsigned char *>(args.send);
-    auto *recvBytes = static_cast<unsigned char *>(args.recv);
-    size_t all = bytes * group.ranks().size();
-    if (recvBytes < sendBytes + all && sendBytes < recvBytes + bytes) {
-      request->copy.assign(sendBytes, sendBytes + all);
-      send = request->copy.data();
-    }
+    const void *send = unaliasedReduceScatterSend(
+        args.send, args.recv, bytes, group.ranks().size(), request->copy);
     code = MPI_Ireduce_scatter_block(send, args.recv, n, type,
                                      opOf(args.dtype, args.op), g->comm, r);
     break;
@@ -527,17 +536,9 @@ void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
   int n = mpiCount(count, call.head);
   if (copyIfAlone(call, send, recv, count * sizeOf(dtype)))
     return;
-  // MPI forbids `recv` inside `send`; the interface allows this rank's own
-  // block, so reduce in place on a copy then.
-  size_t bytes = count * sizeOf(dtype);
-  const auto *sendBytes = static_cast<const unsigned char *>(send);
-  auto *recvBytes = static_cast<unsigned char *>(recv);
   std::vector<unsigned char> copy;
-  if (recvBytes < sendBytes + bytes * group.size() &&
-      sendBytes < recvBytes + bytes) {
-    copy.assign(sendBytes, sendBytes + bytes * group.size());
-    send = copy.data();
-  }
+  send = unaliasedReduceScatterSend(send, recv, count * sizeOf(dtype),
+                                    group.size(), copy);
   runOne(call.head, call.deadline, [&](MPI_Request *request) {
     return MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype),
                                      opOf(dtype, op), call.comm, request);
