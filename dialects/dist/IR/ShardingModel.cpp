@@ -31,15 +31,7 @@ std::string quoted(const AxisRef &axis) { return axis.toIRString(); }
 } // namespace
 
 std::string reductionKindName(ReductionKind kind) {
-  switch (kind) {
-  case ReductionKind::Sum:
-    return "sum";
-  case ReductionKind::Max:
-    return "max";
-  case ReductionKind::Min:
-    return "min";
-  }
-  return "unknown";
+  return stringifyReductionKind(kind).str();
 }
 
 //===----------------------------------------------------------------------===//

@@ -48,8 +48,8 @@ namespace partita::dist {
 /// DistDialect.h). Value 0 is Sum, so a value-initialized kind is a sum.
 enum class ReductionKind : uint32_t;
 
-/// "sum", "max" or "min" without LLVM (ODS's stringifyReductionKind returns
-/// an llvm::StringRef).
+/// "sum", "max" or "min": the dialect's own spelling (ODS's
+/// stringifyReductionKind) as a std::string, so this header needs no LLVM.
 std::string reductionKindName(ReductionKind kind);
 
 struct MeshAxis {
