@@ -25,3 +25,11 @@ llvm_config.add_tool_substitutions(["partita-run"], [config.partita_tools_dir])
 config.substitutions.append(("%python", sys.executable))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
+# The ptest ops' kernel libraries (test/lib/TestKernels.cpp), and whether
+# `partita plan` parses ptest (PARTITA_DRIVER_TEST_DIALECT).
+config.substitutions.append(
+    ("%ptest_kernels_wrong", os.path.join(config.partita_lib_dir, "libPartitaTestKernelsWrong.so")))
+config.substitutions.append(
+    ("%ptest_kernels", os.path.join(config.partita_lib_dir, "libPartitaTestKernels.so")))
+if config.partita_driver_test_dialect:
+    config.available_features.add("ptest-driver")

@@ -4,8 +4,12 @@
 // Algorithm: one walk over the function body in order. Every function
 // argument becomes a persistent buffer (PARAMETER when it has `nn.param`,
 // STATE when it has `nn.state`, else INPUT); every op result an ACTIVATION
-// buffer; every op one instruction (a kernel named after the nn op, with one
-// output per result, or a collective). A result carrying `nn.param` or
+// buffer; every op one instruction (the kernel its dist::KernelOpInterface
+// names, with one output per result, or a collective): a name the plan has a
+// Kernel.Kind for lowers to that kind, its attributes to the KernelAttrs
+// fields of the same names; any other name to a CUSTOM kernel that carries
+// name and attributes for a runtime kernel library. No op is known here by
+// its class. A result carrying `nn.param` or
 // `nn.state` names the persistent buffer it replaces after a step (a train
 // step's updated parameters and optimizer state). Live ranges
 // are instruction indices (definition to last use; function results live to
@@ -23,18 +27,21 @@
 
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/KernelInterface.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
+#include <optional>
+#include <variant>
 
 using namespace mlir;
 namespace pb = partita::plan;
@@ -181,6 +188,121 @@ LogicalResult shardingToPlan(const dist::Sharding &sharding,
   return success();
 }
 
+/// The plan kind of a built-in kernel name: the Kernel.Kind whose name is
+/// `name` in upper case ("layer_norm" -> LAYER_NORM); nullopt for any other
+/// name (a custom kernel).
+std::optional<pb::Kernel::Kind> builtinKernelKind(StringRef name) {
+  pb::Kernel::Kind kind;
+  if (!pb::Kernel::Kind_Parse(name.upper(), &kind) ||
+      kind == pb::Kernel::KIND_UNSPECIFIED || kind == pb::Kernel::CUSTOM ||
+      StringRef(pb::Kernel::Kind_Name(kind)).lower() != name)
+    return std::nullopt;
+  return kind;
+}
+
+/// Sets the KernelAttrs field named `key` to `value` (by reflection: the
+/// field names are the attribute names, so no kernel is special here).
+LogicalResult setBuiltinAttr(Operation *op, StringRef kernelName,
+                             const std::string &key,
+                             const dist::KernelAttrValue &value,
+                             pb::KernelAttrs &attrs) {
+  namespace gp = google::protobuf;
+  const gp::FieldDescriptor *field =
+      pb::KernelAttrs::descriptor()->FindFieldByName(key);
+  if (!field)
+    return op->emitError() << "describes kernel '" << kernelName
+                           << "' with attribute '" << key
+                           << "', which that kernel kind has no field for "
+                              "(KernelAttrs in runtime/plan/plan.proto)";
+  const gp::Reflection *reflection = attrs.GetReflection();
+  bool fits = true;
+  if (field->is_repeated()) {
+    auto *ints = std::get_if<std::vector<int64_t>>(&value);
+    fits = ints && field->cpp_type() == gp::FieldDescriptor::CPPTYPE_INT64;
+    if (fits)
+      for (int64_t v : *ints)
+        reflection->AddInt64(&attrs, field, v);
+  } else {
+    switch (field->cpp_type()) {
+    case gp::FieldDescriptor::CPPTYPE_INT64:
+      if (auto *v = std::get_if<int64_t>(&value))
+        reflection->SetInt64(&attrs, field, *v);
+      else
+        fits = false;
+      break;
+    case gp::FieldDescriptor::CPPTYPE_DOUBLE:
+      if (auto *v = std::get_if<double>(&value))
+        reflection->SetDouble(&attrs, field, *v);
+      else
+        fits = false;
+      break;
+    case gp::FieldDescriptor::CPPTYPE_BOOL:
+      if (auto *v = std::get_if<bool>(&value))
+        reflection->SetBool(&attrs, field, *v);
+      else
+        fits = false;
+      break;
+    case gp::FieldDescriptor::CPPTYPE_STRING:
+      if (auto *v = std::get_if<std::string>(&value))
+        reflection->SetString(&attrs, field, *v);
+      else
+        fits = false;
+      break;
+    default:
+      fits = false;
+    }
+  }
+  if (!fits)
+    return op->emitError() << "describes kernel '" << kernelName
+                           << "' with attribute '" << key << "' of kind "
+                           << dist::getKernelAttrKindName(value)
+                           << ", but the plan's field is a "
+                           << field->type_name()
+                           << (field->is_repeated() ? " list" : "");
+  return success();
+}
+
+/// `description` as a plan kernel (without inputs and outputs): a built-in
+/// kind with its attributes in KernelAttrs, or a CUSTOM kernel carrying the
+/// name and the attributes as they are.
+LogicalResult kernelToPlan(Operation *op,
+                           const dist::KernelDescription &description,
+                           pb::Kernel &kernel) {
+  StringRef name = description.name;
+  if (name.empty())
+    return op->emitError() << "describes a kernel with an empty name";
+  // Present even when empty, as plans always had it.
+  kernel.mutable_attrs();
+  if (std::optional<pb::Kernel::Kind> kind = builtinKernelKind(name)) {
+    kernel.set_kind(*kind);
+    for (const auto &[key, value] : description.attrs)
+      if (failed(setBuiltinAttr(op, name, key, value,
+                                *kernel.mutable_attrs())))
+        return failure();
+    return success();
+  }
+  kernel.set_kind(pb::Kernel::CUSTOM);
+  kernel.set_custom_name(description.name);
+  // std::map: by name, so the plan's bytes do not depend on insertion order.
+  for (const auto &[key, value] : description.attrs) {
+    pb::NamedAttr *attr = kernel.add_custom_attrs();
+    attr->set_name(key);
+    pb::AttrValue *v = attr->mutable_value();
+    if (auto *i = std::get_if<int64_t>(&value))
+      v->set_int_value(*i);
+    else if (auto *f = std::get_if<double>(&value))
+      v->set_float_value(*f);
+    else if (auto *b = std::get_if<bool>(&value))
+      v->set_bool_value(*b);
+    else if (auto *str = std::get_if<std::string>(&value))
+      v->set_string_value(*str);
+    else
+      for (int64_t x : std::get<std::vector<int64_t>>(value))
+        v->mutable_ints_value()->add_values(x);
+  }
+  return success();
+}
+
 class FunctionLowering {
 public:
   FunctionLowering(func::FuncOp func, const LowerToPlanOptions &options,
@@ -210,7 +332,7 @@ private:
                               function_ref<InFlightDiagnostic()> emitError);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerCollective(Operation *op);
-  LogicalResult lowerConstant(nn::ConstantOp op);
+  LogicalResult lowerConstant(Operation *op, DenseElementsAttr dense);
   LogicalResult lowerResult(func::ReturnOp ret, unsigned index, Value value);
   LogicalResult checkReplacements(func::ReturnOp ret);
   void setInit(pb::Buffer &buffer);
@@ -580,12 +702,9 @@ void FunctionLowering::setValueBounds() {
 }
 
 /// A constant that is not a splat: a CONSTANT buffer holding its bytes.
-LogicalResult FunctionLowering::lowerConstant(nn::ConstantOp op) {
-  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
-  if (!dense)
-    return op->emitError() << "has a value that is not dense elements; the "
-                              "plan lowering takes dense constants only";
-  FailureOr<int64_t> id = addBuffer(op.getResult(), pb::CONSTANT, [&] {
+LogicalResult FunctionLowering::lowerConstant(Operation *op,
+                                              DenseElementsAttr dense) {
+  FailureOr<int64_t> id = addBuffer(op->getResult(0), pb::CONSTANT, [&] {
     return op->emitError() << "result ";
   });
   if (failed(id))
@@ -699,187 +818,30 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           ->set_last_use(program.instructions_size());
     return lowerCollective(op);
   }
-  pb::Kernel kernel;
-  pb::KernelAttrs &attrs = *kernel.mutable_attrs();
-  auto dims = [&](ArrayRef<int64_t> values) {
-    for (int64_t v : values)
-      attrs.add_dims(v);
-  };
-  // The token count a cross-entropy mean divides by when it is not the
-  // local one (a shard of split tokens): the optional `nn.mean_count`.
-  auto setMeanCount = [&](Operation *o) {
-    if (std::optional<int64_t> count = nn::getMeanCount(o))
-      attrs.set_mean_count(*count);
-  };
-  pb::Kernel::Kind kind =
-      llvm::TypeSwitch<Operation *, pb::Kernel::Kind>(op)
-          .Case([&](nn::EinsumOp o) {
-            attrs.set_spec(o.getSpec().str());
-            return pb::Kernel::EINSUM;
-          })
-          .Case([](nn::AddOp) { return pb::Kernel::ADD; })
-          .Case([](nn::SubOp) { return pb::Kernel::SUB; })
-          .Case([](nn::MulOp) { return pb::Kernel::MUL; })
-          .Case([](nn::DivOp) { return pb::Kernel::DIV; })
-          .Case([](nn::MaxOp) { return pb::Kernel::MAX; })
-          .Case([](nn::NegOp) { return pb::Kernel::NEG; })
-          .Case([](nn::ExpOp) { return pb::Kernel::EXP; })
-          .Case([](nn::LogOp) { return pb::Kernel::LOG; })
-          .Case([](nn::TanhOp) { return pb::Kernel::TANH; })
-          .Case([](nn::ReluOp) { return pb::Kernel::RELU; })
-          .Case([](nn::SiluOp) { return pb::Kernel::SILU; })
-          .Case([](nn::RsqrtOp) { return pb::Kernel::RSQRT; })
-          .Case([](nn::SqrtOp) { return pb::Kernel::SQRT; })
-          .Case([&](nn::GeluOp o) {
-            attrs.set_tanh(o.getTanh());
-            return pb::Kernel::GELU;
-          })
-          .Case([&](nn::BroadcastOp o) {
-            dims(o.getDims());
-            return pb::Kernel::BROADCAST;
-          })
-          .Case([&](nn::ReduceOp o) {
-            dims(o.getDims());
-            switch (o.getKind()) {
-            case nn::ReduceKind::Sum:
-              return pb::Kernel::REDUCE_SUM;
-            case nn::ReduceKind::Max:
-              return pb::Kernel::REDUCE_MAX;
-            case nn::ReduceKind::Mean:
-              return pb::Kernel::REDUCE_MEAN;
-            }
-            return pb::Kernel::KIND_UNSPECIFIED;
-          })
-          .Case([&](nn::TransposeOp o) {
-            dims(o.getPerm());
-            return pb::Kernel::TRANSPOSE;
-          })
-          .Case([](nn::ReshapeOp) { return pb::Kernel::RESHAPE; })
-          .Case([&](nn::SoftmaxOp o) {
-            attrs.set_dim(int64_t(o.getDim()));
-            return pb::Kernel::SOFTMAX;
-          })
-          .Case([&](nn::LayerNormOp o) {
-            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return pb::Kernel::LAYER_NORM;
-          })
-          .Case([&](nn::RMSNormOp o) {
-            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return pb::Kernel::RMS_NORM;
-          })
-          .Case([&](nn::RotaryOp o) {
-            attrs.set_theta(o.getThetaAttr().getValueAsDouble());
-            return pb::Kernel::ROTARY;
-          })
-          .Case([&](nn::AttentionOp o) {
-            attrs.set_causal(o.getCausal());
-            if (FloatAttr scale = o.getScaleAttr()) {
-              attrs.set_has_scale(true);
-              attrs.set_scale(scale.getValueAsDouble());
-            }
-            return pb::Kernel::ATTENTION;
-          })
-          .Case([](nn::EmbeddingOp) { return pb::Kernel::EMBEDDING; })
-          .Case([&](nn::CrossEntropyOp o) {
-            setMeanCount(o);
-            return pb::Kernel::CROSS_ENTROPY;
-          })
-          // Backward ops (nn-autodiff).
-          .Case([](nn::ReluGradOp) { return pb::Kernel::RELU_GRAD; })
-          .Case([](nn::SiluGradOp) { return pb::Kernel::SILU_GRAD; })
-          .Case([&](nn::GeluGradOp o) {
-            attrs.set_tanh(o.getTanh());
-            return pb::Kernel::GELU_GRAD;
-          })
-          .Case([](nn::GreaterEqualOp) { return pb::Kernel::GREATER_EQUAL; })
-          .Case([&](nn::LayerNormGradOp o) {
-            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return pb::Kernel::LAYER_NORM_GRAD;
-          })
-          .Case([&](nn::RMSNormGradOp o) {
-            attrs.set_epsilon(o.getEpsilonAttr().getValueAsDouble());
-            return pb::Kernel::RMS_NORM_GRAD;
-          })
-          .Case([&](nn::RotaryGradOp o) {
-            attrs.set_theta(o.getThetaAttr().getValueAsDouble());
-            return pb::Kernel::ROTARY_GRAD;
-          })
-          .Case([&](nn::AttentionGradOp o) {
-            attrs.set_wrt(nn::stringifyAttentionGradWrt(o.getWrt()).str());
-            attrs.set_causal(o.getCausal());
-            if (FloatAttr scale = o.getScaleAttr()) {
-              attrs.set_has_scale(true);
-              attrs.set_scale(scale.getValueAsDouble());
-            }
-            return pb::Kernel::ATTENTION_GRAD;
-          })
-          .Case([](nn::EmbeddingGradOp) { return pb::Kernel::EMBEDDING_GRAD; })
-          .Case([&](nn::CrossEntropyGradOp o) {
-            setMeanCount(o);
-            return pb::Kernel::CROSS_ENTROPY_GRAD;
-          })
-          .Case([](nn::ConvertOp) { return pb::Kernel::CONVERT; })
-          // Optimizer updates: one kernel, one output per result.
-          .Case([&](nn::SGDOp o) {
-            attrs.set_lr(o.getLrAttr().getValueAsDouble());
-            attrs.set_momentum(o.getMomentumAttr().getValueAsDouble());
-            attrs.set_weight_decay(o.getWeightDecayAttr().getValueAsDouble());
-            return pb::Kernel::SGD;
-          })
-          .Case([&](nn::AdamWOp o) {
-            attrs.set_lr(o.getLrAttr().getValueAsDouble());
-            attrs.set_beta1(o.getBeta1Attr().getValueAsDouble());
-            attrs.set_beta2(o.getBeta2Attr().getValueAsDouble());
-            attrs.set_eps(o.getEpsilonAttr().getValueAsDouble());
-            attrs.set_weight_decay(o.getWeightDecayAttr().getValueAsDouble());
-            return pb::Kernel::ADAMW;
-          })
-          .Case([&](nn::ConstantOp o) -> pb::Kernel::Kind {
-            auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
-            if (!dense || !dense.isSplat())
-              return pb::Kernel::KIND_UNSPECIFIED;
-            Type et = dense.getElementType();
-            if (isa<FloatType>(et))
-              attrs.set_fill_value(
-                  dense.getSplatValue<APFloat>().convertToDouble());
-            else
-              attrs.set_fill_value(
-                  double(dense.getSplatValue<APInt>().getSExtValue()));
-            return pb::Kernel::FILL;
-          })
-          .Default([](Operation *) { return pb::Kernel::KIND_UNSPECIFIED; });
-  if (kind == pb::Kernel::KIND_UNSPECIFIED) {
-    if (auto constant = dyn_cast<nn::ConstantOp>(op))
-      return lowerConstant(constant);
+  // A non-splat dense constant is data, not a kernel: a CONSTANT buffer.
+  if (op->hasTrait<OpTrait::ConstantLike>() && op->getNumResults() == 1) {
+    Attribute value;
+    if (matchPattern(op, m_Constant(&value)))
+      if (auto dense = dyn_cast<DenseElementsAttr>(value);
+          dense && !dense.isSplat())
+        return lowerConstant(op, dense);
+  }
+  auto kernelOp = dyn_cast<dist::KernelOpInterface>(op);
+  if (!kernelOp)
     return op->emitError() << "cannot be lowered to a plan: the runtime has "
-                              "no kernel or collective for it";
-  }
-  if (auto convert = dyn_cast<nn::ConvertOp>(op)) {
-    // The pairs the runtime's convert kernel has (f64 narrows to f16 or
-    // bf16 only through f32, which rounds twice; see Backend.h).
-    Type from = convert.getInput().getType().getElementType();
-    Type to = convert.getResult().getType().getElementType();
-    bool fromF32 = from.isF32(), toF32 = to.isF32();
-    bool ok = from == to || (fromF32 && (to.isF64() || to.isF16() ||
-                                         to.isBF16())) ||
-              (toF32 && (from.isF64() || from.isF16() || from.isBF16())) ||
-              (to.isF64() && (from.isF16() || from.isBF16()));
-    if (!ok)
-      return op->emitError()
-             << "converts " << from << " to " << to
-             << ", which the runtime cannot (it converts f32 <-> f64, f32 "
-                "<-> f16, f32 <-> bf16, and f16 or bf16 to f64)";
-  }
-  if (std::optional<int64_t> count = nn::getMeanCount(op))
-    if (*count < 1)
-      return op->emitError() << "has nn.mean_count " << *count
-                             << "; a token count is at least 1";
+                              "no kernel or collective for it (it implements "
+                              "no dist::KernelOpInterface)";
+  FailureOr<dist::KernelDescription> description = kernelOp.getKernel();
+  if (failed(description))
+    return failure();
+  pb::Kernel kernel;
+  if (failed(kernelToPlan(op, *description, kernel)))
+    return failure();
   int64_t index = program.instructions_size();
   for (Value operand : op->getOperands()) {
     kernel.add_inputs(use(operand));
     program.mutable_buffers(use(operand))->set_last_use(index);
   }
-  kernel.set_kind(kind);
   // Every result is an output of this instruction; live at once, the
   // memory plan gives them disjoint bytes (and none of the inputs', which
   // are live here too).

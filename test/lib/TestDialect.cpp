@@ -11,7 +11,17 @@
 //   all-reduces them (max) itself, so it says the result is not left
 //   partial (leavesResultsPartial).
 // - ptest.bad_hook: rule "ij->ij", whose hook builds no result: the
-//   partitioner must report it rather than crash.
+//   partitioner must report it rather than crash. It has no runtime kernel
+//   (no KernelOpInterface): the plan lowering must say so.
+// - ptest.kernel: any operands and results; its KernelOpInterface describes
+//   the kernel its attributes spell (`name`, and every other attribute as
+//   a kernel attribute: integer, float, bool, string, i64 array), so lit
+//   tests drive the plan lowering's handling of kernel descriptions.
+//
+// sum_normalize and row_max name their runtime kernels through
+// dist::KernelOpInterface ("ptest.sum_normalize" with dims = [1],
+// "ptest.row_max" with dim = 1): custom kernels, which the kernel library
+// built from TestKernels.cpp registers for the runtime.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +29,7 @@
 
 #include "dialects/dist/IR/CostInterface.h"
 #include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/KernelInterface.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -82,6 +93,21 @@ public:
   static StringRef getOperationName() { return "ptest.bad_hook"; }
   static ArrayRef<StringRef> getAttributeNames() { return {}; }
   LogicalResult verify() { return verifySameRank2(*this); }
+};
+
+class KernelOp : public Op<KernelOp, OpTrait::ZeroRegions,
+                           OpTrait::VariadicResults, OpTrait::ZeroSuccessors,
+                           OpTrait::VariadicOperands> {
+public:
+  using Op::Op;
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(KernelOp)
+  static StringRef getOperationName() { return "ptest.kernel"; }
+  static ArrayRef<StringRef> getAttributeNames() { return {}; }
+  LogicalResult verify() {
+    if (!(*this)->getAttrOfType<StringAttr>("name"))
+      return emitOpError() << "needs a string attribute 'name'";
+    return success();
+  }
 };
 
 /// "ij->ij" on the op's own shape; `j` collective when `collective`.
@@ -215,15 +241,62 @@ struct BadHookPartition
   }
 };
 
+struct SumNormalizeKernel
+    : public dist::KernelOpInterface::ExternalModel<SumNormalizeKernel,
+                                                    SumNormalizeOp> {
+  FailureOr<dist::KernelDescription> getKernel(Operation *) const {
+    return dist::KernelDescription("ptest.sum_normalize")
+        .setInts("dims", {1});
+  }
+};
+
+struct RowMaxKernel
+    : public dist::KernelOpInterface::ExternalModel<RowMaxKernel, RowMaxOp> {
+  FailureOr<dist::KernelDescription> getKernel(Operation *) const {
+    return dist::KernelDescription("ptest.row_max").setInt("dim", 1);
+  }
+};
+
+struct KernelOpKernel
+    : public dist::KernelOpInterface::ExternalModel<KernelOpKernel, KernelOp> {
+  FailureOr<dist::KernelDescription> getKernel(Operation *op) const {
+    dist::KernelDescription kernel(
+        op->getAttrOfType<StringAttr>("name").getValue());
+    for (NamedAttribute attr : op->getAttrs()) {
+      StringRef key = attr.getName().getValue();
+      Attribute value = attr.getValue();
+      if (key == "name")
+        continue;
+      if (auto b = dyn_cast<BoolAttr>(value))
+        kernel.setBool(key, b.getValue());
+      else if (auto i = dyn_cast<IntegerAttr>(value))
+        kernel.setInt(key, i.getInt());
+      else if (auto f = dyn_cast<FloatAttr>(value))
+        kernel.setFloat(key, f.getValueAsDouble());
+      else if (auto str = dyn_cast<StringAttr>(value))
+        kernel.setString(key, str.getValue());
+      else if (auto ints = dyn_cast<DenseI64ArrayAttr>(value))
+        kernel.setInts(key, ints.asArrayRef());
+      else
+        return op->emitOpError()
+               << "attribute '" << key << "' is no kernel attribute";
+    }
+    return kernel;
+  }
+};
+
 class PTestDialect : public Dialect {
 public:
   explicit PTestDialect(MLIRContext *context)
       : Dialect(getDialectNamespace(), context, TypeID::get<PTestDialect>()) {
     getContext()->loadDialect<dist::DistDialect, nn::NNDialect>();
-    addOperations<SumNormalizeOp, RowMaxOp, BadHookOp>();
-    RowMaxOp::attachInterface<RowMaxRule, RowMaxPartition>(*context);
+    addOperations<SumNormalizeOp, RowMaxOp, BadHookOp, KernelOp>();
+    RowMaxOp::attachInterface<RowMaxRule, RowMaxPartition, RowMaxKernel>(
+        *context);
     SumNormalizeOp::attachInterface<SumNormalizeRule, SumNormalizePartition,
-                                    SumNormalizeCost>(*context);
+                                    SumNormalizeCost, SumNormalizeKernel>(
+        *context);
+    KernelOp::attachInterface<KernelOpKernel>(*context);
     BadHookOp::attachInterface<BadHookRule, BadHookPartition>(*context);
   }
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PTestDialect)

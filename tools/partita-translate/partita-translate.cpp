@@ -8,6 +8,7 @@
 
 #include "dialects/InitAllDialects.h"
 #include "passes/plan/PlanLowering.h"
+#include "test/lib/TestDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -61,6 +62,8 @@ void registerToPlan() {
       },
       [](DialectRegistry &registry) {
         partita::registerAllDialects(registry);
+        // As partita-opt does: the test-only ops (ptest) lower too.
+        partita::test::registerTestDialect(registry);
       });
 }
 } // namespace

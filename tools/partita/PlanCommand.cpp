@@ -14,6 +14,9 @@
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
 #include "tools/partita/ModelInput.h"
+#ifdef PARTITA_DRIVER_TEST_DIALECT
+#include "test/lib/TestDialect.h"
+#endif
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -392,6 +395,9 @@ int runPlan() {
 
   mlir::DialectRegistry registry;
   registerAllDialects(registry);
+#ifdef PARTITA_DRIVER_TEST_DIALECT
+  test::registerTestDialect(registry);
+#endif
   mlir::MLIRContext context(registry);
   context.disableMultithreading();
   // Diagnostics show the source line; a dump of the op adds nothing.

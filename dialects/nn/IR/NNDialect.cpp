@@ -8,6 +8,7 @@
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNCost.h"
+#include "dialects/nn/IR/NNKernels.h"
 #include "dialects/nn/IR/NNPartition.h"
 
 #include "mlir/IR/Builders.h"
@@ -35,6 +36,7 @@ void NNDialect::initialize() {
       >();
   attachNNCostModels(*getContext());
   attachNNPartitionModels(*getContext());
+  attachNNKernelModels(*getContext());
 }
 
 //===----------------------------------------------------------------------===//

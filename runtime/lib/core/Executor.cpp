@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanInternal.h"
+#include "partita/runtime/KernelRegistry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,6 +123,24 @@ KernelAttrs toAttrs(const plan::KernelAttrs &a) {
   attrs.eps = a.eps();
   attrs.weightDecay = a.weight_decay();
   return attrs;
+}
+
+AttrValue toAttrValue(const plan::AttrValue &v) {
+  switch (v.value_case()) {
+  case plan::AttrValue::kIntValue:
+    return v.int_value();
+  case plan::AttrValue::kFloatValue:
+    return v.float_value();
+  case plan::AttrValue::kBoolValue:
+    return v.bool_value();
+  case plan::AttrValue::kStringValue:
+    return v.string_value();
+  case plan::AttrValue::kIntsValue:
+    return toVector(v.ints_value().values());
+  case plan::AttrValue::VALUE_NOT_SET:
+    break;
+  }
+  return int64_t(0); // PlanFile rejects an attribute with no value
 }
 
 /// The initializer's value at `index` for a parameter whose key is
@@ -468,8 +487,11 @@ struct Executor::Impl {
   int64_t persistentId(const std::string &name) const;
 };
 
-/// What Executor::profile calls an instruction.
+/// What Executor::profile calls an instruction (a custom kernel by its
+/// name).
 static std::string instructionLabel(const plan::Instruction &inst) {
+  if (inst.has_kernel() && inst.kernel().kind() == plan::Kernel::CUSTOM)
+    return inst.kernel().custom_name();
   if (inst.has_kernel())
     return kernelKindName(inst.kernel().kind());
   const plan::Collective &c = inst.collective();
@@ -817,6 +839,32 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   return steps;
 }
 
+/// Every custom kernel of `program` must be registered for `backend` before
+/// anything runs: a missing one is found when the plan is loaded, not part
+/// way through a step.
+static void checkCustomKernels(const plan::Program &program,
+                               const std::string &programName,
+                               Backend &backend) {
+  for (int64_t i = 0; i < program.instructions_size(); ++i) {
+    const plan::Instruction &inst = program.instructions(i);
+    if (!inst.has_kernel() || inst.kernel().kind() != plan::Kernel::CUSTOM ||
+        findKernel(backend.name(), inst.kernel().custom_name()))
+      continue;
+    std::string registered;
+    for (const std::string &name : registeredKernels(backend.name()))
+      registered += (registered.empty() ? "" : ", ") + name;
+    throw Error("program '" + programName + "': instruction " +
+                std::to_string(i) +
+                (inst.location().empty() ? "" : " (" + inst.location() + ")") +
+                " runs custom kernel '" + inst.kernel().custom_name() +
+                "', which no kernel library has registered for the " +
+                backend.name() + " backend (registered: " +
+                (registered.empty() ? "none" : registered) +
+                "); load the library that provides it (--kernel-library "
+                "PATH)");
+  }
+}
+
 Executor::Executor(std::shared_ptr<const PlanFile> plan,
                    const std::string &programName, Communicator *comm,
                    Backend &backend, const ExecutorOptions &options)
@@ -828,6 +876,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   s.backend = &backend;
   s.device = &backend.device();
   s.compute = &s.device->computeStream();
+  checkCustomKernels(*s.program, programName, backend);
   if (s.program->partitioned()) {
     if (!comm)
       throw Error("program '" + programName +
@@ -944,7 +993,12 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     if (inst.has_kernel()) {
       const plan::Kernel &k = inst.kernel();
       KernelCall call{
-          *kernelKindFromPlan(k.kind()), toAttrs(k.attrs()), {}, {}};
+          *kernelKindFromPlan(k.kind()), toAttrs(k.attrs()), {}, {}, {}};
+      if (k.kind() == plan::Kernel::CUSTOM) {
+        call.customName = k.custom_name();
+        for (const plan::NamedAttr &a : k.custom_attrs())
+          call.attrs.custom.set(a.name(), toAttrValue(a.value()));
+      }
       for (int64_t id : k.inputs())
         call.inputs.push_back(s.views[id]);
       for (int64_t id : k.outputs())

@@ -59,16 +59,18 @@ constexpr KindName kKindNames[] = {
     {KernelKind::Convert, "convert"},
     {KernelKind::SGD, "sgd"},
     {KernelKind::AdamW, "adamw"},
+    {KernelKind::Custom, "custom"},
 };
 // plan::Kernel::Kind numbers the kinds in KernelKind's order from 1 (0 is
 // unspecified); KernelKindTest checks every name against the enum's.
 static_assert(plan::Kernel::EINSUM == int(KernelKind::Einsum) + 1);
 static_assert(plan::Kernel::ADAMW == int(KernelKind::AdamW) + 1);
-static_assert(plan::Kernel::Kind_MAX == plan::Kernel::ADAMW);
+static_assert(plan::Kernel::CUSTOM == int(KernelKind::Custom) + 1);
+static_assert(plan::Kernel::Kind_MAX == plan::Kernel::CUSTOM);
 } // namespace
 
 std::optional<KernelKind> kernelKindFromPlan(int kind) {
-  if (kind < plan::Kernel::EINSUM || kind > plan::Kernel::ADAMW)
+  if (kind < plan::Kernel::EINSUM || kind > plan::Kernel::Kind_MAX)
     return std::nullopt;
   return static_cast<KernelKind>(kind - 1);
 }

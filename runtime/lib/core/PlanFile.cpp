@@ -32,6 +32,24 @@ std::string shapeString(const google::protobuf::RepeatedField<int64_t> &s) {
   return out + "]";
 }
 
+/// A CUSTOM kernel names its kernel, and each attribute once, with a value.
+/// (Whether the name is registered is checked when an executor is built,
+/// against its backend: KernelRegistry.h.)
+template <typename Fail>
+void checkCustomKernel(const plan::Kernel &k, Fail fail) {
+  if (k.custom_name().empty())
+    fail(" is a custom kernel with no custom_name");
+  std::set<std::string> seen;
+  for (const plan::NamedAttr &a : k.custom_attrs()) {
+    if (!seen.insert(a.name()).second)
+      fail(" (custom kernel '" + k.custom_name() + "') has attribute '" +
+           a.name() + "' twice");
+    if (a.value().value_case() == plan::AttrValue::VALUE_NOT_SET)
+      fail(" (custom kernel '" + k.custom_name() + "') has attribute '" +
+           a.name() + "' with no value");
+  }
+}
+
 void validateMesh(const plan::Mesh &mesh, const std::string &what,
                   std::map<std::string, int64_t> &axisSizes,
                   int64_t &numDevices) {
@@ -357,6 +375,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
         fail(what, iw + " has unknown kernel kind " + std::to_string(k.kind()));
       if (k.outputs_size() == 0)
         fail(what, iw + " (" + toString(*kind) + ") has no output");
+      if (*kind == KernelKind::Custom)
+        checkCustomKernel(k, [&](const std::string &m) { fail(what, iw + m); });
       for (int64_t id : k.inputs()) {
         checkId(id, iw);
         checkLive(id, i);

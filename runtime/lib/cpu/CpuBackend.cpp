@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "partita/runtime/KernelRegistry.h"
 
 #include <cblas.h>
 
@@ -413,6 +414,24 @@ template void reduce<double>(const double *, double *,
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// A custom kernel: the one registered as call.customName for "cpu" (the
+/// executor checked it is there when it loaded the plan), after the views
+/// are checked as every kernel's are (valid dtypes, sizes, data, no
+/// overlap), so a kernel library gets well-formed buffers.
+void runCustom(const KernelCall &call) {
+  const CustomKernel *kernel = findKernel("cpu", call.customName);
+  if (!kernel)
+    throw Error("custom kernel '" + call.customName +
+                "' is not registered for the cpu backend");
+  checkCall(call, call.inputs.size(), call.outputs.size());
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  try {
+    (*kernel)(call);
+  } catch (const Error &e) {
+    throw Error(call.customName + ": " + e.what());
+  }
+}
+
 class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(int numThreads) {
@@ -496,6 +515,8 @@ public:
       return runSGD(call);
     case KernelKind::AdamW:
       return runAdamW(call);
+    case KernelKind::Custom:
+      return runCustom(call);
     }
     throw Error("cpu backend: unknown kernel kind " +
                 std::to_string(static_cast<int>(call.kind)));

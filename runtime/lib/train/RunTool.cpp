@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "partita/runtime/RunTool.h"
+#include "partita/runtime/KernelRegistry.h"
 #include "partita/runtime/Checkpoint.h"
 #include "partita/runtime/Npy.h"
 #include "partita/runtime/Train.h"
@@ -81,6 +82,10 @@ const OptionSpec kOptions[] = {
      "directory: a forward plan runs with them; a train step trains from "
      "them with fresh optimizer state, from step 1"},
     {"inject-checkpoint-failure", "n", nullptr},
+    {"kernel-library", "path",
+     "Load a kernel library (a shared library exporting "
+     "partita_register_kernels, KernelRegistry.h) that registers the custom "
+     "kernels the plan names; repeatable"},
     {"inputs", "a.npy,...",
      "Input arrays in the program's input order (default: generated)"},
     {"outputs", "dir", "Write every result as DIR/<name>.npy"},
@@ -142,6 +147,7 @@ struct Args {
   std::string plan;
   std::map<std::string, std::string> values;
   std::vector<std::string> inputs; // --inputs, comma-separated, repeatable
+  std::vector<std::string> kernelLibraries; // --kernel-library, repeatable
   std::set<std::string> flags;
 
   bool has(const std::string &name) const {
@@ -322,6 +328,10 @@ int Tool::parse(const std::vector<std::string> &given) {
                     spec->value + ">)");
       value = argv[++i];
     }
+    if (key == "kernel-library") {
+      args.kernelLibraries.push_back(*value);
+      continue;
+    }
     if (key == "inputs") {
       size_t start = 0;
       while (start <= value->size()) {
@@ -413,6 +423,9 @@ int Tool::run() {
     return fail("--load-params and --load-checkpoint exclude each other "
                 "(--load-checkpoint loads the parameters too)");
 
+  // Before the plan: its executors look its custom kernels up when built.
+  for (const std::string &library : args.kernelLibraries)
+    loadKernelLibrary(library);
   std::shared_ptr<const PlanFile> plan = PlanFile::load(args.plan);
   std::string program = plan->programNames().front();
   bool partitioned = plan->isPartitioned(program);

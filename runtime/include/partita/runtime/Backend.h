@@ -13,9 +13,11 @@
 #include "partita/runtime/Device.h"
 #include "partita/runtime/Tensor.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace partita::runtime {
@@ -77,6 +79,12 @@ namespace partita::runtime {
 ///   adamw                  p, g, m, v, step (0-d, p's dtype, t >= 1) ->
 ///                          p', m', v': PyTorch AdamW; attrs.lr, beta1,
 ///                          beta2, eps, weightDecay
+///
+/// custom                   a kernel outside this list, named by
+///                          KernelCall::customName and run by the kernel
+///                          registered under that name for the backend
+///                          (KernelRegistry.h); its attributes are
+///                          attrs.custom.
 /// Outputs must not overlap inputs, except that elementwise kinds (the
 /// *_grad of relu, silu and gelu, greater_equal, sgd and adamw included) and
 /// reshape may write exactly over one of their inputs (in place).
@@ -90,11 +98,40 @@ enum class KernelKind : uint8_t {
   ReluGrad, SiluGrad, GeluGrad, GreaterEqual, LayerNormGrad, RMSNormGrad,
   RotaryGrad, AttentionGrad, EmbeddingGrad, CrossEntropyGrad, Convert, SGD,
   AdamW,
+  Custom,
 };
 
 /// "einsum", "layer_norm", ...; and the inverse (nullopt when unknown).
 const char *toString(KernelKind kind);
 std::optional<KernelKind> kernelKindFromString(const std::string &name);
+
+/// A custom kernel's attribute value: an integer, a float, a bool, a string
+/// or a list of integers (plan.proto's AttrValue).
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+/// A custom kernel's attributes by name. The getters throw Error naming the
+/// attribute when it is missing or of another kind; those with a default
+/// return it when the attribute is missing.
+class CustomAttrs {
+public:
+  void set(const std::string &name, AttrValue value);
+  bool has(const std::string &name) const;
+  int64_t getInt(const std::string &name) const;
+  int64_t getInt(const std::string &name, int64_t defaultValue) const;
+  /// A float; an integer attribute converts.
+  double getFloat(const std::string &name) const;
+  double getFloat(const std::string &name, double defaultValue) const;
+  bool getBool(const std::string &name) const;
+  bool getBool(const std::string &name, bool defaultValue) const;
+  const std::string &getString(const std::string &name) const;
+  const std::vector<int64_t> &getInts(const std::string &name) const;
+  const std::map<std::string, AttrValue> &values() const { return byName; }
+
+private:
+  const AttrValue &get(const std::string &name, const char *kind) const;
+  std::map<std::string, AttrValue> byName;
+};
 
 /// The attributes any kernel may read; each kind documents which it uses.
 struct KernelAttrs {
@@ -120,6 +157,7 @@ struct KernelAttrs {
   double beta2 = 0.999;         // adamw
   double eps = 1e-8;            // adamw (epsilon is the norms')
   double weightDecay = 0.0;     // sgd (L2 added to g), adamw (decoupled)
+  CustomAttrs custom;           // custom kernels
 };
 
 struct KernelCall {
@@ -127,6 +165,8 @@ struct KernelCall {
   KernelAttrs attrs;
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
+  /// KernelKind::Custom: the registered kernel's name.
+  std::string customName;
 };
 
 class Backend {
