@@ -31,5 +31,6 @@ config.substitutions.append(
     ("%ptest_kernels_wrong", os.path.join(config.partita_lib_dir, "libPartitaTestKernelsWrong.so")))
 config.substitutions.append(
     ("%ptest_kernels", os.path.join(config.partita_lib_dir, "libPartitaTestKernels.so")))
+config.substitutions.append(("%partita_lib_dir", config.partita_lib_dir))
 if config.partita_driver_test_dialect:
     config.available_features.add("ptest-driver")

@@ -36,9 +36,12 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
     ones, `*beta` zeros, others normal(0, `init-std`); STATE when it has
     `nn.state`, named after it, zero before the first step; else INPUT,
     named after `nn.input`), one ACTIVATION buffer per op result, one
-    instruction per op (a splat constant is a `fill`; another constant is a
-    CONSTANT buffer holding its bytes; `nn.sgd` and `nn.adamw` are one
-    kernel with one output per result); live ranges from definition to last
+    instruction per op: a dist collective, or the kernel the op's
+    `KernelOpInterface` names (a plan kernel kind, its attributes in
+    `KernelAttrs`; any other name a CUSTOM kernel with the name and
+    attributes, for a runtime kernel library), with one output per result
+    (a splat constant is a `fill`; another dense constant is a CONSTANT
+    buffer holding its bytes); live ranges from definition to last
     use (results to the end); and activation offsets in one arena by greedy
     first fit, aligned to 64 bytes, with the peak as the arena size.
 

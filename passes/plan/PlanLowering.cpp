@@ -256,9 +256,9 @@ LogicalResult setBuiltinAttr(Operation *op, StringRef kernelName,
     return op->emitError() << "describes kernel '" << kernelName
                            << "' with attribute '" << key << "' of kind "
                            << dist::getKernelAttrKindName(value)
-                           << ", but the plan's field is a "
-                           << field->type_name()
-                           << (field->is_repeated() ? " list" : "");
+                           << ", but KernelAttrs." << key << " takes "
+                           << (field->is_repeated() ? "a list of " : "")
+                           << field->type_name();
   return success();
 }
 
