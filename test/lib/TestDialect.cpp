@@ -9,7 +9,7 @@
 // - ptest.row_max: y[i] = max_j x[i, j]. Its rule "ij->i" has `j`
 //   collective, split as the operand is; its hook takes the local maxima and
 //   all-reduces them (max) itself, so it says the result is not left
-//   partial (leavesResultsPartial).
+//   partial (leavesResultsPartial). Its cost is one max per element.
 // - ptest.bad_hook: rule "ij->ij", whose hook builds no result: the
 //   partitioner must report it rather than crash. It has no runtime kernel
 //   (no KernelOpInterface): the plan lowering must say so.
@@ -191,6 +191,20 @@ struct RowMaxRule
   }
 };
 
+struct RowMaxCost
+    : public dist::CostOpInterface::ExternalModel<RowMaxCost, RowMaxOp> {
+  FailureOr<dist::OpCost> getCost(Operation *,
+                                  ArrayRef<dist::TensorShape> operands,
+                                  ArrayRef<dist::TensorShape> results) const {
+    if (operands.size() != 1 || results.size() != 1)
+      return failure();
+    FailureOr<dist::OpCost> cost = dist::getDataMovementCost(operands, results);
+    if (succeeded(cost))
+      cost->flops = operands[0].getNumElements(); // one max per element
+    return cost;
+  }
+};
+
 struct RowMaxPartition
     : public dist::PartitionOpInterface::ExternalModel<RowMaxPartition,
                                                        RowMaxOp> {
@@ -291,8 +305,8 @@ public:
       : Dialect(getDialectNamespace(), context, TypeID::get<PTestDialect>()) {
     getContext()->loadDialect<dist::DistDialect, nn::NNDialect>();
     addOperations<SumNormalizeOp, RowMaxOp, BadHookOp, KernelOp>();
-    RowMaxOp::attachInterface<RowMaxRule, RowMaxPartition, RowMaxKernel>(
-        *context);
+    RowMaxOp::attachInterface<RowMaxRule, RowMaxPartition, RowMaxCost,
+                              RowMaxKernel>(*context);
     SumNormalizeOp::attachInterface<SumNormalizeRule, SumNormalizePartition,
                                     SumNormalizeCost, SumNormalizeKernel>(
         *context);

@@ -55,6 +55,7 @@ dist.mesh @mesh <["dp"=2, "tp"=4]>
 // CHECK: %[[M:.*]] = "ptest.row_max"(%[[X]]) : (tensor<4x4xf32>) -> tensor<4xf32>
 // CHECK: %[[G:.*]] = dist.all_reduce %[[M]] on @mesh axes = ["tp"] kind = max : tensor<4xf32>
 // CHECK: return %[[G]] : tensor<4xf32>
+// COST: remark: ptest.row_max: flops=128 transcendentals=0 read=512 written=32
 func.func @row_max_split_columns(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>})
     -> tensor<8xf32> {
   %y = "ptest.row_max"(%x) : (tensor<8x16xf32>) -> tensor<8xf32>
