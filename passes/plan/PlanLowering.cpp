@@ -11,13 +11,16 @@
 // name and attributes for a runtime kernel library. No op is known here by
 // its class. A result carrying `nn.param` or
 // `nn.state` names the persistent buffer it replaces after a step (a train
-// step's updated parameters and optimizer state). Live ranges
+// step's updated parameters and optimizer state); where nothing reads the
+// old value after the update writes the new one, the result is donated
+// (`in_place`: written straight into the replaced buffer, no arena bytes,
+// no copy-back). Live ranges
 // are instruction indices (definition to last use; function results live to
 // the end), and `planMemory` places the activations in one arena by greedy
 // first fit over those ranges.
 //
-// Known limits: no buffer aliasing (reshape copies; collectives write a new
-// buffer), no in-place kernels, one memory space; splat constants are
+// Known limits: no buffer aliasing but the donated updates (reshape copies;
+// collectives write a new buffer), one memory space; splat constants are
 // `fill` kernels, others CONSTANT buffers outside the arena; sub-axes in
 // shardings are rejected.
 //
@@ -559,6 +562,7 @@ LogicalResult FunctionLowering::run() {
       return failure();
   }
   setValueBounds();
+  donateUpdatedBuffers(program);
   planMemory(program);
   return success();
 }
@@ -861,6 +865,62 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
 
 } // namespace
 
+void donateUpdatedBuffers(pb::Program &program) {
+  llvm::StringMap<int64_t> persistent;
+  for (const pb::Buffer &b : program.buffers())
+    if (b.role() == pb::PARAMETER || b.role() == pb::STATE)
+      persistent.try_emplace(b.name(), b.id());
+  // The last instruction reading each buffer (results aside: the old value
+  // of a replaced buffer is never a result that is read back).
+  std::vector<int64_t> lastRead(program.buffers_size(), -1);
+  auto read = [&](int64_t id, int64_t index) {
+    if (id >= 0 && id < int64_t(lastRead.size()))
+      lastRead[id] = std::max(lastRead[id], index);
+  };
+  for (auto [index, inst] : llvm::enumerate(program.instructions())) {
+    if (inst.has_kernel())
+      for (int64_t id : inst.kernel().inputs())
+        read(id, index);
+    else if (inst.collective().kind() != pb::Collective::AXIS_INDEX)
+      read(inst.collective().input(), index);
+  }
+  for (int64_t id : program.results()) {
+    pb::Buffer &b = *program.mutable_buffers(id);
+    if (b.role() != pb::ACTIVATION || b.replaces().empty())
+      continue;
+    auto it = persistent.find(b.replaces());
+    if (it == persistent.end())
+      continue;
+    int64_t target = it->second, def = b.first_use();
+    if (lastRead[target] > def)
+      continue; // the old value is still read after the update
+    if (lastRead[target] == def) {
+      // The writer reads the old value too: only an update kernel, reading
+      // it exactly where it writes the new one, elementwise.
+      const pb::Instruction &inst = program.instructions(def);
+      if (!inst.has_kernel())
+        continue;
+      const pb::Kernel &k = inst.kernel();
+      SmallVector<int> inputOfOutput;
+      if (k.kind() == pb::Kernel::ADAMW)
+        inputOfOutput = {0, 2, 3};
+      else if (k.kind() == pb::Kernel::SGD)
+        inputOfOutput = {0, 2};
+      else
+        continue;
+      bool matches = false;
+      for (auto [o, out] : llvm::enumerate(k.outputs()))
+        if (out == id && o < inputOfOutput.size())
+          matches = k.inputs_size() > inputOfOutput[o] &&
+                    k.inputs(inputOfOutput[o]) == target;
+      // Read at that position and nowhere else.
+      if (!matches || llvm::count(k.inputs(), target) != 1)
+        continue;
+    }
+    b.set_in_place(true);
+  }
+}
+
 void planMemory(pb::Program &program) {
   struct Placed {
     int64_t offset, end, first, last;
@@ -870,6 +930,10 @@ void planMemory(pb::Program &program) {
   for (pb::Buffer &buffer : *program.mutable_buffers()) {
     if (buffer.role() != pb::ACTIVATION)
       continue;
+    if (buffer.in_place()) {
+      buffer.set_offset(0); // it lives in the buffer it replaces
+      continue;
+    }
     int64_t elem = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
                    : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
                        ? 2

@@ -49,9 +49,17 @@ mlir::LogicalResult lowerFunction(mlir::func::FuncOp func,
 mlir::FailureOr<partita::plan::Plan>
 lowerToPlan(mlir::ModuleOp module, const LowerToPlanOptions &options);
 
+/// Marks `in_place` (plan.proto) every ACTIVATION result that replaces a
+/// parameter or state buffer and may be written straight into it: no
+/// instruction after the one writing it reads the replaced buffer, and that
+/// instruction reads it only as an update kernel's old value at the
+/// matching position (sgd, adamw: elementwise, in place per element).
+/// Needs first_use set and `replaces` checked; run before planMemory.
+void donateUpdatedBuffers(partita::plan::Program &program);
+
 /// Greedy first-fit placement of the activation buffers of `program` by
 /// their live ranges (first_use..last_use must be set); sets every offset
-/// and the program's arena_bytes.
+/// and the program's arena_bytes. `in_place` buffers get no arena bytes.
 void planMemory(partita::plan::Program &program);
 
 } // namespace partita::plan_lowering

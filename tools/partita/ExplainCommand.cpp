@@ -243,6 +243,84 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
   }
 }
 
+/// What the runtime allocates outside the arena for collectives
+/// (Executor.cpp): gradient buckets pack into kBucketSlots recycled buffers
+/// of the largest bucket's packed size (send bytes, and for a
+/// reduce_scatter the received block after them at a 64-byte boundary),
+/// plus one buffer where reduce_scatter members along a dimension other
+/// than 0 are transposed before packing; other collectives along such a
+/// dimension share one transposition scratch, as large as the largest need.
+struct OutsideArena {
+  int64_t buckets = 0, largestBucket = 0, packScratch = 0, scratch = 0;
+  /// Buffers in flight: kBucketSlots, or one per bucket when fewer.
+  int64_t slots() const {
+    return std::min<int64_t>(rt::kBucketSlots, buckets);
+  }
+  int64_t bucketBound() const { return slots() * largestBucket + packScratch; }
+};
+
+OutsideArena outsideArenaBytes(const plan::Plan &proto,
+                               const plan::Program &program) {
+  auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  std::map<std::string, int64_t> axisSize;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    axisSize[axis.name()] = axis.size();
+  auto bytesOf = [&](int64_t id) {
+    return id >= 0 && id < program.buffers().size()
+               ? localBytes(program.buffers(id))
+               : 0;
+  };
+  OutsideArena out;
+  int64_t bucket = -1, send = 0, recv = 0;
+  auto closeBucket = [&] {
+    out.largestBucket = std::max(
+        out.largestBucket, recv ? aligned(send) + recv : send);
+    ++out.buckets;
+    bucket = -1, send = 0, recv = 0;
+  };
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!inst.has_collective()) {
+      if (bucket >= 0)
+        closeBucket();
+      continue;
+    }
+    const plan::Collective &c = inst.collective();
+    int64_t g = 1;
+    for (const std::string &axis : c.axes())
+      g *= axisSize.count(axis) ? axisSize[axis] : 1;
+    int64_t in = bytesOf(c.input()), result = bytesOf(c.output());
+    if (bucket >= 0 && c.bucket() != bucket)
+      closeBucket();
+    if (c.bucket() > 0) {
+      bucket = c.bucket();
+      send += in;
+      if (c.kind() == plan::Collective::REDUCE_SCATTER) {
+        recv += result;
+        if (c.dim() != 0 && g > 1)
+          out.packScratch = std::max(out.packScratch, in);
+      }
+      continue;
+    }
+    if (g == 1)
+      continue;
+    switch (c.kind()) {
+    case plan::Collective::ALL_GATHER:
+    case plan::Collective::REDUCE_SCATTER:
+      if (c.dim() != 0) // the input and result, dimension first
+        out.scratch = std::max(out.scratch, aligned(in) + result);
+      break;
+    case plan::Collective::ALL_TO_ALL: // the blocks sent and received
+      out.scratch = std::max(out.scratch, aligned(in) + in);
+      break;
+    default:
+      break;
+    }
+  }
+  if (bucket >= 0)
+    closeBucket();
+  return out;
+}
+
 int runExplain() {
   if (planFile.empty())
     return reportError(kCommand, "missing the plan file (partita explain "
@@ -297,7 +375,7 @@ int runExplain() {
   for (int64_t id : program->results())
     if (id >= 0 && id < int64_t(isResult.size()))
       isResult[id] = true;
-  enum { kParam, kInput, kActivation, kOutput, kConstant, kRoles };
+  enum { kParam, kInput, kActivation, kOutput, kConstant, kState, kRoles };
   int64_t total[kRoles] = {}, count[kRoles] = {};
   for (const plan::Buffer &buffer : program->buffers()) {
     int role = kActivation;
@@ -307,6 +385,8 @@ int runExplain() {
       role = kInput;
     else if (buffer.role() == plan::CONSTANT)
       role = kConstant;
+    else if (buffer.role() == plan::STATE)
+      role = kState;
     else if (isResult[buffer.id()])
       role = kOutput;
     total[role] += localBytes(buffer);
@@ -321,6 +401,9 @@ int runExplain() {
   };
   line("parameters", kParam, "sum of local parameter bytes");
   line("inputs", kInput, "sum of local input bytes");
+  if (count[kState])
+    line("state", kState,
+         "sum of local optimizer state bytes (moments, step counter)");
   line("activations", kActivation,
        "sum of local intermediate bytes, not all live at once");
   line("outputs", kOutput, "sum of local result bytes");
@@ -329,67 +412,44 @@ int runExplain() {
   os << "  " << left_justify("arena peak", 12) << " "
      << bytesText(program->arena_bytes())
      << " = max(offset + local bytes) over activations and outputs, from "
-        "the static memory plan (live ranges share bytes)\n";
-  // What the runtime allocates for collectives outside the arena: the
-  // gradient buckets' packed buffers (an all_reduce bucket reduces in place;
-  // a reduce_scatter bucket also receives, and transposes members that
-  // scatter along a dimension other than 0 to the front first), and the
-  // transposition buffers of other collectives along such a dimension.
-  int64_t bucketBytes = 0, scratchBytes = 0;
-  std::map<std::string, int64_t> axisSize;
-  for (const plan::MeshAxis &axis : proto.mesh().axes())
-    axisSize[axis.name()] = axis.size();
-  for (const plan::Instruction &inst : program->instructions()) {
-    if (!inst.has_collective())
-      continue;
-    const plan::Collective &c = inst.collective();
-    auto bytesOf = [&](int64_t id) {
-      return id >= 0 && id < program->buffers().size()
-                 ? localBytes(program->buffers(id))
-                 : 0;
-    };
-    int64_t g = 1;
-    for (const std::string &axis : c.axes())
-      g *= axisSize.count(axis) ? axisSize[axis] : 1;
-    int64_t in = bytesOf(c.input()), out = bytesOf(c.output());
-    if (c.bucket() > 0) {
-      bucketBytes += in;
-      if (c.kind() == plan::Collective::REDUCE_SCATTER)
-        bucketBytes += out + (c.dim() != 0 && g > 1 ? in : 0);
-      continue;
-    }
-    if (g == 1)
-      continue;
-    switch (c.kind()) {
-    case plan::Collective::ALL_GATHER:
-    case plan::Collective::REDUCE_SCATTER:
-      if (c.dim() != 0)
-        scratchBytes += in + out; // the input and result, dimension first
-      break;
-    case plan::Collective::ALL_TO_ALL:
-      scratchBytes += 2 * in; // the blocks to send and those received
-      break;
-    default:
-      break;
-    }
-  }
-  if (bucketBytes)
+        "the static memory plan (live ranges share bytes; donated updates "
+        "take none)\n";
+  if (program->host_arena_bytes())
+    os << "  " << left_justify("host arena", 12) << " "
+       << bytesText(program->host_arena_bytes())
+       << " = the same over activations in host memory\n";
+  // What the runtime allocates for collectives outside the arena.
+  OutsideArena outside = outsideArenaBytes(proto, *program);
+  int64_t bucketBytes = outside.bucketBound();
+  int64_t scratchBytes = outside.scratch;
+  if (bucketBytes) {
     os << "  " << left_justify("buckets", 12) << " " << bytesText(bucketBytes)
-       << " = the gradient buckets' packed send/receive buffers, outside the "
-          "arena (members' input bytes; reduce_scatter: + output bytes, + "
-          "input bytes of members transposed to dimension 0)\n";
+       << " = " << outside.slots() << " in flight x "
+       << bytesText(outside.largestBucket)
+       << " (the largest bucket's packed send bytes, + its received bytes "
+          "for a reduce_scatter), outside the arena";
+    if (outside.packScratch)
+      os << ", + " << bytesText(outside.packScratch)
+         << " (the largest reduce_scatter member transposed to dimension 0 "
+            "before packing)";
+    os << "; one in flight with --sync-comm\n";
+  }
   if (scratchBytes)
     os << "  " << left_justify("scratch", 12) << " "
        << bytesText(scratchBytes)
-       << " = collectives' transposition buffers, outside the arena "
-          "(all_gather and reduce_scatter along a dimension other than 0: "
-          "input + output bytes; all_to_all: 2 x input bytes)\n";
+       << " = the collectives' one transposition buffer, outside the arena: "
+          "the largest need (all_gather and reduce_scatter along a dimension "
+          "other than 0: input + output bytes; all_to_all: 2 x input bytes)\n";
   os << "  " << left_justify("total", 12) << " "
      << bytesText(total[kParam] + total[kInput] + total[kConstant] +
-                  program->arena_bytes() + bucketBytes + scratchBytes)
-     << " = parameters + inputs + constants + arena peak"
+                  total[kState] + program->arena_bytes() +
+                  program->host_arena_bytes() + bucketBytes + scratchBytes)
+     << " = parameters + inputs + constants"
+     << (count[kState] ? " + state" : "") << " + arena peak"
+     << (program->host_arena_bytes() ? " + host arena" : "")
      << (bucketBytes ? " + buckets" : "") << (scratchBytes ? " + scratch" : "")
-     << "\n";
+     << " (what the runtime allocates; partita run --report-memory measures "
+        "it)\n";
 
   printModelState(os, proto, *program);
 

@@ -2,12 +2,19 @@
 //
 // At construction the executor turns the validated plan into closures: each
 // buffer gets its address (arena offset, or persistent storage for
-// parameters and inputs, all allocated from the backend's Device), each
-// kernel its prebuilt KernelCall, each collective its rank group and scratch
-// buffers. Communicators act on the leading dimension, so a collective along
-// another dimension is a transpose to the front, the collective, and a
-// transpose back. Kernels and copies run on the device's compute stream;
-// gradient buckets' calls on a communication stream, ordered by events.
+// parameters and inputs, all allocated from the backend's Device; a donated
+// update, Buffer.in_place, the address of what it replaces), each kernel its
+// prebuilt KernelCall, each collective its rank group. Communicators act on
+// the leading dimension, so a collective along another dimension is a
+// transpose to the front, the collective, and a transpose back, through one
+// scratch buffer all such collectives share (they run one at a time, in
+// line). Kernels and copies run on the device's compute stream; gradient
+// buckets' calls on a communication stream, ordered by events. A bucket is
+// packed into one of a few recycled buffers of the largest bucket's size
+// (kBucketSlots while calls overlap, one when they run in line): taking a
+// buffer when none is free first waits for and unpacks the oldest bucket in
+// flight, so memory outside the arena stays bounded whatever the model's
+// size. Every allocation is counted (Executor::memory).
 //
 //===----------------------------------------------------------------------===//
 
@@ -211,13 +218,39 @@ struct Executor::Impl {
 
   DeviceBuffer arena, hostArena; // the memory plan's, per memory space
   std::vector<DeviceBuffer> persistent;
+  /// What the executor holds, by what for (Executor::memory).
+  ExecutorMemory memory;
+  int64_t held = 0; // bytes held now, temporaries included
+  void hold(int64_t bytes) {
+    held += bytes;
+    memory.highWaterMark = std::max(memory.highWaterMark, held);
+  }
   /// Zeroed memory for a buffer, scratch or staging area that lives as long
-  /// as the executor.
-  unsigned char *allocate(size_t bytes,
+  /// as the executor, counted in `category`.
+  unsigned char *allocate(size_t bytes, int64_t &category,
                           MemorySpace space = MemorySpace::Device) {
     persistent.push_back(device->allocateBuffer(bytes, space));
+    category += int64_t(bytes);
+    hold(int64_t(bytes));
     return persistent.back().get();
   }
+  /// One scratch buffer for every collective that transposes (they run in
+  /// line, one at a time): its size, the largest need, is known once every
+  /// collective is compiled.
+  unsigned char *collectiveScratch = nullptr;
+  size_t collectiveScratchBytes = 0;
+  /// The gradient buckets' recycled buffers (see Bucket), each
+  /// `bucketSlotBytes`; `slotHolder[k]`: the bucket packed in slot k, null
+  /// when free; `slotQueue`: holders, oldest first.
+  std::vector<unsigned char *> bucketSlots;
+  size_t bucketSlotBytes = 0;
+  struct Bucket;
+  std::vector<Bucket *> slotHolder;
+  std::vector<Bucket *> slotQueue;
+  /// A reduce_scatter member along a dimension other than 0 is transposed
+  /// here before it is packed (on the compute stream, one at a time).
+  unsigned char *packScratch = nullptr;
+  size_t packScratchBytes = 0;
   /// Lets `write` fill `bytes` at device address `dst` from the host: in
   /// place on a host-accessible device, else through a staging copy.
   template <typename Write>
@@ -255,12 +288,17 @@ struct Executor::Impl {
   std::vector<CopyBack> copyBacks;
 
   /// A gradient bucket: adjacent all_reduces or reduce_scatters packed into
-  /// one communicator call. Each member packs its input at its own
-  /// instruction (where the memory plan has it live); the last one issues
-  /// the call; the outputs are unpacked before the first instruction that
-  /// reads one of them (or when the step ends).
+  /// one communicator call. The first member takes a slot (a recycled
+  /// buffer); each member packs its input at its own instruction (where the
+  /// memory plan has it live); the last one issues the call; the outputs are
+  /// unpacked before the first instruction that reads one of them, when the
+  /// slot is wanted for a later bucket, or when the step ends (the outputs
+  /// are live from their own instructions on, so any of these is in time).
   struct Bucket {
     int64_t id = 0;
+    size_t sendBytes = 0, recvBytes = 0; // recvBytes: 0 when in place
+    int slot = -1;                       // while it holds one
+    unsigned char *send = nullptr, *recv = nullptr; // in the slot
     std::string where;            // "bucket N (instructions i-j)"
     std::function<void()> call;   // the communicator call on the packed data
     std::function<void()> unpack; // packed result -> every member's output
@@ -303,12 +341,45 @@ struct Executor::Impl {
   /// bucket call has run too.
   Event *lastIssued = nullptr;
 
+  /// Gives `b` a free slot, first finishing the oldest bucket in flight
+  /// when none is free.
+  void acquireSlot(Bucket &b) {
+    while (true) {
+      for (size_t k = 0; k < bucketSlots.size(); ++k)
+        if (!slotHolder[k]) {
+          slotHolder[k] = &b;
+          slotQueue.push_back(&b);
+          b.slot = int(k);
+          b.send = bucketSlots[k];
+          b.recv = b.recvBytes ? b.send + alignedBytes(b.sendBytes) : b.send;
+          return;
+        }
+      // Every holder is in flight (a bucket takes its slot at its first
+      // member and issues at its last, adjacent ones); one left over by a
+      // step that failed is just freed.
+      Bucket *oldest = slotQueue.front();
+      if (oldest->pending)
+        finish(*oldest);
+      else
+        releaseSlot(*oldest);
+    }
+  }
+  void releaseSlot(Bucket &b) {
+    if (b.slot < 0)
+      return;
+    slotHolder[b.slot] = nullptr;
+    slotQueue.erase(std::find(slotQueue.begin(), slotQueue.end(), &b));
+    b.slot = -1;
+  }
+  static size_t alignedBytes(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
   /// Issues `b`'s call (on the communication stream, or in line) once its
   /// members are packed.
   void issue(Bucket &b) {
     if (!commStream) {
       runBucketCall(b);
       b.unpack();
+      releaseSlot(b);
       return;
     }
     // The call reads what the members packed on the compute stream.
@@ -328,6 +399,7 @@ struct Executor::Impl {
       compute->wait(*b.done);
       b.unpack();
     });
+    releaseSlot(b);
   }
   static void runBucketCall(Bucket &b) {
     try {
@@ -536,11 +608,18 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
   Device *dev = device;
   Stream *cs = compute;
   DType dtype = in.dtype;
-  auto scratch = [&](const std::vector<int64_t> &shape) {
-    unsigned char *data =
-        allocate(TensorView{nullptr, dtype, shape}.numBytes());
-    return TensorView{data, dtype, shape};
+  // The shared scratch (collectiveScratch): the first view at its start,
+  // the second after it; their addresses are taken when the step runs,
+  // once the scratch is allocated at its largest size.
+  auto scratchPair = [&](const std::vector<int64_t> &first,
+                         const std::vector<int64_t> &second) {
+    TensorView a{nullptr, dtype, first}, b{nullptr, dtype, second};
+    size_t offset = alignedBytes(a.numBytes());
+    collectiveScratchBytes =
+        std::max(collectiveScratchBytes, offset + b.numBytes());
+    return std::make_tuple(a, b, offset);
   };
+  Impl *self = this;
   switch (c.kind()) {
   case plan::Collective::ALL_REDUCE:
     return [=] {
@@ -563,12 +642,15 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
                     *grp);
       };
     auto [perm, front] = toFront(in.shape, d);
-    TensorView sendT = scratch(front);
     std::vector<int64_t> gathered = front;
     gathered[0] *= g;
-    TensorView recvT = scratch(gathered);
+    auto [sendView, recvView, recvOffset] = scratchPair(front, gathered);
     std::vector<int64_t> back = inverse(perm);
-    return [=] {
+    return [=, sendView = sendView, recvView = recvView,
+            recvOffset = recvOffset] {
+      TensorView sendT = sendView, recvT = recvView;
+      sendT.data = self->collectiveScratch;
+      recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
       comm->run({CollectiveKind::AllGather, sendT.data, recvT.data,
                  size_t(sendT.numElements()), dtype, op, {}},
@@ -587,12 +669,15 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
                   *grp);
       };
     auto [perm, front] = toFront(in.shape, d);
-    TensorView sendT = scratch(front);
     std::vector<int64_t> scattered = front;
     scattered[0] /= g;
-    TensorView recvT = scratch(scattered);
+    auto [sendView, recvView, recvOffset] = scratchPair(front, scattered);
     std::vector<int64_t> back = inverse(perm);
-    return [=] {
+    return [=, sendView = sendView, recvView = recvView,
+            recvOffset = recvOffset] {
+      TensorView sendT = sendView, recvT = recvView;
+      sendT.data = self->collectiveScratch;
+      recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
       comm->run({CollectiveKind::ReduceScatter, sendT.data, recvT.data,
                  size_t(recvT.numElements()), dtype, op, {}},
@@ -606,7 +691,6 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       return [=] { dev->copy(out.data, in.data, in.numBytes(), *cs); };
     // Send: split dim to the front, so block j (for position j) is contiguous.
     auto [perm, front] = toFront(in.shape, s);
-    TensorView sendT = scratch(front);
     // Received: [g, S/g, the other dims of the input in order]; axis 0 is the
     // source position, which becomes the major part of the concat dim.
     std::vector<int64_t> recvShape{g, in.shape[s] / g};
@@ -617,7 +701,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
         recvShape.push_back(in.shape[d]);
         axisOfDim[d] = next++;
       }
-    TensorView recvT = scratch(recvShape);
+    auto [sendView, recvView, recvOffset] = scratchPair(front, recvShape);
     std::vector<int64_t> backPerm, permuted;
     for (int64_t d = 0; d < rank; ++d) {
       if (d == cd)
@@ -627,7 +711,11 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     for (int64_t a : backPerm)
       permuted.push_back(recvShape[a]);
     TensorView outT{out.data, dtype, permuted};
-    return [=] {
+    return [=, sendView = sendView, recvView = recvView,
+            recvOffset = recvOffset] {
+      TensorView sendT = sendView, recvT = recvView;
+      sendT.data = self->collectiveScratch;
+      recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
       comm->run({CollectiveKind::AllToAll, sendT.data, recvT.data,
                  size_t(sendT.numElements() / g), dtype, op, {}},
@@ -748,7 +836,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     TensorView in, out;
     int64_t offset = 0, count = 0;
     std::vector<int64_t> perm, back; // to the front and back; empty: dim 0
-    TensorView front;                // the input transposed, when perm is set
+    // The input transposed, when perm is set (in packScratch when packed).
+    TensorView front;
     // False for an output nothing reads after the bucket is issued: the
     // memory plan may already have given its bytes to another buffer by the
     // time the bucket is unpacked.
@@ -765,8 +854,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     m.count = scatter ? m.in.numElements() / g : m.in.numElements();
     if (scatter && c.dim() != 0 && g > 1) {
       auto [perm, front] = toFront(m.in.shape, c.dim());
-      m.front = TensorView{
-          allocate(TensorView{nullptr, dtype, front}.numBytes()), dtype, front};
+      m.front = TensorView{nullptr, dtype, front};
+      packScratchBytes = std::max(packScratchBytes, m.front.numBytes());
       m.perm = perm;
       m.back = inverse(perm);
     }
@@ -777,14 +866,20 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     members.push_back(std::move(m));
   }
   int64_t sendElems = scatter ? block * g : block;
-  unsigned char *send = allocate(sendElems * elem);
-  unsigned char *recv = send; // an all_reduce reduces in place
-  if (scatter)
-    recv = allocate(block * elem);
+  // In its slot: an all_reduce reduces in place; a reduce_scatter receives
+  // after what it sends.
+  b->sendBytes = sendElems * elem;
+  b->recvBytes = scatter ? block * elem : 0;
+  bucketSlotBytes =
+      std::max(bucketSlotBytes,
+               b->recvBytes ? alignedBytes(b->sendBytes) + b->recvBytes
+                            : b->sendBytes);
 
   Communicator *comm = this->comm;
   Device *dev = device;
+  Bucket *bucket = b.get();
   b->call = [=] {
+    unsigned char *send = bucket->send, *recv = bucket->recv;
     if (g == 1) {
       if (recv != send)
         dev->copy(recv, send, block * elem, dev->computeStream());
@@ -799,11 +894,11 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
           *grp);
     }
   };
-  b->unpack = [this, members, recv, elem, dtype] {
+  b->unpack = [this, members, bucket, elem, dtype] {
     for (const Member &m : members) {
       if (!m.live)
         continue;
-      unsigned char *src = recv + m.offset * elem;
+      unsigned char *src = bucket->recv + m.offset * elem;
       if (m.perm.empty()) {
         device->copy(m.out.data, src, m.count * elem, *compute);
         continue;
@@ -815,19 +910,23 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   };
 
   std::vector<std::function<void()>> steps;
-  Bucket *bucket = b.get();
   for (size_t k = 0; k < members.size(); ++k) {
     const Member &m = members[k];
-    bool last = k + 1 == members.size();
-    steps.push_back([this, m, send, elem, g, scatter, block, bucket, last] {
+    bool first = k == 0, last = k + 1 == members.size();
+    steps.push_back([this, m, elem, g, scatter, block, bucket, first, last] {
+      if (first)
+        acquireSlot(*bucket);
+      unsigned char *send = bucket->send;
       if (!scatter) {
         device->copy(send + m.offset * elem, m.in.data, m.count * elem,
                      *compute);
       } else {
+        TensorView front = m.front;
+        front.data = packScratch;
         const unsigned char *src = static_cast<const unsigned char *>(
-            m.perm.empty() ? m.in.data : m.front.data);
+            m.perm.empty() ? m.in.data : front.data);
         if (!m.perm.empty())
-          transpose(m.in, m.front, m.perm);
+          transpose(m.in, front, m.perm);
         for (int64_t r = 0; r < g; ++r)
           device->copy(send + (r * block + m.offset) * elem,
                        src + r * m.count * elem, m.count * elem, *compute);
@@ -906,9 +1005,14 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   s.makeGroups();
 
   s.arena = s.device->allocateBuffer(s.program->arena_bytes());
-  if (s.program->host_arena_bytes() > 0)
+  s.memory.arena += s.program->arena_bytes();
+  s.hold(s.program->arena_bytes());
+  if (s.program->host_arena_bytes() > 0) {
     s.hostArena = s.device->allocateBuffer(s.program->host_arena_bytes(),
                                            MemorySpace::Host);
+    s.memory.arena += s.program->host_arena_bytes();
+    s.hold(s.program->host_arena_bytes());
+  }
   s.views.resize(s.program->buffers_size());
   for (int64_t id = 0; id < s.program->buffers_size(); ++id) {
     const plan::Buffer &b = s.buffer(id);
@@ -916,10 +1020,15 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     view.dtype = toDType(b.dtype());
     view.shape = toVector(b.local_shape());
     bool host = b.memory_space() == plan::HOST;
-    if (b.role() == plan::ACTIVATION) {
+    if (b.in_place()) {
+      continue; // below, once what it replaces has its address
+    } else if (b.role() == plan::ACTIVATION) {
       view.data = (host ? s.hostArena : s.arena).get() + b.offset();
     } else {
       view.data = s.allocate(view.numBytes(),
+                             b.role() == plan::PARAMETER ? s.memory.parameters
+                             : b.role() == plan::STATE   ? s.memory.state
+                                                         : s.memory.inputs,
                              host ? MemorySpace::Host : MemorySpace::Device);
       if (b.role() == plan::PARAMETER)
         s.initParameter(id);
@@ -928,6 +1037,10 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
                                *s.compute);
     }
   }
+  // A donated update is written straight into what it replaces.
+  for (int64_t id = 0; id < s.program->buffers_size(); ++id)
+    if (s.buffer(id).in_place())
+      s.views[id].data = s.views[s.persistentId(s.buffer(id).replaces())].data;
   int64_t numInstructions = s.program->instructions_size();
   // The pending buckets' outputs not read yet: the first instruction that
   // reads one unpacks the bucket first.
@@ -1024,9 +1137,29 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       b->packed = s.compute->createEvent();
     }
   }
+  // The buffers outside the arena, now that their largest needs are known:
+  // bucket slots (kBucketSlots in flight while calls overlap, else one),
+  // the packing transposition and the collectives' shared scratch.
+  if (!s.buckets.empty()) {
+    size_t slots = s.commStream ? std::min(kBucketSlots, s.buckets.size()) : 1;
+    for (size_t k = 0; k < slots; ++k)
+      s.bucketSlots.push_back(
+          s.allocate(s.bucketSlotBytes, s.memory.bucketBuffers));
+    s.slotHolder.assign(slots, nullptr);
+  }
+  if (s.packScratchBytes)
+    s.packScratch = s.allocate(s.packScratchBytes, s.memory.bucketBuffers);
+  if (s.collectiveScratchBytes)
+    s.collectiveScratch =
+        s.allocate(s.collectiveScratchBytes, s.memory.collectiveScratch);
+  // Copy-backs remain only where an update cannot be donated (see
+  // Buffer.in_place): the old value is read after the update is written
+  // (or by a kernel that cannot update in place), or the result is itself a
+  // persistent buffer (results that exchange parameters: staged, so each
+  // reads the old values).
   for (int64_t id : s.program->results()) {
     const plan::Buffer &b = s.buffer(id);
-    if (b.replaces().empty())
+    if (b.replaces().empty() || b.in_place())
       continue;
     int64_t target = s.persistentId(b.replaces());
     if (target == id)
@@ -1034,7 +1167,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     Impl::CopyBack copy{s.views[id].data, nullptr, s.views[target].data,
                         s.views[id].numBytes()};
     if (b.role() != plan::ACTIVATION) {
-      copy.staged = s.allocate(copy.bytes);
+      copy.staged = s.allocate(copy.bytes, s.memory.staging);
     }
     s.copyBacks.push_back(copy);
   }
@@ -1043,6 +1176,8 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
 Executor::~Executor() = default;
 
 int64_t Executor::arenaBytes() const { return pimpl->program->arena_bytes(); }
+
+ExecutorMemory Executor::memory() const { return pimpl->memory; }
 
 void Executor::Impl::scatterInto(int64_t id, const Tensor &t,
                                  const std::string &what) {
@@ -1172,6 +1307,8 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
     // writes), then read on the host.
     size_t allBytes = view.numBytes() * numDevices;
     DeviceBuffer gathered = s.device->allocateBuffer(allBytes);
+    // Outside any step: counted apart from the step's high-water mark.
+    s.memory.largestGather = std::max(s.memory.largestGather, int64_t(allBytes));
     s.comm->run({CollectiveKind::AllGather, view.data, gathered.get(),
                  size_t(view.numElements()), view.dtype, ReduceOp::Sum, {}},
                 *s.worldGroup);

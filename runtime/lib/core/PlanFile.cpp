@@ -200,6 +200,72 @@ void validateReplacements(const plan::Program &program,
   }
 }
 
+/// A donated result (Buffer.in_place) shares the address of the buffer it
+/// replaces from the instruction that writes it on: nothing may read the
+/// old value later, and that instruction only as an update kernel's old
+/// value at the position it writes the new one (the cpu sgd and adamw
+/// kernels read every input of an element before they write it). The same
+/// rule as the compiler's donateUpdatedBuffers (passes/plan/PlanLowering).
+void validateInPlace(const plan::Program &program, const std::string &what) {
+  std::map<std::string, int64_t> persistent;
+  for (const plan::Buffer &b : program.buffers())
+    if (b.role() == plan::PARAMETER || b.role() == plan::STATE)
+      persistent.emplace(b.name(), b.id());
+  for (const plan::Buffer &b : program.buffers()) {
+    if (!b.in_place())
+      continue;
+    std::string bw = "buffer " + std::to_string(b.id()) + " is in_place";
+    if (b.role() != plan::ACTIVATION || b.replaces().empty())
+      fail(what, bw + " but is no activation result that replaces a "
+                      "parameter or state buffer");
+    int64_t target = persistent.at(b.replaces()); // validateReplacements
+    int64_t writer = -1;
+    for (int64_t i = 0; i < program.instructions_size(); ++i) {
+      const plan::Instruction &inst = program.instructions(i);
+      bool writes =
+          inst.has_kernel()
+              ? std::count(inst.kernel().outputs().begin(),
+                           inst.kernel().outputs().end(), b.id()) > 0
+              : inst.collective().output() == b.id();
+      if (writes && writer < 0)
+        writer = i;
+    }
+    if (writer < 0)
+      fail(what, bw + " but no instruction writes it");
+    for (int64_t i = writer; i < program.instructions_size(); ++i) {
+      const plan::Instruction &inst = program.instructions(i);
+      std::vector<int64_t> reads;
+      if (inst.has_kernel())
+        reads.assign(inst.kernel().inputs().begin(),
+                     inst.kernel().inputs().end());
+      else if (inst.collective().kind() != plan::Collective::AXIS_INDEX)
+        reads.push_back(inst.collective().input());
+      int64_t n = std::count(reads.begin(), reads.end(), target);
+      if (n == 0)
+        continue;
+      bool ok = false;
+      if (i == writer && n == 1 && inst.has_kernel()) {
+        const plan::Kernel &k = inst.kernel();
+        std::vector<int> inputOfOutput;
+        if (k.kind() == plan::Kernel::ADAMW)
+          inputOfOutput = {0, 2, 3};
+        else if (k.kind() == plan::Kernel::SGD)
+          inputOfOutput = {0, 2};
+        for (size_t o = 0; o < inputOfOutput.size(); ++o)
+          if (int(o) < k.outputs_size() && k.outputs(int(o)) == b.id() &&
+              inputOfOutput[o] < k.inputs_size() &&
+              k.inputs(inputOfOutput[o]) == target)
+            ok = true;
+      }
+      if (!ok)
+        fail(what, bw + " (shares the bytes of '" + b.replaces() +
+                       "' from instruction " + std::to_string(writer) +
+                       " on), but instruction " + std::to_string(i) +
+                       " reads the old '" + b.replaces() + "'");
+    }
+  }
+}
+
 void validateProgram(const plan::Program &program, const std::string &planWhat,
                      const std::map<std::string, int64_t> &axisSizes) {
   std::string what = planWhat + ": program '" + program.name() + "'";
@@ -283,8 +349,11 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     }
     switch (buffer.role()) {
     case plan::ACTIVATION:
-      if (buffer.offset() < 0 || bytes > arenaBytes ||
-          buffer.offset() > arenaBytes - bytes)
+      // A donated update (in_place) lives in the buffer it replaces, not
+      // in the arena (validateInPlace).
+      if (!buffer.in_place() &&
+          (buffer.offset() < 0 || bytes > arenaBytes ||
+           buffer.offset() > arenaBytes - bytes))
         fail(what, bw + " at " + (host ? "host " : "") + "arena offset " +
                        std::to_string(buffer.offset()) + " with " +
                        std::to_string(bytes) + " bytes does not fit the " +
@@ -295,7 +364,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
         fail(what, bw + " has an invalid live range [" +
                        std::to_string(buffer.first_use()) + ", " +
                        std::to_string(buffer.last_use()) + "]");
-      if (bytes > 0)
+      if (bytes > 0 && !buffer.in_place())
         arenas[host].push_back({buffer.offset(), buffer.offset() + bytes,
                          buffer.first_use(), buffer.last_use(), i});
       break;
@@ -497,6 +566,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     checkLive(id, numInstructions);
   }
   validateReplacements(program, what);
+  validateInPlace(program, what);
 }
 
 } // namespace

@@ -110,6 +110,11 @@ const OptionSpec kOptions[] = {
     {"profile", nullptr,
      "Time every instruction; print rank 0's time per step for each kernel "
      "kind and collective, largest first"},
+    {"report-memory", nullptr,
+     "Print rank 0's memory high-water mark: the bytes its executor "
+     "allocated (arena, parameters, state, inputs, gradient buckets, "
+     "collective scratch), which partita explain's total predicts, and the "
+     "process's peak resident set"},
     {"inject-failure-rank", "r", nullptr},
     {"inject-failure-step", "s", nullptr},
     {"help", nullptr, "Print this help"},
@@ -530,6 +535,8 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
     std::cout << "step " << step << ": " << format("%.6f", run.seconds[step])
               << " s\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
+  if (args.flags.count("report-memory"))
+    std::cout << formatMemory(run.memory);
   std::optional<std::string> outputs = args.get("outputs");
   for (size_t i = 0; i < values.size() && i < run.results.size(); ++i) {
     const Tensor &t = run.results[i];
@@ -614,6 +621,8 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
     return {};
   };
   options.beforeFirstStep = loaderFor(program);
+  options.gatherFinalResults = args.flags.count("check") ||
+                               args.has("save-params") || args.has("outputs");
   CheckpointSaveReport saved;
   if (saveDir) {
     CheckpointSaveOptions saveOptions;
@@ -643,7 +652,7 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   if (!printer)
     return 0;
   std::vector<ProgramValue> values = plan->results(program);
-  if (run.finalResults.size() != values.size())
+  if (options.gatherFinalResults && run.finalResults.size() != values.size())
     return fail("the train step returned " +
                 std::to_string(run.finalResults.size()) +
                 " results, its plan lists " + std::to_string(values.size()));
@@ -691,6 +700,8 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
                                                          : "did not fall")
               << ")\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
+  if (args.flags.count("report-memory"))
+    std::cout << formatMemory(run.memory);
   if (!args.flags.count("check"))
     return 0;
 

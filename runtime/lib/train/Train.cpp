@@ -10,6 +10,8 @@
 #include <mutex>
 #include <set>
 
+#include <sys/resource.h>
+
 namespace partita::runtime {
 
 namespace {
@@ -179,6 +181,7 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
     if (!comm || comm->rank() == 0) {
       std::lock_guard<std::mutex> lock(mutex);
       out.profile = executor.profile();
+      out.memory = executor.memory();
       out.results = std::move(gathered);
       out.seconds = std::move(seconds);
     }
@@ -320,9 +323,10 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
       // updated parameters).
       bool last = step + 1 == steps;
       std::vector<Tensor> results;
-      if (last)
+      if (last && options.gatherFinalResults)
         results = executor.gatherResults();
-      Tensor lossTensor = last ? results.at(loss) : executor.gatherResult(loss);
+      Tensor lossTensor = !results.empty() ? results.at(loss)
+                                           : executor.gatherResult(loss);
       double value = elementAsDouble(lossTensor, 0);
       finite &= std::isfinite(value);
       if (!printer)
@@ -339,6 +343,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     if (printer) {
       std::lock_guard<std::mutex> lock(mutex);
       mine.profile = executor.profile();
+      mine.memory = executor.memory();
       out = std::move(mine);
     }
   };
@@ -450,6 +455,25 @@ CheckReport compareTraining(const PlanFile &plan, const std::string &program,
                   ref.finalResults[i], paramRtol, report);
   }
   return report;
+}
+
+std::string formatMemory(const ExecutorMemory &m) {
+  std::string text =
+      "memory (rank 0): high-water mark " + std::to_string(m.highWaterMark) +
+      " B = arena " + std::to_string(m.arena) + " + parameters " +
+      std::to_string(m.parameters) + " + state " + std::to_string(m.state) +
+      " + inputs " + std::to_string(m.inputs) + " + buckets " +
+      std::to_string(m.bucketBuffers) + " + scratch " +
+      std::to_string(m.collectiveScratch) + " + staging " +
+      std::to_string(m.staging) +
+      " (bytes the executor allocated from its device); largest gather " +
+      std::to_string(m.largestGather) + " B, outside the steps\n";
+  // The process: every local rank, the plan, BLAS and thread stacks.
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    text += "memory (process): peak resident set " +
+            std::to_string(int64_t(usage.ru_maxrss) * 1024) + " B\n";
+  return text;
 }
 
 std::string formatProfile(const std::vector<ProfileEntry> &profile,

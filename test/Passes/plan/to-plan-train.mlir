@@ -4,13 +4,16 @@
 // that nn.param arguments become PARAMETER buffers and nn.state arguments
 // STATE buffers named by it (zero-initialized: no init); that nn.adamw is
 // one kernel with three outputs and its attributes; that each result with
-// nn.param / nn.state records the buffer it replaces; and that the memory
-// plan gives adamw's outputs bytes of their own. By hand, first fit with
-// 64-byte alignment: logits [0,24) live 0..3, loss at 64 (1..end), the
-// constant one at 128 (2..5), dlogits at 192 (3..4), dw [0,48) (4..6, after
-// logits died), the new step at 192 (5..end, dlogits dead), then w' at 128
-// (6..end, the constant dead), m' at 256 and v' at 320, away from dw (0)
-// and the step (192) that adamw reads; arena 320 + 48 = 368 bytes.
+// nn.param / nn.state records the buffer it replaces; and that adamw's
+// outputs are donated (in_place: written over w, w.m and w.v, which adamw
+// reads at the matching inputs and nothing reads later), so the memory plan
+// gives them no arena bytes, while the new step is not (nn.add reads the
+// old step as it writes the new one, and add is no update kernel): it
+// keeps its own bytes and is copied back. By hand, first fit with 64-byte
+// alignment: logits [0,24) live 0..3, loss at 64 (1..end), the constant one
+// at 128 (2..5), dlogits [192,216) (3..4), dw [0,48) (4..6, after logits
+// died), the new step at 192 (5..end, dlogits dead); arena 216 bytes (368
+// when w', m' and v' had bytes of their own at 128, 256 and 320).
 
 // CHECK-LABEL: name: "train_step"
 // CHECK-NOT:   partitioned
@@ -73,30 +76,31 @@
 // CHECK-NEXT:    first_use: 5
 // CHECK-NEXT:    last_use: 7
 // CHECK-NEXT:    replaces: "step"
+// CHECK-NOT:     in_place
 // CHECK-NEXT:  }
 // CHECK-NEXT:  buffers {
 // CHECK-NEXT:    id: 12
 // CHECK:         name: "w"
-// CHECK-NEXT:    offset: 128
 // CHECK-NEXT:    first_use: 6
 // CHECK-NEXT:    last_use: 7
 // CHECK-NEXT:    replaces: "w"
+// CHECK-NEXT:    in_place: true
 // CHECK-NEXT:  }
 // CHECK-NEXT:  buffers {
 // CHECK-NEXT:    id: 13
 // CHECK:         name: "w.m"
-// CHECK-NEXT:    offset: 256
 // CHECK-NEXT:    first_use: 6
 // CHECK-NEXT:    last_use: 7
 // CHECK-NEXT:    replaces: "w.m"
+// CHECK-NEXT:    in_place: true
 // CHECK-NEXT:  }
 // CHECK-NEXT:  buffers {
 // CHECK-NEXT:    id: 14
 // CHECK:         name: "w.v"
-// CHECK-NEXT:    offset: 320
 // CHECK-NEXT:    first_use: 6
 // CHECK-NEXT:    last_use: 7
 // CHECK-NEXT:    replaces: "w.v"
+// CHECK-NEXT:    in_place: true
 // CHECK-NEXT:  }
 // CHECK:         kind: CROSS_ENTROPY_GRAD
 // CHECK-NEXT:    attrs {
@@ -127,7 +131,7 @@
 // CHECK-NEXT:  results: 14
 // CHECK-NEXT:  results: 11
 // CHECK-NEXT:  results: 7
-// CHECK-NEXT:  arena_bytes: 368
+// CHECK-NEXT:  arena_bytes: 216
 // CHECK-NOT:   name: "forward"
 func.func @forward(%w: tensor<4x3xf32> {nn.param = "w"}, %x: tensor<2x4xf32> {nn.input = "x"}, %labels: tensor<2xi32> {nn.input = "labels"}) -> (tensor<f32> {nn.output = "loss"}) {
   %logits = nn.einsum "bh,hv->bv" %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
@@ -268,4 +272,56 @@ func.func @update(%frozen: tensor<3xf32> {nn.param = "frozen"}, %w: tensor<3xf32
   %g = nn.mul %x, %frozen : tensor<3xf32>
   %w2, %buf2 = nn.sgd %w, %g, %buf lr = 0.1 momentum = 0.9 weight_decay = 1.0e-04 : tensor<3xf32>
   return %frozen, %w2, %buf2 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Tests where an update cannot be donated: w' is not in_place because an
+// einsum reads the old w after sgd wrote w' (w' keeps arena bytes and is
+// copied back when the step ends); w.momentum' is donated, since sgd reads
+// the old momentum only at input 2, the position of output 1; and u' is
+// not, because sgd reads u as its gradient (input 1), not as the value it
+// updates (u.momentum' is donated).
+
+// CHECK-LABEL: name: "late_read"
+// w' at arena offset 0 (not printed), defined at instruction 0.
+// CHECK:         id: 5
+// CHECK-NEXT:    local_shape: 3
+// CHECK-NEXT:    global_shape: 3
+// CHECK-NEXT:    name: "w"
+// CHECK-NEXT:    last_use: 3
+// CHECK-NEXT:    replaces: "w"
+// CHECK-NEXT:  }
+// CHECK-NEXT:  buffers {
+// CHECK-NEXT:    id: 6
+// CHECK-NEXT:    local_shape: 3
+// CHECK-NEXT:    global_shape: 3
+// CHECK-NEXT:    name: "w.momentum"
+// CHECK-NEXT:    last_use: 3
+// CHECK-NEXT:    replaces: "w.momentum"
+// CHECK-NEXT:    in_place: true
+// CHECK-NEXT:  }
+// CHECK-NEXT:  buffers {
+// CHECK-NEXT:    id: 7
+// CHECK-NEXT:    local_shape: 3
+// CHECK-NEXT:    global_shape: 3
+// CHECK-NEXT:    name: "u"
+// CHECK-NEXT:    offset: 64
+// CHECK-NEXT:    first_use: 1
+// CHECK-NEXT:    last_use: 3
+// CHECK-NEXT:    replaces: "u"
+// CHECK-NEXT:  }
+// CHECK:         name: "u.momentum"
+// CHECK-NEXT:    first_use: 1
+// CHECK-NEXT:    last_use: 3
+// CHECK-NEXT:    replaces: "u.momentum"
+// CHECK-NEXT:    in_place: true
+// CHECK:       kind: SGD
+// CHECK:       kind: SGD
+// CHECK:       kind: EINSUM
+func.func @late_read(%w: tensor<3xf32> {nn.param = "w"}, %buf: tensor<3xf32> {nn.state = "w.momentum"}, %u: tensor<3xf32> {nn.param = "u"}, %ub: tensor<3xf32> {nn.state = "u.momentum"}, %g: tensor<3xf32> {nn.input = "g"}) -> (tensor<3xf32> {nn.param = "w"}, tensor<3xf32> {nn.state = "w.momentum"}, tensor<3xf32> {nn.param = "u"}, tensor<3xf32> {nn.state = "u.momentum"}, tensor<f32> {nn.output = "dot"}) {
+  %w2, %buf2 = nn.sgd %w, %g, %buf lr = 0.1 momentum = 0.9 weight_decay = 0.0 : tensor<3xf32>
+  %u2, %ub2 = nn.sgd %u, %u, %ub lr = 0.1 momentum = 0.9 weight_decay = 0.0 : tensor<3xf32>
+  %dot = nn.einsum "i,i->" %w, %g : (tensor<3xf32>, tensor<3xf32>) -> tensor<f32>
+  return %w2, %buf2, %u2, %ub2, %dot : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 }

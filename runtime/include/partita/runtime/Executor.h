@@ -16,7 +16,8 @@
 //
 // Training: parameters and optimizer state (STATE buffers, zero at first)
 // persist across steps. A result that replaces one (nn-autodiff's updated
-// parameters and state) is copied into it when a step ends, so N steps are
+// parameters and state) is written straight into it when the plan donates
+// it (Buffer.in_place), else copied into it when a step ends, so N steps are
 //
 //   Executor ex(plan, plan->programNames()[0], comm, backend);
 //   for (int step = 0; step < N; ++step) {
@@ -101,6 +102,41 @@ private:
   std::unique_ptr<Impl> pimpl;
 };
 
+/// Gradient buckets in flight at once while their calls overlap backward
+/// (ExecutorOptions::overlapBuckets): the executor packs buckets into this
+/// many recycled buffers of the largest bucket's packed size (fewer when
+/// the program has fewer buckets; one when the calls run in line), so
+/// `partita explain` bounds the memory outside the arena by it.
+constexpr size_t kBucketSlots = 2;
+
+/// What an executor allocated from its Device, in bytes, counted at every
+/// allocation (Executor::memory). Kernels' own workspaces (the cpu
+/// backend's temporaries) and a communicator's internal buffers are not
+/// included.
+struct ExecutorMemory {
+  int64_t arena = 0;      // the memory plan's arenas (device and host)
+  int64_t parameters = 0; // PARAMETER buffers
+  int64_t state = 0;      // STATE buffers (optimizer moments, step counter)
+  int64_t inputs = 0;     // INPUT and CONSTANT buffers
+  /// Gradient buckets' recycled packing buffers (kBucketSlots, or one, of
+  /// the largest bucket's send + receive bytes) and the transposition
+  /// buffer of reduce_scatter members along a dimension other than 0.
+  int64_t bucketBuffers = 0;
+  /// The one transposition buffer of collectives along a dimension other
+  /// than 0 (the largest such collective's input + output bytes).
+  int64_t collectiveScratch = 0;
+  /// Staging of results that are themselves persistent buffers and replace
+  /// another one (copied back when a step ends).
+  int64_t staging = 0;
+  /// The most bytes held at once from construction through every run():
+  /// the sum of the above, as every one of them lives as long as the
+  /// executor.
+  int64_t highWaterMark = 0;
+  /// The largest temporary of a gather (gatherResults, gatherResult,
+  /// gatherPersistent: group size x the local bytes), outside any step.
+  int64_t largestGather = 0;
+};
+
 struct ExecutorOptions {
   /// Run each gradient bucket's communicator call (Collective.bucket, from
   /// dist-optimize-comm) on a communication thread while the instructions
@@ -138,8 +174,10 @@ public:
   /// Sets every input from its global value (in `PlanFile::inputs` order);
   /// each rank keeps its block. Shapes and dtypes must match exactly.
   void setInputs(const std::vector<Tensor> &globalInputs);
-  /// Runs the instruction stream once, then copies every result that
-  /// replaces a parameter or state buffer into it (the next run sees it).
+  /// Runs the instruction stream once (donated updates write the
+  /// parameters and state they replace), then copies every other result
+  /// that replaces a parameter or state buffer into it (the next run sees
+  /// it).
   void run();
   /// Every result as a global array. Collective over all ranks of a
   /// partitioned program (every rank must call it); partial results are
@@ -181,6 +219,9 @@ public:
 
   /// Bytes of this rank's arena (the plan's memory plan).
   int64_t arenaBytes() const;
+  /// What this rank allocated from its Device, by what for, and its
+  /// high-water mark.
+  ExecutorMemory memory() const;
 
   /// With ExecutorOptions::profile: this rank's time per kind of
   /// instruction, summed over every run() so far, largest first. Empty

@@ -100,6 +100,7 @@ struct ProgramRun {
   std::vector<Tensor> results;
   std::vector<double> seconds; // per step
   std::vector<ProfileEntry> profile;
+  ExecutorMemory memory; // rank 0's executor
 };
 
 /// Runs `program` of `plan` `steps` times on the inputs (global arrays, in
@@ -169,6 +170,10 @@ struct TrainOptions {
   /// Called on rank 0 before each step with its inputs.
   std::function<void(int64_t step, const std::vector<Tensor> &inputs)>
       onBatch;
+  /// Gather every result after the last step (TrainRun::finalResults, for
+  /// --check, --save-params, --outputs); false: only the loss, so no rank
+  /// holds the whole model's parameters and state as global arrays.
+  bool gatherFinalResults = true;
 };
 
 /// What a training run leaves on rank 0: the loss and time of every step,
@@ -178,6 +183,7 @@ struct TrainRun {
   std::vector<double> seconds;
   std::vector<Tensor> finalResults;
   std::vector<ProfileEntry> profile;
+  ExecutorMemory memory; // rank 0's executor
 };
 
 /// Trains `program` (a train step) for options.steps steps.
@@ -213,6 +219,10 @@ CheckReport compareResults(const PlanFile &plan, const std::string &program,
 CheckReport compareTraining(const PlanFile &plan, const std::string &program,
                             const TrainRun &run, const TrainRun &reference,
                             double rtol, double paramRtol);
+
+/// `partita run --report-memory`: what rank 0's executor allocated, by what
+/// for, its high-water mark, and the process's peak resident set.
+std::string formatMemory(const ExecutorMemory &memory);
 
 /// The profile table: a line per entry with its calls and time per step
 /// beside the measured step time. Empty without entries.

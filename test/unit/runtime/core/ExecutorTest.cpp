@@ -598,8 +598,9 @@ TEST(PlanFile, RejectsInconsistentPlans) {
 
 /// An SGD step on w (sharded over dp when `ranks` is 2): g = w * x, then
 /// sgd(w, g, momentum) -> (w', momentum'), both replacing their buffers;
-/// results (w', momentum', g).
-std::string sgdStepPlan(int ranks) {
+/// results (w', momentum', g). `donate`: w' and momentum' are in_place
+/// (written straight into w and momentum, no copy-back).
+std::string sgdStepPlan(int ranks, bool donate = false) {
   bool split = ranks > 1;
   PlanBuilder b(split ? std::vector<std::pair<std::string, int64_t>>{{"dp", 2}}
                       : std::vector<std::pair<std::string, int64_t>>{},
@@ -623,6 +624,8 @@ std::string sgdStepPlan(int ranks) {
   attrs->set_momentum(0.9);
   b.prog->mutable_buffers(w2)->set_replaces("w");
   b.prog->mutable_buffers(buf2)->set_replaces("w.momentum");
+  b.prog->mutable_buffers(w2)->set_in_place(donate);
+  b.prog->mutable_buffers(buf2)->set_in_place(donate);
   for (int64_t r : {w2, buf2, g})
     b.prog->add_results(r);
   return b.finish();
@@ -650,9 +653,11 @@ TEST(Executor, TrainingStepsUpdateParametersAndStateInPlace) {
       buf[i] = 0.9 * buf[i] + lastGrad[i];
       w[i] -= 0.5 * buf[i];
     }
-  for (int ranks : {1, 2}) {
-    SCOPED_TRACE(std::to_string(ranks) + " rank(s)");
-    auto planFile = PlanFile::parse(sgdStepPlan(ranks));
+  for (int ranks : {1, 2})
+  for (bool donate : {false, true}) {
+    SCOPED_TRACE(std::to_string(ranks) + " rank(s)" +
+                 (donate ? ", donated" : ", copied back"));
+    auto planFile = PlanFile::parse(sgdStepPlan(ranks, donate));
     std::mutex m;
     runLocalRanks(ranks, [&](Communicator &comm) {
       auto backend = createCpuBackend(1);
@@ -683,7 +688,82 @@ TEST(Executor, TrainingStepsUpdateParametersAndStateInPlace) {
       }
       Tensor local = ex.localParameter("w.momentum");
       EXPECT_EQ(local.getShape(), (std::vector<int64_t>{ranks > 1 ? 2 : 4}));
+      // Everything the executor holds lives as long as it does.
+      ExecutorMemory mem = ex.memory();
+      int64_t bytes = ranks > 1 ? 8 : 16; // one local f32 vector
+      EXPECT_EQ(mem.parameters, bytes);
+      EXPECT_EQ(mem.state, bytes);
+      EXPECT_EQ(mem.inputs, bytes);
+      EXPECT_EQ(mem.arena, ex.arenaBytes());
+      EXPECT_EQ(mem.highWaterMark,
+                mem.arena + mem.parameters + mem.state + mem.inputs);
     });
+  }
+}
+
+TEST(PlanFile, RejectsDonatedUpdatesThatWouldClobberAnOldValue) {
+  {
+    // Not a result that replaces anything.
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t y = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("neg", {w}, {y});
+    b.prog->add_results(y);
+    b.prog->mutable_buffers(y)->set_in_place(true);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 is in_place but is no "
+              "activation result that replaces a parameter or state buffer");
+  }
+  {
+    // neg reads w as it writes w' over it: not an update kernel.
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t y = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("neg", {w}, {y});
+    b.prog->add_results(y);
+    b.prog->mutable_buffers(y)->set_replaces("w");
+    b.prog->mutable_buffers(y)->set_in_place(true);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 1 is in_place (shares the bytes "
+              "of 'w' from instruction 0 on), but instruction 0 reads the "
+              "old 'w'");
+  }
+  {
+    // The old w is read after sgd wrote w'.
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t buf = b.buffer(plan::STATE, {3}, {}, "w.momentum");
+    int64_t g = b.buffer(plan::INPUT, {3}, {}, "g");
+    int64_t w2 = b.buffer(plan::ACTIVATION, {3});
+    int64_t buf2 = b.buffer(plan::ACTIVATION, {3});
+    int64_t late = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("sgd", {w, g, buf}, {w2, buf2});
+    b.kernel("neg", {w}, {late});
+    for (int64_t r : {w2, buf2, late})
+      b.prog->add_results(r);
+    b.prog->mutable_buffers(w2)->set_replaces("w");
+    b.prog->mutable_buffers(w2)->set_in_place(true);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 3 is in_place (shares the bytes "
+              "of 'w' from instruction 0 on), but instruction 1 reads the "
+              "old 'w'");
+  }
+  {
+    // sgd reads the momentum buffer as its gradient too.
+    PlanBuilder b;
+    int64_t w = b.buffer(plan::PARAMETER, {3}, {}, "w");
+    int64_t buf = b.buffer(plan::STATE, {3}, {}, "w.momentum");
+    int64_t w2 = b.buffer(plan::ACTIVATION, {3});
+    int64_t buf2 = b.buffer(plan::ACTIVATION, {3});
+    b.kernel("sgd", {w, buf, buf}, {w2, buf2});
+    for (int64_t r : {w2, buf2})
+      b.prog->add_results(r);
+    b.prog->mutable_buffers(buf2)->set_replaces("w.momentum");
+    b.prog->mutable_buffers(buf2)->set_in_place(true);
+    EXPECT_EQ(parseError(b.finish()),
+              "p.pb: program 'main': buffer 3 is in_place (shares the bytes "
+              "of 'w.momentum' from instruction 0 on), but instruction 0 "
+              "reads the old 'w.momentum'");
   }
 }
 
