@@ -1,0 +1,277 @@
+"""partita.from_torch: a PyTorch module as an nn model.
+
+The module is traced to an ATen FX graph by make_fx over a functional call
+(torch.export does not exist in Debian's torch 1.13, and symbolic_trace
+alone fails on ordinary model code); each ATen node becomes nn ops, written
+as IR text and parsed by the compiler. Parameters are function arguments
+named by their state_dict keys (`nn.param`), the example arguments are
+inputs (`nn.input`, named after forward()'s parameters), the outputs
+`nn.output` ("output0", ...). The weights come along (`state_dict()`), to
+pass as `params=` to Plan.run.
+
+An ATen op without a mapping fails at import, naming the op and the line of
+the model's source that called it (found by running the module once more
+under a dispatch mode that stops at that op).
+
+Supported so far (an MLP's ops): mm, addmm, t, transpose, permute, view and
+reshape, add/sub/mul/div of tensors (broadcast), relu, gelu, tanh, exp, neg,
+sigmoid-free activations; detach and clone pass through.
+"""
+
+import inspect
+import os
+import traceback
+from typing import Any, Dict, List, Sequence, Tuple
+
+from ._error import Error
+
+_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16",
+           "bfloat16": "bf16", "int32": "i32", "int64": "i64"}
+
+
+def _type(shape: Sequence[int], dtype) -> str:
+    name = _DTYPES.get(str(dtype).replace("torch.", ""))
+    if name is None:
+        raise Error(f"from_torch: unsupported dtype {dtype}")
+    dims = "x".join(str(int(d)) for d in shape)
+    return f"tensor<{dims}x{name}>" if dims else f"tensor<{name}>"
+
+
+def _source_line(module, example_args, op) -> str:
+    """Where the model's code calls ATen op `op`: "file:line: code"."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    torch_dir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(__file__)
+
+    class Found(Exception):
+        pass
+
+    class Stop(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func == op:
+                for frame in reversed(traceback.extract_stack()):
+                    if not (frame.filename.startswith(torch_dir)
+                            or frame.filename.startswith(here)):
+                        raise Found(f"{frame.filename}:{frame.lineno}: "
+                                    f"{(frame.line or '').strip()}")
+                raise Found("")
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with torch.no_grad(), Stop():
+            module(*example_args)
+    except Found as found:
+        return str(found)
+    except Exception:  # the module fails eagerly too: no line to give
+        return ""
+    return ""
+
+
+class _Writer:
+    """Writes the nn function, one ATen node at a time."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+        self.values: Dict[Any, Tuple[str, Tuple[int, ...], Any]] = {}
+        self.count = 0
+
+    def fresh(self, hint: str) -> str:
+        self.count += 1
+        return f"%{hint}{self.count}"
+
+    def emit(self, hint, text, shape, dtype):
+        name = self.fresh(hint)
+        self.lines.append(f"    {name} = {text}")
+        return (name, tuple(shape), dtype)
+
+    def broadcast(self, value, shape):
+        name, vshape, dtype = value
+        shape = tuple(shape)
+        if vshape == shape:
+            return value
+        # Numpy-style: trailing dimensions align; size-1 dimensions expand.
+        offset = len(shape) - len(vshape)
+        if any(v not in (1, shape[offset + i]) for i, v in enumerate(vshape)):
+            raise Error(f"from_torch: cannot broadcast {vshape} to {shape}")
+        if 1 in vshape:
+            kept = [i for i, v in enumerate(vshape) if v != 1]
+            squeezed = tuple(vshape[i] for i in kept)
+            value = self.emit("reshape", f"nn.reshape {name} : "
+                              f"{_type(vshape, dtype)} -> "
+                              f"{_type(squeezed, dtype)}", squeezed, dtype)
+            name = value[0]
+            dims = [offset + i for i in kept]
+            vshape = squeezed
+        else:
+            dims = [offset + i for i in range(len(vshape))]
+        return self.emit("broadcast", f"nn.broadcast {name} dims = {dims} : "
+                         f"{_type(vshape, dtype)} -> {_type(shape, dtype)}",
+                         shape, dtype)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _node(w: _Writer, node, fail):
+    """The nn value of ATen node `node`; calls fail(node) when it has no
+    mapping."""
+    import torch
+    aten = torch.ops.aten
+    target = node.target
+    meta = node.meta.get("val", node.meta.get("tensor_meta"))
+    shape = tuple(meta.shape) if meta is not None else None
+    dtype = meta.dtype if meta is not None else None
+    args = node.args
+
+    def v(a):
+        return w.values[a]
+
+    unary = {aten.relu.default: "nn.relu", aten.tanh.default: "nn.tanh",
+             aten.exp.default: "nn.exp", aten.neg.default: "nn.neg"}
+    binary = {aten.add.Tensor: "nn.add", aten.sub.Tensor: "nn.sub",
+              aten.mul.Tensor: "nn.mul", aten.div.Tensor: "nn.div"}
+    if target in (aten.detach.default, aten.clone.default, aten.alias.default):
+        return v(args[0])
+    if target in unary:
+        x = v(args[0])
+        return w.emit("act", f"{unary[target]} {x[0]} : {_type(x[1], x[2])}",
+                      x[1], x[2])
+    if target == aten.gelu.default:
+        x = v(args[0])
+        approx = node.kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+        tanh = " tanh" if approx == "tanh" else ""
+        return w.emit("gelu", f"nn.gelu {x[0]}{tanh} : {_type(x[1], x[2])}",
+                      x[1], x[2])
+    if target in binary:
+        if len(args) > 2 or node.kwargs.get("alpha", 1) != 1:
+            fail(node)
+
+        def operand(x):
+            if isinstance(x, torch.fx.Node):
+                return w.broadcast(v(x), shape)
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                # A Python scalar: a splat constant of the result's type.
+                return w.emit("scalar", f"nn.constant dense<{float(x)!r}> : "
+                              f"{_type(shape, dtype)}", shape, dtype)
+            fail(node)
+
+        a, b = (operand(x) for x in args[:2])
+        return w.emit("bin", f"{binary[target]} {a[0]}, {b[0]} : "
+                      f"{_type(shape, dtype)}", shape, dtype)
+    if target in (aten.t.default, aten.transpose.int, aten.permute.default):
+        x = v(args[0])
+        rank = len(x[1])
+        if target == aten.t.default:
+            perm = list(range(rank))[::-1]
+        elif target == aten.transpose.int:
+            perm = list(range(rank))
+            i, j = (d % rank for d in args[1:3])
+            perm[i], perm[j] = perm[j], perm[i]
+        else:
+            perm = [d % rank for d in args[1]]
+        if perm == list(range(rank)):
+            return x
+        return w.emit("transpose", f"nn.transpose {x[0]} perm = {perm} : "
+                      f"{_type(x[1], x[2])} -> {_type(shape, dtype)}",
+                      shape, dtype)
+    if target in (aten.view.default, aten._unsafe_view.default,
+                  aten.reshape.default):
+        x = v(args[0])
+        if x[1] == shape:
+            return x
+        return w.emit("reshape", f"nn.reshape {x[0]} : {_type(x[1], x[2])} -> "
+                      f"{_type(shape, dtype)}", shape, dtype)
+    if target in (aten.mm.default, aten.addmm.default):
+        a, b = (v(x) for x in (args[:2] if target == aten.mm.default
+                               else args[1:3]))
+        mm = w.emit("mm", f'nn.einsum "ij,jk->ik" {a[0]}, {b[0]} : '
+                    f"({_type(a[1], a[2])}, {_type(b[1], b[2])}) -> "
+                    f"{_type(shape, dtype)}", shape, dtype)
+        if target == aten.mm.default:
+            return mm
+        if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+            fail(node)
+        bias = w.broadcast(v(args[0]), shape)
+        return w.emit("addmm", f"nn.add {mm[0]}, {bias[0]} : "
+                      f"{_type(shape, dtype)}", shape, dtype)
+    fail(node)
+
+
+def from_torch(module, example_args: Sequence[Any]):
+    """The nn model of `module` called on `example_args` (a tuple of tensors).
+    Returns a partita Model whose `state_dict()` holds the module's weights
+    under their state_dict keys."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.utils import stateless
+
+    from .compiler import parse
+
+    example_args = tuple(example_args)
+    params = dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+    state = {**params, **buffers}
+    names = list(state)
+
+    def functional(state_values, *args):
+        return stateless.functional_call(module, dict(zip(names, state_values)),
+                                         args)
+
+    with torch.no_grad():
+        graph = make_fx(functional)([state[n] for n in names], *example_args)
+
+    try:
+        arg_names = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        arg_names = []
+    arg_names = [a for a in arg_names if a not in ("self", "args", "kwargs")]
+    input_names = [arg_names[i] if i < len(arg_names) else f"input{i}"
+                   for i in range(len(example_args))]
+
+    w = _Writer()
+    signature = []
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(names) + len(example_args):
+        raise Error("from_torch: the traced graph has "
+                    f"{len(placeholders)} inputs, expected "
+                    f"{len(names) + len(example_args)}")
+    for i, node in enumerate(placeholders):
+        if i < len(names):
+            tensor, label, role = state[names[i]], names[i], "nn.param"
+        else:
+            j = i - len(names)
+            tensor, label, role = example_args[j], input_names[j], "nn.input"
+        if not isinstance(tensor, torch.Tensor):
+            raise Error(f"from_torch: argument '{label}' is not a tensor")
+        name = f"%arg{i}"
+        w.values[node] = (name, tuple(tensor.shape), tensor.dtype)
+        signature.append(f'{name}: {_type(tensor.shape, tensor.dtype)} '
+                         f'{{{role} = "{label}"}}')
+
+    def fail(node):
+        op = node.target
+        line = _source_line(module, example_args, op)
+        raise Error(f"from_torch: unsupported ATen op {op}"
+                    + (f" at {line}" if line else ""))
+
+    outputs = []
+    for node in graph.graph.nodes:
+        if node.op == "call_function":
+            w.values[node] = _node(w, node, fail)
+        elif node.op == "output":
+            flat = node.args[0]
+            flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
+            outputs = [w.values[o] for o in flat]
+    if not outputs:
+        raise Error("from_torch: the module returns no tensor")
+    results = ", ".join(f'{_type(o[1], o[2])} {{nn.output = "output{i}"}}'
+                        for i, o in enumerate(outputs))
+    text = ("func.func @forward(" + ", ".join(signature) + ") -> ("
+            + results + ") {\n" + "\n".join(w.lines) + "\n    return "
+            + ", ".join(o[0] for o in outputs) + " : "
+            + ", ".join(_type(o[1], o[2]) for o in outputs) + "\n}\n")
+    model = parse(text, f"<from_torch {type(module).__name__}>")
+    model._state = {k: t.detach().cpu().numpy() for k, t in state.items()}
+    return model
