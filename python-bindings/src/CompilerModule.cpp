@@ -154,6 +154,16 @@ public:
   }
 };
 
+/// Locks `model` for this call. The lock is taken with the GIL released: a
+/// thread that holds a model's lock may wait for the GIL (when its compile
+/// returns), so waiting for the lock while holding the GIL could deadlock.
+std::unique_lock<std::mutex> lockModel(Model &model) {
+  std::unique_lock<std::mutex> lock(model.mutex, std::defer_lock);
+  nb::gil_scoped_release release;
+  lock.lock();
+  return lock;
+}
+
 /// Runs `body` with the GIL released and diagnostics collected on
 /// `context`; raises partita.Error (with the GIL) when it fails.
 template <typename Body>
@@ -238,7 +248,7 @@ buildModel(const std::string &kind, std::optional<int64_t> layers,
 }
 
 std::string printModel(Model &model) {
-  std::lock_guard<std::mutex> lock(model.mutex);
+  std::unique_lock<std::mutex> lock = lockModel(model);
   std::string text;
   llvm::raw_string_ostream os(text);
   OpPrintingFlags flags;
@@ -257,7 +267,7 @@ struct Argument {
 };
 
 std::vector<Argument> modelArguments(Model &model) {
-  std::lock_guard<std::mutex> lock(model.mutex);
+  std::unique_lock<std::mutex> lock = lockModel(model);
   std::vector<Argument> out;
   func::FuncOp func = model.entry();
   if (!func)
@@ -306,7 +316,7 @@ void shardArgument(Model &model, const std::string &name,
                    const std::vector<std::pair<std::string, int64_t>> &axes,
                    const std::vector<std::vector<std::string>> &dims,
                    const std::vector<std::string> &partial) {
-  std::lock_guard<std::mutex> lock(model.mutex);
+  std::unique_lock<std::mutex> lock = lockModel(model);
   func::FuncOp func = model.entry();
   if (!func)
     raiseError("the module has no @forward function to annotate");
@@ -441,7 +451,7 @@ compileModel(Model &model, const CompileRequest &request) {
                "': expected annotated, propagated, partitioned or plan" +
                (options.train ? " (or differentiated)" : ""));
 
-  std::lock_guard<std::mutex> lock(model.mutex);
+  std::unique_lock<std::mutex> lock = lockModel(model);
   auto result = std::make_unique<Model>();
   std::string planBytes;
   runCompiler(

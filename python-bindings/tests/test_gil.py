@@ -79,3 +79,26 @@ def test_python_runs_during_compile():
     elapsed = time.perf_counter() - start
     assert elapsed > 0.05
     assert count > 1000, (count, elapsed)
+
+
+# Tests that using one model from two threads at once is safe: calls on it
+# wait for each other (without holding the GIL while they wait, which could
+# deadlock with a compile that returns).
+def test_one_model_from_two_threads():
+    m = make_models()[0]
+    errors = []
+
+    def worker():
+        try:
+            compile_one(m)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    texts = set()
+    while t.is_alive():
+        texts.add(len(str(m)))
+    t.join(timeout=60)
+    assert not t.is_alive() and not errors
+    assert len(texts) == 1  # compiling works on a copy: the model is unchanged
