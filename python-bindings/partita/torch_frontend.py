@@ -13,9 +13,17 @@ An ATen op without a mapping fails at import, naming the op and the line of
 the model's source that called it (found by running the module once more
 under a dispatch mode that stops at that op).
 
-Supported so far (an MLP's ops): mm, addmm, t, transpose, permute, view and
-reshape, add/sub/mul/div of tensors (broadcast), relu, gelu, tanh, exp, neg,
-sigmoid-free activations; detach and clone pass through.
+Buffers (a causal mask) are constants of the model: ops computed from
+buffers and constants alone (positions from arange, the mask's comparison)
+are evaluated at import, and a masked_fill by such a mask with -inf becomes
+the addition of a constant (0 where kept, -inf where masked). int64 index
+tensors become i32, Partita's index type.
+
+Mapped so far (an MLP's and a GPT-2 block's ops): mm, addmm, bmm, t,
+transpose, permute, view/reshape, expand, whole-range slice, add/sub/mul/div
+(broadcast, Python scalars), relu, gelu (exact and tanh), tanh, exp, neg,
+embedding, native_layer_norm, _softmax, masked_fill (constant mask);
+detach and clone pass through.
 """
 
 import inspect
@@ -25,8 +33,10 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from ._error import Error
 
+# Index tensors are i32 in Partita (the runtime's embedding and cross-entropy
+# kernels read i32): int64 tensors become i32 (Plan.run converts the values).
 _DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16",
-           "bfloat16": "bf16", "int32": "i32", "int64": "i64"}
+           "bfloat16": "bf16", "int32": "i32", "int64": "i32"}
 
 
 def _type(shape: Sequence[int], dtype) -> str:
@@ -86,6 +96,30 @@ class _Writer:
         self.lines.append(f"    {name} = {text}")
         return (name, tuple(shape), dtype)
 
+    def constant(self, tensor):
+        """An nn.constant holding `tensor`'s values."""
+        import torch
+        shape = tuple(tensor.shape)
+        if tensor.dtype.is_floating_point:
+            flat = [("0xFF800000" if x == float("-inf") else
+                     "0x7F800000" if x == float("inf") else f"{float(x):.17e}")
+                    for x in tensor.reshape(-1).tolist()]
+        else:
+            flat = [str(int(x)) for x in tensor.reshape(-1).tolist()]
+        if len(set(flat)) == 1:
+            body = flat[0]
+        else:
+            def nest(items, dims):
+                if not dims:
+                    return items[0]
+                step = len(items) // dims[0]
+                return "[" + ", ".join(nest(items[i * step:(i + 1) * step],
+                                            dims[1:])
+                                       for i in range(dims[0])) + "]"
+            body = nest(flat, list(shape))
+        return self.emit("const", f"nn.constant dense<{body}> : "
+                         f"{_type(shape, tensor.dtype)}", shape, tensor.dtype)
+
     def broadcast(self, value, shape):
         name, vshape, dtype = value
         shape = tuple(shape)
@@ -114,19 +148,83 @@ class _Writer:
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def _node(w: _Writer, node, fail):
+def _node(w: _Writer, node, fail, consts):
     """The nn value of ATen node `node`; calls fail(node) when it has no
-    mapping."""
+    mapping. `consts` holds the values of nodes computed at import (from
+    buffers and constants: a causal mask, positions)."""
+    import operator
+
     import torch
     aten = torch.ops.aten
     target = node.target
     meta = node.meta.get("val", node.meta.get("tensor_meta"))
-    shape = tuple(meta.shape) if meta is not None else None
-    dtype = meta.dtype if meta is not None else None
+    # One tensor result: its shape and dtype (a tensor, or TensorMetadata).
+    single = hasattr(meta, "shape") and hasattr(meta, "dtype")
+    shape = tuple(meta.shape) if single else None
+    dtype = meta.dtype if single else None
     args = node.args
 
     def v(a):
-        return w.values[a]
+        if a in consts:
+            if a not in w.values:
+                w.values[a] = w.constant(consts[a])
+            return w.values[a]
+        value = w.values.get(a)
+        if value is None or isinstance(value, tuple) and value[0] is None:
+            fail(node)
+        return value
+
+    if target == operator.getitem:
+        parts = w.values.get(args[0])
+        # native_layer_norm's mean and rstd have no nn value; only a use of
+        # them fails.
+        if isinstance(parts, list) and args[1] < len(parts):
+            return parts[args[1]] if parts[args[1]] is not None else (None,)
+        fail(node)
+    if target == aten.native_layer_norm.default:
+        x = v(args[0])
+        if args[2] is None or args[3] is None or len(args[1]) != 1:
+            fail(node)
+        g, b = v(args[2]), v(args[3])
+        out = w.emit("ln", f"nn.layer_norm {x[0]}, {g[0]}, {b[0]} eps = "
+                     f"{float(args[4]):.17e} : {_type(x[1], x[2])}, "
+                     f"{_type(g[1], g[2])}", x[1], x[2])
+        return [out, None, None]
+    if target == aten.embedding.default:
+        table, ids = v(args[0]), v(args[1])
+        return w.emit("embed", f"nn.embedding {table[0]}[{ids[0]}] : "
+                      f"{_type(table[1], table[2])}, {_type(ids[1], ids[2])} "
+                      f"-> {_type(shape, dtype)}", shape, dtype)
+    if target == aten.masked_fill.Scalar and args[1] in consts:
+        # A fill under a mask known at import (a causal mask buffer): an
+        # added constant, 0 where kept and the fill value (-inf) where
+        # masked, which leaves kept values exact.
+        if float(args[2]) != float("-inf"):
+            fail(node)
+        x = v(args[0])
+        mask = consts[args[1]]
+        addend = torch.zeros(mask.shape, dtype=x[2]).masked_fill(mask, args[2])
+        c = w.broadcast(w.constant(addend), x[1])
+        return w.emit("masked", f"nn.add {x[0]}, {c[0]} : {_type(x[1], x[2])}",
+                      x[1], x[2])
+    if target == aten._softmax.default:
+        x = v(args[0])
+        if args[2]:
+            fail(node)
+        return w.emit("softmax", f"nn.softmax {x[0]} dim = {args[1] % len(x[1])}"
+                      f" : {_type(x[1], x[2])}", x[1], x[2])
+    if target == aten.expand.default:
+        return w.broadcast(v(args[0]), shape)
+    if target == aten.slice.Tensor:
+        x = v(args[0])
+        if x[1] != shape:
+            fail(node)
+        return x
+    if target == aten.bmm.default:
+        a, b = v(args[0]), v(args[1])
+        return w.emit("bmm", f'nn.einsum "bij,bjk->bik" {a[0]}, {b[0]} : '
+                      f"({_type(a[1], a[2])}, {_type(b[1], b[2])}) -> "
+                      f"{_type(shape, dtype)}", shape, dtype)
 
     unary = {aten.relu.default: "nn.relu", aten.tanh.default: "nn.tanh",
              aten.exp.default: "nn.exp", aten.neg.default: "nn.neg"}
@@ -153,7 +251,7 @@ def _node(w: _Writer, node, fail):
                 return w.broadcast(v(x), shape)
             if isinstance(x, (int, float)) and not isinstance(x, bool):
                 # A Python scalar: a splat constant of the result's type.
-                return w.emit("scalar", f"nn.constant dense<{float(x)!r}> : "
+                return w.emit("scalar", f"nn.constant dense<{float(x):.17e}> : "
                               f"{_type(shape, dtype)}", shape, dtype)
             fail(node)
 
@@ -177,7 +275,7 @@ def _node(w: _Writer, node, fail):
                       f"{_type(x[1], x[2])} -> {_type(shape, dtype)}",
                       shape, dtype)
     if target in (aten.view.default, aten._unsafe_view.default,
-                  aten.reshape.default):
+                  aten.reshape.default, aten._reshape_alias.default):
         x = v(args[0])
         if x[1] == shape:
             return x
@@ -214,6 +312,9 @@ def from_torch(module, example_args: Sequence[Any]):
     buffers = dict(module.named_buffers())
     state = {**params, **buffers}
     names = list(state)
+    # Parameters are function arguments; buffers (masks, positions) are
+    # constants of the model, folded at import.
+    num_params = len(params)
 
     def functional(state_values, *args):
         return stateless.functional_call(module, dict(zip(names, state_values)),
@@ -237,7 +338,11 @@ def from_torch(module, example_args: Sequence[Any]):
         raise Error("from_torch: the traced graph has "
                     f"{len(placeholders)} inputs, expected "
                     f"{len(names) + len(example_args)}")
+    consts = {}
     for i, node in enumerate(placeholders):
+        if num_params <= i < len(names):
+            consts[node] = state[names[i]].detach()
+            continue
         if i < len(names):
             tensor, label, role = state[names[i]], names[i], "nn.param"
         else:
@@ -256,14 +361,34 @@ def from_torch(module, example_args: Sequence[Any]):
         raise Error(f"from_torch: unsupported ATen op {op}"
                     + (f" at {line}" if line else ""))
 
+    def foldable(node):
+        inputs = [a for a in node.all_input_nodes]
+        return (all(a in consts for a in inputs)
+                and node.target not in (torch.ops.aten.native_layer_norm.default,)
+                and (inputs or not node.args or
+                     node.target == torch.ops.aten.arange.start))
+
+    def resolve(a):
+        if isinstance(a, torch.fx.Node):
+            return consts[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(resolve(x) for x in a)
+        return a
+
     outputs = []
     for node in graph.graph.nodes:
+        if node.op == "call_function" and foldable(node):
+            value = node.target(*resolve(node.args), **resolve(node.kwargs))
+            if isinstance(value, torch.Tensor):
+                consts[node] = value
+                continue
         if node.op == "call_function":
-            w.values[node] = _node(w, node, fail)
+            w.values[node] = _node(w, node, fail, consts)
         elif node.op == "output":
             flat = node.args[0]
             flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
-            outputs = [w.values[o] for o in flat]
+            outputs = [w.values[o] if o not in consts else
+                       w.constant(consts[o]) for o in flat]
     if not outputs:
         raise Error("from_torch: the module returns no tensor")
     results = ", ".join(f'{_type(o[1], o[2])} {{nn.output = "output{i}"}}'
@@ -273,5 +398,5 @@ def from_torch(module, example_args: Sequence[Any]):
             + ", ".join(o[0] for o in outputs) + " : "
             + ", ".join(_type(o[1], o[2]) for o in outputs) + "\n}\n")
     model = parse(text, f"<from_torch {type(module).__name__}>")
-    model._state = {k: t.detach().cpu().numpy() for k, t in state.items()}
+    model._state = {k: t.detach().cpu().numpy() for k, t in params.items()}
     return model

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import partita
-from partita import Mesh
+from partita import Mesh, P
 
 from conftest import relative_error
 
@@ -25,6 +25,56 @@ class MLP(torch.nn.Module):
         h = torch.nn.functional.gelu(self.fc1(x))
         h = x + torch.relu(self.fc2(h)) * 0.5
         return torch.tanh(self.head(h))
+
+
+class Block(torch.nn.Module):
+    """A GPT-2 block written as usual (B, T, C = x.shape; a causal mask
+    buffer; q @ k.transpose; masked_fill; softmax)."""
+
+    def __init__(self, C, nh, T):
+        super().__init__()
+        self.ln_1 = torch.nn.LayerNorm(C)
+        self.ln_2 = torch.nn.LayerNorm(C)
+        self.q = torch.nn.Linear(C, C)
+        self.k = torch.nn.Linear(C, C)
+        self.v = torch.nn.Linear(C, C)
+        self.proj = torch.nn.Linear(C, C)
+        self.fc = torch.nn.Linear(C, 4 * C)
+        self.fc_proj = torch.nn.Linear(4 * C, C)
+        self.nh = nh
+        self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = self.ln_1(x)
+        q = self.q(h).view(B, T, self.nh, C // self.nh).transpose(1, 2)
+        k = self.k(h).view(B, T, self.nh, C // self.nh).transpose(1, 2)
+        v = self.v(h).view(B, T, self.nh, C // self.nh).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = torch.nn.functional.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.proj(y)
+        h = torch.nn.functional.gelu(self.fc(self.ln_2(x)), approximate="tanh")
+        return x + self.fc_proj(h)
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, V=64, C=32, nh=4, T=8, L=2):
+        super().__init__()
+        self.wte = torch.nn.Embedding(V, C)
+        self.wpe = torch.nn.Embedding(T, C)
+        self.h = torch.nn.ModuleList([Block(C, nh, T) for _ in range(L)])
+        self.ln_f = torch.nn.LayerNorm(C)
+        self.lm_head = torch.nn.Linear(C, V, bias=False)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
 
 
 class WithFFT(torch.nn.Module):
@@ -54,6 +104,31 @@ def test_mlp_matches_pytorch(axes, strategy):
     plan = m.plan(Mesh(axes), strategy=strategy)
     out = plan.run({"x": x}, params=m.state_dict())
     expected = module(x).detach().numpy()
+    assert relative_error(out["output0"], expected) < 1e-5
+
+
+# Tests that a small GPT written in ordinary PyTorch imports (its mask buffer
+# folded into a constant, int64 ids as i32) and gives PyTorch's logits under
+# data parallelism, and under tensor parallelism annotated with PyTorch's
+# parameter names (Megatron's MLP split: fc by rows, fc_proj by columns).
+def test_small_gpt_matches_pytorch():
+    torch.manual_seed(0)
+    module = GPT()
+    idx = torch.randint(0, 64, (4, 8))
+    m = partita.from_torch(module, (idx,))
+    assert [a.name for a in m.parameters] == [n for n, _ in module.named_parameters()]
+    expected = module(idx).detach().numpy()
+    out = m.plan(Mesh({"dp": 2}), strategy="dp").run({"idx": idx},
+                                                      params=m.state_dict())
+    assert relative_error(out["output0"], expected) < 1e-5
+    mesh = Mesh({"dp": 2, "tp": 2})
+    m.shard("idx", P("dp", None), mesh)
+    m.shard("h.*.fc.weight", P("tp", None), mesh)
+    m.shard("h.*.fc.bias", P("tp"), mesh)
+    m.shard("h.*.fc_proj.weight", P(None, "tp"), mesh)
+    plan = m.plan()
+    assert 'h.0.fc.weight: [128x32] f32, [{"tp"}, {}]' in plan.explain().text
+    out = plan.run({"idx": idx}, params=m.state_dict())
     assert relative_error(out["output0"], expected) < 1e-5
 
 
