@@ -77,6 +77,8 @@ def test_run_errors(small_gpt):
                   "labels": np.zeros((4, 8), np.int32)})
     with pytest.raises(partita.Error, match="2 devices, ranks=3"):
         plan.run(token_batch(0), ranks=3)
+    with pytest.raises(partita.Error, match="no program 'backward'"):
+        plan.run(token_batch(0), program="backward")
     with pytest.raises(partita.Error, match="no parameter 'nope'"):
         plan.run(token_batch(0), params={"nope": np.zeros(1, np.float32)})
 
@@ -96,6 +98,12 @@ def test_compile_errors(small_gpt):
         small_gpt.plan(Mesh({"dp": 2}), strategy="ddp")
     with pytest.raises(partita.Error, match="no strategy given"):
         small_gpt.plan(Mesh({"dp": 2}))
+    with pytest.raises(partita.Error, match="unknown train 'rmsprop'"):
+        small_gpt.plan(Mesh({"dp": 2}), strategy="dp", train="rmsprop")
+    with pytest.raises(partita.Error, match="strategy dp needs a mesh"):
+        small_gpt.plan(strategy="dp")
+    with pytest.raises(partita.Error, match="unknown stage 'lowered'"):
+        small_gpt.compile(Mesh({"dp": 2}), strategy="dp", stage="lowered")
     with pytest.raises(partita.Error) as info:
         small_gpt.plan(Mesh({"x": 2}), strategy="dp")
     assert info.value.diagnostics and "dp" in str(info.value)
