@@ -21,10 +21,10 @@ _COMPILER_NAMES = ("parse", "load", "model", "Model")
 _RUNTIME_NAMES = ("Plan",)
 
 
-def from_torch(module, example_args):
+def from_torch(module, example_args, output_names=()):
     """A PyTorch module as an nn model (partita/torch_frontend.py)."""
     from .torch_frontend import from_torch as convert
-    return convert(module, example_args)
+    return convert(module, example_args, output_names)
 
 
 def __getattr__(name):

@@ -22,8 +22,10 @@ tensors become i32, Partita's index type.
 Mapped so far (an MLP's and a GPT-2 block's ops): mm, addmm, bmm, t,
 transpose, permute, view/reshape, expand, whole-range slice, add/sub/mul/div
 (broadcast, Python scalars), relu, gelu (exact and tanh), tanh, exp, neg,
-embedding, native_layer_norm, _softmax, masked_fill (constant mask);
-detach and clone pass through.
+embedding, native_layer_norm, _softmax, masked_fill (constant mask), and
+cross-entropy (_log_softmax followed by nll_loss_forward, mean, no weights);
+detach and clone pass through. Outputs are named by `output_names` (a
+model to train names its scalar loss "loss").
 """
 
 import inspect
@@ -170,7 +172,9 @@ def _node(w: _Writer, node, fail, consts):
                 w.values[a] = w.constant(consts[a])
             return w.values[a]
         value = w.values.get(a)
-        if value is None or isinstance(value, tuple) and value[0] is None:
+        if (value is None or isinstance(value, list) or
+                isinstance(value, tuple) and (value[0] is None or
+                                              value[0] == "logsoftmax")):
             fail(node)
         return value
 
@@ -207,6 +211,25 @@ def _node(w: _Writer, node, fail, consts):
         c = w.broadcast(w.constant(addend), x[1])
         return w.emit("masked", f"nn.add {x[0]}, {c[0]} : {_type(x[1], x[2])}",
                       x[1], x[2])
+    if target == aten._log_softmax.default:
+        # Only as cross-entropy's first half (below): kept as a marker.
+        x = v(args[0])
+        if args[2] or args[1] % len(x[1]) != len(x[1]) - 1:
+            fail(node)
+        return ("logsoftmax", x)
+    if target == aten.nll_loss_forward.default:
+        # nll_loss(log_softmax(x), labels), mean over tokens, no weights:
+        # softmax cross-entropy. (ignore_index is not modeled: no label may
+        # be -100.)
+        lsm = w.values.get(args[0])
+        if (not (isinstance(lsm, tuple) and lsm[0] == "logsoftmax")
+                or args[2] is not None or args[3] != 1):
+            fail(node)
+        x, labels = lsm[1], v(args[1])
+        loss = w.emit("loss", f"nn.cross_entropy {x[0]}, {labels[0]} : "
+                      f"{_type(x[1], x[2])}, {_type(labels[1], labels[2])} -> "
+                      f"{_type((), x[2])}", (), x[2])
+        return [loss, None]
     if target == aten._softmax.default:
         x = v(args[0])
         if args[2]:
@@ -297,10 +320,12 @@ def _node(w: _Writer, node, fail, consts):
     fail(node)
 
 
-def from_torch(module, example_args: Sequence[Any]):
+def from_torch(module, example_args: Sequence[Any],
+               output_names: Sequence[str] = ()):
     """The nn model of `module` called on `example_args` (a tuple of tensors).
     Returns a partita Model whose `state_dict()` holds the module's weights
-    under their state_dict keys."""
+    under their state_dict keys. Outputs are named `output_names` (then
+    output<i>); a model to train names its scalar loss "loss"."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.utils import stateless
@@ -391,7 +416,9 @@ def from_torch(module, example_args: Sequence[Any]):
                        w.constant(consts[o]) for o in flat]
     if not outputs:
         raise Error("from_torch: the module returns no tensor")
-    results = ", ".join(f'{_type(o[1], o[2])} {{nn.output = "output{i}"}}'
+    labels = [output_names[i] if i < len(output_names) else f"output{i}"
+              for i in range(len(outputs))]
+    results = ", ".join(f'{_type(o[1], o[2])} {{nn.output = "{labels[i]}"}}'
                         for i, o in enumerate(outputs))
     text = ("func.func @forward(" + ", ".join(signature) + ") -> ("
             + results + ") {\n" + "\n".join(w.lines) + "\n    return "
