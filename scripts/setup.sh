@@ -10,6 +10,7 @@ PACKAGES=(
   libopenblas-dev openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
   python3-numpy python3-torch
+  python3-venv python3-dev
 )
 
 missing=()
@@ -28,4 +29,22 @@ else
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The Python package's environment (python-bindings/): .venv from Debian's
+# python3 with its site packages (numpy, python3-torch 1.13: never a PyPI
+# torch), plus the pinned PyPI packages of python-bindings/requirements.txt
+# (nanobind, scikit-build-core, pytest). Reinstalled when that file changes.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+requirements="$root/python-bindings/requirements.txt"
+if [ ! -x "$root/.venv/bin/python" ]; then
+  /usr/bin/python3 -m venv --system-site-packages "$root/.venv"
+fi
+if ! cmp -s "$requirements" "$root/.venv/partita-requirements.txt"; then
+  echo "setup: installing python-bindings/requirements.txt into .venv"
+  "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$requirements"
+  cp "$requirements" "$root/.venv/partita-requirements.txt"
+else
+  echo "setup: .venv has python-bindings/requirements.txt"
 fi

@@ -554,7 +554,7 @@ struct Executor::Impl {
   /// Buffer `id` as a global array (see gatherResults).
   Tensor gatherBuffer(int64_t id);
   /// Writes this rank's block of global value `t` into buffer `id`.
-  void scatterInto(int64_t id, const Tensor &t, const std::string &what);
+  void scatterInto(int64_t id, const TensorView &t, const std::string &what);
   /// The PARAMETER or STATE buffer named `name`; throws naming it.
   int64_t persistentId(const std::string &name) const;
 };
@@ -1179,22 +1179,28 @@ int64_t Executor::arenaBytes() const { return pimpl->program->arena_bytes(); }
 
 ExecutorMemory Executor::memory() const { return pimpl->memory; }
 
-void Executor::Impl::scatterInto(int64_t id, const Tensor &t,
+/// A view of `t` for reading (the view type has no const form).
+static TensorView readView(const Tensor &t) {
+  return {const_cast<unsigned char *>(t.data<unsigned char>()), t.getDType(),
+          t.getShape()};
+}
+
+void Executor::Impl::scatterInto(int64_t id, const TensorView &t,
                                  const std::string &what) {
   const plan::Buffer &b = buffer(id);
   std::vector<int64_t> global = toVector(b.global_shape());
-  if (t.getDType() != toDType(b.dtype()) || t.getShape() != global) {
+  if (t.dtype != toDType(b.dtype()) || t.shape != global) {
     std::string want = toString(toDType(b.dtype())),
-                got = toString(t.getDType());
+                got = toString(t.dtype);
     for (int64_t d : global)
       want += "x" + std::to_string(d);
-    for (int64_t d : t.getShape())
+    for (int64_t d : t.shape)
       got += "x" + std::to_string(d);
     throw Error(what + " must be " + want + ", got " + got);
   }
   const TensorView &view = views[id];
   size_t elem = sizeOf(view.dtype);
-  const unsigned char *src = t.data<unsigned char>();
+  const unsigned char *src = static_cast<const unsigned char *>(t.data);
   writeFromHost(view.data, view.numBytes(), [&](unsigned char *dst) {
     std::memset(dst, 0, view.numBytes()); // padding, if any, is zeros
     forEachRow(global, view.shape, blockStarts(b, coords),
@@ -1215,6 +1221,13 @@ int64_t Executor::Impl::persistentId(const std::string &name) const {
 }
 
 void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
+  std::vector<TensorView> views;
+  for (const Tensor &t : globalInputs)
+    views.push_back(readView(t));
+  setInputViews(views);
+}
+
+void Executor::setInputViews(const std::vector<TensorView> &globalInputs) {
   Impl &s = *pimpl;
   size_t next = 0;
   for (int64_t id : s.program->arguments()) {
@@ -1282,6 +1295,11 @@ Tensor Executor::gatherPersistent(const std::string &name) {
 }
 
 void Executor::setPersistent(const std::string &name, const Tensor &global) {
+  setPersistentView(name, readView(global));
+}
+
+void Executor::setPersistentView(const std::string &name,
+                                 const TensorView &global) {
   int64_t id = pimpl->persistentId(name);
   pimpl->scatterInto(id, global,
                      (pimpl->buffer(id).role() == plan::STATE ? "state '"

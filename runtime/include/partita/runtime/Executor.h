@@ -174,6 +174,9 @@ public:
   /// Sets every input from its global value (in `PlanFile::inputs` order);
   /// each rank keeps its block. Shapes and dtypes must match exactly.
   void setInputs(const std::vector<Tensor> &globalInputs);
+  /// The same from views of memory the caller owns (a framework's arrays,
+  /// read in place: no staging copy); only read.
+  void setInputViews(const std::vector<TensorView> &globalInputs);
   /// Runs the instruction stream once (donated updates write the
   /// parameters and state they replace), then copies every other result
   /// that replaces a parameter or state buffer into it (the next run sees
@@ -195,6 +198,7 @@ public:
   /// Overwrites parameter or state buffer `name` from its global value; each
   /// rank keeps its block. Shape and dtype must match exactly.
   void setPersistent(const std::string &name, const Tensor &global);
+  void setPersistentView(const std::string &name, const TensorView &global);
 
   /// Where this rank's block of parameter or state buffer `name` lies in
   /// its global array, for checkpoints that each rank writes and reads in

@@ -1,0 +1,511 @@
+//===- PlanExplain.cpp - what a plan costs, as `partita explain` prints it ===//
+//
+// For a plan's step program: the mesh; the local bytes per device of each
+// buffer role (parameters, inputs, activations, outputs, constants); the
+// static arena's peak bytes from the memory plan; every parameter with its
+// global shape, sharding and local bytes; and every collective with its kind,
+// axes and bytes per device; for a train step, the model state per device
+// beside the ZeRO accounting of each stage. Each total names the formula
+// behind it. `partita explain` and the Python package print this text; the
+// totals also come back as numbers (PlanMemory).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/PlanExplain.h"
+
+#include "partita/runtime/Executor.h"
+#include "passes/sharding/ModelStateMemory.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Format.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace llvm;
+namespace rt = partita::runtime;
+
+namespace partita::plan_lowering {
+namespace {
+int64_t dtypeBytes(int dtype) {
+  switch (dtype) {
+  case plan::F64:
+  case plan::I64:
+    return 8;
+  case plan::F16:
+  case plan::BF16:
+    return 2;
+  default:
+    return 4;
+  }
+}
+
+StringRef dtypeName(int dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return "f32";
+  case plan::F64:
+    return "f64";
+  case plan::F16:
+    return "f16";
+  case plan::BF16:
+    return "bf16";
+  case plan::I32:
+    return "i32";
+  case plan::I64:
+    return "i64";
+  default:
+    return "?";
+  }
+}
+
+int64_t localBytes(const plan::Buffer &buffer) {
+  int64_t n = dtypeBytes(buffer.dtype());
+  for (int64_t d : buffer.local_shape())
+    n *= d;
+  return n;
+}
+
+/// "1536 B (1.50 KiB)": exact bytes, and a readable size from 1 KiB on.
+std::string bytesText(int64_t bytes) {
+  std::string text;
+  raw_string_ostream os(text);
+  os << bytes << " B";
+  if (bytes >= 1024 * 1024 * 1024)
+    os << format(" (%.2f GiB)", double(bytes) / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024 * 1024)
+    os << format(" (%.2f MiB)", double(bytes) / (1024.0 * 1024));
+  else if (bytes >= 1024)
+    os << format(" (%.2f KiB)", double(bytes) / 1024.0);
+  return text;
+}
+
+std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape,
+                      int dtype) {
+  std::string text = "[";
+  for (int i = 0; i < shape.size(); ++i)
+    text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text + "] " + dtypeName(dtype).str();
+}
+
+std::string axesText(const google::protobuf::RepeatedPtrField<std::string> &axes) {
+  std::string text = "{";
+  for (int i = 0; i < axes.size(); ++i)
+    text += (i ? ", \"" : "\"") + axes[i] + "\"";
+  return text + "}";
+}
+
+/// The buffer's sharding as dist writes it: `[{"dp"}, {}]`, then any
+/// partial axes. An unpartitioned program's buffers print `replicated`.
+std::string shardingText(const plan::Buffer &buffer) {
+  if (buffer.sharding().empty() && buffer.partial_axes().empty())
+    return buffer.global_shape().empty() ? "[]" : "replicated";
+  std::string text = "[";
+  for (int i = 0; i < buffer.sharding().size(); ++i)
+    text += (i ? ", " : "") + axesText(buffer.sharding(i).axes());
+  text += "]";
+  if (!buffer.partial_axes().empty())
+    text += std::string(", partial=") +
+            (buffer.partial_op() == plan::MAX ? "max" : "") +
+            axesText(buffer.partial_axes());
+  return text;
+}
+
+/// For a train step (a program with sgd or adamw kernels): the model state
+/// per device read from the plan -- parameters, gradients as the update
+/// reads them, optimizer state, peak activations -- and what the ZeRO
+/// paper's accounting (Rajbhandari et al. 2020, section 3.1 and 5; the same
+/// computeModelStateBytes its unit test checks against the paper's 7.5B
+/// figures) predicts for each stage with this plan's bytes per element.
+void printModelState(raw_ostream &os, const plan::Plan &proto,
+                     const plan::Program &program, PlanMemory &memory) {
+  const auto &buffers = program.buffers();
+  auto valid = [&](int64_t id) { return id >= 0 && id < buffers.size(); };
+  // The instruction writing each buffer, to look through slices.
+  std::vector<const plan::Instruction *> producer(buffers.size(), nullptr);
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (inst.has_collective() && valid(inst.collective().output()))
+      producer[inst.collective().output()] = &inst;
+    if (inst.has_kernel())
+      for (int64_t out : inst.kernel().outputs())
+        if (valid(out))
+          producer[out] = &inst;
+  }
+  int64_t updates = 0, gradBytes = 0, gradElemBytes = 0, stateElemBytes = 0;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!inst.has_kernel())
+      continue;
+    const plan::Kernel &k = inst.kernel();
+    bool adamw = k.kind() == plan::Kernel::ADAMW,
+         sgd = k.kind() == plan::Kernel::SGD;
+    if ((!adamw && !sgd) || k.inputs().size() < 3 || !valid(k.inputs(1)))
+      continue;
+    ++updates;
+    // The gradient as it lives on the device: a slice taken for a sharded
+    // update (zero1) leaves the whole all-reduced gradient allocated.
+    int64_t grad = k.inputs(1);
+    while (producer[grad] && producer[grad]->has_collective() &&
+           producer[grad]->collective().kind() == plan::Collective::SLICE &&
+           valid(producer[grad]->collective().input()))
+      grad = producer[grad]->collective().input();
+    gradBytes += localBytes(buffers[grad]);
+    gradElemBytes = dtypeBytes(buffers[grad].dtype());
+    stateElemBytes = (adamw ? 2 : 1) * dtypeBytes(buffers[k.inputs(2)].dtype());
+  }
+  if (!updates)
+    return;
+
+  int64_t paramBytes = 0, paramElemBytes = 0, stateBytes = 0, counterBytes = 0;
+  SmallVector<int64_t> elements;
+  for (const plan::Buffer &buffer : buffers) {
+    if (buffer.role() == plan::PARAMETER) {
+      paramBytes += localBytes(buffer);
+      paramElemBytes = dtypeBytes(buffer.dtype());
+      int64_t n = 1;
+      for (int64_t d : buffer.global_shape())
+        n *= d;
+      elements.push_back(n);
+    } else if (buffer.role() == plan::STATE) {
+      // Rank-0 state is the step counter, outside the paper's accounting.
+      (buffer.global_shape().empty() ? counterBytes : stateBytes) +=
+          localBytes(buffer);
+    }
+  }
+  int64_t psi = 0;
+  for (int64_t n : elements)
+    psi += n;
+
+  os << "\nmodel state per device (" << updates << " parameter update"
+     << (updates == 1 ? "" : "s") << ", " << psi << " parameters):\n";
+  os << "  " << left_justify("parameters", 14) << " " << bytesText(paramBytes)
+     << " = sum of local parameter bytes\n";
+  os << "  " << left_justify("gradients", 14) << " " << bytesText(gradBytes)
+     << " = sum of the local bytes of each update's gradient (through "
+        "slices: the whole gradient a sharded update is cut from)\n";
+  os << "  " << left_justify("optimizer", 14) << " " << bytesText(stateBytes)
+     << " = sum of local state bytes";
+  if (counterBytes)
+    os << " (+ " << bytesText(counterBytes) << " step counter)";
+  os << "\n";
+  int64_t modelState = paramBytes + gradBytes + stateBytes;
+  memory.hasModelState = true;
+  memory.stateParameters = paramBytes;
+  memory.stateGradients = gradBytes;
+  memory.stateOptimizer = stateBytes;
+  memory.stateCounter = counterBytes;
+  memory.modelState = modelState;
+  os << "  " << left_justify("model state", 14) << " " << bytesText(modelState)
+     << " = parameters + gradients + optimizer\n";
+  os << "  " << left_justify("activations", 14) << " "
+     << bytesText(program.arena_bytes())
+     << " = arena peak of the memory plan (gradients and temporaries "
+        "included)\n";
+
+  // The data-parallel degree: the mesh axis named "dp".
+  int64_t dataSize = 0;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    if (axis.name() == "dp")
+      dataSize = axis.size();
+  if (dataSize <= 0)
+    return;
+  sharding::PrecisionRecipe recipe{paramElemBytes, gradElemBytes,
+                                   stateElemBytes};
+  os << "  ZeRO accounting (Rajbhandari et al. 2020) for these "
+     << psi << " parameters on \"dp\"=" << dataSize << ", "
+     << paramElemBytes << " + " << gradElemBytes << " + " << stateElemBytes
+     << " bytes per parameter, ceil(elements / shards) per tensor:\n";
+  struct Stage {
+    const char *name;
+    sharding::ZeroStage stage;
+  } stages[] = {{"dp (none)", sharding::ZeroStage::None},
+                {"zero1 (Pos)", sharding::ZeroStage::OptimizerState},
+                {"zero2 (Pos+g)", sharding::ZeroStage::Gradients},
+                {"zero3 (Pos+g+p)", sharding::ZeroStage::Parameters}};
+  for (const Stage &stage : stages) {
+    SmallVector<sharding::ModelStateTensor> tensors;
+    for (int64_t n : elements)
+      tensors.push_back(sharding::zeroShards(n, stage.stage, dataSize));
+    sharding::ModelStateBytes bytes =
+        sharding::computeModelStateBytes(tensors, recipe);
+    bool same = bytes.params == paramBytes && bytes.grads == gradBytes &&
+                bytes.optimizerState == stateBytes;
+    os << "    " << left_justify(stage.name, 16) << " params "
+       << bytes.params << " + grads " << bytes.grads << " + optimizer "
+       << bytes.optimizerState << " = " << bytesText(bytes.total())
+       << (same ? "  <- this plan" : "") << "\n";
+  }
+}
+/// What the runtime allocates outside the arena for collectives
+/// (Executor.cpp): gradient buckets pack into kBucketSlots recycled buffers
+/// of the largest bucket's packed size (send bytes, and for a
+/// reduce_scatter the received block after them at a 64-byte boundary),
+/// plus one buffer where reduce_scatter members along a dimension other
+/// than 0 are transposed before packing; other collectives along such a
+/// dimension share one transposition scratch, as large as the largest need.
+struct OutsideArena {
+  int64_t buckets = 0, largestBucket = 0, packScratch = 0, scratch = 0;
+  /// Buffers in flight: kBucketSlots, or one per bucket when fewer.
+  int64_t slots() const {
+    return std::min<int64_t>(runtime::kBucketSlots, buckets);
+  }
+  int64_t bucketBound() const { return slots() * largestBucket + packScratch; }
+};
+
+OutsideArena outsideArenaBytes(const plan::Plan &proto,
+                               const plan::Program &program) {
+  auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  std::map<std::string, int64_t> axisSize;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    axisSize[axis.name()] = axis.size();
+  auto bytesOf = [&](int64_t id) {
+    return id >= 0 && id < program.buffers().size()
+               ? localBytes(program.buffers(id))
+               : 0;
+  };
+  OutsideArena out;
+  int64_t bucket = -1, send = 0, recv = 0;
+  auto closeBucket = [&] {
+    out.largestBucket = std::max(
+        out.largestBucket, recv ? aligned(send) + recv : send);
+    ++out.buckets;
+    bucket = -1, send = 0, recv = 0;
+  };
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!inst.has_collective()) {
+      if (bucket >= 0)
+        closeBucket();
+      continue;
+    }
+    const plan::Collective &c = inst.collective();
+    int64_t g = 1;
+    for (const std::string &axis : c.axes())
+      g *= axisSize.count(axis) ? axisSize[axis] : 1;
+    int64_t in = bytesOf(c.input()), result = bytesOf(c.output());
+    if (bucket >= 0 && c.bucket() != bucket)
+      closeBucket();
+    if (c.bucket() > 0) {
+      bucket = c.bucket();
+      send += in;
+      if (c.kind() == plan::Collective::REDUCE_SCATTER) {
+        recv += result;
+        if (c.dim() != 0 && g > 1)
+          out.packScratch = std::max(out.packScratch, in);
+      }
+      continue;
+    }
+    if (g == 1)
+      continue;
+    switch (c.kind()) {
+    case plan::Collective::ALL_GATHER:
+    case plan::Collective::REDUCE_SCATTER:
+      if (c.dim() != 0) // the input and result, dimension first
+        out.scratch = std::max(out.scratch, aligned(in) + result);
+      break;
+    case plan::Collective::ALL_TO_ALL: // the blocks sent and received
+      out.scratch = std::max(out.scratch, aligned(in) + in);
+      break;
+    default:
+      break;
+    }
+  }
+  if (bucket >= 0)
+    closeBucket();
+  return out;
+}
+} // namespace
+
+PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
+                       StringRef source, raw_ostream &os) {
+  PlanMemory memory;
+  int64_t devices = 1;
+  os << "plan " << source << ": program '" << program.name() << "' ("
+     << (program.partitioned() ? "partitioned" : "not partitioned") << ")\n";
+  os << "mesh: ";
+  if (proto.mesh().axes().empty())
+    os << "single device";
+  for (int i = 0; i < proto.mesh().axes().size(); ++i) {
+    const plan::MeshAxis &axis = proto.mesh().axes(i);
+    os << (i ? ", " : "") << "\"" << axis.name() << "\"=" << axis.size();
+    devices *= axis.size();
+  }
+  os << " (" << devices << " device" << (devices == 1 ? "" : "s");
+  if (!proto.mesh().devices().empty()) {
+    os << ", devices=[";
+    for (int i = 0; i < proto.mesh().devices().size(); ++i)
+      os << (i ? ", " : "") << proto.mesh().devices(i);
+    os << "]";
+  }
+  os << ")\n";
+
+  // Buffer roles: results are ACTIVATION buffers too, counted as outputs.
+  std::vector<bool> isResult(program.buffers().size(), false);
+  for (int64_t id : program.results())
+    if (id >= 0 && id < int64_t(isResult.size()))
+      isResult[id] = true;
+  enum { kParam, kInput, kActivation, kOutput, kConstant, kState, kRoles };
+  int64_t total[kRoles] = {}, count[kRoles] = {};
+  for (const plan::Buffer &buffer : program.buffers()) {
+    int role = kActivation;
+    if (buffer.role() == plan::PARAMETER)
+      role = kParam;
+    else if (buffer.role() == plan::INPUT)
+      role = kInput;
+    else if (buffer.role() == plan::CONSTANT)
+      role = kConstant;
+    else if (buffer.role() == plan::STATE)
+      role = kState;
+    else if (isResult[buffer.id()])
+      role = kOutput;
+    total[role] += localBytes(buffer);
+    ++count[role];
+  }
+  os << "\nmemory per device (a buffer's local bytes = product of its local "
+        "shape x dtype bytes):\n";
+  auto line = [&](StringRef label, int role, StringRef formula) {
+    os << "  " << left_justify(label, 12) << " " << bytesText(total[role])
+       << " = " << formula << " (" << count[role] << " buffer"
+       << (count[role] == 1 ? "" : "s") << ")\n";
+  };
+  line("parameters", kParam, "sum of local parameter bytes");
+  line("inputs", kInput, "sum of local input bytes");
+  if (count[kState])
+    line("state", kState,
+         "sum of local optimizer state bytes (moments, step counter)");
+  line("activations", kActivation,
+       "sum of local intermediate bytes, not all live at once");
+  line("outputs", kOutput, "sum of local result bytes");
+  if (count[kConstant])
+    line("constants", kConstant, "sum of local constant bytes");
+  os << "  " << left_justify("arena peak", 12) << " "
+     << bytesText(program.arena_bytes())
+     << " = max(offset + local bytes) over activations and outputs, from "
+        "the static memory plan (live ranges share bytes; donated updates "
+        "take none)\n";
+  if (program.host_arena_bytes())
+    os << "  " << left_justify("host arena", 12) << " "
+       << bytesText(program.host_arena_bytes())
+       << " = the same over activations in host memory\n";
+  // What the runtime allocates for collectives outside the arena.
+  OutsideArena outside = outsideArenaBytes(proto, program);
+  int64_t bucketBytes = outside.bucketBound();
+  int64_t scratchBytes = outside.scratch;
+  if (bucketBytes) {
+    os << "  " << left_justify("buckets", 12) << " " << bytesText(bucketBytes)
+       << " = " << outside.slots() << " in flight x "
+       << bytesText(outside.largestBucket)
+       << " (the largest bucket's packed send bytes, + its received bytes "
+          "for a reduce_scatter), outside the arena";
+    if (outside.packScratch)
+      os << ", + " << bytesText(outside.packScratch)
+         << " (the largest reduce_scatter member transposed to dimension 0 "
+            "before packing)";
+    os << "; one in flight with --sync-comm\n";
+  }
+  if (scratchBytes)
+    os << "  " << left_justify("scratch", 12) << " "
+       << bytesText(scratchBytes)
+       << " = the collectives' one transposition buffer, outside the arena: "
+          "the largest need (all_gather and reduce_scatter along a dimension "
+          "other than 0: input + output bytes; all_to_all: 2 x input bytes)\n";
+  memory.parameters = total[kParam];
+  memory.inputs = total[kInput];
+  memory.activations = total[kActivation];
+  memory.outputs = total[kOutput];
+  memory.constants = total[kConstant];
+  memory.arenaPeak = program.arena_bytes();
+  memory.buckets = bucketBytes;
+  memory.scratch = scratchBytes;
+  memory.state = total[kState];
+  memory.hostArena = program.host_arena_bytes();
+  memory.total = total[kParam] + total[kInput] + total[kConstant] +
+                 total[kState] + program.arena_bytes() +
+                 program.host_arena_bytes() + bucketBytes + scratchBytes;
+  os << "  " << left_justify("total", 12) << " " << bytesText(memory.total)
+     << " = parameters + inputs + constants"
+     << (count[kState] ? " + state" : "") << " + arena peak"
+     << (program.host_arena_bytes() ? " + host arena" : "")
+     << (bucketBytes ? " + buckets" : "") << (scratchBytes ? " + scratch" : "")
+     << " (what the runtime allocates; partita run --report-memory measures "
+        "it)\n";
+
+  printModelState(os, proto, program, memory);
+
+  os << "\nparameters (name, global shape, sharding, local bytes):\n";
+  for (const plan::Buffer &buffer : program.buffers()) {
+    if (buffer.role() != plan::PARAMETER)
+      continue;
+    os << "  " << buffer.name() << ": "
+       << shapeText(buffer.global_shape(), buffer.dtype()) << ", "
+       << shardingText(buffer) << ", " << bytesText(localBytes(buffer))
+       << "\n";
+  }
+
+  os << "\ncollectives (bytes per device = local bytes of the input; an "
+        "all_gather's output is group-size times larger):\n";
+  int64_t collectives = 0, collectiveBytes = 0, calls = 0;
+  // Gradient buckets (dist-optimize-comm), in order: members and bytes.
+  struct Bucket {
+    int64_t id, members = 0, bytes = 0;
+    plan::Collective::Kind kind;
+  };
+  std::vector<Bucket> buckets;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!inst.has_collective())
+      continue;
+    const plan::Collective &c = inst.collective();
+    int64_t bytes = 0;
+    if (c.kind() != plan::Collective::AXIS_INDEX && c.input() >= 0 &&
+        c.input() < program.buffers().size())
+      bytes = localBytes(program.buffers(c.input()));
+    // slice, mask and axis_index move nothing between devices.
+    bool local = !rt::collectiveCommunicates(c.kind());
+    if (!local) {
+      ++collectives;
+      collectiveBytes += bytes;
+      // A bucket's members are adjacent and make one call.
+      if (c.bucket() <= 0 || buckets.empty() || buckets.back().id != c.bucket())
+        ++calls;
+    }
+    if (c.bucket() > 0) {
+      if (buckets.empty() || buckets.back().id != c.bucket())
+        buckets.push_back({c.bucket(), 0, 0, c.kind()});
+      ++buckets.back().members;
+      buckets.back().bytes += bytes;
+    }
+    os << "  " << rt::collectiveKindName(c.kind()) << " over "
+       << axesText(c.axes());
+    if (c.kind() == plan::Collective::ALL_REDUCE ||
+        c.kind() == plan::Collective::REDUCE_SCATTER)
+      os << (c.op() == plan::MAX ? " max" : c.op() == plan::MIN ? " min"
+                                                                 : " sum");
+    if (c.kind() == plan::Collective::ALL_GATHER ||
+        c.kind() == plan::Collective::REDUCE_SCATTER ||
+        c.kind() == plan::Collective::SLICE)
+      os << " dim " << c.dim();
+    os << ": " << bytesText(bytes);
+    if (local)
+      os << " (no communication)";
+    if (c.bucket() > 0)
+      os << " [bucket " << c.bucket() << "]";
+    if (!inst.location().empty())
+      os << " at " << inst.location();
+    os << "\n";
+  }
+  os << "  total: " << collectives << " communicating collective"
+     << (collectives == 1 ? "" : "s") << " in " << calls
+     << " communicator call" << (calls == 1 ? "" : "s") << ", "
+     << bytesText(collectiveBytes)
+     << " per device = sum of their input bytes\n";
+  if (!buckets.empty()) {
+    os << "\ngradient buckets (dist-optimize-comm; each is one communicator "
+          "call, bytes = sum of its members' input bytes):\n";
+    for (const Bucket &b : buckets)
+      os << "  bucket " << b.id << ": " << b.members << " "
+         << rt::collectiveKindName(b.kind) << (b.members == 1 ? "" : "s")
+         << ", " << bytesText(b.bytes) << "\n";
+  }
+  return memory;
+}
+
+} // namespace partita::plan_lowering

@@ -1,0 +1,50 @@
+//===- PlanExplain.h - what a plan costs, as text and numbers ---*- C++ -*-===//
+//
+// The report behind `partita explain` (and the Python package's
+// Plan.explain()): a plan's mesh, memory per device with the formula behind
+// each total, parameter shardings, collectives and gradient buckets, and for
+// a train step the model state beside the ZeRO paper's accounting.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_PLAN_PLANEXPLAIN_H
+#define PARTITA_PASSES_PLAN_PLANEXPLAIN_H
+
+#include "runtime/plan/plan.pb.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+
+namespace partita::plan_lowering {
+
+/// The memory totals of the report, in bytes per device.
+struct PlanMemory {
+  int64_t parameters = 0, inputs = 0, activations = 0, outputs = 0,
+          constants = 0;
+  /// Optimizer state buffers (moments, step counter).
+  int64_t state = 0;
+  /// The static arena's peak (memory plan), and the same over activations
+  /// kept in host memory.
+  int64_t arenaPeak = 0, hostArena = 0;
+  /// Outside the arena: the gradient buckets' bound (recycled buffers in
+  /// flight) and the collectives' one transposition buffer.
+  int64_t buckets = 0, scratch = 0;
+  /// parameters + inputs + constants + state + arena peak + host arena +
+  /// buckets + scratch: what the runtime allocates.
+  int64_t total = 0;
+  /// A train step's model state (only when `hasModelState`).
+  bool hasModelState = false;
+  int64_t stateParameters = 0, stateGradients = 0, stateOptimizer = 0,
+          stateCounter = 0, modelState = 0;
+};
+
+/// Prints the report on `program` of `proto` (a plan the runtime validated:
+/// PlanFile::parse) to `os`, naming the plan `source`; returns its totals.
+PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
+                       llvm::StringRef source, llvm::raw_ostream &os);
+
+} // namespace partita::plan_lowering
+
+#endif // PARTITA_PASSES_PLAN_PLANEXPLAIN_H

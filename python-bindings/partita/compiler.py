@@ -1,0 +1,145 @@
+"""Models and compiling them (the compiler part: links LLVM/MLIR).
+
+IR crosses as text: `str(model)` is the module, `parse` reads one.
+"""
+
+import fnmatch
+import os
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import _compiler
+from ._error import Error
+from .runtime import Plan
+from .sharding import Mesh, Spec, to_dims
+
+
+class Argument(NamedTuple):
+    """An argument of the model's function: its name (nn.param / nn.input),
+    role ("param", "input", "state"), global shape, element type and
+    sharding (the #dist.sharding text, or None)."""
+
+    name: str
+    role: str
+    shape: Tuple[int, ...]
+    dtype: str
+    sharding: Optional[str]
+
+
+_STAGES = ("differentiated", "annotated", "propagated", "partitioned")
+
+
+class Model:
+    """An nn module (its own MLIR context). `str(m)` is its IR."""
+
+    def __init__(self, impl: "_compiler.Model"):
+        self._impl = impl
+        self._state = {}
+
+    def state_dict(self):
+        """The weights that came with the model (from_torch: the module's
+        state_dict as numpy arrays, by key), to pass as Plan.run(params=)."""
+        return dict(self._state)
+
+    def __str__(self) -> str:
+        return self._impl.text()
+
+    def arguments(self) -> List[Argument]:
+        return [Argument(n, r, tuple(s), d, sh)
+                for n, r, s, d, sh in self._impl.arguments()]
+
+    @property
+    def parameters(self) -> List[Argument]:
+        return [a for a in self.arguments() if a.role == "param"]
+
+    @property
+    def inputs(self) -> List[Argument]:
+        return [a for a in self.arguments() if a.role == "input"]
+
+    def sharding(self, name: str) -> Optional[str]:
+        """The #dist.sharding of parameter or input `name` (text), or None."""
+        for a in self.arguments():
+            if a.name == name:
+                return a.sharding
+        raise Error(f"no parameter or input named '{name}'")
+
+    def shard(self, pattern: str, spec: Spec, mesh: Mesh) -> "Model":
+        """Annotates every parameter and input whose name matches the glob
+        `pattern` with `spec` on `mesh` (JAX style P(...), or DTensor style
+        [Shard(d), Replicate(), Partial()] per mesh axis). Returns the model.
+        Raises Error naming tensor, dimension and axis for an unknown axis or
+        a dimension the axes do not divide."""
+        matched = [a for a in self.arguments()
+                   if a.role in ("param", "input")
+                   and fnmatch.fnmatchcase(a.name, pattern)]
+        if not matched:
+            raise Error(f"no parameter or input matches '{pattern}'")
+        for a in matched:
+            dims, partial = to_dims(spec, mesh, a.name, a.shape)
+            self._impl.shard(a.name, mesh.axes, dims, partial)
+        return self
+
+    def _compile(self, mesh, strategy, train, lr, weight_decay, stage, seed,
+                 sequence_parallel):
+        annotated = any(a.sharding for a in self.arguments())
+        if strategy is None:
+            if not annotated:
+                raise Error("no strategy given and the model has no "
+                            "annotations: pass strategy= (dp, megatron, "
+                            "dp+megatron, fsdp, ...) or call shard() first")
+            strategy = "none"
+        if train is True:
+            train = "adamw"
+        elif train is False:
+            train = None
+        axes = mesh.axes if (mesh is not None and strategy != "none") else []
+        return self._impl.compile(strategy, axes, train, lr, weight_decay,
+                                  stage, seed, sequence_parallel)
+
+    def plan(self, mesh: Optional[Mesh] = None, strategy: Optional[str] = None,
+             train: Union[None, bool, str] = None, lr: Optional[float] = None,
+             weight_decay: Optional[float] = None, seed: int = 0,
+             sequence_parallel: bool = False) -> Plan:
+        """Compiles the model for `mesh` with a strategy preset (dp, megatron,
+        dp+megatron, zero1..3, fsdp, ...; default: the model's own
+        annotations), as a train step when `train` is set (True/"adamw",
+        "sgd", or "none" for gradients only). The GIL is released while it
+        compiles."""
+        _, data = self._compile(mesh, strategy, train, lr, weight_decay,
+                                "plan", seed, sequence_parallel)
+        return Plan(data, f"<plan of {strategy or 'annotations'}>")
+
+    def compile(self, mesh: Optional[Mesh] = None,
+                strategy: Optional[str] = None, stage: str = "propagated",
+                train: Union[None, bool, str] = None,
+                lr: Optional[float] = None, seed: int = 0,
+                sequence_parallel: bool = False) -> "Model":
+        """The module after compile stage `stage` (differentiated, annotated,
+        propagated or partitioned), as a new Model."""
+        if stage not in _STAGES:
+            raise Error(f"unknown stage '{stage}': expected "
+                        f"{', '.join(_STAGES)}")
+        impl, _ = self._compile(mesh, strategy, train, lr, None, stage, seed,
+                                sequence_parallel)
+        return Model(impl)
+
+
+def parse(text: str, source: str = "<string>") -> Model:
+    """Parses nn IR text (a module, or top-level ops)."""
+    return Model(_compiler.parse(text, source))
+
+
+def load(path: Union[str, os.PathLike]) -> Model:
+    """Reads an .mlir file."""
+    with open(path, "r", encoding="utf-8") as f:
+        return parse(f.read(), os.fspath(path))
+
+
+def model(kind: str, layers: Optional[int] = None, hidden: Optional[int] = None,
+          heads: Optional[int] = None, kv_heads: Optional[int] = None,
+          seq: Optional[int] = None, vocab: Optional[int] = None,
+          batch: Optional[int] = None, ffn: Optional[int] = None,
+          dtype: str = "f32", tied: bool = False) -> Model:
+    """One of `partita model`'s built-in models ("mlp", "gpt", "llama");
+    sizes not given take that command's defaults."""
+    return Model(_compiler.build_model(kind, layers, hidden, heads, kv_heads,
+                                       seq, vocab, batch, ffn, dtype, tied))

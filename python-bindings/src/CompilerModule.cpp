@@ -1,0 +1,601 @@
+//===- CompilerModule.cpp - partita._compiler: the compiler as Python ------===//
+//
+// Binds Partita's own compiler API (Debian ships no MLIR Python package):
+// parsing nn IR, the model builders (dialects/nn/Models), annotating
+// arguments with #dist.sharding, the compile stages and the module -> plan
+// API (passes/Pipelines.h), and the explain report (passes/plan/
+// PlanExplain.h). IR crosses into Python as text and plans as serialized
+// bytes; a Model owns its MLIRContext, so two models compile on two threads
+// at once (the GIL is released while MLIR runs).
+//
+// Errors: diagnostics are collected by a handler for the duration of each
+// call; a failed call raises partita.Error with them after MLIR returned.
+// Nothing here throws through an MLIR frame: every MLIR call reports by
+// LogicalResult and the Python exception is raised in this file's frames.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Errors.h"
+
+#include "dialects/InitAllDialects.h"
+#include "dialects/ModelParser.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/nn/IR/NNAttributes.h"
+#include "dialects/nn/Models/ModelBuilder.h"
+#include "partita/runtime/Executor.h"
+#include "passes/Pipelines.h"
+#include "passes/plan/PlanExplain.h"
+#include "passes/sharding/Strategies.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace mlir;
+using partita::python::DiagnosticRecord;
+using partita::python::raiseError;
+
+namespace partita::python {
+namespace {
+
+constexpr llvm::StringLiteral kMeshName = "mesh";
+
+/// "file:line:col", a NameLoc's name with its place, or empty.
+std::string locationText(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string inner = locationText(name.getChildLoc());
+    return name.getName().str() + (inner.empty() ? "" : " at " + inner);
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
+            ":" + llvm::Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations()) {
+      std::string text = locationText(part);
+      if (!text.empty())
+        return text;
+    }
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return locationText(callSite.getCallee());
+  return "";
+}
+
+const char *severityText(DiagnosticSeverity severity) {
+  switch (severity) {
+  case DiagnosticSeverity::Error:
+    return "error";
+  case DiagnosticSeverity::Warning:
+    return "warning";
+  case DiagnosticSeverity::Note:
+    return "note";
+  case DiagnosticSeverity::Remark:
+    return "remark";
+  }
+  return "error";
+}
+
+/// Collects every diagnostic emitted on a context while it lives (notes
+/// become records of their own, after their diagnostic).
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diag) {
+          record(diag);
+          for (Diagnostic &note : diag.getNotes())
+            record(note);
+          return success();
+        }) {}
+
+  std::vector<DiagnosticRecord> records;
+
+  /// The first error's text, with its location, for the exception message.
+  std::string summary(const std::string &fallback) const {
+    for (const DiagnosticRecord &r : records)
+      if (r.severity == "error")
+        return r.location.empty() ? r.message : r.location + ": " + r.message;
+    return fallback;
+  }
+
+private:
+  void record(Diagnostic &diag) {
+    records.push_back({severityText(diag.getSeverity()),
+                       locationText(diag.getLocation()), diag.str()});
+  }
+  ScopedDiagnosticHandler handler;
+};
+
+std::unique_ptr<MLIRContext> makeContext() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  // One thread per model: parallelism comes from compiling several models
+  // (each its own context) on several Python threads.
+  context->disableMultithreading();
+  context->printOpOnDiagnostic(false);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+/// An nn module with its own context. Calls on one Model are serialized by
+/// its mutex; different Models share nothing.
+class Model {
+public:
+  std::mutex mutex;
+  std::unique_ptr<MLIRContext> context;
+  OwningOpRef<ModuleOp> module;
+
+  /// The function the compile stages start from: @forward, else the only
+  /// function.
+  func::FuncOp entry() {
+    if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
+      return forward;
+    auto funcs = module->getOps<func::FuncOp>();
+    if (!funcs.empty() && std::next(funcs.begin()) == funcs.end())
+      return *funcs.begin();
+    return {};
+  }
+};
+
+/// Locks `model` for this call. The lock is taken with the GIL released: a
+/// thread that holds a model's lock may wait for the GIL (when its compile
+/// returns), so waiting for the lock while holding the GIL could deadlock.
+std::unique_lock<std::mutex> lockModel(Model &model) {
+  std::unique_lock<std::mutex> lock(model.mutex, std::defer_lock);
+  nb::gil_scoped_release release;
+  lock.lock();
+  return lock;
+}
+
+/// Runs `body` with the GIL released and diagnostics collected on
+/// `context`; raises partita.Error (with the GIL) when it fails.
+template <typename Body>
+void runCompiler(MLIRContext &context, const std::string &what, Body &&body) {
+  std::vector<DiagnosticRecord> records;
+  std::string message;
+  bool ok;
+  {
+    nb::gil_scoped_release release;
+    DiagnosticCollector collector(context);
+    std::string error;
+    ok = succeeded(body(error));
+    if (!ok)
+      message = what + ": " + collector.summary(error.empty() ? "failed"
+                                                               : error);
+    records = std::move(collector.records);
+  }
+  if (!ok)
+    raiseError(message, records);
+}
+
+std::unique_ptr<Model> parseModel(const std::string &text,
+                                  const std::string &source) {
+  auto model = std::make_unique<Model>();
+  model->context = makeContext();
+  runCompiler(*model->context, "cannot parse " + source,
+              [&](std::string &error) -> LogicalResult {
+                llvm::SourceMgr sourceMgr;
+                sourceMgr.AddNewSourceBuffer(
+                    llvm::MemoryBuffer::getMemBufferCopy(text, source),
+                    llvm::SMLoc());
+                model->module = parseModelSource(
+                    sourceMgr, *model->context, source);
+                if (!model->module)
+                  return failure();
+                if (model->module->getOps<func::FuncOp>().empty()) {
+                  error = source + " defines no func.func to compile";
+                  return failure();
+                }
+                return success();
+              });
+  return model;
+}
+
+std::unique_ptr<Model>
+buildModel(const std::string &kind, std::optional<int64_t> layers,
+           std::optional<int64_t> hidden, std::optional<int64_t> heads,
+           std::optional<int64_t> kvHeads, std::optional<int64_t> seq,
+           std::optional<int64_t> vocab, std::optional<int64_t> batch,
+           std::optional<int64_t> ffn, const std::string &dtype, bool tied) {
+  models::ModelConfig config;
+  std::optional<models::ModelKind> modelKind = models::parseModelKind(kind);
+  if (!modelKind)
+    raiseError("unknown model kind '" + kind + "': expected mlp, gpt or llama");
+  config.kind = *modelKind;
+  std::optional<models::DType> elementType = models::parseDType(dtype);
+  if (!elementType)
+    raiseError("dtype must be f32, bf16 or f16, got '" + dtype + "'");
+  config.dtype = *elementType;
+  config.layers = layers.value_or(config.layers);
+  config.hidden = hidden.value_or(config.hidden);
+  config.heads = heads.value_or(config.heads);
+  config.kvHeads = kvHeads;
+  config.seq = seq.value_or(config.seq);
+  config.vocab = vocab.value_or(config.vocab);
+  config.batch = batch.value_or(config.batch);
+  config.ffn = ffn;
+  config.tied = tied;
+  if (llvm::Error err = models::verifyModelConfig(config))
+    raiseError("model " + kind + ": " + llvm::toString(std::move(err)));
+  auto model = std::make_unique<Model>();
+  model->context = makeContext();
+  runCompiler(*model->context, "cannot build the " + kind + " model",
+              [&](std::string &) -> LogicalResult {
+                auto built = models::buildModel(*model->context, config);
+                if (failed(built))
+                  return failure();
+                model->module = std::move(*built);
+                return success();
+              });
+  return model;
+}
+
+std::string printModel(Model &model) {
+  std::unique_lock<std::mutex> lock = lockModel(model);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OpPrintingFlags flags;
+  flags.printNameLocAsPrefix();
+  model.module->print(os, flags);
+  return text;
+}
+
+/// One argument of the entry function, as Python sees it.
+struct Argument {
+  std::string name;
+  std::string role; // "param", "input", "state" or ""
+  std::vector<int64_t> shape;
+  std::string dtype;
+  std::optional<std::string> sharding; // the #dist.sharding, as text
+};
+
+std::vector<Argument> modelArguments(Model &model) {
+  std::unique_lock<std::mutex> lock = lockModel(model);
+  std::vector<Argument> out;
+  func::FuncOp func = model.entry();
+  if (!func)
+    return out;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    Argument arg;
+    if (StringAttr name = nn::paramAttr.getArg(func, i)) {
+      arg.name = name.str();
+      arg.role = "param";
+    } else if (StringAttr name = nn::inputAttr.getArg(func, i)) {
+      arg.name = name.str();
+      arg.role = "input";
+    } else if (StringAttr name = nn::stateAttr.getArg(func, i)) {
+      arg.name = name.str();
+      arg.role = "state";
+    }
+    Type type = func.getArgument(i).getType();
+    if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+      arg.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+      llvm::raw_string_ostream(arg.dtype) << tensor.getElementType();
+    }
+    if (Attribute sharding =
+            func.getArgAttr(i, dist::DistDialect::kShardingAttrName))
+      llvm::raw_string_ostream(*(arg.sharding = std::string())) << sharding;
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+std::string meshText(const dist::Mesh &mesh) {
+  std::string text;
+  for (const dist::MeshAxis &axis : mesh.axes)
+    text += (text.empty() ? "" : ",") + axis.name + "=" +
+            std::to_string(axis.size);
+  return text;
+}
+
+/// Annotates argument `name` of the entry function with a sharding on the
+/// mesh `axes` (declared as dist.mesh @mesh when the module has none):
+/// `dims[d]` lists the axes splitting dimension d, `partial` the axes over
+/// which the value is a partial sum. The annotation is closed and has
+/// priority 0, as the strategy presets' are. Every axis must be a mesh axis
+/// and every split dimension must divide by its shard count (a user asking
+/// for an uneven split more likely made a mistake than wants padding).
+void shardArgument(Model &model, const std::string &name,
+                   const std::vector<std::pair<std::string, int64_t>> &axes,
+                   const std::vector<std::vector<std::string>> &dims,
+                   const std::vector<std::string> &partial) {
+  std::unique_lock<std::mutex> lock = lockModel(model);
+  func::FuncOp func = model.entry();
+  if (!func)
+    raiseError("the module has no @forward function to annotate");
+  std::optional<unsigned> index;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    StringAttr argName = nn::paramAttr.getArg(func, i);
+    if (!argName)
+      argName = nn::inputAttr.getArg(func, i);
+    if (argName && argName.getValue() == name)
+      index = i;
+  }
+  if (!index)
+    raiseError("no parameter or input named '" + name + "'");
+  auto type = dyn_cast<RankedTensorType>(func.getArgument(*index).getType());
+  if (!type)
+    raiseError("tensor '" + name + "' is not a ranked tensor");
+
+  dist::Mesh mesh;
+  mesh.name = kMeshName.str();
+  for (const auto &[axisName, size] : axes)
+    mesh.axes.push_back({axisName, size});
+  if (std::optional<std::string> why = mesh.verify())
+    raiseError("invalid mesh " + meshText(mesh) + ": " + *why);
+  auto meshOp = model.module->lookupSymbol<dist::MeshOp>(kMeshName);
+  if (meshOp) {
+    dist::Mesh declared;
+    for (dist::MeshAxisAttr axis : meshOp.getMesh().getAxes())
+      declared.axes.push_back({axis.getName().str(), axis.getSize()});
+    if (declared.axes != mesh.axes)
+      raiseError("tensor '" + name + "': the model's mesh @" +
+                 kMeshName.str() + " is " + meshText(declared) +
+                 ", not " + meshText(mesh));
+  }
+
+  int64_t rank = type.getRank();
+  if (int64_t(dims.size()) != rank)
+    raiseError("tensor '" + name + "' has " + std::to_string(rank) +
+               " dimension" + (rank == 1 ? "" : "s") + ", the spec gives " +
+               std::to_string(dims.size()));
+  auto checkAxis = [&](const std::string &axis, const std::string &where) {
+    if (!mesh.findAxis(axis))
+      raiseError("tensor '" + name + "' " + where + ": unknown mesh axis '" +
+                 axis + "' (the mesh has " + meshText(mesh) + ")");
+  };
+  dist::Sharding sharding;
+  for (int64_t d = 0; d < rank; ++d) {
+    std::string where = "dimension " + std::to_string(d);
+    std::vector<dist::AxisRef> refs;
+    int64_t shards = 1;
+    for (const std::string &axis : dims[d]) {
+      checkAxis(axis, where);
+      shards *= mesh.axisSize(axis);
+      int64_t size = type.getDimSize(d);
+      if (!ShapedType::isDynamic(size) && size % shards != 0)
+        raiseError("tensor '" + name + "' " + where + " of size " +
+                   std::to_string(size) + " does not divide by mesh axis '" +
+                   axis + "' (" + std::to_string(shards) + " shards)");
+      refs.emplace_back(axis);
+    }
+    sharding.dims.emplace_back(std::move(refs), /*closed=*/true,
+                               /*priority=*/0);
+  }
+  for (const std::string &axis : partial) {
+    checkAxis(axis, "partial");
+    sharding.partialAxes.emplace_back(axis);
+  }
+  if (std::optional<std::string> why = sharding.verify(mesh))
+    raiseError("tensor '" + name + "': " + *why);
+
+  if (!meshOp) {
+    auto builder = OpBuilder::atBlockBegin(model.module->getBody());
+    dist::MeshOp::create(builder, model.module->getLoc(), kMeshName,
+                         dist::meshToAttr(model.context.get(), mesh));
+  }
+  func.setArgAttr(*index, dist::DistDialect::kShardingAttrName,
+                  dist::shardingToAttr(model.context.get(), sharding,
+                                       kMeshName));
+}
+
+/// What Model.compile() takes: the subset of `partita plan`'s flags the
+/// Python API exposes.
+struct CompileRequest {
+  std::string strategy = "none";
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  std::optional<std::string> train; // adamw, sgd or none (gradients only)
+  std::optional<double> lr;
+  std::optional<double> weightDecay;
+  std::string last = "plan";
+  uint64_t seed = 0;
+  bool sequenceParallel = false;
+};
+
+/// Compiles a copy of the model through `last`: returns the module after
+/// that stage (as a new Model) or, for "plan", the serialized plan.
+std::pair<std::unique_ptr<Model>, std::optional<nb::bytes>>
+compileModel(Model &model, const CompileRequest &request) {
+  CompilerOptions options;
+  if (request.strategy != "none" &&
+      !sharding::lookupStrategy(request.strategy)) {
+    std::string known;
+    for (const sharding::Strategy &strategy : sharding::getStrategies())
+      known += strategy.name.str() + ", ";
+    raiseError("unknown strategy '" + request.strategy + "': expected " +
+               known + "or none");
+  }
+  options.annotate.strategy = request.strategy;
+  options.annotate.meshName = kMeshName.str();
+  options.annotate.sequenceParallel = request.sequenceParallel;
+  if (!request.mesh.empty()) {
+    dist::Mesh mesh;
+    for (const auto &[axisName, size] : request.mesh)
+      mesh.axes.push_back({axisName, size});
+    options.annotate.mesh = meshText(mesh);
+  }
+  if (request.train) {
+    if (*request.train != "adamw" && *request.train != "sgd" &&
+        *request.train != "none")
+      raiseError("unknown train '" + *request.train +
+                 "': expected adamw, sgd or none");
+    options.train = true;
+    options.autodiff.optimizer = *request.train;
+    if (request.lr)
+      options.autodiff.lr = *request.lr;
+    if (request.weightDecay)
+      options.autodiff.weightDecay = *request.weightDecay;
+  }
+  options.optimizeComm.bucketBytes = 25 << 20;
+  options.seed = request.seed;
+  std::optional<CompileStage> last = symbolizeCompileStage(request.last);
+  if (!last || !llvm::is_contained(getCompileStages(options), *last))
+    raiseError("unknown stage '" + request.last +
+               "': expected annotated, propagated, partitioned or plan" +
+               (options.train ? " (or differentiated)" : ""));
+
+  std::unique_lock<std::mutex> lock = lockModel(model);
+  auto result = std::make_unique<Model>();
+  std::string planBytes;
+  runCompiler(
+      *model.context, "cannot compile the model",
+      [&](std::string &error) -> LogicalResult {
+        OwningOpRef<ModuleOp> copy = model.module->clone();
+        if (request.strategy != "none" && request.mesh.empty() &&
+            !copy->lookupSymbol<dist::MeshOp>(kMeshName)) {
+          error = "strategy " + request.strategy +
+                  " needs a mesh, and the model declares no dist.mesh @mesh";
+          return failure();
+        }
+        plan::Plan plan;
+        if (failed(compileModule(*copy, options, *last, {},
+                                 *last == CompileStage::Plan ? &plan
+                                                             : nullptr)))
+          return failure();
+        if (*last == CompileStage::Plan) {
+          planBytes = plan.SerializeAsString();
+          return success();
+        }
+        // The stage's module goes on in a context of its own (text crosses),
+        // so that the copy is independent of this model.
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        OpPrintingFlags flags;
+        flags.printNameLocAsPrefix();
+        copy->print(os, flags);
+        result->context = makeContext();
+        llvm::SourceMgr sourceMgr;
+        sourceMgr.AddNewSourceBuffer(
+            llvm::MemoryBuffer::getMemBufferCopy(text, request.last),
+            llvm::SMLoc());
+        result->module =
+            parseModelSource(sourceMgr, *result->context, request.last);
+        if (!result->module) {
+          error = "the compiled module does not parse again";
+          return failure();
+        }
+        return success();
+      });
+  if (*last == CompileStage::Plan)
+    return {nullptr, nb::bytes(planBytes.data(), planBytes.size())};
+  return {std::move(result), std::nullopt};
+}
+
+/// The explain report of a serialized plan's step program, and its memory
+/// totals by name.
+std::pair<std::string, nb::dict> explainPlan(nb::bytes bytes,
+                                             const std::string &source) {
+  std::string data(static_cast<const char *>(bytes.data()), bytes.size());
+  std::string text, error;
+  plan_lowering::PlanMemory memory;
+  {
+    nb::gil_scoped_release release;
+    try {
+      // The runtime's own validation: a plan explained is a plan that loads.
+      auto loaded = runtime::PlanFile::parse(data, source);
+      plan::Plan proto;
+      if (!proto.ParseFromString(data))
+        throw runtime::Error("cannot read " + source);
+      std::string programName = loaded->programNames().front();
+      for (const plan::Program &program : proto.programs())
+        if (program.name() == programName) {
+          llvm::raw_string_ostream os(text);
+          memory = plan_lowering::explainPlan(proto, program, source, os);
+        }
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  }
+  if (!error.empty())
+    raiseError(error);
+  nb::dict dict;
+  dict["parameters"] = memory.parameters;
+  dict["inputs"] = memory.inputs;
+  dict["activations"] = memory.activations;
+  dict["outputs"] = memory.outputs;
+  dict["constants"] = memory.constants;
+  dict["state"] = memory.state;
+  dict["arena_peak"] = memory.arenaPeak;
+  dict["host_arena"] = memory.hostArena;
+  dict["buckets"] = memory.buckets;
+  dict["scratch"] = memory.scratch;
+  dict["total"] = memory.total;
+  if (memory.hasModelState) {
+    nb::dict state;
+    state["parameters"] = memory.stateParameters;
+    state["gradients"] = memory.stateGradients;
+    state["optimizer"] = memory.stateOptimizer;
+    state["step_counter"] = memory.stateCounter;
+    state["total"] = memory.modelState;
+    dict["model_state"] = state;
+  }
+  return {text, dict};
+}
+
+} // namespace
+} // namespace partita::python
+
+using namespace partita::python;
+
+NB_MODULE(_compiler, m) {
+  m.doc() = "Partita's compiler (links libMLIR); use it through `partita`.";
+
+  nb::class_<Model>(m, "Model")
+      .def("text", &printModel)
+      .def("arguments",
+           [](Model &model) {
+             nb::list out;
+             for (Argument &arg : modelArguments(model))
+               out.append(nb::make_tuple(arg.name, arg.role, arg.shape,
+                                         arg.dtype, arg.sharding));
+             return out;
+           })
+      .def("shard", &shardArgument, nb::arg("name"), nb::arg("mesh"),
+           nb::arg("dims"), nb::arg("partial"))
+      .def(
+          "compile",
+          [](Model &model, const std::string &strategy,
+             const std::vector<std::pair<std::string, int64_t>> &mesh,
+             std::optional<std::string> train, std::optional<double> lr,
+             std::optional<double> weightDecay, const std::string &last,
+             uint64_t seed, bool sequenceParallel) {
+            CompileRequest request;
+            request.strategy = strategy;
+            request.mesh = mesh;
+            request.train = train;
+            request.lr = lr;
+            request.weightDecay = weightDecay;
+            request.last = last;
+            request.seed = seed;
+            request.sequenceParallel = sequenceParallel;
+            return compileModel(model, request);
+          },
+          nb::arg("strategy"), nb::arg("mesh"), nb::arg("train").none(),
+          nb::arg("lr").none(), nb::arg("weight_decay").none(),
+          nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"));
+
+  m.def("parse", &parseModel, nb::arg("text"), nb::arg("source"));
+  m.def("build_model", &buildModel, nb::arg("kind"), nb::arg("layers").none(),
+        nb::arg("hidden").none(), nb::arg("heads").none(),
+        nb::arg("kv_heads").none(), nb::arg("seq").none(),
+        nb::arg("vocab").none(), nb::arg("batch").none(),
+        nb::arg("ffn").none(), nb::arg("dtype"), nb::arg("tied"));
+  m.def("explain", &explainPlan, nb::arg("plan"), nb::arg("source"));
+}

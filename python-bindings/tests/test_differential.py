@@ -1,0 +1,60 @@
+"""Differential tests from Python: a built-in model planned for several
+meshes and strategies, run on local ranks, matches the one-rank run (a plan
+compiled for a mesh of one device), forward and training."""
+
+import numpy as np
+import pytest
+
+import partita
+from partita import Mesh
+
+from conftest import relative_error, token_batch
+
+CASES = [("dp", {"dp": 2}), ("dp", {"dp": 4}), ("megatron", {"tp": 2}),
+         ("dp+megatron", {"dp": 2, "tp": 2})]
+
+
+def gpt():
+    return partita.model("gpt", layers=2, hidden=32, heads=4, seq=8, vocab=64,
+                         batch=8)
+
+
+def batch(seed):
+    return token_batch(seed, batch=8, seq=8, vocab=64)
+
+
+@pytest.fixture(scope="module")
+def one_rank():
+    """The forward plan and the train plan on one device."""
+    return (gpt().plan(Mesh({"dp": 1}), strategy="dp"),
+            gpt().plan(Mesh({"dp": 1}), strategy="dp", train="adamw", lr=1e-2))
+
+
+# Tests that the partitioned forward matches the one-rank run.
+@pytest.mark.parametrize("strategy,axes", CASES)
+def test_forward_matches_one_rank(one_rank, strategy, axes):
+    mesh = Mesh(axes)
+    plan = gpt().plan(mesh, strategy=strategy)
+    assert plan.num_devices == mesh.size
+    inputs = batch(10)
+    out = plan.run(inputs, ranks=mesh.size)
+    ref = one_rank[0].run(inputs)
+    assert relative_error(out["logits"], ref["logits"]) < 1e-5
+    assert relative_error(out["loss"], ref["loss"]) < 1e-5
+
+
+# Tests that three partitioned training steps give the one-rank losses and
+# parameters (parameters at 1e-3, as `partita run --check --param-rtol`
+# in the README: Adam's update divides noise-sized gradients, such as a key
+# bias's, by their own magnitude).
+@pytest.mark.parametrize("strategy,axes", CASES)
+def test_training_matches_one_rank(one_rank, strategy, axes):
+    mesh = Mesh(axes)
+    plan = gpt().plan(mesh, strategy=strategy, train="adamw", lr=1e-2)
+    batches = [batch(20 + i) for i in range(3)]
+    out = plan.train(batches)
+    ref = one_rank[1].train(batches)
+    np.testing.assert_allclose(out["losses"], ref["losses"], rtol=1e-4)
+    assert set(out["parameters"]) == set(ref["parameters"])
+    for name, value in ref["parameters"].items():
+        assert relative_error(out["parameters"][name], value) < 1e-3, name

@@ -1,0 +1,156 @@
+"""Plans from Python: explain, run (numpy and torch in place), train."""
+
+import numpy as np
+import pytest
+
+import partita
+from partita import Mesh, P, runtime
+
+from conftest import relative_error, token_batch
+
+
+def test_explain_text_and_memory(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
+    report = plan.explain()
+    assert 'mesh: "dp"=2 (2 devices)' in report.text
+    assert "memory per device" in report.text
+    mem = report.memory
+    assert mem["total"] == (mem["parameters"] + mem["inputs"] + mem["constants"]
+                            + mem["state"] + mem["arena_peak"]
+                            + mem["host_arena"] + mem["buckets"]
+                            + mem["scratch"])
+    assert f"parameters   {mem['parameters']} B" in report.text
+    assert "model_state" not in mem
+
+
+def test_explain_train_step_has_model_state(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="zero2", train=True)
+    state = plan.explain().memory["model_state"]
+    assert state["total"] == (state["parameters"] + state["gradients"]
+                              + state["optimizer"])
+    assert "<- this plan" in plan.explain().text
+
+
+def test_run_returns_numpy_by_name(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
+    out = plan.run(token_batch(0))
+    assert set(out) == {"loss", "logits"}
+    assert isinstance(out["logits"], np.ndarray)
+    assert out["logits"].shape == (4, 8, 32) and out["logits"].dtype == np.float32
+
+
+# Tests that arrays whose dtype and layout match are read in place (the
+# runtime reads from the caller's pointer), numpy and torch alike, and that
+# others are converted rather than rejected.
+def test_inputs_are_read_in_place(small_gpt):
+    torch = pytest.importorskip("torch")
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
+    batch = token_batch(1)
+    expected = plan.run(batch)["logits"]
+    ids = torch.from_numpy(batch["ids"])
+    labels = torch.from_numpy(batch["labels"])
+    out = plan.run({"ids": ids, "labels": labels})
+    assert runtime._last_input_addresses() == [ids.data_ptr(), labels.data_ptr()]
+    np.testing.assert_array_equal(out["logits"], expected)
+    plan.run(batch)
+    assert runtime._last_input_addresses()[0] == batch["ids"].ctypes.data
+    # int64 and non-contiguous inputs are converted (a copy, so not in place).
+    wide = torch.from_numpy(batch["ids"]).long()
+    out = plan.run({"ids": wide, "labels": batch["labels"].astype(np.int64)})
+    np.testing.assert_array_equal(out["logits"], expected)
+    assert runtime._last_input_addresses()[0] != wide.data_ptr()
+
+
+def test_params_replace_initial_values(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
+    batch = token_batch(2)
+    before = plan.run(batch)["logits"]
+    shape = [p["shape"] for p in plan.parameters() if p["name"] == "lm_head"][0]
+    out = plan.run(batch, params={"lm_head": np.zeros(shape, np.float32)})
+    assert np.abs(out["logits"]).max() == 0 and np.abs(before).max() > 0
+
+
+def test_run_errors(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
+    with pytest.raises(partita.Error, match="needs input 'labels'"):
+        plan.run({"ids": token_batch(0)["ids"]})
+    with pytest.raises(partita.Error, match="input 'ids' must be i32x4x8, got i32x4x9"):
+        plan.run({"ids": np.zeros((4, 9), np.int32),
+                  "labels": np.zeros((4, 8), np.int32)})
+    with pytest.raises(partita.Error, match="2 devices, ranks=3"):
+        plan.run(token_batch(0), ranks=3)
+    with pytest.raises(partita.Error, match="no program 'backward'"):
+        plan.run(token_batch(0), program="backward")
+    with pytest.raises(partita.Error, match="no parameter 'nope'"):
+        plan.run(token_batch(0), params={"nope": np.zeros(1, np.float32)})
+
+
+def test_plan_save_load(small_gpt, tmp_path):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
+    plan.save(tmp_path / "p.pb")
+    again = partita.Plan.load(tmp_path / "p.pb")
+    np.testing.assert_array_equal(again.run(token_batch(3))["logits"],
+                                  plan.run(token_batch(3))["logits"])
+    with pytest.raises(partita.Error):
+        partita.Plan(b"not a plan")
+
+
+def test_compile_errors(small_gpt):
+    with pytest.raises(partita.Error, match="unknown strategy 'ddp'"):
+        small_gpt.plan(Mesh({"dp": 2}), strategy="ddp")
+    with pytest.raises(partita.Error, match="no strategy given"):
+        small_gpt.plan(Mesh({"dp": 2}))
+    with pytest.raises(partita.Error, match="unknown train 'rmsprop'"):
+        small_gpt.plan(Mesh({"dp": 2}), strategy="dp", train="rmsprop")
+    with pytest.raises(partita.Error, match="strategy dp needs a mesh"):
+        small_gpt.plan(strategy="dp")
+    with pytest.raises(partita.Error, match="unknown stage 'lowered'"):
+        small_gpt.compile(Mesh({"dp": 2}), strategy="dp", stage="lowered")
+    with pytest.raises(partita.Error) as info:
+        small_gpt.plan(Mesh({"x": 2}), strategy="dp")
+    assert info.value.diagnostics and "dp" in str(info.value)
+
+
+def test_compile_stage_shows_propagated_shardings(small_gpt):
+    propagated = small_gpt.compile(Mesh({"dp": 2}), strategy="dp",
+                                   stage="propagated")
+    assert '#dist.sharding<@mesh, [{"dp"}' in str(propagated)
+    assert "%layers.0.attn" in str(propagated)
+
+
+# Tests training from Python: the callback sees each step's metrics, the
+# loss goes down on a repeated batch, the trained parameters come back.
+def test_train_with_callback(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp", train="adamw", lr=1e-2)
+    seen = []
+    batch = token_batch(4)
+    out = plan.train([batch] * 6, callback=seen.append)
+    assert [m["step"] for m in seen] == list(range(6))
+    assert [m["loss"] for m in seen] == out["losses"]
+    assert out["losses"][-1] < out["losses"][0]
+    assert out["parameters"]["wte"].shape == (32, 16)
+    assert len(out["seconds"]) == 6
+
+
+def test_train_callback_exception_stops_training(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp", train=True)
+
+    def stop(metrics):
+        if metrics["step"] == 1:
+            raise KeyboardInterrupt("enough")
+
+    with pytest.raises(KeyboardInterrupt, match="enough"):
+        plan.train([token_batch(5)] * 4, callback=stop)
+    with pytest.raises(partita.Error, match="3 steps need 3 batches, got 1"):
+        plan.train([token_batch(5)], steps=3)
+
+
+def test_user_annotations_compile_without_a_strategy(small_gpt):
+    mesh = Mesh({"dp": 2})
+    small_gpt.shard("ids", P("dp", None), mesh).shard("labels", P("dp", None), mesh)
+    plan = small_gpt.plan()
+    assert plan.num_devices == 2
+    batch = token_batch(6)
+    out = plan.run(batch)
+    ref = plan.run(batch, program="reference")
+    assert relative_error(out["logits"], ref["logits"]) < 1e-5
