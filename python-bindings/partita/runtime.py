@@ -44,8 +44,8 @@ def _as_array(x, dtype: str, what: str):
 class Explanation:
     """`partita explain`'s report: `text`, and the memory totals per device
     in bytes as a dict (`memory`: parameters, inputs, activations, outputs,
-    constants, arena_peak, buckets, scratch, total; for a train step also
-    model_state: parameters, gradients, optimizer, step_counter, total)."""
+    constants, state, arena_peak, host_arena, buckets, scratch, total; for a
+    train step also model_state: parameters, gradients, optimizer, step_counter, total)."""
 
     def __init__(self, text: str, memory: Dict[str, Any]):
         self.text = text
