@@ -45,7 +45,8 @@ class Explanation:
     """`partita explain`'s report: `text`, and the memory totals per device
     in bytes as a dict (`memory`: parameters, inputs, activations, outputs,
     constants, state, arena_peak, host_arena, buckets, scratch, total; for a
-    train step also model_state: parameters, gradients, optimizer, step_counter, total)."""
+    train step also model_state: parameters, gradients, optimizer,
+    step_counter, total)."""
 
     def __init__(self, text: str, memory: Dict[str, Any]):
         self.text = text
