@@ -10,6 +10,7 @@ PACKAGES=(
   libopenblas-dev openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
   python3-numpy python3-torch
+  libtomlplusplus-dev python3-matplotlib
 )
 
 missing=()

@@ -33,6 +33,11 @@ Command getPlanCommand();
 Command getRunCommand();
 Command getExplainCommand();
 Command getGradcheckCommand();
+Command getTrainCommand();
+
+/// `partita explain PATH`'s report of a plan file on stdout. Returns 1 after
+/// reporting when the plan does not load.
+int explainPlanFile(llvm::StringRef path);
 
 /// Prints "partita <command>: error: <message>" on stderr; returns 1, the
 /// exit code of every failure.

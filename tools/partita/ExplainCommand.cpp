@@ -247,6 +247,12 @@ int runExplain() {
   if (planFile.empty())
     return reportError(kCommand, "missing the plan file (partita explain "
                                  "PLAN.pb)");
+  return explainPlanFile(planFile);
+}
+} // namespace
+
+int explainPlanFile(StringRef path) {
+  std::string planFile = path.str();
   plan::Plan proto;
   std::string programName;
   try {
@@ -469,7 +475,6 @@ int runExplain() {
   }
   return 0;
 }
-} // namespace
 
 Command getExplainCommand() { return {explainCommand, runExplain}; }
 
