@@ -345,14 +345,6 @@ std::string helpText() {
   return out;
 }
 
-/// Open MPI's (or a PMI launcher's) world size, 0 when not under mpirun.
-int launcherSize() {
-  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (const char *value = std::getenv(name))
-      return std::atoi(value);
-  return 0;
-}
-
 /// The run: everything after the config is read.
 class TrainRun {
 public:
@@ -661,7 +653,7 @@ int TrainRun::run(bool dryRun) {
     return 1;
 
   // Under mpirun every process is one rank of the job: never N copies.
-  int worldSize = launcherSize();
+  int worldSize = rt::mpiLauncherWorldSize();
   std::unique_ptr<rt::Communicator> mpi;
   bool printer = true;
   if (worldSize > 1 && !dryRun) {
@@ -681,6 +673,7 @@ int TrainRun::run(bool dryRun) {
   context.loadAllAvailableDialects();
   SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler printerHandler(sourceMgr, &context);
+  DiagnosticCap cap(context, sourceMgr, printerHandler);
   Progress progressLines(kCommand, !printer);
   mlir::OwningOpRef<mlir::ModuleOp> module = makeModel(context, sourceMgr);
   if (!module)

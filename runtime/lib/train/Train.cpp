@@ -141,6 +141,13 @@ double relativeDifference(const Tensor &a, const Tensor &b, double &maxAbs) {
   return maxAbs == 0 ? 0 : maxRef == 0 ? INFINITY : maxAbs / maxRef;
 }
 
+int mpiLauncherWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char *value = std::getenv(name))
+      return std::max(0, std::atoi(value));
+  return 0;
+}
+
 void onEveryRank(const PlanFile &plan, const std::string &program,
                  const RunOptions &options,
                  const std::function<void(Communicator *)> &body) {

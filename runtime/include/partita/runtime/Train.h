@@ -87,6 +87,13 @@ struct RunOptions {
   std::string toolName = "partita-run";
 };
 
+/// The number of processes of the MPI job this process was started in by
+/// a launcher (Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI and PMIx
+/// launchers PMI_SIZE / PMIX_SIZE), or 0 when it was not. A tool that sees
+/// more than 1 must run as one rank of that job (createMpiCommunicator),
+/// never as N independent copies of the whole job.
+int mpiLauncherWorldSize();
+
 /// Runs `body` for each rank of `program`: once with no communicator when
 /// the program is not partitioned, once with options.mpi when set, else on
 /// options.ranks threads of the local communicator. A failing rank's Error
