@@ -159,7 +159,11 @@ TrainLoopResult trainLoop(std::shared_ptr<const PlanFile> plan,
   }
 
   double peak = options.peakFlops > 0 ? options.peakFlops : 0;
-  if (printer && peak == 0 && options.flopsPerStep > 0) {
+  if (printer && peak == 0 && options.flopsPerStep > 0 && ranks.mpi) {
+    // One process's BLAS peak says nothing of the job's (how many
+    // processes share a machine is not known here).
+    say("no MFU: name the peak (log.peak_flops, one device's) under mpirun");
+  } else if (printer && peak == 0 && options.flopsPerStep > 0) {
     peak = measureCpuPeakFlops();
     say("MFU against the measured BLAS peak of this machine, " +
         format("%.3g", peak / 1e9) + " GFLOP/s (sgemm 1024^3)");

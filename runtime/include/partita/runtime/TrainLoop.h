@@ -68,7 +68,7 @@ struct TrainLoopOptions {
   /// Model FLOPs of one step (for MFU and FLOP/s; 0: unknown).
   double flopsPerStep = 0;
   /// The peak FLOP/s MFU is measured against (the whole job's); 0:
-  /// measureCpuPeakFlops().
+  /// measureCpuPeakFlops() on local ranks, no MFU under MPI.
   double peakFlops = 0;
   bool handleSignals = true;
   /// Prefixes messages ("partita train").

@@ -2,6 +2,10 @@
 
   train_kill_resume.py PARTITA CONFIG WORKDIR SIGNAL [flags...]
 
+PARTITA is the partita command, or a launcher line with it ("mpirun -np 2
+partita", one string); the signal then goes to the launcher (mpirun passes
+SIGTERM on to every rank).
+
 Runs CONFIG once uninterrupted (WORKDIR/full), then again (WORKDIR/killed)
 sending SIGNAL (KILL or TERM) once the metrics file shows a step drawn at
 random from the middle of the run, and then reruns the same command, which
@@ -19,13 +23,15 @@ import subprocess
 import sys
 import time
 
-partita, config, workdir, signame = sys.argv[1:5]
+launcher, config, workdir, signame = sys.argv[1:5]
 extra = sys.argv[5:]
+# PARTITA may be a launcher line ("mpirun -np 2 partita"): split on spaces.
+partita = launcher.split()
 
 
 def command(name):
     d = os.path.join(workdir, name)
-    return [partita, "train", config, "--checkpoint.dir", d + "/ck",
+    return partita + ["train", config, "--checkpoint.dir", d + "/ck",
             "--log.metrics", d + "/metrics.jsonl"] + extra, d + "/metrics.jsonl"
 
 
@@ -36,6 +42,26 @@ def records(path):
             r = json.loads(line)
             (by_step if r["type"] == "step" else evals)[r["step"]] = r
     return by_step, evals
+
+
+def descendants(pid):
+    """The processes below `pid` (from /proc), deepest last."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def last_step(path):
@@ -60,7 +86,15 @@ while last_step(killed_metrics) < target and proc.poll() is None:
 if proc.poll() is not None:
     print("kill-resume: the run ended before step %d" % target)
     sys.exit(1)
-proc.send_signal(signal.SIGKILL if signame == "KILL" else signal.SIGTERM)
+sig = signal.SIGKILL if signame == "KILL" else signal.SIGTERM
+if len(partita) > 1:
+    for pid in descendants(proc.pid):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+else:
+    proc.send_signal(sig)
 out, _ = proc.communicate()
 at = last_step(killed_metrics)
 if signame == "TERM":
@@ -68,7 +102,7 @@ if signame == "TERM":
         print("kill-resume: SIGTERM: exit %d, output:\n%s" % (proc.returncode, out))
         sys.exit(1)
     print(out.strip().splitlines()[-1])
-elif proc.returncode != -signal.SIGKILL:
+elif len(partita) == 1 and proc.returncode != -signal.SIGKILL:
     print("kill-resume: SIGKILL: exit %d" % proc.returncode)
     sys.exit(1)
 rerun = subprocess.run(killed, check=True, stdout=subprocess.PIPE, text=True)
