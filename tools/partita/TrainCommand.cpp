@@ -150,6 +150,8 @@ const KeySpec kKeys[] = {
     {"checkpoint.resume", KeyType::Bool,
      "resume from the newest checkpoint (default true)"},
     {"log.metrics", KeyType::String, "JSONL metrics file"},
+    {"log.tensorboard", KeyType::String,
+     "directory for TensorBoard event files (scalars)"},
     {"log.every", KeyType::Integer, "console line every k steps (default 1)"},
     {"log.peak_flops", KeyType::Number,
      "peak FLOP/s of one device for MFU (default: measured BLAS peak)"},
@@ -638,6 +640,7 @@ int TrainRun::run(bool dryRun) {
   loop.keep = config.integer("checkpoint.keep", 3);
   loop.resume = config.boolean("checkpoint.resume", true);
   loop.metricsPath = config.string("log.metrics", "");
+  loop.tensorboardDir = config.string("log.tensorboard", "");
   loop.logEvery = config.integer("log.every", 1);
   std::string progress = config.string("log.progress", "auto");
   if (progress != "auto" && progress != "line" && progress != "plain")

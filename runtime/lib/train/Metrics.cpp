@@ -4,12 +4,14 @@
 #include "partita/runtime/Backend.h"
 #include "partita/runtime/Tensor.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <sys/resource.h>
+#include <unistd.h>
 
 namespace partita::runtime {
 
@@ -59,11 +61,127 @@ std::string formatDuration(double seconds) {
   return format("%llds", (long long)s);
 }
 
+uint32_t crc32c(const void *data, size_t size, uint32_t crc) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto *p = static_cast<const unsigned char *>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i)
+    crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+namespace {
+
+/// TFRecord's masked CRC (so that a CRC of data holding CRCs stays strong).
+uint32_t maskedCrc(const std::string &bytes) {
+  uint32_t crc = crc32c(bytes.data(), bytes.size());
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+// Protobuf's wire format, just what an Event needs.
+void putVarint(std::string &out, uint64_t v) {
+  while (v >= 0x80) {
+    out += char(v | 0x80);
+    v >>= 7;
+  }
+  out += char(v);
+}
+
+template <typename T> void putFixed(std::string &out, T v) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T)); // little-endian hosts (x86, arm)
+  out.append(bytes, sizeof(T));
+}
+
+void putBytes(std::string &out, int field, const std::string &bytes) {
+  putVarint(out, uint64_t(field) << 3 | 2);
+  putVarint(out, bytes.size());
+  out += bytes;
+}
+
+/// tensorflow.Event's wall_time = 1 (double) and step = 2 (int64); the
+/// caller adds file_version = 3 (string) or summary = 5 (Summary).
+std::string eventHeader(int64_t step) {
+  std::string event;
+  putVarint(event, 1 << 3 | 1);
+  putFixed(event, std::chrono::duration<double>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+  putVarint(event, 2 << 3 | 0);
+  putVarint(event, uint64_t(step));
+  return event;
+}
+
+/// A TFRecord: length, its masked CRC, the data, its masked CRC.
+void writeRecord(std::FILE *file, const std::string &data) {
+  std::string length;
+  putFixed(length, uint64_t(data.size()));
+  std::string record = length;
+  putFixed(record, maskedCrc(length));
+  record += data;
+  putFixed(record, maskedCrc(data));
+  std::fwrite(record.data(), 1, record.size(), file);
+  std::fflush(file);
+}
+
+} // namespace
+
+void MetricsLog::writeScalars(
+    int64_t step, const std::vector<std::pair<std::string, double>> &values) {
+  if (!events)
+    return;
+  // Summary: repeated Value value = 1; Value: tag = 1, simple_value = 2.
+  std::string summary;
+  for (const auto &[tag, value] : values) {
+    if (!std::isfinite(value))
+      continue;
+    std::string v;
+    putBytes(v, 1, tag);
+    putVarint(v, 2 << 3 | 5);
+    putFixed(v, float(value));
+    putBytes(summary, 1, v);
+  }
+  std::string event = eventHeader(step);
+  putBytes(event, 5, summary);
+  writeRecord(events, event);
+}
+
 MetricsLog::MetricsLog(std::ostream &console, bool progressLine,
-                       const std::string &jsonlPath)
+                       const std::string &jsonlPath,
+                       const std::string &tensorboardDir)
     : console(console), progressLine(progressLine) {
+  if (!tensorboardDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(tensorboardDir, ec);
+    char host[256] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+    std::string path = (std::filesystem::path(tensorboardDir) /
+                        ("events.out.tfevents." + std::to_string(now) + "." +
+                         host + ".partita"))
+                           .string();
+    events = std::fopen(path.c_str(), "ab");
+    if (!events)
+      throw Error("cannot write the TensorBoard event file '" + path +
+                  "': " + std::strerror(errno));
+    std::string first = eventHeader(0);
+    putBytes(first, 3, "brain.Event:2");
+    writeRecord(events, first);
+  }
   if (jsonlPath.empty())
     return;
+
   std::filesystem::path path(jsonlPath);
   std::error_code ec;
   if (path.has_parent_path())
@@ -81,6 +199,8 @@ MetricsLog::~MetricsLog() {
   endProgressLine();
   if (jsonl)
     std::fclose(jsonl);
+  if (events)
+    std::fclose(events);
 }
 
 void MetricsLog::endProgressLine() {
@@ -116,6 +236,11 @@ void MetricsLog::step(const StepMetrics &m) {
     console << formatStep(m) << "\n";
   }
   console.flush();
+  writeScalars(m.step, {{"loss", m.loss},
+                        {"lr", m.lr},
+                        {"grad_norm", m.gradNorm},
+                        {"tokens_per_s", m.tokensPerSecond},
+                        {"mfu", m.mfu}});
   if (!jsonl)
     return;
   std::string record =
@@ -135,6 +260,7 @@ void MetricsLog::step(const StepMetrics &m) {
 void MetricsLog::eval(int64_t step, double loss) {
   message(format("eval at step %lld: val loss %.4f, perplexity %.3f",
                  (long long)step, loss, std::exp(loss)));
+  writeScalars(step, {{"val_loss", loss}, {"val_perplexity", std::exp(loss)}});
   if (!jsonl)
     return;
   std::string record = "{\"type\":\"eval\",\"step\":" + std::to_string(step) +

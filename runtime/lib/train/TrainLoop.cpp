@@ -140,7 +140,8 @@ TrainLoopResult trainLoop(std::shared_ptr<const PlanFile> plan,
   std::unique_ptr<MetricsLog> log;
   if (printer)
     log = std::make_unique<MetricsLog>(console, options.progressLine,
-                                       options.metricsPath);
+                                       options.metricsPath,
+                                       options.tensorboardDir);
   auto say = [&](const std::string &line) {
     if (log)
       log->message(options.toolName + ": " + line);

@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace partita::runtime {
 
@@ -41,12 +43,19 @@ struct StepMetrics {
 };
 
 /// Writes metrics to a console stream and, when `jsonlPath` is not empty,
-/// appends them to that file (created with its directory).
+/// appends them to that file (created with its directory); when
+/// `tensorboardDir` is not empty, also as TensorBoard scalars (loss, lr,
+/// grad_norm, tokens_per_s, mfu, val_loss, val_perplexity) into a new event
+/// file DIR/events.out.tfevents.<time>.<host>.partita: TFRecord framing
+/// (length, masked CRC-32C of it, an Event protobuf, its masked CRC-32C),
+/// first an Event with file_version "brain.Event:2", then one Event per
+/// step with Summary.Value{tag, simple_value}s.
 class MetricsLog {
 public:
   /// `progressLine`: rewrite one line in place ("\r"), for a terminal.
   MetricsLog(std::ostream &console, bool progressLine,
-             const std::string &jsonlPath);
+             const std::string &jsonlPath,
+             const std::string &tensorboardDir = "");
   ~MetricsLog();
   MetricsLog(const MetricsLog &) = delete;
   MetricsLog &operator=(const MetricsLog &) = delete;
@@ -61,12 +70,20 @@ public:
 
 private:
   void endProgressLine();
+  /// One TensorBoard event of scalars at `step`.
+  void writeScalars(int64_t step,
+                    const std::vector<std::pair<std::string, double>> &values);
 
   std::ostream &console;
   bool progressLine;
   bool lineOpen = false;
   std::FILE *jsonl = nullptr;
+  std::FILE *events = nullptr;
 };
+
+/// CRC-32C (Castagnoli), as TFRecord framing uses it, continuing from
+/// `crc`.
+uint32_t crc32c(const void *data, size_t size, uint32_t crc = 0);
 
 /// This process's peak resident memory in bytes (getrusage), all ranks of
 /// the process together.

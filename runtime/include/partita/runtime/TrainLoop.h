@@ -61,6 +61,8 @@ struct TrainLoopOptions {
   bool resume = true;
   /// Metrics: JSONL file (empty: none); log every k-th step to the console.
   std::string metricsPath;
+  /// TensorBoard event files go to this directory (empty: none).
+  std::string tensorboardDir;
   int64_t logEvery = 1;
   /// Rewrite one console line in place (a terminal) instead of printing a
   /// line per step.

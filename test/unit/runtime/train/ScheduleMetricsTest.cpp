@@ -100,6 +100,12 @@ TEST(Metrics, ConsoleAndJsonl) {
   EXPECT_NE(eval.find("\"val_perplexity\":4"), std::string::npos) << eval;
 }
 
+// Tests CRC-32C (TensorBoard's record framing) on its check value.
+TEST(Metrics, Crc32cCheckValue) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xe3069283u);
+  EXPECT_EQ(crc32c("6789", 4, crc32c("12345", 5)), 0xe3069283u);
+}
+
 // Tests that a token file splits into a train and a validation part.
 TEST(TokenData, Slice) {
   std::string path = ::testing::TempDir() + "partita-slice.bin";
