@@ -227,8 +227,10 @@ std::string MetricsLog::formatStep(const StepMetrics &m) {
   return line;
 }
 
-void MetricsLog::step(const StepMetrics &m) {
-  if (progressLine) {
+void MetricsLog::step(const StepMetrics &m, bool toConsole) {
+  if (!toConsole) {
+    // Nothing printed.
+  } else if (progressLine) {
     // Clear to the end of the line: the previous one may be longer.
     console << "\r" << formatStep(m) << "\033[K";
     lineOpen = true;

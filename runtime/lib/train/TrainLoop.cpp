@@ -295,9 +295,10 @@ TrainLoopResult trainLoop(std::shared_ptr<const PlanFile> plan,
                       .count();
     m.etaSeconds = wall / double(logged) * double(options.steps - m.step);
     result.lastLoss = r.loss;
-    if (log && (m.step % std::max<int64_t>(options.logEvery, 1) == 0 ||
-                m.step == options.steps || m.step == 1))
-      log->step(m);
+    // The files get every step; the console every logEvery-th.
+    if (log)
+      log->step(m, m.step % std::max<int64_t>(options.logEvery, 1) == 0 ||
+                       m.step == options.steps || m.step == 1);
   };
 
   TrainRun run = train(plan, program, source, step, ranks);

@@ -60,7 +60,9 @@ public:
   MetricsLog(const MetricsLog &) = delete;
   MetricsLog &operator=(const MetricsLog &) = delete;
 
-  void step(const StepMetrics &m);
+  /// Records step `m` (JSONL, TensorBoard) and, with `toConsole`, prints
+  /// it.
+  void step(const StepMetrics &m, bool toConsole = true);
   void eval(int64_t step, double loss);
   /// A line of its own (ends a progress line first).
   void message(const std::string &line);

@@ -59,7 +59,8 @@ struct TrainLoopOptions {
   int64_t keep = 0;            // newest checkpoints kept; 0: all
   /// Start from the newest checkpoint in checkpointDir when there is one.
   bool resume = true;
-  /// Metrics: JSONL file (empty: none); log every k-th step to the console.
+  /// Metrics: JSONL file (empty: none), every step; the console shows every
+  /// logEvery-th step (and the first and last).
   std::string metricsPath;
   /// TensorBoard event files go to this directory (empty: none).
   std::string tensorboardDir;
