@@ -20,7 +20,9 @@
 //
 // Checkpoints (Checkpoint.h) plug in as TrainOptions hooks that run on
 // every rank: loadCheckpoint before the first step, saveCheckpoint after
-// the last.
+// the last (or after any step: afterStep). TrainLoop.h builds a whole run
+// on train(): a learning-rate schedule, evaluation, metrics, periodic
+// checkpoints, resume and signals (`partita train`).
 //
 //===----------------------------------------------------------------------===//
 
