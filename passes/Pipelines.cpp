@@ -150,6 +150,8 @@ LogicalResult compileModule(ModuleOp module, const CompilerOptions &options,
   for (CompileStage stage : getCompileStages(options)) {
     PassManager pm(module.getContext(), ModuleOp::getOperationName());
     buildStagePassPipeline(pm, stage, options);
+    if (callbacks.configurePassManager)
+      callbacks.configurePassManager(stage, pm);
     if (callbacks.beforeStage)
       callbacks.beforeStage(stage, pm);
     if (failed(pm.run(module)))

@@ -137,6 +137,10 @@ struct CompileCallbacks {
       beforeStage;
   /// After `stage` succeeded (for Plan: after lowering).
   std::function<void(CompileStage stage)> afterStage;
+  /// Before `stage` runs, with its pass manager to configure (timing, IR
+  /// printing: what `partita plan --mlir-timing` and friends set).
+  std::function<void(CompileStage stage, mlir::PassManager &pm)>
+      configurePassManager;
 };
 
 /// Runs the stages through `last` on `module` in place. With `last` Plan,

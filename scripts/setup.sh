@@ -11,6 +11,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler zlib1g-dev
   python3-numpy python3-torch
   python3-venv python3-dev
+  libtomlplusplus-dev python3-matplotlib
 )
 
 missing=()

@@ -152,6 +152,8 @@ private:
   DenseSet<Value> dependsOnParam, dependsOnInput, active;
   DenseMap<Value, Value> cotangents;
   SmallVector<Value> grads;
+  /// The gradients' global norm before clipping (only with clip-norm).
+  Value gradNorm;
 };
 
 LogicalResult Differentiator::checkForward() {
@@ -459,6 +461,7 @@ void Differentiator::clip() {
     total = total ? nn::AddOp::create(b, loc, scalarType, total, sum) : sum;
   }
   Value norm = nn::SqrtOp::create(b, loc, scalarType, total);
+  gradNorm = norm;
   Value limit = splat(b, loc, scalarType, options.clipNorm);
   Value padded = nn::AddOp::create(b, loc, scalarType, norm,
                                    splat(b, loc, scalarType, 1e-6));
@@ -537,6 +540,12 @@ void Differentiator::finish() {
     llvm::append_range(results, newState);
     results.push_back(loss);
     resultAttrs.push_back(named(nn::outputAttr, "loss"));
+    // The norm clipping computed is returned too: a training loop reports
+    // it each step at no extra cost.
+    if (gradNorm) {
+      results.push_back(gradNorm);
+      resultAttrs.push_back(named(nn::outputAttr, "grad_norm"));
+    }
   }
   collector.tag(nn::GradKind::Update);
   b.setListener(nullptr);

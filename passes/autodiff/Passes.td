@@ -34,7 +34,9 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
 
     With `clip-norm` c > 0 the gradients are scaled by
     c / max(norm + 1e-6, c), norm = sqrt(sum over the gradients of
-    reduce-sum(g * g)), all built from nn ops.
+    reduce-sum(g * g)), all built from nn ops; a train step (optimizer
+    adamw or sgd) then also returns that norm, before scaling, as its last
+    result `nn.output = "grad_norm"` (after the loss).
 
     With `recompute=full`, each layer's forward ops (the ops carrying one
     `nn.layer = <i>` index, which `partita model` writes on every op of a

@@ -71,6 +71,70 @@ int writeModule(StringRef command, mlir::Operation *module,
   return 0;
 }
 
+std::string capDiagnosticText(StringRef text, size_t limit) {
+  if (text.size() <= limit)
+    return text.str();
+  // Most of the room for the start (what went wrong), some for the end
+  // (often the other half of a comparison).
+  size_t tail = limit / 8, head = limit - tail;
+  return (text.take_front(head) + " ... [" +
+          Twine(text.size() - head - tail) + " characters elided] ... " +
+          text.take_back(tail))
+      .str();
+}
+
+/// Whether the source line `loc` points at is longer than the cap (a
+/// model's function signature is one line, hundreds of kilobytes long for a
+/// large model), so the printer should not echo it.
+static bool sourceLineTooLong(SourceMgr &sourceMgr, mlir::Location loc) {
+  auto fileLoc = loc->findInstanceOf<mlir::FileLineColLoc>();
+  if (!fileLoc)
+    return false;
+  for (unsigned i = 1, e = sourceMgr.getNumBuffers(); i <= e; ++i) {
+    const MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(i);
+    if (buffer->getBufferIdentifier() != fileLoc.getFilename().getValue())
+      continue;
+    SMLoc start = sourceMgr.FindLocForLineAndColumn(i, fileLoc.getLine(), 1);
+    if (!start.isValid())
+      return false;
+    StringRef rest(start.getPointer(),
+                   buffer->getBufferEnd() - start.getPointer());
+    return rest.find('\n') > kMaxDiagnosticChars;
+  }
+  return false;
+}
+
+DiagnosticCap::DiagnosticCap(mlir::MLIRContext &context, SourceMgr &sourceMgr,
+                             mlir::SourceMgrDiagnosticHandler &printer)
+    : context(context) {
+  id = context.getDiagEngine().registerHandler(
+      [&printer, &sourceMgr](mlir::Diagnostic &diag) -> LogicalResult {
+        auto tooLong = [&](mlir::Diagnostic &d) {
+          return d.str().size() > kMaxDiagnosticChars ||
+                 sourceLineTooLong(sourceMgr, d.getLocation());
+        };
+        bool any = tooLong(diag);
+        for (mlir::Diagnostic &note : diag.getNotes())
+          any |= tooLong(note);
+        if (!any)
+          return failure(); // the printer prints it as it is
+        auto emit = [&](mlir::Diagnostic &d) {
+          printer.emitDiagnostic(
+              d.getLocation(), capDiagnosticText(d.str()), d.getSeverity(),
+              /*displaySourceLine=*/
+              !sourceLineTooLong(sourceMgr, d.getLocation()));
+        };
+        emit(diag);
+        for (mlir::Diagnostic &note : diag.getNotes())
+          emit(note);
+        return success();
+      });
+}
+
+DiagnosticCap::~DiagnosticCap() {
+  context.getDiagEngine().eraseHandler(id);
+}
+
 void Progress::done(const Twine &what) {
   if (quiet)
     return;

@@ -8,13 +8,17 @@
 #ifndef PARTITA_TOOLS_PARTITA_DRIVER_H
 #define PARTITA_TOOLS_PARTITA_DRIVER_H
 
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SourceMgr.h"
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace partita::driver {
 
@@ -33,6 +37,11 @@ Command getPlanCommand();
 Command getRunCommand();
 Command getExplainCommand();
 Command getGradcheckCommand();
+Command getTrainCommand();
+
+/// `partita explain PATH`'s report of a plan file on stdout. Returns 1 after
+/// reporting when the plan does not load.
+int explainPlanFile(llvm::StringRef path);
 
 /// Prints "partita <command>: error: <message>" on stderr; returns 1, the
 /// exit code of every failure.
@@ -54,6 +63,32 @@ int parseNumber(llvm::StringRef command, const llvm::cl::opt<std::string> &optio
 /// file cannot be written, else 0.
 int writeModule(llvm::StringRef command, mlir::Operation *module,
                 llvm::StringRef filename);
+
+/// Diagnostics longer than this many characters are printed with their
+/// middle elided (a type or a function signature of a large model can run
+/// to hundreds of kilobytes).
+constexpr size_t kMaxDiagnosticChars = 4096;
+
+/// `text` if it fits in `limit` characters; else its start and its end
+/// around "... [N characters elided] ...".
+std::string capDiagnosticText(llvm::StringRef text,
+                              size_t limit = kMaxDiagnosticChars);
+
+/// While alive, prints every diagnostic (or note) longer than
+/// kMaxDiagnosticChars through `printer`, elided (capDiagnosticText), and
+/// one whose source line (in `sourceMgr`) is longer without echoing that
+/// line; passes the others on. Register it after `printer` and before
+/// handlers that only count diagnostics.
+class DiagnosticCap {
+public:
+  DiagnosticCap(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                mlir::SourceMgrDiagnosticHandler &printer);
+  ~DiagnosticCap();
+
+private:
+  mlir::MLIRContext &context;
+  mlir::DiagnosticEngine::HandlerID id;
+};
 
 /// Progress lines on stderr ("partita plan: parsed m.mlir in 0.02 s"),
 /// silent when `quiet`.

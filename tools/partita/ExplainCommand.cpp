@@ -36,6 +36,12 @@ int runExplain() {
   if (planFile.empty())
     return reportError(kCommand, "missing the plan file (partita explain "
                                  "PLAN.pb)");
+  return explainPlanFile(planFile);
+}
+} // namespace
+
+int explainPlanFile(StringRef path) {
+  std::string planFile = path.str();
   plan::Plan proto;
   std::string programName;
   try {
@@ -62,7 +68,6 @@ int runExplain() {
   plan_lowering::explainPlan(proto, *program, planFile, outs());
   return 0;
 }
-} // namespace
 
 Command getExplainCommand() { return {explainCommand, runExplain}; }
 

@@ -23,6 +23,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -120,6 +121,21 @@ cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::desc("Output file (default: stdout)"));
 cl::opt<bool> quiet("quiet", cl::sub(planCommand),
                     cl::desc("No progress lines on stderr"));
+// MLIR's pass-manager options, as mlir-opt takes them (libMLIR registers
+// its own at the top level, where a subcommand does not see them).
+cl::OptionCategory mlirCategory("MLIR pass manager (as mlir-opt)");
+cl::opt<bool> mlirTiming(
+    "mlir-timing", cl::sub(planCommand), cl::cat(mlirCategory),
+    cl::desc("Print each compile stage's pass timing report on stderr"));
+cl::opt<bool> mlirStatistics(
+    "mlir-pass-statistics", cl::sub(planCommand), cl::cat(mlirCategory),
+    cl::desc("Print each compile stage's pass statistics on stderr"));
+cl::opt<bool> mlirPrintBefore(
+    "mlir-print-ir-before-all", cl::sub(planCommand), cl::cat(mlirCategory),
+    cl::desc("Print the IR before every pass, on stderr"));
+cl::opt<bool> mlirPrintAfter(
+    "mlir-print-ir-after-all", cl::sub(planCommand), cl::cat(mlirCategory),
+    cl::desc("Print the IR after every pass that changed it, on stderr"));
 cl::opt<bool> printPipeline(
     "print-pipeline", cl::sub(planCommand),
     cl::desc("Print each stage's pass pipeline on stderr, as partita-opt "
@@ -382,8 +398,27 @@ int runPlan() {
                          "--bucket-bytes: " + toString(parsed.takeError()));
     options.optimizeComm.bucketBytes = *parsed;
   }
-  if (!emitArg.getNumOccurrences() && StringRef(output).ends_with(".pb"))
+  // What is written follows --emit, or else the -o name: a .pb is a plan,
+  // a .mlir (or stdout, /dev/null) the module after --emit's default stage.
+  // Any other name is ambiguous, and a mismatch would only show later as
+  // "not a valid plan".
+  StringRef outName(output);
+  bool pbName = outName.ends_with(".pb");
+  bool textName = outName == "-" || outName.ends_with(".mlir") ||
+                  outName == "/dev/null";
+  if (!emitArg.getNumOccurrences() && pbName)
     emitArg = "plan";
+  else if (!emitArg.getNumOccurrences() && !textName)
+    return reportError(kCommand,
+                       "cannot tell what to write to '" + outName +
+                           "': name it .pb for a plan (or pass --emit "
+                           "plan), or .mlir for the module after a stage "
+                           "(--emit annotated, propagated, ...)");
+  if (emitArg != "plan" && pbName)
+    return reportError(kCommand, "--emit " + emitArg +
+                                     " writes MLIR text, but -o " + outName +
+                                     " names a plan file: pass --emit plan, "
+                                     "or name the output .mlir");
   SmallVector<CompileStage> stages = getCompileStages(options);
   std::optional<CompileStage> last = symbolizeCompileStage(emitArg);
   if (!last || !llvm::is_contained(stages, *last)) {
@@ -405,6 +440,7 @@ int runPlan() {
   context.loadAllAvailableDialects();
   SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler printer(sourceMgr, &context);
+  DiagnosticCap cap(context, sourceMgr, printer);
   // Registered last, so it sees each diagnostic first and passes it on.
   unsigned numErrors = 0;
   mlir::ScopedDiagnosticHandler counter(&context, [&](mlir::Diagnostic &diag) {
@@ -445,6 +481,17 @@ int runPlan() {
       errs() << "\n";
     }
   };
+  callbacks.configurePassManager = [&](CompileStage,
+                                       mlir::PassManager &pm) {
+    if (mlirTiming)
+      pm.enableTiming();
+    if (mlirStatistics)
+      pm.enableStatistics();
+    if (mlirPrintBefore || mlirPrintAfter)
+      pm.enableIRPrinting(
+          [&](mlir::Pass *, mlir::Operation *) { return bool(mlirPrintBefore); },
+          [&](mlir::Pass *, mlir::Operation *) { return bool(mlirPrintAfter); });
+  };
   callbacks.afterStage = [&](CompileStage stage) {
     progress.done(describeStage(stage, options));
   };
@@ -459,6 +506,11 @@ int runPlan() {
   }
 
   progress.start();
+  if (*last == CompileStage::Plan && output == "-" &&
+      sys::Process::StandardOutIsDisplayed())
+    return reportError(kCommand, "refusing to write a binary plan to the "
+                                 "terminal: pass -o FILE.pb (or redirect "
+                                 "stdout)");
   if (*last == CompileStage::Plan) {
     if (int rc = writePlan(kCommand, plan, output))
       return rc;

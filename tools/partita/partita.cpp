@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   const Command commands[] = {getModelCommand(), getPlanCommand(),
                               getRunCommand(), getExplainCommand(),
-                              getGradcheckCommand()};
+                              getGradcheckCommand(), getTrainCommand()};
 
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "partita " << PARTITA_VERSION << " (MLIR " << LLVM_VERSION_STRING

@@ -205,6 +205,11 @@ double initialValue(uint64_t seed, const std::string &name, uint64_t index,
 
 struct Executor::Impl {
   std::shared_ptr<const PlanFile> plan;
+  /// Executor::setLearningRate's value for the optimizer kernels (sgd,
+  /// adamw); NaN: each kernel's lr from the plan.
+  double learningRate = NAN;
+  /// The plan's lr of the first optimizer kernel (NaN: none).
+  double planLearningRate = NAN;
   const plan::Program *program = nullptr;
   Communicator *comm = nullptr;
   Backend *backend = nullptr;
@@ -1117,7 +1122,20 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
       for (int64_t id : k.outputs())
         call.outputs.push_back(s.views[id]);
       Backend *be = s.backend;
-      step = [be, call] { be->run(call); };
+      if (call.kind == KernelKind::SGD || call.kind == KernelKind::AdamW) {
+        // The lr is read when the kernel runs, so one plan runs a whole
+        // learning-rate schedule (setLearningRate between steps).
+        if (std::isnan(s.planLearningRate))
+          s.planLearningRate = call.attrs.lr;
+        const double *override = &s.learningRate;
+        double planLr = call.attrs.lr;
+        step = [be, call, override, planLr]() mutable {
+          call.attrs.lr = std::isnan(*override) ? planLr : *override;
+          be->run(call);
+        };
+      } else {
+        step = [be, call] { be->run(call); };
+      }
       reads.assign(k.inputs().begin(), k.inputs().end());
     } else {
       const plan::Collective &c = inst.collective();
@@ -1174,6 +1192,18 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
 }
 
 Executor::~Executor() = default;
+
+void Executor::setLearningRate(double lr) {
+  if (!std::isnan(lr) && !(lr >= 0 && std::isfinite(lr)))
+    throw Error("the learning rate must be finite and >= 0, got " +
+                std::to_string(lr));
+  pimpl->learningRate = lr;
+}
+
+double Executor::learningRate() const {
+  return std::isnan(pimpl->learningRate) ? pimpl->planLearningRate
+                                         : pimpl->learningRate;
+}
 
 int64_t Executor::arenaBytes() const { return pimpl->program->arena_bytes(); }
 

@@ -55,8 +55,8 @@ struct OptionSpec {
 const OptionSpec kOptions[] = {
     {"ranks", "n", "Number of ranks (default: the plan's device count)"},
     {"comm", "local|mpi",
-     "Communicator: local (threads, default) or mpi (one process per rank, "
-     "under mpirun)"},
+     "Communicator: local (threads; the default) or mpi (one process per "
+     "rank; the default under mpirun)"},
     {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
     {"data", "file",
      "Training: flat binary file of token ids, batches of consecutive "
@@ -373,9 +373,18 @@ int Tool::main(const std::vector<std::string> &argv) {
 int Tool::run() {
   if (args.plan.empty())
     return fail("missing the plan file (" + name + " PLAN.pb [--ranks N] ...)");
-  std::string comm = args.get("comm").value_or("local");
+  // Under mpirun each process is one rank of the job, never a copy of it.
+  int launched = mpiLauncherWorldSize();
+  std::string comm =
+      args.get("comm").value_or(launched > 1 ? "mpi" : "local");
   if (comm != "local" && comm != "mpi")
     return fail("unknown --comm '" + comm + "': expected local or mpi");
+  if (comm == "local" && launched > 1)
+    return fail("--comm local under mpirun (" + std::to_string(launched) +
+                " processes) would run the whole job " +
+                std::to_string(launched) +
+                " times: leave out --comm (under mpirun the MPI communicator "
+                "is used) or run without mpirun");
   for (const char *option : {"ranks", "steps"})
     if (std::optional<std::string> text = args.get(option)) {
       std::optional<int64_t> v = parseWhole(*text);
@@ -532,7 +541,8 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
             << "), arena " << plan->arenaBytes(program) << " bytes per rank\n"
             << name << ": " << configureBlasKernels() << "\n";
   for (size_t step = 0; step < run.seconds.size(); ++step)
-    std::cout << "step " << step << ": " << format("%.6f", run.seconds[step])
+    // Steps count from 1, as the training lines and checkpoints count them.
+    std::cout << "step " << step + 1 << ": " << format("%.6f", run.seconds[step])
               << " s\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
   if (args.flags.count("report-memory"))

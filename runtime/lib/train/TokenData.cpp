@@ -73,6 +73,19 @@ void TokenData::check(int64_t batch, int64_t seq, int64_t vocab) const {
                   std::to_string(tokenBytes) + ")");
 }
 
+TokenData TokenData::slice(int64_t begin, int64_t end) const {
+  if (begin < 0 || end > size() || begin >= end)
+    throw Error("cannot take tokens [" + std::to_string(begin) + ", " +
+                std::to_string(end) + ") of the training data '" + path +
+                "' (" + std::to_string(size()) + " tokens)");
+  TokenData out;
+  out.path = path + "[" + std::to_string(begin) + ":" + std::to_string(end) +
+             "]";
+  out.tokenBytes = tokenBytes;
+  out.tokens.assign(tokens.begin() + begin, tokens.begin() + end);
+  return out;
+}
+
 void TokenData::batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
                       int32_t *labels) const {
   uint64_t n = tokens.size();

@@ -143,6 +143,13 @@ double relativeDifference(const Tensor &a, const Tensor &b, double &maxAbs) {
   return maxAbs == 0 ? 0 : maxRef == 0 ? INFINITY : maxAbs / maxRef;
 }
 
+int mpiLauncherWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char *value = std::getenv(name))
+      return std::max(0, std::atoi(value));
+  return 0;
+}
+
 void onEveryRank(const PlanFile &plan, const std::string &program,
                  const RunOptions &options,
                  const std::function<void(Communicator *)> &body) {
@@ -229,6 +236,15 @@ void BatchSource::load() {
   TokenData loaded = TokenData::load(
       options.dataPath ? *options.dataPath : kDefaultTrainData,
       options.tokenBytes);
+  if (options.splitBegin != 0 || options.splitEnd != 1) {
+    if (!(options.splitBegin >= 0 && options.splitBegin < options.splitEnd &&
+          options.splitEnd <= 1))
+      throw Error("the data split [" + std::to_string(options.splitBegin) +
+                  ", " + std::to_string(options.splitEnd) +
+                  ") is not a range within [0, 1]");
+    loaded = loaded.slice(int64_t(options.splitBegin * loaded.size()),
+                          int64_t(options.splitEnd * loaded.size()));
+  }
   loaded.check(batch, seq, vocab);
   data = std::move(loaded);
 }
@@ -293,12 +309,22 @@ size_t lossIndex(const PlanFile &plan, const std::string &program) {
   return index;
 }
 
+int resultIndex(const PlanFile &plan, const std::string &program,
+                const std::string &name) {
+  std::vector<ProgramValue> values = plan.results(program);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == name)
+      return int(i);
+  return -1;
+}
+
 TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
                const BatchSource &source, const TrainOptions &options,
                const RunOptions &ranks) {
   int64_t firstStep = options.firstStep;
   int64_t steps = options.steps;
   size_t loss = lossIndex(*plan, program);
+  int gradNormIndex = resultIndex(*plan, program, "grad_norm");
   TrainRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
@@ -307,6 +333,9 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     bool printer = !comm || comm->rank() == 0;
     if (options.beforeFirstStep)
       options.beforeFirstStep(executor, comm);
+    std::vector<int> everyRank;
+    for (int r = 0; comm && r < comm->size(); ++r)
+      everyRank.push_back(r);
     TrainRun mine;
     bool finite = true;
     for (int64_t step = 0; step < steps; ++step) {
@@ -315,28 +344,54 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
       if (printer && options.onBatch)
         options.onBatch(firstStep + step, batch);
       executor.setInputs(batch);
+      if (options.learningRate)
+        executor.setLearningRate(options.learningRate(firstStep + step));
       auto begin = std::chrono::steady_clock::now();
       executor.run();
       double seconds = secondsSince(begin);
+      // Every rank decides alike whether to stop after this step.
+      bool stopping = false;
+      if (options.stopRequested) {
+        float flag = options.stopRequested() ? 1.0f : 0.0f;
+        if (comm)
+          comm->allReduce(&flag, 1, DType::F32, ReduceOp::Max, everyRank);
+        stopping = flag > 0 && step + 1 < steps;
+      }
       // Collective: every rank gathers (so every rank knows the loss), rank
       // 0 keeps. Only the loss, but after the last step every result (the
       // updated parameters).
-      bool last = step + 1 == steps;
+      bool last = step + 1 == steps || stopping;
       std::vector<Tensor> results;
       if (last && options.gatherFinalResults)
         results = executor.gatherResults();
       Tensor lossTensor = !results.empty() ? results.at(loss)
                                            : executor.gatherResult(loss);
       double value = elementAsDouble(lossTensor, 0);
+      double gradNorm = NAN;
+      if (gradNormIndex >= 0)
+        gradNorm = elementAsDouble(last ? results.at(gradNormIndex)
+                                        : executor.gatherResult(gradNormIndex),
+                                   0);
       finite &= std::isfinite(value);
-      if (!printer)
-        continue;
-      mine.losses.push_back(value);
-      mine.seconds.push_back(seconds);
-      if (options.onStep)
-        options.onStep(firstStep + step, value, seconds);
-      if (last)
-        mine.finalResults = std::move(results);
+      if (printer) {
+        mine.losses.push_back(value);
+        mine.seconds.push_back(seconds);
+        mine.lrs.push_back(executor.learningRate());
+        mine.gradNorms.push_back(gradNorm);
+        if (options.onStep)
+          options.onStep(firstStep + step, value, seconds);
+        if (options.onStepResult)
+          options.onStepResult({firstStep + step, value, seconds,
+                                executor.learningRate(), gradNorm});
+        if (last)
+          mine.finalResults = std::move(results);
+      }
+      if (options.afterStep && finite)
+        options.afterStep(executor, comm, {firstStep + step, last, stopping});
+      if (stopping) {
+        mine.stopped = true;
+        break;
+      }
     }
     if (finite && options.afterLastStep)
       options.afterLastStep(executor, comm);

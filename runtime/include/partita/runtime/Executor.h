@@ -221,6 +221,16 @@ public:
   /// persistentBlock().shape, the buffer's dtype); padding stays zero.
   void writePersistentBlock(const std::string &name, const Tensor &block);
 
+  /// Overrides the learning rate of every optimizer kernel (sgd, adamw)
+  /// from the next run() on, so that one plan runs a whole schedule
+  /// (Schedule.h); NaN returns to the plan's lr. Local: every rank must set
+  /// the same value (Train.h's TrainOptions::learningRate does). Throws
+  /// Error for a negative or infinite value.
+  void setLearningRate(double lr);
+  /// The lr the optimizer kernels use now: the override, else the plan's
+  /// (its first optimizer kernel's; NaN for a program without one).
+  double learningRate() const;
+
   /// Bytes of this rank's arena (the plan's memory plan).
   int64_t arenaBytes() const;
   /// What this rank allocated from its Device, by what for, and its

@@ -44,6 +44,11 @@ public:
   void batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
              int32_t *labels) const;
 
+  /// Tokens [begin, end) of this data as data of their own (a train or
+  /// validation split), named "<path>[begin:end]". Throws Error for an empty
+  /// or out-of-range slice.
+  TokenData slice(int64_t begin, int64_t end) const;
+
   int64_t size() const { return int64_t(tokens.size()); }
   const std::string &getPath() const { return path; }
 

@@ -20,7 +20,9 @@
 //
 // Checkpoints (Checkpoint.h) plug in as TrainOptions hooks that run on
 // every rank: loadCheckpoint before the first step, saveCheckpoint after
-// the last.
+// the last (or after any step: afterStep). TrainLoop.h builds a whole run
+// on train(): a learning-rate schedule, evaluation, metrics, periodic
+// checkpoints, resume and signals (`partita train`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,6 +89,13 @@ struct RunOptions {
   std::string toolName = "partita-run";
 };
 
+/// The number of processes of the MPI job this process was started in by
+/// a launcher (Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI and PMIx
+/// launchers PMI_SIZE / PMIX_SIZE), or 0 when it was not. A tool that sees
+/// more than 1 must run as one rank of that job (createMpiCommunicator),
+/// never as N independent copies of the whole job.
+int mpiLauncherWorldSize();
+
 /// Runs `body` for each rank of `program`: once with no communicator when
 /// the program is not partitioned, once with options.mpi when set, else on
 /// options.ranks threads of the local communicator. A failing rank's Error
@@ -123,6 +132,10 @@ public:
     std::optional<std::string> dataPath;
     unsigned tokenBytes = 1;
     uint64_t seed = 1;
+    /// The part of the token file to use, as fractions of its tokens
+    /// [splitBegin, splitEnd) (a train/validation split); the whole file
+    /// by default.
+    double splitBegin = 0, splitEnd = 1;
   };
   BatchSource(std::vector<ProgramValue> inputs, Options options);
 
@@ -138,6 +151,8 @@ public:
                            const std::vector<Tensor> &tensors) const;
   /// "data GPL-3 (35149 tokens), batch 8 x seq 16", or what is generated.
   std::string describeSource() const;
+  /// Tokens per batch (batch x seq; 0 without token data).
+  int64_t tokensPerBatch() const { return data ? batch * seq : 0; }
 
 private:
   std::string inputList() const;
@@ -153,6 +168,31 @@ private:
 /// program is not partitioned): loads parameters before the first step,
 /// saves a checkpoint after the last (Checkpoint.h).
 using RankHook = std::function<void(Executor &, Communicator *)>;
+
+/// What train() reports on rank 0 after each step (TrainOptions::
+/// onStepResult).
+struct StepResult {
+  /// The step's global index (0-based; printed 1-based as "step k/n").
+  int64_t step = 0;
+  double loss = 0;
+  double seconds = 0;
+  /// The optimizer kernels' learning rate in this step (NaN: none).
+  double lr = 0;
+  /// The gradients' global norm before clipping, when the program returns
+  /// one (a result named "grad_norm": nn-autodiff with clip-norm); NaN
+  /// otherwise.
+  double gradNorm = 0;
+};
+
+/// Where train() is after a step, for TrainOptions::afterStep.
+struct StepPoint {
+  /// The step just done (global, 0-based): step + 1 steps are done.
+  int64_t step = 0;
+  /// The last step of the run: options.steps reached, or a stop agreed.
+  bool last = false;
+  /// The run stops early because stopRequested said so (on some rank).
+  bool stopping = false;
+};
 
 struct TrainOptions {
   int64_t steps = 1;
@@ -174,6 +214,21 @@ struct TrainOptions {
   /// --check, --save-params, --outputs); false: only the loss, so no rank
   /// holds the whole model's parameters and state as global arrays.
   bool gatherFinalResults = true;
+  /// The learning rate of global step `step` (0-based), set on every rank's
+  /// executor before the step (Executor::setLearningRate); empty: the
+  /// plan's.
+  std::function<double(int64_t step)> learningRate;
+  /// Called on rank 0 after each step, after onStep, with its metrics.
+  std::function<void(const StepResult &)> onStepResult;
+  /// Polled on every rank after each step (e.g. a SIGTERM flag); when it is
+  /// true on any rank, every rank stops after the same step (the ranks
+  /// agree through an all-reduce, so a signal seen a step later on one
+  /// rank does not split them).
+  std::function<bool()> stopRequested;
+  /// After each step on every rank (collective work allowed: periodic
+  /// checkpoints, evaluation), before afterLastStep.
+  std::function<void(Executor &, Communicator *, const StepPoint &)>
+      afterStep;
 };
 
 /// What a training run leaves on rank 0: the loss and time of every step,
@@ -181,12 +236,18 @@ struct TrainOptions {
 struct TrainRun {
   std::vector<double> losses;
   std::vector<double> seconds;
+  /// Per step: the learning rate and the gradient norm (see StepResult).
+  std::vector<double> lrs, gradNorms;
+  /// Whether TrainOptions::stopRequested ended the run before
+  /// options.steps (losses.size() steps were done).
+  bool stopped = false;
   std::vector<Tensor> finalResults;
   std::vector<ProfileEntry> profile;
   ExecutorMemory memory; // rank 0's executor
 };
 
-/// Trains `program` (a train step) for options.steps steps.
+/// Trains `program` (a train step) for options.steps steps, or until
+/// options.stopRequested.
 TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
                const BatchSource &source, const TrainOptions &options,
                const RunOptions &ranks);
@@ -194,6 +255,10 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
 /// Index of a train step's "loss" result (the last one when none is named
 /// so).
 size_t lossIndex(const PlanFile &plan, const std::string &program);
+
+/// Index of the result named `name`, or -1.
+int resultIndex(const PlanFile &plan, const std::string &program,
+                const std::string &name);
 
 /// For each result of a train step, the parameter it updates (empty for
 /// the loss and for optimizer state).
