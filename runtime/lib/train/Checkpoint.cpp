@@ -522,10 +522,11 @@ void loadCheckpoint(const Checkpoint &ck, Executor &executor,
                   " elements of this rank's block");
     // The data position is the step count (TokenData.h); the optimizer's
     // step counter, where it has one (nn-autodiff's scalar state "step",
-    // counting in f32: exact to 2^24), must agree with it.
+    // adding 1 in f32: exact to 2^24, where it stays), must agree with it.
+    float counted = float(std::min<int64_t>(ck.steps, int64_t(1) << 24));
     if (value.name == "step" && value.isState && value.globalShape.empty() &&
-        value.dtype == DType::F32 && ck.steps <= (int64_t(1) << 24) &&
-        data.numElements() == 1 && data.data<float>()[0] != float(ck.steps))
+        value.dtype == DType::F32 && data.numElements() == 1 &&
+        data.data<float>()[0] != counted)
       throw Error(what + ": its optimizer step counter 'step' is " +
                   (std::ostringstream() << data.data<float>()[0]).str() +
                   ", but its manifest says 'steps " + std::to_string(ck.steps) +
