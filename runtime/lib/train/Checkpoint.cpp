@@ -472,7 +472,11 @@ void loadCheckpoint(const Checkpoint &ck, Executor &executor,
   for (const ProgramValue &value : plan.persistent(program)) {
     if (paramsOnly && !value.isParameter)
       continue;
-    const CheckpointTensor &tensor = ck.tensors.at(value.name);
+    auto found = ck.tensors.find(value.name);
+    if (found == ck.tensors.end())
+      throw Error(what + " has no '" + value.name + "': program '" + program +
+                  "' of the plan needs it");
+    const CheckpointTensor &tensor = found->second;
     Executor::Block block = executor.persistentBlock(value.name);
     Tensor data(value.dtype, block.shape);
     int64_t covered = 0;
