@@ -583,12 +583,20 @@ void loadParameters(const std::string &dirArg, Executor &executor,
                     "lm_head does not load into a tied one)");
 }
 
-bool parseCheckpointFault(const std::string &spec,
+bool parseCheckpointFault(const std::string &specArg,
                           CheckpointSaveOptions &options) {
+  std::string spec = specArg;
+  int64_t n = 0;
+  size_t at = spec.find('@');
+  if (at != std::string::npos) {
+    if (!parseWhole(spec.substr(at + 1), 1 << 24, n))
+      return false;
+    options.failRank = int(n);
+    spec = spec.substr(0, at);
+  }
   size_t colon = spec.find(':');
   std::string kind = colon == std::string::npos ? "files" : spec.substr(0, colon);
   std::string arg = colon == std::string::npos ? spec : spec.substr(colon + 1);
-  int64_t n = 0;
   if (kind == "stage") {
     for (const char *stage : kCheckpointSaveStages)
       if (arg == stage) {
@@ -622,7 +630,12 @@ CheckpointSaveReport saveCheckpoint(Executor &executor, Communicator *comm,
   std::string parent = fs::path(dir).parent_path().string();
   if (parent.empty())
     parent = ".";
-  SaveFaults faults{options, dirArg, rank};
+  // The test-only failures, for the rank they name.
+  CheckpointSaveOptions none;
+  none.toolName = options.toolName;
+  SaveFaults faults{options.failRank < 0 || options.failRank == rank ? options
+                                                                     : none,
+                    dirArg, rank};
   if (steps < 0 || steps > kMaxCheckpointSteps)
     throw Error("cannot checkpoint '" + dirArg + "' after " +
                 std::to_string(steps) + " steps: a checkpoint holds 0 to " +

@@ -406,7 +406,8 @@ int Tool::run() {
   if (std::optional<std::string> text = args.get("inject-checkpoint-failure"))
     if (!parseCheckpointFault(*text, saveFaults))
       return fail("--inject-checkpoint-failure expects N, files:N, bytes:N, "
-                  "full:N or stage:NAME, got '" + *text + "'");
+                  "full:N or stage:NAME, then @RANK or nothing, got '" +
+                  *text + "'");
   tokenBytes = unsigned(tokenBytesArg);
   seed = uint64_t(seedArg);
   for (const char *option : {"rtol", "param-rtol"})

@@ -122,12 +122,16 @@ struct CheckpointSaveOptions {
   /// Writes past this many bytes fail with ENOSPC, as on a full disk: the
   /// save throws Error naming the file and errno. -1: never.
   int64_t diskFullAfterBytes = -1;
+  /// The rank the failures above apply to (one process of an MPI job dies
+  /// while the others wait for it). -1: every rank.
+  int failRank = -1;
   /// Prefixes the line printed before dying.
   std::string toolName = "partita-run";
 };
 
 /// Reads a test-only failure point: N or files:N, bytes:N, full:N (see
-/// CheckpointSaveOptions) or stage:NAME. False when `spec` is none.
+/// CheckpointSaveOptions) or stage:NAME, optionally followed by @RANK (the
+/// one rank it applies to). False when `spec` is none.
 bool parseCheckpointFault(const std::string &spec,
                           CheckpointSaveOptions &options);
 

@@ -226,8 +226,12 @@ TEST(Checkpoint, FaultSpecs) {
   EXPECT_EQ(o.diskFullAfterBytes, 4096);
   EXPECT_TRUE(parseCheckpointFault("stage:moved-aside", o));
   EXPECT_EQ(o.failAtStage, "moved-aside");
+  EXPECT_EQ(o.failRank, -1);
+  EXPECT_TRUE(parseCheckpointFault("bytes:3000@2", o));
+  EXPECT_EQ(o.failAfterBytes, 3000);
+  EXPECT_EQ(o.failRank, 2);
   for (const char *bad : {"", "0", "files:0", "bytes:-1", "stage:nowhere",
-                          "kill:3", "bytes:1x"})
+                          "kill:3", "bytes:1x", "bytes:1@", "bytes:1@-1"})
     EXPECT_FALSE(parseCheckpointFault(bad, o)) << bad;
 }
 } // namespace
