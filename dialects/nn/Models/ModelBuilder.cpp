@@ -99,6 +99,11 @@ llvm::Error verifyModelConfig(const ModelConfig &config) {
       return configError(llvm::formatv("{0} must be at most {1}, got {2}",
                                        size.flag, kMaxDimSize, size.value));
   }
+  if (config.layers > kMaxLayers)
+    return configError(llvm::formatv(
+        "--layers must be at most {0}, got {1} (every layer adds its ops to "
+        "the IR: a model this deep would not fit in memory)",
+        kMaxLayers, config.layers));
   // The default ffn (4 * hidden) can exceed the limit when hidden does not.
   StringRef ffnFlag = config.ffn ? "--ffn" : "--ffn (default 4 * --hidden)";
   if (config.getFfn() < 1)

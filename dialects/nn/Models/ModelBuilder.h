@@ -60,8 +60,15 @@ struct ModelConfig {
 /// Largest size accepted for any one dimension.
 constexpr int64_t kMaxDimSize = (int64_t{1} << 31) - 1;
 
+/// Most layers accepted. Each layer adds its ops to the IR (a 1,000-layer
+/// gpt takes `partita plan` about 2 GB), so depth, unlike a dimension (a
+/// number in a type), costs memory; the deepest published models have a
+/// few hundred layers.
+constexpr int64_t kMaxLayers = 1024;
+
 /// Checks that `config` describes a well-formed model: every size at least 1
-/// and at most kMaxDimSize, heads dividing hidden, kv-heads dividing heads,
+/// and at most kMaxDimSize (layers at most kMaxLayers), heads dividing
+/// hidden, kv-heads dividing heads,
 /// an even head dimension for Llama (rotary pairs), no tensor with more than
 /// 2^63 - 1 elements. Messages name the `partita model` option at fault.
 llvm::Error verifyModelConfig(const ModelConfig &config);

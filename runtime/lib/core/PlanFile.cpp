@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FileIO.h"
 #include "PlanInternal.h"
 
 #include <algorithm>
@@ -624,14 +625,9 @@ std::shared_ptr<const PlanFile> PlanFile::parse(const std::string &bytes,
 }
 
 std::shared_ptr<const PlanFile> PlanFile::load(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("cannot open plan file '" + path + "'");
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad())
-    throw Error("cannot read plan file '" + path + "'");
-  return parse(content.str(), path);
+  // A regular file (a directory read as an empty plan, a FIFO blocked), of
+  // at most protobuf's 2 GiB, sized before it is read.
+  return parse(io::readFile(path, uint64_t(2) << 30, "plan file"), path);
 }
 
 const plan::Program &PlanFile::Impl::program(const std::string &name) const {

@@ -2,6 +2,8 @@
 
 #include "partita/runtime/Tensor.h"
 
+#include "FileIO.h"
+
 namespace partita::runtime {
 
 size_t sizeOf(DType dtype) {
@@ -39,10 +41,25 @@ const char *toString(DType dtype) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : dtype(dtype), shape(std::move(shape)) {
-  for (int64_t d : this->shape)
+  // Shapes come from files (.npy headers, checkpoint manifests, plans):
+  // the element and byte counts are checked before anything is allocated,
+  // so a damaged shape is an error, not a signed overflow.
+  int64_t elements = 1, bytes = 0;
+  for (int64_t d : this->shape) {
     if (d < 0)
       throw Error("negative dimension in tensor shape");
-  storage.assign(numElements() * sizeOf(dtype), 0);
+    if (!io::multiplyChecked(elements, d, elements))
+      elements = -1;
+  }
+  if (elements < 0 ||
+      !io::multiplyChecked(elements, int64_t(sizeOf(dtype)), bytes)) {
+    std::string dims;
+    for (int64_t d : this->shape)
+      dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    throw Error("a tensor of shape [" + dims +
+                "] has more bytes than fit in 64 bits");
+  }
+  storage.assign(size_t(bytes), 0);
 }
 
 int64_t Tensor::numElements() const {

@@ -2,10 +2,12 @@
 
 #include "partita/runtime/Npy.h"
 
+#include "runtime/lib/core/FileIO.h"
+
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace partita::runtime {
@@ -37,36 +39,49 @@ std::string describeTensor(DType dtype, const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-Tensor readNpy(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path))
-    throw Error("cannot open '" + path + "'");
-  std::string data((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  return parseNpy(data, path);
+namespace {
+/// What an .npy header says: dtype, shape, where the data starts and how
+/// many bytes it has.
+struct NpyHeader {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  size_t dataOffset = 0;
+  uint64_t dataBytes = 0;
+};
+
+Error notNpy(const std::string &path, const std::string &why) {
+  return Error("'" + path + "' is not a readable .npy file: " + why);
 }
 
-Tensor parseNpy(const std::string &data, const std::string &path) {
-  auto bad = [&](const std::string &why) {
-    return Error("'" + path + "' is not a readable .npy file: " + why);
-  };
-  if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0)
-    throw bad("no NUMPY magic");
-  size_t headerLen, start;
+/// The length of the preamble (magic, version, header length) and of the
+/// header, from the first 12 bytes (`data` holds `size` >= 10 of them).
+void parsePreamble(const char *data, size_t size, const std::string &path,
+                   size_t &start, size_t &headerLen) {
+  if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0)
+    throw notNpy(path, "no NUMPY magic");
   if (data[6] == 1) {
     headerLen = uint8_t(data[8]) | (uint8_t(data[9]) << 8);
     start = 10;
-  } else {
-    if (data.size() < 12)
-      throw bad("truncated header");
-    headerLen = uint8_t(data[8]) | (uint8_t(data[9]) << 8) |
-                (uint32_t(uint8_t(data[10])) << 16) |
-                (uint32_t(uint8_t(data[11])) << 24);
-    start = 12;
+    return;
   }
-  if (data.size() < start + headerLen)
-    throw bad("truncated header");
-  std::string header = data.substr(start, headerLen);
+  if (size < 12)
+    throw notNpy(path, "truncated header");
+  uint64_t len = uint8_t(data[8]) | (uint8_t(data[9]) << 8) |
+                 (uint32_t(uint8_t(data[10])) << 16) |
+                 (uint32_t(uint8_t(data[11])) << 24);
+  // NumPy writes headers of a few hundred bytes; a longer one is damage,
+  // and is not allocated.
+  if (len > (1u << 20))
+    throw notNpy(path, "its header claims " + std::to_string(len) +
+                           " bytes (at most 1048576)");
+  headerLen = size_t(len);
+  start = 12;
+}
+
+/// Parses the header text (the dict after the preamble).
+NpyHeader parseHeader(const std::string &header, size_t dataOffset,
+                      const std::string &path) {
+  auto bad = [&](const std::string &why) { return notNpy(path, why); };
   auto field = [&](const std::string &key) -> std::string {
     size_t at = header.find("'" + key + "'");
     if (at == std::string::npos)
@@ -76,6 +91,8 @@ Tensor parseNpy(const std::string &data, const std::string &path) {
       throw bad("header has no value for '" + key + "'");
     return header.substr(colon + 1);
   };
+  NpyHeader h;
+  h.dataOffset = dataOffset;
   std::string descr = field("descr");
   size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
   if (q1 == std::string::npos || q2 == std::string::npos)
@@ -84,17 +101,16 @@ Tensor parseNpy(const std::string &data, const std::string &path) {
   std::string fortran = field("fortran_order");
   if (fortran.find("True") < fortran.find(','))
     throw bad("Fortran order is not supported");
-  DType dtype;
   if (descr == "<f4")
-    dtype = DType::F32;
+    h.dtype = DType::F32;
   else if (descr == "<f8")
-    dtype = DType::F64;
+    h.dtype = DType::F64;
   else if (descr == "<i4")
-    dtype = DType::I32;
+    h.dtype = DType::I32;
   else if (descr == "<i8")
-    dtype = DType::I64;
+    h.dtype = DType::I64;
   else if (descr == "<f2")
-    dtype = DType::F16;
+    h.dtype = DType::F16;
   else
     throw bad("dtype '" + descr + "' is not supported (f4, f8, f2, i4, i8)");
   std::string shapeText = field("shape");
@@ -103,43 +119,85 @@ Tensor parseNpy(const std::string &data, const std::string &path) {
     throw bad("unreadable 'shape'");
   shapeText = shapeText.substr(open + 1);
   shapeText = shapeText.substr(0, shapeText.find(')'));
-  std::vector<int64_t> shape;
   std::stringstream ss(shapeText);
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.find_first_not_of(" \t\nL") == std::string::npos)
       continue;
-    char *end = nullptr;
-    long long d = std::strtoll(item.c_str(), &end, 10);
-    if (d < 0 || d > (int64_t(1) << 40) ||
-        std::string(end).find_first_not_of(" \t\nL") != std::string::npos)
+    // Digits only (strtoll alone would take "-0", "+5" and " 0x10"), and
+    // no more than 2^40 per dimension.
+    size_t first = item.find_first_not_of(" \t\n");
+    size_t last = item.find_last_not_of(" \t\nL");
+    std::string digits = item.substr(first, last + 1 - first);
+    if (digits.empty() || digits.size() > 13 ||
+        digits.find_first_not_of("0123456789") != std::string::npos ||
+        std::strtoll(digits.c_str(), nullptr, 10) > (int64_t(1) << 40))
       throw bad("unreadable dimension '" + item + "' in 'shape'");
-    shape.push_back(d);
+    h.shape.push_back(std::strtoll(digits.c_str(), nullptr, 10));
   }
-  size_t elements = 1;
-  for (int64_t d : shape) {
-    if (d != 0 && elements > (size_t(1) << 40) / size_t(d))
+  uint64_t elements = 1;
+  for (int64_t d : h.shape) {
+    if (d != 0 && elements > (uint64_t(1) << 40) / uint64_t(d))
       throw bad("its shape is too large");
-    elements *= size_t(d);
+    elements *= uint64_t(d);
   }
-  size_t bytes = elements * sizeOf(dtype);
-  if (data.size() - start - headerLen != bytes)
-    throw bad("holds " + std::to_string(data.size() - start - headerLen) +
-              " data bytes, but its header says " + std::to_string(bytes));
-  Tensor t(dtype, shape);
-  std::memcpy(t.data<char>(), data.data() + start + headerLen, bytes);
+  h.dataBytes = elements * sizeOf(h.dtype);
+  return h;
+}
+} // namespace
+
+Tensor readNpy(const std::string &path) {
+  io::InputFile in(path);
+  // The header first; the data is allocated only once the file is known
+  // to hold as many bytes as the header says.
+  char preamble[12] = {};
+  size_t have = size_t(std::min<uint64_t>(in.size(), sizeof(preamble)));
+  in.readAt(0, preamble, have);
+  size_t start, headerLen;
+  parsePreamble(preamble, have, path, start, headerLen);
+  if (in.size() < start + headerLen)
+    throw notNpy(path, "truncated header");
+  std::string header(headerLen, '\0');
+  in.readAt(start, header.data(), headerLen);
+  NpyHeader h = parseHeader(header, start + headerLen, path);
+  uint64_t dataBytes = in.size() - h.dataOffset;
+  if (dataBytes != h.dataBytes)
+    throw notNpy(path, "holds " + std::to_string(dataBytes) +
+                           " data bytes, but its header says " +
+                           std::to_string(h.dataBytes));
+  Tensor t(h.dtype, h.shape);
+  in.readAt(h.dataOffset, t.data<char>(), size_t(h.dataBytes));
   return t;
 }
 
-std::string serializeNpy(const Tensor &t) {
-  const char *descr = npyDescr(t.getDType());
+Tensor parseNpy(const std::string &data, const std::string &path) {
+  size_t start, headerLen;
+  parsePreamble(data.data(), data.size(), path, start, headerLen);
+  if (data.size() < start + headerLen)
+    throw notNpy(path, "truncated header");
+  NpyHeader h = parseHeader(data.substr(start, headerLen), start + headerLen,
+                            path);
+  uint64_t dataBytes = data.size() - h.dataOffset;
+  if (dataBytes != h.dataBytes)
+    throw notNpy(path, "holds " + std::to_string(dataBytes) +
+                           " data bytes, but its header says " +
+                           std::to_string(h.dataBytes));
+  Tensor t(h.dtype, h.shape);
+  std::memcpy(t.data<char>(), data.data() + h.dataOffset,
+              size_t(h.dataBytes));
+  return t;
+}
+
+namespace {
+/// The preamble and header serializeNpy writes for `dtype` and `shape`.
+std::string npyHeader(DType dtype, const std::vector<int64_t> &shapeDims) {
+  const char *descr = npyDescr(dtype);
   if (!descr)
-    throw Error("cannot write " + std::string(toString(t.getDType())) +
-                " to .npy");
+    throw Error("cannot write " + std::string(toString(dtype)) + " to .npy");
   std::string shape;
-  for (int64_t d : t.getShape())
+  for (int64_t d : shapeDims)
     shape += std::to_string(d) + ", ";
-  if (t.getShape().size() > 1)
+  if (shapeDims.size() > 1)
     shape.resize(shape.size() - 1);
   std::string header = "{'descr': '" + std::string(descr) +
                        "', 'fortran_order': False, 'shape': (" + shape + "), }";
@@ -149,18 +207,25 @@ std::string serializeNpy(const Tensor &t) {
   std::string out("\x93NUMPY\x01\x00", 8);
   out += char(header.size() & 0xff);
   out += char(header.size() >> 8);
-  out += header;
+  return out + header;
+}
+} // namespace
+
+std::string serializeNpy(const Tensor &t) {
+  std::string out = npyHeader(t.getDType(), t.getShape());
   out.append(t.data<char>(), t.numElements() * sizeOf(t.getDType()));
   return out;
 }
 
+uint64_t npyFileSize(DType dtype, const std::vector<int64_t> &shape) {
+  uint64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= uint64_t(d);
+  return npyHeader(dtype, shape).size() + elements * sizeOf(dtype);
+}
+
 void writeNpy(const std::string &path, const Tensor &t) {
-  std::string bytes = serializeNpy(t);
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), bytes.size());
-  out.close();
-  if (!out)
-    throw Error("cannot write '" + path + "'");
+  io::writeFile(path, serializeNpy(t), /*durable=*/false);
 }
 
 void writeNpyDirectory(const std::string &dir, const NamedArrays &arrays) {

@@ -18,6 +18,8 @@
 #include "partita/runtime/Npy.h"
 #include "partita/runtime/Train.h"
 
+#include "runtime/lib/core/FileIO.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -37,6 +39,10 @@
 namespace partita::runtime {
 
 namespace {
+
+/// The smallest --timeout-ms: a collective waits this long for the slowest
+/// rank.
+constexpr int64_t kMinTimeoutMs = 100;
 
 template <typename... Args>
 std::string format(const char *fmt, Args... args) {
@@ -102,7 +108,8 @@ const OptionSpec kOptions[] = {
      "gradient up to steps of size lr, so its parameters may differ more "
      "than its losses"},
     {"input-seed", "n", "Seed of generated inputs (default 1)"},
-    {"timeout-ms", "ms", "Collective timeout in milliseconds (default 60000)"},
+    {"timeout-ms", "ms",
+     "Collective timeout in milliseconds (default 60000, at least 100)"},
     {"sync-comm", nullptr,
      "Run each gradient bucket's communicator call in line instead of on a "
      "communication thread that overlaps it with the rest of backward (same "
@@ -225,7 +232,7 @@ private:
   int64_t ranks = 0, steps = 1;
   unsigned tokenBytes = 1;
   double rtol = 1e-5, paramRtol = -1;
-  int64_t failSaveAfter = -1;
+  CheckpointSaveOptions saveFaults; // --inject-checkpoint-failure
   uint64_t seed = 1;
   RunOptions ranksOptions;
   std::unique_ptr<Communicator> mpi;
@@ -282,15 +289,16 @@ int Tool::parse(const std::vector<std::string> &given) {
       argv.push_back(word);
       continue;
     }
-    std::ifstream in(word.substr(1), std::ios::binary);
-    if (!in)
-      return fail("cannot read the response file '" + word.substr(1) + "'");
     if (depth >= 20)
       return fail("response files nest more than 20 deep at '" +
                   word.substr(1) + "'");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::vector<std::string> words = splitResponseFile(text.str());
+    std::string text;
+    try {
+      text = io::readFile(word.substr(1), 1 << 24, "the response file");
+    } catch (const Error &e) {
+      return fail(e.what());
+    }
+    std::vector<std::string> words = splitResponseFile(text);
     for (auto w = words.rbegin(); w != words.rend(); ++w)
       pending.emplace_back(*w, depth + 1);
   }
@@ -396,7 +404,6 @@ int Tool::run() {
   // Unsigned options, read as llvm::cl reads them.
   int64_t timeoutMs = 60000, failRank = -1, failStep = 1, tokenBytesArg = 1,
           seedArg = 1;
-  failSaveAfter = -1;
   struct {
     const char *option;
     int64_t *into;
@@ -405,8 +412,7 @@ int Tool::run() {
                 {"inject-failure-rank", &failRank, INT32_MIN},
                 {"inject-failure-step", &failStep, INT32_MIN},
                 {"token-bytes", &tokenBytesArg, 0},
-                {"input-seed", &seedArg, 0},
-                {"inject-checkpoint-failure", &failSaveAfter, 1}};
+                {"input-seed", &seedArg, 0}};
   for (auto &w : wholes)
     if (std::optional<std::string> text = args.get(w.option)) {
       std::optional<int64_t> v = parseWhole(*text);
@@ -415,6 +421,17 @@ int Tool::run() {
                     " expects a whole number, got '" + *text + "'");
       *w.into = *v;
     }
+  // Below this a collective cannot wait for the slowest rank of even a
+  // small step (0 timed every one out).
+  if (timeoutMs < kMinTimeoutMs)
+    return fail("--timeout-ms must be at least " +
+                std::to_string(kMinTimeoutMs) + ", got " +
+                std::to_string(timeoutMs));
+  if (std::optional<std::string> text = args.get("inject-checkpoint-failure"))
+    if (!parseCheckpointFault(*text, saveFaults))
+      return fail("--inject-checkpoint-failure expects N, files:N, bytes:N, "
+                  "full:N or stage:NAME, then @RANK or nothing, got '" +
+                  *text + "'");
   tokenBytes = unsigned(tokenBytesArg);
   seed = uint64_t(seedArg);
   for (const char *option : {"rtol", "param-rtol"})
@@ -617,6 +634,11 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   }
   std::optional<std::string> saveDir = args.get("save-checkpoint");
   int64_t firstStep = start ? start->steps : 0;
+  if (steps > kMaxCheckpointSteps - firstStep)
+    return fail("--steps " + std::to_string(steps) + " after step " +
+                std::to_string(firstStep) + " goes past step " +
+                std::to_string(kMaxCheckpointSteps) +
+                ", the last a run counts to");
   TrainOptions options;
   options.steps = steps;
   options.firstStep = firstStep;
@@ -635,8 +657,7 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
                                args.has("save-params") || args.has("outputs");
   CheckpointSaveReport saved;
   if (saveDir) {
-    CheckpointSaveOptions saveOptions;
-    saveOptions.failAfterFiles = int(failSaveAfter);
+    CheckpointSaveOptions saveOptions = saveFaults;
     saveOptions.toolName = name;
     options.afterLastStep = [&, saveOptions](Executor &executor,
                                              Communicator *comm) {

@@ -3,11 +3,7 @@
 #include "partita/runtime/TokenData.h"
 #include "partita/runtime/Tensor.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
+#include "runtime/lib/core/FileIO.h"
 
 namespace partita::runtime {
 
@@ -15,23 +11,14 @@ TokenData TokenData::load(const std::string &path, unsigned tokenBytes) {
   if (tokenBytes != 1 && tokenBytes != 2 && tokenBytes != 4)
     throw Error("--token-bytes must be 1, 2 or 4, got " +
                 std::to_string(tokenBytes));
-  auto cannotRead = [&](const std::string &why) {
-    return Error("cannot read the training data '" + path + "': " + why);
-  };
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw cannotRead(std::strerror(EISDIR));
-  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file(
-      std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file)
-    throw cannotRead(std::strerror(errno));
-  std::string bytes;
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0)
-    bytes.append(chunk, n);
-  if (std::ferror(file.get()))
-    throw cannotRead(std::strerror(errno));
+  // A regular file (a FIFO would block, a directory fails to read), its
+  // size known before anything is allocated for it.
+  io::InputFile file(path, "the training data");
+  if (file.size() > (uint64_t(1) << 40))
+    throw file.error("it holds " + std::to_string(file.size()) +
+                     " bytes, more than the 2^40 a token file may have");
+  std::string bytes(size_t(file.size()), '\0');
+  file.readAt(0, bytes.data(), bytes.size());
   if (bytes.empty())
     throw Error("the training data '" + path + "' is empty");
   if (bytes.size() % tokenBytes)
@@ -90,8 +77,13 @@ void TokenData::batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
                       int32_t *labels) const {
   uint64_t n = tokens.size();
   for (int64_t row = 0; row < batch; ++row) {
-    uint64_t window = uint64_t(step) * batch + row;
-    uint64_t start = (window % n) * uint64_t(seq + 1) % n;
+    // Modulo n in 128 bits: any step a checkpoint may hold gives the
+    // window an uninterrupted run would reach, without wrapping.
+    using u128 = unsigned __int128;
+    uint64_t window = uint64_t((u128(uint64_t(step)) * uint64_t(batch) +
+                                uint64_t(row)) %
+                               n);
+    uint64_t start = uint64_t(u128(window) * uint64_t(seq + 1) % n);
     for (int64_t j = 0; j < seq; ++j) {
       ids[row * seq + j] = int32_t(tokens[(start + j) % n]);
       labels[row * seq + j] = int32_t(tokens[(start + j + 1) % n]);

@@ -17,8 +17,9 @@
 
 namespace partita::runtime {
 
-/// Reads `path`. Throws Error "cannot open '<path>'" or "'<path>' is not a
-/// readable .npy file: <why>".
+/// Reads `path`, a regular file (a FIFO or directory is refused), checking
+/// its size against its header before allocating. Throws Error "cannot
+/// read '<path>': <why>" or "'<path>' is not a readable .npy file: <why>".
 Tensor readNpy(const std::string &path);
 
 /// Reads an .npy file already in memory; `path` names it in errors.
@@ -28,7 +29,12 @@ Tensor parseNpy(const std::string &bytes, const std::string &path);
 /// .npy cannot hold (bf16).
 std::string serializeNpy(const Tensor &t);
 
-/// Writes `t` to `path`. Throws Error "cannot write '<path>'".
+/// The size of serializeNpy's file for an array of `dtype` and `shape`
+/// (whose element count the caller has checked).
+uint64_t npyFileSize(DType dtype, const std::vector<int64_t> &shape);
+
+/// Writes `t` to `path`. Throws Error "cannot write '<path>': <errno text>"
+/// (or "cannot create").
 void writeNpy(const std::string &path, const Tensor &t);
 
 /// Arrays to write, by name (not copied).

@@ -11,7 +11,7 @@ import numpy as np
 
 root = sys.argv[1]
 lines = open(os.path.join(root, "manifest.txt")).read().splitlines()
-if lines[0] != "partita checkpoint 2":
+if lines[0] != "partita checkpoint 3":
     sys.exit("bad header")
 shapes, counts, by_rank = {}, {}, {}
 for line in lines[1:]:
@@ -20,6 +20,8 @@ for line in lines[1:]:
         shape = () if f[4] == "scalar" else tuple(int(d) for d in f[4].split("x"))
         shapes[f[1]] = shape
         counts[f[1]] = np.zeros(shape, dtype=np.int64)
+    elif f[0] == "end":
+        continue
     elif f[0] == "shard":
         name, file, offsets, shape, size, crc, rank = f[1:]
         offsets = () if offsets == "-" else tuple(int(d) for d in offsets.split(","))

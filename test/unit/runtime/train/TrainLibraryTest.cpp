@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+
+#include <sys/stat.h>
 
 using namespace partita::runtime;
 
@@ -113,5 +116,122 @@ TEST(Checkpoint, Crc32CheckValue) {
   uint32_t first = partita::runtime::crc32("12345", 5);
   EXPECT_EQ(partita::runtime::crc32("6789", 4, first), 0xCBF43926u);
   EXPECT_EQ(partita::runtime::crc32("", 0), 0u);
+}
+} // namespace
+
+namespace {
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+/// An .npy header declaring `shape` (text), with no data.
+std::string npyWithShape(const std::string &shape) {
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }\n";
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += char(header.size() & 0xff);
+  out += char(header.size() >> 8);
+  return out + header;
+}
+
+// Tests that a shape whose element or byte count does not fit in 64 bits is
+// an Error, not a signed overflow and a short allocation (issue 14, item 3).
+TEST(Tensor, ShapeTooLargeIsAnError) {
+  EXPECT_EQ(errorOf([] { Tensor(DType::F32, {int64_t(1) << 62, 4}); }),
+            "a tensor of shape [4611686018427387904x4] has more bytes than "
+            "fit in 64 bits");
+  EXPECT_EQ(errorOf([] { Tensor(DType::F64, {int64_t(1) << 61}); }),
+            "a tensor of shape [2305843009213693952] has more bytes than fit "
+            "in 64 bits");
+  EXPECT_EQ(Tensor(DType::F32, {0, int64_t(1) << 40}).numElements(), 0);
+}
+
+// Tests that .npy headers declaring huge, overflowing or unreadable shapes
+// are refused before allocation, naming the file.
+TEST(Npy, HostileHeadersNameTheFile) {
+  EXPECT_EQ(errorOf([] { parseNpy(npyWithShape("(1000000000, 1000)"), "x"); }),
+            "'x' is not a readable .npy file: holds 0 data bytes, but its "
+            "header says 4000000000000");
+  EXPECT_EQ(errorOf([] { parseNpy(npyWithShape("(4611686018427387904, 4)"), "x"); }),
+            "'x' is not a readable .npy file: unreadable dimension "
+            "'4611686018427387904' in 'shape'");
+  EXPECT_EQ(errorOf([] { parseNpy(npyWithShape("(-0,)"), "x"); }),
+            "'x' is not a readable .npy file: unreadable dimension '-0' in "
+            "'shape'");
+  EXPECT_EQ(
+      errorOf([] { parseNpy(npyWithShape("(1099511627776, 1099511627776)"), "x"); }),
+      "'x' is not a readable .npy file: its shape is too large");
+  // readNpy sees the file's size before it allocates.
+  std::string path = tempPath("huge.npy");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << npyWithShape("(1000000000, 1000)");
+  }
+  EXPECT_EQ(errorOf([&] { readNpy(path); }),
+            "'" + path +
+                "' is not a readable .npy file: holds 0 data bytes, but its "
+                "header says 4000000000000");
+}
+
+// Tests that readers refuse a FIFO at once (it blocked forever) and a
+// directory, naming the path.
+TEST(Readers, RefuseFifosAndDirectories) {
+  std::string fifo = tempPath("fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(errorOf([&] { readNpy(fifo); }),
+            "cannot read '" + fifo + "': it is a FIFO, not a regular file");
+  EXPECT_EQ(errorOf([&] { TokenData::load(fifo, 1); }),
+            "cannot read the training data '" + fifo +
+                "': it is a FIFO, not a regular file");
+  std::string dir = ::testing::TempDir();
+  EXPECT_EQ(errorOf([&] { readNpy(dir); }),
+            "cannot read '" + dir + "': it is a directory, not a regular file");
+  std::remove(fifo.c_str());
+}
+
+// Tests that a step far beyond the file's windows (a checkpoint may hold up
+// to 2^53 steps) gives the window the modular rule says, not a wrapped one.
+TEST(TokenData, LargeStepsDoNotWrap) {
+  std::string path = tempPath("tokens7.bin");
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 7; ++i)
+      out.put(char(i));
+  }
+  TokenData data = TokenData::load(path, 1);
+  // step 2^53, batch 2^12: window (2^65 mod 7) = 2^(65 mod 3) = 4, starting
+  // at token 4 * 3 mod 7 = 5 (seq 2: windows of 3 tokens).
+  int64_t step = int64_t(1) << 53;
+  int32_t ids[2 * 4096], labels[2 * 4096];
+  data.batch(step, 4096, 2, ids, labels);
+  EXPECT_EQ(ids[0], 5);
+  EXPECT_EQ(ids[1], 6);
+  EXPECT_EQ(labels[1], 0);
+}
+
+// Tests the test-only failure points of a checkpoint save.
+TEST(Checkpoint, FaultSpecs) {
+  CheckpointSaveOptions o;
+  EXPECT_TRUE(parseCheckpointFault("20", o));
+  EXPECT_EQ(o.failAfterFiles, 20);
+  EXPECT_TRUE(parseCheckpointFault("bytes:0", o));
+  EXPECT_EQ(o.failAfterBytes, 0);
+  EXPECT_TRUE(parseCheckpointFault("full:4096", o));
+  EXPECT_EQ(o.diskFullAfterBytes, 4096);
+  EXPECT_TRUE(parseCheckpointFault("stage:moved-aside", o));
+  EXPECT_EQ(o.failAtStage, "moved-aside");
+  EXPECT_EQ(o.failRank, -1);
+  EXPECT_TRUE(parseCheckpointFault("bytes:3000@2", o));
+  EXPECT_EQ(o.failAfterBytes, 3000);
+  EXPECT_EQ(o.failRank, 2);
+  for (const char *bad : {"", "0", "files:0", "bytes:-1", "stage:nowhere",
+                          "kill:3", "bytes:1x", "bytes:1@", "bytes:1@-1"})
+    EXPECT_FALSE(parseCheckpointFault(bad, o)) << bad;
 }
 } // namespace
