@@ -39,10 +39,14 @@ bool isGradientReduction(Operation *op) {
          llvm::any_of(op->getOperands(), isGradient);
 }
 
-void hoistInBlock(Block &block) {
+/// `keepScatters`: a ZeRO stage-1 step (dist.zero_stage = 1) holds its full
+/// gradients until the updates, where its reduce_scatters are (ZeRO's P_os;
+/// stage 2 frees each gradient as soon as it is scattered).
+void hoistInBlock(Block &block, bool keepScatters) {
   SmallVector<Operation *> reductions;
   for (Operation &op : block)
-    if (isGradientReduction(&op))
+    if (isGradientReduction(&op) &&
+        !(keepScatters && isa<dist::ReduceScatterOp>(op)))
       reductions.push_back(&op);
   // Per definition, the last reduction moved right after it: reductions of
   // one value keep their program order. Every rank runs this same program,
@@ -161,8 +165,11 @@ struct DistOptimizeCommPass
       return signalPassFailure();
     }
     getOperation()->walk([&](func::FuncOp func) {
+      auto stage = func->getAttrOfType<IntegerAttr>(
+          dist::DistDialect::kZeroStageAttrName);
+      bool keepScatters = stage && stage.getInt() == 1;
       for (Block &block : func.getBody()) {
-        hoistInBlock(block);
+        hoistInBlock(block, keepScatters);
         if (bucketBytes > 0)
           bucketInBlock(block, bucketBytes);
       }
