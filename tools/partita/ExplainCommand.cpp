@@ -164,9 +164,12 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
              (c.kind() == plan::Collective::REDUCE_SCATTER &&
               program.zero_stage() == 1);
     };
-    while (producer[grad] && producer[grad]->has_collective() &&
-           heldWhole(producer[grad]->collective()) &&
-           valid(producer[grad]->collective().input()))
+    // One step back only: what the gradient was reduced or cut from, not
+    // how that was made (a vocabulary-parallel table gradient is sliced to
+    // the device's rows before its reduce_scatter).
+    if (producer[grad] && producer[grad]->has_collective() &&
+        heldWhole(producer[grad]->collective()) &&
+        valid(producer[grad]->collective().input()))
       grad = producer[grad]->collective().input();
     gradBytes += localBytes(buffers[grad]);
     gradElemBytes = dtypeBytes(buffers[grad].dtype());
@@ -268,6 +271,27 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
        << bytes.params << " + grads " << bytes.grads << " + optimizer "
        << bytes.optimizerState << " = " << bytesText(bytes.total())
        << (same ? "  <- this plan" : "") << "\n";
+  }
+}
+
+/// Every input with its global shape, sharding and local bytes, and for
+/// integer inputs the range the plan declares for their values (the
+/// vocabulary for token ids and labels), which `partita run` checks data
+/// against and draws --check inputs from.
+void printInputs(raw_ostream &os, const plan::Program &program) {
+  bool any = false;
+  for (const plan::Buffer &buffer : program.buffers()) {
+    if (buffer.role() != plan::INPUT)
+      continue;
+    if (!any)
+      os << "\ninputs (name, global shape, sharding, local bytes, values):\n";
+    any = true;
+    os << "  " << buffer.name() << ": "
+       << shapeText(buffer.global_shape(), buffer.dtype()) << ", "
+       << shardingText(buffer) << ", " << bytesText(localBytes(buffer));
+    if (buffer.value_bound() > 0)
+      os << ", values in [0, " << buffer.value_bound() << ")";
+    os << "\n";
   }
 }
 
@@ -520,6 +544,8 @@ int runExplain() {
        << shardingText(buffer) << ", " << bytesText(localBytes(buffer))
        << "\n";
   }
+
+  printInputs(os, *program);
 
   os << "\ncollectives (input = local bytes of the input; wire = bytes each "
         "device sends under the ring algorithm over its group of N: "
