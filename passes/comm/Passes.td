@@ -26,7 +26,8 @@ def DistOptimizeComm : Pass<"dist-optimize-comm", "::mlir::ModuleOp"> {
     parameters'), but every rank runs the same program, so all ranks still
     issue them in one order; reductions of one value keep theirs.
     In a function marked `dist.zero_stage = 1` (`dist-annotate`'s zero1
-    recipes) the `dist.reduce_scatter`s stay where they are, at the
+    recipes) the `dist.reduce_scatter`s whose results an optimizer update
+    (`nn.grad_kind = "update"`) reads stay where they are, at the
     updates: ZeRO's P_os keeps the whole gradient until the optimizer step,
     which is what tells it apart from P_os+g, which frees each gradient as
     soon as its bucket is scattered (`partita explain` accounts for it so).

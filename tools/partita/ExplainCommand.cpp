@@ -549,8 +549,8 @@ int runExplain() {
 
   os << "\ncollectives (input = local bytes of the input; wire = bytes each "
         "device sends under the ring algorithm over its group of N: "
-        "all_reduce 2(N-1)/N x input, all_gather (N-1)/N x output, "
-        "reduce_scatter and all_to_all (N-1)/N x input, collective_permute "
+        "an all-reduce 2(N-1)/N x input, an all-gather (N-1)/N x output, a "
+        "reduce-scatter or all-to-all (N-1)/N x input, a permute its "
         "input):\n";
   int64_t collectives = 0, collectiveBytes = 0, calls = 0;
   double wireTotal = 0;
