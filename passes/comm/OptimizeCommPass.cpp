@@ -39,10 +39,23 @@ bool isGradientReduction(Operation *op) {
          llvm::any_of(op->getOperands(), isGradient);
 }
 
-void hoistInBlock(Block &block) {
+/// Whether `op` is a reduce_scatter whose result an optimizer update reads
+/// (a ZeRO gradient scattered into its sharded update).
+bool scattersIntoUpdate(Operation *op) {
+  return isa<dist::ReduceScatterOp>(op) &&
+         llvm::any_of(op->getUsers(), [](Operation *user) {
+           return nn::getGradKind(user) == nn::GradKind::Update;
+         });
+}
+
+/// `keepScatters`: a ZeRO stage-1 step (dist.zero_stage = 1) holds its full
+/// gradients until the updates, where their reduce_scatters are (ZeRO's
+/// P_os; stage 2 frees each gradient as soon as it is scattered). Other
+/// reductions (a sequence-parallel backward's) are issued early as usual.
+void hoistInBlock(Block &block, bool keepScatters) {
   SmallVector<Operation *> reductions;
   for (Operation &op : block)
-    if (isGradientReduction(&op))
+    if (isGradientReduction(&op) && !(keepScatters && scattersIntoUpdate(&op)))
       reductions.push_back(&op);
   // Per definition, the last reduction moved right after it: reductions of
   // one value keep their program order. Every rank runs this same program,
@@ -161,8 +174,11 @@ struct DistOptimizeCommPass
       return signalPassFailure();
     }
     getOperation()->walk([&](func::FuncOp func) {
+      auto stage = func->getAttrOfType<IntegerAttr>(
+          dist::DistDialect::kZeroStageAttrName);
+      bool keepScatters = stage && stage.getInt() == 1;
       for (Block &block : func.getBody()) {
-        hoistInBlock(block);
+        hoistInBlock(block, keepScatters);
         if (bucketBytes > 0)
           bucketInBlock(block, bucketBytes);
       }

@@ -25,6 +25,12 @@ def DistOptimizeComm : Pass<"dist-optimize-comm", "::mlir::ModuleOp"> {
     changes (to the order their gradients are produced, the reverse of the
     parameters'), but every rank runs the same program, so all ranks still
     issue them in one order; reductions of one value keep theirs.
+    In a function marked `dist.zero_stage = 1` (`dist-annotate`'s zero1
+    recipes) the `dist.reduce_scatter`s whose results an optimizer update
+    (`nn.grad_kind = "update"`) reads stay where they are, at the
+    updates: ZeRO's P_os keeps the whole gradient until the optimizer step,
+    which is what tells it apart from P_os+g, which frees each gradient as
+    soon as its bucket is scattered (`partita explain` accounts for it so).
     Other collectives are not moved: hoisting a ZeRO-3 parameter all_gather
     would keep the gathered parameter alive longer and undo the sharding's
     memory saving.

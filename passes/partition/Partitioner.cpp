@@ -720,6 +720,40 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
         actual[i].partialKind = *partialKind;
     }
 
+    // An additive op (add, sub) whose propagated result is a partial sum
+    // adds its operands' shares locally where every operand really is a
+    // partial sum over the axis: the sum is then reduced once, by its
+    // consumer, instead of once per operand.
+    if (r.isAdditive() && partial.empty() && !propagated.empty() &&
+        propagated.front().partialKind == ReductionKind::Sum) {
+      AxisList shared;
+      for (const dist::AxisRef &ref : propagated.front().partialAxes) {
+        std::string axis = ref.name;
+        if (fa.used.contains(axis))
+          continue;
+        bool everyOperand = llvm::all_of(op->getOperands(), [&](Value v) {
+          const Sharding &current = shardingOf.find(v)->second;
+          return current.partialKind == ReductionKind::Sum &&
+                 llvm::is_contained(current.partialAxes, ref);
+        });
+        if (everyOperand)
+          shared.push_back(axis);
+      }
+      llvm::sort(shared, [&](const std::string &a, const std::string &b) {
+        return *mesh.findAxis(a) < *mesh.findAxis(b);
+      });
+      if (!shared.empty()) {
+        for (Sharding &sharding : required) {
+          sharding.partialAxes = axisRefs(shared);
+          sharding.partialKind = ReductionKind::Sum;
+        }
+        for (Sharding &sharding : actual) {
+          sharding.partialAxes = axisRefs(shared);
+          sharding.partialKind = ReductionKind::Sum;
+        }
+      }
+    }
+
     factorAxes = std::move(fa.axes);
   }
 

@@ -143,11 +143,21 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
       continue;
     ++updates;
     // The gradient as it lives on the device: a slice taken for a sharded
-    // update (zero1) leaves the whole all-reduced gradient allocated.
+    // update leaves the whole gradient allocated, and a ZeRO stage-1 step
+    // holds each whole gradient until the reduce_scatter at its update
+    // (dist-optimize-comm does not issue those early).
     int64_t grad = k.inputs(1);
-    while (producer[grad] && producer[grad]->has_collective() &&
-           producer[grad]->collective().kind() == plan::Collective::SLICE &&
-           valid(producer[grad]->collective().input()))
+    auto heldWhole = [&](const plan::Collective &c) {
+      return c.kind() == plan::Collective::SLICE ||
+             (c.kind() == plan::Collective::REDUCE_SCATTER &&
+              program.zero_stage() == 1);
+    };
+    // One step back only: what the gradient was reduced or cut from, not
+    // how that was made (a vocabulary-parallel table gradient is sliced to
+    // the device's rows before its reduce_scatter).
+    if (producer[grad] && producer[grad]->has_collective() &&
+        heldWhole(producer[grad]->collective()) &&
+        valid(producer[grad]->collective().input()))
       grad = producer[grad]->collective().input();
     gradBytes += localBytes(buffers[grad]);
     gradElemBytes = dtypeBytes(buffers[grad].dtype());
@@ -156,8 +166,19 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
   if (!updates)
     return;
 
+  // The data-parallel degree: the mesh axis named "dp"; every other axis
+  // splitting a parameter is its tensor-parallel split.
+  int64_t dataSize = 0;
+  std::map<std::string, int64_t> axisSize;
+  for (const plan::MeshAxis &axis : proto.mesh().axes()) {
+    axisSize[axis.name()] = axis.size();
+    if (axis.name() == "dp")
+      dataSize = axis.size();
+  }
   int64_t paramBytes = 0, paramElemBytes = 0, stateBytes = 0, counterBytes = 0;
   SmallVector<int64_t> elements;
+  // Per parameter: global shape, and shards per dimension of other axes.
+  SmallVector<std::pair<SmallVector<int64_t>, SmallVector<int64_t>>> shapes;
   for (const plan::Buffer &buffer : buffers) {
     if (buffer.role() == plan::PARAMETER) {
       paramBytes += localBytes(buffer);
@@ -166,6 +187,14 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
       for (int64_t d : buffer.global_shape())
         n *= d;
       elements.push_back(n);
+      SmallVector<int64_t> shape(buffer.global_shape().begin(),
+                                 buffer.global_shape().end());
+      SmallVector<int64_t> other(shape.size(), 1);
+      for (int d = 0; d < buffer.sharding_size() && d < int(other.size()); ++d)
+        for (const std::string &axis : buffer.sharding(d).axes())
+          if (axis != "dp" && axisSize.count(axis))
+            other[d] *= axisSize[axis];
+      shapes.push_back({std::move(shape), std::move(other)});
     } else if (buffer.role() == plan::STATE) {
       // Rank-0 state is the step counter, outside the paper's accounting.
       (buffer.global_shape().empty() ? counterBytes : stateBytes) +=
@@ -182,7 +211,9 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
      << " = sum of local parameter bytes\n";
   os << "  " << left_justify("gradients", 14) << " " << bytesText(gradBytes)
      << " = sum of the local bytes of each update's gradient (through "
-        "slices: the whole gradient a sharded update is cut from)\n";
+        "slices: the whole gradient a sharded update is cut from; under "
+        "zero1 through its reduce_scatter: the whole gradient held until "
+        "the update)\n";
   os << "  " << left_justify("optimizer", 14) << " " << bytesText(stateBytes)
      << " = sum of local state bytes";
   if (counterBytes)
@@ -202,19 +233,18 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
      << " = arena peak of the memory plan (gradients and temporaries "
         "included)\n";
 
-  // The data-parallel degree: the mesh axis named "dp".
-  int64_t dataSize = 0;
-  for (const plan::MeshAxis &axis : proto.mesh().axes())
-    if (axis.name() == "dp")
-      dataSize = axis.size();
   if (dataSize <= 0)
     return;
+  // The plan's bytes per element: fp32 Adam is 4 + 4 + 8; a mixed-precision
+  // recipe plugs in its own (PrecisionRecipe).
   sharding::PrecisionRecipe recipe{paramElemBytes, gradElemBytes,
                                    stateElemBytes};
   os << "  ZeRO accounting (Rajbhandari et al. 2020) for these "
      << psi << " parameters on \"dp\"=" << dataSize << ", "
      << paramElemBytes << " + " << gradElemBytes << " + " << stateElemBytes
-     << " bytes per parameter, ceil(elements / shards) per tensor:\n";
+     << " bytes per parameter, per tensor its tensor-parallel share "
+        "(ceil(size / shards) per dimension) divided by \"dp\" where the "
+        "stage shards it and the tensor has a dimension \"dp\" divides:\n";
   struct Stage {
     const char *name;
     sharding::ZeroStage stage;
@@ -224,8 +254,9 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
                 {"zero3 (Pos+g+p)", sharding::ZeroStage::Parameters}};
   for (const Stage &stage : stages) {
     SmallVector<sharding::ModelStateTensor> tensors;
-    for (int64_t n : elements)
-      tensors.push_back(sharding::zeroShards(n, stage.stage, dataSize));
+    for (const auto &[shape, other] : shapes)
+      tensors.push_back(
+          sharding::zeroShards(shape, other, stage.stage, dataSize));
     sharding::ModelStateBytes bytes =
         sharding::computeModelStateBytes(tensors, recipe);
     bool same = bytes.params == paramBytes && bytes.grads == gradBytes &&
@@ -236,6 +267,109 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
        << (same ? "  <- this plan" : "") << "\n";
   }
 }
+/// Every input with its global shape, sharding and local bytes, and for
+/// integer inputs the range the plan declares for their values (the
+/// vocabulary for token ids and labels), which `partita run` checks data
+/// against and draws --check inputs from.
+void printInputs(raw_ostream &os, const plan::Program &program) {
+  bool any = false;
+  for (const plan::Buffer &buffer : program.buffers()) {
+    if (buffer.role() != plan::INPUT)
+      continue;
+    if (!any)
+      os << "\ninputs (name, global shape, sharding, local bytes, values):\n";
+    any = true;
+    os << "  " << buffer.name() << ": "
+       << shapeText(buffer.global_shape(), buffer.dtype()) << ", "
+       << shardingText(buffer) << ", " << bytesText(localBytes(buffer));
+    if (buffer.value_bound() > 0)
+      os << ", values in [0, " << buffer.value_bound() << ")";
+    os << "\n";
+  }
+}
+
+/// Bytes one device sends for a collective over a group of `g` devices
+/// under the ring algorithms NCCL and MPI use (Patarasuk and Yuan 2009;
+/// Thakur et al. 2005): all_reduce 2(g-1)/g x S, all_gather and
+/// reduce_scatter (g-1)/g x S of the whole (gathered result, scattered
+/// input), all_to_all (g-1)/g x S of its input, collective_permute its
+/// input; slice, mask and axis_index send nothing.
+double wireBytes(plan::Collective::Kind kind, int64_t in, int64_t out,
+                 int64_t g) {
+  if (g <= 1 || !rt::collectiveCommunicates(kind))
+    return 0;
+  double f = double(g - 1) / double(g);
+  switch (kind) {
+  case plan::Collective::ALL_REDUCE:
+    return 2 * f * double(in);
+  case plan::Collective::ALL_GATHER:
+    return f * double(out);
+  case plan::Collective::REDUCE_SCATTER:
+  case plan::Collective::ALL_TO_ALL:
+    return f * double(in);
+  default:
+    return double(in);
+  }
+}
+
+/// "1536 B (1.50 KiB)" for a fractional byte count, rounded.
+std::string wireText(double bytes) {
+  return bytesText(int64_t(bytes + 0.5));
+}
+
+/// Per-step traffic per device, summed per set of mesh axes, and for a
+/// train step on a "dp" axis the ZeRO paper's figure beside it (section 7:
+/// data parallelism and P_os, P_os+g move 2 Psi per device, P_os+g+p
+/// 3 Psi; with ring algorithms each is times (N-1)/N), Psi being the bytes
+/// of the parameters one data-parallel replica holds whole (each device's
+/// tensor-parallel share).
+void printTraffic(raw_ostream &os, const plan::Plan &proto,
+                  const plan::Program &program,
+                  const std::map<std::string, double> &byAxes) {
+  if (byAxes.empty())
+    return;
+  os << "\ntraffic per device per step (wire bytes under ring algorithms, by "
+        "the mesh axes of each collective):\n";
+  for (const auto &[axes, bytes] : byAxes)
+    os << "  " << left_justify(axes, 14) << " " << wireText(bytes) << "\n";
+
+  int64_t dataSize = 0;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    if (axis.name() == "dp")
+      dataSize = axis.size();
+  bool train = llvm::any_of(program.instructions(), [](const auto &inst) {
+    return inst.has_kernel() && (inst.kernel().kind() == plan::Kernel::ADAMW ||
+                                 inst.kernel().kind() == plan::Kernel::SGD);
+  });
+  auto dp = byAxes.find("{\"dp\"}");
+  if (!train || dataSize <= 1 || dp == byAxes.end())
+    return;
+  // Psi: each parameter's bytes whole over "dp" (its local bytes times the
+  // shards "dp" cuts it into).
+  int64_t psi = 0;
+  for (const plan::Buffer &buffer : program.buffers()) {
+    if (buffer.role() != plan::PARAMETER)
+      continue;
+    int64_t shards = 1;
+    for (const plan::DimSharding &dim : buffer.sharding())
+      for (const std::string &axis : dim.axes())
+        if (axis == "dp")
+          shards *= dataSize;
+    psi += localBytes(buffer) * shards;
+  }
+  int stage = program.zero_stage();
+  int factor = stage == 3 ? 3 : 2;
+  double expected =
+      factor * double(psi) * double(dataSize - 1) / double(dataSize);
+  os << "  ZeRO (Rajbhandari et al. 2020) for "
+     << (stage ? "zero" + std::to_string(stage) : std::string("dp"))
+     << " on \"dp\"=" << dataSize << ": " << factor << " Psi (N-1)/N = "
+     << wireText(expected) << ", Psi = " << bytesText(psi)
+     << " of parameters per replica; this plan moves "
+     << format("%.4f", expected > 0 ? dp->second / expected : 0.0)
+     << " of it over {\"dp\"}\n";
+}
+
 /// What the runtime allocates outside the arena for collectives
 /// (Executor.cpp): gradient buckets pack into kBucketSlots recycled buffers
 /// of the largest bucket's packed size (send bytes, and for a
@@ -441,9 +575,19 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
        << "\n";
   }
 
-  os << "\ncollectives (bytes per device = local bytes of the input; an "
-        "all_gather's output is group-size times larger):\n";
+  printInputs(os, program);
+
+  os << "\ncollectives (input = local bytes of the input; wire = bytes each "
+        "device sends under the ring algorithm over its group of N: "
+        "an all-reduce 2(N-1)/N x input, an all-gather (N-1)/N x output, a "
+        "reduce-scatter or all-to-all (N-1)/N x input, a permute its "
+        "input):\n";
+  std::map<std::string, int64_t> axisSize;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    axisSize[axis.name()] = axis.size();
   int64_t collectives = 0, collectiveBytes = 0, calls = 0;
+  double wireTotal = 0;
+  std::map<std::string, double> trafficByAxes;
   // Gradient buckets (dist-optimize-comm), in order: members and bytes.
   struct Bucket {
     int64_t id, members = 0, bytes = 0;
@@ -460,9 +604,18 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
       bytes = localBytes(program.buffers(c.input()));
     // slice, mask and axis_index move nothing between devices.
     bool local = !rt::collectiveCommunicates(c.kind());
+    int64_t group = 1;
+    for (const std::string &axis : c.axes())
+      group *= axisSize.count(axis) ? axisSize[axis] : 1;
+    int64_t outBytes = c.output() >= 0 && c.output() < program.buffers().size()
+                           ? localBytes(program.buffers(c.output()))
+                           : 0;
+    double wire = wireBytes(c.kind(), bytes, outBytes, group);
     if (!local) {
       ++collectives;
       collectiveBytes += bytes;
+      wireTotal += wire;
+      trafficByAxes[axesText(c.axes())] += wire;
       // A bucket's members are adjacent and make one call.
       if (c.bucket() <= 0 || buckets.empty() || buckets.back().id != c.bucket())
         ++calls;
@@ -486,6 +639,8 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     os << ": " << bytesText(bytes);
     if (local)
       os << " (no communication)";
+    else
+      os << ", wire " << wireText(wire);
     if (c.bucket() > 0)
       os << " [bucket " << c.bucket() << "]";
     if (!inst.location().empty())
@@ -496,7 +651,8 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
      << (collectives == 1 ? "" : "s") << " in " << calls
      << " communicator call" << (calls == 1 ? "" : "s") << ", "
      << bytesText(collectiveBytes)
-     << " per device = sum of their input bytes\n";
+     << " per device = sum of their input bytes; on the wire "
+     << wireText(wireTotal) << " per device\n";
   if (!buckets.empty()) {
     os << "\ngradient buckets (dist-optimize-comm; each is one communicator "
           "call, bytes = sum of its members' input bytes):\n";
@@ -505,6 +661,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
          << rt::collectiveKindName(b.kind) << (b.members == 1 ? "" : "s")
          << ", " << bytesText(b.bytes) << "\n";
   }
+  printTraffic(os, proto, program, trafficByAxes);
   return memory;
 }
 

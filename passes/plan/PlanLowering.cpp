@@ -484,6 +484,9 @@ LogicalResult FunctionLowering::run() {
   partitioned = isPartitioned(func);
   program.set_name(func.getName().str());
   program.set_partitioned(partitioned);
+  if (auto stage = func->getAttrOfType<IntegerAttr>(
+          dist::DistDialect::kZeroStageAttrName))
+    program.set_zero_stage(stage.getInt());
   if (partitioned) {
     auto symbol = func->getAttrOfType<FlatSymbolRefAttr>("dist.mesh");
     if (!symbol) {
@@ -666,6 +669,29 @@ void FunctionLowering::setValueBounds() {
     const pb::Buffer &b = program.buffers(use(v));
     return b.global_shape(dim < 0 ? b.global_shape_size() + dim : dim);
   };
+  // Only arguments and results carry their global shape, and a dist op
+  // keeps the global shape of its operand (it reshards): a table reached
+  // through dist ops from an argument has the argument's global rows (an
+  // embedding table stored sharded over the data axis is all-gathered
+  // before the lookup under fsdp+megatron; its local rows are the
+  // tensor-axis shard, not the vocabulary).
+  auto globalRows = [&](Value table) -> int64_t {
+    Value v = table;
+    while (Operation *def = v.getDefiningOp()) {
+      auto in = def->getNumOperands() == 1
+                    ? dyn_cast<RankedTensorType>(def->getOperand(0).getType())
+                    : RankedTensorType();
+      if (!isa_and_nonnull<dist::DistDialect>(def->getDialect()) || !in ||
+          in.getRank() != cast<RankedTensorType>(v.getType()).getRank())
+        break;
+      v = def->getOperand(0);
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    return dimOf(arg && arg.getOwner()->getParentOp() == func.getOperation()
+                     ? v
+                     : table,
+                 0);
+  };
   auto inputBuffer = [&](Value ids) -> pb::Buffer * {
     auto arg = dyn_cast<BlockArgument>(ids);
     if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
@@ -674,7 +700,7 @@ void FunctionLowering::setValueBounds() {
   };
   int64_t vocab = 0;
   func.walk([&](nn::EmbeddingOp op) {
-    int64_t bound = dimOf(op.getTable(), 0);
+    int64_t bound = globalRows(op.getTable());
     vocab = std::max(vocab, bound);
     if (pb::Buffer *b = inputBuffer(op.getIds()))
       b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)

@@ -2,7 +2,11 @@
 
 #include "passes/sharding/ModelStateMemory.h"
 
+#include "passes/sharding/RecipeAnnotation.h"
+
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <algorithm>
 
@@ -40,4 +44,20 @@ ModelStateTensor sharding::zeroShards(int64_t elements, ZeroStage stage,
   if (stage >= ZeroStage::Parameters)
     t.paramShards = dataSize;
   return t;
+}
+
+ModelStateTensor sharding::zeroShards(ArrayRef<int64_t> globalShape,
+                                      ArrayRef<int64_t> otherShards,
+                                      ZeroStage stage, int64_t dataSize) {
+  int64_t elements = 1;
+  SmallVector<bool> taken;
+  for (auto [d, size] : llvm::enumerate(globalShape)) {
+    int64_t shards = d < otherShards.size() ? otherShards[d] : 1;
+    shards = std::max<int64_t>(shards, 1);
+    elements *= (size + shards - 1) / shards;
+    taken.push_back(shards > 1);
+  }
+  bool divisible =
+      dataSize > 1 && chooseZeroDim(globalShape, taken, dataSize).has_value();
+  return zeroShards(elements, stage, divisible ? dataSize : 1);
 }

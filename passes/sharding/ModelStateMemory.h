@@ -59,6 +59,17 @@ ModelStateBytes computeModelStateBytes(llvm::ArrayRef<ModelStateTensor> tensors,
 ModelStateTensor zeroShards(int64_t elements, ZeroStage stage,
                             int64_t dataSize);
 
+/// A parameter as `dist-annotate`'s ZeRO recipes lay it out: `globalShape`,
+/// split `otherShards[d]` ways on dimension d by axes other than the data
+/// axis (Megatron's tensor axis; 1 where whole). `elements` is then the
+/// tensor-parallel share, ceil(size / shards) per dimension (the padded
+/// local shape), and the data axis divides it only where the tensor has a
+/// ZeRO dimension (chooseZeroDim: a free dimension the data axis divides);
+/// a tensor without one stays whole over the data axis in every stage.
+ModelStateTensor zeroShards(llvm::ArrayRef<int64_t> globalShape,
+                            llvm::ArrayRef<int64_t> otherShards,
+                            ZeroStage stage, int64_t dataSize);
+
 } // namespace partita::sharding
 
 #endif // PARTITA_PASSES_SHARDING_MODELSTATEMEMORY_H

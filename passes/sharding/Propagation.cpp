@@ -53,7 +53,9 @@
 //    by priority then axis names; the byte cost is only weighed among the
 //    tensors of one op.
 //  - Partial values do not propagate (a partial sum stays where the
-//    reduction produced it; the partitioner decides when to reduce).
+//    reduction produced it; the partitioner decides when to reduce), except
+//    through additive ops (add, sub): operands that share a partial sum give
+//    a partial sum, reduced once after the local additions.
 //  - Different dimensions of one tensor competing for one axis in the same
 //    sweep: the dimension whose new axis has the stronger priority wins, then
 //    the lower dimension.
@@ -670,6 +672,65 @@ void Solver::markPartials() {
     TensorState &state = states[addition.first];
     state.partial.append(addition.second.begin(), addition.second.end());
     state.partialKind = kind;
+  }
+
+  // Additive ops (add, sub) keep the partial sum all their operands share,
+  // over the axes their result does not split: the shares are added
+  // locally and reduced once. Only where the op is each operand's one
+  // user: an operand read elsewhere is reduced for that reader anyway, and
+  // the partitioner reuses that reduction (keeping the sum partial would
+  // add one). A result only ever gains partial axes here, and only while
+  // it has none, so this ends; chains of adds take one round each.
+  // Value-initialized, a reduction kind is a sum (ShardingRule.h).
+  const dist::ReductionKind sum{};
+  std::vector<int32_t> userEdges(graph.tensors.size(), 0);
+  for (const Edge &edge : graph.edges) {
+    llvm::SmallVector<int32_t, 4> seen;
+    for (int32_t o : edge.operands)
+      if (o >= 0 && !llvm::is_contained(seen, o)) {
+        seen.push_back(o);
+        ++userEdges[o];
+      }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Edge &edge : graph.edges) {
+      if (!edge.rule.isAdditive() || edge.results.size() != 1 ||
+          edge.operands.empty())
+        continue;
+      int32_t r = edge.results.front();
+      if (r < 0 || graph.tensors[r].frozen || !states[r].partial.empty())
+        continue;
+      AxisList shared;
+      bool first = true;
+      for (int32_t o : edge.operands) {
+        const TensorState *in = o < 0 ? nullptr : &states[o];
+        if (!in || in->partial.empty() || in->partialKind != sum ||
+            userEdges[o] != 1) {
+          shared.clear();
+          break;
+        }
+        if (first) {
+          shared = in->partial;
+          first = false;
+          continue;
+        }
+        llvm::erase_if(shared, [&](const AxisEntry &e) {
+          return llvm::none_of(in->partial, [&](const AxisEntry &x) {
+            return x.axis == e.axis;
+          });
+        });
+      }
+      TensorState &state = states[r];
+      llvm::erase_if(shared, [&](const AxisEntry &e) {
+        return tensorUsesAxis(state, e.axis, /*exceptDim=*/-1);
+      });
+      if (shared.empty())
+        continue;
+      state.partial = std::move(shared);
+      state.partialKind = sum;
+      changed = true;
+    }
   }
 }
 

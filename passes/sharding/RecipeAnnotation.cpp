@@ -327,14 +327,15 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
           if (strategy.zero != ZeroStage::Parameters)
             target = layout.sharded;
         } else if (def && !def->hasTrait<OpTrait::ConstantLike>()) {
-          // The gradient. Stage 1: whole (all-reduced) before the sharded
-          // update. Stages 2 and 3: partial over the data axis, as the
-          // batch split leaves it, so that it is reduce-scattered into the
-          // update (without the pin, propagation would pull the update's
-          // split back into the backward's weight-gradient contraction).
-          target = strategy.zero == ZeroStage::OptimizerState
-                       ? layout.base
-                       : layout.partial;
+          // The gradient: partial over the data axis, as the batch split
+          // leaves it, so that it is reduce-scattered into the update
+          // (ZeRO's 2 Psi per device with the final all-gather, as plain
+          // data parallelism; without the pin, propagation would pull the
+          // update's split back into the backward's weight-gradient
+          // contraction). Stage 1 differs from 2 in when: its full
+          // gradients are kept until the updates (dist-optimize-comm does
+          // not issue them early, see kZeroStageAttrName).
+          target = layout.partial;
         }
         if (!target)
           continue;
@@ -477,7 +478,11 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
       func.setResultAttr(index, dist::DistDialect::kShardingAttrName,
                          sharding);
   }
-  if (zero && !func.isExternal())
+  if (zero && !func.isExternal()) {
     applyZero(func, strategy, layouts);
+    func->setAttr(dist::DistDialect::kZeroStageAttrName,
+                  IntegerAttr::get(IntegerType::get(ctx, 64),
+                                   static_cast<int64_t>(strategy.zero)));
+  }
   return success();
 }

@@ -84,6 +84,16 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
              << "' is only valid on dist.all_reduce and dist.reduce_scatter";
     return success();
   }
+  if (attr.getName() == kZeroStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || !stage.getType().isInteger(64) || stage.getInt() < 1 ||
+        stage.getInt() > 3)
+      return op->emitOpError()
+             << "'" << kZeroStageAttrName
+             << "' must be an i64 ZeRO stage 1, 2 or 3, got "
+             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return success();
   auto array = dyn_cast<ArrayAttr>(attr.getValue());

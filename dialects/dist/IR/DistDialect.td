@@ -45,6 +45,12 @@ def Dist_Dialect : Dialect {
     /// The discardable attribute dist-optimize-comm puts on the gradient
     /// reductions of one bucket: a positive i64, equal on the members.
     static constexpr ::llvm::StringLiteral kBucketAttrName = "dist.bucket";
+    /// The discardable attribute dist-annotate puts on a train step it
+    /// shards as a ZeRO stage (1, 2 or 3, an i64): dist-optimize-comm keeps
+    /// a stage-1 step's gradient reduce-scatters at their updates, and the
+    /// plan records the stage for `partita explain`.
+    static constexpr ::llvm::StringLiteral kZeroStageAttrName =
+        "dist.zero_stage";
   private:
     void registerAttributes();
   public:

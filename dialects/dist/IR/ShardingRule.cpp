@@ -175,6 +175,19 @@ LogicalResult ShardingRule::verify(Operation *op) const {
   if (failed(check(operands, op->getOperandTypes(), "operand")) ||
       failed(check(results, op->getResultTypes(), "result")))
     return failure();
+  // Keeping a partial sum through the op is exact only when each result
+  // element is a sum of the same element of every operand.
+  if (additive &&
+      (results.size() != 1 ||
+       llvm::any_of(operands,
+                    [&](const TensorFactors &dims) {
+                      return dims != results.front();
+                    }) ||
+       llvm::any_of(factors, [](const Factor &factor) {
+         return factor.kind != FactorKind::Parallel;
+       })))
+    return op->emitError() << "sharding rule is additive but does not give "
+                              "every operand the result's parallel factors";
   return success();
 }
 
@@ -233,5 +246,7 @@ std::string ShardingRule::toString() const {
                       stringifyFactorRole(factor.role).str());
   if (!roles.empty())
     os << " roles={" << llvm::join(roles, ",") << "}";
+  if (additive)
+    os << " additive";
   return out;
 }

@@ -80,6 +80,16 @@ public:
   /// The first factor with `role` (not None), if any.
   std::optional<int64_t> findFactor(FactorRole role) const;
 
+  /// Marks the op additive: its result is a sum (or difference) of its
+  /// operands, element by element, every operand and the result sharing
+  /// every factor. Operands that are each a partial sum over the same axes
+  /// then give a result that is a partial sum over them, so propagation and
+  /// the partitioner keep it partial and the sum is reduced once, after
+  /// the local additions (the input gradients of Megatron's q, k and v
+  /// projections; a tied embedding's two weight gradients).
+  void setAdditive(bool value = true) { additive = value; }
+  bool isAdditive() const { return additive; }
+
   llvm::ArrayRef<Factor> getFactors() const { return factors; }
   const Factor &getFactor(int64_t i) const { return factors[i]; }
   int64_t getNumFactors() const { return factors.size(); }
@@ -104,6 +114,7 @@ private:
   llvm::SmallVector<Factor> factors;
   llvm::SmallVector<TensorFactors> operands;
   llvm::SmallVector<TensorFactors> results;
+  bool additive = false;
 };
 
 } // namespace partita::dist

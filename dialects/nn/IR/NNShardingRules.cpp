@@ -333,8 +333,18 @@ FailureOr<ShardingRule> EinsumOp::getShardingRule() {
   FailureOr<ShardingRule> Op::getShardingRule() {                              \
     return elementwiseRule(getOperation());                                    \
   }
-PARTITA_ELEMENTWISE_RULE(AddOp)
-PARTITA_ELEMENTWISE_RULE(SubOp)
+// A sum or difference of partial sums is the partial sum of the local sums
+// or differences: add and sub keep a common partial sum partial.
+#define PARTITA_ADDITIVE_RULE(Op)                                              \
+  FailureOr<ShardingRule> Op::getShardingRule() {                              \
+    FailureOr<ShardingRule> rule = elementwiseRule(getOperation());            \
+    if (succeeded(rule))                                                       \
+      rule->setAdditive();                                                     \
+    return rule;                                                               \
+  }
+PARTITA_ADDITIVE_RULE(AddOp)
+PARTITA_ADDITIVE_RULE(SubOp)
+#undef PARTITA_ADDITIVE_RULE
 PARTITA_ELEMENTWISE_RULE(MulOp)
 PARTITA_ELEMENTWISE_RULE(DivOp)
 PARTITA_ELEMENTWISE_RULE(MaxOp)

@@ -954,3 +954,19 @@ func.func @f(%x: tensor<2xf32>) -> tensor<4xf32> {
   %0 = dist.all_gather %x on @mesh axes = ["dp"] dim = 0 {dist.bucket = 1 : i64} : tensor<2xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// Tests that dist.zero_stage is a ZeRO stage: an i64 from 1 to 3.
+// expected-error @+1 {{'func.func' op 'dist.zero_stage' must be an i64 ZeRO stage 1, 2 or 3, got 4 : i64}}
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> attributes {dist.zero_stage = 4 : i64} {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// Tests that dist.zero_stage is an integer.
+// expected-error @+1 {{'func.func' op 'dist.zero_stage' must be an i64 ZeRO stage 1, 2 or 3, got "two"}}
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> attributes {dist.zero_stage = "two"} {
+  return %x : tensor<4xf32>
+}

@@ -38,11 +38,12 @@ func.func @einsum_unary_and_logits(%x: tensor<4x8xf32>, %h: tensor<2x8x16xf32>, 
 // -----
 
 // Tests that every binary elementwise op shares one parallel factor per
-// dimension among both operands and the result, integers included.
+// dimension among both operands and the result, integers included, and
+// that add and sub are additive (a shared partial sum stays partial).
 func.func @binary(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %i: tensor<4xi32>) {
-  // expected-remark @+1 {{([i,j],[i,j])->([i,j]) {i=2,j=8}}}
+  // expected-remark @+1 {{([i,j],[i,j])->([i,j]) {i=2,j=8} additive}}
   %0 = nn.add %a, %b : tensor<2x8xf32>
-  // expected-remark @+1 {{([i,j],[i,j])->([i,j]) {i=2,j=8}}}
+  // expected-remark @+1 {{([i,j],[i,j])->([i,j]) {i=2,j=8} additive}}
   %1 = nn.sub %a, %b : tensor<2x8xf32>
   // expected-remark @+1 {{([i,j],[i,j])->([i,j]) {i=2,j=8}}}
   %2 = nn.mul %a, %b : tensor<2x8xf32>
@@ -50,7 +51,7 @@ func.func @binary(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %i: tensor<4xi32>) {
   %3 = nn.div %a, %b : tensor<2x8xf32>
   // expected-remark @+1 {{([i,j],[i,j])->([i,j]) {i=2,j=8}}}
   %4 = nn.max %a, %b : tensor<2x8xf32>
-  // expected-remark @+1 {{([i],[i])->([i]) {i=4}}}
+  // expected-remark @+1 {{([i],[i])->([i]) {i=4} additive}}
   %5 = nn.add %i, %i : tensor<4xi32>
   return
 }

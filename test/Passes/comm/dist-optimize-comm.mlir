@@ -45,3 +45,29 @@ func.func @stay(%a: tensor<4x8xf32>, %w: tensor<4x8xf32>, %v: tensor<8x8xf32>)
   %r = dist.all_reduce %y on @mesh axes = ["dp"] kind = sum : tensor<4x8xf32>
   return %full, %r : tensor<8x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that in a ZeRO stage-1 step (dist.zero_stage = 1) a gradient's
+// reduce_scatter into an update stays at the update (P_os holds the whole
+// gradient until the optimizer step), while an all_reduce of a gradient is
+// still issued early.
+dist.mesh @mesh <["dp"=2]>
+// CHECK-LABEL: func.func @zero1
+// CHECK:      %[[G1:.*]] = nn.einsum "bi,bj->ij" {{.*}}nn.grad_kind = "W"
+// CHECK-NEXT: dist.all_reduce %[[G1]]
+// CHECK-NEXT: %[[G2:.*]] = nn.einsum "bi,bj->ij" {{.*}}nn.grad_kind = "W"
+// CHECK-NEXT: %[[X:.*]] = nn.einsum "bi,ij->bj"
+// CHECK-NEXT: %[[R1:.*]] = dist.reduce_scatter %[[G1]]
+// CHECK-NEXT: nn.neg %[[R1]] {nn.grad_kind = "update"}
+func.func @zero1(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<8x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>)
+    attributes {dist.zero_stage = 1 : i64} {
+  %g1 = nn.einsum "bi,bj->ij" %a, %b {nn.grad_kind = "W"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %g2 = nn.einsum "bi,bj->ij" %b, %a {nn.grad_kind = "W"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %x = nn.einsum "bi,ij->bj" %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r = dist.all_reduce %g1 on @mesh axes = ["dp"] kind = sum : tensor<8x8xf32>
+  %s1 = dist.reduce_scatter %g1 on @mesh axes = ["dp"] dim = 0 kind = sum : tensor<8x8xf32> -> tensor<4x8xf32>
+  %u = nn.neg %s1 {nn.grad_kind = "update"} : tensor<4x8xf32>
+  return %r, %u, %g2, %x : tensor<8x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>
+}

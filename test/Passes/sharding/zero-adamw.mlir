@@ -10,9 +10,10 @@
 // form nn-autodiff emits (nn.adamw tagged "update", m and v per parameter,
 // the rank-0 "step" last of the state): m and v sharded on w1's largest
 // dimension (dim 1, 32) over dp, "step" replicated, the update op's three
-// results pinned sharded; zero1 constrains w1 to its shard and the gradient
-// whole before the update; zero2 constrains the gradient partial over dp
-// instead; zero3 stores w1 sharded and gathers it before the forward use.
+// results pinned sharded; zero1 and zero2 constrain w1 to its shard and the
+// gradient partial over dp before the update (reduce-scattered into it);
+// zero3 stores w1 sharded and gathers it before the forward use. The train
+// step is marked with its stage (dist.zero_stage).
 // Partitioned under zero2: one reduce_scatter (the gradient), one slice (w1
 // into the update), one all_gather (the updated w1), nothing else.
 
@@ -35,7 +36,7 @@
 // Z3-NEXT:  nn.einsum "bi,if->bf" %{{.*}}, %[[G]]
 // CHECK:    %[[DW:.*]] = nn.einsum "bi,bf->if"
 // Z1:       %[[WS:.*]] = dist.constraint %[[W]] <@mesh, [{}p0, {"dp"}p0]> : tensor<16x32xf32>
-// Z1-NEXT:  %[[DWC:.*]] = dist.constraint %[[DW]] <@mesh, [{}p0, {}p0]> : tensor<16x32xf32>
+// Z1-NEXT:  %[[DWC:.*]] = dist.constraint %[[DW]] <@mesh, [{}p0, {}p0], partial={"dp"}> : tensor<16x32xf32>
 // Z1-NEXT:  nn.adamw %[[WS]], %[[DWC]],
 // Z2:       %[[WS:.*]] = dist.constraint %[[W]] <@mesh, [{}p0, {"dp"}p0]> : tensor<16x32xf32>
 // Z2-NEXT:  %[[DWC:.*]] = dist.constraint %[[DW]] <@mesh, [{}p0, {}p0], partial={"dp"}> : tensor<16x32xf32>

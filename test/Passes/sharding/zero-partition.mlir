@@ -25,9 +25,11 @@
 // The ZeRO dimension is each tensor's largest: w1's dim 1 (32), w2's dim 0.
 // Derived by hand:
 // - dp: one all_reduce per gradient, nothing else;
-// - zero1: per parameter, the gradient all_reduced whole, then sliced into
-//   the sharded update, the parameter sliced (local), the updated parameter
-//   all_gathered;
+// - zero1: as ZeRO's P_os: per parameter, one reduce_scatter of the
+//   gradient into the sharded update (not an all_reduce and a slice), the
+//   parameter sliced (local), the updated parameter all_gathered: the
+//   collectives of zero2 (the two differ in when the gradient is freed,
+//   dist-optimize-comm's business);
 // - zero2: per parameter, one reduce_scatter of the gradient and no
 //   all_reduce, the parameter sliced, the updated parameter all_gathered;
 // - zero3 / fsdp: parameters stored sharded: an all_gather before each
@@ -71,8 +73,7 @@
 // DP:      %[[R1:.*]] = dist.all_reduce %[[DW1]] on @mesh axes = ["dp"] kind = sum : tensor<16x32xf32>
 // DP:      nn.add %{{.*}}, %[[R1]] {{.*}}: tensor<16x32xf32>
 // DP:      %[[P1:.*]] = nn.sub %[[W1]], %{{.*}} : tensor<16x32xf32>
-// Z1:      %[[R1:.*]] = dist.all_reduce %[[DW1]] on @mesh axes = ["dp"] kind = sum : tensor<16x32xf32>
-// Z1:      %[[S1:.*]] = dist.slice %[[R1]] on @mesh axes = ["dp"] dim = 1 : tensor<16x32xf32> -> tensor<16x16xf32>
+// Z1:      %[[S1:.*]] = dist.reduce_scatter %[[DW1]] on @mesh axes = ["dp"] dim = 1 kind = sum : tensor<16x32xf32> -> tensor<16x16xf32>
 // Z1:      nn.add %{{.*}}, %[[S1]] {{.*}}: tensor<16x16xf32>
 // Z1:      %[[L1:.*]] = dist.slice %[[W1]] on @mesh axes = ["dp"] dim = 1 : tensor<16x32xf32> -> tensor<16x16xf32>
 // Z1:      %[[U1:.*]] = nn.sub %[[L1]], %{{.*}} : tensor<16x16xf32>
@@ -87,8 +88,7 @@
 // The update of w2.
 // DP:      %[[R2:.*]] = dist.all_reduce %[[DW2]] on @mesh axes = ["dp"] kind = sum : tensor<32x16xf32>
 // DP:      %[[P2:.*]] = nn.sub %[[W2]], %{{.*}} : tensor<32x16xf32>
-// Z1:      %[[R2:.*]] = dist.all_reduce %[[DW2]] on @mesh axes = ["dp"] kind = sum : tensor<32x16xf32>
-// Z1:      dist.slice %[[R2]] on @mesh axes = ["dp"] dim = 0 : tensor<32x16xf32> -> tensor<16x16xf32>
+// Z1:      dist.reduce_scatter %[[DW2]] on @mesh axes = ["dp"] dim = 0 kind = sum : tensor<32x16xf32> -> tensor<16x16xf32>
 // Z1:      %[[L2:.*]] = dist.slice %[[W2]] on @mesh axes = ["dp"] dim = 0 : tensor<32x16xf32> -> tensor<16x16xf32>
 // Z1:      %[[U2:.*]] = nn.sub %[[L2]], %{{.*}} : tensor<16x16xf32>
 // Z2:      dist.reduce_scatter %[[DW2]] on @mesh axes = ["dp"] dim = 0 kind = sum : tensor<32x16xf32> -> tensor<16x16xf32>

@@ -280,6 +280,80 @@ TEST(PropagateTest, ContractedFactorMakesTheResultPartial) {
   EXPECT_EQ(axesOf(r.tensors[out].sources), (Axes{Y}));
 }
 
+/// An additive (add-like) edge over two [4x16] operands.
+Edge addEdge(int32_t lhs, int32_t rhs, int32_t out) {
+  Edge edge;
+  int64_t f0 = edge.rule.addFactor(4, FactorKind::Parallel);
+  int64_t f1 = edge.rule.addFactor(16, FactorKind::Parallel);
+  edge.rule.addOperand({{f0}, {f1}});
+  edge.rule.addOperand({{f0}, {f1}});
+  edge.rule.addResult({{f0}, {f1}});
+  edge.rule.setAdditive();
+  edge.operands = {lhs, rhs};
+  edge.results = {out};
+  return edge;
+}
+
+// Tests that an additive op keeps the partial sum its operands share (two
+// contractions over y, each the add's only use), so the sum is reduced
+// once; a chain of two adds carries it on.
+TEST(PropagateTest, AdditiveOpKeepsASharedPartialSum) {
+  Graph g;
+  g.meshes.push_back(testMesh());
+  int32_t l1 = g.addTensor(annotated({4, 8}, {{}, {Y}}));
+  int32_t r1 = g.addTensor(tensor({8, 16}));
+  int32_t p1 = g.addTensor(tensor({4, 16}));
+  int32_t l2 = g.addTensor(annotated({4, 8}, {{}, {Y}}));
+  int32_t r2 = g.addTensor(tensor({8, 16}));
+  int32_t p2 = g.addTensor(tensor({4, 16}));
+  int32_t l3 = g.addTensor(annotated({4, 8}, {{}, {Y}}));
+  int32_t r3 = g.addTensor(tensor({8, 16}));
+  int32_t p3 = g.addTensor(tensor({4, 16}));
+  int32_t s12 = g.addTensor(tensor({4, 16}));
+  int32_t s123 = g.addTensor(tensor({4, 16}));
+  g.edges.push_back(matmul(l1, r1, p1, 4, 8, 16));
+  g.edges.push_back(matmul(l2, r2, p2, 4, 8, 16));
+  g.edges.push_back(matmul(l3, r3, p3, 4, 8, 16));
+  g.edges.push_back(addEdge(p1, p2, s12));
+  g.edges.push_back(addEdge(s12, p3, s123));
+  PropagationResult r = propagate(g);
+  EXPECT_EQ(indicesOf(r.tensors[s12].sharding.partialAxes), (Axes{Y}));
+  EXPECT_EQ(indicesOf(r.tensors[s123].sharding.partialAxes), (Axes{Y}));
+  EXPECT_EQ(r.tensors[s123].sharding.partialKind, dist::ReductionKind::Sum);
+}
+
+// Tests the negative controls: an operand that is not partial, and a
+// partial operand another op reads too (reduced for that reader anyway),
+// leave the sum whole.
+TEST(PropagateTest, AdditiveOpNeedsEveryOperandPartialAndUnshared) {
+  Graph g;
+  g.meshes.push_back(testMesh());
+  int32_t l1 = g.addTensor(annotated({4, 8}, {{}, {Y}}));
+  int32_t r1 = g.addTensor(tensor({8, 16}));
+  int32_t p1 = g.addTensor(tensor({4, 16}));
+  int32_t whole = g.addTensor(annotated({4, 16}, {{}, {}}));
+  int32_t mixed = g.addTensor(tensor({4, 16}));
+  g.edges.push_back(matmul(l1, r1, p1, 4, 8, 16));
+  g.edges.push_back(addEdge(p1, whole, mixed));
+  // p2 is read by the add and by an identity edge (another reader).
+  int32_t l2 = g.addTensor(annotated({4, 8}, {{}, {Y}}));
+  int32_t r2 = g.addTensor(tensor({8, 16}));
+  int32_t p2 = g.addTensor(tensor({4, 16}));
+  int32_t l3 = g.addTensor(annotated({4, 8}, {{}, {Y}}));
+  int32_t r3 = g.addTensor(tensor({8, 16}));
+  int32_t p3 = g.addTensor(tensor({4, 16}));
+  int32_t copy = g.addTensor(tensor({4, 16}));
+  int32_t shared = g.addTensor(tensor({4, 16}));
+  g.edges.push_back(matmul(l2, r2, p2, 4, 8, 16));
+  g.edges.push_back(matmul(l3, r3, p3, 4, 8, 16));
+  g.addIdentityEdge(p2, copy);
+  g.edges.push_back(addEdge(p2, p3, shared));
+  PropagationResult r = propagate(g);
+  EXPECT_TRUE(r.tensors[mixed].sharding.partialAxes.empty());
+  EXPECT_TRUE(r.tensors[shared].sharding.partialAxes.empty());
+  EXPECT_EQ(indicesOf(r.tensors[p2].sharding.partialAxes), (Axes{Y}));
+}
+
 TEST(PropagateTest, ClosedDimensionNeverChanges) {
   Graph g;
   g.meshes.push_back(testMesh());

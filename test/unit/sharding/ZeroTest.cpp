@@ -62,6 +62,34 @@ TEST(ZeroTest, NoDimensionWhenNothingFits) {
   EXPECT_EQ(chooseZeroDim({3, 5}, {false, false}, 1), 1u);
 }
 
+// Tests the per-tensor shards from a plan's layout: the tensor-parallel
+// share (ceil per split dimension: padded), and the data axis only where a
+// free dimension divides (as dist-annotate chooses the ZeRO dimension).
+TEST(ZeroTest, ShardsFollowThePlansLayout) {
+  // [255, 32] on dp=3: 255 divides, so every part the stage shards is a
+  // third.
+  ModelStateTensor t = zeroShards({255, 32}, {1, 1}, ZeroStage::Gradients, 3);
+  EXPECT_EQ(t.elements, 255 * 32);
+  EXPECT_EQ(t.stateShards, 3);
+  EXPECT_EQ(t.gradShards, 3);
+  EXPECT_EQ(t.paramShards, 1);
+  // [256, 32] on dp=3: nothing divides; whole in every stage.
+  t = zeroShards({256, 32}, {1, 1}, ZeroStage::Parameters, 3);
+  EXPECT_EQ(t.stateShards, 1);
+  EXPECT_EQ(t.paramShards, 1);
+  // A vocabulary of 97 split over tp=2: 49 padded rows; dp=2 on the
+  // hidden dimension.
+  t = zeroShards({97, 32}, {2, 1}, ZeroStage::Parameters, 2);
+  EXPECT_EQ(t.elements, 49 * 32);
+  EXPECT_EQ(t.paramShards, 2);
+  // b1 [128] split over tp: its one dimension is taken, whole over dp.
+  t = zeroShards({128}, {2}, ZeroStage::Parameters, 2);
+  EXPECT_EQ(t.elements, 64);
+  EXPECT_EQ(t.paramShards, 1);
+  EXPECT_EQ(computeModelStateBytes({t}, PrecisionRecipe::fp32Adam()).total(),
+            64 * 16);
+}
+
 // The ZeRO paper (Rajbhandari et al. 2020, Figure 1): a 7.5B-parameter
 // model, Nd = 64 data-parallel devices, mixed-precision Adam (K = 12):
 // baseline (2 + 2 + K) Psi = 120 GB, P_os 2Psi + 2Psi + K Psi / Nd = 31.4 GB,
