@@ -25,3 +25,9 @@ llvm_config.add_tool_substitutions(["partita-run"], [config.partita_tools_dir])
 config.substitutions.append(("%python", sys.executable))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
+# cuda: the runtime was built with CUDA; cuda-device: this machine has an
+# NVIDIA GPU (a device node of the driver), so a GPU run can be expected to work.
+if config.partita_have_cuda:
+    config.available_features.add("cuda")
+if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("cuda-device")

@@ -1,6 +1,7 @@
 //===- Train.cpp - runs programs and trains on N ranks --------------------===//
 
 #include "partita/runtime/Train.h"
+#include "partita/runtime/CudaBackend.h"
 #include "partita/runtime/Npy.h"
 
 #include <algorithm>
@@ -141,6 +142,17 @@ double relativeDifference(const Tensor &a, const Tensor &b, double &maxAbs) {
   return maxAbs == 0 ? 0 : maxRef == 0 ? INFINITY : maxAbs / maxRef;
 }
 
+std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
+  if (options.backend == "cuda") {
+    CudaBackendOptions cuda;
+    cuda.emulate = options.cudaEmulate;
+    return createCudaBackend(cuda);
+  }
+  if (options.backend != "cpu")
+    throw Error("unknown backend '" + options.backend + "' (cpu or cuda)");
+  return createCpuBackend(options.ranks > 1 ? 1 : 0);
+}
+
 void onEveryRank(const PlanFile &plan, const std::string &program,
                  const RunOptions &options,
                  const std::function<void(Communicator *)> &body) {
@@ -163,7 +175,7 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
   ProgramRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
-    auto backend = createCpuBackend(options.ranks > 1 ? 1 : 0);
+    auto backend = createRankBackend(options);
     Executor executor(plan, program, comm, *backend, executorOptions(options));
     if (beforeFirstStep)
       beforeFirstStep(executor, comm);
@@ -299,7 +311,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   TrainRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
-    auto backend = createCpuBackend(ranks.ranks > 1 ? 1 : 0);
+    auto backend = createRankBackend(ranks);
     Executor executor(plan, program, comm, *backend, executorOptions(ranks));
     bool printer = !comm || comm->rank() == 0;
     if (options.beforeFirstStep)
