@@ -287,6 +287,130 @@ unsigned char *emuSharedBase(EmuLaunch *launch) {
   return launch->sharedBase();
 }
 
+namespace {
+
+/// Threads kept between launches, so a launch of B threads usually starts
+/// none: a launch takes B idle workers (starting more when there are fewer;
+/// concurrent launches, one per emulated stream, take disjoint ones), gives
+/// each one simulated thread, and returns them when all are done. Every
+/// simulated thread of a launch needs its own worker, since they meet at
+/// barriers.
+class WorkerPool {
+  struct Worker {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::function<void()> job;
+    bool stopping = false;
+    std::thread thread;
+    void loop() {
+      std::unique_lock<std::mutex> lock(mutex);
+      while (true) {
+        changed.wait(lock, [&] { return stopping || job; });
+        if (!job)
+          return;
+        std::function<void()> work = std::move(job);
+        // Cleared now: once `work` returns this worker may be handed the
+        // next launch's job, which must not be overwritten.
+        job = nullptr;
+        lock.unlock();
+        work();
+        lock.lock();
+      }
+    }
+  };
+
+public:
+  ~WorkerPool() {
+    for (auto &w : idle) {
+      {
+        std::lock_guard<std::mutex> lock(w->mutex);
+        w->stopping = true;
+      }
+      w->changed.notify_all();
+      w->thread.join();
+    }
+  }
+
+  void run(int n, const std::function<void(int)> &fn,
+           const std::function<void(const std::string &)> &onStartFailure) {
+    std::vector<std::unique_ptr<Worker>> mine;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      while (int(mine.size()) < n && !idle.empty()) {
+        mine.push_back(std::move(idle.back()));
+        idle.pop_back();
+      }
+    }
+    std::exception_ptr startFailure;
+    try {
+      while (int(mine.size()) < n) {
+        auto w = std::make_unique<Worker>();
+        Worker *raw = w.get();
+        w->thread = std::thread([raw] { raw->loop(); });
+        mine.push_back(std::move(w));
+      }
+    } catch (...) {
+      startFailure = std::current_exception();
+    }
+    std::mutex doneMutex;
+    std::condition_variable doneChanged;
+    int remaining = int(mine.size());
+    for (int i = 0; i < int(mine.size()); ++i) {
+      Worker &w = *mine[i];
+      {
+        std::lock_guard<std::mutex> lock(w.mutex);
+        w.job = [&, i] {
+          fn(i);
+          std::lock_guard<std::mutex> done(doneMutex);
+          if (--remaining == 0)
+            doneChanged.notify_all();
+        };
+      }
+      w.changed.notify_all();
+    }
+    if (startFailure) {
+      // The started ones wait for the missing ones at their first barrier:
+      // release them.
+      try {
+        std::rethrow_exception(startFailure);
+      } catch (const std::exception &e) {
+        onStartFailure(e.what());
+      } catch (...) {
+        onStartFailure("unknown error");
+      }
+    }
+    {
+      std::unique_lock<std::mutex> lock(doneMutex);
+      doneChanged.wait(lock, [&] { return remaining == 0; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto &w : mine)
+        idle.push_back(std::move(w));
+    }
+  }
+
+private:
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Worker>> idle;
+};
+
+WorkerPool &workerPool() {
+  static WorkerPool pool;
+  return pool;
+}
+
+/// Runs fn(0..n-1) concurrently, each on its own thread. When not every
+/// thread can start, `onStartFailure` gets the reason while the started
+/// ones run (it must make them return).
+void runConcurrently(
+    int n, const std::function<void(int)> &fn,
+    const std::function<void(const std::string &)> &onStartFailure) {
+  workerPool().run(n, fn, onStartFailure);
+}
+
+} // namespace
+
 void emulateLaunch(const LaunchDims &dims,
                    const std::function<void(EmuContext &)> &body,
                    const EmulatorOptions &options) {
@@ -311,18 +435,15 @@ void emulateLaunch(const LaunchDims &dims,
     } catch (const std::exception &e) {
       launch.fail("block " + std::to_string(ctx.blockIdx) + ", thread " +
                   std::to_string(thread) + ": " + e.what());
+    } catch (...) {
+      launch.fail("block " + std::to_string(ctx.blockIdx) + ", thread " +
+                  std::to_string(thread) + ": an exception that is not a "
+                  "std::exception");
     }
   };
-  std::vector<std::thread> threads;
-  threads.reserve(dims.block);
-  try {
-    for (int t = 0; t < dims.block; ++t)
-      threads.emplace_back(run, t);
-  } catch (const std::exception &e) {
-    launch.fail(std::string("cannot start a simulated thread: ") + e.what());
-  }
-  for (std::thread &t : threads)
-    t.join();
+  runConcurrently(dims.block, run, [&](const std::string &why) {
+    launch.fail("cannot start a simulated thread: " + why);
+  });
   if (!launch.error.empty())
     throw Error("block emulator: " + launch.error);
 }

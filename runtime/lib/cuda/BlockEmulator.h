@@ -1,10 +1,10 @@
 //===- BlockEmulator.h - runs context kernels on host threads ---*- C++ -*-===//
 //
 // The CPU block emulator: a launch of `grid` blocks of `block` threads runs
-// with one std::thread per simulated thread of a block; the blocks run one
-// after another (the same threads, shared memory refilled with NaN bytes
-// between blocks, so a read of shared memory no thread wrote shows up in
-// the results). barrier() is a real barrier of the block's threads and
+// with one host thread per simulated thread of a block (threads kept in a
+// pool between launches); the blocks run one after another (the same
+// threads, shared memory refilled with NaN bytes between blocks, so a read
+// of shared memory no thread wrote shows up in the results). barrier() is a real barrier of the block's threads and
 // shuffleXor() a real exchange among the 32 lanes of a warp, so a kernel
 // that forgets a barrier reads stale data here as it would on a GPU.
 //

@@ -251,13 +251,20 @@ public:
       return runCrossEntropy(call);
     case KernelKind::AdamW:
       return runAdamW(call);
+    case KernelKind::ReduceSum:
+    case KernelKind::ReduceMax:
+    case KernelKind::ReduceMean:
+      return runReduce(call);
+    case KernelKind::CrossEntropyGrad:
+      return runCrossEntropyGrad(call);
     default:
       throw Error(std::string("cuda backend: kernel kind '") +
                   toString(call.kind) +
                   "' is not ported to the cuda backend yet (ported: einsum, "
                   "add, sub, mul, div, max, the unary ops, relu/silu/gelu "
                   "grads, greater_equal, broadcast, transpose, reshape, fill, "
-                  "softmax, layer_norm, cross_entropy, adamw)");
+                  "reduce_sum/max/mean, softmax, layer_norm, cross_entropy and "
+                  "its grad, adamw)");
     }
   }
 
@@ -562,6 +569,103 @@ private:
     sum.params.in[0] = terms;
     sum.params.out[0] = out.data;
     api->launch(sum, api->computeStream());
+  }
+
+  void runReduce(const KernelCall &call) {
+    cpu::checkCall(call, 1, 1);
+    checkSameDType(call);
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    const TensorView &in = call.inputs[0], &out = call.outputs[0];
+    ElemType type = floatType(call, in, "input 0");
+    std::vector<bool> reduced(in.rank(), false);
+    for (int64_t d : call.attrs.dims) {
+      if (d < 0 || d >= in.rank() || reduced[d])
+        fail(call.kind, "dims names " + std::to_string(d) +
+                            ", out of range for input 0 of rank " +
+                            std::to_string(in.rank()) + " or twice");
+      reduced[d] = true;
+    }
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < in.rank(); ++d)
+      if (!reduced[d])
+        kept.push_back(in.shape[d]);
+    cpu::checkShape(call.kind, out, "output 0", kept);
+    if (call.attrs.meanCount < 0)
+      fail(call.kind, "meanCount must be >= 0, got " +
+                          std::to_string(call.attrs.meanCount));
+    KernelLaunch l = rowLaunch(out.numElements());
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::Reduce;
+    p.type = type;
+    p.op = call.kind == KernelKind::ReduceMax ? 1 : 0;
+    std::vector<int64_t> strides = cpu::rowMajorStrides(in.shape);
+    int64_t count = 1;
+    for (int64_t d = 0; d < in.rank(); ++d) {
+      if (in.shape[d] == 1)
+        continue;
+      bool r = reduced[d];
+      int &rank = r ? p.redRank : p.rank;
+      if (rank == kMaxRank)
+        fail(call.kind, "more than " + std::to_string(kMaxRank) +
+                            " kept or reduced dimensions of size > 1 (the "
+                            "cuda kernel's limit)");
+      (r ? p.redShape : p.shape)[rank] = in.shape[d];
+      (r ? p.redStride : p.inStride)[rank] = strides[d];
+      ++rank;
+      if (r)
+        count *= in.shape[d];
+    }
+    for (int64_t d = 0; d < in.rank(); ++d)
+      if (reduced[d] && in.shape[d] == 0)
+        count = 0;
+    p.cols = count;
+    // A mean divides by the global count when sharded (meanCount); the
+    // mean of nothing is 0 * inf = NaN, as the cpu backend's.
+    p.a[0] = 1.0;
+    if (call.kind == KernelKind::ReduceMean)
+      p.a[0] = 1.0 / double(call.attrs.meanCount > 0 ? call.attrs.meanCount
+                                                     : count);
+    p.in[0] = in.data;
+    p.out[0] = out.data;
+    launch(l);
+  }
+
+  void runCrossEntropyGrad(const KernelCall &call) {
+    cpu::checkCall(call, 3, 1);
+    const TensorView &logits = call.inputs[0], &labels = call.inputs[1],
+                     &dloss = call.inputs[2], &out = call.outputs[0];
+    KernelKind kind = call.kind;
+    if (logits.rank() < 1)
+      fail(kind, "input 0 (logits) must be [..., vocab], got a rank-0 tensor");
+    ElemType type = floatType(call, logits, "input 0 (logits)");
+    cpu::checkIndex(kind, labels, "input 1 (labels)");
+    cpu::checkShape(
+        kind, labels, "input 1 (labels)",
+        std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
+    cpu::checkShape(kind, dloss, "input 2 (dloss)", {});
+    cpu::checkDType(kind, dloss, "input 2 (dloss)", logits.dtype);
+    cpu::checkSameType(kind, out, "output 0", logits, "input 0 (logits)");
+    if (call.attrs.vocabOffset != 0)
+      fail(kind, "vocab-parallel cross_entropy_grad (vocabOffset " +
+                     std::to_string(call.attrs.vocabOffset) +
+                     ") is not supported yet");
+    if (call.attrs.meanCount < 0)
+      fail(kind, "meanCount must be >= 0, got " +
+                     std::to_string(call.attrs.meanCount));
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    int64_t tokens = labels.numElements();
+    KernelLaunch l = rowLaunch(tokens);
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::CrossEntropyGrad;
+    p.type = type;
+    p.cols = logits.shape.back();
+    p.wideLabels = labels.dtype == DType::I64;
+    p.a[0] = double(call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens);
+    for (int i = 0; i < 3; ++i)
+      p.in[i] = call.inputs[i].data;
+    p.out[0] = out.data;
+    if (p.cols > 0)
+      launch(l);
   }
 
   void runAdamW(const KernelCall &call) {

@@ -39,6 +39,8 @@ enum class GpuKernel : uint8_t {
   CrossEntropyRows, // per-token losses (double) into a workspace
   SumToScalar,      // one block: out = sum(workspace) / a[0]
   AdamW,            // p, g, m, v, step -> p', m', v'
+  Reduce,           // sum or max over some dimensions, times a scale
+  CrossEntropyGrad, // (softmax - onehot) * dloss / count per token
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -65,9 +67,12 @@ struct KernelParams {
   int64_t n = 0;     // elements, or rows
   int64_t cols = 0;  // row length
   int64_t inner = 1; // distance between a row's elements
-  int rank = 0;      // strided
+  int rank = 0;      // strided; reduce: the kept dimensions
   int64_t shape[kMaxRank] = {};
   int64_t inStride[kMaxRank] = {};
+  int redRank = 0;   // reduce: the reduced dimensions
+  int64_t redShape[kMaxRank] = {};
+  int64_t redStride[kMaxRank] = {};
   uint64_t bits = 0; // fill value
   double a[6] = {};  // scalar attributes
 };
@@ -163,6 +168,19 @@ PARTITA_HD int64_t globalThread(const Ctx &c) {
 }
 template <typename Ctx> PARTITA_HD int64_t gridThreads(const Ctx &c) {
   return int64_t(c.gridSize()) * c.blockSize();
+}
+
+/// The offset of element `index` of a row-major `shape` of `rank`
+/// dimensions in a tensor with `strides`.
+PARTITA_HD inline int64_t stridedOffset(int64_t index, int rank,
+                                        const int64_t *shape,
+                                        const int64_t *strides) {
+  int64_t offset = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    offset += (index % shape[d]) * strides[d];
+    index /= shape[d];
+  }
+  return offset;
 }
 
 /// in[0], in[1] -> out[0]; n elements; op: BinaryOp.
@@ -266,14 +284,8 @@ template <typename T, typename Ctx>
 PARTITA_HD void stridedKernel(const Ctx &c, const KernelParams &p) {
   const T *in = static_cast<const T *>(p.in[0]);
   T *out = static_cast<T *>(p.out[0]);
-  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
-    int64_t rest = i, offset = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      offset += (rest % p.shape[d]) * p.inStride[d];
-      rest /= p.shape[d];
-    }
-    out[i] = in[offset];
-  }
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c))
+    out[i] = in[stridedOffset(i, p.rank, p.shape, p.inStride)];
 }
 
 /// Softmax of n rows (one block per row at a time) of `cols` elements
@@ -402,6 +414,74 @@ PARTITA_HD void adamwKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+/// n outputs (one block each at a time): output o reduces the `cols`
+/// elements of in[0] at offset(o over the kept dimensions) + offset(j over
+/// the reduced ones); op 0 sums in double and multiplies by a[0], op 1
+/// takes the maximum (NaN wins).
+template <typename T, typename Ctx>
+PARTITA_HD void reduceKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  T *y = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t o = c.blockIndex(); o < p.n; o += c.gridSize()) {
+    int64_t base = stridedOffset(o, p.rank, p.shape, p.inStride);
+    if (p.op == 1) {
+      T m = -infinity<T>();
+      for (int64_t j = t; j < p.cols; j += bs)
+        m = maxOf(m, x[base + stridedOffset(j, p.redRank, p.redShape,
+                                               p.redStride)]);
+      m = blockReduce(c, m, MaxOp());
+      if (t == 0)
+        y[o] = m;
+    } else {
+      double sum = 0;
+      for (int64_t j = t; j < p.cols; j += bs)
+        sum += double(x[base + stridedOffset(j, p.redRank, p.redShape,
+                                                p.redStride)]);
+      sum = blockReduce(c, sum, SumOp());
+      if (t == 0)
+        y[o] = static_cast<T>(sum * p.a[0]);
+    }
+  }
+}
+
+/// The gradient of cross_entropy for n tokens of `cols` logits: in[0]
+/// logits, in[1] labels (as crossEntropyRowsKernel), in[2] dloss (0-d) ->
+/// out[0] = (softmax(row) - onehot(label)) * dloss / a[0]; a zero row for a
+/// negative label, a NaN row for a label >= cols.
+template <typename T, typename Ctx>
+PARTITA_HD void crossEntropyGradKernel(const Ctx &c, const KernelParams &p) {
+  const T *logits = static_cast<const T *>(p.in[0]);
+  double scale = double(*static_cast<const T *>(p.in[2])) / p.a[0];
+  T *out = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    int64_t label =
+        p.wideLabels ? static_cast<const int64_t *>(p.in[1])[row]
+                     : int64_t(static_cast<const int32_t *>(p.in[1])[row]);
+    const T *x = logits + row * p.cols;
+    T *dst = out + row * p.cols;
+    if (label < 0 || label >= p.cols) {
+      T fill = label < 0 ? T(0) : quietNaN<T>();
+      for (int64_t j = t; j < p.cols; j += bs)
+        dst[j] = fill;
+      continue;
+    }
+    T m = -infinity<T>();
+    for (int64_t j = t; j < p.cols; j += bs)
+      m = maxOf(m, x[j]);
+    m = blockReduce(c, m, MaxOp());
+    double sum = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sum += kexp(double(x[j]) - double(m));
+    sum = blockReduce(c, sum, SumOp());
+    for (int64_t j = t; j < p.cols; j += bs) {
+      double prob = kexp(double(x[j]) - double(m)) / sum;
+      dst[j] = static_cast<T>((prob - (j == label ? 1.0 : 0.0)) * scale);
+    }
+  }
+}
+
 /// Runs kernel K on element type T in context `c`.
 template <GpuKernel K, typename T, typename Ctx>
 PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
@@ -423,8 +503,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     crossEntropyRowsKernel<T>(c, p);
   else if constexpr (K == GpuKernel::SumToScalar)
     sumToScalarKernel<T>(c, p);
-  else
+  else if constexpr (K == GpuKernel::AdamW)
     adamwKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Reduce)
+    reduceKernel<T>(c, p);
+  else
+    crossEntropyGradKernel<T>(c, p);
 }
 
 template <GpuKernel K> using KernelTag = std::integral_constant<GpuKernel, K>;
@@ -463,6 +547,9 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
   case GpuKernel::SumToScalar:
     return floats(KernelTag<GpuKernel::SumToScalar>{});
   case GpuKernel::AdamW: return floats(KernelTag<GpuKernel::AdamW>{});
+  case GpuKernel::Reduce: return floats(KernelTag<GpuKernel::Reduce>{});
+  case GpuKernel::CrossEntropyGrad:
+    return floats(KernelTag<GpuKernel::CrossEntropyGrad>{});
   }
   return false;
 }

@@ -146,6 +146,11 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
   if (options.backend == "cuda") {
     CudaBackendOptions cuda;
     cuda.emulate = options.cudaEmulate;
+    // The emulator pays per simulated thread at every barrier, and several
+    // ranks share this host's cores: one warp per block keeps plan runs
+    // quick (the kernels' unit tests cover blocks of 32 to 256 threads).
+    if (options.cudaEmulate)
+      cuda.blockSize = 32;
     return createCudaBackend(cuda);
   }
   if (options.backend != "cpu")

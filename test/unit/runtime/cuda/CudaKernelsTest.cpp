@@ -150,6 +150,50 @@ TYPED_TEST(CudaKernelsTest, CrossEntropy) {
              {{dt<T>(), {}}});
 }
 
+// Tests reduce_sum, reduce_max and reduce_mean over inner, outer and
+// several dimensions (and a size-1 one), with and without meanCount.
+TYPED_TEST(CudaKernelsTest, Reduce) {
+  using T = TypeParam;
+  // Small: every output is a block of barriers in the emulator.
+  Tensor x = random<T>({2, 1, 13, 3}, 29);
+  struct Case {
+    std::vector<int64_t> dims, out;
+  } cases[] = {{{3}, {2, 1, 13}},
+               {{0}, {1, 13, 3}},
+               {{0, 2}, {1, 3}},
+               {{1, 2}, {2, 3}},
+               {{0, 1, 2, 3}, {}}};
+  for (const Case &c : cases)
+    for (KernelKind kind :
+         {KernelKind::ReduceSum, KernelKind::ReduceMax, KernelKind::ReduceMean}) {
+      KernelAttrs a;
+      a.dims = c.dims;
+      expectSame(kind, a, {x}, {{dt<T>(), c.out}});
+    }
+  KernelAttrs global;
+  global.dims = {2};
+  global.meanCount = 100;
+  expectSame(KernelKind::ReduceMean, global, {x}, {{dt<T>(), {2, 1, 3}}});
+}
+
+// Tests cross_entropy_grad with i32 and i64 labels (one -1) and meanCount.
+TYPED_TEST(CudaKernelsTest, CrossEntropyGrad) {
+  using T = TypeParam;
+  std::vector<int64_t> shape{2, 7, 130};
+  Tensor dloss(dt<T>(), {});
+  dloss.data<T>()[0] = T(1.5);
+  expectSame(KernelKind::CrossEntropyGrad, {},
+             {random<T>(shape, 30, -5, 5), labels<int32_t>({2, 7}, 130, 31),
+              dloss},
+             {{dt<T>(), shape}});
+  KernelAttrs global;
+  global.meanCount = 40;
+  expectSame(KernelKind::CrossEntropyGrad, global,
+             {random<T>(shape, 32, -5, 5), labels<int64_t>({2, 7}, 130, 33),
+              dloss},
+             {{dt<T>(), shape}});
+}
+
 // Tests AdamW at step 3 with weight decay, on 1001 elements.
 TYPED_TEST(CudaKernelsTest, AdamW) {
   using T = TypeParam;
