@@ -257,14 +257,18 @@ public:
       return runReduce(call);
     case KernelKind::CrossEntropyGrad:
       return runCrossEntropyGrad(call);
+    case KernelKind::Embedding:
+      return runEmbedding(call);
+    case KernelKind::RMSNorm:
+      return runRMSNorm(call);
     default:
       throw Error(std::string("cuda backend: kernel kind '") +
                   toString(call.kind) +
                   "' is not ported to the cuda backend yet (ported: einsum, "
                   "add, sub, mul, div, max, the unary ops, relu/silu/gelu "
                   "grads, greater_equal, broadcast, transpose, reshape, fill, "
-                  "reduce_sum/max/mean, softmax, layer_norm, cross_entropy and "
-                  "its grad, adamw)");
+                  "reduce_sum/max/mean, softmax, layer_norm, rms_norm, embedding, "
+                  "cross_entropy and its grad, adamw)");
     }
   }
 
@@ -627,6 +631,60 @@ private:
                                                      : count);
     p.in[0] = in.data;
     p.out[0] = out.data;
+    launch(l);
+  }
+
+  void runEmbedding(const KernelCall &call) {
+    cpu::checkCall(call, 2, 1);
+    const TensorView &table = call.inputs[0], &ids = call.inputs[1],
+                     &out = call.outputs[0];
+    KernelKind kind = call.kind;
+    if (table.rank() != 2)
+      fail(kind, "input 0 (table) must be [vocab, hidden], got " +
+                     cpu::typeToString(table));
+    ElemType type = floatType(call, table, "input 0 (table)");
+    cpu::checkIndex(kind, ids, "input 1 (ids)");
+    cpu::checkDType(kind, out, "output 0", table.dtype);
+    std::vector<int64_t> shape = ids.shape;
+    shape.push_back(table.shape[1]);
+    cpu::checkShape(kind, out, "output 0", shape);
+    if (call.attrs.vocabOffset < 0)
+      fail(kind, "vocabOffset must be >= 0, got " +
+                     std::to_string(call.attrs.vocabOffset));
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    KernelLaunch l = elementwiseLaunch(out.numElements());
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::Embedding;
+    p.type = type;
+    p.inner = table.shape[0];
+    p.cols = table.shape[1];
+    p.wideLabels = ids.dtype == DType::I64;
+    p.a[0] = double(call.attrs.vocabOffset);
+    p.in[0] = table.data;
+    p.in[1] = ids.data;
+    p.out[0] = out.data;
+    launch(l);
+  }
+
+  void runRMSNorm(const KernelCall &call) {
+    cpu::checkCall(call, 2, 1);
+    const TensorView &x = call.inputs[0], &y = call.outputs[0];
+    cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
+    if (x.rank() < 1)
+      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+    int64_t hidden = x.shape.back();
+    cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::RMSNorm;
+    p.type = floatType(call, x, "input 0");
+    p.cols = hidden;
+    p.a[0] = call.attrs.epsilon;
+    p.in[0] = x.data;
+    p.in[1] = call.inputs[1].data;
+    p.out[0] = y.data;
     launch(l);
   }
 

@@ -41,6 +41,8 @@ enum class GpuKernel : uint8_t {
   AdamW,            // p, g, m, v, step -> p', m', v'
   Reduce,           // sum or max over some dimensions, times a scale
   CrossEntropyGrad, // (softmax - onehot) * dloss / count per token
+  Embedding,        // rows of a table by id (zeros outside the shard)
+  RMSNorm,          // rows of `cols`; gamma
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -482,6 +484,46 @@ PARTITA_HD void crossEntropyGradKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+/// out[0][t, h] = row ids[t] - offset of in[0], a table of `inner` rows of
+/// `cols`; in[1] ids (i64 when wideLabels, else i32); offset a[0]; n output
+/// elements. An id outside [offset, offset + inner) gives zeros (the shard
+/// does not hold it; the all-reduce over the vocab axis sums the shards).
+template <typename T, typename Ctx>
+PARTITA_HD void embeddingKernel(const Ctx &c, const KernelParams &p) {
+  const T *table = static_cast<const T *>(p.in[0]);
+  T *out = static_cast<T *>(p.out[0]);
+  int64_t offset = int64_t(p.a[0]);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    int64_t t = i / p.cols, h = i % p.cols;
+    int64_t id = p.wideLabels
+                     ? static_cast<const int64_t *>(p.in[1])[t]
+                     : int64_t(static_cast<const int32_t *>(p.in[1])[t]);
+    out[i] = (id >= offset && id - offset < p.inner)
+                 ? table[(id - offset) * p.cols + h]
+                 : T(0);
+  }
+}
+
+/// RMS norm of n rows of `cols`: in[0] x, in[1] gamma; a[0] epsilon.
+template <typename T, typename Ctx>
+PARTITA_HD void rmsNormKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  const T *gamma = static_cast<const T *>(p.in[1]);
+  T *y = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    const T *src = x + row * p.cols;
+    T *dst = y + row * p.cols;
+    double sq = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sq += double(src[j]) * src[j];
+    sq = blockReduce(c, sq, SumOp());
+    T rms = static_cast<T>(1.0 / ksqrt(sq / double(p.cols) + p.a[0]));
+    for (int64_t j = t; j < p.cols; j += bs)
+      dst[j] = src[j] * rms * gamma[j];
+  }
+}
+
 /// Runs kernel K on element type T in context `c`.
 template <GpuKernel K, typename T, typename Ctx>
 PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
@@ -507,8 +549,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     adamwKernel<T>(c, p);
   else if constexpr (K == GpuKernel::Reduce)
     reduceKernel<T>(c, p);
-  else
+  else if constexpr (K == GpuKernel::CrossEntropyGrad)
     crossEntropyGradKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Embedding)
+    embeddingKernel<T>(c, p);
+  else
+    rmsNormKernel<T>(c, p);
 }
 
 template <GpuKernel K> using KernelTag = std::integral_constant<GpuKernel, K>;
@@ -550,6 +596,8 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
   case GpuKernel::Reduce: return floats(KernelTag<GpuKernel::Reduce>{});
   case GpuKernel::CrossEntropyGrad:
     return floats(KernelTag<GpuKernel::CrossEntropyGrad>{});
+  case GpuKernel::Embedding: return floats(KernelTag<GpuKernel::Embedding>{});
+  case GpuKernel::RMSNorm: return floats(KernelTag<GpuKernel::RMSNorm>{});
   }
   return false;
 }

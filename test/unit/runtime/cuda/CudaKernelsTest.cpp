@@ -135,6 +135,30 @@ TYPED_TEST(CudaKernelsTest, LayerNorm) {
   }
 }
 
+// Tests rms_norm on rows of 200 and 33.
+TYPED_TEST(CudaKernelsTest, RMSNorm) {
+  using T = TypeParam;
+  for (int64_t h : {200, 33}) {
+    std::vector<int64_t> shape{6, h};
+    expectSame(KernelKind::RMSNorm, {}, {random<T>(shape, 34), random<T>({h}, 35)},
+               {{dt<T>(), shape}});
+  }
+}
+
+// Tests embedding with i32 and i64 ids, and a vocab shard (vocabOffset):
+// ids outside the shard give zero rows.
+TYPED_TEST(CudaKernelsTest, Embedding) {
+  using T = TypeParam;
+  Tensor table = random<T>({50, 37}, 36);
+  expectSame(KernelKind::Embedding, {}, {table, labels<int32_t>({3, 7}, 50, 37)},
+             {{dt<T>(), {3, 7, 37}}});
+  KernelAttrs shard;
+  shard.vocabOffset = 30;
+  Tensor ids = labels<int64_t>({3, 7}, 80, 38);
+  ids.data<int64_t>()[1] = 31; // inside the shard (labels() put -1 there)
+  expectSame(KernelKind::Embedding, shard, {table, ids}, {{dt<T>(), {3, 7, 37}}});
+}
+
 // Tests cross_entropy with i32 and i64 labels (one of them -1, a padded
 // token), with and without meanCount.
 TYPED_TEST(CudaKernelsTest, CrossEntropy) {
@@ -279,10 +303,11 @@ TEST(CudaKernelsErrorTest, UnportedWorkIsNamed) {
   EXPECT_NE(error.find("einsum: spec \"ijk,jl->ilk\" is not one GEMM"),
             std::string::npos)
       << error;
-  error = runError(*gpu, KernelKind::RMSNorm, {},
-                   {random<float>({2, 8}, 3), random<float>({8}, 4)},
+  error = runError(*gpu, KernelKind::RMSNormGrad, {},
+                   {random<float>({2, 8}, 3), random<float>({8}, 4),
+                    random<float>({2, 8}, 5)},
                    {{DType::F32, {2, 8}}});
-  EXPECT_NE(error.find("kernel kind 'rms_norm' is not ported to the cuda "
+  EXPECT_NE(error.find("kernel kind 'rms_norm_grad' is not ported to the cuda "
                        "backend"),
             std::string::npos)
       << error;
