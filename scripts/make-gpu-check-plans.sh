@@ -38,7 +38,10 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   "--steps 3 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
 # The cuda backend's plans (cuda-plans.txt): one rank (a real GPU runs one
 # rank until collectives are staged through host memory) and forward only
-# (its ported kernels: docs/gpu.md).
+# (its ported kernels, docs/gpu.md: mlp forward and training).
 "$partita" plan "$out/mlp.mlir" --mesh dp=1 --strategy dp --quiet -o "$out/mlp-one.pb"
+"$partita" plan "$out/mlp.mlir" --train adamw --mesh dp=1 --strategy dp --quiet \
+  -o "$out/mlp-train-one.pb"
 echo "mlp-one.pb" >"$out/cuda-plans.txt"
+echo "mlp-train-one.pb --steps 5 --rtol 1e-4" >>"$out/cuda-plans.txt"
 echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt, $(wc -l <"$out/cuda-plans.txt") in cuda-plans.txt"
