@@ -9,6 +9,6 @@ exec 9>"/tmp/partita-build-$(echo "$build" | md5sum | cut -c1-8).lock"
 flock 9
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DPARTITA_CUDA=ON
 fi
 cmake --build "$build" "$@"

@@ -7,10 +7,22 @@
 # under `mpirun -np 4`. PLAN_DIR comes from scripts/make-gpu-check-plans.sh,
 # run where LLVM is. Prints a summary line per plan; exits non-zero on any
 # failure.
-# Usage: scripts/gpu-check.sh [PLAN_DIR] [BUILD_DIR]
+# With CUDA (configured with -DPARTITA_CUDA=ON) it also runs the cuda
+# backend's GPU tests (a skip is a failure on a GPU machine),
+# compute-sanitizer's memcheck and racecheck over them, and the plans of
+# PLAN_DIR/cuda-plans.txt with `--backend cuda --check`. With --emulate
+# (a machine without a GPU, CI) it configures with PARTITA_CUDA=AUTO,
+# expects the GPU tests to report SKIPPED, and runs the cuda plans with
+# `--backend cuda --emulate` (see docs/gpu.md for what that cannot show).
+# Usage: scripts/gpu-check.sh [--emulate] [PLAN_DIR] [BUILD_DIR]
 #   BUILD_DIR defaults to build-rt/ at the repository root.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+emulate=0
+if [ "${1:-}" = "--emulate" ]; then
+  emulate=1
+  shift
+fi
 plans="${1:-}"
 build="${2:-$root/build-rt}"
 mkdir -p "$build" && build="$(cd "$build" && pwd)"
@@ -22,7 +34,10 @@ failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 
 echo "== configure and build the runtime-only project into $build"
-if ! cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release; then
+cuda=ON
+[ "$emulate" -eq 1 ] && cuda=AUTO
+if ! cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DPARTITA_CUDA="$cuda"; then
   echo "FAILED: configuring the runtime"
   exit 1
 fi
@@ -46,6 +61,38 @@ else
   echo "nvidia-smi not found"
 fi
 command -v nvcc >/dev/null && nvcc --version | tail -1
+
+echo "== cuda backend: GPU tests"
+gputests="$build/bin/partita-runtime-tests-cuda-gpu"
+if [ ! -x "$gputests" ]; then
+  echo "not built (GoogleTest missing?)"
+else
+  "$gputests" --gtest_brief=1 >"$build/gpu-tests.log" 2>&1
+  rc=$?
+  tail -3 "$build/gpu-tests.log"
+  if [ "$rc" -eq 77 ] && [ "$emulate" -eq 0 ]; then
+    fail "the GPU tests were skipped on a machine meant to have a GPU"
+  elif [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+    fail "the GPU tests (see $build/gpu-tests.log)"
+  fi
+  if [ "$rc" -eq 0 ]; then
+    echo "== compute-sanitizer memcheck and racecheck"
+    if ! command -v compute-sanitizer >/dev/null; then
+      fail "compute-sanitizer not found"
+    else
+      for tool in memcheck racecheck; do
+        if compute-sanitizer --tool "$tool" --error-exitcode 1 "$gputests" \
+            --gtest_brief=1 --gtest_filter='*Softmax*:*LayerNorm*:*CrossEntropy*' \
+            >"$build/sanitizer-$tool.log" 2>&1; then
+          echo "$tool: clean"
+        else
+          fail "compute-sanitizer $tool (see $build/sanitizer-$tool.log)"
+          tail -5 "$build/sanitizer-$tool.log"
+        fi
+      done
+    fi
+  fi
+fi
 
 if [ -z "$plans" ]; then
   echo "no PLAN_DIR given: plans not run"
@@ -100,6 +147,25 @@ while read -r plan args; do
   done
   summary+=("$line")
 done <<<"$list"
+
+# The cuda backend on the plans it can run (one line per plan, as plans.txt).
+if [ -f "$plans/cuda-plans.txt" ]; then
+  echo "== cuda backend on the plans of cuda-plans.txt"
+  backend=(--backend cuda)
+  [ "$emulate" -eq 1 ] && backend+=(--emulate)
+  while read -r plan args; do
+    [ -n "$plan" ] || continue
+    log="$plan.cuda.log"
+    # shellcheck disable=SC2086 # args are words from cuda-plans.txt
+    if timeout 600 "$run" "$plan" --check "${backend[@]}" $args </dev/null >"$log" 2>&1; then
+      summary+=("$plan: cuda${backend[2]:+ (emulated)} ok")
+    else
+      summary+=("$plan: cuda FAILED (see $plans/$log)")
+      failures=$((failures + 1))
+      tail -5 "$log"
+    fi
+  done <"$plans/cuda-plans.txt"
+fi
 
 echo "== summary"
 printf '%s\n' "${summary[@]}"

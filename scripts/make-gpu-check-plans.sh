@@ -13,7 +13,7 @@ out="$1"
 partita="$root/build/bin/partita"
 [ -x "$partita" ] || "$root/scripts/build.sh" --target partita
 mkdir -p "$out"
-rm -f "$out"/*.pb "$out"/plans.txt
+rm -f "$out"/*.pb "$out"/plans.txt "$out"/cuda-plans.txt
 
 "$partita" model mlp --layers 2 --hidden 64 --batch 8 -o "$out/mlp.mlir"
 "$partita" model gpt --layers 2 --hidden 64 --heads 4 --batch 4 -o "$out/gpt.mlir"
@@ -36,4 +36,12 @@ plan llama-fsdp llama.mlir "--mesh dp=4 --strategy fsdp" ""
 plan gpt-train-zero2 gpt-small-train.mlir \
   "--train adamw --lr 1e-3 --mesh dp=4 --strategy zero2" \
   "--steps 3 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
-echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt"
+# The cuda backend's plans (cuda-plans.txt): one rank (a real GPU runs one
+# rank until collectives are staged through host memory) and forward only
+# (its ported kernels, docs/gpu.md: mlp forward and training).
+"$partita" plan "$out/mlp.mlir" --mesh dp=1 --strategy dp --quiet -o "$out/mlp-one.pb"
+"$partita" plan "$out/mlp.mlir" --train adamw --mesh dp=1 --strategy dp --quiet \
+  -o "$out/mlp-train-one.pb"
+echo "mlp-one.pb" >"$out/cuda-plans.txt"
+echo "mlp-train-one.pb --steps 5 --rtol 1e-4" >>"$out/cuda-plans.txt"
+echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt, $(wc -l <"$out/cuda-plans.txt") in cuda-plans.txt"

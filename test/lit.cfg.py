@@ -34,3 +34,9 @@ config.substitutions.append(
 config.substitutions.append(("%partita_lib_dir", config.partita_lib_dir))
 if config.partita_driver_test_dialect:
     config.available_features.add("ptest-driver")
+# cuda: the runtime was built with CUDA; cuda-device: this machine has an
+# NVIDIA GPU (a device node of the driver), so a GPU run can be expected to work.
+if config.partita_have_cuda:
+    config.available_features.add("cuda")
+if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("cuda-device")

@@ -15,6 +15,7 @@
 #include "partita/runtime/RunTool.h"
 #include "partita/runtime/KernelRegistry.h"
 #include "partita/runtime/Checkpoint.h"
+#include "partita/runtime/CudaBackend.h"
 #include "partita/runtime/Npy.h"
 #include "partita/runtime/Train.h"
 
@@ -63,6 +64,12 @@ const OptionSpec kOptions[] = {
     {"comm", "local|mpi",
      "Communicator: local (threads; the default) or mpi (one process per "
      "rank; the default under mpirun)"},
+    {"backend", "cpu|cuda",
+     "Kernels: cpu (default) or cuda (an NVIDIA GPU; one rank for now; fails "
+     "at once without a GPU); --check's reference always runs on cpu"},
+    {"emulate", nullptr,
+     "With --backend cuda: run the cuda backend on its emulated device layer "
+     "(host memory, the CPU block emulator, the CPU's BLAS), no GPU needed"},
     {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
     {"data", "file",
      "Training: flat binary file of token ids, batches of consecutive "
@@ -393,6 +400,21 @@ int Tool::run() {
                 std::to_string(launched) +
                 " times: leave out --comm (under mpirun the MPI communicator "
                 "is used) or run without mpirun");
+  std::string backend = args.get("backend").value_or("cpu");
+  if (backend != "cpu" && backend != "cuda")
+    return fail("unknown --backend '" + backend + "': expected cpu or cuda");
+  bool emulate = args.flags.count("emulate");
+  if (emulate && backend != "cuda")
+    return fail("--emulate applies to --backend cuda only");
+  // No GPU: fail before anything else, with CUDA's own words.
+  if (backend == "cuda" && !emulate) {
+    std::string error = cudaDeviceError();
+    if (!error.empty())
+      return fail("--backend cuda: no usable CUDA device: " + error +
+                  " (--emulate runs the cuda backend without a GPU)");
+  }
+  ranksOptions.backend = backend;
+  ranksOptions.cudaEmulate = emulate;
   for (const char *option : {"ranks", "steps"})
     if (std::optional<std::string> text = args.get(option)) {
       std::optional<int64_t> v = parseWhole(*text);
@@ -468,6 +490,13 @@ int Tool::run() {
                 std::to_string(devices) + " rank" + (devices == 1 ? "" : "s") +
                 (partitioned ? " (its mesh)" : " (it is not partitioned)") +
                 ", but --ranks is " + std::to_string(ranks));
+  if (backend == "cuda" && !emulate && partitioned && devices > 1)
+    return fail("--backend cuda runs a plan on one rank for now, and '" +
+                program + "' runs on " + std::to_string(devices) +
+                ": the executor hands the communicator device addresses, "
+                "which a GPU's host side cannot read (collectives staged "
+                "through host memory are still to come); --emulate runs "
+                "several ranks on the emulated device layer");
   if (args.flags.count("check") && !plan->hasProgram("reference"))
     return fail("--check needs a program named 'reference' in the plan "
                 "(partita plan writes one)");

@@ -1,6 +1,7 @@
 //===- Train.cpp - runs programs and trains on N ranks --------------------===//
 
 #include "partita/runtime/Train.h"
+#include "partita/runtime/CudaBackend.h"
 #include "partita/runtime/Npy.h"
 
 #include <algorithm>
@@ -150,6 +151,22 @@ int mpiLauncherWorldSize() {
   return 0;
 }
 
+std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
+  if (options.backend == "cuda") {
+    CudaBackendOptions cuda;
+    cuda.emulate = options.cudaEmulate;
+    // The emulator pays per simulated thread at every barrier, and several
+    // ranks share this host's cores: one warp per block keeps plan runs
+    // quick (the kernels' unit tests cover blocks of 32 to 256 threads).
+    if (options.cudaEmulate)
+      cuda.blockSize = 32;
+    return createCudaBackend(cuda);
+  }
+  if (options.backend != "cpu")
+    throw Error("unknown backend '" + options.backend + "' (cpu or cuda)");
+  return createCpuBackend(options.ranks > 1 ? 1 : 0);
+}
+
 void onEveryRank(const PlanFile &plan, const std::string &program,
                  const RunOptions &options,
                  const std::function<void(Communicator *)> &body) {
@@ -172,7 +189,7 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
   ProgramRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
-    auto backend = createCpuBackend(options.ranks > 1 ? 1 : 0);
+    auto backend = createRankBackend(options);
     Executor executor(plan, program, comm, *backend, executorOptions(options));
     if (beforeFirstStep)
       beforeFirstStep(executor, comm);
@@ -328,7 +345,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   TrainRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
-    auto backend = createCpuBackend(ranks.ranks > 1 ? 1 : 0);
+    auto backend = createRankBackend(ranks);
     Executor executor(plan, program, comm, *backend, executorOptions(ranks));
     bool printer = !comm || comm->rank() == 0;
     if (options.beforeFirstStep)

@@ -87,6 +87,10 @@ struct RunOptions {
   int failRank = -1;
   int failStep = 1;
   std::string toolName = "partita-run";
+  /// The executors' backend: cpu, or cuda (CudaBackend.h; with cudaEmulate
+  /// on the emulated device layer, no GPU needed).
+  std::string backend = "cpu";
+  bool cudaEmulate = false;
 };
 
 /// The number of processes of the MPI job this process was started in by
@@ -95,6 +99,9 @@ struct RunOptions {
 /// more than 1 must run as one rank of that job (createMpiCommunicator),
 /// never as N independent copies of the whole job.
 int mpiLauncherWorldSize();
+
+/// The backend `options` names, for one rank of them.
+std::unique_ptr<Backend> createRankBackend(const RunOptions &options);
 
 /// Runs `body` for each rank of `program`: once with no communicator when
 /// the program is not partitioned, once with options.mpi when set, else on

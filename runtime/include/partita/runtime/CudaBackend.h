@@ -1,0 +1,50 @@
+//===- CudaBackend.h - the cuda backend and its emulation ------*- C++ -*-===//
+//
+// The cuda backend runs kernels on an NVIDIA GPU: contractions as cuBLASLt
+// GEMMs, every other ported kernel as a CUDA kernel written once as a
+// template over an execution context (runtime/lib/cuda/Kernels.h). With
+// `emulate` the same backend runs on the host instead: the device layer's
+// emulated implementation (host memory, a thread per stream, the block
+// emulator running the same kernel templates, the CPU's BLAS for GEMMs),
+// so CI without a GPU runs the backend's code. See docs/gpu.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_CUDABACKEND_H
+#define PARTITA_RUNTIME_CUDABACKEND_H
+
+#include "partita/runtime/Backend.h"
+
+#include <memory>
+#include <string>
+
+namespace partita::runtime {
+
+struct CudaBackendOptions {
+  /// Run on the emulated device layer instead of a GPU.
+  bool emulate = false;
+  /// The CUDA device of this backend.
+  int device = 0;
+  /// Threads per block of every kernel launch (a multiple of 32, 32-1024).
+  int blockSize = 256;
+  /// Emulation: fail a launch whose threads race on shared memory.
+  bool checkRaces = false;
+};
+
+/// The cuda backend. Without `emulate`, throws Error at once when no CUDA
+/// device is usable, with CUDA's error text (see cudaDeviceError), or when
+/// the runtime was built without CUDA. A kernel kind it has not ported
+/// throws Error naming the kind when run.
+std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options = {});
+
+/// Empty when a CUDA device is usable; otherwise why not, e.g.
+/// "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime
+/// version (cudaErrorInsufficientDriver)".
+std::string cudaDeviceError();
+
+/// Whether this runtime was built with CUDA (cmake -DPARTITA_CUDA=ON/AUTO).
+bool cudaBuiltIn();
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_CUDABACKEND_H

@@ -1,0 +1,120 @@
+//===- BlockEmulator.h - runs context kernels on host threads ---*- C++ -*-===//
+//
+// The CPU block emulator: a launch of `grid` blocks of `block` threads runs
+// with one host thread per simulated thread of a block (threads kept in a
+// pool between launches); the blocks run one after another (the same
+// threads, shared memory refilled with NaN bytes between blocks, so a read
+// of shared memory no thread wrote shows up in the results). barrier() is a real barrier of the block's threads and
+// shuffleXor() a real exchange among the 32 lanes of a warp, so a kernel
+// that forgets a barrier reads stale data here as it would on a GPU.
+//
+// Checks the GPU would leave undefined:
+//   - a barrier or shuffle that some threads reach while others of the
+//     block (or warp) have returned (divergent __syncthreads);
+//   - with EmulatorOptions::checkRaces, shared-memory races: two threads
+//     touching the same bytes between two barriers, one of them writing
+//     (what compute-sanitizer's racecheck reports). Checked accesses go
+//     through one lock, so even a racy kernel is free of data races in the
+//     C++ sense and ThreadSanitizer stays quiet about the emulator itself.
+// A failed check, or an exception in a simulated thread, stops the launch
+// and emulateLaunch throws Error naming the block and thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CUDA_BLOCKEMULATOR_H
+#define PARTITA_RUNTIME_LIB_CUDA_BLOCKEMULATOR_H
+
+#include "runtime/lib/cuda/KernelContext.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace partita::runtime::gpu {
+
+struct EmulatorOptions {
+  /// Track every shared-memory access and fail on a race between barriers.
+  bool checkRaces = false;
+};
+
+struct LaunchDims {
+  int grid = 1;            // blocks
+  int block = kWarpSize;   // threads per block, a multiple of 32, <= 1024
+  size_t sharedBytes = 0;  // dynamic shared memory per block
+};
+
+class EmuLaunch; // the state threads of one launch share (BlockEmulator.cpp)
+
+/// A checked shared-memory access: copies `bytes` between `address` and
+/// `value` (to `address` when `write`) under the checker's lock, after
+/// recording it; throws (unwinding the simulated thread) when it races.
+void emuSharedAccess(EmuLaunch *launch, int thread, void *address,
+                     void *value, size_t bytes, bool write);
+/// The block barrier and the warp exchange of an emulated thread.
+void emuBarrier(EmuLaunch *launch, int thread);
+void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
+                size_t bytes, int laneMask);
+bool emuChecksRaces(const EmuLaunch *launch);
+unsigned char *emuSharedBase(EmuLaunch *launch);
+
+/// Shared memory in the emulator: each load and store is checked when the
+/// launch checks races.
+template <typename T> struct EmuShared {
+  T *base;
+  EmuLaunch *launch;
+  int thread;
+  bool checked;
+  T load(int64_t i) const {
+    if (!checked)
+      return base[i];
+    T v;
+    emuSharedAccess(launch, thread, base + i, &v, sizeof(T), /*write=*/false);
+    return v;
+  }
+  void store(int64_t i, T v) const {
+    if (!checked) {
+      base[i] = v;
+      return;
+    }
+    emuSharedAccess(launch, thread, base + i, &v, sizeof(T), /*write=*/true);
+  }
+};
+
+/// The context of one simulated thread.
+class EmuContext {
+public:
+  template <typename T> using Shared = EmuShared<T>;
+  EmuContext(EmuLaunch *launch, int thread, int block, int gridSize)
+      : launch(launch), thread(thread), blockDim(block), grid(gridSize) {}
+
+  int threadIndex() const { return thread; }
+  int blockIndex() const { return blockIdx; }
+  int blockSize() const { return blockDim; }
+  int gridSize() const { return grid; }
+  template <typename T> EmuShared<T> shared() const {
+    return EmuShared<T>{reinterpret_cast<T *>(emuSharedBase(launch)), launch,
+                        thread, emuChecksRaces(launch)};
+  }
+  void barrier() const { emuBarrier(launch, thread); }
+  template <typename T> T shuffleXor(T v, int laneMask) const {
+    T out;
+    emuShuffle(launch, thread, &v, &out, sizeof(T), laneMask);
+    return out;
+  }
+
+  int blockIdx = 0; // set by the emulator per block
+
+private:
+  EmuLaunch *launch;
+  int thread, blockDim, grid;
+};
+
+/// Runs `body` for every thread of every block; throws Error on a failed
+/// check or when `body` throws in any simulated thread.
+void emulateLaunch(const LaunchDims &dims,
+                   const std::function<void(EmuContext &)> &body,
+                   const EmulatorOptions &options = {});
+
+} // namespace partita::runtime::gpu
+
+#endif // PARTITA_RUNTIME_LIB_CUDA_BLOCKEMULATOR_H

@@ -1,0 +1,35 @@
+//===- CudaKernels.cu - the kernel templates as __global__ kernels --------===//
+//
+// One __global__ kernel per (kernel, element type) of Kernels.h, each the
+// template run in a DeviceContext. Compiled for sm_80 and sm_90 with every
+// warning and every register spill an error (runtime/CMakeLists.txt).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/lib/cuda/CudaKernels.h"
+
+namespace partita::runtime::gpu {
+
+namespace {
+
+template <GpuKernel K, typename T>
+__global__ void __launch_bounds__(1024) partitaKernel(KernelParams p) {
+  DeviceContext ctx;
+  runKernel<K, T>(ctx, p);
+}
+
+} // namespace
+
+cudaError_t launchOnDevice(const KernelLaunch &launch, cudaStream_t stream) {
+  cudaError_t status = cudaErrorInvalidValue;
+  dispatchKernel(launch.params, [&](auto tag, auto type) {
+    using T = decltype(type);
+    partitaKernel<decltype(tag)::value, T>
+        <<<launch.grid, launch.block, launch.sharedBytes, stream>>>(
+            launch.params);
+    status = cudaGetLastError();
+  });
+  return status;
+}
+
+} // namespace partita::runtime::gpu

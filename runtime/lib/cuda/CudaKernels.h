@@ -1,0 +1,23 @@
+//===- CudaKernels.h - launching the __global__ kernels ---------*- C++ -*-===//
+//
+// The bridge between the device layer (CudaApi.cpp, plain C++) and the
+// kernels nvcc compiles (CudaKernels.cu). Built only with PARTITA_CUDA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CUDA_CUDAKERNELS_H
+#define PARTITA_RUNTIME_LIB_CUDA_CUDAKERNELS_H
+
+#include "runtime/lib/cuda/Kernels.h"
+
+#include <cuda_runtime_api.h>
+
+namespace partita::runtime::gpu {
+
+/// Queues `launch` on `stream`; cudaErrorInvalidValue when the launch's
+/// kernel and element type have no instantiation, else the launch's error.
+cudaError_t launchOnDevice(const KernelLaunch &launch, cudaStream_t stream);
+
+} // namespace partita::runtime::gpu
+
+#endif // PARTITA_RUNTIME_LIB_CUDA_CUDAKERNELS_H

@@ -1,0 +1,101 @@
+//===- GpuApi.h - the thin device layer under the cuda backend --*- C++ -*-===//
+//
+// Every CUDA runtime and cuBLASLt call of the cuda backend sits behind this
+// interface, which has two implementations:
+//   - CudaApi (CudaApi.cpp, built with PARTITA_CUDA): cudaMalloc,
+//     cudaMemcpyAsync, streams and events, the __global__ kernels of
+//     CudaKernels.cu, cublasLtMatmul;
+//   - the emulated one (EmulatedApi.cpp, always built): host memory, a
+//     thread per stream, events as real dependencies between those threads,
+//     the block emulator running the same kernel templates, and the CPU's
+//     BLAS given the GEMM arguments cuBLASLt would get.
+// The Device / Stream / Event of the runtime (GpuDevice.cpp) and the
+// backend (CudaBackend.cpp) are written once over it, so CI runs them
+// without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CUDA_GPUAPI_H
+#define PARTITA_RUNTIME_LIB_CUDA_GPUAPI_H
+
+#include "partita/runtime/Device.h"
+#include "partita/runtime/Tensor.h"
+#include "runtime/lib/cuda/BlockEmulator.h"
+#include "runtime/lib/cuda/Kernels.h"
+
+#include <memory>
+#include <string>
+
+namespace partita::runtime::gpu {
+
+/// A strided-batched GEMM in row-major terms: for each of `batch` items,
+/// C[m,n] = alpha * op(A) op(B) + beta * C, op(A) [m,k] (A stored [k,m]
+/// when transA), op(B) [k,n]; leading dimensions and batch strides in
+/// elements. The real implementation hands cuBLASLt the column-major
+/// transpose of this (C^T = op(B)^T op(A)^T: operands swapped, flags kept).
+struct GemmDesc {
+  ElemType type = ElemType::F32;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double alpha = 1, beta = 0;
+  const void *a = nullptr, *b = nullptr;
+  void *c = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+};
+
+class GpuApi {
+public:
+  virtual ~GpuApi() = default;
+  /// "cuda:0", "cuda (emulated)".
+  virtual const char *name() const = 0;
+  /// Whether the host may read device memory directly.
+  virtual bool hostAccessible() const = 0;
+  /// Zeroed memory of `bytes` in `space`; throws Error naming the size.
+  virtual void *allocate(size_t bytes, MemorySpace space) = 0;
+  virtual void deallocate(void *p, MemorySpace space) = 0;
+  virtual Stream &computeStream() = 0;
+  virtual std::unique_ptr<Stream> createStream() = 0;
+  /// Any direction (device, pinned host or pageable host memory), ordered
+  /// on `stream`.
+  virtual void copy(void *dst, const void *src, size_t bytes,
+                    Stream &stream) = 0;
+  /// Queues a kernel of Kernels.h.
+  virtual void launch(const KernelLaunch &launch, Stream &stream) = 0;
+  virtual void gemm(const GemmDesc &gemm, Stream &stream) = 0;
+};
+
+struct EmulatedApiOptions {
+  EmulatorOptions emulator;
+  /// The compute stream's thread runs each item before enqueue returns
+  /// (and an item's error is thrown to the caller), as the cpu device's
+  /// inline stream does: the executor issues collectives from the host
+  /// thread and expects the compute stream's work done by then. False gives
+  /// a stream that runs ahead as a CUDA stream does (tests of streams and
+  /// events).
+  bool synchronousCompute = true;
+};
+
+/// The emulated device layer.
+std::unique_ptr<GpuApi> createEmulatedApi(const EmulatedApiOptions &options);
+
+/// The real one on device `ordinal`; throws Error with CUDA's error text
+/// when there is no usable device, or when the runtime was built without
+/// CUDA.
+std::unique_ptr<GpuApi> createCudaApi(int ordinal);
+
+/// Whether this runtime was built with CUDA (PARTITA_CUDA).
+bool builtWithCuda();
+
+/// The number of CUDA devices, or -1 with `error` set to CUDA's text
+/// ("cudaGetDeviceCount: CUDA driver version is insufficient for CUDA
+/// runtime version (cudaErrorInsufficientDriver)") or to "built without
+/// CUDA".
+int cudaDeviceCount(std::string &error);
+
+/// The device layer's Device (GpuDevice.cpp).
+std::unique_ptr<Device> createGpuDevice(GpuApi &api);
+
+} // namespace partita::runtime::gpu
+
+#endif // PARTITA_RUNTIME_LIB_CUDA_GPUAPI_H

@@ -1,0 +1,607 @@
+//===- Kernels.h - the cuda backend's kernels, written once ----*- C++ -*-===//
+//
+// Each kernel is a template over an execution context (KernelContext.h)
+// and its element type, compiled by nvcc into a __global__ kernel
+// (CudaKernels.cu) and by the host compiler into the block emulator
+// (EmulatedKernels.cpp). Launches are 1-D; every kernel loops over its
+// work with a grid stride, so any grid size is correct.
+//
+// Numerics follow the cpu backend (runtime/lib/cpu) so the two agree within
+// rounding: sums (softmax denominators, norm statistics, losses) accumulate
+// in double; exponentials subtract the row maximum first. Reductions are
+// deterministic: each thread sums a fixed strided subset in order, a warp
+// combines by an xor butterfly of shuffles, and the warps' partial results
+// are added in warp order by every thread; no atomics, so a result depends
+// only on the launch's block size, never on timing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CUDA_KERNELS_H
+#define PARTITA_RUNTIME_LIB_CUDA_KERNELS_H
+
+#include "runtime/lib/cuda/KernelContext.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace partita::runtime::gpu {
+
+/// The kernels (one __global__ per kernel and element type).
+enum class GpuKernel : uint8_t {
+  Binary,           // c = op(a, b)
+  Unary,            // y = op(x)
+  ElementwiseGrad,  // dx = op'(x) * dy, and greater_equal
+  Fill,             // out = bits (element type: an unsigned of 1-8 bytes)
+  Strided,          // out[i...] = in[sum i_k * inStride_k] (broadcast, transpose)
+  Softmax,          // rows of `cols` elements `inner` apart
+  LayerNorm,        // rows of `cols`; gamma, beta
+  CrossEntropyRows, // per-token losses (double) into a workspace
+  SumToScalar,      // one block: out = sum(workspace) / a[0]
+  AdamW,            // p, g, m, v, step -> p', m', v'
+  Reduce,           // sum or max over some dimensions, times a scale
+  CrossEntropyGrad, // (softmax - onehot) * dloss / count per token
+  Embedding,        // rows of a table by id (zeros outside the shard)
+  RMSNorm,          // rows of `cols`; gamma
+};
+
+enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
+enum class UnaryOp : int {
+  Neg, Exp, Log, Tanh, Relu, Silu, Rsqrt, Sqrt, GeluErf, GeluTanh
+};
+enum class GradOp : int { Relu, Silu, GeluErf, GeluTanh, GreaterEqual };
+
+/// Element types of a launch: the floats, and unsigned storage of 1, 2, 4
+/// or 8 bytes for kernels that only move bits.
+enum class ElemType : uint8_t { F32, F64, U8, U16, U32, U64 };
+
+constexpr int kMaxRank = 8;
+
+/// Everything a kernel reads, passed by value to the __global__ function.
+/// Each kernel documents the fields it uses.
+struct KernelParams {
+  GpuKernel kernel = GpuKernel::Binary;
+  ElemType type = ElemType::F32;
+  int op = 0;
+  bool wideLabels = false; // cross entropy: labels are i64 (else i32)
+  const void *in[5] = {};
+  void *out[3] = {};
+  int64_t n = 0;     // elements, or rows
+  int64_t cols = 0;  // row length
+  int64_t inner = 1; // distance between a row's elements
+  int rank = 0;      // strided; reduce: the kept dimensions
+  int64_t shape[kMaxRank] = {};
+  int64_t inStride[kMaxRank] = {};
+  int redRank = 0;   // reduce: the reduced dimensions
+  int64_t redShape[kMaxRank] = {};
+  int64_t redStride[kMaxRank] = {};
+  uint64_t bits = 0; // fill value
+  double a[6] = {};  // scalar attributes
+};
+
+/// A launch: geometry and parameters.
+struct KernelLaunch {
+  int grid = 1, block = 256;
+  size_t sharedBytes = 0;
+  KernelParams params;
+};
+
+/// Shared memory a block reduction needs (one double per warp).
+constexpr size_t kReduceSharedBytes = 32 * sizeof(double);
+
+//===----------------------------------------------------------------------===//
+// Math that compiles for host and device
+//===----------------------------------------------------------------------===//
+
+PARTITA_HD inline float kexp(float x) { return expf(x); }
+PARTITA_HD inline double kexp(double x) { return exp(x); }
+PARTITA_HD inline float klog(float x) { return logf(x); }
+PARTITA_HD inline double klog(double x) { return log(x); }
+PARTITA_HD inline float ktanh(float x) { return tanhf(x); }
+PARTITA_HD inline double ktanh(double x) { return tanh(x); }
+PARTITA_HD inline float ksqrt(float x) { return sqrtf(x); }
+PARTITA_HD inline double ksqrt(double x) { return sqrt(x); }
+PARTITA_HD inline float kerf(float x) { return erff(x); }
+PARTITA_HD inline double kerf(double x) { return erf(x); }
+PARTITA_HD inline float kabs(float x) { return fabsf(x); }
+PARTITA_HD inline double kabs(double x) { return fabs(x); }
+
+template <typename T> PARTITA_HD T infinity() {
+  return static_cast<T>(HUGE_VAL);
+}
+template <typename T> PARTITA_HD T quietNaN() {
+  return static_cast<T>(NAN);
+}
+
+/// NaN in either operand gives NaN (the cpu backend's max).
+template <typename T> PARTITA_HD T maxOf(T x, T y) {
+  return (x > y || x != x) ? x : y;
+}
+
+struct SumOp {
+  template <typename T> PARTITA_HD T operator()(T x, T y) const {
+    return x + y;
+  }
+};
+struct MaxOp {
+  template <typename T> PARTITA_HD T operator()(T x, T y) const {
+    return maxOf(x, y);
+  }
+};
+
+/// Combines `v` over the block in a fixed order; every thread gets the
+/// result. Every thread of the block must call it (it has barriers).
+template <typename A, typename Ctx, typename Op>
+PARTITA_HD A blockReduce(const Ctx &c, A v, Op op) {
+  for (int m = kWarpSize / 2; m > 0; m >>= 1)
+    v = op(v, c.shuffleXor(v, m));
+  auto s = c.template shared<A>();
+  int t = c.threadIndex();
+  if (t % kWarpSize == 0)
+    s.store(t / kWarpSize, v);
+  c.barrier();
+  A total = s.load(0);
+  for (int w = 1; w < c.blockSize() / kWarpSize; ++w)
+    total = op(total, s.load(w));
+  // The next reduction stores into the same slots.
+  c.barrier();
+  return total;
+}
+
+/// 1 + tanh(u) and 1 - tanh(u)^2 from t = exp(-2|u|), which keep their
+/// relative accuracy where 1 + tanh(u) cancels (u very negative).
+template <typename T>
+PARTITA_HD void tanhParts(T u, T &onePlusTanh, T &sech2) {
+  T a = kabs(u);
+  a = a < T(43) ? a : T(43); // maps NaN to 43; the products keep NaN
+  T t = kexp(T(-2) * a);
+  T inv = T(1) / (T(1) + t);
+  onePlusTanh = (u >= T(0) ? T(2) : T(2) * t) * inv;
+  sech2 = T(4) * t * inv * inv;
+}
+
+//===----------------------------------------------------------------------===//
+// The kernels
+//===----------------------------------------------------------------------===//
+
+template <typename Ctx>
+PARTITA_HD int64_t globalThread(const Ctx &c) {
+  return int64_t(c.blockIndex()) * c.blockSize() + c.threadIndex();
+}
+template <typename Ctx> PARTITA_HD int64_t gridThreads(const Ctx &c) {
+  return int64_t(c.gridSize()) * c.blockSize();
+}
+
+/// The offset of element `index` of a row-major `shape` of `rank`
+/// dimensions in a tensor with `strides`.
+PARTITA_HD inline int64_t stridedOffset(int64_t index, int rank,
+                                        const int64_t *shape,
+                                        const int64_t *strides) {
+  int64_t offset = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    offset += (index % shape[d]) * strides[d];
+    index /= shape[d];
+  }
+  return offset;
+}
+
+/// in[0], in[1] -> out[0]; n elements; op: BinaryOp.
+template <typename T, typename Ctx>
+PARTITA_HD void binaryKernel(const Ctx &c, const KernelParams &p) {
+  const T *a = static_cast<const T *>(p.in[0]);
+  const T *b = static_cast<const T *>(p.in[1]);
+  T *out = static_cast<T *>(p.out[0]);
+  auto op = static_cast<BinaryOp>(p.op);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    T x = a[i], y = b[i], r;
+    switch (op) {
+    case BinaryOp::Add: r = x + y; break;
+    case BinaryOp::Sub: r = x - y; break;
+    case BinaryOp::Mul: r = x * y; break;
+    case BinaryOp::Div: r = x / y; break;
+    default: r = maxOf(x, y); break;
+    }
+    out[i] = r;
+  }
+}
+
+/// in[0] -> out[0]; n elements; op: UnaryOp.
+template <typename T, typename Ctx>
+PARTITA_HD void unaryKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  T *y = static_cast<T *>(p.out[0]);
+  auto op = static_cast<UnaryOp>(p.op);
+  const T sqrtHalf = T(0.7071067811865476), c0 = T(0.7978845608028654);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    T v = x[i], r;
+    switch (op) {
+    case UnaryOp::Neg: r = -v; break;
+    case UnaryOp::Exp: r = kexp(v); break;
+    case UnaryOp::Log: r = klog(v); break;
+    case UnaryOp::Tanh: r = ktanh(v); break;
+    case UnaryOp::Relu: r = v < T(0) ? T(0) : v; break;
+    case UnaryOp::Silu: r = v / (T(1) + kexp(-v)); break;
+    case UnaryOp::Rsqrt: r = T(1) / ksqrt(v); break;
+    case UnaryOp::Sqrt: r = ksqrt(v); break;
+    case UnaryOp::GeluErf: r = T(0.5) * v * (T(1) + kerf(v * sqrtHalf)); break;
+    default: {
+      T onePlusTanh, sech2;
+      tanhParts(c0 * (v + T(0.044715) * v * v * v), onePlusTanh, sech2);
+      r = T(0.5) * v * onePlusTanh;
+      break;
+    }
+    }
+    y[i] = r;
+  }
+}
+
+/// in[0] (x), in[1] (dy) -> out[0] (dx); n elements; op: GradOp.
+template <typename T, typename Ctx>
+PARTITA_HD void gradKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  const T *dy = static_cast<const T *>(p.in[1]);
+  T *dx = static_cast<T *>(p.out[0]);
+  auto op = static_cast<GradOp>(p.op);
+  const T c0 = T(0.7978845608028654);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    T v = x[i], g = dy[i], r;
+    switch (op) {
+    case GradOp::Relu: r = v > T(0) ? g : T(0); break;
+    case GradOp::Silu: {
+      T s = T(1) / (T(1) + kexp(-v));
+      r = g * s * (T(1) + v * (T(1) - s));
+      break;
+    }
+    case GradOp::GeluErf: {
+      T cdf = T(0.5) * (T(1) + kerf(v * T(0.7071067811865476)));
+      T pdf = T(0.3989422804014327) * kexp(T(-0.5) * v * v);
+      r = g * (cdf + v * pdf);
+      break;
+    }
+    case GradOp::GeluTanh: {
+      T onePlusTanh, sech2;
+      tanhParts(c0 * (v + T(0.044715) * v * v * v), onePlusTanh, sech2);
+      T du = c0 * (T(1) + T(3 * 0.044715) * v * v);
+      r = g * (T(0.5) * onePlusTanh + T(0.5) * v * sech2 * du);
+      break;
+    }
+    default: r = v >= g ? T(1) : T(0); break;
+    }
+    dx[i] = r;
+  }
+}
+
+/// out[0] = bits (T: the unsigned of the element's size); n elements.
+template <typename T, typename Ctx>
+PARTITA_HD void fillKernel(const Ctx &c, const KernelParams &p) {
+  T *out = static_cast<T *>(p.out[0]);
+  T v = static_cast<T>(p.bits);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c))
+    out[i] = v;
+}
+
+/// out[0][i] = in[0][offset(i)] for the n elements of shape[0..rank): the
+/// offset sums each index times inStride (0 repeats an element).
+template <typename T, typename Ctx>
+PARTITA_HD void stridedKernel(const Ctx &c, const KernelParams &p) {
+  const T *in = static_cast<const T *>(p.in[0]);
+  T *out = static_cast<T *>(p.out[0]);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c))
+    out[i] = in[stridedOffset(i, p.rank, p.shape, p.inStride)];
+}
+
+/// Softmax of n rows (one block per row at a time) of `cols` elements
+/// `inner` apart: row r starts at (r / inner) * cols * inner + r % inner.
+template <typename T, typename Ctx>
+PARTITA_HD void softmaxKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  T *y = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    int64_t base = (row / p.inner) * p.cols * p.inner + row % p.inner;
+    T m = -infinity<T>();
+    for (int64_t j = t; j < p.cols; j += bs)
+      m = maxOf(m, x[base + j * p.inner]);
+    m = blockReduce(c, m, MaxOp());
+    double sum = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sum += double(kexp(T(x[base + j * p.inner] - m)));
+    sum = blockReduce(c, sum, SumOp());
+    T r = static_cast<T>(1.0 / sum);
+    for (int64_t j = t; j < p.cols; j += bs)
+      y[base + j * p.inner] = kexp(T(x[base + j * p.inner] - m)) * r;
+  }
+}
+
+/// Layer norm of n rows of `cols`: in[0] x, in[1] gamma, in[2] beta;
+/// a[0] epsilon.
+template <typename T, typename Ctx>
+PARTITA_HD void layerNormKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  const T *gamma = static_cast<const T *>(p.in[1]);
+  const T *beta = static_cast<const T *>(p.in[2]);
+  T *y = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    const T *src = x + row * p.cols;
+    T *dst = y + row * p.cols;
+    double sum = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sum += double(src[j]);
+    double mean = blockReduce(c, sum, SumOp()) / double(p.cols);
+    double sq = 0;
+    for (int64_t j = t; j < p.cols; j += bs) {
+      double d = double(src[j]) - mean;
+      sq += d * d;
+    }
+    double var = blockReduce(c, sq, SumOp()) / double(p.cols);
+    T m = static_cast<T>(mean);
+    T rstd = static_cast<T>(1.0 / ksqrt(var + p.a[0]));
+    for (int64_t j = t; j < p.cols; j += bs)
+      dst[j] = (src[j] - m) * rstd * gamma[j] + beta[j];
+  }
+}
+
+/// Cross-entropy terms of n tokens of `cols` logits: in[0] logits, in[1]
+/// labels (i64 when wideLabels, else i32) -> out[0] (double per token):
+/// max + log(sum exp(x - max)) - x[label]; 0 for a negative label (a
+/// padded token), NaN for a label >= cols (the host cannot check labels
+/// that live on the device; the loss shows it).
+template <typename T, typename Ctx>
+PARTITA_HD void crossEntropyRowsKernel(const Ctx &c, const KernelParams &p) {
+  const T *logits = static_cast<const T *>(p.in[0]);
+  double *terms = static_cast<double *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    int64_t label =
+        p.wideLabels ? static_cast<const int64_t *>(p.in[1])[row]
+                     : int64_t(static_cast<const int32_t *>(p.in[1])[row]);
+    // Uniform over the block: every thread takes the same branch.
+    if (label < 0 || label >= p.cols) {
+      if (t == 0)
+        terms[row] = label < 0 ? 0.0 : quietNaN<double>();
+      continue;
+    }
+    const T *x = logits + row * p.cols;
+    T m = -infinity<T>();
+    for (int64_t j = t; j < p.cols; j += bs)
+      m = maxOf(m, x[j]);
+    m = blockReduce(c, m, MaxOp());
+    double sum = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sum += kexp(double(x[j]) - double(m));
+    sum = blockReduce(c, sum, SumOp());
+    if (t == 0)
+      terms[row] = double(m) + klog(sum) - double(x[label]);
+  }
+}
+
+/// One block: out[0] (T, 0-d) = sum of in[0][0..n) (double) / a[0]; a
+/// count of 0 gives NaN (0/0, as the cpu backend).
+template <typename T, typename Ctx>
+PARTITA_HD void sumToScalarKernel(const Ctx &c, const KernelParams &p) {
+  const double *terms = static_cast<const double *>(p.in[0]);
+  double sum = 0;
+  for (int64_t i = c.threadIndex(); i < p.n; i += c.blockSize())
+    sum += terms[i];
+  sum = blockReduce(c, sum, SumOp());
+  if (c.blockIndex() == 0 && c.threadIndex() == 0)
+    *static_cast<T *>(p.out[0]) =
+        static_cast<T>(p.a[0] > 0 ? sum / p.a[0] : quietNaN<double>());
+}
+
+/// PyTorch's AdamW, as the cpu backend computes it: in p, g, m, v, step
+/// (0-d) -> out p', m', v'; a: lr, beta1, beta2, eps, weightDecay.
+template <typename T, typename Ctx>
+PARTITA_HD void adamwKernel(const Ctx &c, const KernelParams &p) {
+  const T *param = static_cast<const T *>(p.in[0]);
+  const T *g = static_cast<const T *>(p.in[1]);
+  const T *m = static_cast<const T *>(p.in[2]);
+  const T *v = static_cast<const T *>(p.in[3]);
+  double step = double(*static_cast<const T *>(p.in[4]));
+  T *pOut = static_cast<T *>(p.out[0]);
+  T *mOut = static_cast<T *>(p.out[1]);
+  T *vOut = static_cast<T *>(p.out[2]);
+  double lr = p.a[0], beta1 = p.a[1], beta2 = p.a[2], eps = p.a[3];
+  double decay = 1 - lr * p.a[4];
+  double c1 = 1 - pow(beta1, step), c2 = 1 - pow(beta2, step);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    double gi = g[i];
+    double m2 = beta1 * double(m[i]) + (1 - beta1) * gi;
+    double v2 = beta2 * double(v[i]) + (1 - beta2) * gi * gi;
+    double next = double(param[i]) * decay - lr * (m2 / c1) / (sqrt(v2 / c2) + eps);
+    mOut[i] = static_cast<T>(m2);
+    vOut[i] = static_cast<T>(v2);
+    pOut[i] = static_cast<T>(next);
+  }
+}
+
+/// n outputs (one block each at a time): output o reduces the `cols`
+/// elements of in[0] at offset(o over the kept dimensions) + offset(j over
+/// the reduced ones); op 0 sums in double and multiplies by a[0], op 1
+/// takes the maximum (NaN wins).
+template <typename T, typename Ctx>
+PARTITA_HD void reduceKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  T *y = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t o = c.blockIndex(); o < p.n; o += c.gridSize()) {
+    int64_t base = stridedOffset(o, p.rank, p.shape, p.inStride);
+    if (p.op == 1) {
+      T m = -infinity<T>();
+      for (int64_t j = t; j < p.cols; j += bs)
+        m = maxOf(m, x[base + stridedOffset(j, p.redRank, p.redShape,
+                                               p.redStride)]);
+      m = blockReduce(c, m, MaxOp());
+      if (t == 0)
+        y[o] = m;
+    } else {
+      double sum = 0;
+      for (int64_t j = t; j < p.cols; j += bs)
+        sum += double(x[base + stridedOffset(j, p.redRank, p.redShape,
+                                                p.redStride)]);
+      sum = blockReduce(c, sum, SumOp());
+      if (t == 0)
+        y[o] = static_cast<T>(sum * p.a[0]);
+    }
+  }
+}
+
+/// The gradient of cross_entropy for n tokens of `cols` logits: in[0]
+/// logits, in[1] labels (as crossEntropyRowsKernel), in[2] dloss (0-d) ->
+/// out[0] = (softmax(row) - onehot(label)) * dloss / a[0]; a zero row for a
+/// negative label, a NaN row for a label >= cols.
+template <typename T, typename Ctx>
+PARTITA_HD void crossEntropyGradKernel(const Ctx &c, const KernelParams &p) {
+  const T *logits = static_cast<const T *>(p.in[0]);
+  double scale = double(*static_cast<const T *>(p.in[2])) / p.a[0];
+  T *out = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    int64_t label =
+        p.wideLabels ? static_cast<const int64_t *>(p.in[1])[row]
+                     : int64_t(static_cast<const int32_t *>(p.in[1])[row]);
+    const T *x = logits + row * p.cols;
+    T *dst = out + row * p.cols;
+    if (label < 0 || label >= p.cols) {
+      T fill = label < 0 ? T(0) : quietNaN<T>();
+      for (int64_t j = t; j < p.cols; j += bs)
+        dst[j] = fill;
+      continue;
+    }
+    T m = -infinity<T>();
+    for (int64_t j = t; j < p.cols; j += bs)
+      m = maxOf(m, x[j]);
+    m = blockReduce(c, m, MaxOp());
+    double sum = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sum += kexp(double(x[j]) - double(m));
+    sum = blockReduce(c, sum, SumOp());
+    for (int64_t j = t; j < p.cols; j += bs) {
+      double prob = kexp(double(x[j]) - double(m)) / sum;
+      dst[j] = static_cast<T>((prob - (j == label ? 1.0 : 0.0)) * scale);
+    }
+  }
+}
+
+/// out[0][t, h] = row ids[t] - offset of in[0], a table of `inner` rows of
+/// `cols`; in[1] ids (i64 when wideLabels, else i32); offset a[0]; n output
+/// elements. An id outside [offset, offset + inner) gives zeros (the shard
+/// does not hold it; the all-reduce over the vocab axis sums the shards).
+template <typename T, typename Ctx>
+PARTITA_HD void embeddingKernel(const Ctx &c, const KernelParams &p) {
+  const T *table = static_cast<const T *>(p.in[0]);
+  T *out = static_cast<T *>(p.out[0]);
+  int64_t offset = int64_t(p.a[0]);
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    int64_t t = i / p.cols, h = i % p.cols;
+    int64_t id = p.wideLabels
+                     ? static_cast<const int64_t *>(p.in[1])[t]
+                     : int64_t(static_cast<const int32_t *>(p.in[1])[t]);
+    out[i] = (id >= offset && id - offset < p.inner)
+                 ? table[(id - offset) * p.cols + h]
+                 : T(0);
+  }
+}
+
+/// RMS norm of n rows of `cols`: in[0] x, in[1] gamma; a[0] epsilon.
+template <typename T, typename Ctx>
+PARTITA_HD void rmsNormKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  const T *gamma = static_cast<const T *>(p.in[1]);
+  T *y = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    const T *src = x + row * p.cols;
+    T *dst = y + row * p.cols;
+    double sq = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sq += double(src[j]) * src[j];
+    sq = blockReduce(c, sq, SumOp());
+    T rms = static_cast<T>(1.0 / ksqrt(sq / double(p.cols) + p.a[0]));
+    for (int64_t j = t; j < p.cols; j += bs)
+      dst[j] = src[j] * rms * gamma[j];
+  }
+}
+
+/// Runs kernel K on element type T in context `c`.
+template <GpuKernel K, typename T, typename Ctx>
+PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
+  if constexpr (K == GpuKernel::Binary)
+    binaryKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Unary)
+    unaryKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::ElementwiseGrad)
+    gradKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Fill)
+    fillKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Strided)
+    stridedKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Softmax)
+    softmaxKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::LayerNorm)
+    layerNormKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::CrossEntropyRows)
+    crossEntropyRowsKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::SumToScalar)
+    sumToScalarKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AdamW)
+    adamwKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Reduce)
+    reduceKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::CrossEntropyGrad)
+    crossEntropyGradKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Embedding)
+    embeddingKernel<T>(c, p);
+  else
+    rmsNormKernel<T>(c, p);
+}
+
+template <GpuKernel K> using KernelTag = std::integral_constant<GpuKernel, K>;
+
+/// Calls fn(KernelTag<K>{}, T{}) for the launch's kernel and element type
+/// (host code: picks the instantiation to run); false when the pair has no
+/// kernel.
+template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
+  auto floats = [&](auto tag) {
+    if (p.type == ElemType::F32)
+      return fn(tag, float{}), true;
+    if (p.type == ElemType::F64)
+      return fn(tag, double{}), true;
+    return false;
+  };
+  auto bits = [&](auto tag) {
+    switch (p.type) {
+    case ElemType::U8: return fn(tag, uint8_t{}), true;
+    case ElemType::U16: return fn(tag, uint16_t{}), true;
+    case ElemType::U32: return fn(tag, uint32_t{}), true;
+    case ElemType::U64: return fn(tag, uint64_t{}), true;
+    default: return false;
+    }
+  };
+  switch (p.kernel) {
+  case GpuKernel::Binary: return floats(KernelTag<GpuKernel::Binary>{});
+  case GpuKernel::Unary: return floats(KernelTag<GpuKernel::Unary>{});
+  case GpuKernel::ElementwiseGrad:
+    return floats(KernelTag<GpuKernel::ElementwiseGrad>{});
+  case GpuKernel::Fill: return bits(KernelTag<GpuKernel::Fill>{});
+  case GpuKernel::Strided: return bits(KernelTag<GpuKernel::Strided>{});
+  case GpuKernel::Softmax: return floats(KernelTag<GpuKernel::Softmax>{});
+  case GpuKernel::LayerNorm: return floats(KernelTag<GpuKernel::LayerNorm>{});
+  case GpuKernel::CrossEntropyRows:
+    return floats(KernelTag<GpuKernel::CrossEntropyRows>{});
+  case GpuKernel::SumToScalar:
+    return floats(KernelTag<GpuKernel::SumToScalar>{});
+  case GpuKernel::AdamW: return floats(KernelTag<GpuKernel::AdamW>{});
+  case GpuKernel::Reduce: return floats(KernelTag<GpuKernel::Reduce>{});
+  case GpuKernel::CrossEntropyGrad:
+    return floats(KernelTag<GpuKernel::CrossEntropyGrad>{});
+  case GpuKernel::Embedding: return floats(KernelTag<GpuKernel::Embedding>{});
+  case GpuKernel::RMSNorm: return floats(KernelTag<GpuKernel::RMSNorm>{});
+  }
+  return false;
+}
+
+} // namespace partita::runtime::gpu
+
+#endif // PARTITA_RUNTIME_LIB_CUDA_KERNELS_H

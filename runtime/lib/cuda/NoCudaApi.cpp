@@ -1,0 +1,28 @@
+//===- NoCudaApi.cpp - the device layer's real half, when CUDA is off -----===//
+//
+// Built instead of CudaApi.cpp when the runtime is configured without CUDA
+// (PARTITA_CUDA=OFF, or AUTO without a toolkit): the emulated device layer
+// still works; asking for a GPU says how the runtime was built.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/lib/cuda/GpuApi.h"
+
+namespace partita::runtime::gpu {
+
+static const char *const kNoCuda =
+    "this Partita runtime was built without CUDA (configure with "
+    "-DPARTITA_CUDA=ON where the CUDA toolkit is installed)";
+
+bool builtWithCuda() { return false; }
+
+int cudaDeviceCount(std::string &error) {
+  error = kNoCuda;
+  return -1;
+}
+
+std::unique_ptr<GpuApi> createCudaApi(int) {
+  throw Error(std::string("cuda: ") + kNoCuda);
+}
+
+} // namespace partita::runtime::gpu
