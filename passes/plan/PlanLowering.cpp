@@ -43,7 +43,6 @@ namespace partita::plan_lowering {
 
 namespace {
 
-constexpr uint32_t kPlanTrailer = 0x4e414c50;
 constexpr uint32_t kPlanFormatVersion = 2;
 
 FailureOr<pb::DType> toDType(Type type,
@@ -450,6 +449,11 @@ LogicalResult FunctionLowering::lowerResult(func::ReturnOp ret,
   if (auto name = nn::outputAttr.getResult(func, index))
     if (buffer.role() == pb::ACTIVATION)
       buffer.set_name(name.getValue().str());
+  // A gradient of @grads is named after its parameter, so that --check and
+  // tools can report and match it by name.
+  if (auto of = nn::gradAttr.getResult(func, index))
+    if (buffer.role() == pb::ACTIVATION && buffer.name().empty())
+      buffer.set_name((of.getValue() + ".grad").str());
   auto param = nn::paramAttr.getResult(func, index);
   auto state = nn::stateAttr.getResult(func, index);
   if (param && state)
@@ -995,7 +999,7 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
       return failure();
     program->set_name("reference");
   }
-  plan.set_trailer(kPlanTrailer);
+  partita::plan::sealPlan(plan);
   return plan;
 }
 
