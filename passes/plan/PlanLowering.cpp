@@ -328,6 +328,28 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
       diag << "]";
       return failure();
     }
+    // dist-partition pads a dimension to a multiple of the least common
+    // multiple of its shard counts, each a product of mesh axes, so padding
+    // is always less than the number of devices. More means the local type
+    // and the global one disagree (a changed mesh size, or a global type
+    // smaller than its shard): the runtime would read shards as padding.
+    int64_t devices = 1;
+    for (const pb::MeshAxis &axis : mesh.axes())
+      devices *= axis.size();
+    bool padded = false;
+    for (int64_t d = 0; d < int64_t(global.size()); ++d)
+      padded |= global[d] - declared.getDimSize(d) >= devices;
+    if (padded) {
+      InFlightDiagnostic diag = emitError();
+      diag << "declares global type " << globalType
+           << ", but its local shape and sharding hold [";
+      llvm::interleave(global, diag, "x");
+      diag << "]: a padding of " << devices
+           << " or more elements in a dimension, which no partition of a "
+              "mesh of "
+           << devices << " devices makes";
+      return failure();
+    }
   }
   if (globalType)
     global.assign(cast<RankedTensorType>(globalType).getShape().begin(),
