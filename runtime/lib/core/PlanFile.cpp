@@ -186,6 +186,9 @@ void validateReplacements(const plan::Program &program,
 void validateProgram(const plan::Program &program, const std::string &planWhat,
                      const std::map<std::string, int64_t> &axisSizes) {
   std::string what = planWhat + ": program '" + program.name() + "'";
+  int64_t devices = 1;
+  for (const auto &axis : axisSizes)
+    devices *= axis.second;
   int64_t numBuffers = program.buffers_size();
   int64_t numInstructions = program.instructions_size();
   if (program.arena_bytes() < 0 || program.host_arena_bytes() < 0)
@@ -265,6 +268,16 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
                        " exceeds local shape " +
                        shapeString(buffer.local_shape()) +
                        " times its sharding at dimension " + std::to_string(d));
+      // Padding is below the lcm of shard counts, each a product of mesh
+      // axes, so below the device count: more means local and global
+      // shapes disagree (a mesh changed after partitioning).
+      if (buffer.local_shape(d) * factor - buffer.global_shape(d) >= devices)
+        fail(what, bw + ": global shape " + shapeString(buffer.global_shape()) +
+                       " is smaller than local shape " +
+                       shapeString(buffer.local_shape()) +
+                       " times its sharding at dimension " +
+                       std::to_string(d) + " by " + std::to_string(devices) +
+                       " or more (padding is less than the device count)");
     }
     switch (buffer.role()) {
     case plan::ACTIVATION:

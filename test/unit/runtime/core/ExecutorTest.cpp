@@ -636,6 +636,19 @@ TEST(PlanFile, RejectsInconsistentPlans) {
               "exceeds local shape [2x3] times its sharding at dimension 0");
   }
   {
+    // 4x3 over tp=2 holds 8 rows: a global of 7 leaves 1 row of padding;
+    // 6 would leave 2, the device count, which no partition pads.
+    PlanBuilder b({{"tp", 2}}, true);
+    b.buffer(plan::INPUT, {4, 3}, {{"tp"}, {}}, "x", {7, 3});
+    EXPECT_EQ(parseError(b.finish()), "(no error)");
+    PlanBuilder c({{"tp", 2}}, true);
+    c.buffer(plan::INPUT, {4, 3}, {{"tp"}, {}}, "x", {6, 3});
+    EXPECT_EQ(parseError(c.finish()),
+              "p.pb: program 'main': buffer 0 ('x'): global shape [6x3] is "
+              "smaller than local shape [4x3] times its sharding at dimension "
+              "0 by 2 or more (padding is less than the device count)");
+  }
+  {
     PlanBuilder b({{"tp", 2}}, true);
     int64_t x = b.buffer(plan::INPUT, {2, 3});
     int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
