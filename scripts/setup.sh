@@ -10,6 +10,8 @@ PACKAGES=(
   libopenblas-dev openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
   python3-numpy python3-torch
+  # scripts/fuzz.sh (run by .ci/run): clang and its libFuzzer/ASan runtimes.
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 namespace partita::runtime {
 
@@ -540,7 +541,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
                      size_t(in.numElements()), dtype, op, {}},
                     *grp);
       };
-    auto [perm, front] = toFront(in.shape, d);
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, d);
     TensorView sendT = scratch(front);
     std::vector<int64_t> gathered = front;
     gathered[0] *= g;
@@ -564,7 +566,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
                    size_t(out.numElements()), dtype, op, {}},
                   *grp);
       };
-    auto [perm, front] = toFront(in.shape, d);
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, d);
     TensorView sendT = scratch(front);
     std::vector<int64_t> scattered = front;
     scattered[0] /= g;
@@ -583,7 +586,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     if (g == 1)
       return [=] { dev->copy(out.data, in.data, in.numBytes(), *cs); };
     // Send: split dim to the front, so block j (for position j) is contiguous.
-    auto [perm, front] = toFront(in.shape, s);
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, s);
     TensorView sendT = scratch(front);
     // Received: [g, S/g, the other dims of the input in order]; axis 0 is the
     // source position, which becomes the major part of the concat dim.
