@@ -117,9 +117,11 @@ def run(args, path, extra):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     start = time.monotonic()
     try:
+        # A sanitized runner reserves terabytes of shadow address space: it
+        # limits its heap itself (ASAN_OPTIONS, scripts/sanitize.sh).
         r = subprocess.run([args.runner, path] + extra, capture_output=True,
-                           timeout=TIMEOUT_S, preexec_fn=limit_memory,
-                           env=env)
+                           timeout=TIMEOUT_S, env=env,
+                           preexec_fn=None if args.sanitized else limit_memory)
     except subprocess.TimeoutExpired:
         return "hang", "", time.monotonic() - start
     return r.returncode, r.stderr.decode(errors="replace"), \
@@ -136,6 +138,9 @@ def main():
                    default=int(os.environ.get("PARTITA_MUTATION_SEED",
                                               random.randrange(1 << 30))))
     p.add_argument("--per-plan", type=int, default=600)
+    p.add_argument("--sanitized", action="store_true",
+                   help="the runner is built with ASan/UBSan: no address-space "
+                        "limit, and any sanitizer report is a crash")
     p.add_argument("plans", nargs="+")
     args = p.parse_args()
     rng = random.Random(args.seed)
@@ -184,6 +189,8 @@ def main():
                                                                       results):
             outcome = ("hang" if rc == "hang" else "ran" if rc == 0 else
                        "rejected" if rc == 1 else "crash")
+            if "Sanitizer" in err or "runtime error:" in err:
+                outcome = "crash"
             counts[outcome] = counts.get(outcome, 0) + 1
             bad = None
             if outcome in ("hang", "crash"):
