@@ -133,6 +133,7 @@ static LogicalResult lowerWithReference(ModuleOp module, ModuleOp reference,
     return emitError(module.getLoc(), "cannot lower the model itself as the "
                                       "reference program");
   program->set_name("reference");
+  partita::plan::sealPlan(plan);
   return success();
 }
 

@@ -23,6 +23,8 @@ config.substitutions.append(("%partita_src", config.partita_src_root))
 llvm_config.add_tool_substitutions(["partita-run"], [config.partita_tools_dir])
 # The Python that runs lit also writes generated test inputs.
 config.substitutions.append(("%python", sys.executable))
+# protoc decodes and encodes plans in protobuf text format (plan mutations).
+config.substitutions.append(("%protoc", config.protoc))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
 # The ptest ops' kernel libraries (test/lib/TestKernels.cpp), and whether

@@ -386,7 +386,11 @@ void Differentiator::recompute() {
   for (Operation *op : forwardOps)
     if (std::optional<int64_t> layer = nn::getLayerIndex(op))
       layers[*layer].push_back(op);
-  for (auto &[layer, ops] : layers) {
+  for (auto &entry : layers) {
+    // Named, not bound: a lambda below captures `layer` (clang before 16
+    // cannot capture structured bindings).
+    int64_t layer = entry.first;
+    SmallVector<Operation *> &ops = entry.second;
     // What the backward may recompute: ops of the layer whose results no
     // forward op of another layer reads (the layer's outputs are kept).
     llvm::SetVector<Operation *> candidates;

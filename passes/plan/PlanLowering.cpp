@@ -53,7 +53,6 @@ namespace partita::plan_lowering {
 
 namespace {
 
-constexpr uint32_t kPlanTrailer = 0x4e414c50;
 constexpr uint32_t kPlanFormatVersion = 2;
 
 FailureOr<pb::DType> toDType(Type type,
@@ -454,6 +453,28 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
       diag << "]";
       return failure();
     }
+    // dist-partition pads a dimension to a multiple of the least common
+    // multiple of its shard counts, each a product of mesh axes, so padding
+    // is always less than the number of devices. More means the local type
+    // and the global one disagree (a changed mesh size, or a global type
+    // smaller than its shard): the runtime would read shards as padding.
+    int64_t devices = 1;
+    for (const pb::MeshAxis &axis : mesh.axes())
+      devices *= axis.size();
+    bool padded = false;
+    for (int64_t d = 0; d < int64_t(global.size()); ++d)
+      padded |= global[d] - declared.getDimSize(d) >= devices;
+    if (padded) {
+      InFlightDiagnostic diag = emitError();
+      diag << "declares global type " << globalType
+           << ", but its local shape and sharding hold [";
+      llvm::interleave(global, diag, "x");
+      diag << "]: a padding of " << devices
+           << " or more elements in a dimension, which no partition of a "
+              "mesh of "
+           << devices << " devices makes";
+      return failure();
+    }
   }
   if (globalType)
     global.assign(cast<RankedTensorType>(globalType).getShape().begin(),
@@ -579,6 +600,11 @@ LogicalResult FunctionLowering::lowerResult(func::ReturnOp ret,
   if (auto name = nn::outputAttr.getResult(func, index))
     if (buffer.role() == pb::ACTIVATION)
       buffer.set_name(name.getValue().str());
+  // A gradient of @grads is named after its parameter, so that --check and
+  // tools can report and match it by name.
+  if (auto of = nn::gradAttr.getResult(func, index))
+    if (buffer.role() == pb::ACTIVATION && buffer.name().empty())
+      buffer.set_name((of.getValue() + ".grad").str());
   auto param = nn::paramAttr.getResult(func, index);
   auto state = nn::stateAttr.getResult(func, index);
   if (param && state)
@@ -1047,7 +1073,7 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
       return failure();
     program->set_name("reference");
   }
-  plan.set_trailer(kPlanTrailer);
+  partita::plan::sealPlan(plan);
   return plan;
 }
 

@@ -9,6 +9,7 @@
 #ifndef PARTITA_PASSES_PLAN_PLANLOWERING_H
 #define PARTITA_PASSES_PLAN_PLANLOWERING_H
 
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/plan.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,7 +46,8 @@ mlir::LogicalResult lowerFunction(mlir::func::FuncOp func,
                                   partita::plan::Program &program);
 
 /// Lowers the module's functions named by `options` to a complete plan
-/// (format version, mesh, programs, seed, trailer).
+/// (format version, mesh, programs, seed, checksum, trailer). A caller that
+/// adds a program afterwards calls partita::plan::sealPlan again.
 mlir::FailureOr<partita::plan::Plan>
 lowerToPlan(mlir::ModuleOp module, const LowerToPlanOptions &options);
 

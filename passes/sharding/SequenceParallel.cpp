@@ -10,6 +10,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace partita;
 using namespace partita::sharding;
@@ -88,7 +90,10 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
     auto einsum = dyn_cast<nn::EinsumOp>(op);
     if (!einsum)
       return;
-    auto [inputs, output] = einsum.getSpec().split("->");
+    // Not a structured binding: the lambda below captures `output` (clang
+    // before 16 cannot capture bindings).
+    StringRef inputs, output;
+    std::tie(inputs, output) = einsum.getSpec().split("->");
     StringRef weight = inputs.split(',').second;
     if (isSplitOverContracted(func, op->getOperand(1), options.tensorAxis,
                               [&](unsigned dim) {

@@ -273,6 +273,7 @@ int runGradcheck() {
                                           *plan->mutable_mesh(), haveMesh,
                                           *plan->add_programs())))
     return 1;
+  partita::plan::sealPlan(*plan);
 
   try {
     std::shared_ptr<const rt::PlanFile> file =

@@ -62,6 +62,8 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace partita;
 using namespace partita::nn;
@@ -97,7 +99,10 @@ LogicalResult perElement(Shapes results, OpCost &cost, double flops,
 LogicalResult addCompute(EinsumOp op, Shapes operands, Shapes results,
                          OpCost &cost) {
   StringRef spec = op.getSpec();
-  auto [inputs, output] = spec.split("->");
+  // Not a structured binding: a lambda below captures `output` (clang
+  // before 16 cannot capture bindings).
+  StringRef inputs, output;
+  std::tie(inputs, output) = spec.split("->");
   SmallVector<StringRef, 2> terms;
   inputs.split(terms, ',');
   if (terms.size() != operands.size() ||

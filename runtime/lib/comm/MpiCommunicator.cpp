@@ -695,4 +695,12 @@ std::unique_ptr<Communicator> createMpiCommunicator(const MpiOptions &options) {
   return std::make_unique<MpiCommunicator>(options);
 }
 
+void abortMpiJob(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 } // namespace partita::runtime

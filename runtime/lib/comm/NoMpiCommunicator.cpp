@@ -6,4 +6,5 @@ namespace partita::runtime {
 std::unique_ptr<Communicator> createMpiCommunicator(const MpiOptions &) {
   return nullptr;
 }
+void abortMpiJob(int) {}
 } // namespace partita::runtime

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 namespace partita::runtime {
 
@@ -646,7 +647,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
                      size_t(in.numElements()), dtype, op, {}},
                     *grp);
       };
-    auto [perm, front] = toFront(in.shape, d);
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, d);
     std::vector<int64_t> gathered = front;
     gathered[0] *= g;
     auto [sendView, recvView, recvOffset] = scratchPair(front, gathered);
@@ -673,7 +675,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
                    size_t(out.numElements()), dtype, op, {}},
                   *grp);
       };
-    auto [perm, front] = toFront(in.shape, d);
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, d);
     std::vector<int64_t> scattered = front;
     scattered[0] /= g;
     auto [sendView, recvView, recvOffset] = scratchPair(front, scattered);
@@ -695,7 +698,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     if (g == 1)
       return [=] { dev->copy(out.data, in.data, in.numBytes(), *cs); };
     // Send: split dim to the front, so block j (for position j) is contiguous.
-    auto [perm, front] = toFront(in.shape, s);
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, s);
     // Received: [g, S/g, the other dims of the input in order]; axis 0 is the
     // source position, which becomes the major part of the concat dim.
     std::vector<int64_t> recvShape{g, in.shape[s] / g};

@@ -4,8 +4,9 @@
 // Everything the executor later relies on is checked here, once, so that a
 // malformed plan is an Error naming what is wrong instead of a crash or a
 // silent out-of-bounds write: versions, the mesh, buffer ids, shapes against
-// shardings, the memory plan (bounds and overlap of live ranges), kernels and
-// collectives.
+// shardings, the memory plan (alignment, bounds and overlap of live ranges,
+// arena sizes equal to what the buffers need), kernels and collectives; and
+// first of all the content checksum (runtime/plan/PlanChecksum.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -270,6 +271,9 @@ void validateInPlace(const plan::Program &program, const std::string &what) {
 void validateProgram(const plan::Program &program, const std::string &planWhat,
                      const std::map<std::string, int64_t> &axisSizes) {
   std::string what = planWhat + ": program '" + program.name() + "'";
+  int64_t devices = 1;
+  for (const auto &axis : axisSizes)
+    devices *= axis.second;
   int64_t numBuffers = program.buffers_size();
   int64_t numInstructions = program.instructions_size();
   if (program.arena_bytes() < 0 || program.host_arena_bytes() < 0)
@@ -289,8 +293,10 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
   struct Interval {
     int64_t begin, end, first, last, id;
   };
-  // Per memory space (plan::DEVICE, plan::HOST): each has its own arena.
+  // Per memory space (plan::DEVICE, plan::HOST): each has its own arena,
+  // and the bytes its memory plan needs (the largest offset plus size).
   std::vector<Interval> arenas[2];
+  int64_t needed[2] = {0, 0};
   for (int64_t i = 0; i < numBuffers; ++i) {
     const plan::Buffer &buffer = program.buffers(i);
     std::string bw =
@@ -347,6 +353,16 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
                        " exceeds local shape " +
                        shapeString(buffer.local_shape()) +
                        " times its sharding at dimension " + std::to_string(d));
+      // Padding is below the lcm of shard counts, each a product of mesh
+      // axes, so below the device count: more means local and global
+      // shapes disagree (a mesh changed after partitioning).
+      if (buffer.local_shape(d) * factor - buffer.global_shape(d) >= devices)
+        fail(what, bw + ": global shape " + shapeString(buffer.global_shape()) +
+                       " is smaller than local shape " +
+                       shapeString(buffer.local_shape()) +
+                       " times its sharding at dimension " +
+                       std::to_string(d) + " by " + std::to_string(devices) +
+                       " or more (padding is less than the device count)");
     }
     switch (buffer.role()) {
     case plan::ACTIVATION:
@@ -360,6 +376,13 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
                        std::to_string(bytes) + " bytes does not fit the " +
                        (host ? "host " : "") + "arena of " +
                        std::to_string(arenaBytes) + " bytes");
+      // Kernels cast arena bytes to the buffer's dtype.
+      if (buffer.offset() % kArenaAlignment)
+        fail(what, bw + " at " + (host ? "host " : "") + "arena offset " +
+                       std::to_string(buffer.offset()) +
+                       " is not a multiple of " +
+                       std::to_string(kArenaAlignment) + " bytes");
+      needed[host] = std::max(needed[host], buffer.offset() + bytes);
       if (buffer.first_use() < 0 || buffer.last_use() < buffer.first_use() ||
           buffer.last_use() > numInstructions)
         fail(what, bw + " has an invalid live range [" +
@@ -397,6 +420,19 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       break;
     }
   }
+  // Every rank allocates (and zero-fills) the arenas the plan declares: a
+  // size beyond what its buffers need is an error, not memory to waste.
+  if (program.arena_bytes() != needed[0] ||
+      program.host_arena_bytes() != needed[1])
+    fail(what, (program.arena_bytes() != needed[0]
+                    ? "arena_bytes is " + std::to_string(program.arena_bytes()) +
+                          ", but its activations need " +
+                          std::to_string(needed[0])
+                    : "host_arena_bytes is " +
+                          std::to_string(program.host_arena_bytes()) +
+                          ", but its host activations need " +
+                          std::to_string(needed[1])) +
+                   " (the largest offset plus size)");
   // The memory plan: two buffers of one arena that are live at once must
   // not overlap.
   for (std::vector<Interval> &arena : arenas) {
@@ -612,6 +648,11 @@ std::shared_ptr<const PlanFile> PlanFile::parse(const std::string &bytes,
                         ? " (an older plan: compile it again with `partita "
                           "plan`)"
                         : ""));
+  // Before any other check of the content: a plan changed after compilation
+  // could otherwise pass validation and run with, say, another learning rate.
+  std::string checksumError = plan::verifyPlanChecksum(bytes);
+  if (!checksumError.empty())
+    fail(what, checksumError);
   validateMesh(p.mesh(), what, file->pimpl->axisSizes, file->pimpl->numDevices);
   if (p.programs().empty())
     fail(what, "the plan has no program");

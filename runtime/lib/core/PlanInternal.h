@@ -4,6 +4,7 @@
 #define PARTITA_RUNTIME_LIB_CORE_PLANINTERNAL_H
 
 #include "partita/runtime/Executor.h"
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/plan.pb.h"
 
 #include <map>
@@ -13,7 +14,12 @@
 namespace partita::runtime {
 
 /// Plan.trailer of every complete plan ("PLAN" little-endian).
-constexpr uint32_t kPlanTrailer = 0x4e414c50;
+constexpr uint32_t kPlanTrailer = plan::kPlanTrailer;
+
+/// Every arena offset is a multiple of this (the compiler's memory plan
+/// places buffers so, and Device memory is as aligned): kernels may then
+/// read any dtype, and vectors of it, from an arena buffer.
+constexpr int64_t kArenaAlignment = 64;
 
 DType toDType(int dtype);
 

@@ -36,13 +36,18 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace partita::runtime {
 
 namespace {
 
-/// The smallest --timeout-ms: a collective waits this long for the slowest
-/// rank.
+/// How long a failing MPI rank waits before it ends the job (abortMpiJob):
+/// long enough for peers that fail at about the same time to report.
+constexpr std::chrono::milliseconds kMpiAbortGrace{1000};
+
+/// The shortest --timeout-ms: below it, collectives that are merely slow
+/// (a rank still loading the plan) time out, and 0 fails every one.
 constexpr int64_t kMinTimeoutMs = 100;
 
 template <typename... Args>
@@ -114,9 +119,14 @@ const OptionSpec kOptions[] = {
      "parameters (default: --rtol). AdamW scales rounding noise in a zero "
      "gradient up to steps of size lr, so its parameters may differ more "
      "than its losses"},
+    {"atol", "a",
+     "--check: largest absolute difference that passes whatever the "
+     "relative one (a value that is zero in exact arithmetic, such as a key "
+     "bias's gradient, has no relative scale; default 1e-8)"},
     {"input-seed", "n", "Seed of generated inputs (default 1)"},
     {"timeout-ms", "ms",
-     "Collective timeout in milliseconds (default 60000, at least 100)"},
+     "Collective timeout in milliseconds (default 60000, at least 100); under "
+     "MPI a rank that fails ends the whole job (MPI_Abort)"},
     {"sync-comm", nullptr,
      "Run each gradient bucket's communicator call in line instead of on a "
      "communication thread that overlaps it with the rest of backward (same "
@@ -238,7 +248,7 @@ private:
   Args args;
   int64_t ranks = 0, steps = 1;
   unsigned tokenBytes = 1;
-  double rtol = 1e-5, paramRtol = -1;
+  double rtol = 1e-5, paramRtol = -1, atol = kDefaultCheckAtol;
   CheckpointSaveOptions saveFaults; // --inject-checkpoint-failure
   uint64_t seed = 1;
   RunOptions ranksOptions;
@@ -376,13 +386,24 @@ int Tool::main(const std::vector<std::string> &argv) {
     std::cout << helpText(name);
     return 0;
   }
+  int rc;
   try {
     return run();
   } catch (const Error &e) {
-    return fail(e.what());
+    rc = fail(e.what());
   } catch (const std::exception &e) {
-    return fail(std::string("unexpected failure: ") + e.what());
+    rc = fail(std::string("unexpected failure: ") + e.what());
   }
+  // Under mpirun, a rank that just exits can leave the job hanging: its
+  // peers wait in a collective (or in MPI_Finalize), and an mpirun told
+  // not to tear a job down (orte_abort_on_non_zero_status 0) waits for
+  // them. End the whole job instead, after a moment in which peers failing
+  // the same way (a lost rank times out everywhere at once) report too.
+  if (mpi && mpi->size() > 1) {
+    std::this_thread::sleep_for(kMpiAbortGrace);
+    abortMpiJob(rc);
+  }
+  return rc;
 }
 
 int Tool::run() {
@@ -456,14 +477,18 @@ int Tool::run() {
                   *text + "'");
   tokenBytes = unsigned(tokenBytesArg);
   seed = uint64_t(seedArg);
-  for (const char *option : {"rtol", "param-rtol"})
+  for (const char *option : {"rtol", "param-rtol", "atol"})
     if (std::optional<std::string> text = args.get(option)) {
       std::optional<double> v = parseReal(*text);
       if (!v)
         return fail(std::string("--") + option + " expects a number, got '" +
                     *text + "'");
-      (std::string(option) == "rtol" ? rtol : paramRtol) = *v;
+      (std::string(option) == "rtol"         ? rtol
+       : std::string(option) == "param-rtol" ? paramRtol
+                                             : atol) = *v;
     }
+  if (!(atol >= 0))
+    return fail("--atol must be a non-negative number");
   if (steps < 1)
     return fail("--steps must be at least 1");
   if (args.has("ranks") && ranks < 1)
@@ -620,7 +645,8 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
   ProgramRun reference =
       runProgram(plan, "reference", inputs, 1, one, loadReference);
   CheckReport report =
-      compareResults(*plan, program, run.results, reference.results, rtol);
+      compareResults(*plan, program, run.results, reference.results, rtol,
+                     atol);
   for (const std::string &line : report.lines)
     std::cout << line << "\n";
   // The comparison above goes first, then the error line.
@@ -775,7 +801,7 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   refOptions.beforeFirstStep = loaderFor("reference");
   TrainRun ref = train(plan, "reference", source, refOptions, one);
   CheckReport report = compareTraining(
-      *plan, program, run, ref, rtol, paramRtol < 0 ? rtol : paramRtol);
+      *plan, program, run, ref, rtol, paramRtol < 0 ? rtol : paramRtol, atol);
   for (const std::string &line : report.lines)
     std::cout << line << "\n";
   if (!report.ok)

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -440,9 +441,13 @@ std::vector<std::string> updatedParameters(const PlanFile &plan,
 //===----------------------------------------------------------------------===//
 
 /// Appends "<label>: max abs diff ..., max rel diff ... (ok|FAILED, rtol
-/// ...)" for `a` against the reference `b` to `report`.
+/// ...)" for `a` against the reference `b` to `report`. The relative
+/// difference is against the reference's largest magnitude, so a value
+/// that is zero in exact arithmetic (a key bias's gradient) has none to
+/// speak of: `atol` is the floor below which any difference passes.
 static void compareTensor(const std::string &label, const Tensor &a,
-                          const Tensor &b, double rtol, CheckReport &report) {
+                          const Tensor &b, double rtol, double atol,
+                          CheckReport &report) {
   if (a.getShape() != b.getShape() || a.getDType() != b.getDType()) {
     report.lines.push_back(label +
                            ": shape or dtype differs from the reference "
@@ -452,34 +457,74 @@ static void compareTensor(const std::string &label, const Tensor &a,
   }
   double maxAbs;
   double rel = relativeDifference(a, b, maxAbs);
-  bool pass = rel <= rtol;
-  report.ok &= pass;
-  report.lines.push_back(label + ": max abs diff " + format("%.3e", maxAbs) +
-                         ", max rel diff " + format("%.3e", rel) + " (" +
-                         (pass ? "ok" : "FAILED") + ", rtol " +
-                         format("%g", rtol) + ")");
+  bool relOk = rel <= rtol, absOk = maxAbs <= atol;
+  report.ok &= relOk || absOk;
+  report.lines.push_back(
+      label + ": max abs diff " + format("%.3e", maxAbs) + ", max rel diff " +
+      format("%.3e", rel) + " (" +
+      (relOk ? "ok" : absOk ? "ok by atol " + format("%g", atol) : "FAILED") +
+      ", rtol " + format("%g", rtol) + ")");
+}
+
+/// The names by which --check matches results: the plan's name, or
+/// "result #i" for an unnamed one (and for the second of a repeated name).
+static std::vector<std::string> checkNames(const PlanFile &plan,
+                                           const std::string &program) {
+  std::vector<ProgramValue> values = plan.results(program);
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < values.size(); ++i)
+    names.push_back(values[i].name.empty() || !seen.insert(values[i].name).second
+                        ? "result #" + std::to_string(i)
+                        : values[i].name);
+  return names;
 }
 
 CheckReport compareResults(const PlanFile &plan, const std::string &program,
                            const std::vector<Tensor> &results,
-                           const std::vector<Tensor> &reference, double rtol) {
+                           const std::vector<Tensor> &reference, double rtol,
+                           double atol) {
   if (reference.size() != results.size())
     throw Error("the reference program has " +
                 std::to_string(reference.size()) + " results, the step "
                 "program " + std::to_string(results.size()));
-  std::vector<ProgramValue> values = plan.results(program);
+  // By name, not position: a step program that reorders or drops a result
+  // must not be compared against another result of the reference.
+  std::vector<std::string> names = checkNames(plan, program);
+  std::vector<std::string> refNames = checkNames(plan, "reference");
+  names.resize(results.size());
+  refNames.resize(reference.size());
+  std::map<std::string, size_t> refIndex;
+  for (size_t i = 0; i < refNames.size(); ++i)
+    refIndex.emplace(refNames[i], i);
   CheckReport report;
+  std::set<std::string> compared;
   for (size_t i = 0; i < results.size(); ++i) {
-    std::string name = i < values.size() ? resultName(values, i)
-                                         : "result" + std::to_string(i);
-    compareTensor("check " + name, results[i], reference[i], rtol, report);
+    auto it = refIndex.find(names[i]);
+    if (it == refIndex.end()) {
+      report.lines.push_back("check " + names[i] +
+                             ": the reference has no result of that name "
+                             "(FAILED)");
+      report.ok = false;
+      continue;
+    }
+    compared.insert(names[i]);
+    compareTensor("check " + names[i], results[i], reference[it->second],
+                  rtol, atol, report);
   }
+  for (const std::string &name : refNames)
+    if (!compared.count(name)) {
+      report.lines.push_back("check " + name +
+                             ": the step program has no result of that name "
+                             "(FAILED)");
+      report.ok = false;
+    }
   return report;
 }
 
 CheckReport compareTraining(const PlanFile &plan, const std::string &program,
                             const TrainRun &run, const TrainRun &ref,
-                            double rtol, double paramRtol) {
+                            double rtol, double paramRtol, double atol) {
   if (ref.finalResults.size() != run.finalResults.size())
     throw Error("the reference program has " +
                 std::to_string(ref.finalResults.size()) +
@@ -513,19 +558,38 @@ CheckReport compareTraining(const PlanFile &plan, const std::string &program,
                          format("%g", rtol) + ")");
   std::vector<std::string> paramOf = updatedParameters(plan, program);
   std::vector<std::string> refParamOf = updatedParameters(plan, "reference");
+  std::map<std::string, size_t> refIndex;
+  for (size_t i = 0; i < refParamOf.size() && i < ref.finalResults.size(); ++i)
+    if (!refParamOf[i].empty())
+      refIndex.emplace(refParamOf[i], i);
+  std::set<std::string> compared;
   for (size_t i = 0; i < paramOf.size() && i < run.finalResults.size(); ++i) {
     if (paramOf[i].empty())
       continue;
-    if (i >= refParamOf.size() || refParamOf[i] != paramOf[i]) {
+    compared.insert(paramOf[i]);
+    auto it = refIndex.find(paramOf[i]);
+    if (it == refIndex.end()) {
       report.lines.push_back("check param " + paramOf[i] +
-                             ": the reference's result #" + std::to_string(i) +
-                             " is not its update (FAILED)");
+                             ": the reference does not update it (FAILED)");
       report.ok = false;
       continue;
     }
     compareTensor("check param " + paramOf[i], run.finalResults[i],
-                  ref.finalResults[i], paramRtol, report);
+                  ref.finalResults[it->second], paramRtol, atol, report);
   }
+  // Every parameter either program names is compared: one the step program
+  // stopped updating would otherwise drop out of the check unnoticed.
+  std::set<std::string> named;
+  for (const std::string &p : {program, std::string("reference")})
+    for (const ProgramValue &v : plan.persistent(p))
+      if (v.isParameter)
+        named.insert(v.name);
+  for (const std::string &param : named)
+    if (!compared.count(param)) {
+      report.lines.push_back("check param " + param +
+                             ": the train step does not update it (FAILED)");
+      report.ok = false;
+    }
   return report;
 }
 

@@ -55,6 +55,47 @@ func.func @forward(%w: tensor<4x2xf32> {nn.param = "w", dist.sharding = #dist.sh
 
 // -----
 
+// Tests that a declared global type cannot be smaller than its shard: a
+// padding (local size times shard count minus global size) of the mesh's
+// device count or more is no partition's.
+dist.mesh @mesh <["dp"=2, "tp"=2]>
+// expected-error @+1 {{argument #0 ('w') declares global type 'tensor<8x8xf32>', but its local shape and sharding hold [8x32]: a padding of 4 or more elements in a dimension, which no partition of a mesh of 4 devices makes}}
+func.func @forward(%w: tensor<8x16xf32> {nn.param = "w", dist.global_sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, dist.global_type = tensor<8x8xf32>}) -> tensor<8x16xf32> attributes {dist.mesh = @mesh} {
+  return %w : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a mesh whose size changed after partitioning is caught by the
+// shards it no longer matches (tp was 2 when w's local type was made).
+dist.mesh @mesh <["dp"=2, "tp"=4]>
+// expected-error @+1 {{argument #0 ('w') declares global type 'tensor<8x32xf32>', but its local shape and sharding hold [8x64]: a padding of 8 or more elements in a dimension, which no partition of a mesh of 8 devices makes}}
+func.func @forward(%w: tensor<8x16xf32> {nn.param = "w", dist.global_sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, dist.global_type = tensor<8x32xf32>}) -> tensor<8x16xf32> attributes {dist.mesh = @mesh} {
+  return %w : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a padded dimension within the bound is accepted: 6 split over
+// tp=4 is padded to 8, two local elements each.
+dist.mesh @mesh <["tp"=4]>
+func.func @forward(%w: tensor<2xf32> {nn.param = "w", dist.global_sharding = #dist.sharding<@mesh, [{"tp"}]>, dist.global_type = tensor<6xf32>}) -> tensor<2xf32> attributes {dist.mesh = @mesh} {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// Tests that a collective over an axis the mesh lacks is rejected at the op
+// (the dist dialect's verifier, which partita-translate runs on its input).
+dist.mesh @mesh <["dp"=2, "tp"=2]>
+func.func @forward(%x: tensor<2x8xf32> {nn.input = "x", dist.global_sharding = #dist.sharding<@mesh, [{"dp"}, {}]>, dist.global_type = tensor<4x8xf32>}) -> tensor<2x8xf32> attributes {dist.mesh = @mesh} {
+  // expected-error @+1 {{'dist.all_reduce' op axis "pp" is not an axis of mesh @mesh}}
+  %y = dist.all_reduce %x on @mesh axes = ["pp"] kind = sum : tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
 // Tests that sub-axes are rejected until the runtime supports them.
 dist.mesh @mesh <["tp"=4]>
 // expected-error @+1 {{argument #0 ('w') uses sub-axis #dist.axis<"tp":(1)2>, which the plan lowering does not support yet}}

@@ -65,6 +65,7 @@
 // CHECK-NEXT:   results: 4
 // CHECK-NEXT:   arena_bytes: 96
 // CHECK-NEXT: }
+// CHECK-NEXT: checksum: {{[0-9]+}}
 // CHECK-NEXT: trailer: 1312902224
 func.func @forward(%x: tensor<2x4xf32> {nn.input = "x"})
     -> (tensor<2x4xf32> {nn.output = "y"}) {

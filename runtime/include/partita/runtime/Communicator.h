@@ -216,6 +216,13 @@ struct MpiOptions {
 std::unique_ptr<Communicator>
 createMpiCommunicator(const MpiOptions &options = {});
 
+/// Ends the whole MPI job: MPI_Abort(MPI_COMM_WORLD, code) when MPI is
+/// initialized and not finalized (every process, and mpirun, then exit
+/// non-zero whatever --mca orte_abort_on_non_zero_status says; a rank that
+/// just exits leaves such an mpirun waiting). Returns when there is no MPI
+/// job to end (built without MPI, or MPI not running).
+void abortMpiJob(int code);
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_COMMUNICATOR_H

@@ -278,19 +278,29 @@ struct CheckReport {
   bool ok = true;
 };
 
-/// Compares a program's results with the reference program's: one line
-/// "check <name>: max abs diff A, max rel diff R (ok|FAILED, rtol T)" per
-/// result. Throws when the result counts differ.
+/// --check's default absolute floor: a tensor whose largest difference
+/// from the reference is at most this passes whatever its relative one.
+constexpr double kDefaultCheckAtol = 1e-8;
+
+/// Compares a program's results with the reference program's, matched by
+/// name ("result #i" for an unnamed one): one line "check <name>: max abs
+/// diff A, max rel diff R (ok|FAILED, rtol T)" per result; a result that
+/// only one program has fails. A tensor passes when R <= rtol or A <= atol
+/// (then "ok by atol"). Throws when the result counts differ.
 CheckReport compareResults(const PlanFile &plan, const std::string &program,
                            const std::vector<Tensor> &results,
-                           const std::vector<Tensor> &reference, double rtol);
+                           const std::vector<Tensor> &reference, double rtol,
+                           double atol = kDefaultCheckAtol);
 
 /// Compares a training run with the reference's: a line per step's loss,
-/// the worst loss difference, a line per final parameter (`paramRtol`).
-/// Throws when the result counts differ.
+/// the worst loss difference, a line per final parameter (`paramRtol`,
+/// `atol`), matched by name. Every parameter either program holds must be
+/// updated by both (else a FAILED line). Throws when the result counts
+/// differ.
 CheckReport compareTraining(const PlanFile &plan, const std::string &program,
                             const TrainRun &run, const TrainRun &reference,
-                            double rtol, double paramRtol);
+                            double rtol, double paramRtol,
+                            double atol = kDefaultCheckAtol);
 
 /// `partita run --report-memory`: what rank 0's executor allocated, by what
 /// for, its high-water mark, and the process's peak resident set.

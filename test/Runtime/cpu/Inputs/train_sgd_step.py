@@ -60,9 +60,8 @@ def check(model, p0_dir, p1_dir, grads_dir, lr):
     for i, name in enumerate(names):
         p0 = read_npy(os.path.join(p0_dir, name + ".npy"))
         p1 = read_npy(os.path.join(p1_dir, name + ".npy"))
-        gpath = os.path.join(grads_dir, name + ".npy")
-        if not os.path.exists(gpath):
-            gpath = os.path.join(grads_dir, "result%d.npy" % (i + 1))
+        # partita plan --train none names each gradient "<param>.grad".
+        gpath = os.path.join(grads_dir, name + ".grad.npy")
         g = read_npy(gpath)
         scale = max(1.0, max(abs(x) for x in p0))
         diff = max(abs(b - (a - lr * d)) for a, b, d in zip(p0, p1, g))

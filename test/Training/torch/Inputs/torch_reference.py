@@ -27,8 +27,8 @@ the differences printed are Partita's float32 rounding (or its bugs).
   torch_reference.py check MODEL.mlir --params DIR --ids F --labels F
                      --outputs DIR [--grads] [--rtol R]
       Compares DIR/loss.npy (and DIR/logits.npy when present) and with
-      --grads each parameter's gradient (DIR/<name>.npy, the result named by
-      nn.grad, or DIR/result<i>.npy by position when results are unnamed)
+      --grads each parameter's gradient (DIR/<name>.grad.npy, the result named
+      after nn.grad, or DIR/result<i>.npy by position when results are unnamed)
       with PyTorch's; prints one line per tensor, "max abs diff A, max rel
       diff R (ok|FAILED)" with A = max|a - b|, R = A / max|b|, and exits 1
       unless every A <= rtol * max|b| + atol (--rtol 1e-4, --atol 1e-9: the
@@ -204,14 +204,14 @@ def check(a):
     if os.path.exists(logits_path):
         ok &= compare("logits", np.load(logits_path), logits, a.rtol, a.atol)
     if a.grads:
-        # The gradient results are named after their parameters (nn.grad);
+        # The plan names each gradient result "<param>.grad" (from nn.grad);
         # a plan whose results carry no names has them written as
         # result<i>.npy, i the result's position (loss first, then the
         # gradients in parameter order).
-        by_name = all(os.path.exists(os.path.join(a.outputs, n + ".npy"))
+        by_name = all(os.path.exists(os.path.join(a.outputs, n + ".grad.npy"))
                       for n in params)
         for i, name in enumerate(params):
-            file = name + ".npy" if by_name else f"result{i + 1}.npy"
+            file = name + ".grad.npy" if by_name else f"result{i + 1}.npy"
             path = os.path.join(a.outputs, file)
             if not os.path.exists(path):
                 print(f"grad {name}: no {path} (FAILED)")

@@ -2,6 +2,7 @@
 //===//
 
 #include "partita/runtime/Executor.h"
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/plan.pb.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +17,8 @@ namespace {
 
 constexpr uint32_t kTrailer = 0x4e414c50;
 
-/// Builds plans by hand: activations get arena slots one after another
-/// (no reuse), live for the whole program.
+/// Builds plans by hand: activations get 64-byte aligned arena slots one
+/// after another (no reuse), live for the whole program.
 struct PlanBuilder {
   plan::Plan p;
   plan::Program *prog;
@@ -60,8 +61,9 @@ struct PlanBuilder {
       int64_t bytes = 4;
       for (int64_t d : local)
         bytes *= d;
-      b->set_offset(arena);
-      arena += bytes;
+      int64_t offset = (arena + 63) / 64 * 64;
+      b->set_offset(offset);
+      arena = offset + bytes;
       b->set_first_use(0);
       b->set_last_use(1000);
     } else {
@@ -111,6 +113,12 @@ struct PlanBuilder {
         b.set_last_use(
             std::min<int64_t>(b.last_use(), prog->instructions_size()));
     prog->set_arena_bytes(arena);
+    return seal();
+  }
+
+  /// The file's bytes after edits to `p` (checksum and trailer renewed).
+  std::string seal() {
+    plan::sealPlan(p);
     return p.SerializeAsString();
   }
 };
@@ -504,6 +512,75 @@ TEST(PlanFile, RejectsMalformedAndTruncatedFiles) {
             "(an older plan: compile it again with `partita plan`)");
 }
 
+// Tests that an arena offset that is not 64-byte aligned is rejected (kernels
+// would read misaligned values), and that an arena larger or smaller than
+// its buffers need is (a 12 KB plan must not make every rank zero-fill a
+// declared 1 GB).
+TEST(PlanFile, RejectsMisalignedOffsetsAndWrongArenaSizes) {
+  {
+    PlanBuilder b = validPlan();
+    b.finish();
+    b.prog->mutable_buffers(2)->set_offset(66);
+    b.prog->set_arena_bytes(90);
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': buffer 2 at arena offset 66 is not a "
+              "multiple of 64 bytes");
+  }
+  {
+    PlanBuilder b = validPlan();
+    b.finish();
+    b.prog->set_arena_bytes(int64_t(1) << 30);
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': arena_bytes is 1073741824, but its "
+              "activations need 88 (the largest offset plus size)");
+  }
+  {
+    PlanBuilder b = validPlan();
+    b.finish();
+    b.prog->set_host_arena_bytes(64);
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': host_arena_bytes is 64, but its host "
+              "activations need 0 (the largest offset plus size)");
+  }
+}
+
+// Tests that a plan whose bytes changed after it was sealed is rejected by
+// its content checksum, whichever byte changed, and that a plan without a
+// checksum (an older compiler's) is rejected with advice.
+TEST(PlanFile, RejectsContentThatDoesNotMatchItsChecksum) {
+  PlanBuilder b = validPlan();
+  b.prog->mutable_instructions(0)->mutable_kernel()->mutable_attrs()->set_lr(
+      0.5);
+  std::string bytes = b.finish();
+  ASSERT_EQ(parseError(bytes), "(no error)");
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string changed = bytes;
+    changed[i] = char(changed[i] ^ 0x01);
+    EXPECT_NE(parseError(changed), "(no error)") << "byte " << i;
+  }
+  // The learning rate 0.5 (a double, 0x3fe0000000000000) becomes 0.25.
+  std::string lr = bytes;
+  size_t at = lr.find(std::string("\x00\x00\x00\x00\x00\x00\xe0\x3f", 8));
+  ASSERT_NE(at, std::string::npos);
+  lr[at + 6] = char(0xd0);
+  std::string message = parseError(lr);
+  EXPECT_EQ(message.rfind("p.pb: content checksum mismatch: the plan records ",
+                          0),
+            0u)
+      << message;
+  EXPECT_NE(message.find(" (the file was corrupted or edited after "
+                         "compilation)"),
+            std::string::npos)
+      << message;
+  // No checksum field: only the trailer after the content.
+  b.p.clear_checksum();
+  b.p.set_trailer(kTrailer);
+  EXPECT_EQ(parseError(b.p.SerializeAsString()),
+            "p.pb: the plan has no content checksum before its end-of-plan "
+            "marker (written by an older compiler, or edited: compile it "
+            "again with `partita plan`)");
+}
+
 TEST(PlanFile, RejectsInconsistentPlans) {
   {
     PlanBuilder b = validPlan();
@@ -545,11 +622,13 @@ TEST(PlanFile, RejectsInconsistentPlans) {
               "bytes does not fit the host arena of 0 bytes");
   }
   {
-    // Buffers 1 and 2 share bytes while both are live.
+    // Buffers 1 and 2 share bytes while both are live (buffer 2 moved from
+    // offset 64 to 0, and the arena shrunk to what that needs).
     PlanBuilder b = validPlan();
     std::string bytes = b.finish();
-    b.prog->mutable_buffers(2)->set_offset(8);
-    EXPECT_EQ(parseError(b.p.SerializeAsString()),
+    b.prog->mutable_buffers(2)->set_offset(0);
+    b.prog->set_arena_bytes(24);
+    EXPECT_EQ(parseError(b.seal()),
               "p.pb: program 'main': the memory plan overlaps buffers 1 and 2, "
               "which are live at the same time");
   }
@@ -558,17 +637,17 @@ TEST(PlanFile, RejectsInconsistentPlans) {
     PlanBuilder b = validPlan();
     b.finish();
     b.prog->mutable_buffers(1)->set_last_use(0);
-    EXPECT_EQ(parseError(b.p.SerializeAsString()),
+    EXPECT_EQ(parseError(b.seal()),
               "p.pb: program 'main': instruction 1 uses buffer 1 outside its "
               "live range [0, 0]");
   }
   {
     PlanBuilder b = validPlan();
     b.finish();
-    b.prog->set_arena_bytes(40);
-    EXPECT_EQ(parseError(b.p.SerializeAsString()),
-              "p.pb: program 'main': buffer 2 at arena offset 24 with 24 bytes "
-              "does not fit the arena of 40 bytes");
+    b.prog->set_arena_bytes(80);
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': buffer 2 at arena offset 64 with 24 bytes "
+              "does not fit the arena of 80 bytes");
   }
   {
     PlanBuilder b({{"tp", 2}}, true);
@@ -576,6 +655,19 @@ TEST(PlanFile, RejectsInconsistentPlans) {
     EXPECT_EQ(parseError(b.finish()),
               "p.pb: program 'main': buffer 0 ('x'): global shape [5x3] "
               "exceeds local shape [2x3] times its sharding at dimension 0");
+  }
+  {
+    // 4x3 over tp=2 holds 8 rows: a global of 7 leaves 1 row of padding;
+    // 6 would leave 2, the device count, which no partition pads.
+    PlanBuilder b({{"tp", 2}}, true);
+    b.buffer(plan::INPUT, {4, 3}, {{"tp"}, {}}, "x", {7, 3});
+    EXPECT_EQ(parseError(b.finish()), "(no error)");
+    PlanBuilder c({{"tp", 2}}, true);
+    c.buffer(plan::INPUT, {4, 3}, {{"tp"}, {}}, "x", {6, 3});
+    EXPECT_EQ(parseError(c.finish()),
+              "p.pb: program 'main': buffer 0 ('x'): global shape [6x3] is "
+              "smaller than local shape [4x3] times its sharding at dimension "
+              "0 by 2 or more (padding is less than the device count)");
   }
   {
     PlanBuilder b({{"tp", 2}}, true);
@@ -1104,7 +1196,7 @@ TEST(Executor, ABucketLeavesTheBytesOfADeadOutputAlone) {
   reuse->set_offset(dead->offset());
   reuse->set_first_use(2);
   reuse->set_last_use(3);
-  std::string bytes = b.p.SerializeAsString();
+  std::string bytes = b.seal();
   Tensor xin = iota({4}, 5.0f), yin = iota({4}, 0.75f);
   for (bool overlap : {true, false}) {
     BucketRun run = runCounted(bytes, 2, {xin, yin}, overlap);
