@@ -2,6 +2,7 @@
 
 #include "partita/runtime/Executor.h"
 #include "partita/runtime/KernelRegistry.h"
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/plan.pb.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +54,14 @@ std::string customPlan(const std::string &name) {
   attr("yes")->set_bool_value(true);
   prog->add_results(1);
   prog->set_arena_bytes(16);
+  plan::sealPlan(p);
+  return p.SerializeAsString();
+}
+
+/// `p`'s bytes after an edit, with its checksum renewed (the loader checks
+/// it before anything else).
+std::string resealed(plan::Plan &p) {
+  plan::sealPlan(p);
   return p.SerializeAsString();
 }
 
@@ -166,14 +175,14 @@ TEST(KernelRegistry, UnregisteredCustomKernelFailsAtLoad) {
 TEST(KernelRegistry, PlanFileValidatesCustomKernels) {
   plan::Plan p;
   ASSERT_TRUE(p.ParseFromString(customPlan("")));
-  EXPECT_EQ(errorOf([&] { PlanFile::parse(p.SerializeAsString(), "p.pb"); }),
+  EXPECT_EQ(errorOf([&] { PlanFile::parse(resealed(p), "p.pb"); }),
             "p.pb: program 'main': instruction 0 is a custom kernel with no "
             "custom_name");
   ASSERT_TRUE(p.ParseFromString(customPlan("test.dup")));
   plan::Kernel *k = p.mutable_programs(0)->mutable_instructions(0)
                         ->mutable_kernel();
   *k->add_custom_attrs() = k->custom_attrs(0);
-  EXPECT_EQ(errorOf([&] { PlanFile::parse(p.SerializeAsString(), "p.pb"); }),
+  EXPECT_EQ(errorOf([&] { PlanFile::parse(resealed(p), "p.pb"); }),
             "p.pb: program 'main': instruction 0 (custom kernel 'test.dup') "
             "has attribute 'add' twice");
 }
