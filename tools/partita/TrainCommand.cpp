@@ -726,7 +726,13 @@ int TrainRun::run(bool dryRun) {
                     options.annotate.mesh + " needs " + Twine(devices));
       ranks.mpi = mpi.get();
     }
-    int64_t tokens = family ? family->batch * family->seq : 0;
+    // An MLP's step processes `batch` examples (rows of x), not batch x seq
+    // tokens: counting seq too inflated its MFU 64-fold.
+    int64_t tokens = 0;
+    if (family)
+      tokens = family->kind == models::ModelKind::MLP
+                   ? family->batch
+                   : family->batch * family->seq;
     if (!family)
       for (const rt::ProgramValue &v : plan->inputs(program))
         if (v.name == "ids" && v.globalShape.size() == 2)
