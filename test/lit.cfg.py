@@ -18,6 +18,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.partita_tools_dir, append_path=False)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.substitutions.append(("%partita_src", config.partita_src_root))
+config.substitutions.append(("%partita_obj", config.partita_obj_root))
 # The runtime-only runner, by its full path (it may also be built by a
 # runtime-only configure beside this one).
 llvm_config.add_tool_substitutions(["partita-run"], [config.partita_tools_dir])

@@ -575,8 +575,10 @@ int TrainRun::run(bool dryRun) {
     return fail(config.where("data.format") + ": expected bytes, uint16 or "
                                               "uint32, got '" +
                 format + "'");
+  // A dry run compiles and explains; it reads no data, so a config written
+  // for another machine's data (gpt2-124m.toml) can be explained anywhere.
   for (const char *key : {"data.train", "data.validation"})
-    if (config.has(key)) {
+    if (config.has(key) && !dryRun) {
       std::string path = config.string(key, "");
       std::error_code ec;
       if (!std::filesystem::is_regular_file(path, ec))
@@ -726,7 +728,13 @@ int TrainRun::run(bool dryRun) {
                     options.annotate.mesh + " needs " + Twine(devices));
       ranks.mpi = mpi.get();
     }
-    int64_t tokens = family ? family->batch * family->seq : 0;
+    // An MLP's step processes `batch` examples (rows of x), not batch x seq
+    // tokens: counting seq too inflated its MFU 64-fold.
+    int64_t tokens = 0;
+    if (family)
+      tokens = family->kind == models::ModelKind::MLP
+                   ? family->batch
+                   : family->batch * family->seq;
     if (!family)
       for (const rt::ProgramValue &v : plan->inputs(program))
         if (v.name == "ids" && v.globalShape.size() == 2)

@@ -1489,6 +1489,57 @@ void forEachBlockRow(const std::vector<int64_t> &localShape,
 }
 } // namespace
 
+/// The id of input `index` (arguments with role INPUT, in order).
+static int64_t inputId(const plan::Program &program, size_t index) {
+  size_t next = 0;
+  for (int64_t id : program.arguments())
+    if (program.buffers(id).role() == plan::INPUT && next++ == index)
+      return id;
+  throw Error("input " + std::to_string(index) + " does not exist: the " +
+              "program takes " + std::to_string(next) + " inputs");
+}
+
+Executor::Block Executor::inputBlock(size_t index) const {
+  const Impl &s = *pimpl;
+  const plan::Buffer &b = s.buffer(inputId(*s.program, index));
+  Block block;
+  block.globalShape = toVector(b.global_shape());
+  std::vector<int64_t> local = toVector(b.local_shape());
+  block.offsets = s.program->partitioned()
+                      ? s.blockStarts(b, s.coords)
+                      : std::vector<int64_t>(local.size(), 0);
+  for (size_t d = 0; d < local.size(); ++d)
+    block.shape.push_back(std::max<int64_t>(
+        0, std::min(local[d], block.globalShape[d] - block.offsets[d])));
+  return block;
+}
+
+void Executor::setInputBlock(size_t index, const TensorView &data) {
+  Impl &s = *pimpl;
+  int64_t id = inputId(*s.program, index);
+  const plan::Buffer &b = s.buffer(id);
+  Block block = inputBlock(index);
+  if (data.dtype != toDType(b.dtype()) || data.shape != block.shape) {
+    std::string want = toString(toDType(b.dtype())), got = toString(data.dtype);
+    for (int64_t d : block.shape)
+      want += "x" + std::to_string(d);
+    for (int64_t d : data.shape)
+      got += "x" + std::to_string(d);
+    throw Error("the block of input '" + b.name() + "' on this rank must be " +
+                want + ", got " + got);
+  }
+  const TensorView &view = s.views[id];
+  size_t elem = sizeOf(view.dtype);
+  const auto *from = static_cast<const unsigned char *>(data.data);
+  s.writeFromHost(view.data, view.numBytes(), [&](unsigned char *dst) {
+    std::memset(dst, 0, view.numBytes()); // padding, if any, is zeros
+    forEachBlockRow(view.shape, block.shape, elem,
+                    [&](size_t l, size_t c, size_t n) {
+                      std::memcpy(dst + l, from + c, n);
+                    });
+  });
+}
+
 Tensor Executor::readPersistentBlock(const std::string &name) const {
   const Impl &s = *pimpl;
   const TensorView &view = s.views[s.persistentId(name)];

@@ -139,6 +139,10 @@ const OptionSpec kOptions[] = {
      "allocated (arena, parameters, state, inputs, gradient buckets, "
      "collective scratch), which partita explain's total predicts, and the "
      "process's peak resident set"},
+    {"report-data", nullptr,
+     "Training: print the tokens each rank read from the data (local ranks; "
+     "under MPI this process's) over the run: a data-parallel rank reads "
+     "only its rows of each batch"},
     {"inject-failure-rank", "r", nullptr},
     {"inject-failure-step", "s", nullptr},
     {"help", nullptr, "Print this help"},
@@ -788,6 +792,12 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   std::cout << formatProfile(run.profile, steps, run.seconds);
   if (args.flags.count("report-memory"))
     std::cout << formatMemory(run.memory);
+  if (args.flags.count("report-data")) {
+    std::cout << name << ": tokens read from the data per rank:";
+    for (int64_t n : run.tokensRead)
+      std::cout << " " << n;
+    std::cout << "\n";
+  }
   if (!args.flags.count("check"))
     return 0;
 

@@ -75,8 +75,15 @@ TokenData TokenData::slice(int64_t begin, int64_t end) const {
 
 void TokenData::batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
                       int32_t *labels) const {
+  rows(step, batch, seq, 0, batch, ids, labels);
+}
+
+int64_t TokenData::rows(int64_t step, int64_t batch, int64_t seq,
+                        int64_t rowBegin, int64_t rowEnd, int32_t *ids,
+                        int32_t *labels) const {
   uint64_t n = tokens.size();
-  for (int64_t row = 0; row < batch; ++row) {
+  int64_t read = 0;
+  for (int64_t row = rowBegin; row < rowEnd; ++row) {
     // Modulo n in 128 bits: any step a checkpoint may hold gives the
     // window an uninterrupted run would reach, without wrapping.
     using u128 = unsigned __int128;
@@ -84,11 +91,14 @@ void TokenData::batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
                                 uint64_t(row)) %
                                n);
     uint64_t start = uint64_t(u128(window) * uint64_t(seq + 1) % n);
+    int64_t out = (row - rowBegin) * seq;
     for (int64_t j = 0; j < seq; ++j) {
-      ids[row * seq + j] = int32_t(tokens[(start + j) % n]);
-      labels[row * seq + j] = int32_t(tokens[(start + j + 1) % n]);
+      ids[out + j] = int32_t(tokens[(start + j) % n]);
+      labels[out + j] = int32_t(tokens[(start + j + 1) % n]);
     }
+    read += seq + 1;
   }
+  return read;
 }
 
 } // namespace partita::runtime

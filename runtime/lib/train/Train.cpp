@@ -279,6 +279,39 @@ std::vector<Tensor> BatchSource::make(int64_t step) const {
   return tensors;
 }
 
+int64_t BatchSource::setRankInputs(Executor &executor, int64_t step) const {
+  if (!data || inputs.size() != 2)
+    return -1;
+  Executor::Block idsBlock = executor.inputBlock(size_t(idsIndex));
+  Executor::Block labelsBlock = executor.inputBlock(size_t(labelsIndex));
+  // Rows [r0, r0 + rows) of the batch, full width; read once when ids and
+  // labels are split alike (every plan so far), else once for each.
+  int64_t read = 0;
+  int64_t r0 = -1, rows = 0;
+  std::vector<int32_t> ids, labels;
+  for (int index : {idsIndex, labelsIndex}) {
+    const Executor::Block &block =
+        index == idsIndex ? idsBlock : labelsBlock;
+    if (block.offsets[0] != r0 || block.shape[0] != rows) {
+      r0 = block.offsets[0];
+      rows = block.shape[0];
+      ids.assign(size_t(rows * seq), 0);
+      labels.assign(size_t(rows * seq), 0);
+      read += data->rows(step, batch, seq, r0, r0 + rows, ids.data(),
+                         labels.data());
+    }
+    const std::vector<int32_t> &from = index == idsIndex ? ids : labels;
+    int64_t c0 = block.offsets[1], cols = block.shape[1];
+    Tensor t(DType::I32, block.shape);
+    int32_t *to = t.data<int32_t>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        to[r * cols + c] = from[size_t(r * seq + c0 + c)];
+    executor.setInputBlock(size_t(index), t.view());
+  }
+  return read;
+}
+
 std::string BatchSource::formatTokens(int64_t step,
                                       const std::vector<Tensor> &tensors) const {
   if (!data)
@@ -344,6 +377,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   size_t loss = lossIndex(*plan, program);
   int gradNormIndex = resultIndex(*plan, program, "grad_norm");
   TrainRun out;
+  std::vector<int64_t> readByRank; // under MPI, this process's rank only
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
     auto backend = createRankBackend(ranks);
@@ -355,13 +389,23 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     for (int r = 0; comm && r < comm->size(); ++r)
       everyRank.push_back(r);
     TrainRun mine;
+    int64_t tokensRead = 0;
     bool finite = true;
     for (int64_t step = 0; step < steps; ++step) {
       maybeInjectFailure(ranks, comm, step);
-      std::vector<Tensor> batch = source.make(firstStep + step);
-      if (printer && options.onBatch)
-        options.onBatch(firstStep + step, batch);
-      executor.setInputs(batch);
+      // Each rank reads only its block's rows, unless rank 0 must see the
+      // whole batch (onBatch) or the program takes more than tokens.
+      int64_t read = options.onBatch
+                         ? -1
+                         : source.setRankInputs(executor, firstStep + step);
+      if (read < 0) {
+        std::vector<Tensor> batch = source.make(firstStep + step);
+        if (printer && options.onBatch)
+          options.onBatch(firstStep + step, batch);
+        executor.setInputs(batch);
+        read = source.tokensReadPerBatch();
+      }
+      tokensRead += read;
       if (options.learningRate)
         executor.setLearningRate(options.learningRate(firstStep + step));
       auto begin = std::chrono::steady_clock::now();
@@ -413,6 +457,13 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     }
     if (finite && options.afterLastStep)
       options.afterLastStep(executor, comm);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      int rank = comm ? comm->rank() : 0;
+      if (readByRank.size() <= size_t(rank))
+        readByRank.resize(size_t(rank) + 1, 0);
+      readByRank[size_t(rank)] = tokensRead;
+    }
     if (printer) {
       std::lock_guard<std::mutex> lock(mutex);
       mine.profile = executor.profile();
@@ -421,6 +472,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     }
   };
   onEveryRank(*plan, program, ranks, body);
+  out.tokensRead = std::move(readByRank);
   return out;
 }
 

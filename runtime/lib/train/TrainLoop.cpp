@@ -220,7 +220,9 @@ TrainLoopResult trainLoop(std::shared_ptr<const PlanFile> plan,
       executor->writePersistentBlock(name, trained.readPersistentBlock(name));
     double sum = 0;
     for (int64_t b = 0; b < options.evalBatches; ++b) {
-      executor->setInputs(validation->make(b));
+      // This rank's rows only, as in training.
+      if (validation->setRankInputs(*executor, b) < 0)
+        executor->setInputs(validation->make(b));
       executor->run();
       sum += elementAsDouble(executor->gatherResult(lossResult), 0);
     }

@@ -221,6 +221,16 @@ public:
   /// persistentBlock().shape, the buffer's dtype); padding stays zero.
   void writePersistentBlock(const std::string &name, const Tensor &block);
 
+  /// Where this rank's block of input `index` (PlanFile::inputs order)
+  /// lies in its global array (as persistentBlock; `owner` is unused), so
+  /// that a data loader reads only this rank's rows. Throws Error for an
+  /// index past the inputs.
+  Block inputBlock(size_t index) const;
+  /// Sets input `index` from this rank's block alone: `block` has shape
+  /// inputBlock(index).shape and the input's dtype (else an Error naming
+  /// the input and both shapes); padding is zeros. Only read.
+  void setInputBlock(size_t index, const TensorView &block);
+
   /// Overrides the learning rate of every optimizer kernel (sgd, adamw)
   /// from the next run() on, so that one plan runs a whole schedule
   /// (Schedule.h); NaN returns to the plan's lr. Local: every rank must set

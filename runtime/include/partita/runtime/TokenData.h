@@ -43,6 +43,11 @@ public:
   /// `step`'s batch.
   void batch(int64_t step, int64_t batch, int64_t seq, int32_t *ids,
              int32_t *labels) const;
+  /// Rows [rowBegin, rowEnd) of step `step`'s batch alone ((rowEnd -
+  /// rowBegin) * seq each): a data-parallel rank's block. Returns the
+  /// number of tokens it read from the data (seq + 1 a row).
+  int64_t rows(int64_t step, int64_t batch, int64_t seq, int64_t rowBegin,
+               int64_t rowEnd, int32_t *ids, int32_t *labels) const;
 
   /// Tokens [begin, end) of this data as data of their own (a train or
   /// validation split), named "<path>[begin:end]". Throws Error for an empty

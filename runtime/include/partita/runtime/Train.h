@@ -152,6 +152,12 @@ public:
   void load();
   /// Step `step`'s inputs (0-based), in the program's input order.
   std::vector<Tensor> make(int64_t step) const;
+  /// Sets step `step`'s inputs on `executor` from this rank's blocks alone
+  /// (Executor::setInputBlock) when the program's inputs are exactly token
+  /// ids and labels: each data-parallel rank reads only its rows of the
+  /// batch. Returns the tokens this rank read from the data, or -1 when
+  /// the program takes other inputs (then make() and setInputs()).
+  int64_t setRankInputs(Executor &executor, int64_t step) const;
   /// "batch K row R: ids ..., labels ..." lines of `tensors`, a row per
   /// window (empty without token data).
   std::string formatTokens(int64_t step,
@@ -160,6 +166,8 @@ public:
   std::string describeSource() const;
   /// Tokens per batch (batch x seq; 0 without token data).
   int64_t tokensPerBatch() const { return data ? batch * seq : 0; }
+  /// Tokens a whole batch reads from the data (batch x (seq + 1)).
+  int64_t tokensReadPerBatch() const { return data ? batch * (seq + 1) : 0; }
 
 private:
   std::string inputList() const;
@@ -251,6 +259,10 @@ struct TrainRun {
   std::vector<Tensor> finalResults;
   std::vector<ProfileEntry> profile;
   ExecutorMemory memory; // rank 0's executor
+  /// Tokens each rank read from the training data over the run, by rank
+  /// (under MPI only this process's entry is filled; 0 without token
+  /// data): a data-parallel rank reads its rows only.
+  std::vector<int64_t> tokensRead;
 };
 
 /// Trains `program` (a train step) for options.steps steps, or until

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <mutex>
 
 using namespace partita::runtime;
@@ -413,6 +414,49 @@ TEST(Executor, InputViewsReadCallerMemory) {
   std::vector<float> wrong(4);
   EXPECT_THROW(ex.setInputViews({TensorView{wrong.data(), DType::F32, {2, 2}}}),
                Error);
+}
+
+TEST(Executor, InputBlocksSetOnlyThisRanksRows) {
+  // 5 rows on dp=4 (2 a rank, rank 2's second row and rank 3's rows are
+  // padding): each rank gives only its rows (setInputBlock), checked
+  // against its block's shape; the gathered result is the whole input.
+  PlanBuilder b({{"dp", 4}}, true);
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {{"dp"}, {}}, "x", {5, 3});
+  b.prog->add_results(x);
+  auto file = PlanFile::parse(b.finish());
+  Tensor xin = iota({5, 3});
+  std::vector<Tensor> got;
+  std::mutex m;
+  runLocalRanks(4, [&](Communicator &comm) {
+    auto backend = createCpuBackend(1);
+    Executor ex(file, "main", &comm, *backend);
+    Executor::Block block = ex.inputBlock(0);
+    int64_t r0 = 2 * comm.rank();
+    int64_t rows = std::max<int64_t>(0, std::min<int64_t>(2, 5 - r0));
+    EXPECT_EQ(block.globalShape, (std::vector<int64_t>{5, 3}));
+    EXPECT_EQ(block.offsets, (std::vector<int64_t>{r0, 0}));
+    EXPECT_EQ(block.shape, (std::vector<int64_t>{rows, 3}));
+    Tensor mine(DType::F32, block.shape);
+    for (int64_t i = 0; i < rows * 3; ++i)
+      mine.data<float>()[i] = xin.data<float>()[r0 * 3 + i];
+    ex.setInputBlock(0, mine.view());
+    Tensor wrong(DType::F32, {5, 3});
+    try {
+      ex.setInputBlock(0, wrong.view());
+      ADD_FAILURE() << "a global array was taken as rank's block";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("input 'x'"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(ex.inputBlock(1), Error);
+    ex.run();
+    std::vector<Tensor> r = ex.gatherResults();
+    std::lock_guard<std::mutex> lock(m);
+    if (comm.rank() == 0)
+      got = std::move(r);
+  });
+  ASSERT_EQ(got.size(), 1u);
+  expectNear(got[0], xin);
 }
 
 TEST(Executor, RejectsWrongInputsAndCommunicators) {

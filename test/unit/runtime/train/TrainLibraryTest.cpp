@@ -92,6 +92,28 @@ TEST(TokenData, Windows) {
   EXPECT_THROW(TokenData::load(tempPath("no-such-file"), 1), Error);
 }
 
+// A data-parallel rank's rows alone: the same ids and labels as those rows
+// of the whole batch, and only seq + 1 tokens read a row.
+TEST(TokenData, RowsOfABatch) {
+  std::string path = tempPath("rows.bin");
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 50; ++i)
+      out.put(char(i));
+  }
+  TokenData data = TokenData::load(path, 1);
+  const int64_t batch = 4, seq = 3;
+  int32_t ids[12], labels[12];
+  data.batch(/*step=*/2, batch, seq, ids, labels);
+  int32_t rowIds[6], rowLabels[6];
+  EXPECT_EQ(data.rows(2, batch, seq, 1, 3, rowIds, rowLabels), 2 * (seq + 1));
+  EXPECT_EQ(std::vector<int32_t>(rowIds, rowIds + 6),
+            std::vector<int32_t>(ids + 3, ids + 9));
+  EXPECT_EQ(std::vector<int32_t>(rowLabels, rowLabels + 6),
+            std::vector<int32_t>(labels + 3, labels + 9));
+  EXPECT_EQ(data.rows(2, batch, seq, 4, 4, rowIds, rowLabels), 0);
+}
+
 // Tests the --check comparison: a difference beyond rtol fails its line.
 TEST(Check, RelativeDifference) {
   Tensor a(DType::F32, {2}), b(DType::F32, {2});
