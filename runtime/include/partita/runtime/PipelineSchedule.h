@@ -1,0 +1,127 @@
+//===- PipelineSchedule.h - pipeline schedules as action lists --*- C++ -*-===//
+//
+// A pipeline schedule is one ordered action list per pipeline rank
+// (forward, full backward, input-gradient B, weight-gradient W, send and
+// receive of activations and gradients, gradient reduction, optimizer).
+// The compiler generates a named schedule into the plan
+// (plan::PipelineSchedule); the runtime validates it before running and
+// walks it. The same lists drive the unit-cost simulation (bubble fraction,
+// in-flight microbatches per stage) and explain's Gantt chart.
+//
+// Schedules (R ranks, m microbatches, v chunks per rank):
+//   gpipe        all forwards, then all backwards (GPipe, arXiv 1811.06965)
+//   1f1b         R - r - 1 warm-up forwards, then one forward one backward
+//                (PipeDream-Flush, arXiv 2006.09503; Megatron-LM)
+//   interleaved  1f1b over v chunks per rank (Megatron-LM, arXiv 2104.04473)
+//   zb-h1        1f1b with backward split into B and W, W deferred into the
+//                bubbles (zero-bubble H1, arXiv 2401.10241)
+//
+// Plain C++17; errors are runtime::Error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_PIPELINESCHEDULE_H
+#define PARTITA_RUNTIME_PIPELINESCHEDULE_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partita::plan {
+class PipelineSchedule;
+} // namespace partita::plan
+
+namespace partita::runtime::pipeline {
+
+/// Mirrors plan::PipelineAction::Kind value for value.
+enum class ActionKind {
+  Forward = 0,
+  Backward = 1,
+  BackwardInput = 2,
+  BackwardWeight = 3,
+  SendActivation = 4,
+  RecvActivation = 5,
+  SendGradient = 6,
+  RecvGradient = 7,
+  ReduceGradients = 8,
+  Optimizer = 9,
+};
+
+struct Action {
+  ActionKind kind = ActionKind::Forward;
+  int microbatch = 0;
+  /// The model chunk on this rank; stage = chunk * ranks + rank.
+  int chunk = 0;
+};
+
+struct Schedule {
+  std::string kind;
+  int ranks = 1;
+  int chunks = 1;
+  int microbatches = 1;
+  /// actions[r] is rank r's list, in order.
+  std::vector<std::vector<Action>> actions;
+};
+
+/// The named schedule ("gpipe", "1f1b", "interleaved", "zb-h1"). Throws
+/// Error for an unknown name or impossible sizes (ranks, microbatches,
+/// chunks < 1; chunks > 1 unless interleaved; interleaved needs the
+/// microbatch count to be a multiple of the ranks, as Megatron-LM does).
+Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
+                      int chunks = 1);
+
+/// Why a schedule is not runnable: the rank, the index in its list and what
+/// is wrong (a missing receive, W before its B, a deadlock under
+/// rendezvous sends, ...).
+struct ScheduleError {
+  int rank = 0;
+  int step = 0;
+  std::string message;
+};
+
+/// Proves the set complete (every stage runs forward and backward for
+/// every microbatch exactly once, sends pair with receives, W after B,
+/// one gradient reduction and optimizer per stage after its last backward)
+/// and free of deadlock when every send blocks until its receive is posted.
+std::optional<ScheduleError> validate(const Schedule &schedule);
+
+/// Durations of one action per kind, in any unit (the simulation is
+/// unit-cost with the defaults: F = B = W = 1, full backward = B + W,
+/// communication free).
+struct ActionCosts {
+  double forward = 1, backwardInput = 1, backwardWeight = 1;
+  double send = 0, reduce = 0, optimizer = 0;
+};
+
+struct Interval {
+  Action action;
+  double start = 0, end = 0;
+};
+
+struct Simulation {
+  double makespan = 0;
+  /// Idle time over ranks * makespan.
+  double bubbleFraction = 0;
+  /// Per stage: the most microbatches whose forward ran and whose
+  /// backward (B) has not, at any time.
+  std::vector<int> peakInFlight;
+  /// Per rank, the timed actions.
+  std::vector<std::vector<Interval>> timeline;
+};
+
+/// Runs the lists with rendezvous sends; a schedule must validate first.
+Simulation simulate(const Schedule &schedule, const ActionCosts &costs = {});
+
+/// To and from the plan (from validates ranks, chunks and kinds).
+void toProto(const Schedule &schedule, plan::PipelineSchedule &proto);
+Schedule fromProto(const plan::PipelineSchedule &proto);
+
+/// A hand-written set (--schedule-file): one line per action,
+/// "rank KIND microbatch [chunk]", '#' comments; errors name the line.
+Schedule parseScheduleFile(const std::string &path, int ranks,
+                           int microbatches, int chunks = 1);
+
+} // namespace partita::runtime::pipeline
+
+#endif // PARTITA_RUNTIME_PIPELINESCHEDULE_H
