@@ -37,7 +37,8 @@ fi
 # The Python package's environment (python-bindings/): .venv from Debian's
 # python3 with its site packages (numpy, python3-torch 1.13: never a PyPI
 # torch), plus the pinned PyPI packages of python-bindings/requirements.txt
-# (nanobind, scikit-build-core, pytest). Reinstalled when that file changes.
+# (nanobind, scikit-build-core, pytest, jax and jaxlib CPU). Reinstalled when
+# that file changes.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 requirements="$root/python-bindings/requirements.txt"
 if [ ! -x "$root/.venv/bin/python" ]; then

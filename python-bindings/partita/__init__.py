@@ -27,6 +27,13 @@ def from_torch(module, example_args, output_names=()):
     return convert(module, example_args, output_names)
 
 
+def from_jax(fn, *example_args, output_names=(), params_argnum=0):
+    """A JAX function as an nn model (partita/jax_frontend.py)."""
+    from .jax_frontend import from_jax as convert
+    return convert(fn, *example_args, output_names=output_names,
+                   params_argnum=params_argnum)
+
+
 def __getattr__(name):
     if name in _COMPILER_NAMES:
         from . import compiler
@@ -39,4 +46,4 @@ def __getattr__(name):
 
 __all__ = ["Diagnostic", "Error", "Mesh", "P", "PartitionSpec", "Partial",
            "Replicate", "Shard", "parse", "load", "model", "Model", "Plan",
-           "from_torch"]
+           "from_torch", "from_jax"]

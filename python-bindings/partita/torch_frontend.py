@@ -99,15 +99,18 @@ class _Writer:
         return (name, tuple(shape), dtype)
 
     def constant(self, tensor):
-        """An nn.constant holding `tensor`'s values."""
-        import torch
-        shape = tuple(tensor.shape)
-        if tensor.dtype.is_floating_point:
+        """An nn.constant holding the values of `tensor` (a torch tensor or
+        a numpy array)."""
+        import numpy as np
+        array = (tensor.detach().cpu().numpy() if hasattr(tensor, "detach")
+                 else np.asarray(tensor))
+        shape = tuple(array.shape)
+        if np.issubdtype(array.dtype, np.floating):
             flat = [("0xFF800000" if x == float("-inf") else
                      "0x7F800000" if x == float("inf") else f"{float(x):.17e}")
-                    for x in tensor.reshape(-1).tolist()]
+                    for x in array.reshape(-1).tolist()]
         else:
-            flat = [str(int(x)) for x in tensor.reshape(-1).tolist()]
+            flat = [str(int(x)) for x in array.reshape(-1).tolist()]
         if len(set(flat)) == 1:
             body = flat[0]
         else:
@@ -120,7 +123,49 @@ class _Writer:
                                        for i in range(dims[0])) + "]"
             body = nest(flat, list(shape))
         return self.emit("const", f"nn.constant dense<{body}> : "
-                         f"{_type(shape, tensor.dtype)}", shape, tensor.dtype)
+                         f"{_type(shape, array.dtype)}", shape, array.dtype)
+
+    def slice(self, value, dim, start, stop):
+        """value[..., start:stop, ...] along `dim` (step 1), from ops that
+        have sharding rules and gradients: nn has no slice op. A chunk
+        aligned to its own size (a fused qkv projection's thirds) is a
+        reshape exposing the chunks plus an einsum with a one-hot vector
+        over them; another range an einsum with a 0/1 selection matrix.
+        Both are exact (one product by 1, the others by 0)."""
+        import numpy as np
+        name, shape, dtype = value
+        n, k = shape[dim], stop - start
+        if start == 0 and k == n:
+            return value
+        if not np.issubdtype(np.dtype(str(dtype).replace("torch.", "")),
+                             np.floating):
+            raise Error(f"from_torch/from_jax: slicing a {dtype} tensor is "
+                        "not supported")
+        np_dtype = np.dtype(str(dtype).replace("torch.", ""))
+        out_shape = shape[:dim] + (k,) + shape[dim + 1:]
+        letters = list(_LETTERS[:len(shape)])
+        if n % k == 0 and start % k == 0:
+            parts = n // k
+            split = shape[:dim] + (parts, k) + shape[dim + 1:]
+            r = self.emit("chunks", f"nn.reshape {name} : {_type(shape, dtype)}"
+                          f" -> {_type(split, dtype)}", split, dtype)
+            onehot = np.zeros(parts, np_dtype)
+            onehot[start // k] = 1
+            c = self.constant(onehot)
+            chunk = "z"
+            spec_in = "".join(letters[:dim] + [chunk] + letters[dim:])
+            spec = f"{spec_in},{chunk}->{''.join(letters)}"
+            operand = r
+        else:
+            select = np.zeros((n, k), np_dtype)
+            select[np.arange(start, stop), np.arange(k)] = 1
+            c = self.constant(select)
+            spec_in = "".join(letters[:dim] + ["z"] + letters[dim + 1:])
+            spec = f"{spec_in},z{letters[dim]}->{''.join(letters)}"
+            operand = value
+        return self.emit("slice", f'nn.einsum "{spec}" {operand[0]}, {c[0]} : '
+                         f"({_type(operand[1], dtype)}, {_type(c[1], dtype)}) "
+                         f"-> {_type(out_shape, dtype)}", out_shape, dtype)
 
     def broadcast(self, value, shape):
         name, vshape, dtype = value

@@ -1,10 +1,16 @@
 """Shared fixtures of the Python package's tests (run by ctest against the
 build tree's package: PYTHONPATH=<build>/python-bindings)."""
 
-import numpy as np
-import pytest
+import os
 
-import partita
+# The JAX tests place arrays on a mesh of CPU devices: XLA makes them when
+# asked before its first use (nothing else in the tests uses XLA).
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import partita  # noqa: E402
 
 
 @pytest.fixture
