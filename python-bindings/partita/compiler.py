@@ -34,11 +34,34 @@ class Model:
     def __init__(self, impl: "_compiler.Model"):
         self._impl = impl
         self._state = {}
+        self._aliases = {}  # tied weights: other name -> parameter name
+        self._buffers = {}
 
     def state_dict(self):
         """The weights that came with the model (from_torch: the module's
-        state_dict as numpy arrays, by key), to pass as Plan.run(params=)."""
+        parameters as numpy arrays, by parameter name; from_jax: the
+        parameter pytree's leaves by path), to pass as Plan.run(params=)."""
         return dict(self._state)
+
+    def to_state_dict(self, params=None):
+        """A framework-style state dict: `params` (the weights by parameter
+        name, e.g. Plan.train's result["parameters"]; default the imported
+        ones) under every name they had, so that a tied weight appears under
+        each of its keys (GPT-2: transformer.wte.weight and lm_head.weight),
+        plus the module's buffers. torch's load_state_dict takes it after
+        torch.from_numpy."""
+        params = dict(self._state if params is None else params)
+        out = dict(params)
+        for alias, target in self._aliases.items():
+            if target in params:
+                out[alias] = params[target]
+        out.update(self._buffers)
+        return out
+
+    @property
+    def aliases(self):
+        """Tied weights: each other name of a parameter -> its name."""
+        return dict(self._aliases)
 
     def __str__(self) -> str:
         return self._impl.text()
@@ -68,9 +91,14 @@ class Model:
         [Shard(d), Replicate(), Partial()] per mesh axis). Returns the model.
         Raises Error naming tensor, dimension and axis for an unknown axis or
         a dimension the axes do not divide."""
+        # A tied weight matches under any of its names.
+        names = {a.name: {a.name} for a in self.arguments()}
+        for alias, target in self._aliases.items():
+            names.setdefault(target, set()).add(alias)
         matched = [a for a in self.arguments()
                    if a.role in ("param", "input")
-                   and fnmatch.fnmatchcase(a.name, pattern)]
+                   and any(fnmatch.fnmatchcase(n, pattern)
+                           for n in names[a.name])]
         if not matched:
             raise Error(f"no parameter or input matches '{pattern}'")
         for a in matched:

@@ -285,9 +285,27 @@ def _node(w: _Writer, node, fail, consts):
         return w.broadcast(v(args[0]), shape)
     if target == aten.slice.Tensor:
         x = v(args[0])
-        if x[1] != shape:
+        if x[1] == shape:
+            return x
+        dim = (args[1] if len(args) > 1 else 0) % len(x[1])
+        start = args[2] if len(args) > 2 and args[2] is not None else 0
+        step = args[4] if len(args) > 4 else 1
+        if step != 1 or not isinstance(start, int):
             fail(node)
-        return x
+        start = max(0, start + x[1][dim] if start < 0 else start)
+        return w.slice(x, dim, start, start + shape[dim])
+    if target in (aten.split.Tensor, aten.split_with_sizes.default):
+        # A fused projection split in parts (GPT-2's c_attn): slices.
+        x = v(args[0])
+        dim = (args[2] if len(args) > 2 else 0) % len(x[1])
+        n = x[1][dim]
+        sizes = (list(args[1]) if target == aten.split_with_sizes.default
+                 else [min(args[1], n - i) for i in range(0, n, args[1])])
+        parts, start = [], 0
+        for size in sizes:
+            parts.append(w.slice(x, dim, start, start + size))
+            start += size
+        return parts
     if target == aten.bmm.default:
         a, b = v(args[0]), v(args[1])
         return w.emit("bmm", f'nn.einsum "bij,bjk->bik" {a[0]}, {b[0]} : '
@@ -385,13 +403,25 @@ def from_torch(module, example_args: Sequence[Any],
     # Parameters are function arguments; buffers (masks, positions) are
     # constants of the model, folded at import.
     num_params = len(params)
+    # A tied weight (GPT-2's lm_head.weight is transformer.wte.weight) is
+    # one parameter, named by its first state_dict key; its other keys are
+    # aliases that the functional call binds to the same value.
+    first = {id(p): n for n, p in params.items()}
+    aliases = {k: first[id(t)] for k, t in
+               module.state_dict(keep_vars=True).items()
+               if id(t) in first and first[id(t)] != k}
 
     def functional(state_values, *args):
-        return stateless.functional_call(module, dict(zip(names, state_values)),
-                                         args)
+        values = dict(zip(names, state_values))
+        for alias, target in aliases.items():
+            values[alias] = values[target]
+        return stateless.functional_call(module, values, args)
 
     with torch.no_grad():
-        graph = make_fx(functional)([state[n] for n in names], *example_args)
+        # Fake tensors: the trace records shapes without computing the model
+        # (a real-mode trace of GPT-2 small runs its forward: 8 s here).
+        graph = make_fx(functional, tracing_mode="fake")(
+            [state[n] for n in names], *example_args)
 
     try:
         arg_names = list(inspect.signature(module.forward).parameters)
@@ -471,4 +501,6 @@ def from_torch(module, example_args: Sequence[Any],
             + ", ".join(_type(o[1], o[2]) for o in outputs) + "\n}\n")
     model = parse(text, f"<from_torch {type(module).__name__}>")
     model._state = {k: t.detach().cpu().numpy() for k, t in params.items()}
+    model._aliases = aliases
+    model._buffers = {k: t.detach().cpu().numpy() for k, t in buffers.items()}
     return model
