@@ -52,3 +52,8 @@ if ! cmp -s "$requirements" "$root/.venv/partita-requirements.txt"; then
 else
   echo "setup: .venv has python-bindings/requirements.txt"
 fi
+# The build tree's package on .venv's path (a .pth file; an installed
+# `pip install .` comes first): after scripts/build.sh,
+# `.venv/bin/python -c "import partita"` works as it is.
+site="$("$root/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$root/build/python-bindings" > "$site/partita-build.pth"
