@@ -138,19 +138,23 @@ module = GPT2(GPT2Config())
 idx = torch.randint(0, 50257, (8, 64))
 weights = sum(p.numel() * p.element_size() for p in module.parameters())
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 m = partita.from_torch(module, (idx, idx), output_names=("loss", "logits"))
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 assert len(m.parameters) == 148
-print(seconds, after - before, weights)
+print(cpu, seconds, after - before, weights)
 """
 
 
 # Tests that a traced GPT-2 small (124M parameters, batch 8 x 64) becomes IR
 # in under 5 s and raises the peak RSS by at most one copy of its weights
 # (the weights stay arguments; the trace computes nothing: fake tensors).
-# In a fresh process, so that the peak is this import's.
+# In a fresh process, so that the peak is this import's. The 5 s bound is on
+# the process's CPU time: the import is one thread of Python, and on a CI
+# machine shared with other jobs its wall time measures the others too
+# (3.0 s wall idle here, 5.6 s at a load of 27); the wall time gets a loose
+# bound of three times that.
 def test_gpt2_small_imports_fast_and_lean():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -158,6 +162,7 @@ def test_gpt2_small_imports_fast_and_lean():
                       "python"), env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT], check=True,
                          capture_output=True, text=True, env=env).stdout
-    seconds, grown, weights = (float(x) for x in out.split())
-    assert seconds < 5.0, out
+    cpu, seconds, grown, weights = (float(x) for x in out.split())
+    assert cpu < 5.0, out
+    assert seconds < 15.0, out
     assert grown <= weights, out
