@@ -55,6 +55,15 @@ struct Action {
   int chunk = 0;
 };
 
+/// The plan's name of a kind ("FORWARD", "SEND_ACTIVATION", ...).
+const char *toString(ActionKind kind);
+/// F, full backward, B or W.
+bool isCompute(ActionKind kind);
+/// A send or a receive.
+bool isCommunication(ActionKind kind);
+/// "FORWARD of microbatch 2 (chunk 0)", for messages.
+std::string describe(const Action &action);
+
 struct Schedule {
   std::string kind;
   int ranks = 1;
@@ -80,6 +89,9 @@ struct ScheduleError {
   std::string message;
 };
 
+/// "rank R step S: message".
+std::string toString(const ScheduleError &error);
+
 /// Proves the set complete (every stage runs forward and backward for
 /// every microbatch exactly once, sends pair with receives, W after B,
 /// one gradient reduction and optimizer per stage after its last backward)
@@ -94,6 +106,9 @@ struct ActionCosts {
   double send = 0, reduce = 0, optimizer = 0;
 };
 
+/// The duration of one action of `kind` under `costs`.
+double durationOf(ActionKind kind, const ActionCosts &costs);
+
 struct Interval {
   Action action;
   double start = 0, end = 0;
@@ -103,9 +118,14 @@ struct Simulation {
   double makespan = 0;
   /// Idle time over ranks * makespan.
   double bubbleFraction = 0;
+  /// The idle time summed over ranks: ranks * makespan minus the time spent
+  /// in compute, gradient reduction and optimizer actions.
+  double idleTime = 0;
   /// Per stage: the most microbatches whose forward ran and whose
   /// backward (B) has not, at any time.
   std::vector<int> peakInFlight;
+  /// Per rank: the same count summed over its chunks at one time.
+  std::vector<int> peakInFlightPerRank;
   /// Per rank, the timed actions.
   std::vector<std::vector<Interval>> timeline;
 };
@@ -121,6 +141,12 @@ Schedule fromProto(const plan::PipelineSchedule &proto);
 /// "rank KIND microbatch [chunk]", '#' comments; errors name the line.
 Schedule parseScheduleFile(const std::string &path, int ranks,
                            int microbatches, int chunks = 1);
+/// The same on text already read; `name` stands for the file in errors.
+Schedule parseScheduleText(const std::string &text, const std::string &name,
+                           int ranks, int microbatches, int chunks = 1);
+/// The schedule in the schedule-file format (parseScheduleText reads it
+/// back).
+std::string toText(const Schedule &schedule);
 
 } // namespace partita::runtime::pipeline
 
