@@ -5,19 +5,27 @@
 // their published orders, interleaved 1F1B by Megatron-LM's virtual
 // microbatch order (arXiv 2104.04473), zb-h1 by a unit-time list scheduler
 // (below). Second, communication is inserted: the compute orders are timed
-// with unit costs and buffered sends, every message gets the time it was
-// produced, and each rank's sends and receives are ordered by one global key
-// (time, sending stage, direction, microbatch). A receive sits before the
-// compute that needs it, a send after the compute that made it, and since
-// every rank meets its messages in the same global order, the smallest
-// unfinished message always has both ends at it: the set cannot deadlock
-// under rendezvous sends. validate() proves that anyway, on any set.
+// with unit costs and buffered sends, and every message is given a meeting
+// time: the first time from when it is produced to when it is needed at
+// which neither end is inside a compute (so a rendezvous send costs no
+// waiting), else the time it is produced. Each rank's sends and receives
+// are ordered by one global key (meeting time, sending stage, direction,
+// microbatch); a receive sits before the compute that needs it, a send
+// after the compute that made it. Since every rank meets its messages in
+// the same global order, the smallest unfinished message always has both
+// ends at it: the set cannot deadlock under rendezvous sends. validate()
+// proves that anyway, on any set.
 //
-// zb-h1 (arXiv 2401.10241): at each unit of time a free rank runs, in order
-// of preference, the next B whose output gradient has arrived, the next F
-// whose input has arrived (at most R - r microbatches between F and B, as in
-// 1F1B, and at most R between F and W, the first rank's 1F1B count), or a
-// deferred W. W thus fills the time 1F1B would idle.
+// Known limit: Megatron-LM's interleaved order has messages with no such
+// meeting time for some sizes (2 ranks, or 8 ranks with m > R): one end
+// waits, and its rendezvous bubble exceeds the published (p-1)/(vm+p-1),
+// which the same lists reach exactly with buffered sends (SendMode).
+//
+// zb-h1 (arXiv 2401.10241): the F / B order of 1F1B with B the input
+// gradient only (so the same R - r microbatches at most between F and B);
+// at each unit of time a rank whose next F or B still waits for its input
+// runs a deferred W instead of idling, and rank r runs a W first once r + 1
+// are due. With F = B = W each rank idles R - 1 units, a third of 1F1B's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -170,11 +178,13 @@ Order interleavedOrder(int ranks, int m, int v) {
 }
 
 Order zeroBubbleH1Order(int ranks, int m) {
+  // The F / B order of 1F1B (B now the input gradient only); at each unit
+  // of time W goes in where the next F or B waits for its input, or once
+  // `cap` Ws are due.
+  Order skeleton = oneFOneBOrder(ranks, m);
   Order order(ranks);
-  // Per rank: the next F, B and W microbatch, and when the rank is free.
-  std::vector<int> nextF(ranks, 0), nextB(ranks, 0), nextW(ranks, 0);
-  std::vector<long> freeAt(ranks, 0);
-  // When stage r's F / B of microbatch i ended (-1: not yet run).
+  std::vector<size_t> next(ranks, 0);
+  std::vector<int> nextW(ranks, 0), doneB(ranks, 0);
   std::vector<std::vector<long>> endF(ranks, std::vector<long>(m, -1)),
       endB(ranks, std::vector<long>(m, -1));
   auto arrived = [](long end, long t) { return end >= 0 && end <= t; };
@@ -182,30 +192,40 @@ Order zeroBubbleH1Order(int ranks, int m) {
   for (long t = 0; remaining > 0; ++t) {
     if (t > 16L * m * ranks + 16)
       throw Error("internal error: the zb-h1 scheduler made no progress");
+    std::vector<std::pair<int, Action>> done;
     for (int r = 0; r < ranks; ++r) {
-      if (freeAt[r] > t)
-        continue;
-      int b = nextB[r], f = nextF[r];
-      bool bReady = b < f && arrived(endF[r][b], t) &&
-                    (r == ranks - 1 || arrived(endB[r + 1][b], t));
-      bool fReady = f < m && (r == 0 || arrived(endF[r - 1][f], t)) &&
-                    f - b < ranks - r && f - nextW[r] < ranks;
-      if (bReady) {
-        order[r].push_back(act(ActionKind::BackwardInput, b));
-        endB[r][b] = t + 1;
-        ++nextB[r];
-      } else if (fReady) {
-        order[r].push_back(act(ActionKind::Forward, f));
-        endF[r][f] = t + 1;
-        ++nextF[r];
-      } else if (nextW[r] < nextB[r]) {
-        order[r].push_back(act(ActionKind::BackwardWeight, nextW[r]));
-        ++nextW[r];
+      // Rank r keeps at most r + 1 Ws waiting: the last rank, first to
+      // run ahead, defers the most, and the bubble still closes.
+      int cap = r + 1;
+      bool ready = false;
+      if (next[r] < skeleton[r].size()) {
+        const Action &a = skeleton[r][next[r]];
+        int mb = a.microbatch;
+        ready = a.kind == ActionKind::Forward
+                    ? (r == 0 || arrived(endF[r - 1][mb], t))
+                    : (r == ranks - 1 || arrived(endB[r + 1][mb], t));
+      }
+      int due = doneB[r] - nextW[r];
+      if (due > 0 && (!ready || due >= cap)) {
+        order[r].push_back(act(ActionKind::BackwardWeight, nextW[r]++));
+      } else if (ready) {
+        Action a = skeleton[r][next[r]++];
+        if (a.kind == ActionKind::Backward)
+          a.kind = ActionKind::BackwardInput;
+        order[r].push_back(a);
+        done.push_back({r, a});
       } else {
         continue;
       }
-      freeAt[r] = t + 1;
       --remaining;
+    }
+    for (const auto &[r, a] : done) {
+      if (a.kind == ActionKind::Forward) {
+        endF[r][a.microbatch] = t + 1;
+      } else {
+        endB[r][a.microbatch] = t + 1;
+        ++doneB[r];
+      }
     }
   }
   return order;
@@ -274,6 +294,56 @@ std::vector<std::vector<Action>> insertCommunication(const Order &order,
     if (pc[r] < order[r].size())
       throw Error("internal error: a generated compute order waits forever");
 
+  // A message moves at the first time in [produced, needed] when neither
+  // end is inside a compute (idle or between two), so that rendezvous sends
+  // keep the buffered timeline; with none, when it is produced.
+  std::vector<std::vector<std::pair<double, double>>> busy(ranks);
+  for (int r = 0; r < ranks; ++r)
+    for (size_t i = 0; i < order[r].size(); ++i)
+      busy[r].push_back({start[r][i], start[r][i] + duration(order[r][i].kind)});
+  auto freeAt = [&](int r, double t) {
+    for (const auto &[b, e] : busy[r])
+      if (b < t && t < e)
+        return false;
+    return true;
+  };
+  auto meetAt = [&](int a, int b, double produced, double needed) {
+    std::vector<double> candidates = {produced, needed};
+    for (int r : {a, b})
+      for (const auto &[s, e] : busy[r])
+        if (e > produced && e < needed)
+          candidates.push_back(e);
+    std::sort(candidates.begin(), candidates.end());
+    for (double t : candidates)
+      if (freeAt(a, t) && freeAt(b, t))
+        return t;
+    return produced;
+  };
+  // Where each stage's F / B of a microbatch sits in its rank's order.
+  std::vector<std::vector<size_t>> indexF(stages, std::vector<size_t>(m)),
+      indexB(stages, std::vector<size_t>(m));
+  for (int r = 0; r < ranks; ++r)
+    for (size_t i = 0; i < order[r].size(); ++i) {
+      const Action &a = order[r][i];
+      int s = a.chunk * ranks + r;
+      if (a.kind == ActionKind::Forward)
+        indexF[s][a.microbatch] = i;
+      else if (a.kind != ActionKind::BackwardWeight)
+        indexB[s][a.microbatch] = i;
+    }
+  // The meeting time of stage s's activation (gradient = false) or input
+  // gradient (true) of microbatch mb.
+  auto activationAt = [&](int s, int mb) {
+    int to = s + 1;
+    return meetAt(s % ranks, to % ranks, endF[s][mb],
+                  start[to % ranks][indexF[to][mb]]);
+  };
+  auto gradientAt = [&](int s, int mb) {
+    int to = s - 1;
+    return meetAt(s % ranks, to % ranks, endB[s][mb],
+                  start[to % ranks][indexB[to][mb]]);
+  };
+
   // (time, class: communication 0 before compute 1, sending stage,
   // direction, microbatch, position): communication keys are the same at
   // both ends of a message.
@@ -288,17 +358,17 @@ std::vector<std::vector<Action>> insertCommunication(const Order &order,
       items.push_back({Key(start[r][i], 1, 0, 0, 0, i), a});
       if (a.kind == ActionKind::Forward) {
         if (s > 0)
-          items.push_back({Key(endF[s - 1][mb], 0, s - 1, 0, mb, 0),
+          items.push_back({Key(activationAt(s - 1, mb), 0, s - 1, 0, mb, 0),
                            act(ActionKind::RecvActivation, mb, c)});
         if (s < stages - 1)
-          items.push_back({Key(endF[s][mb], 0, s, 0, mb, 0),
+          items.push_back({Key(activationAt(s, mb), 0, s, 0, mb, 0),
                            act(ActionKind::SendActivation, mb, c)});
       } else if (a.kind != ActionKind::BackwardWeight) {
         if (s < stages - 1)
-          items.push_back({Key(endB[s + 1][mb], 0, s + 1, 1, mb, 0),
+          items.push_back({Key(gradientAt(s + 1, mb), 0, s + 1, 1, mb, 0),
                            act(ActionKind::RecvGradient, mb, c)});
         if (s > 0)
-          items.push_back({Key(endB[s][mb], 0, s, 1, mb, 0),
+          items.push_back({Key(gradientAt(s, mb), 0, s, 1, mb, 0),
                            act(ActionKind::SendGradient, mb, c)});
       }
       if (a.kind != ActionKind::Forward)
@@ -733,7 +803,8 @@ double durationOf(ActionKind kind, const ActionCosts &costs) {
   }
 }
 
-Simulation simulate(const Schedule &sched, const ActionCosts &costs) {
+Simulation simulate(const Schedule &sched, const ActionCosts &costs,
+                    SendMode mode) {
   if (std::optional<ScheduleError> error = validate(sched))
     throw Error("cannot simulate an invalid pipeline schedule: " +
                 toString(*error));
@@ -758,11 +829,36 @@ Simulation simulate(const Schedule &sched, const ActionCosts &costs) {
     }
     return pc[r] < list.size() ? &list[pc[r]] : nullptr;
   };
+  // Buffered sends: when each message was sent, by (receiving rank,
+  // gradient, sending stage, microbatch).
+  std::map<std::tuple<int, bool, int, int>, double> sentAt;
+  auto key = [&](int to, const Message &msg) {
+    return std::make_tuple(to, msg.gradient, msg.fromStage, msg.microbatch);
+  };
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < R; ++r) {
       const Action *a = advance(r);
-      if (!a || !isSend(a->kind))
+      if (!a)
+        continue;
+      if (mode == SendMode::Buffered) {
+        Message msg = messageOf(sched, r, *a);
+        double d = durationOf(a->kind, costs);
+        if (isSend(a->kind)) {
+          sentAt[key(peerOf(sched, r, *a).rank, msg)] = clock[r] + d;
+        } else {
+          auto it = sentAt.find(key(r, msg));
+          if (it == sentAt.end())
+            continue;
+          clock[r] = std::max(clock[r], it->second - d);
+        }
+        record(r, *a, clock[r], clock[r] + d);
+        clock[r] += d;
+        ++pc[r];
+        progress = true;
+        continue;
+      }
+      if (!isSend(a->kind))
         continue;
       int peer = peerOf(sched, r, *a).rank;
       const Action *b = advance(peer);

@@ -15,6 +15,7 @@
 //   interleaved  1f1b over v chunks per rank (Megatron-LM, arXiv 2104.04473)
 //   zb-h1        1f1b with backward split into B and W, W deferred into the
 //                bubbles (zero-bubble H1, arXiv 2401.10241)
+// docs/pipeline.md describes the lists, the file format and the numbers.
 //
 // Plain C++17; errors are runtime::Error.
 //
@@ -130,8 +131,15 @@ struct Simulation {
   std::vector<std::vector<Interval>> timeline;
 };
 
-/// Runs the lists with rendezvous sends; a schedule must validate first.
-Simulation simulate(const Schedule &schedule, const ActionCosts &costs = {});
+/// How a send behaves in the simulation: it blocks until its receive is
+/// posted (rendezvous, the default and the validator's assumption), or it
+/// completes at once and its receive waits only for it (buffered, the
+/// published analyses' model, where sends are posted asynchronously).
+enum class SendMode { Rendezvous, Buffered };
+
+/// Runs the lists; throws Error when the schedule does not validate.
+Simulation simulate(const Schedule &schedule, const ActionCosts &costs = {},
+                    SendMode mode = SendMode::Rendezvous);
 
 /// To and from the plan (from validates ranks, chunks and kinds).
 void toProto(const Schedule &schedule, plan::PipelineSchedule &proto);
