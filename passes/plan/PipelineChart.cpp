@@ -245,9 +245,11 @@ std::string renderScheduleSvg(const ScheduleChart &chart) {
      << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " "
      << height << "\" font-family=\"monospace\" font-size=\"11\">\n";
   std::ostringstream title;
-  title << "pipeline schedule " << s.kind << ": " << s.ranks << " ranks, "
-        << s.microbatches << " microbatches, " << s.chunks
-        << " chunks per rank; bubble " << fraction(sim.bubbleFraction);
+  title << "pipeline schedule " << s.kind << ": " << s.ranks
+        << (s.ranks == 1 ? " rank, " : " ranks, ") << s.microbatches
+        << (s.microbatches == 1 ? " microbatch, " : " microbatches, ")
+        << s.chunks << (s.chunks == 1 ? " chunk" : " chunks")
+        << " per rank; bubble " << fraction(sim.bubbleFraction);
   os << "<title>" << escapeXml(title.str()) << "</title>\n";
   os << "<text x=\"4\" y=\"16\" font-size=\"13\">" << escapeXml(title.str())
      << "</text>\n";

@@ -1077,7 +1077,7 @@ std::string toText(const Schedule &sched) {
   std::ostringstream os;
   os << "# " << sched.kind << ": " << sched.ranks << " ranks, "
      << sched.microbatches << " microbatches, " << sched.chunks
-     << " chunks per rank\n";
+     << " chunk(s) per rank\n";
   for (int r = 0; r < static_cast<int>(sched.actions.size()); ++r)
     for (const Action &a : sched.actions[r]) {
       os << r << ' ' << toString(a.kind);
