@@ -100,14 +100,26 @@ void printNumbers(const ScheduleChart &chart, raw_ostream &os) {
   const pp::Schedule &s = *chart.schedule;
   const pp::Simulation &sim = chart.simulation;
   const pp::ActionCosts &c = chart.costs;
-  os << "costs: F=" << formatNumber(c.forward)
-     << " B=" << formatNumber(c.backwardInput)
-     << " W=" << formatNumber(c.backwardWeight)
-     << " (full backward B+W=" << formatNumber(c.backwardInput + c.backwardWeight)
-     << "), send=" << formatNumber(c.send)
-     << ", reduce=" << formatNumber(c.reduce)
-     << ", optimizer=" << formatNumber(c.optimizer)
-     << "; sends block until received (rendezvous)\n";
+  auto printCosts = [&](const pp::ActionCosts &k) {
+    os << "F=" << formatNumber(k.forward) << " B=" << formatNumber(k.backwardInput)
+       << " W=" << formatNumber(k.backwardWeight) << " (full backward B+W="
+       << formatNumber(k.backwardInput + k.backwardWeight)
+       << "), send=" << formatNumber(k.send)
+       << ", reduce=" << formatNumber(k.reduce)
+       << ", optimizer=" << formatNumber(k.optimizer);
+  };
+  if (chart.stageCosts.empty()) {
+    os << "costs: ";
+    printCosts(c);
+    os << "; sends block until received (rendezvous)\n";
+  } else {
+    os << "costs per stage; sends block until received (rendezvous):\n";
+    for (size_t stage = 0; stage < chart.stageCosts.size(); ++stage) {
+      os << "  stage " << stage << ": ";
+      printCosts(chart.stageCosts[stage]);
+      os << "\n";
+    }
+  }
   os << "makespan " << formatNumber(sim.makespan) << "; bubble "
      << fraction(sim.bubbleFraction) << " = idle "
      << formatNumber(sim.idleTime) << " / (" << s.ranks << " ranks x makespan "
@@ -115,7 +127,8 @@ void printNumbers(const ScheduleChart &chart, raw_ostream &os) {
   os << "bubble with buffered sends: " << fraction(chart.bufferedBubble)
      << "\n";
   double published = 0;
-  std::string formula = publishedBubble(s, c, published);
+  std::string formula =
+      chart.stageCosts.empty() ? publishedBubble(s, c, published) : "";
   if (!formula.empty())
     os << "published: " << formula << " = " << fraction(published) << "\n";
   os << "peak in-flight microbatches (forward started, backward not ended):\n";

@@ -18,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
+#include <vector>
 
 namespace partita::plan_lowering {
 
@@ -27,6 +28,8 @@ namespace partita::plan_lowering {
 struct ScheduleChart {
   const runtime::pipeline::Schedule *schedule = nullptr;
   runtime::pipeline::ActionCosts costs;
+  /// When set, each stage's own costs (the simulation's), shown instead.
+  std::vector<runtime::pipeline::ActionCosts> stageCosts;
   runtime::pipeline::Simulation simulation;
   double bufferedBubble = 0;
   /// Where the schedule came from, for the title ("1f1b", a file, a plan).

@@ -301,18 +301,27 @@ std::vector<std::vector<Action>> insertCommunication(const Order &order,
   for (int r = 0; r < ranks; ++r)
     for (size_t i = 0; i < order[r].size(); ++i)
       busy[r].push_back({start[r][i], start[r][i] + duration(order[r][i].kind)});
+  // Each rank's intervals are in time order: binary searches keep this
+  // near-linear in the number of actions.
   auto freeAt = [&](int r, double t) {
-    for (const auto &[b, e] : busy[r])
-      if (b < t && t < e)
-        return false;
-    return true;
+    auto it = std::lower_bound(
+        busy[r].begin(), busy[r].end(), t,
+        [](const std::pair<double, double> &iv, double x) {
+          return iv.first < x;
+        });
+    return it == busy[r].begin() || std::prev(it)->second <= t;
   };
   auto meetAt = [&](int a, int b, double produced, double needed) {
     std::vector<double> candidates = {produced, needed};
-    for (int r : {a, b})
-      for (const auto &[s, e] : busy[r])
-        if (e > produced && e < needed)
-          candidates.push_back(e);
+    for (int r : {a, b}) {
+      auto it = std::lower_bound(
+          busy[r].begin(), busy[r].end(), produced,
+          [](const std::pair<double, double> &iv, double x) {
+            return iv.second <= x;
+          });
+      for (; it != busy[r].end() && it->second < needed; ++it)
+        candidates.push_back(it->second);
+    }
     std::sort(candidates.begin(), candidates.end());
     for (double t : candidates)
       if (freeAt(a, t) && freeAt(b, t))
@@ -415,6 +424,12 @@ Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
   if (chunks > 1 && kind != "interleaved")
     throw Error("pipeline schedule '" + kind + "' runs one chunk per rank, got " +
                 std::to_string(chunks) + " (only 'interleaved' takes more)");
+  if (static_cast<long long>(ranks) * chunks * microbatches > (1 << 20))
+    throw Error("pipeline schedule '" + kind + "': " + std::to_string(ranks) +
+                " ranks x " + std::to_string(chunks) + " chunks x " +
+                std::to_string(microbatches) +
+                " microbatches is more than the 1048576 stage-microbatches "
+                "a generated schedule may have");
   if (kind == "interleaved" && chunks > 1) {
     if (ranks < 2)
       throw Error("pipeline schedule 'interleaved' with " +
@@ -505,6 +520,18 @@ Message messageOf(const Schedule &sched, int rank, const Action &a) {
   return {gradient, from, a.microbatch};
 }
 
+} // namespace
+
+int stageOf(const Schedule &sched, int rank, const Action &a) {
+  return a.chunk * sched.ranks + rank;
+}
+
+int peerRank(const Schedule &sched, int rank, const Action &a) {
+  return peerOf(sched, rank, a).rank;
+}
+
+namespace {
+
 ScheduleError at(int rank, int step, std::string message) {
   return ScheduleError{rank, step, std::move(message)};
 }
@@ -523,6 +550,19 @@ std::optional<ScheduleError> validate(const Schedule &sched) {
   if (static_cast<int>(sched.actions.size()) != R)
     return at(0, 0, "the schedule has " + std::to_string(sched.actions.size()) +
                         " action lists for " + std::to_string(R) + " ranks");
+  // Each rank runs a forward and a backward per chunk and microbatch:
+  // refuse sizes a list cannot fill before allocating for them (a plan may
+  // claim any sizes).
+  for (int r = 0; r < R; ++r) {
+    long long need = 2LL * v * m;
+    if (static_cast<long long>(sched.actions[r].size()) < need)
+      return at(r, static_cast<int>(sched.actions[r].size()),
+                "the list ends after " +
+                    std::to_string(sched.actions[r].size()) +
+                    " actions, fewer than the " + std::to_string(need) +
+                    " forwards and backwards of " + std::to_string(v) +
+                    " chunk(s) x " + std::to_string(m) + " microbatch(es)");
+  }
   const int S = R * v;
   // Step of each action per (stage, microbatch); -1 when absent.
   enum Slot { F, BF, BI, BW, SA, RA, SG, RG, NumSlots };
@@ -805,10 +845,28 @@ double durationOf(ActionKind kind, const ActionCosts &costs) {
 
 Simulation simulate(const Schedule &sched, const ActionCosts &costs,
                     SendMode mode) {
+  return simulate(
+      sched,
+      std::vector<ActionCosts>(std::max(0, sched.ranks * sched.chunks), costs),
+      mode);
+}
+
+Simulation simulate(const Schedule &sched,
+                    const std::vector<ActionCosts> &stageCosts, SendMode mode) {
   if (std::optional<ScheduleError> error = validate(sched))
     throw Error("cannot simulate an invalid pipeline schedule: " +
                 toString(*error));
   const int R = sched.ranks, S = R * sched.chunks;
+  if (static_cast<int>(stageCosts.size()) != S)
+    throw Error("pipeline simulation: " + std::to_string(stageCosts.size()) +
+                " stage costs for " + std::to_string(S) + " stages");
+  // A message costs what its sending stage's `send` says.
+  auto costOf = [&](int rank, const Action &a) -> const ActionCosts & {
+    int stage = a.chunk * R + rank;
+    if (isCommunication(a.kind) && !isSend(a.kind))
+      stage = peerOf(sched, rank, a).stage;
+    return stageCosts[stage];
+  };
   Simulation sim;
   sim.timeline.assign(R, {});
   std::vector<size_t> pc(R, 0);
@@ -823,7 +881,7 @@ Simulation simulate(const Schedule &sched, const ActionCosts &costs,
     const std::vector<Action> &list = sched.actions[r];
     while (pc[r] < list.size() && !isCommunication(list[pc[r]].kind)) {
       const Action &a = list[pc[r]++];
-      double d = durationOf(a.kind, costs);
+      double d = durationOf(a.kind, costOf(r, a));
       record(r, a, clock[r], clock[r] + d);
       clock[r] += d;
     }
@@ -843,7 +901,7 @@ Simulation simulate(const Schedule &sched, const ActionCosts &costs,
         continue;
       if (mode == SendMode::Buffered) {
         Message msg = messageOf(sched, r, *a);
-        double d = durationOf(a->kind, costs);
+        double d = durationOf(a->kind, costOf(r, *a));
         if (isSend(a->kind)) {
           sentAt[key(peerOf(sched, r, *a).rank, msg)] = clock[r] + d;
         } else {
@@ -866,7 +924,7 @@ Simulation simulate(const Schedule &sched, const ActionCosts &costs,
           !(messageOf(sched, peer, *b) == messageOf(sched, r, *a)))
         continue;
       double start = std::max(clock[r], clock[peer]);
-      double end = start + durationOf(a->kind, costs);
+      double end = start + durationOf(a->kind, costOf(r, *a));
       record(r, *a, start, end);
       record(peer, *b, start, end);
       clock[r] = clock[peer] = end;

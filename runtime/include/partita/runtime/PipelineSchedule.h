@@ -74,6 +74,13 @@ struct Schedule {
   std::vector<std::vector<Action>> actions;
 };
 
+/// The stage `rank` runs `action` on: chunk * ranks + rank.
+int stageOf(const Schedule &schedule, int rank, const Action &action);
+/// For a send or receive on `rank`: the rank at the other end (the next
+/// stage's for SEND_ACTIVATION and RECV_GRADIENT, the previous stage's for
+/// RECV_ACTIVATION and SEND_GRADIENT).
+int peerRank(const Schedule &schedule, int rank, const Action &action);
+
 /// The named schedule ("gpipe", "1f1b", "interleaved", "zb-h1"). Throws
 /// Error for an unknown name or impossible sizes (ranks, microbatches,
 /// chunks < 1; chunks > 1 unless interleaved; interleaved needs the
@@ -139,6 +146,11 @@ enum class SendMode { Rendezvous, Buffered };
 
 /// Runs the lists; throws Error when the schedule does not validate.
 Simulation simulate(const Schedule &schedule, const ActionCosts &costs = {},
+                    SendMode mode = SendMode::Rendezvous);
+/// The same with each stage's own costs (stageCosts[s] for stage s, e.g.
+/// from the cost model; a message costs its sending stage's `send`).
+Simulation simulate(const Schedule &schedule,
+                    const std::vector<ActionCosts> &stageCosts,
                     SendMode mode = SendMode::Rendezvous);
 
 /// To and from the plan (from validates ranks, chunks and kinds).

@@ -196,6 +196,18 @@ TEST(PipelineSchedule, BackwardsInMicrobatchOrder) {
   }
 }
 
+// Tests the stage and peer of an action under the interleaved layout:
+// chunk c of rank r is stage c R + r, so rank 3's chunk 0 (stage 3) sends
+// its activation to stage 4, chunk 1 of rank 0.
+TEST(PipelineSchedule, StagesAndPeers) {
+  Schedule s = makeSchedule("interleaved", 4, 4, 2);
+  EXPECT_EQ(stageOf(s, 3, A(ActionKind::Forward, 0, 1)), 7);
+  EXPECT_EQ(peerRank(s, 3, A(ActionKind::SendActivation, 0, 0)), 0);
+  EXPECT_EQ(peerRank(s, 0, A(ActionKind::RecvActivation, 0, 1)), 3);
+  EXPECT_EQ(peerRank(s, 0, A(ActionKind::SendGradient, 0, 1)), 3);
+  EXPECT_EQ(peerRank(s, 2, A(ActionKind::RecvGradient, 0, 0)), 3);
+}
+
 // Tests the plan and file round trips.
 TEST(PipelineSchedule, RoundTrips) {
   for (const char *kind : {"gpipe", "1f1b", "zb-h1", "interleaved"}) {
@@ -399,7 +411,10 @@ TEST(PipelineSchedule, RejectsOtherBrokenSets) {
     s.ranks = 1;
     s.chunks = 2;
     s.microbatches = 1;
-    s.actions = {{A(K::Forward, 0, 0), A(K::SendActivation, 0, 0)}};
+    s.actions = {{A(K::Forward, 0, 0), A(K::SendActivation, 0, 0),
+                  A(K::RecvActivation, 0, 1), A(K::Forward, 0, 1),
+                  A(K::Backward, 0, 1), A(K::SendGradient, 0, 1),
+                  A(K::RecvGradient, 0, 0), A(K::Backward, 0, 0)}};
     std::optional<ScheduleError> e = validate(s);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->step, 1);
@@ -412,6 +427,21 @@ TEST(PipelineSchedule, RejectsOtherBrokenSets) {
     s.actions.pop_back();
     EXPECT_NE(errorOf(s).find("1 action lists for 2 ranks"), std::string::npos);
   }
+  {
+    // Sizes the lists cannot fill are refused before anything is sized by
+    // them.
+    Schedule s = makeSchedule("1f1b", 2, 2);
+    s.microbatches = 1 << 30;
+    std::optional<ScheduleError> e = validate(s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->rank, 0);
+    EXPECT_EQ(e->step, static_cast<int>(s.actions[0].size()));
+    EXPECT_NE(e->message.find("fewer than the 2147483648 forwards and "
+                              "backwards"),
+              std::string::npos)
+        << toString(*e);
+  }
+  EXPECT_THROW(makeSchedule("1f1b", 1024, 2048), Error);
   EXPECT_THROW(simulate(naiveOneFOneB()), Error);
 }
 
@@ -432,7 +462,7 @@ TEST(PipelineSchedule, BubbleMatchesPublishedFormulas) {
       for (int v : {2, 3}) {
         double published = double(p - 1) / (v * m + p - 1);
         Schedule s = makeSchedule("interleaved", p, m, v);
-        Simulation buffered = simulate(s, {}, SendMode::Buffered);
+        Simulation buffered = simulate(s, ActionCosts{}, SendMode::Buffered);
         EXPECT_NEAR(buffered.bubbleFraction, published, 1e-12)
             << "interleaved p=" << p << " m=" << m << " v=" << v;
         // Rendezvous sends reach it where the generator finds a meeting
@@ -510,6 +540,19 @@ TEST(PipelineSchedule, SimulationCosts) {
   Simulation t = simulate(s);
   for (int r = 0; r < 3; ++r)
     EXPECT_EQ(t.timeline[r].size(), s.actions[r].size());
+}
+
+// Tests per-stage costs: 1f1b on 2 ranks, 4 microbatches, stage 1 twice as
+// slow (F = 2, full backward 4). Stage 1 computes without a gap from its
+// first forward (time 1) for 4 x 6 units, then stage 0 runs the last
+// backward (2 units): makespan 1 + 24 + 2 = 27, with either kind of send.
+TEST(PipelineSchedule, PerStageCosts) {
+  ActionCosts fast, slow;
+  slow.forward = slow.backwardInput = slow.backwardWeight = 2;
+  Schedule s = makeSchedule("1f1b", 2, 4);
+  EXPECT_DOUBLE_EQ(simulate(s, {fast, slow}).makespan, 27);
+  EXPECT_DOUBLE_EQ(simulate(s, {fast, slow}, SendMode::Buffered).makespan, 27);
+  EXPECT_THROW(simulate(s, std::vector<ActionCosts>{fast}), Error);
 }
 
 // Tests the schedule-file reader: names, comments, and errors naming the
