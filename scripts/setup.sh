@@ -12,6 +12,8 @@ PACKAGES=(
   python3-numpy python3-torch
   python3-venv python3-dev
   libtomlplusplus-dev python3-matplotlib
+  # xmllint: lit checks `partita explain --svg` drawings (test/Tools).
+  libxml2-utils
   # scripts/fuzz.sh (run by .ci/run): clang and its libFuzzer/ASan runtimes.
   clang libclang-rt-14-dev
 )

@@ -1,5 +1,6 @@
 # Lit configuration for Partita's FileCheck suites.
 import os
+import shutil
 import sys
 
 import lit.formats
@@ -26,6 +27,8 @@ llvm_config.add_tool_substitutions(["partita-run"], [config.partita_tools_dir])
 config.substitutions.append(("%python", sys.executable))
 # protoc decodes and encodes plans in protobuf text format (plan mutations).
 config.substitutions.append(("%protoc", config.protoc))
+# xmllint (libxml2-utils, scripts/setup.sh) checks explain's SVG drawings.
+config.substitutions.append(("%xmllint", shutil.which("xmllint") or "xmllint"))
 if config.partita_have_mpi:
     config.available_features.add("mpi")
 # The ptest ops' kernel libraries (test/lib/TestKernels.cpp), and whether

@@ -15,6 +15,7 @@
 //   interleaved  1f1b over v chunks per rank (Megatron-LM, arXiv 2104.04473)
 //   zb-h1        1f1b with backward split into B and W, W deferred into the
 //                bubbles (zero-bubble H1, arXiv 2401.10241)
+// docs/pipeline.md describes the lists, the file format and the numbers.
 //
 // Plain C++17; errors are runtime::Error.
 //
@@ -55,6 +56,15 @@ struct Action {
   int chunk = 0;
 };
 
+/// The plan's name of a kind ("FORWARD", "SEND_ACTIVATION", ...).
+const char *toString(ActionKind kind);
+/// F, full backward, B or W.
+bool isCompute(ActionKind kind);
+/// A send or a receive.
+bool isCommunication(ActionKind kind);
+/// "FORWARD of microbatch 2 (chunk 0)", for messages.
+std::string describe(const Action &action);
+
 struct Schedule {
   std::string kind;
   int ranks = 1;
@@ -63,6 +73,13 @@ struct Schedule {
   /// actions[r] is rank r's list, in order.
   std::vector<std::vector<Action>> actions;
 };
+
+/// The stage `rank` runs `action` on: chunk * ranks + rank.
+int stageOf(const Schedule &schedule, int rank, const Action &action);
+/// For a send or receive on `rank`: the rank at the other end (the next
+/// stage's for SEND_ACTIVATION and RECV_GRADIENT, the previous stage's for
+/// RECV_ACTIVATION and SEND_GRADIENT).
+int peerRank(const Schedule &schedule, int rank, const Action &action);
 
 /// The named schedule ("gpipe", "1f1b", "interleaved", "zb-h1"). Throws
 /// Error for an unknown name or impossible sizes (ranks, microbatches,
@@ -80,6 +97,9 @@ struct ScheduleError {
   std::string message;
 };
 
+/// "rank R step S: message".
+std::string toString(const ScheduleError &error);
+
 /// Proves the set complete (every stage runs forward and backward for
 /// every microbatch exactly once, sends pair with receives, W after B,
 /// one gradient reduction and optimizer per stage after its last backward)
@@ -94,6 +114,9 @@ struct ActionCosts {
   double send = 0, reduce = 0, optimizer = 0;
 };
 
+/// The duration of one action of `kind` under `costs`.
+double durationOf(ActionKind kind, const ActionCosts &costs);
+
 struct Interval {
   Action action;
   double start = 0, end = 0;
@@ -103,15 +126,32 @@ struct Simulation {
   double makespan = 0;
   /// Idle time over ranks * makespan.
   double bubbleFraction = 0;
+  /// The idle time summed over ranks: ranks * makespan minus the time spent
+  /// in compute, gradient reduction and optimizer actions.
+  double idleTime = 0;
   /// Per stage: the most microbatches whose forward ran and whose
   /// backward (B) has not, at any time.
   std::vector<int> peakInFlight;
+  /// Per rank: the same count summed over its chunks at one time.
+  std::vector<int> peakInFlightPerRank;
   /// Per rank, the timed actions.
   std::vector<std::vector<Interval>> timeline;
 };
 
-/// Runs the lists with rendezvous sends; a schedule must validate first.
-Simulation simulate(const Schedule &schedule, const ActionCosts &costs = {});
+/// How a send behaves in the simulation: it blocks until its receive is
+/// posted (rendezvous, the default and the validator's assumption), or it
+/// completes at once and its receive waits only for it (buffered, the
+/// published analyses' model, where sends are posted asynchronously).
+enum class SendMode { Rendezvous, Buffered };
+
+/// Runs the lists; throws Error when the schedule does not validate.
+Simulation simulate(const Schedule &schedule, const ActionCosts &costs = {},
+                    SendMode mode = SendMode::Rendezvous);
+/// The same with each stage's own costs (stageCosts[s] for stage s, e.g.
+/// from the cost model; a message costs its sending stage's `send`).
+Simulation simulate(const Schedule &schedule,
+                    const std::vector<ActionCosts> &stageCosts,
+                    SendMode mode = SendMode::Rendezvous);
 
 /// To and from the plan (from validates ranks, chunks and kinds).
 void toProto(const Schedule &schedule, plan::PipelineSchedule &proto);
@@ -121,6 +161,12 @@ Schedule fromProto(const plan::PipelineSchedule &proto);
 /// "rank KIND microbatch [chunk]", '#' comments; errors name the line.
 Schedule parseScheduleFile(const std::string &path, int ranks,
                            int microbatches, int chunks = 1);
+/// The same on text already read; `name` stands for the file in errors.
+Schedule parseScheduleText(const std::string &text, const std::string &name,
+                           int ranks, int microbatches, int chunks = 1);
+/// The schedule in the schedule-file format (parseScheduleText reads it
+/// back).
+std::string toText(const Schedule &schedule);
 
 } // namespace partita::runtime::pipeline
 

@@ -1,0 +1,55 @@
+"""Adds a pipeline schedule to a sealed plan, for explain's tests before
+the compiler writes pipelined plans.
+
+  add_pipeline.py PROTOC PLAN_PROTO IN.pb SCHEDULE.txtpb OUT.pb
+
+SCHEDULE.txtpb is a plan.PipelineSchedule in protobuf text format; it is
+encoded with protoc, appended to the plan's content as field 5
+(Plan.pipeline), and the plan is resealed (runtime/plan/PlanChecksum.h:
+FNV-1a of the content, then the trailer)."""
+
+import os
+import subprocess
+import sys
+
+SEAL = 14  # checksum tag + 8 bytes, trailer tag + 4 bytes
+TRAILER = 0x4E414C50
+
+
+def fnv1a(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h or 1
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def main():
+    protoc, proto, plan_in, schedule, plan_out = sys.argv[1:6]
+    with open(schedule, "rb") as f:
+        text = f.read()
+    encoded = subprocess.run(
+        [protoc, "--encode=partita.plan.PipelineSchedule", "-I",
+         os.path.dirname(os.path.dirname(proto)), "plan/plan.proto"],
+        input=text, capture_output=True, check=True).stdout
+    with open(plan_in, "rb") as f:
+        data = f.read()
+    content = data[:-SEAL] + b"\x2a" + varint(len(encoded)) + encoded
+    with open(plan_out, "wb") as f:
+        f.write(content + b"\x71" + fnv1a(content).to_bytes(8, "little") +
+                b"\x7d" + TRAILER.to_bytes(4, "little"))
+
+
+if __name__ == "__main__":
+    main()
