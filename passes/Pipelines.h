@@ -36,6 +36,7 @@
 #include "passes/autodiff/Passes.h"
 #include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
+#include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
 #include "runtime/plan/plan.pb.h"
 
@@ -67,6 +68,11 @@ struct CompilerOptions {
   /// (dist-optimize-comm) after partitioning.
   bool overlapComm = true;
   comm::DistOptimizeCommOptions optimizeComm;
+  /// With `train`: microbatches per step (gradient accumulation), > 1 adds
+  /// dist-microbatch-annotate after annotation and dist-microbatch-split
+  /// after partitioning; the plan then has a per-microbatch program and a
+  /// pipeline schedule.
+  int64_t microbatches = 1;
   /// Plan lowering: the parameter initializer's seed and weight std.
   uint64_t seed = 0;
   double initStd = 0.02;

@@ -116,6 +116,11 @@ cl::opt<std::string> bucketBytesArg(
     cl::desc("--train: cap on a gradient bucket's bytes per device (default "
              "25MiB, PyTorch DDP's bucket_cap_mb; 0: one reduction per "
              "gradient)"));
+cl::opt<int64_t> microbatchesArg(
+    "microbatches", cl::sub(planCommand), cl::init(1), cl::value_desc("m"),
+    cl::desc("--train: split each step's batch into m microbatches, "
+             "accumulate their gradients and update once (the batch must "
+             "divide by m)"));
 cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::value_desc("file"),
                             cl::desc("Output file (default: stdout)"));
@@ -385,6 +390,13 @@ int runPlan() {
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;
   options.optimizeComm.bucketBytes = 25 << 20;
+  if (microbatchesArg < 1)
+    return reportError(kCommand, "--microbatches must be at least 1, got " +
+                                     std::to_string(microbatchesArg));
+  if (microbatchesArg > 1 && !options.train)
+    return reportError(kCommand, "--microbatches needs --train (it splits "
+                                 "a train step's batch)");
+  options.microbatches = microbatchesArg;
   if (bucketBytesArg.getNumOccurrences()) {
     if (!options.train)
       return reportError(kCommand, "--bucket-bytes needs --train (only "
