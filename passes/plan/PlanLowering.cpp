@@ -984,10 +984,6 @@ void planMemory(pb::Program &program) {
   for (pb::Buffer &buffer : *program.mutable_buffers()) {
     if (buffer.role() != pb::ACTIVATION)
       continue;
-    if (buffer.in_place()) {
-      buffer.set_offset(0); // it lives in the buffer it replaces
-      continue;
-    }
     int64_t elem = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
                    : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
                        ? 2
@@ -995,6 +991,14 @@ void planMemory(pb::Program &program) {
     int64_t bytes = elem;
     for (int64_t d : buffer.local_shape())
       bytes *= d;
+    if (buffer.in_place()) {
+      buffer.set_offset(0); // it lives in the buffer it replaces
+      // The plan's validator (PlanFile.cpp) counts it at offset 0, so the
+      // arena covers its size; only a program whose arena is smaller than
+      // an update (the step program of a microbatched plan) pays for that.
+      arena = std::max(arena, bytes);
+      continue;
+    }
     // Live at once with this buffer, sorted by offset: take the lowest gap.
     std::vector<const Placed *> conflicts;
     for (const Placed &p : placed)

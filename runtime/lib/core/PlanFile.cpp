@@ -382,8 +382,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
                        std::to_string(buffer.offset()) +
                        " is not a multiple of " +
                        std::to_string(kArenaAlignment) + " bytes");
-      if (!buffer.in_place())
-        needed[host] = std::max(needed[host], buffer.offset() + bytes);
+      needed[host] = std::max(needed[host], buffer.offset() + bytes);
       if (buffer.first_use() < 0 || buffer.last_use() < buffer.first_use() ||
           buffer.last_use() > numInstructions)
         fail(what, bw + " has an invalid live range [" +
