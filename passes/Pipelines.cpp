@@ -55,7 +55,15 @@ StringRef getStepFunctionName(const CompilerOptions &options) {
 
 void buildTrainStepPassPipeline(OpPassManager &pm,
                                 const CompilerOptions &options) {
+  // Forward ops first, so nn-autodiff gives each backward op its forward
+  // op's stage; then the updates and constants the train step adds.
+  pipeline::DistPipelineSplitOptions split{options.pipelineStages,
+                                           options.stagesBy};
+  if (options.pipelineSplit)
+    pm.addPass(pipeline::createDistPipelineSplit(split));
   pm.addPass(autodiff::createNNAutodiff(options.autodiff));
+  if (options.pipelineSplit)
+    pm.addPass(pipeline::createDistPipelineSplit(split));
 }
 
 void buildAnnotatePassPipeline(OpPassManager &pm,

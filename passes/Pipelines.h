@@ -73,6 +73,13 @@ struct CompilerOptions {
   /// after partitioning; the plan then has a per-microbatch program and a
   /// pipeline schedule.
   int64_t microbatches = 1;
+  /// With `train`: pipeline stages (dist-pipeline-split before and after
+  /// nn-autodiff, so backward ops take their forward op's stage), by
+  /// "annotation", "layers" or "cost"; 0 with "annotation" takes the count
+  /// from the annotations. `pipelineSplit` false: no split.
+  bool pipelineSplit = false;
+  int64_t pipelineStages = 0;
+  std::string stagesBy = "annotation";
   /// Plan lowering: the parameter initializer's seed and weight std.
   uint64_t seed = 0;
   double initStd = 0.02;

@@ -15,6 +15,10 @@ inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
     "dist.microbatches";
 inline constexpr llvm::StringLiteral kMicrobatchStepAttrName =
     "dist.microbatch_step";
+/// Op attribute: the op's pipeline stage, an i64 >= 0 (written by the user
+/// or dist-pipeline-split on forward ops; nn-autodiff copies it onto the
+/// backward ops it builds for an op).
+inline constexpr llvm::StringLiteral kStageAttrName = "dist.stage";
 /// Argument attribute (unit): a gradient accumulator of a microbatched step.
 inline constexpr llvm::StringLiteral kAccumulatorAttrName = "dist.accumulator";
 

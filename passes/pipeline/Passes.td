@@ -77,4 +77,54 @@ def DistMicrobatchSplit : Pass<"dist-microbatch-split", "::mlir::ModuleOp"> {
                            "::partita::nn::NNDialect"];
 }
 
+def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Assigns every op of the step to a pipeline stage.";
+  let description = [{
+    A stage is a placement: this pass writes `dist.stage = s` (0 .. N-1) on
+    every op of the step function (the one function with `nn.input`
+    arguments) and `dist.pipeline_stages = N` on the function. Forward ops
+    (no `nn.grad_kind`) get their stage by `by`:
+
+    - `annotation`: the `dist.stage` the user wrote; an op without one takes
+      the latest stage of its operands (0 when they are all arguments).
+      `stages` = 0 means one more than the largest annotated stage.
+    - `layers`: layer L (`nn.layer`) of K goes to stage floor(L * N / K);
+      ops before the first layer (the embedding) go to stage 0, ops after
+      the last (head, loss) to stage N - 1.
+    - `cost`: the forward ops, in program order, are cut into N contiguous
+      runs minimizing the largest run's cost (an exact linear-partition
+      dynamic program); an op's cost is its `CostOpInterface` roofline time
+      (max of flops / 1e12 and bytes / 1e11 seconds), times 3 for forward
+      plus backward. Embedding, head and loss count like any op. Limits:
+      no memory budget yet; the cut follows program order, so a value used
+      far ahead (a skip connection) may cross several stages, which is
+      allowed.
+
+    Backward ops carry the stage of their forward op when `nn-autodiff`
+    ran on a staged forward (it copies `dist.stage` to the ops it builds
+    for an op): the B and W ops of a forward op share its stage. The rest
+    (optimizer updates, constants) take the latest stage of their operands,
+    or, with none, the earliest stage of their users. A parameter read on
+    two stages (a tied embedding) has a gradient contribution from each;
+    their sum lives on the stage of the later contribution's consumer, and
+    `dist.shared_params` on the function lists such parameters by name.
+    Values may skip stages.
+
+    Diagnostics: a forward op on an earlier stage than one of its operands
+    (stages out of dataflow order); more stages than layers (`layers`) or
+    than forward ops (`cost`); no annotation to split by (`annotation`).
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Pipeline stages (0 with by=annotation: from the annotations)">,
+    Option<"by", "by", "std::string", /*default=*/"\"annotation\"",
+           "How to assign forward ops: annotation, layers or cost">,
+  ];
+  let statistics = [
+    Statistic<"numCrossStageValues", "cross-stage-values",
+              "Values produced on one stage and read on a later one">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
 #endif // PARTITA_PASSES_PIPELINE_PASSES
