@@ -6,6 +6,7 @@
 #include "passes/autodiff/Passes.h"
 #include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
+#include "passes/pipeline/Passes.h"
 #include "passes/plan/Passes.h"
 #include "passes/sharding/Passes.h"
 
@@ -16,6 +17,7 @@ inline void registerAllPasses() {
   partition::registerPartitionPasses();
   plan_lowering::registerPlanPasses();
   comm::registerCommPasses();
+  pipeline::registerPipelinePasses();
 }
 } // namespace partita
 

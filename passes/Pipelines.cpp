@@ -55,13 +55,24 @@ StringRef getStepFunctionName(const CompilerOptions &options) {
 
 void buildTrainStepPassPipeline(OpPassManager &pm,
                                 const CompilerOptions &options) {
+  // Forward ops first, so nn-autodiff gives each backward op its forward
+  // op's stage; then the updates and constants the train step adds.
+  pipeline::DistPipelineSplitOptions split{options.pipelineStages,
+                                           options.stagesBy};
+  if (options.pipelineSplit)
+    pm.addPass(pipeline::createDistPipelineSplit(split));
   pm.addPass(autodiff::createNNAutodiff(options.autodiff));
+  if (options.pipelineSplit)
+    pm.addPass(pipeline::createDistPipelineSplit(split));
 }
 
 void buildAnnotatePassPipeline(OpPassManager &pm,
                                const CompilerOptions &options) {
   if (options.annotate.strategy != "none")
     pm.addPass(sharding::createDistAnnotate(options.annotate));
+  if (options.train && options.microbatches > 1)
+    pm.addPass(pipeline::createDistMicrobatchAnnotate(
+        pipeline::DistMicrobatchAnnotateOptions{options.microbatches}));
 }
 
 void buildPropagatePassPipeline(OpPassManager &pm,
@@ -79,6 +90,9 @@ void buildOptimizeCommPassPipeline(OpPassManager &pm,
   // Only gradient reductions are moved; a forward program has none.
   if (options.train && options.overlapComm)
     pm.addPass(comm::createDistOptimizeComm(options.optimizeComm));
+  // After the reductions are placed: each is then once per step.
+  if (options.train && options.microbatches > 1)
+    pm.addPass(pipeline::createDistMicrobatchSplit());
 }
 
 void buildStagePassPipeline(OpPassManager &pm, CompileStage stage,
@@ -256,6 +270,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("With train: bucket gradient reductions and issue them "
                      "early (dist-optimize-comm)"),
       llvm::cl::init(true)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("With train: microbatches per step (gradient "
+                     "accumulation)"),
+      llvm::cl::init(1)};
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::desc("Cap on a gradient bucket's "
                                              "bytes per device"),
@@ -280,6 +299,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     options.propagate.recordOrigins = recordOrigins;
     options.overlapComm = overlapComm;
     options.optimizeComm.bucketBytes = bucketBytes;
+    options.microbatches = microbatches;
     return options;
   }
 };

@@ -36,6 +36,7 @@
 #include "passes/autodiff/Passes.h"
 #include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
+#include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
 #include "runtime/plan/plan.pb.h"
 
@@ -67,6 +68,18 @@ struct CompilerOptions {
   /// (dist-optimize-comm) after partitioning.
   bool overlapComm = true;
   comm::DistOptimizeCommOptions optimizeComm;
+  /// With `train`: microbatches per step (gradient accumulation), > 1 adds
+  /// dist-microbatch-annotate after annotation and dist-microbatch-split
+  /// after partitioning; the plan then has a per-microbatch program and a
+  /// pipeline schedule.
+  int64_t microbatches = 1;
+  /// With `train`: pipeline stages (dist-pipeline-split before and after
+  /// nn-autodiff, so backward ops take their forward op's stage), by
+  /// "annotation", "layers" or "cost"; 0 with "annotation" takes the count
+  /// from the annotations. `pipelineSplit` false: no split.
+  bool pipelineSplit = false;
+  int64_t pipelineStages = 0;
+  std::string stagesBy = "annotation";
   /// Plan lowering: the parameter initializer's seed and weight std.
   uint64_t seed = 0;
   double initStd = 0.02;

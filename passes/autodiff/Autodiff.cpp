@@ -56,14 +56,27 @@ Value splat(OpBuilder &b, Location loc, Type like, double value) {
                              b.getFloatAttr(type.getElementType(), value)));
 }
 
+/// An op's pipeline stage (an i64), declared with dist-pipeline-split
+/// (passes/pipeline/Passes.h, kStageAttrName); copied from a forward op
+/// onto the backward ops built for it.
+constexpr llvm::StringLiteral kStageAttrName = "dist.stage";
+
 /// Collects the ops a builder inserts, to tag them.
 struct Collector : public OpBuilder::Listener {
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     ops.push_back(op);
   }
-  void tag(nn::GradKind kind) {
-    for (Operation *op : ops)
+  /// `origin`: the forward op these ops differentiate; its pipeline stage
+  /// (dist.stage), if it has one, goes onto them, so backward ops run on
+  /// their forward op's stage.
+  void tag(nn::GradKind kind, Operation *origin = nullptr) {
+    Attribute stage =
+        origin ? origin->getAttr(kStageAttrName) : nullptr;
+    for (Operation *op : ops) {
       nn::setGradKind(op, kind);
+      if (stage)
+        op->setAttr(kStageAttrName, stage);
+    }
     ops.clear();
   }
   SmallVector<Operation *> ops;
@@ -325,7 +338,7 @@ void Differentiator::computeActivity() {
 LogicalResult Differentiator::sweep() {
   b.setListener(&collector);
   cotangents[loss] = splat(b, loss.getLoc(), loss.getType(), 1.0);
-  collector.tag(nn::GradKind::Input);
+  collector.tag(nn::GradKind::Input, loss.getDefiningOp());
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (llvm::none_of(op->getResults(),
                       [&](Value v) { return cotangents.contains(v); }))
@@ -340,7 +353,7 @@ LogicalResult Differentiator::sweep() {
       Value cotangent = cotangents.lookup(result);
       if (!cotangent) {
         cotangent = splat(b, op->getLoc(), result.getType(), 0.0);
-        collector.tag(nn::GradKind::Input);
+        collector.tag(nn::GradKind::Input, op);
       }
       resultCotangents.push_back(cotangent);
     }
@@ -362,7 +375,7 @@ LogicalResult Differentiator::sweep() {
       if (Value previous = cotangents.lookup(operand))
         sum = nn::AddOp::create(b, op->getLoc(), previous.getType(), previous,
                                 sum);
-      collector.tag(kind);
+      collector.tag(kind, op);
       cotangents[operand] = sum;
     }
   }

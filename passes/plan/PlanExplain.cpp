@@ -471,13 +471,27 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     os << "]";
   }
   os << ")\n";
+  if (proto.has_pipeline() && &program == &proto.programs(0) &&
+      proto.pipeline().ranks() == 1)
+    os << "microbatches: " << proto.pipeline().microbatches()
+       << " per step (gradients accumulated in microbatch order; the "
+          "data-parallel reductions and the optimizer run once per step)\n";
 
   // Buffer roles: results are ACTIVATION buffers too, counted as outputs.
   std::vector<bool> isResult(program.buffers().size(), false);
   for (int64_t id : program.results())
     if (id >= 0 && id < int64_t(isResult.size()))
       isResult[id] = true;
-  enum { kParam, kInput, kActivation, kOutput, kConstant, kState, kRoles };
+  enum {
+    kParam,
+    kInput,
+    kActivation,
+    kOutput,
+    kConstant,
+    kState,
+    kAccumulator,
+    kRoles
+  };
   int64_t total[kRoles] = {}, count[kRoles] = {};
   for (const plan::Buffer &buffer : program.buffers()) {
     int role = kActivation;
@@ -488,7 +502,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     else if (buffer.role() == plan::CONSTANT)
       role = kConstant;
     else if (buffer.role() == plan::STATE)
-      role = kState;
+      role = buffer.accumulator() ? kAccumulator : kState;
     else if (isResult[buffer.id()])
       role = kOutput;
     total[role] += localBytes(buffer);
@@ -506,6 +520,10 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
   if (count[kState])
     line("state", kState,
          "sum of local optimizer state bytes (moments, step counter)");
+  if (count[kAccumulator])
+    line("accumulators", kAccumulator,
+         "sum of local gradient accumulator bytes (each accumulated "
+         "gradient and the loss, as the step reads them; zeroed every step)");
   line("activations", kActivation,
        "sum of local intermediate bytes, not all live at once");
   line("outputs", kOutput, "sum of local result bytes");
@@ -542,6 +560,40 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
        << " = the collectives' one transposition buffer, outside the arena: "
           "the largest need (all_gather and reduce_scatter along a dimension "
           "other than 0: input + output bytes; all_to_all: 2 x input bytes)\n";
+  // A microbatched step (Plan.pipeline on one rank): the per-microbatch
+  // program's arena, inputs and collective buffers live beside the step's.
+  int64_t microBytes = 0;
+  const plan::Program *micro = nullptr;
+  if (proto.has_pipeline() && proto.pipeline().stages_size() == 1 &&
+      &program == &proto.programs(0)) {
+    int32_t index = proto.pipeline().stages(0).forward();
+    if (index > 0 && index < proto.programs_size())
+      micro = &proto.programs(index);
+  }
+  if (micro) {
+    int64_t microInputs = 0;
+    for (const plan::Buffer &buffer : micro->buffers())
+      if (buffer.role() == plan::INPUT)
+        microInputs += localBytes(buffer);
+    OutsideArena mo = outsideArenaBytes(proto, *micro);
+    microBytes = micro->arena_bytes() + micro->host_arena_bytes() +
+                 microInputs + mo.bucketBound() + mo.scratch;
+    os << "  " << left_justify("microbatch", 12) << " "
+       << bytesText(microBytes) << " = program '" << micro->name()
+       << "' (forward and backward of one microbatch, run "
+       << proto.pipeline().microbatches()
+       << " times a step): arena peak " << bytesText(micro->arena_bytes());
+    if (micro->host_arena_bytes())
+      os << " + host arena " << bytesText(micro->host_arena_bytes());
+    os << " + inputs " << bytesText(microInputs);
+    if (mo.bucketBound())
+      os << " + buckets " << bytesText(mo.bucketBound());
+    if (mo.scratch)
+      os << " + scratch " << bytesText(mo.scratch);
+    os << "\n";
+  }
+  memory.accumulators = total[kAccumulator];
+  memory.microbatch = microBytes;
   memory.parameters = total[kParam];
   memory.inputs = total[kInput];
   memory.activations = total[kActivation];
@@ -554,12 +606,15 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
   memory.hostArena = program.host_arena_bytes();
   memory.total = total[kParam] + total[kInput] + total[kConstant] +
                  total[kState] + program.arena_bytes() +
-                 program.host_arena_bytes() + bucketBytes + scratchBytes;
+                 program.host_arena_bytes() + bucketBytes + scratchBytes +
+                 total[kAccumulator] + microBytes;
   os << "  " << left_justify("total", 12) << " " << bytesText(memory.total)
      << " = parameters + inputs + constants"
      << (count[kState] ? " + state" : "") << " + arena peak"
      << (program.host_arena_bytes() ? " + host arena" : "")
      << (bucketBytes ? " + buckets" : "") << (scratchBytes ? " + scratch" : "")
+     << (count[kAccumulator] ? " + accumulators" : "")
+     << (micro ? " + microbatch" : "")
      << " (what the runtime allocates; partita run --report-memory measures "
         "it)\n";
 

@@ -25,6 +25,10 @@ struct PlanMemory {
           constants = 0;
   /// Optimizer state buffers (moments, step counter).
   int64_t state = 0;
+  /// A microbatched step: its gradient accumulators (STATE buffers marked
+  /// `accumulator`), and the per-microbatch program's arena, inputs and
+  /// collective buffers.
+  int64_t accumulators = 0, microbatch = 0;
   /// The static arena's peak (memory plan), and the same over activations
   /// kept in host memory.
   int64_t arenaPeak = 0, hostArena = 0;
@@ -32,7 +36,8 @@ struct PlanMemory {
   /// flight) and the collectives' one transposition buffer.
   int64_t buckets = 0, scratch = 0;
   /// parameters + inputs + constants + state + arena peak + host arena +
-  /// buckets + scratch: what the runtime allocates.
+  /// buckets + scratch (+ accumulators + microbatch): what the runtime
+  /// allocates.
   int64_t total = 0;
   /// A train step's model state (only when `hasModelState`).
   bool hasModelState = false;

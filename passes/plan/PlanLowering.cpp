@@ -549,6 +549,8 @@ LogicalResult FunctionLowering::run() {
     if (failed(id))
       return failure();
     pb::Buffer &buffer = *program.mutable_buffers(*id);
+    if (state && func.getArgAttr(i, "dist.accumulator"))
+      buffer.set_accumulator(true);
     if (named)
       buffer.set_name(named.getValue().str());
     else if (input)
@@ -982,10 +984,6 @@ void planMemory(pb::Program &program) {
   for (pb::Buffer &buffer : *program.mutable_buffers()) {
     if (buffer.role() != pb::ACTIVATION)
       continue;
-    if (buffer.in_place()) {
-      buffer.set_offset(0); // it lives in the buffer it replaces
-      continue;
-    }
     int64_t elem = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
                    : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
                        ? 2
@@ -993,6 +991,14 @@ void planMemory(pb::Program &program) {
     int64_t bytes = elem;
     for (int64_t d : buffer.local_shape())
       bytes *= d;
+    if (buffer.in_place()) {
+      buffer.set_offset(0); // it lives in the buffer it replaces
+      // The plan's validator (PlanFile.cpp) counts it at offset 0, so the
+      // arena covers its size; only a program whose arena is smaller than
+      // an update (the step program of a microbatched plan) pays for that.
+      arena = std::max(arena, bytes);
+      continue;
+    }
     // Live at once with this buffer, sorted by offset: take the lowest gap.
     std::vector<const Placed *> conflicts;
     for (const Placed &p : placed)
@@ -1022,6 +1028,63 @@ LogicalResult lowerFunction(func::FuncOp func,
                             const LowerToPlanOptions &options, pb::Mesh &mesh,
                             bool &haveMesh, pb::Program &program) {
   return FunctionLowering(func, options, mesh, haveMesh, program).run();
+}
+
+/// A microbatched step (dist-microbatch-split): its per-microbatch function
+/// as program 1 and the schedule that runs it m times, then the step
+/// (program 0: gradient reductions, clipping, optimizer) once. One stage;
+/// the per-microbatch program runs forward and backward together, so the
+/// stage's `backward` is -1 and each BACKWARD action has nothing left to run.
+static LogicalResult lowerMicrobatchProgram(ModuleOp module, func::FuncOp main,
+                                            const LowerToPlanOptions &options,
+                                            pb::Plan &plan, bool &haveMesh) {
+  auto symbol = main->getAttrOfType<FlatSymbolRefAttr>("dist.microbatch_step");
+  if (!symbol)
+    return success();
+  auto count = main->getAttrOfType<IntegerAttr>("dist.microbatches");
+  auto micro = module.lookupSymbol<func::FuncOp>(symbol.getAttr());
+  if (!micro || !count || count.getInt() < 1)
+    return main.emitError() << "names a per-microbatch function " << symbol
+                            << " that does not exist, or no positive "
+                               "dist.microbatches";
+  int32_t index = plan.programs_size();
+  if (failed(lowerFunction(micro, options, *plan.mutable_mesh(), haveMesh,
+                           *plan.add_programs())))
+    return failure();
+  // The step's inputs (the whole batch) take the bounds their microbatches'
+  // readers gave.
+  for (const pb::Buffer &in : plan.programs(index).buffers())
+    if (in.role() == pb::INPUT && in.value_bound() > 0)
+      for (pb::Buffer &b : *plan.mutable_programs(0)->mutable_buffers())
+        if (b.role() == pb::INPUT && b.name() == in.name())
+          b.set_value_bound(in.value_bound());
+  int32_t m = int32_t(count.getInt());
+  pb::PipelineSchedule &schedule = *plan.mutable_pipeline();
+  // One rank: 1F1B has no warm-up, so F0 B0 F1 B1 ... (also GPipe's result,
+  // as each forward program runs its own backward).
+  schedule.set_kind("1f1b");
+  schedule.set_ranks(1);
+  schedule.set_chunks(1);
+  schedule.set_microbatches(m);
+  pb::PipelineRank &rank = *schedule.add_rank_actions();
+  auto add = [&](pb::PipelineAction::Kind kind, int32_t mb) {
+    pb::PipelineAction &a = *rank.add_actions();
+    a.set_kind(kind);
+    a.set_microbatch(mb);
+  };
+  for (int32_t k = 0; k < m; ++k) {
+    add(pb::PipelineAction::FORWARD, k);
+    add(pb::PipelineAction::BACKWARD, k);
+  }
+  add(pb::PipelineAction::REDUCE_GRADIENTS, 0);
+  add(pb::PipelineAction::OPTIMIZER, 0);
+  pb::PipelineStage &stage = *schedule.add_stages();
+  stage.set_forward(index);
+  stage.set_backward(-1);
+  stage.set_backward_input(-1);
+  stage.set_backward_weight(-1);
+  stage.set_optimizer(0);
+  return success();
 }
 
 FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
@@ -1054,6 +1117,8 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
   bool haveMesh = false;
   if (failed(lowerFunction(main, options, *plan.mutable_mesh(), haveMesh,
                            *plan.add_programs())))
+    return failure();
+  if (failed(lowerMicrobatchProgram(module, main, options, plan, haveMesh)))
     return failure();
   if (!options.reference.empty()) {
     func::FuncOp reference =

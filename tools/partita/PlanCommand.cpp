@@ -116,6 +116,21 @@ cl::opt<std::string> bucketBytesArg(
     cl::desc("--train: cap on a gradient bucket's bytes per device (default "
              "25MiB, PyTorch DDP's bucket_cap_mb; 0: one reduction per "
              "gradient)"));
+cl::opt<int64_t> microbatchesArg(
+    "microbatches", cl::sub(planCommand), cl::init(1), cl::value_desc("m"),
+    cl::desc("--train: split each step's batch into m microbatches, "
+             "accumulate their gradients and update once (the batch must "
+             "divide by m)"));
+cl::opt<int64_t> ppArg(
+    "pp", cl::sub(planCommand), cl::init(0), cl::value_desc("n"),
+    cl::desc("--train: assign the step's ops to n pipeline stages "
+             "(dist-pipeline-split; --emit differentiated shows dist.stage; "
+             "per-stage programs are not built yet)"));
+cl::opt<std::string> stagesByArg(
+    "stages-by", cl::sub(planCommand), cl::init("layers"),
+    cl::value_desc("layers|cost|annotation"),
+    cl::desc("With --pp: split by nn.layer (default), balanced by cost, or "
+             "by the model's dist.stage annotations"));
 cl::opt<std::string> output("o", cl::sub(planCommand), cl::init("-"),
                             cl::value_desc("file"),
                             cl::desc("Output file (default: stdout)"));
@@ -385,6 +400,30 @@ int runPlan() {
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;
   options.optimizeComm.bucketBytes = 25 << 20;
+  if (microbatchesArg < 1)
+    return reportError(kCommand, "--microbatches must be at least 1, got " +
+                                     std::to_string(microbatchesArg));
+  if (microbatchesArg > 1 && !options.train)
+    return reportError(kCommand, "--microbatches needs --train (it splits "
+                                 "a train step's batch)");
+  options.microbatches = microbatchesArg;
+  if (ppArg.getNumOccurrences() || stagesByArg.getNumOccurrences()) {
+    if (!options.train)
+      return reportError(kCommand, "--pp needs --train (it splits a train "
+                                   "step into stages)");
+    if (ppArg < 0 || (ppArg == 0 && stagesByArg != "annotation"))
+      return reportError(kCommand, "--pp must be at least 1 (0 only with "
+                                   "--stages-by annotation), got " +
+                                       std::to_string(ppArg));
+    if (stagesByArg != "layers" && stagesByArg != "cost" &&
+        stagesByArg != "annotation")
+      return reportError(kCommand, "--stages-by must be layers, cost or "
+                                   "annotation, not '" +
+                                       stagesByArg + "'");
+    options.pipelineSplit = true;
+    options.pipelineStages = ppArg;
+    options.stagesBy = stagesByArg;
+  }
   if (bucketBytesArg.getNumOccurrences()) {
     if (!options.train)
       return reportError(kCommand, "--bucket-bytes needs --train (only "
@@ -427,6 +466,12 @@ int runPlan() {
     return reportError(kCommand, "unknown --emit '" + emitArg +
                                      "': expected " + join(names, " or "));
   }
+  if (options.pipelineSplit && *last != CompileStage::Differentiated)
+    return reportError(kCommand,
+                       "--pp assigns pipeline stages (see --emit "
+                       "differentiated), but per-stage programs, their "
+                       "sends and receives are not built yet: stop at "
+                       "--emit differentiated");
 
   mlir::DialectRegistry registry;
   registerAllDialects(registry);

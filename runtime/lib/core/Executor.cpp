@@ -284,6 +284,15 @@ struct Executor::Impl {
   }
   std::vector<TensorView> views; // per buffer
   std::vector<std::function<void()>> steps;
+  /// A microbatched step (Plan.pipeline, one rank): the per-microbatch
+  /// program, sharing this one's parameters and state (accumulators
+  /// included) by name; the action list; (step input, microbatch input)
+  /// buffer pairs, the step's holding the whole local batch; and this
+  /// program's accumulators, zeroed before every step.
+  std::unique_ptr<Impl> micro;
+  std::vector<plan::PipelineAction> actions;
+  std::vector<std::pair<int64_t, int64_t>> microInputs;
+  std::vector<int64_t> accumulators;
   // After a step: results copied into the parameters and state they
   // replace. A result that is itself a persistent buffer is staged first,
   // so results that exchange parameters still read the old values.
@@ -973,11 +982,14 @@ static void checkCustomKernels(const plan::Program &program,
   }
 }
 
-Executor::Executor(std::shared_ptr<const PlanFile> plan,
-                   const std::string &programName, Communicator *comm,
-                   Backend &backend, const ExecutorOptions &options)
-    : pimpl(std::make_unique<Impl>()) {
-  Impl &s = *pimpl;
+/// Builds `s` for program `programName`; with `share`, its parameter and
+/// state buffers are `share`'s of the same name (a microbatched step's
+/// programs read and write one set).
+static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
+                      const std::string &programName, Communicator *comm,
+                      Backend &backend, const ExecutorOptions &options,
+                      const Executor::Impl *share) {
+  using Impl = Executor::Impl;
   s.plan = plan;
   const PlanFile::Impl &p = plan->impl();
   s.program = &p.program(programName);
@@ -1034,6 +1046,15 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     } else if (b.role() == plan::ACTIVATION) {
       view.data = (host ? s.hostArena : s.arena).get() + b.offset();
     } else {
+      if (share &&
+          (b.role() == plan::PARAMETER || b.role() == plan::STATE)) {
+        int64_t other = share->persistentId(b.name());
+        if (share->views[other].numBytes() != view.numBytes())
+          throw Error("program '" + programName + "': buffer '" + b.name() +
+                      "' differs in size from the step program's");
+        view.data = share->views[other].data;
+        continue;
+      }
       view.data = s.allocate(view.numBytes(),
                              b.role() == plan::PARAMETER ? s.memory.parameters
                              : b.role() == plan::STATE   ? s.memory.state
@@ -1195,6 +1216,48 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   }
 }
 
+Executor::Executor(std::shared_ptr<const PlanFile> plan,
+                   const std::string &programName, Communicator *comm,
+                   Backend &backend, const ExecutorOptions &options)
+    : pimpl(std::make_unique<Impl>()) {
+  Impl &s = *pimpl;
+  buildImpl(s, plan, programName, comm, backend, options, nullptr);
+  const plan::Plan &proto = plan->impl().proto;
+  // A microbatched step: program 0 with a pipeline (PlanFile validated it).
+  if (!proto.has_pipeline() || proto.programs(0).name() != programName)
+    return;
+  const plan::PipelineSchedule &schedule = proto.pipeline();
+  const plan::Program &microProgram =
+      proto.programs(schedule.stages(0).forward());
+  s.micro = std::make_unique<Impl>();
+  buildImpl(*s.micro, plan, microProgram.name(), comm, backend, options, &s);
+  s.actions.assign(schedule.rank_actions(0).actions().begin(),
+                   schedule.rank_actions(0).actions().end());
+  for (int64_t id = 0; id < s.program->buffers_size(); ++id)
+    if (s.buffer(id).accumulator())
+      s.accumulators.push_back(id);
+  int64_t m = schedule.microbatches();
+  for (int64_t id : s.micro->program->arguments()) {
+    const plan::Buffer &mb = s.micro->buffer(id);
+    if (mb.role() != plan::INPUT)
+      continue;
+    int64_t whole = -1;
+    for (int64_t sid : s.program->arguments())
+      if (s.buffer(sid).role() == plan::INPUT &&
+          s.buffer(sid).name() == mb.name())
+        whole = sid;
+    // Microbatch k is block k of dimension 0 of this rank's batch.
+    std::vector<int64_t> want = s.micro->views[id].shape;
+    if (whole < 0 || want.empty() ||
+        s.views[whole].dtype != s.micro->views[id].dtype ||
+        (want[0] *= m, want != s.views[whole].shape))
+      throw Error("program '" + microProgram.name() + "': input '" +
+                  mb.name() + "' is not a microbatch of the step's input of "
+                              "that name");
+    s.microInputs.push_back({whole, id});
+  }
+}
+
 Executor::~Executor() = default;
 
 void Executor::setLearningRate(double lr) {
@@ -1209,9 +1272,28 @@ double Executor::learningRate() const {
                                          : pimpl->learningRate;
 }
 
-int64_t Executor::arenaBytes() const { return pimpl->program->arena_bytes(); }
+int64_t Executor::arenaBytes() const {
+  // A microbatched step holds both programs' arenas.
+  return pimpl->program->arena_bytes() +
+         (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0);
+}
 
-ExecutorMemory Executor::memory() const { return pimpl->memory; }
+ExecutorMemory Executor::memory() const {
+  ExecutorMemory m = pimpl->memory;
+  if (const Impl *micro = pimpl->micro.get()) {
+    // Its own arena, inputs and collective buffers; parameters and state
+    // are the step's. Both live as long as the executor.
+    const ExecutorMemory &u = micro->memory;
+    m.arena += u.arena;
+    m.inputs += u.inputs;
+    m.bucketBuffers += u.bucketBuffers;
+    m.collectiveScratch += u.collectiveScratch;
+    m.staging += u.staging;
+    m.highWaterMark += u.highWaterMark;
+    m.largestGather = std::max(m.largestGather, u.largestGather);
+  }
+  return m;
+}
 
 /// A view of `t` for reading (the view type has no const form).
 static TensorView readView(const Tensor &t) {
@@ -1279,18 +1361,52 @@ void Executor::setInputViews(const std::vector<TensorView> &globalInputs) {
                 ", got " + std::to_string(globalInputs.size()));
 }
 
+/// Runs one program's instruction stream and copy-backs.
+static void runProgram(Executor::Impl &s);
+
 void Executor::run() {
   Impl &s = *pimpl;
+  if (!s.micro)
+    return runProgram(s);
+  for (int64_t id : s.accumulators)
+    s.writeFromHost(s.views[id].data, s.views[id].numBytes(),
+                    [&](unsigned char *dst) {
+                      std::memset(dst, 0, s.views[id].numBytes());
+                    });
+  for (const plan::PipelineAction &a : s.actions) {
+    switch (a.kind()) {
+    case plan::PipelineAction::FORWARD:
+      for (auto [whole, part] : s.microInputs) {
+        size_t bytes = s.micro->views[part].numBytes();
+        s.device->copy(s.micro->views[part].data,
+                       static_cast<unsigned char *>(s.views[whole].data) +
+                           bytes * a.microbatch(),
+                       bytes, *s.compute);
+      }
+      runProgram(*s.micro);
+      break;
+    case plan::PipelineAction::OPTIMIZER:
+      runProgram(s);
+      break;
+    default:
+      // BACKWARD ran with its FORWARD; the data-parallel reductions are
+      // the step program's first instructions.
+      break;
+    }
+  }
+}
+
+static void runProgram(Executor::Impl &s) {
   for (const std::function<void()> &step : s.steps)
     step();
   s.finishBuckets();
   if (s.copyBacks.empty())
     return;
   s.timed(s.copyBackSlot, [&] {
-    for (const Impl::CopyBack &c : s.copyBacks)
+    for (const Executor::Impl::CopyBack &c : s.copyBacks)
       if (c.staged)
         s.device->copy(c.staged, c.from, c.bytes, *s.compute);
-    for (const Impl::CopyBack &c : s.copyBacks)
+    for (const Executor::Impl::CopyBack &c : s.copyBacks)
       s.device->copy(c.to, c.staged ? c.staged : c.from, c.bytes, *s.compute);
   });
 }
@@ -1299,9 +1415,22 @@ std::vector<ProfileEntry> Executor::profile() const {
   std::vector<ProfileEntry> entries;
   if (!pimpl->profiling)
     return entries;
-  for (const ProfileEntry &e : pimpl->profileSlots)
-    if (e.calls > 0)
-      entries.push_back(e);
+  std::map<std::string, size_t> at;
+  for (const Impl *impl : {pimpl.get(), pimpl->micro.get()}) {
+    if (!impl)
+      continue;
+    for (const ProfileEntry &e : impl->profileSlots) {
+      if (e.calls == 0)
+        continue;
+      auto [it, fresh] = at.try_emplace(e.what, entries.size());
+      if (fresh) {
+        entries.push_back(e);
+      } else {
+        entries[it->second].calls += e.calls;
+        entries[it->second].seconds += e.seconds;
+      }
+    }
+  }
   std::stable_sort(entries.begin(), entries.end(),
                    [](const ProfileEntry &a, const ProfileEntry &b) {
                      return a.seconds > b.seconds;

@@ -1,0 +1,32 @@
+//===- Passes.h - microbatch and pipeline passes ----------------*- C++ -*-===//
+
+#ifndef PARTITA_PASSES_PIPELINE_PASSES_H
+#define PARTITA_PASSES_PIPELINE_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace partita::pipeline {
+/// The mesh axis a microbatched step is split along while it is compiled.
+inline constexpr llvm::StringLiteral kMicrobatchAxis = "microbatch";
+/// Function attributes: the microbatch count (i64) and, on the step after
+/// dist-microbatch-split, the per-microbatch function (a symbol).
+inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
+    "dist.microbatches";
+inline constexpr llvm::StringLiteral kMicrobatchStepAttrName =
+    "dist.microbatch_step";
+/// Op attribute: the op's pipeline stage, an i64 >= 0 (written by the user
+/// or dist-pipeline-split on forward ops; nn-autodiff copies it onto the
+/// backward ops it builds for an op).
+inline constexpr llvm::StringLiteral kStageAttrName = "dist.stage";
+/// Argument attribute (unit): a gradient accumulator of a microbatched step.
+inline constexpr llvm::StringLiteral kAccumulatorAttrName = "dist.accumulator";
+
+#define GEN_PASS_DECL
+#include "passes/pipeline/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/pipeline/Passes.h.inc"
+} // namespace partita::pipeline
+
+#endif // PARTITA_PASSES_PIPELINE_PASSES_H

@@ -1,0 +1,130 @@
+//===- Passes.td - microbatch and pipeline passes ---------*- tablegen -*-===//
+//
+// Passes that split a train step into microbatches (and, later, pipeline
+// stages).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_PIPELINE_PASSES
+#define PARTITA_PASSES_PIPELINE_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def DistMicrobatchAnnotate : Pass<"dist-microbatch-annotate", "::mlir::ModuleOp"> {
+  let summary = "Splits the batch of a train step over a microbatch mesh axis.";
+  let description = [{
+    Gradient accumulation is data parallelism in time: microbatch k of a
+    step is the k-th block of every input's batch dimension, as dp rank k
+    would hold it. This pass expresses it so: it adds a mesh axis
+    `microbatch` of size `microbatches` (the minor-most axis; the function's
+    mesh, or a new `@mesh` when the module has none) and appends it, minor
+    to any axis already there, to dimension 0 of every `nn.input` argument's
+    sharding. Propagation and partitioning then build the per-microbatch
+    program as they build a data-parallel one: local batch B / (dp m), the
+    loss normalized over the whole batch once (each microbatch's loss and
+    loss gradient divided by the global count), and every gradient partial
+    over `microbatch`, reduced by collectives over it that
+    `dist-microbatch-split` turns into accumulation.
+
+    Precondition: exactly one function has `nn.input` arguments (the step),
+    each ranked with a batch dimension 0 divisible by `microbatches`, and
+    no mesh axis named `microbatch`. Afterwards the function carries
+    `dist.microbatches = m`. `microbatches = 1` changes nothing.
+
+    Diagnostics: a batch not divisible by the microbatch count (at the
+    argument), a mesh with an explicit device order.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches per step (1: none)">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+def DistMicrobatchSplit : Pass<"dist-microbatch-split", "::mlir::ModuleOp"> {
+  let summary = "Splits a partitioned microbatched step into a per-microbatch "
+                "function and a once-per-step function.";
+  let description = [{
+    Takes the partitioned function marked `dist.microbatches = m` by
+    `dist-microbatch-annotate`. Every collective over the `microbatch` axis
+    must be a sum all_reduce; with the chain of single-use sum reductions
+    over other axes that feeds it (a gradient's data-parallel
+    reduce_scatter or all_reduce), it is a gradient reduction, and its
+    chain's first input is an accumulation point. Every result partial over
+    `microbatch` (the loss) is one too.
+
+    The ops the accumulation points depend on (forward and backward) become
+    `@<step>.microbatch`: it takes every argument of the step plus one
+    state argument per accumulation point (`nn.state = "microbatch.acc.N"`,
+    `dist.accumulator`), and returns each accumulator plus that
+    microbatch's value, in microbatch order (the accumulators are zero at
+    the start of a step, so one microbatch gives its own values exactly).
+    Everything else (gradient reductions, clipping, the optimizer) stays in
+    the step function, which reads the accumulators instead: its gradient
+    collectives run once per step. The `microbatch` axis is then removed
+    from the mesh, the collectives and every sharding; the per-microbatch
+    function's inputs have the microbatch's global shape, the step's keep
+    the whole batch (unused: the runtime feeds the per-microbatch function
+    block k of them for microbatch k). The step function carries
+    `dist.microbatch_step = @<step>.microbatch`; `dist-lower-to-plan`
+    lowers both and the plan's pipeline schedule runs them.
+
+    Diagnostics: another collective over `microbatch`, a value other than an
+    accumulation point used by both parts, an optimizer update in the
+    per-microbatch part.
+  }];
+  let dependentDialects = ["::partita::dist::DistDialect",
+                           "::partita::nn::NNDialect"];
+}
+
+def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Assigns every op of the step to a pipeline stage.";
+  let description = [{
+    A stage is a placement: this pass writes `dist.stage = s` (0 .. N-1) on
+    every op of the step function (the one function with `nn.input`
+    arguments) and `dist.pipeline_stages = N` on the function. Forward ops
+    (no `nn.grad_kind`) get their stage by `by`:
+
+    - `annotation`: the `dist.stage` the user wrote; an op without one takes
+      the latest stage of its operands (0 when they are all arguments).
+      `stages` = 0 means one more than the largest annotated stage.
+    - `layers`: layer L (`nn.layer`) of K goes to stage floor(L * N / K);
+      ops before the first layer (the embedding) go to stage 0, ops after
+      the last (head, loss) to stage N - 1.
+    - `cost`: the forward ops, in program order, are cut into N contiguous
+      runs minimizing the largest run's cost (an exact linear-partition
+      dynamic program); an op's cost is its `CostOpInterface` roofline time
+      (max of flops / 1e12 and bytes / 1e11 seconds), times 3 for forward
+      plus backward. Embedding, head and loss count like any op. Limits:
+      no memory budget yet; the cut follows program order, so a value used
+      far ahead (a skip connection) may cross several stages, which is
+      allowed.
+
+    Backward ops carry the stage of their forward op when `nn-autodiff`
+    ran on a staged forward (it copies `dist.stage` to the ops it builds
+    for an op): the B and W ops of a forward op share its stage. The rest
+    (optimizer updates, constants) take the latest stage of their operands,
+    or, with none, the earliest stage of their users. A parameter read on
+    two stages (a tied embedding) has a gradient contribution from each;
+    their sum lives on the stage of the later contribution's consumer, and
+    `dist.shared_params` on the function lists such parameters by name.
+    Values may skip stages.
+
+    Diagnostics: a forward op on an earlier stage than one of its operands
+    (stages out of dataflow order); more stages than layers (`layers`) or
+    than forward ops (`cost`); no annotation to split by (`annotation`).
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Pipeline stages (0 with by=annotation: from the annotations)">,
+    Option<"by", "by", "std::string", /*default=*/"\"annotation\"",
+           "How to assign forward ops: annotation, layers or cost">,
+  ];
+  let statistics = [
+    Statistic<"numCrossStageValues", "cross-stage-values",
+              "Values produced on one stage and read on a later one">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+#endif // PARTITA_PASSES_PIPELINE_PASSES
