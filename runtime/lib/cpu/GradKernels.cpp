@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace partita::runtime::cpu {
 
@@ -101,6 +102,42 @@ int64_t labelAt(const TensorView &labels, int64_t t) {
 
 } // namespace
 
+namespace {
+/// f32 layer_norm_grad rows, the formula of runLayerNormGrad with its
+/// reductions in laneSum's order (vectorized).
+PARTITA_VECTOR_CLONES
+void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
+                          float *dx, int64_t rows, int64_t hidden,
+                          double epsilon) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *src = x + r * hidden, *dyr = dy + r * hidden;
+    float *dst = dx + r * hidden;
+    double mean =
+        laneSum(hidden, [&](int64_t i) { return double(src[i]); }) / hidden;
+    double var = laneSum(hidden, [&](int64_t i) {
+                   double c = src[i] - mean;
+                   return c * c;
+                 }) /
+                 hidden;
+    double rstd = 1.0 / std::sqrt(var + epsilon);
+    double meanG = laneSum(hidden, [&](int64_t i) {
+                     return double(dyr[i]) * gamma[i];
+                   }) /
+                   hidden;
+    double meanGX = laneSum(hidden, [&](int64_t i) {
+                      return double(dyr[i]) * gamma[i] * (src[i] - mean) *
+                             rstd;
+                    }) /
+                    hidden;
+    for (int64_t i = 0; i < hidden; ++i) {
+      double g = double(dyr[i]) * gamma[i];
+      double xhat = (src[i] - mean) * rstd;
+      dst[i] = static_cast<float>(rstd * (g - meanG - xhat * meanGX));
+    }
+  }
+}
+} // namespace
+
 void runLayerNormGrad(const KernelCall &call) {
   int64_t hidden = checkNormGrad(call);
   const TensorView &x = call.inputs[0], &dx = call.outputs[0];
@@ -110,6 +147,11 @@ void runLayerNormGrad(const KernelCall &call) {
     using T = decltype(tag);
     const T *gamma = call.inputs[1].as<T>();
     int64_t rows = hidden ? x.numElements() / hidden : 0;
+    if constexpr (std::is_same_v<T, float>) {
+      layerNormGradRowsF32(x.as<T>(), gamma, call.inputs[2].as<T>(),
+                           dx.as<T>(), rows, hidden, call.attrs.epsilon);
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const T *src = x.as<T>() + r * hidden;
       const T *dy = call.inputs[2].as<T>() + r * hidden;
@@ -286,12 +328,22 @@ void runCrossEntropyGrad(const KernelCall &call) {
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < vocab; ++j)
         m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
-      double sum = 0;
-      for (int64_t j = 0; j < vocab; ++j)
-        sum += std::exp(static_cast<double>(row[j]) - m);
-      for (int64_t j = 0; j < vocab; ++j) {
-        double p = std::exp(static_cast<double>(row[j]) - m) / sum;
-        dst[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
+      if constexpr (std::is_same_v<T, float>) {
+        // One f32 exponential per element, without libm (the double path
+        // below takes two): dst holds exp(x - m) until it is scaled.
+        double sum = expShiftedSumF32(row, dst, vocab, m);
+        float r = static_cast<float>(scale / sum);
+        for (int64_t j = 0; j < vocab; ++j)
+          dst[j] *= r;
+        dst[label] -= static_cast<float>(scale);
+      } else {
+        double sum = 0;
+        for (int64_t j = 0; j < vocab; ++j)
+          sum += std::exp(static_cast<double>(row[j]) - m);
+        for (int64_t j = 0; j < vocab; ++j) {
+          double p = std::exp(static_cast<double>(row[j]) - m) / sum;
+          dst[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
+        }
       }
     }
   });

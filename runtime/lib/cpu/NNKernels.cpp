@@ -36,29 +36,28 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
   checkShape(kind, v, name, {size});
 }
 
-/// dst[j] = exp(src[j] - m) in f32 without libm calls (vectorized); below
-/// e^-87 (masked and padded scores, -inf) exactly 0.
 PARTITA_VECTOR_CLONES
-static void expShiftedF32(const float *src, float *dst, int64_t n, float m) {
+double expShiftedSumF32(const float *src, float *dst, int64_t n, float m) {
   for (int64_t j = 0; j < n; ++j) {
     float x = src[j] - m;
     dst[j] = x < -87.0f ? 0.0f : expNonPositive(x);
   }
+  return laneSum(n, [&](int64_t j) { return double(dst[j]); });
 }
 
 template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < n; ++j)
     m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  double sum = 0;
   if constexpr (std::is_same_v<T, float>) {
-    expShiftedF32(src, dst, n, m);
+    sum = expShiftedSumF32(src, dst, n, m);
   } else {
     for (int64_t j = 0; j < n; ++j)
       dst[j] = std::exp(src[j] - m);
+    for (int64_t j = 0; j < n; ++j)
+      sum += dst[j];
   }
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += dst[j];
   T r = static_cast<T>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j)
     dst[j] *= r;
@@ -245,6 +244,31 @@ void runSoftmax(const KernelCall &call) {
   });
 }
 
+namespace {
+/// f32 layer_norm rows: the statistics in double as below, in laneSum's
+/// order so that both reductions vectorize; the row stays in L1 between
+/// the passes.
+PARTITA_VECTOR_CLONES
+void layerNormRowsF32(const float *x, const float *gamma, const float *beta,
+                      float *y, int64_t rows, int64_t hidden, double epsilon) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *src = x + r * hidden;
+    float *dst = y + r * hidden;
+    double mean =
+        laneSum(hidden, [&](int64_t i) { return double(src[i]); }) / hidden;
+    double var = laneSum(hidden, [&](int64_t i) {
+                   double d = src[i] - mean;
+                   return d * d;
+                 }) /
+                 hidden;
+    float m = static_cast<float>(mean);
+    float rstd = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+    for (int64_t i = 0; i < hidden; ++i)
+      dst[i] = (src[i] - m) * rstd * gamma[i] + beta[i];
+  }
+}
+} // namespace
+
 void runLayerNorm(const KernelCall &call) {
   int64_t hidden = checkNorm(call, /*hasBeta=*/true);
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
@@ -252,6 +276,11 @@ void runLayerNorm(const KernelCall &call) {
     using T = decltype(tag);
     const T *gamma = call.inputs[1].as<T>(), *beta = call.inputs[2].as<T>();
     int64_t rows = hidden ? x.numElements() / hidden : 0;
+    if constexpr (std::is_same_v<T, float>) {
+      layerNormRowsF32(x.as<T>(), gamma, beta, y.as<T>(), rows, hidden,
+                       call.attrs.epsilon);
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const T *src = x.as<T>() + r * hidden;
       T *dst = y.as<T>() + r * hidden;
@@ -452,6 +481,9 @@ void runCrossEntropy(const KernelCall &call) {
   double total = 0;
   dispatchFloat(kind, logits.dtype, [&](auto tag) {
     using T = decltype(tag);
+    // f32: the exponentials in f32 without libm (expShiftedSumF32), summed
+    // in double; f64 keeps libm's exp.
+    std::vector<float> scratch(std::is_same_v<T, float> ? vocab : 0);
     for (int64_t t = 0; t < tokens; ++t) {
       if (labelAt(t) < 0)
         continue;
@@ -460,8 +492,12 @@ void runCrossEntropy(const KernelCall &call) {
       for (int64_t j = 0; j < vocab; ++j)
         m = maxOf(m, row[j]);
       double sum = 0;
-      for (int64_t j = 0; j < vocab; ++j)
-        sum += std::exp(static_cast<double>(row[j]) - m);
+      if constexpr (std::is_same_v<T, float>) {
+        sum = expShiftedSumF32(row, scratch.data(), vocab, m);
+      } else {
+        for (int64_t j = 0; j < vocab; ++j)
+          sum += std::exp(static_cast<double>(row[j]) - m);
+      }
       total += static_cast<double>(m) + std::log(sum) - row[labelAt(t)];
     }
   });

@@ -1,16 +1,23 @@
 //===- Optimizers.cpp - cpu kernels: sgd and adamw updates ----------------===//
 //
 // One elementwise pass per update, PyTorch's formulas (torch.optim.SGD with
-// dampening 0 and nesterov off; torch.optim.AdamW), computed in double per
-// element and stored in the parameter's dtype. Outputs may be exactly their
-// inputs (p' over p, buf' over buf), since each element reads every input
-// before it writes.
+// dampening 0 and nesterov off; torch.optim.AdamW) and stored in the
+// parameter's dtype. SGD and f64 AdamW compute in double per element; f32
+// AdamW computes in float as PyTorch's does, in the order of its
+// single-tensor path (decay, moments, denominator sqrt(v)/sqrt(c2) + eps,
+// p -= (lr/c1) m/denom), with every per-step scalar (bias corrections and
+// their square root) computed once per call: in float the loop vectorizes to
+// 16 lanes with one sqrt and one divide each, where the double loop ran at
+// 8 lanes with two divides and a sqrt. Outputs may be exactly their inputs
+// (p' over p, buf' over buf), since each element reads every input before
+// it writes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace partita::runtime::cpu {
 
@@ -59,6 +66,27 @@ adamwLoop(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut,
     mOut[i] = static_cast<T>(m2);
     vOut[i] = static_cast<T>(v2);
     pOut[i] = static_cast<T>(next);
+  }
+}
+
+/// The f32 AdamW pass (see the file comment); `stepSize` = lr / c1,
+/// `rsqrtC2` = 1 / sqrt(c2). No aliasing other than exact (output i over
+/// input i), so each element is read before it is written.
+PARTITA_VECTOR_CLONES void
+adamwLoopF32(const float *p, const float *g, const float *m, const float *v,
+             float *pOut, float *mOut, float *vOut, int64_t n, float beta1,
+             float beta2, float stepSize, float eps, float decay,
+             float rsqrtC2) {
+  float oneMinusB1 = 1.0f - beta1, oneMinusB2 = 1.0f - beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i];
+    float m2 = beta1 * m[i] + oneMinusB1 * gi;
+    float v2 = beta2 * v[i] + oneMinusB2 * gi * gi;
+    float denom = std::sqrt(v2) * rsqrtC2 + eps;
+    float next = p[i] * decay - stepSize * (m2 / denom);
+    mOut[i] = m2;
+    vOut[i] = v2;
+    pOut[i] = next;
   }
 }
 
@@ -112,8 +140,14 @@ void runAdamW(const KernelCall &call) {
             *m = call.inputs[2].as<T>(), *v = call.inputs[3].as<T>();
     T *pOut = call.outputs[0].as<T>(), *mOut = call.outputs[1].as<T>(),
       *vOut = call.outputs[2].as<T>();
-    adamwLoop(p, g, m, v, pOut, mOut, vOut, call.inputs[0].numElements(),
-              a.beta1, a.beta2, a.lr, a.eps, decay, c1, c2);
+    int64_t n = call.inputs[0].numElements();
+    if constexpr (std::is_same_v<T, float>)
+      adamwLoopF32(p, g, m, v, pOut, mOut, vOut, n, float(a.beta1),
+                   float(a.beta2), float(a.lr / c1), float(a.eps),
+                   float(decay), float(1.0 / std::sqrt(c2)));
+    else
+      adamwLoop(p, g, m, v, pOut, mOut, vOut, n, a.beta1, a.beta2, a.lr,
+                a.eps, decay, c1, c2);
   });
 }
 
