@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "ThreadPool.h"
 
 #include <cmath>
 #include <type_traits>
@@ -56,13 +57,14 @@ void checkUpdate(const KernelCall &call, size_t numInputs, size_t numOutputs,
 template <typename T>
 PARTITA_VECTOR_CLONES void
 adamwLoop(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut,
-          T *vOut, int64_t n, double beta1, double beta2, double lr,
-          double eps, double decay, double c1, double c2) {
+          T *vOut, int64_t n, double beta1, double beta2, double lr, double eps,
+          double decay, double c1, double c2) {
   for (int64_t i = 0; i < n; ++i) {
     double gi = g[i];
     double m2 = beta1 * double(m[i]) + (1 - beta1) * gi;
     double v2 = beta2 * double(v[i]) + (1 - beta2) * gi * gi;
-    double next = double(p[i]) * decay - lr * (m2 / c1) / (std::sqrt(v2 / c2) + eps);
+    double next =
+        double(p[i]) * decay - lr * (m2 / c1) / (std::sqrt(v2 / c2) + eps);
     mOut[i] = static_cast<T>(m2);
     vOut[i] = static_cast<T>(v2);
     pOut[i] = static_cast<T>(next);
@@ -72,11 +74,12 @@ adamwLoop(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut,
 /// The f32 AdamW pass (see the file comment); `stepSize` = lr / c1,
 /// `rsqrtC2` = 1 / sqrt(c2). No aliasing other than exact (output i over
 /// input i), so each element is read before it is written.
-PARTITA_VECTOR_CLONES void
-adamwLoopF32(const float *p, const float *g, const float *m, const float *v,
-             float *pOut, float *mOut, float *vOut, int64_t n, float beta1,
-             float beta2, float stepSize, float eps, float decay,
-             float rsqrtC2) {
+PARTITA_VECTOR_CLONES void adamwLoopF32(const float *p, const float *g,
+                                        const float *m, const float *v,
+                                        float *pOut, float *mOut, float *vOut,
+                                        int64_t n, float beta1, float beta2,
+                                        float stepSize, float eps, float decay,
+                                        float rsqrtC2) {
   float oneMinusB1 = 1.0f - beta1, oneMinusB2 = 1.0f - beta2;
   for (int64_t i = 0; i < n; ++i) {
     float gi = g[i];
@@ -141,13 +144,16 @@ void runAdamW(const KernelCall &call) {
     T *pOut = call.outputs[0].as<T>(), *mOut = call.outputs[1].as<T>(),
       *vOut = call.outputs[2].as<T>();
     int64_t n = call.inputs[0].numElements();
-    if constexpr (std::is_same_v<T, float>)
-      adamwLoopF32(p, g, m, v, pOut, mOut, vOut, n, float(a.beta1),
-                   float(a.beta2), float(a.lr / c1), float(a.eps),
-                   float(decay), float(1.0 / std::sqrt(c2)));
-    else
-      adamwLoop(p, g, m, v, pOut, mOut, vOut, n, a.beta1, a.beta2, a.lr,
-                a.eps, decay, c1, c2);
+    // Elements are independent: chunks on the intra-op pool (ThreadPool.h).
+    parallelFor(n, 1 << 15, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>)
+        adamwLoopF32(p + b, g + b, m + b, v + b, pOut + b, mOut + b, vOut + b,
+                     e - b, float(a.beta1), float(a.beta2), float(a.lr / c1),
+                     float(a.eps), float(decay), float(1.0 / std::sqrt(c2)));
+      else
+        adamwLoop(p + b, g + b, m + b, v + b, pOut + b, mOut + b, vOut + b,
+                  e - b, a.beta1, a.beta2, a.lr, a.eps, decay, c1, c2);
+    });
   });
 }
 
