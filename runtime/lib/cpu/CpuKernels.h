@@ -69,6 +69,11 @@ template <typename Term> inline double laneSum(int64_t n, Term term) {
          ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
 }
 
+/// The maximum of src[0, n) for f32, NaN if any element is NaN, -inf when
+/// n is 0: a max is exact in any order, so it is taken in 16 lanes and
+/// vectorizes (a single running max with the NaN test does not).
+float rowMaxF32(const float *src, int64_t n);
+
 /// dst[j] = exp(src[j] - m) for f32 without libm calls (vectorized; values
 /// below e^-87, such as masked scores and -inf, give exactly 0); returns
 /// the sum of dst in double (laneSum's order). `dst` may be `src`.

@@ -76,9 +76,10 @@ void attentionGrad(const KernelCall &call, const AttentionDims &a, char wrt) {
       for (int64_t i = 0; i < seqQ; ++i) {
         const T *pi = p.data() + i * seqKV;
         T *dpi = dp.data() + i * seqKV;
-        double dot = 0;
-        for (int64_t j = 0; j < seqKV; ++j)
-          dot += static_cast<double>(pi[j]) * dpi[j];
+        // In laneSum's fixed order, so the sum vectorizes.
+        double dot = laneSum(seqKV, [&](int64_t j) {
+          return static_cast<double>(pi[j]) * dpi[j];
+        });
         T s = static_cast<T>(dot);
         for (int64_t j = 0; j < seqKV; ++j)
           dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
@@ -338,8 +339,11 @@ void runCrossEntropyGrad(const KernelCall &call) {
               continue;
             }
             T m = -std::numeric_limits<T>::infinity();
-            for (int64_t j = 0; j < vocab; ++j)
-              m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
+            if constexpr (std::is_same_v<T, float>)
+              m = rowMaxF32(row, vocab);
+            else
+              for (int64_t j = 0; j < vocab; ++j)
+                m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
             if constexpr (std::is_same_v<T, float>) {
               // One f32 exponential per element, without libm (the double path
               // below takes two): dst holds exp(x - m) until it is scaled.

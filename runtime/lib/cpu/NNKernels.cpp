@@ -38,6 +38,27 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
 }
 
 PARTITA_VECTOR_CLONES
+float rowMaxF32(const float *src, int64_t n) {
+  // Once a lane holds NaN it keeps it (x > NaN is false, x != x is false
+  // for a number), so NaN anywhere gives NaN, as the sequential loop does.
+  float lane[16];
+  for (int l = 0; l < 16; ++l)
+    lane[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) {
+      float x = src[j + l];
+      lane[l] = (x > lane[l] || x != x) ? x : lane[l];
+    }
+  float m = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j)
+    m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  for (int l = 0; l < 16; ++l)
+    m = (lane[l] > m || lane[l] != lane[l]) ? lane[l] : m;
+  return m;
+}
+
+PARTITA_VECTOR_CLONES
 double expShiftedSumF32(const float *src, float *dst, int64_t n, float m) {
   for (int64_t j = 0; j < n; ++j) {
     float x = src[j] - m;
@@ -48,8 +69,11 @@ double expShiftedSumF32(const float *src, float *dst, int64_t n, float m) {
 
 template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  if constexpr (std::is_same_v<T, float>)
+    m = rowMaxF32(src, n);
+  else
+    for (int64_t j = 0; j < n; ++j)
+      m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
   double sum = 0;
   if constexpr (std::is_same_v<T, float>) {
     sum = expShiftedSumF32(src, dst, n, m);
@@ -505,8 +529,11 @@ void runCrossEntropy(const KernelCall &call) {
               continue;
             const T *row = logits.as<T>() + t * vocab;
             T m = -std::numeric_limits<T>::infinity();
-            for (int64_t j = 0; j < vocab; ++j)
-              m = maxOf(m, row[j]);
+            if constexpr (std::is_same_v<T, float>)
+              m = rowMaxF32(row, vocab);
+            else
+              for (int64_t j = 0; j < vocab; ++j)
+                m = maxOf(m, row[j]);
             double sum = 0;
             if constexpr (std::is_same_v<T, float>) {
               sum = expShiftedSumF32(row, scratch.data(), vocab, m);

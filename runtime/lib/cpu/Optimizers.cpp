@@ -18,6 +18,7 @@
 #include "ThreadPool.h"
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 namespace partita::runtime::cpu {
@@ -71,15 +72,16 @@ adamwLoop(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut,
   }
 }
 
-/// The f32 AdamW pass (see the file comment); `stepSize` = lr / c1,
-/// `rsqrtC2` = 1 / sqrt(c2). No aliasing other than exact (output i over
-/// input i), so each element is read before it is written.
-PARTITA_VECTOR_CLONES void adamwLoopF32(const float *p, const float *g,
-                                        const float *m, const float *v,
-                                        float *pOut, float *mOut, float *vOut,
-                                        int64_t n, float beta1, float beta2,
-                                        float stepSize, float eps, float decay,
-                                        float rsqrtC2) {
+/// The f32 AdamW pass (see the file comment) in place: p, m and v are
+/// read and overwritten, g is read; `stepSize` = lr / c1, `rsqrtC2` =
+/// 1 / sqrt(c2). The four arrays are distinct (restrict): with seven
+/// pointers that may alias, GCC needs more runtime alias checks than it
+/// allows and left the loop scalar.
+PARTITA_VECTOR_CLONES void
+adamwInPlaceF32(float *__restrict p, const float *__restrict g,
+                float *__restrict m, float *__restrict v, int64_t n,
+                float beta1, float beta2, float stepSize, float eps,
+                float decay, float rsqrtC2) {
   float oneMinusB1 = 1.0f - beta1, oneMinusB2 = 1.0f - beta2;
   for (int64_t i = 0; i < n; ++i) {
     float gi = g[i];
@@ -87,9 +89,9 @@ PARTITA_VECTOR_CLONES void adamwLoopF32(const float *p, const float *g,
     float v2 = beta2 * v[i] + oneMinusB2 * gi * gi;
     float denom = std::sqrt(v2) * rsqrtC2 + eps;
     float next = p[i] * decay - stepSize * (m2 / denom);
-    mOut[i] = m2;
-    vOut[i] = v2;
-    pOut[i] = next;
+    m[i] = m2;
+    v[i] = v2;
+    p[i] = next;
   }
 }
 
@@ -144,15 +146,36 @@ void runAdamW(const KernelCall &call) {
     T *pOut = call.outputs[0].as<T>(), *mOut = call.outputs[1].as<T>(),
       *vOut = call.outputs[2].as<T>();
     int64_t n = call.inputs[0].numElements();
-    // Elements are independent: chunks on the intra-op pool (ThreadPool.h).
+    // f32 runs in place on the outputs (the inputs copied over first when
+    // they are not the outputs already, as with donated updates), unless
+    // an output is another input (exact aliases the checks allow; the
+    // double loop then handles them). Elements are independent: chunks on
+    // the intra-op pool (ThreadPool.h).
+    auto own = [&](const T *out, const T *in) {
+      return out == in || (out != p && out != g && out != m && out != v);
+    };
+    bool inPlace = std::is_same_v<T, float> && own(pOut, p) &&
+                   own(mOut, m) && own(vOut, v);
+    if (inPlace) {
+      if (pOut != p)
+        std::memcpy(pOut, p, n * sizeof(T));
+      if (mOut != m)
+        std::memcpy(mOut, m, n * sizeof(T));
+      if (vOut != v)
+        std::memcpy(vOut, v, n * sizeof(T));
+    }
     parallelFor(n, 1 << 15, [&](int64_t b, int64_t e) {
-      if constexpr (std::is_same_v<T, float>)
-        adamwLoopF32(p + b, g + b, m + b, v + b, pOut + b, mOut + b, vOut + b,
-                     e - b, float(a.beta1), float(a.beta2), float(a.lr / c1),
-                     float(a.eps), float(decay), float(1.0 / std::sqrt(c2)));
-      else
-        adamwLoop(p + b, g + b, m + b, v + b, pOut + b, mOut + b, vOut + b,
-                  e - b, a.beta1, a.beta2, a.lr, a.eps, decay, c1, c2);
+      if constexpr (std::is_same_v<T, float>) {
+        if (inPlace) {
+          adamwInPlaceF32(pOut + b, g + b, mOut + b, vOut + b, e - b,
+                          float(a.beta1), float(a.beta2), float(a.lr / c1),
+                          float(a.eps), float(decay),
+                          float(1.0 / std::sqrt(c2)));
+          return;
+        }
+      }
+      adamwLoop(p + b, g + b, m + b, v + b, pOut + b, mOut + b, vOut + b,
+                e - b, a.beta1, a.beta2, a.lr, a.eps, decay, c1, c2);
     });
   });
 }
