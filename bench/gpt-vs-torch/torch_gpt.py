@@ -14,10 +14,16 @@ Prints one line per timed step ("step k: SECONDS s") like `partita run`.
 """
 import argparse
 import math
+import os
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "common"))
+import fair  # noqa: E402
 
 
 def main():
@@ -28,7 +34,7 @@ def main():
                           ("ffn", 0)]:
         p.add_argument("--" + name, type=int, default=default)
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
+    fair.setup_torch(torch, a.threads)
     torch.manual_seed(0)
     B, S, H, n, V = a.batch, a.seq, a.hidden, a.heads, a.vocab
     d, Fd = H // n, a.ffn or 4 * H

@@ -15,6 +15,9 @@
 # thread while backward goes on), the same plan with --sync-comm (the packed
 # calls in line), and a plan with --bucket-bytes 0 (one call per gradient).
 # BUCKET sets the first two's --bucket-bytes (default: partita's, 25MiB).
+# Fair method (bench/common/fair.sh): the same OPENBLAS_CORETYPE for both
+# processes, the kernels each runs printed and compared, torch at more than
+# one thread with OMP_WAIT_POLICY=PASSIVE.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
@@ -27,12 +30,14 @@ threads=1
 [ "$ranks" -eq 1 ] && threads=${THREADS:-1}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+. "$root/bench/common/fair.sh"
 
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "PyTorch is not installed (apt-get install -y python3-torch); no comparison" >&2
   exit 1
 fi
 
+fair_setup "$threads"
 "$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
   --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
 if [ "$ranks" -eq 1 ]; then
@@ -62,6 +67,7 @@ partita_run() {
     --steps $((steps + warmup)) "$@" > "$tmp/round.txt"
   # "step k/K  loss X  (T ms)"
   sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$out"
+  cp "$tmp/round.txt" "$tmp/partita-last.txt"
 }
 
 : > "$tmp/partita.txt"
@@ -75,13 +81,15 @@ while [ "$round" -lt "${ROUNDS:-3}" ]; do
     partita_run "$tmp/train.pb" "$tmp/sync.txt" --sync-comm
     partita_run "$tmp/nobucket.pb" "$tmp/nobucket.txt"
   fi
-  OMP_NUM_THREADS=$threads /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
+  # shellcheck disable=SC2086
+  env $FAIR_TORCH_ENV /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
     --ranks "$ranks" --threads "$threads" --steps "$steps" --warmup "$warmup" \
     --batch "$B" --seq "$S" --hidden "$H" --heads "$N" --layers "$L" \
     --vocab "$V" --lr "$lr" --weight-decay "$wd" >> "$tmp/torch.txt"
   round=$((round + 1))
 done
 
+fair_check "$tmp/partita-last.txt" "$tmp/torch.txt"
 /usr/bin/python3 - "$tmp/partita.txt" "$tmp/torch.txt" "$ranks" \
   "$tmp/sync.txt" "$tmp/nobucket.txt" <<'PY'
 import re, statistics, sys

@@ -19,6 +19,7 @@ Prints one line per timed step ("step k: SECONDS s  loss L"), then a summary.
 import argparse
 import math
 import os
+import sys
 import tempfile
 import time
 
@@ -28,6 +29,10 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "common"))
+import fair  # noqa: E402
 
 
 class GPT(nn.Module):
@@ -82,7 +87,10 @@ class GPT(nn.Module):
 
 
 def worker(rank, a, store):
-    torch.set_num_threads(a.threads)
+    if rank == 0:
+        fair.setup_torch(torch, a.threads)  # prints the kernels it runs
+    else:
+        torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
                             world_size=a.ranks)
     torch.manual_seed(0)  # the same initial weights on every rank

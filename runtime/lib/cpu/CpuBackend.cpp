@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "ThreadPool.h"
 #include "partita/runtime/KernelRegistry.h"
 
 #include <cblas.h>
@@ -441,12 +442,17 @@ public:
                   std::to_string(numThreads));
     if (numThreads > 0)
       setBlasThreads(numThreads);
+    // The intra-op pool of the non-GEMM kernels, sized like the BLAS (see
+    // ThreadPool.h); OpenBLAS's count is its OPENBLAS_NUM_THREADS or cores.
+    int threads = numThreads > 0 ? numThreads : openblas_get_num_threads();
+    pool = std::make_unique<ThreadPool>(std::max(threads, 1));
   }
 
   const char *name() const override { return "cpu"; }
   Device &device() override { return *dev; }
 
   void run(const KernelCall &call) override {
+    PoolScope scope(pool.get());
     switch (call.kind) {
     case KernelKind::Einsum:
       return runEinsum(call);
@@ -524,6 +530,7 @@ public:
 
 private:
   std::unique_ptr<Device> dev = createCpuDevice();
+  std::unique_ptr<ThreadPool> pool;
 };
 } // namespace
 

@@ -51,6 +51,34 @@ inline float expNonPositive(float x) {
   return p * scale;
 }
 
+/// The sum over i in [0, n) of term(i), accumulated in double in 8 lanes
+/// (i mod 8) that are then added in a fixed tree, and a sequential tail: the
+/// order depends only on n, so results are the same run to run, and the
+/// lanes let a loop that inlines this vectorize (a single running sum would
+/// have to be added in order).
+template <typename Term> inline double laneSum(int64_t n, Term term) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l)
+      acc[l] += term(i + l);
+  double tail = 0;
+  for (; i < n; ++i)
+    tail += term(i);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+/// The maximum of src[0, n) for f32, NaN if any element is NaN, -inf when
+/// n is 0: a max is exact in any order, so it is taken in 16 lanes and
+/// vectorizes (a single running max with the NaN test does not).
+float rowMaxF32(const float *src, int64_t n);
+
+/// dst[j] = exp(src[j] - m) for f32 without libm calls (vectorized; values
+/// below e^-87, such as masked scores and -inf, give exactly 0); returns
+/// the sum of dst in double (laneSum's order). `dst` may be `src`.
+double expShiftedSumF32(const float *src, float *dst, int64_t n, float m);
+
 //===----------------------------------------------------------------------===//
 // Diagnostics and validation
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "ThreadPool.h"
 
 #include <cmath>
 #include <cstring>
@@ -21,16 +22,24 @@ namespace partita::runtime::cpu {
 
 namespace {
 
+/// Elements per chunk of the intra-op pool (ThreadPool.h) below which a
+/// loop is not worth splitting: a wake-up costs microseconds.
+constexpr int64_t kElementwiseChunk = 1 << 15;
+
 template <typename T, typename Op>
 void binaryLoop(const T *a, const T *b, T *c, int64_t n, Op op) {
-  for (int64_t i = 0; i < n; ++i)
-    c[i] = op(a[i], b[i]);
+  parallelFor(n, kElementwiseChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      c[i] = op(a[i], b[i]);
+  });
 }
 
 template <typename T, typename Op>
 void unaryLoop(const T *x, T *y, int64_t n, Op op) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = op(x[i]);
+  parallelFor(n, kElementwiseChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = op(x[i]);
+  });
 }
 
 // NaN in either operand gives NaN (as in numpy's maximum).
@@ -161,7 +170,9 @@ void runUnaryFloat(const KernelCall &call, const T *x, T *y, int64_t n) {
   case KernelKind::Gelu:
     if constexpr (std::is_same_v<T, float>)
       if (call.attrs.tanh)
-        return geluTanhF32(x, y, n);
+        return parallelFor(n, kElementwiseChunk, [&](int64_t b, int64_t e) {
+          geluTanhF32(x + b, y + b, e - b);
+        });
     if (call.attrs.tanh) {
       // GPT-2's approximation.
       const T c = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
@@ -195,7 +206,9 @@ void runGradFloat(const KernelCall &call, const T *x, const T *dy, T *dx,
   case KernelKind::GeluGrad:
     if constexpr (std::is_same_v<T, float>)
       if (call.attrs.tanh)
-        return geluTanhGradF32(x, dy, dx, n);
+        return parallelFor(n, kElementwiseChunk, [&](int64_t b, int64_t e) {
+          geluTanhGradF32(x + b, dy + b, dx + b, e - b);
+        });
     if (call.attrs.tanh) {
       // d/dx 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3).
       const T c = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
@@ -207,7 +220,8 @@ void runGradFloat(const KernelCall &call, const T *x, const T *dy, T *dx,
     }
     // d/dx 0.5 x (1 + erf(x / sqrt 2)) = Phi(x) + x phi(x).
     return binaryLoop(x, dy, dx, n, [](T v, T g) {
-      T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(0.7071067811865476)));
+      T cdf =
+          T(0.5) * (T(1) + std::erf(v * static_cast<T>(0.7071067811865476)));
       T pdf = static_cast<T>(0.3989422804014327) * std::exp(T(-0.5) * v * v);
       return g * (cdf + v * pdf);
     });

@@ -10,10 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace partita::runtime::cpu {
 
@@ -74,9 +76,10 @@ void attentionGrad(const KernelCall &call, const AttentionDims &a, char wrt) {
       for (int64_t i = 0; i < seqQ; ++i) {
         const T *pi = p.data() + i * seqKV;
         T *dpi = dp.data() + i * seqKV;
-        double dot = 0;
-        for (int64_t j = 0; j < seqKV; ++j)
-          dot += static_cast<double>(pi[j]) * dpi[j];
+        // In laneSum's fixed order, so the sum vectorizes.
+        double dot = laneSum(seqKV, [&](int64_t j) {
+          return static_cast<double>(pi[j]) * dpi[j];
+        });
         T s = static_cast<T>(dot);
         for (int64_t j = 0; j < seqKV; ++j)
           dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
@@ -101,6 +104,43 @@ int64_t labelAt(const TensorView &labels, int64_t t) {
 
 } // namespace
 
+namespace {
+/// f32 layer_norm_grad rows, the formula of runLayerNormGrad with its
+/// reductions in laneSum's order (vectorized).
+PARTITA_VECTOR_CLONES
+void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
+                          float *dx, int64_t rows, int64_t hidden,
+                          double epsilon) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *src = x + r * hidden, *dyr = dy + r * hidden;
+    float *dst = dx + r * hidden;
+    double mean =
+        laneSum(hidden, [&](int64_t i) { return double(src[i]); }) / hidden;
+    double var = laneSum(hidden,
+                         [&](int64_t i) {
+                           double c = src[i] - mean;
+                           return c * c;
+                         }) /
+                 hidden;
+    double rstd = 1.0 / std::sqrt(var + epsilon);
+    double meanG =
+        laneSum(hidden, [&](int64_t i) { return double(dyr[i]) * gamma[i]; }) /
+        hidden;
+    double meanGX =
+        laneSum(hidden,
+                [&](int64_t i) {
+                  return double(dyr[i]) * gamma[i] * (src[i] - mean) * rstd;
+                }) /
+        hidden;
+    for (int64_t i = 0; i < hidden; ++i) {
+      double g = double(dyr[i]) * gamma[i];
+      double xhat = (src[i] - mean) * rstd;
+      dst[i] = static_cast<float>(rstd * (g - meanG - xhat * meanGX));
+    }
+  }
+}
+} // namespace
+
 void runLayerNormGrad(const KernelCall &call) {
   int64_t hidden = checkNormGrad(call);
   const TensorView &x = call.inputs[0], &dx = call.outputs[0];
@@ -110,6 +150,17 @@ void runLayerNormGrad(const KernelCall &call) {
     using T = decltype(tag);
     const T *gamma = call.inputs[1].as<T>();
     int64_t rows = hidden ? x.numElements() / hidden : 0;
+    if constexpr (std::is_same_v<T, float>) {
+      // Rows are independent: chunks of rows on the intra-op pool.
+      parallelFor(rows, std::max<int64_t>(1, (1 << 14) / hidden),
+                  [&](int64_t b, int64_t e) {
+                    layerNormGradRowsF32(x.as<T>() + b * hidden, gamma,
+                                         call.inputs[2].as<T>() + b * hidden,
+                                         dx.as<T>() + b * hidden, e - b, hidden,
+                                         call.attrs.epsilon);
+                  });
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const T *src = x.as<T>() + r * hidden;
       const T *dy = call.inputs[2].as<T>() + r * hidden;
@@ -181,8 +232,8 @@ void runAttentionGrad(const KernelCall &call) {
   if (wrt == "q")
     checkSameType(kind, out, "output 0 (dq)", q, "input 0 (query)");
   else
-    checkSameType(kind, out, wrt == "k" ? "output 0 (dk)" : "output 0 (dv)",
-                  k, "input 1 (key)");
+    checkSameType(kind, out, wrt == "k" ? "output 0 (dk)" : "output 0 (dv)", k,
+                  "input 1 (key)");
   checkNoOverlap(call, /*allowExactAlias=*/false);
   dispatchFloat(kind, q.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -203,8 +254,8 @@ void runEmbeddingGrad(const KernelCall &call) {
                    &out = call.outputs[0];
   KernelKind kind = call.kind;
   if (out.rank() != 2)
-    fail(kind, "output 0 (dtable) must be [vocab, hidden], got " +
-                   typeToString(out));
+    fail(kind,
+         "output 0 (dtable) must be [vocab, hidden], got " + typeToString(out));
   checkFloat(kind, dy, "input 0 (dy)");
   checkIndex(kind, ids, "input 1 (ids)");
   checkDType(kind, out, "output 0 (dtable)", dy.dtype);
@@ -222,8 +273,8 @@ void runEmbeddingGrad(const KernelCall &call) {
     std::fill(rows, rows + out.numElements(), T(0));
     const T *src = dy.as<T>();
     for (int64_t t = 0, n = ids.numElements(); t < n; ++t, src += hidden) {
-      int64_t id = ids.dtype == DType::I32 ? ids.as<int32_t>()[t]
-                                           : ids.as<int64_t>()[t];
+      int64_t id =
+          ids.dtype == DType::I32 ? ids.as<int32_t>()[t] : ids.as<int64_t>()[t];
       // The shard holds global rows [offset, offset + vocab); the other
       // shards take the other ids (as the forward lookup gave them zeros).
       if (id < offset || id - offset >= vocab)
@@ -262,8 +313,8 @@ void runCrossEntropyGrad(const KernelCall &call) {
   int64_t tokens = labels.numElements();
   for (int64_t t = 0; t < tokens; ++t)
     if (labelAt(labels, t) >= vocab)
-      fail(kind, "label " + std::to_string(labelAt(labels, t)) +
-                     " of token " + std::to_string(t) + " is outside [0, " +
+      fail(kind, "label " + std::to_string(labelAt(labels, t)) + " of token " +
+                     std::to_string(t) + " is outside [0, " +
                      std::to_string(vocab) + ")");
   if (out.numElements() == 0)
     return;
@@ -273,27 +324,45 @@ void runCrossEntropyGrad(const KernelCall &call) {
   dispatchFloat(kind, logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     double scale = static_cast<double>(*dloss.as<T>()) / count;
-    for (int64_t t = 0; t < tokens; ++t) {
-      const T *row = logits.as<T>() + t * vocab;
-      T *dst = out.as<T>() + t * vocab;
-      int64_t label = labelAt(labels, t);
-      // A negative label marks a skipped token (padding): the forward
-      // added nothing for it, so its gradient is 0.
-      if (label < 0) {
-        std::fill(dst, dst + vocab, T(0));
-        continue;
-      }
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < vocab; ++j)
-        m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
-      double sum = 0;
-      for (int64_t j = 0; j < vocab; ++j)
-        sum += std::exp(static_cast<double>(row[j]) - m);
-      for (int64_t j = 0; j < vocab; ++j) {
-        double p = std::exp(static_cast<double>(row[j]) - m) / sum;
-        dst[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
-      }
-    }
+    // Rows are independent: chunks of rows on the intra-op pool.
+    parallelFor(
+        tokens, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(vocab, 1)),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t t = begin; t < end; ++t) {
+            const T *row = logits.as<T>() + t * vocab;
+            T *dst = out.as<T>() + t * vocab;
+            int64_t label = labelAt(labels, t);
+            // A negative label marks a skipped token (padding): the forward
+            // added nothing for it, so its gradient is 0.
+            if (label < 0) {
+              std::fill(dst, dst + vocab, T(0));
+              continue;
+            }
+            T m = -std::numeric_limits<T>::infinity();
+            if constexpr (std::is_same_v<T, float>)
+              m = rowMaxF32(row, vocab);
+            else
+              for (int64_t j = 0; j < vocab; ++j)
+                m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
+            if constexpr (std::is_same_v<T, float>) {
+              // One f32 exponential per element, without libm (the double path
+              // below takes two): dst holds exp(x - m) until it is scaled.
+              double sum = expShiftedSumF32(row, dst, vocab, m);
+              float r = static_cast<float>(scale / sum);
+              for (int64_t j = 0; j < vocab; ++j)
+                dst[j] *= r;
+              dst[label] -= static_cast<float>(scale);
+            } else {
+              double sum = 0;
+              for (int64_t j = 0; j < vocab; ++j)
+                sum += std::exp(static_cast<double>(row[j]) - m);
+              for (int64_t j = 0; j < vocab; ++j) {
+                double p = std::exp(static_cast<double>(row[j]) - m) / sum;
+                dst[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
+              }
+            }
+          }
+        });
   });
 }
 

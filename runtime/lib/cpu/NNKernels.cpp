@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,29 +37,52 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
   checkShape(kind, v, name, {size});
 }
 
-/// dst[j] = exp(src[j] - m) in f32 without libm calls (vectorized); below
-/// e^-87 (masked and padded scores, -inf) exactly 0.
 PARTITA_VECTOR_CLONES
-static void expShiftedF32(const float *src, float *dst, int64_t n, float m) {
+float rowMaxF32(const float *src, int64_t n) {
+  // Once a lane holds NaN it keeps it (x > NaN is false, x != x is false
+  // for a number), so NaN anywhere gives NaN, as the sequential loop does.
+  float lane[16];
+  for (int l = 0; l < 16; ++l)
+    lane[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) {
+      float x = src[j + l];
+      lane[l] = (x > lane[l] || x != x) ? x : lane[l];
+    }
+  float m = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j)
+    m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  for (int l = 0; l < 16; ++l)
+    m = (lane[l] > m || lane[l] != lane[l]) ? lane[l] : m;
+  return m;
+}
+
+PARTITA_VECTOR_CLONES
+double expShiftedSumF32(const float *src, float *dst, int64_t n, float m) {
   for (int64_t j = 0; j < n; ++j) {
     float x = src[j] - m;
     dst[j] = x < -87.0f ? 0.0f : expNonPositive(x);
   }
+  return laneSum(n, [&](int64_t j) { return double(dst[j]); });
 }
 
 template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  if constexpr (std::is_same_v<T, float>)
+    m = rowMaxF32(src, n);
+  else
+    for (int64_t j = 0; j < n; ++j)
+      m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
+  double sum = 0;
   if constexpr (std::is_same_v<T, float>) {
-    expShiftedF32(src, dst, n, m);
+    sum = expShiftedSumF32(src, dst, n, m);
   } else {
     for (int64_t j = 0; j < n; ++j)
       dst[j] = std::exp(src[j] - m);
+    for (int64_t j = 0; j < n; ++j)
+      sum += dst[j];
   }
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += dst[j];
   T r = static_cast<T>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j)
     dst[j] *= r;
@@ -112,15 +136,14 @@ AttentionDims checkAttentionInputs(const KernelCall &call) {
     fail(kind, "heads (" + std::to_string(a.heads) +
                    ") must be a multiple of kv_heads (" +
                    std::to_string(a.kvHeads) + ")");
-  a.scale = call.attrs.scale
-                ? *call.attrs.scale
-                : 1.0 / std::sqrt(static_cast<double>(a.headDim));
+  a.scale = call.attrs.scale ? *call.attrs.scale
+                             : 1.0 / std::sqrt(static_cast<double>(a.headDim));
   if (call.attrs.scale &&
       !(*call.attrs.scale > 0 && std::isfinite(*call.attrs.scale)))
     fail(kind, "scale must be positive and finite, got " +
                    std::to_string(*call.attrs.scale));
-  if (call.attrs.causal && (call.attrs.queryOffset < 0 ||
-                            call.attrs.queryOffset > a.seqKV - a.seqQ))
+  if (call.attrs.causal &&
+      (call.attrs.queryOffset < 0 || call.attrs.queryOffset > a.seqKV - a.seqQ))
     fail(kind, "causal attention needs 0 <= queryOffset and queryOffset + "
                "seq_q <= seq_kv (the keys cover positions 0..seq_kv-1), got "
                "queryOffset " +
@@ -158,8 +181,12 @@ int64_t checkNorm(const KernelCall &call, bool hasBeta) {
 template <typename T>
 void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o)
-      softmaxRow(x + o * n, y + o * n, n);
+    parallelFor(outer,
+                std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(n, 1)),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t o = b; o < e; ++o)
+                    softmaxRow(x + o * n, y + o * n, n);
+                });
     return;
   }
   // Softmax along a non-innermost dimension: keep `inner` running maxima and
@@ -245,6 +272,32 @@ void runSoftmax(const KernelCall &call) {
   });
 }
 
+namespace {
+/// f32 layer_norm rows: the statistics in double as below, in laneSum's
+/// order so that both reductions vectorize; the row stays in L1 between
+/// the passes.
+PARTITA_VECTOR_CLONES
+void layerNormRowsF32(const float *x, const float *gamma, const float *beta,
+                      float *y, int64_t rows, int64_t hidden, double epsilon) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *src = x + r * hidden;
+    float *dst = y + r * hidden;
+    double mean =
+        laneSum(hidden, [&](int64_t i) { return double(src[i]); }) / hidden;
+    double var = laneSum(hidden,
+                         [&](int64_t i) {
+                           double d = src[i] - mean;
+                           return d * d;
+                         }) /
+                 hidden;
+    float m = static_cast<float>(mean);
+    float rstd = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+    for (int64_t i = 0; i < hidden; ++i)
+      dst[i] = (src[i] - m) * rstd * gamma[i] + beta[i];
+  }
+}
+} // namespace
+
 void runLayerNorm(const KernelCall &call) {
   int64_t hidden = checkNorm(call, /*hasBeta=*/true);
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
@@ -252,6 +305,16 @@ void runLayerNorm(const KernelCall &call) {
     using T = decltype(tag);
     const T *gamma = call.inputs[1].as<T>(), *beta = call.inputs[2].as<T>();
     int64_t rows = hidden ? x.numElements() / hidden : 0;
+    if constexpr (std::is_same_v<T, float>) {
+      // Rows are independent: chunks of rows on the intra-op pool.
+      parallelFor(rows, std::max<int64_t>(1, (1 << 14) / hidden),
+                  [&](int64_t b, int64_t e) {
+                    layerNormRowsF32(x.as<T>() + b * hidden, gamma, beta,
+                                     y.as<T>() + b * hidden, e - b, hidden,
+                                     call.attrs.epsilon);
+                  });
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const T *src = x.as<T>() + r * hidden;
       T *dst = y.as<T>() + r * hidden;
@@ -357,8 +420,8 @@ void runAttention(const KernelCall &call) {
          "there are no keys (seq_kv is 0): the softmax is undefined");
   dispatchFloat(call.kind, q.dtype, [&](auto tag) {
     using T = decltype(tag);
-    attention<T>(call, a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads,
-                 a.headDim, a.scale);
+    attention<T>(call, a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads, a.headDim,
+                 a.scale);
   });
 }
 
@@ -452,18 +515,39 @@ void runCrossEntropy(const KernelCall &call) {
   double total = 0;
   dispatchFloat(kind, logits.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t t = 0; t < tokens; ++t) {
-      if (labelAt(t) < 0)
-        continue;
-      const T *row = logits.as<T>() + t * vocab;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < vocab; ++j)
-        m = maxOf(m, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < vocab; ++j)
-        sum += std::exp(static_cast<double>(row[j]) - m);
-      total += static_cast<double>(m) + std::log(sum) - row[labelAt(t)];
-    }
+    // f32: the exponentials in f32 without libm (expShiftedSumF32), summed
+    // in double; f64 keeps libm's exp.
+    // Rows on the intra-op pool, each row's loss kept and the losses added
+    // in token order afterwards (the same sum at any thread count).
+    std::vector<double> rowLoss(tokens, 0.0);
+    parallelFor(
+        tokens, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(vocab, 1)),
+        [&](int64_t begin, int64_t end) {
+          std::vector<float> scratch(std::is_same_v<T, float> ? vocab : 0);
+          for (int64_t t = begin; t < end; ++t) {
+            if (labelAt(t) < 0)
+              continue;
+            const T *row = logits.as<T>() + t * vocab;
+            T m = -std::numeric_limits<T>::infinity();
+            if constexpr (std::is_same_v<T, float>)
+              m = rowMaxF32(row, vocab);
+            else
+              for (int64_t j = 0; j < vocab; ++j)
+                m = maxOf(m, row[j]);
+            double sum = 0;
+            if constexpr (std::is_same_v<T, float>) {
+              sum = expShiftedSumF32(row, scratch.data(), vocab, m);
+            } else {
+              for (int64_t j = 0; j < vocab; ++j)
+                sum += std::exp(static_cast<double>(row[j]) - m);
+            }
+            rowLoss[t] =
+                static_cast<double>(m) + std::log(sum) - row[labelAt(t)];
+          }
+        });
+    for (int64_t t = 0; t < tokens; ++t)
+      if (labelAt(t) >= 0)
+        total += rowLoss[t];
   });
   // Mean over tokens; a shard divides by the global count so the partial
   // losses only need an all-reduce sum. No tokens and no count: 0/0 = NaN.

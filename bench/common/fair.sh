@@ -1,0 +1,49 @@
+# Fair side-by-side settings for the benches that run a peer; sourced by
+# their run.sh (POSIX sh). After `fair_setup THREADS`:
+# - OPENBLAS_CORETYPE is exported, the same for both processes: the user's
+#   value if set; with FAIR_CORETYPE=none, unset (each side detects, and
+#   Partita may re-choose: the kernel check below then refuses a ratio);
+#   otherwise what OpenBLAS detects here, or, where it falls back to a
+#   legacy core (Prescott on CPUs 0.3.21 does not know), the core Partita's
+#   configureBlasKernels would pick (SkylakeX with AVX-512, Haswell with AVX2).
+# - FAIR_TORCH_ENV holds the peer's OpenMP settings: OMP_NUM_THREADS, and
+#   OMP_WAIT_POLICY=PASSIVE when THREADS > 1 (Debian's torch spins GNU
+#   OpenMP threads against OpenBLAS's and stalls under load otherwise).
+# `fair_check PARTITA_OUT PEER_OUT` compares the kernel lines both sides
+# printed and fails when they differ. Rounds alternate in each run.sh.
+fair_common=$(cd "$(dirname "${0}")/../common" && pwd)
+
+fair_setup() {
+  fair_threads=$1
+  if [ "${FAIR_CORETYPE:-}" = none ]; then
+    unset OPENBLAS_CORETYPE
+  elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    export OPENBLAS_CORETYPE
+  else
+    detected=$(env -u OPENBLAS_CORETYPE /usr/bin/python3 "$fair_common/fair.py" probe)
+    case $detected in
+    Prescott | Core2 | Penryn | Dunnington | Nehalem | Atom | Sandybridge | Katmai | Unknown | none)
+      if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
+        grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
+        detected=SkylakeX
+      elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+        detected=Haswell
+      fi
+      ;;
+    esac
+    OPENBLAS_CORETYPE=$detected
+    export OPENBLAS_CORETYPE
+  fi
+  FAIR_TORCH_ENV="OMP_NUM_THREADS=$fair_threads"
+  [ "$fair_threads" -gt 1 ] && FAIR_TORCH_ENV="$FAIR_TORCH_ENV OMP_WAIT_POLICY=PASSIVE"
+  echo "fair: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} for both sides;" \
+    "peer env: $FAIR_TORCH_ENV; $(uptime | sed 's/.*load/load/')"
+}
+
+# fair_check PARTITA_OUT PEER_OUT: the "OpenBLAS X kernels" each printed.
+fair_check() {
+  p=$(sed -n 's/^partita[a-z ]*: OpenBLAS \([^ ]*\) kernels.*/\1/p' "$1" | head -n 1)
+  t=$(sed -n 's/^fair: torch side: OpenBLAS \([^ ]*\) kernels.*/\1/p' "$2" | head -n 1)
+  echo "fair: kernels run: partita $p, peer $t"
+  /usr/bin/python3 "$fair_common/fair.py" same "${p:-?}" "${t:-?}"
+}

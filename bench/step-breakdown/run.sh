@@ -1,0 +1,86 @@
+#!/bin/sh
+# Where a GPT train step's time goes: the share of GEMM and of every other
+# kernel kind per step, for Partita (`partita run --profile`, the
+# Executor's per-kind timer) and for PyTorch on the same model
+# (torch.profiler, torch_breakdown.py), one rank, fp32, AdamW.
+#   bench/step-breakdown/run.sh [THREADS] [STEPS]
+# Environment: BUILD (default build), BATCH SEQ HIDDEN HEADS LAYERS VOCAB
+# (defaults: the GPT of issue 16: 4 layers, hidden 256, seq 128, vocab 1024,
+# batch 8), ROUNDS (2; the sides alternate). Fair method as in
+# bench/common/fair.sh (same OPENBLAS_CORETYPE, kernels printed and
+# compared, torch PASSIVE at more than one thread).
+# Partita's "attention" and "attention_grad" kernels run their QK^T and PV
+# products through BLAS inside the kernel, so its GEMM share is printed as a
+# range: einsum only, and einsum plus attention.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-$root/build}
+threads=${1:-1}
+steps=${2:-5}
+B=${BATCH:-8} S=${SEQ:-128} H=${HIDDEN:-256} N=${HEADS:-4} L=${LAYERS:-4} V=${VOCAB:-1024}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$root/bench/common/fair.sh"
+
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "PyTorch is not installed (apt-get install -y python3-torch); no comparison" >&2
+  exit 1
+fi
+fair_setup "$threads"
+"$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
+  --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
+"$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr 1e-3 \
+  --weight-decay 0.01 --strategy none -o "$tmp/train.pb" > "$tmp/plan.txt" 2>&1 ||
+  { cat "$tmp/plan.txt" >&2; exit 1; }
+round=0
+while [ "$round" -lt "${ROUNDS:-2}" ]; do
+  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+    "$build/bin/partita" run "$tmp/train.pb" --steps $((steps + 2)) --profile \
+    > "$tmp/partita.$round.txt"
+  # shellcheck disable=SC2086
+  env $FAIR_TORCH_ENV /usr/bin/python3 "$root/bench/step-breakdown/torch_breakdown.py" \
+    --threads "$threads" --steps "$steps" --warmup 2 --batch "$B" --seq "$S" \
+    --hidden "$H" --heads "$N" --layers "$L" --vocab "$V" > "$tmp/torch.$round.txt"
+  round=$((round + 1))
+done
+fair_check "$tmp/partita.0.txt" "$tmp/torch.0.txt"
+/usr/bin/python3 - "$tmp" "${ROUNDS:-2}" <<'PY'
+import collections, re, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+part, torch = collections.defaultdict(list), collections.defaultdict(list)
+psteps, tsteps = [], []
+for r in range(rounds):
+    text = open(f"{tmp}/partita.{r}.txt").read()
+    for m in re.finditer(r"^  (\S.*?)\s+([0-9.]+) calls\s+([0-9.]+) ms", text, re.M):
+        part[m[1].strip()].append(float(m[3]))
+    # Drop the 2 warm-up steps from the step times.
+    psteps += [float(x) for x in re.findall(
+        r"^step \d+/\d+ +loss \S+ +\(([0-9.]+) ms\)$", text, re.M)][2:]
+    text = open(f"{tmp}/torch.{r}.txt").read()
+    for m in re.finditer(r"^kind (\S+) ([0-9.]+)$", text, re.M):
+        torch[m[1]].append(float(m[2]))
+    tsteps.append(float(re.search(r"^step ([0-9.]+)", text, re.M)[1]))
+
+def table(title, kinds):
+    med = {k: statistics.median(v) for k, v in kinds.items()}
+    total = sum(med.values())
+    print(f"{title}: per step, medians over rounds (sum {total:.1f} ms)")
+    for k, v in sorted(med.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:<44} {v:9.2f} ms {100 * v / total:6.1f}%")
+    return med, total
+
+pm, pt = table("partita (partita run --profile)", part)
+tm, tt = table("torch (torch.profiler, self CPU time)", torch)
+gemm_lo = pm.get("einsum", 0) / pt
+gemm_hi = (pm.get("einsum", 0) + pm.get("attention", 0) +
+           pm.get("attention_grad", 0)) / pt
+tg = tm.get("gemm", 0) / tt
+print(f"step time medians: partita {statistics.median(psteps):.1f} ms, "
+      f"torch {statistics.median(tsteps):.1f} ms (unprofiled)")
+print(f"GEMM share: partita {100 * gemm_lo:.1f}-{100 * gemm_hi:.1f}% "
+      f"(einsum; einsum + attention), torch {100 * tg:.1f}%")
+print(f"non-GEMM time per step: partita {pt * (1 - gemm_hi):.1f}-"
+      f"{pt * (1 - gemm_lo):.1f} ms, torch {tt * (1 - tg):.1f} ms")
+print(f"non-GEMM share: partita {100 * (1 - gemm_hi):.1f}-"
+      f"{100 * (1 - gemm_lo):.1f}%, torch {100 * (1 - tg):.1f}%")
+PY

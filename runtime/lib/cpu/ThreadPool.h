@@ -1,0 +1,88 @@
+//===- ThreadPool.h - intra-op threads for the cpu backend's kernels -*- C++
+//-*-===//
+//
+// The non-GEMM kernels of one rank (elementwise loops, norms, softmax rows,
+// cross-entropy rows, AdamW) split their loops over a small pool owned by
+// the rank's CpuBackend and sized like its BLAS: the backend's numThreads,
+// or OpenBLAS's own thread count when that is 0 (OPENBLAS_NUM_THREADS). A
+// rank of N local ranks gets numThreads 1 from the training library (as its
+// BLAS does), so N ranks never run more compute threads than N x that.
+//
+// Deterministic by construction: a loop of n items is cut into
+// min(threads, ceil(n / minChunk)) contiguous chunks of equal size (the
+// last one shorter), fixed by n and the pool size alone, and chunk c always
+// runs on worker c (chunk 0 on the calling thread). Kernels only parallelize
+// loops whose items are independent (elements, rows); any sum across items
+// is taken after the loop, in item order, so results do not depend on the
+// thread count either. Workers block on a condition variable between loops
+// (no spinning against OpenBLAS's own threads).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
+#define PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace partita::runtime::cpu {
+
+class ThreadPool {
+public:
+  /// `threads` >= 1 compute threads: the caller and threads - 1 workers.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool &) = delete;
+  ThreadPool &operator=(const ThreadPool &) = delete;
+
+  int size() const { return int(workers.size()) + 1; }
+
+  /// Runs body(begin, end) over [0, n) in the fixed chunks described above
+  /// and returns when all are done; rethrows the exception of the lowest
+  /// chunk that threw.
+  void parallelFor(int64_t n, int64_t minChunk,
+                   const std::function<void(int64_t, int64_t)> &body);
+
+private:
+  void workerLoop(int index);
+  void runChunk(int chunk);
+
+  std::vector<std::thread> workers;
+  std::mutex mutex;
+  std::condition_variable wake, finished;
+  uint64_t generation = 0;
+  bool stopping = false;
+  // The loop in flight.
+  const std::function<void(int64_t, int64_t)> *body = nullptr;
+  int64_t n = 0, chunkSize = 0;
+  int chunks = 0, pending = 0;
+  std::vector<std::exception_ptr> errors;
+};
+
+/// The pool of the backend whose kernel runs on this thread, or null
+/// (kernels then run serially): set by CpuBackend::run for its call.
+ThreadPool *currentPool();
+
+/// Sets currentPool() for its lifetime.
+class PoolScope {
+public:
+  explicit PoolScope(ThreadPool *pool);
+  ~PoolScope();
+
+private:
+  ThreadPool *previous;
+};
+
+/// currentPool()->parallelFor, or body(0, n) when there is no pool, or one
+/// chunk would do.
+void parallelFor(int64_t n, int64_t minChunk,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+} // namespace partita::runtime::cpu
+
+#endif // PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
