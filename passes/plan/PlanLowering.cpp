@@ -34,6 +34,7 @@
 #include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
+#include "partita/runtime/PipelineSchedule.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
@@ -1060,24 +1061,11 @@ static LogicalResult lowerMicrobatchProgram(ModuleOp module, func::FuncOp main,
           b.set_value_bound(in.value_bound());
   int32_t m = int32_t(count.getInt());
   pb::PipelineSchedule &schedule = *plan.mutable_pipeline();
-  // One rank: 1F1B has no warm-up, so F0 B0 F1 B1 ... (also GPipe's result,
-  // as each forward program runs its own backward).
-  schedule.set_kind("1f1b");
-  schedule.set_ranks(1);
-  schedule.set_chunks(1);
-  schedule.set_microbatches(m);
-  pb::PipelineRank &rank = *schedule.add_rank_actions();
-  auto add = [&](pb::PipelineAction::Kind kind, int32_t mb) {
-    pb::PipelineAction &a = *rank.add_actions();
-    a.set_kind(kind);
-    a.set_microbatch(mb);
-  };
-  for (int32_t k = 0; k < m; ++k) {
-    add(pb::PipelineAction::FORWARD, k);
-    add(pb::PipelineAction::BACKWARD, k);
-  }
-  add(pb::PipelineAction::REDUCE_GRADIENTS, 0);
-  add(pb::PipelineAction::OPTIMIZER, 0);
+  // One rank: 1F1B has no warm-up, so F0 B0 F1 B1 ... then the reduction and
+  // the optimizer (each forward program runs its own backward). The one
+  // generator the pipelined schedules come from writes it.
+  runtime::pipeline::toProto(runtime::pipeline::makeSchedule("1f1b", 1, m),
+                             schedule);
   pb::PipelineStage &stage = *schedule.add_stages();
   stage.set_forward(index);
   stage.set_backward(-1);

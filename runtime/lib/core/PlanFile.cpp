@@ -12,6 +12,7 @@
 
 #include "FileIO.h"
 #include "PlanInternal.h"
+#include "partita/runtime/PipelineSchedule.h"
 
 #include <algorithm>
 #include <fstream>
@@ -619,6 +620,19 @@ void validatePipeline(const plan::Plan &p, const std::string &what) {
   auto bad = [&](const std::string &why) {
     fail(what, "pipeline schedule '" + s.kind() + "': " + why);
   };
+  // First what any schedule must be (complete, ordered, free of deadlock:
+  // the library's validator), then what this runtime can run of it.
+  std::string invalid, unreadable;
+  try {
+    if (auto error = pipeline::validate(pipeline::fromProto(s)))
+      invalid = pipeline::toString(*error);
+  } catch (const Error &e) {
+    unreadable = e.what(); // names the schedule itself
+  }
+  if (!unreadable.empty())
+    fail(what, unreadable);
+  if (!invalid.empty())
+    bad(invalid);
   if (s.ranks() != 1 || s.chunks() != 1)
     bad("runs on " + std::to_string(s.ranks()) + " ranks with " +
         std::to_string(s.chunks()) +
