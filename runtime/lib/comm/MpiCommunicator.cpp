@@ -23,6 +23,18 @@
 // non-blocking call and returns its MPI request, tested against the deadline
 // by CommRequest::wait.
 //
+// When a collective times out, MPI cannot say which members never posted
+// it, so the rank takes an arrival census before it fails: it asks every
+// other member of the group, on the control communicator, how many calls
+// on that group it has posted, and waits up to half a second for answers.
+// Every rank answers such queries while it polls any request (waitAll), so
+// a member that reached the call answers at once; one that did not answer
+// is stopped (SIGSTOP), busy elsewhere or gone, and one that answers with
+// a smaller count has not reached the call. The message then names them
+// ("waiting for ranks [2]"), as the local communicator's does. The
+// census costs nothing until a deadline passes, besides an MPI_Iprobe per
+// poll once a wait has spun for a while.
+//
 // collective_permute is point to point on the send/recv communicator under
 // its own tag: a source posts one MPI_Isend to its target, a target one
 // MPI_Irecv from its source, and nothing else moves; it needs no group
@@ -45,12 +57,14 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <list>
 #include <map>
-#include <tuple>
 #include <thread>
+#include <tuple>
 
 namespace partita::runtime {
 namespace {
@@ -80,6 +94,23 @@ const void *unaliasedReduceScatterSend(const void *send, const void *recv,
   }
   return send;
 }
+
+/// FNV-1a of a group's rank list: its name in the set-up handshake and in
+/// the arrival census.
+uint64_t groupHash(const std::vector<int> &group) {
+  uint64_t hash = 1469598103934665603ull;
+  for (int r : group)
+    hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  return hash;
+}
+
+/// Control-communicator tags: the set-up handshake uses 1..32766 (every MPI
+/// allows tags up to 32767), the census the two left.
+constexpr int kCensusQueryTag = 0;
+constexpr int kCensusAnswerTag = 32767;
+/// How long a timed-out rank waits for the census's answers. Members that
+/// reached the call answer within milliseconds (they are polling).
+constexpr std::chrono::milliseconds kCensusWait(500);
 
 std::string mpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -128,20 +159,30 @@ private:
         : CommGroup(std::move(ranks), position), comm(comm) {}
     MPI_Comm comm;
   };
+  /// Which call on which group a collective is, for the arrival census:
+  /// every member of a group posts its calls on it in the same order, so
+  /// the n-th call of one member is the n-th of every other.
+  struct CallId {
+    std::vector<int> ranks;
+    uint64_t group = 0;  // groupHash(ranks)
+    uint64_t number = 0; // 1 for the group's first call
+  };
   /// A posted collective; wait() tests it against the deadline.
   class Request final : public CommRequest {
   public:
-    Request(MpiCommunicator &owner, std::string head)
-        : owner(owner), head(std::move(head)), started(Clock::now()) {}
+    Request(MpiCommunicator &owner, std::string head, CallId id)
+        : owner(owner), head(std::move(head)), started(Clock::now()),
+          id(std::move(id)) {}
     void wait(Clock::time_point deadline) override {
       if (requests.empty())
         return;
-      owner.waitAll(requests, head, deadline, nullptr, nullptr, started);
+      owner.waitAll(requests, head, deadline, nullptr, nullptr, started, &id);
       requests.clear();
     }
     MpiCommunicator &owner;
     std::string head;
     Clock::time_point started;
+    CallId id;
     std::vector<MPI_Request> requests;
     std::vector<unsigned char> copy; // reduce_scatter's send, when it overlaps
   };
@@ -152,6 +193,7 @@ private:
     int position;
     MPI_Comm comm; // MPI_COMM_NULL for a group of one
     Clock::time_point deadline;
+    CallId id;
   };
 
   /// Refuses calls after a failure, validates the group, and creates or
@@ -163,20 +205,30 @@ private:
   /// timeout, `waitingFor[i]` (when given) is the rank request i waits for.
   /// `since`, when set, is when the call started: the timeout message then
   /// names the time from it to the deadline instead of the timeout.
+  /// Without `waitingFor`, a timed-out collective takes the arrival census
+  /// of call `id` to name the members that did not post it.
   void waitAll(std::vector<MPI_Request> &requests, const std::string &head,
                Clock::time_point deadline,
                const std::vector<int> *waitingFor = nullptr,
-               MPI_Status *status = nullptr, Clock::time_point since = {});
+               MPI_Status *status = nullptr, Clock::time_point since = {},
+               const CallId *id = nullptr);
   /// Starts one non-blocking operation (`start` gets its request) and
   /// waits for it as waitAll does.
   template <typename Start>
   void runOne(const std::string &head, Clock::time_point deadline, Start start,
               const std::vector<int> *waitingFor = nullptr,
-              MPI_Status *status = nullptr) {
+              MPI_Status *status = nullptr, const CallId *id = nullptr) {
     std::vector<MPI_Request> request(1);
     check(start(&request[0]), head);
-    waitAll(request, head, deadline, waitingFor, status);
+    waitAll(request, head, deadline, waitingFor, status, {}, id);
   }
+  /// Counts a call this rank posts on `ranks` (the census's numbering).
+  CallId nextCall(const std::vector<int> &ranks);
+  /// Answers the census queries that have arrived; never blocks.
+  void answerCensus();
+  /// Asks the other members of `id`'s group which of them posted it; the
+  /// text to append to the timeout message (" waiting for ranks [2] (...)").
+  std::string takeCensus(const CallId &id);
   /// A group of one needs no MPI: its own block is the result. memmove,
   /// since reduce_scatter lets `recv` lie inside `send`.
   static bool copyIfAlone(const Call &call, const void *send, void *recv,
@@ -213,6 +265,14 @@ private:
   MPI_Comm p2pComm = MPI_COMM_NULL;   // send / recv
   MPI_Comm ctrlComm = MPI_COMM_NULL;  // group set-up handshakes
   std::map<std::vector<int>, MPI_Comm> groupComms;
+  /// Calls posted per group (by groupHash), the census's answers.
+  std::map<uint64_t, uint64_t> callsPosted;
+  /// Census answers being sent: {group, number, calls posted}.
+  struct Answer {
+    uint64_t words[3];
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::list<Answer> answers;
   MPI_Op halfOps[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
   MPI_Op bf16Ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 };
@@ -319,7 +379,8 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
                               const std::string &head,
                               Clock::time_point deadline,
                               const std::vector<int> *waitingFor,
-                              MPI_Status *status, Clock::time_point since) {
+                              MPI_Status *status, Clock::time_point since,
+                              const CallId *id) {
   // MPI_Test drives progress; back off from spinning to yielding to short
   // sleeps so that oversubscribed ranks leave the cores to their peers.
   for (unsigned polls = 0;; ++polls) {
@@ -349,6 +410,8 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
           if (requests[i] != MPI_REQUEST_NULL)
             missing.push_back((*waitingFor)[i]);
         message += " waiting for ranks " + formatRanks(missing);
+      } else if (id) {
+        message += takeCensus(*id);
       } else {
         message += " (MPI cannot tell which ranks did not take part)";
       }
@@ -356,11 +419,117 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
     }
     if (polls < 64)
       continue;
+    answerCensus();
     if (polls < 1024)
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+MpiCommunicator::CallId
+MpiCommunicator::nextCall(const std::vector<int> &ranks) {
+  CallId id{ranks, groupHash(ranks), 0};
+  id.number = ++callsPosted[id.group];
+  return id;
+}
+
+void MpiCommunicator::answerCensus() {
+  for (auto it = answers.begin(); it != answers.end();) {
+    int done = 0;
+    MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+    it = done ? answers.erase(it) : std::next(it);
+  }
+  for (;;) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kCensusQueryTag, ctrlComm, &arrived,
+                   &status) != MPI_SUCCESS ||
+        !arrived)
+      return;
+    uint64_t query[2] = {0, 0};
+    if (MPI_Recv(query, 2, MPI_UINT64_T, status.MPI_SOURCE, kCensusQueryTag,
+                 ctrlComm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return;
+    auto posted = callsPosted.find(query[0]);
+    Answer &answer = answers.emplace_back();
+    answer.words[0] = query[0];
+    answer.words[1] = query[1];
+    answer.words[2] = posted == callsPosted.end() ? 0 : posted->second;
+    if (MPI_Isend(answer.words, 3, MPI_UINT64_T, status.MPI_SOURCE,
+                  kCensusAnswerTag, ctrlComm, &answer.request) != MPI_SUCCESS)
+      answers.pop_back();
+  }
+}
+
+std::string MpiCommunicator::takeCensus(const CallId &id) {
+  uint64_t query[2] = {id.group, id.number};
+  std::vector<MPI_Request> queries;
+  // Calls posted by each member, -1 until it answers.
+  std::map<int, long long> posted;
+  for (int r : id.ranks) {
+    if (r == myRank)
+      continue;
+    posted[r] = -1;
+    queries.emplace_back();
+    if (MPI_Isend(query, 2, MPI_UINT64_T, r, kCensusQueryTag, ctrlComm,
+                  &queries.back()) != MPI_SUCCESS)
+      queries.pop_back();
+  }
+  size_t unanswered = posted.size();
+  Clock::time_point until = Clock::now() + std::min(kCensusWait, getTimeout());
+  while (unanswered && Clock::now() < until) {
+    // Members timing out at the same moment ask too.
+    answerCensus();
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kCensusAnswerTag, ctrlComm, &arrived,
+                   &status) != MPI_SUCCESS)
+      break;
+    if (!arrived) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    uint64_t answer[3] = {0, 0, 0};
+    if (MPI_Recv(answer, 3, MPI_UINT64_T, status.MPI_SOURCE, kCensusAnswerTag,
+                 ctrlComm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      break;
+    auto it = posted.find(status.MPI_SOURCE);
+    // An answer to an earlier census (it came after that one gave up).
+    if (answer[0] != id.group || answer[1] != id.number || it == posted.end() ||
+        it->second >= 0)
+      continue;
+    it->second = static_cast<long long>(answer[2]);
+    --unanswered;
+  }
+  // A query to a stopped rank may never complete; the communicator is
+  // failing, so nothing waits for it.
+  for (MPI_Request &q : queries)
+    if (q != MPI_REQUEST_NULL)
+      MPI_Request_free(&q);
+  std::vector<int> silent, behind;
+  for (auto [r, n] : posted) {
+    if (n < 0)
+      silent.push_back(r);
+    else if (static_cast<uint64_t>(n) < id.number)
+      behind.push_back(r);
+  }
+  std::vector<int> missing = silent;
+  missing.insert(missing.end(), behind.begin(), behind.end());
+  std::sort(missing.begin(), missing.end());
+  long long waitMs = std::min(kCensusWait, getTimeout()).count();
+  if (missing.empty())
+    return " (every member says it posted this call, #" +
+           std::to_string(id.number) +
+           " on the group; MPI did not complete it)";
+  std::string text = " waiting for ranks " + formatRanks(missing) + " (";
+  if (!silent.empty())
+    text += formatRanks(silent) + " did not answer within " +
+            std::to_string(waitMs) + " ms: stopped, busy or gone";
+  if (!behind.empty())
+    text += std::string(silent.empty() ? "" : "; ") + formatRanks(behind) +
+            " had not reached it";
+  return text + ")";
 }
 
 MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
@@ -380,7 +549,7 @@ MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
   Clock::time_point deadline = Clock::now() + getTimeout();
   MPI_Comm c = group.size() == 1 ? MPI_COMM_NULL
                                  : groupComm(head, group, position, deadline);
-  return {head, position, c, deadline};
+  return {head, position, c, deadline, nextCall(group)};
 }
 
 MPI_Comm MpiCommunicator::groupComm(const std::string &head,
@@ -397,9 +566,7 @@ MPI_Comm MpiCommunicator::groupComm(const std::string &head,
 
   // Handshake: every member tells every other one the group it is setting
   // up (FNV-1a of the rank list), under the call's deadline.
-  uint64_t hash = 1469598103934665603ull;
-  for (int r : group)
-    hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  uint64_t hash = groupHash(group);
   int tag = 1 + static_cast<int>(hash % static_cast<uint64_t>(
                                             std::min(tagUpperBound, 32766)));
   std::string setupHead = head + " (setting up the group)";
@@ -460,7 +627,8 @@ MpiCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
                 " refused: an earlier call failed and MPI cannot "
                 "cancel it (" +
                 firstFailure + ")");
-  auto request = std::make_unique<Request>(*this, head);
+  auto request =
+      std::make_unique<Request>(*this, head, nextCall(group.ranks()));
   int n = mpiCount(args.count, head);
   MPI_Datatype type = typeOf(args.dtype);
   size_t bytes = args.count * sizeOf(args.dtype);
@@ -511,10 +679,13 @@ void MpiCommunicator::allReduce(void *data, size_t count, DType dtype,
   int n = mpiCount(count, call.head);
   if (call.comm == MPI_COMM_NULL || n == 0)
     return;
-  runOne(call.head, call.deadline, [&](MPI_Request *request) {
-    return MPI_Iallreduce(MPI_IN_PLACE, data, n, typeOf(dtype), opOf(dtype, op),
-                          call.comm, request);
-  });
+  runOne(
+      call.head, call.deadline,
+      [&](MPI_Request *request) {
+        return MPI_Iallreduce(MPI_IN_PLACE, data, n, typeOf(dtype),
+                              opOf(dtype, op), call.comm, request);
+      },
+      nullptr, nullptr, &call.id);
 }
 
 void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
@@ -523,10 +694,13 @@ void MpiCommunicator::allGather(const void *send, void *recv, size_t count,
   int n = mpiCount(count, call.head);
   if (copyIfAlone(call, send, recv, count * sizeOf(dtype)))
     return;
-  runOne(call.head, call.deadline, [&](MPI_Request *request) {
-    return MPI_Iallgather(send, n, typeOf(dtype), recv, n, typeOf(dtype),
-                          call.comm, request);
-  });
+  runOne(
+      call.head, call.deadline,
+      [&](MPI_Request *request) {
+        return MPI_Iallgather(send, n, typeOf(dtype), recv, n, typeOf(dtype),
+                              call.comm, request);
+      },
+      nullptr, nullptr, &call.id);
 }
 
 void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
@@ -539,10 +713,13 @@ void MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count,
   std::vector<unsigned char> copy;
   send = unaliasedReduceScatterSend(send, recv, count * sizeOf(dtype),
                                     group.size(), copy);
-  runOne(call.head, call.deadline, [&](MPI_Request *request) {
-    return MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype),
-                                     opOf(dtype, op), call.comm, request);
-  });
+  runOne(
+      call.head, call.deadline,
+      [&](MPI_Request *request) {
+        return MPI_Ireduce_scatter_block(send, recv, n, typeOf(dtype),
+                                         opOf(dtype, op), call.comm, request);
+      },
+      nullptr, nullptr, &call.id);
 }
 
 void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
@@ -551,10 +728,13 @@ void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
   int n = mpiCount(count, call.head);
   if (copyIfAlone(call, send, recv, count * sizeOf(dtype)))
     return;
-  runOne(call.head, call.deadline, [&](MPI_Request *request) {
-    return MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
-                         call.comm, request);
-  });
+  runOne(
+      call.head, call.deadline,
+      [&](MPI_Request *request) {
+        return MPI_Ialltoall(send, n, typeOf(dtype), recv, n, typeOf(dtype),
+                             call.comm, request);
+      },
+      nullptr, nullptr, &call.id);
 }
 
 /// send / recv use tag 0.
@@ -631,9 +811,10 @@ void MpiCommunicator::barrier(const std::vector<int> &group) {
   Call call = begin("barrier", group);
   if (call.comm == MPI_COMM_NULL)
     return;
-  runOne(call.head, call.deadline, [&](MPI_Request *request) {
-    return MPI_Ibarrier(call.comm, request);
-  });
+  runOne(
+      call.head, call.deadline,
+      [&](MPI_Request *request) { return MPI_Ibarrier(call.comm, request); },
+      nullptr, nullptr, &call.id);
 }
 
 std::string MpiCommunicator::beginPeer(bool isSend, size_t count, DType dtype,

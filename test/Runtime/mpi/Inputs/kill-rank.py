@@ -2,7 +2,12 @@
 """Runs an mpirun command, SIGKILLs one of its ranks at a random moment, and
 says how long mpirun took to end after that (for lit and FileCheck):
 
-  kill-rank.py BOUND_SECONDS mpirun ARGS...
+  kill-rank.py [--stop] BOUND_SECONDS mpirun ARGS...
+
+With --stop the rank gets SIGSTOP instead (alive but frozen, as under a
+debugger or a suspended container); the line before the kill also names
+its MPI rank ("stopping MPI rank R"), so a test can check that the others
+name it.
 
 waits for the job's first "step " line (so every rank is in its step loop,
 past MPI's start-up), then a random 0.2-2 s, kills a random rank (a child
@@ -43,9 +48,24 @@ def children(pid):
     return sorted(found)
 
 
+def mpi_rank(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for entry in f.read().split(b"\0"):
+                if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    return entry.split(b"=", 1)[1].decode()
+    except OSError:
+        pass
+    return "?"
+
+
 def main():
-    bound = float(sys.argv[1])
-    command = sys.argv[2:]
+    args = sys.argv[1:]
+    stop = args[0] == "--stop"
+    if stop:
+        args = args[1:]
+    bound = float(args[0])
+    command = args[1:]
     delay = random.uniform(0.2, 2.0)
     job = subprocess.Popen(command, start_new_session=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -71,9 +91,15 @@ def main():
         reader.join()
         return
     victim = random.randrange(len(ranks))
-    print(f"kill-rank: killing rank process {victim} of {len(ranks)} "
-          f"{delay:.2f} s after the first step", flush=True)
-    os.kill(ranks[victim], signal.SIGKILL)
+    if stop:
+        print(f"kill-rank: stopping MPI rank {mpi_rank(ranks[victim])} "
+              f"(rank process {victim} of {len(ranks)}) {delay:.2f} s after "
+              "the first step", flush=True)
+        os.kill(ranks[victim], signal.SIGSTOP)
+    else:
+        print(f"kill-rank: killing rank process {victim} of {len(ranks)} "
+              f"{delay:.2f} s after the first step", flush=True)
+        os.kill(ranks[victim], signal.SIGKILL)
     killed = time.monotonic()
     try:
         status = job.wait(timeout=bound)
@@ -81,11 +107,19 @@ def main():
         print(f"kill-rank: mpirun still running {bound:g} s after the kill",
               flush=True)
         os.killpg(job.pid, signal.SIGKILL)
+        if stop:
+            os.kill(ranks[victim], signal.SIGKILL)
         job.wait()
         reader.join(timeout=5)
         return
     took = time.monotonic() - killed
     reader.join(timeout=5)
+    if stop:
+        # mpirun may leave a stopped rank behind: it is this job's.
+        try:
+            os.kill(ranks[victim], signal.SIGKILL)
+        except OSError:
+            pass
     print(f"kill-rank: mpirun ended {took:.1f} s after the kill", flush=True)
     print(f"kill-rank: mpirun exited {'0' if status == 0 else 'non-zero'} "
           f"within {bound:g} s of the kill", flush=True)

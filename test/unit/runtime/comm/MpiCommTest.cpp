@@ -15,6 +15,10 @@
 //   partita-mpi-comm-test stall [--timeout-ms T]
 //       rank 2 stops taking part (sleeps 120 s) before an all_reduce; the
 //       others time out and exit 1.
+//   partita-mpi-comm-test lag [--timeout-ms T]
+//       rank 2 waits in a barrier over [2,3] (with 4 T to spare) instead of
+//       the world's next all_reduce: it is alive and polling but has not
+//       reached the call, which the others' timeout messages say.
 // Expected values are computed from each rank's known inputs.
 //
 //===----------------------------------------------------------------------===//
@@ -339,7 +343,7 @@ int runCollectives() {
 
 /// `started`: the all_reduces go through a group made ahead and start/wait.
 int runFailure(bool kill, bool abortOnError, int timeoutMs,
-               bool started = false) {
+               bool started = false, bool lag = false) {
   MpiOptions options;
   options.abortOnError = abortOnError;
   std::unique_ptr<Communicator> c = createMpiCommunicator(options);
@@ -359,7 +363,11 @@ int runFailure(bool kill, bool abortOnError, int timeoutMs,
   std::vector<float> data(4096);
   try {
     for (long round = 0;; ++round) {
-      if (!kill && r == 2 && round == 3)
+      if (lag && r == 2 && round == 3) {
+        c->setTimeout(std::chrono::milliseconds(4 * timeoutMs));
+        c->barrier({2, 3});
+      }
+      if (!kill && !lag && r == 2 && round == 3)
         std::this_thread::sleep_for(std::chrono::seconds(120));
       std::fill(data.begin(), data.end(), static_cast<float>(r));
       if (started)
@@ -414,6 +422,9 @@ int main(int argc, char **argv) {
     if (mode == "stall-started")
       return runFailure(/*kill=*/false, abortOnError, timeoutMs,
                         /*started=*/true);
+    if (mode == "lag")
+      return runFailure(/*kill=*/false, abortOnError, timeoutMs,
+                        /*started=*/false, /*lag=*/true);
   } catch (const Error &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);
@@ -422,6 +433,6 @@ int main(int argc, char **argv) {
   std::fprintf(
       stderr, "usage: partita-mpi-comm-test collectives | kill "
               "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T] | "
-              "stall-started [--timeout-ms T]\n");
+              "stall-started [--timeout-ms T] | lag [--timeout-ms T]\n");
   return 2;
 }
