@@ -486,7 +486,8 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
 }
 
 void FunctionLowering::setInit(pb::Buffer &buffer) {
-  StringRef name = buffer.name();
+  StringRef name =
+      buffer.master_of().empty() ? buffer.name() : buffer.master_of();
   pb::Init *init = buffer.mutable_init();
   if (name.ends_with("gamma")) {
     init->set_kind(pb::Init::CONSTANT);
@@ -562,12 +563,19 @@ LogicalResult FunctionLowering::run() {
                                emitError)))
         return failure();
     }
-    if (param) {
-      if (buffer.dtype() != pb::F32 && buffer.dtype() != pb::F64)
+    // Parameters of any float type are initialized (bf16 and f16 ones with
+    // the f32 value rounded); a master copy draws its parameter's values.
+    StringAttr master = nn::masterAttr.getArg(func, i);
+    if (param || (state && master)) {
+      if (buffer.dtype() != pb::F32 && buffer.dtype() != pb::F64 &&
+          buffer.dtype() != pb::BF16 && buffer.dtype() != pb::F16)
         return emitError()
                << "is a parameter of element type "
                << cast<RankedTensorType>(arg.getType()).getElementType()
-               << "; the runtime initializes f32 and f64 parameters";
+               << "; the runtime initializes f32, f64, bf16 and f16 "
+                  "parameters";
+      if (master)
+        buffer.set_master_of(master.getValue().str());
       setInit(buffer);
     }
     program.add_arguments(*id);

@@ -243,7 +243,12 @@ stateSharding(StringRef stateName, Type type, Location loc,
   auto it = layouts.find(owner);
   if (it == layouts.end())
     return dist::ShardingAttr();
-  if (it->second.type != type) {
+  // The layout is the shape's: a mixed-precision step's f32 master and
+  // moments follow their bf16 or f16 parameter.
+  auto stateType = dyn_cast<ShapedType>(type);
+  auto paramType = dyn_cast<ShapedType>(it->second.type);
+  if (!stateType || !paramType ||
+      stateType.getShape() != paramType.getShape()) {
     emitError(loc) << "state '" << stateName << "' has type " << type
                    << " but its parameter '" << owner << "' has type "
                    << it->second.type << "; strategy '" << strategy.name
@@ -458,7 +463,12 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
       auto it = layouts.find(param.getValue());
       if (it == layouts.end())
         continue;
-      if (it->second.type != type) {
+      // The layout is the shape's: a mixed-precision step's f32 master and
+  // moments follow their bf16 or f16 parameter.
+  auto stateType = dyn_cast<ShapedType>(type);
+  auto paramType = dyn_cast<ShapedType>(it->second.type);
+  if (!stateType || !paramType ||
+      stateType.getShape() != paramType.getShape()) {
         emitError(func->getLoc())
             << "result #" << index << " (parameter '" << param.getValue()
             << "') has type " << type << " but the parameter argument has type "

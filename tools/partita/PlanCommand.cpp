@@ -10,6 +10,7 @@
 
 #include "dialects/InitAllDialects.h"
 #include "passes/Pipelines.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -96,6 +97,17 @@ cl::opt<std::string> recomputeArg(
     cl::cat(trainCategory),
     cl::desc("--train: recompute activations in backward: none (default), "
              "full (every layer), selective (the attention core)"));
+cl::opt<std::string> precisionArg(
+    "precision", cl::sub(planCommand),
+    cl::value_desc("fp32|bf16-mixed|fp16-mixed"), cl::cat(trainCategory),
+    cl::desc("--train: fp32 (default), or a mixed recipe: parameters, "
+             "activations and gradients in bf16 (f16), f32 master weights "
+             "and moments (docs/user-guide.md, Mixed precision)"));
+cl::opt<std::string> reduceDTypeArg(
+    "reduce-dtype", cl::sub(planCommand), cl::value_desc("compute|fp32"),
+    cl::cat(trainCategory),
+    cl::desc("--precision *-mixed: gradient reductions in the compute type "
+             "(default) or in fp32"));
 cl::opt<bool> recordOrigins(
     "record-origins", cl::sub(planCommand),
     cl::desc("Attach dist.origin to every value, naming the annotation its "
@@ -251,6 +263,12 @@ int checkTrainOptions(CompilerOptions &options) {
                                          " needs --train adamw or sgd");
     if (recomputeArg.getNumOccurrences())
       return reportError(kCommand, "--recompute needs --train");
+    if (precisionArg.getNumOccurrences() && precisionArg != "fp32")
+      return reportError(kCommand, "--precision " + precisionArg +
+                                       " needs --train (a mixed recipe is "
+                                       "a train step's)");
+    if (reduceDTypeArg.getNumOccurrences())
+      return reportError(kCommand, "--reduce-dtype needs --train");
     return 0;
   }
   if (trainArg != "adamw" && trainArg != "sgd" && trainArg != "none")
@@ -293,6 +311,23 @@ int checkTrainOptions(CompilerOptions &options) {
       return reportError(kCommand, "unknown --recompute '" + recomputeArg +
                                        "': expected none, full or selective");
     autodiff.recompute = recomputeArg;
+  }
+  if (precisionArg.getNumOccurrences()) {
+    if (!autodiff::parsePrecision(precisionArg))
+      return reportError(kCommand,
+                         "unknown --precision '" + precisionArg +
+                             "': expected fp32, bf16-mixed or fp16-mixed");
+    autodiff.precision = precisionArg;
+  }
+  if (reduceDTypeArg.getNumOccurrences()) {
+    if (reduceDTypeArg != "compute" && reduceDTypeArg != "fp32")
+      return reportError(kCommand, "unknown --reduce-dtype '" +
+                                       reduceDTypeArg +
+                                       "': expected compute or fp32");
+    if (autodiff.precision == "fp32")
+      return reportError(kCommand, "--reduce-dtype needs --precision "
+                                   "bf16-mixed or fp16-mixed");
+    autodiff.reduceDType = reduceDTypeArg;
   }
   return 0;
 }

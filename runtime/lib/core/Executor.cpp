@@ -531,8 +531,10 @@ struct Executor::Impl {
     const TensorView &view = views[id];
     std::vector<int64_t> global = toVector(b.global_shape());
     const plan::Init &init = b.init();
-    uint64_t key = splitmix64(plan->seed() ^ fnv1a64(b.name()));
-    bool f64 = view.dtype == DType::F64;
+    // A master copy draws its parameter's values, so both start equal.
+    const std::string &name = b.master_of().empty() ? b.name() : b.master_of();
+    uint64_t key = splitmix64(plan->seed() ^ fnv1a64(name));
+    DType dtype = view.dtype;
     writeFromHost(view.data, view.numBytes(), [&](unsigned char *host) {
       std::memset(host, 0, view.numBytes()); // padding, if any, is zeros
       forEachRow(global, view.shape, blockStarts(b, coords),
@@ -540,10 +542,13 @@ struct Executor::Impl {
                    for (int64_t i = 0; i < n; ++i) {
                      double v = valueForKey(key, g + i, init.kind(), init.a(),
                                             init.b());
-                     if (f64)
+                     if (dtype == DType::F64)
                        reinterpret_cast<double *>(host)[l + i] = v;
-                     else
+                     else if (dtype == DType::F32)
                        reinterpret_cast<float *>(host)[l + i] = float(v);
+                     else // bf16, f16: the f32 value rounded to nearest even
+                       reinterpret_cast<uint16_t *>(host)[l + i] =
+                           narrowFloat(float(v), dtype);
                    }
                  });
     });
@@ -1039,7 +1044,8 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
                              : b.role() == plan::STATE   ? s.memory.state
                                                          : s.memory.inputs,
                              host ? MemorySpace::Host : MemorySpace::Device);
-      if (b.role() == plan::PARAMETER)
+      if (b.role() == plan::PARAMETER ||
+          (b.role() == plan::STATE && !b.master_of().empty()))
         s.initParameter(id);
       else if (b.role() == plan::CONSTANT)
         s.device->copyFromHost(view.data, b.data().data(), b.data().size(),

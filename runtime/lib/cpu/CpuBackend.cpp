@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "LowPrecision.h"
 #include "partita/runtime/KernelRegistry.h"
 
 #include <cblas.h>
@@ -447,6 +448,9 @@ public:
   Device &device() override { return *dev; }
 
   void run(const KernelCall &call) override {
+    // bf16 and f16: the f32 kernel on widened copies (LowPrecision.h).
+    if (needsWidening(call))
+      return runWidened(call, [this](const KernelCall &wide) { run(wide); });
     switch (call.kind) {
     case KernelKind::Einsum:
       return runEinsum(call);
