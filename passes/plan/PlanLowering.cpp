@@ -791,6 +791,9 @@ LogicalResult FunctionLowering::lowerConstant(Operation *op,
   else if (et.isSignlessInteger(64))
     for (int64_t v : dense.getValues<int64_t>())
       append(v);
+  else if (et.isBF16() || et.isF16())
+    for (APFloat v : dense.getValues<APFloat>())
+      append(static_cast<uint16_t>(v.bitcastToAPInt().getZExtValue()));
   else
     return op->emitError() << "is a non-splat constant of element type " << et
                            << "; the plan lowering takes f32, f64, i32 and "

@@ -299,12 +299,20 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
           r < terminator->getNumOperands())
         if (Operation *def = terminator->getOperand(r).getDefiningOp())
           worklist.push_back(def);
+    // Shapes, not types: a mixed-precision step's chain also holds the
+    // narrowing convert, the update of the f32 master and the widening
+    // convert of the gradient (except one that sums in f32, nn.wide_sum:
+    // the pin then lands on its wide result, reduced in f32).
+    auto sameShape = [&](Type t) {
+      auto shaped = dyn_cast<ShapedType>(t);
+      return shaped && shaped.getShape() ==
+                           cast<ShapedType>(layout.type).getShape();
+    };
     while (!worklist.empty()) {
       Operation *op = worklist.pop_back_val();
       if (op->getBlock() != &body || !isUpdate(op) || inChain.contains(op) ||
-          op->getNumResults() == 0 ||
-          llvm::any_of(op->getResultTypes(),
-                       [&](Type t) { return t != layout.type; }))
+          op->getNumResults() == 0 || op->hasAttr(nn::kWideSumAttrName) ||
+          !llvm::all_of(op->getResultTypes(), sameShape))
         continue;
       inChain.insert(op);
       chain.push_back(op);
@@ -324,7 +332,7 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
       for (OpOperand &operand : op->getOpOperands()) {
         Value value = operand.get();
         Operation *def = value.getDefiningOp();
-        if (value.getType() != layout.type || (def && inChain.contains(def)))
+        if (!sameShape(value.getType()) || (def && inChain.contains(def)))
           continue;
         dist::ShardingAttr target;
         if (value == param) {
