@@ -359,10 +359,13 @@ void Differentiator::createFunction() {
     inputArgs.push_back(arg);
     // A mixed recipe computes on float inputs narrowed where they enter.
     Type narrow = isMixed(options) ? narrowed(arg.getType(), low) : Type();
-    if (narrow && narrow != arg.getType())
-      mapping.map(body.getArgument(input),
-                  nn::ConvertOp::create(b, arg.getLoc(), narrow, arg));
-    else
+    if (narrow && narrow != arg.getType()) {
+      // A forward op like the others (activity flows through it).
+      auto convert = nn::ConvertOp::create(b, arg.getLoc(), narrow, arg);
+      forwardOps.push_back(convert);
+      forwardSet.insert(convert);
+      mapping.map(body.getArgument(input), convert);
+    } else
       mapping.map(body.getArgument(input), arg);
   }
 

@@ -1383,7 +1383,8 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
     bool partial = b.partial_axes_size() > 0;
     bool max = b.partial_op() == plan::MAX;
     if (partial && view.dtype != DType::F32 && view.dtype != DType::F64 &&
-        view.dtype != DType::I32 && view.dtype != DType::I64)
+        view.dtype != DType::I32 && view.dtype != DType::I64 &&
+        view.dtype != DType::BF16 && view.dtype != DType::F16)
       throw Error("result '" + b.name() +
                   "': cannot reduce partial values of dtype " +
                   toString(view.dtype));
@@ -1424,6 +1425,19 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
                      accumulate(out.data<int32_t>() + g,
                                 (const int32_t *)src + l, n, max);
                      break;
+                   case DType::BF16:
+                   case DType::F16: {
+                     // Combined in f32, rounded once per partial added.
+                     uint16_t *d = out.data<uint16_t>() + g;
+                     const uint16_t *x = (const uint16_t *)src + l;
+                     for (int64_t i = 0; i < n; ++i) {
+                       float a = widenFloat(d[i], view.dtype);
+                       float v = widenFloat(x[i], view.dtype);
+                       float r = max ? (v > a || v != v ? v : a) : a + v;
+                       d[i] = narrowFloat(r, view.dtype);
+                     }
+                     break;
+                   }
                    default:
                      accumulate(out.data<int64_t>() + g,
                                 (const int64_t *)src + l, n, max);
