@@ -96,9 +96,26 @@ LogicalResult checkOptions(ModuleOp module, const AutodiffOptions &options) {
       failed(check(options.weightDecay >= 0, "weight-decay",
                    options.weightDecay, "finite and >= 0")) ||
       failed(check(options.clipNorm >= 0, "clip-norm", options.clipNorm,
-                   "finite and >= 0")))
+                   "finite and >= 0")) ||
+      failed(check(options.lossScale > 0, "loss-scale", options.lossScale,
+                   "finite and > 0")))
     return failure();
+  if (options.lossScaleGrowthInterval < 1)
+    return module.emitError("nn-autodiff: loss-scale-growth-interval must "
+                            "be at least 1, got ")
+           << options.lossScaleGrowthInterval;
+  if (options.precision == Precision::FP16Mixed &&
+      options.optimizer == Optimizer::SGD)
+    return module.emitError(
+        "nn-autodiff: precision=fp16-mixed trains with adamw only: its "
+        "dynamic loss scaling skips a step through the update's step count, "
+        "which sgd has not");
   return success();
+}
+
+bool scalesLoss(const AutodiffOptions &options) {
+  return options.precision == Precision::FP16Mixed &&
+         options.optimizer == Optimizer::AdamW;
 }
 
 struct Param {
@@ -190,6 +207,9 @@ private:
   SmallVector<Value> grads;
   /// The gradients' global norm before clipping (only with clip-norm).
   Value gradNorm;
+  /// fp16-mixed: the loss-scale state arguments, and `found` (0, or NaN
+  /// when a gradient overflowed) and `finite` (1 or 0).
+  Value lossScaleArg, cleanStepsArg, found, finite;
 };
 
 LogicalResult Differentiator::checkForward() {
@@ -330,6 +350,18 @@ void Differentiator::createFunction() {
              nameLoc("step"));
       stateNames.push_back("step");
     }
+    if (scalesLoss(options)) {
+      addArg(RankedTensorType::get({}, b.getF32Type()), nn::stateAttr,
+             "loss_scale", nameLoc("loss_scale"));
+      SmallVector<NamedAttribute> attrs(argAttrs.back().getValue());
+      attrs.push_back(b.getNamedAttr(nn::kInitValueAttrName,
+                                     b.getF64FloatAttr(options.lossScale)));
+      argAttrs.back() = b.getDictionaryAttr(attrs);
+      stateNames.push_back("loss_scale");
+      addArg(RankedTensorType::get({}, b.getF32Type()), nn::stateAttr,
+             "loss_scale_clean_steps", nameLoc("loss_scale_clean_steps"));
+      stateNames.push_back("loss_scale_clean_steps");
+    }
   }
   for (unsigned input : inputs)
     addForwardArg(input);
@@ -353,6 +385,10 @@ void Differentiator::createFunction() {
   }
   for (size_t i = 0; i < stateNames.size(); ++i)
     stateArgs.push_back(entry->getArgument(next++));
+  if (scalesLoss(options)) {
+    cleanStepsArg = stateArgs.pop_back_val();
+    lossScaleArg = stateArgs.pop_back_val();
+  }
   b.setInsertionPointToEnd(entry);
   for (unsigned input : inputs) {
     Value arg = entry->getArgument(next++);
@@ -465,7 +501,10 @@ void Differentiator::computeActivity() {
 
 LogicalResult Differentiator::sweep() {
   b.setListener(&collector);
-  cotangents[loss] = splat(b, loss.getLoc(), loss.getType(), 1.0);
+  // fp16-mixed: the backward of the scaled loss (scale x loss).
+  cotangents[loss] = lossScaleArg
+                         ? lossScaleArg
+                         : splat(b, loss.getLoc(), loss.getType(), 1.0);
   collector.tag(nn::GradKind::Input);
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (llvm::none_of(op->getResults(),
@@ -597,12 +636,38 @@ void Differentiator::widenGradients() {
   // runs on the wide value.
   b.setInsertionPointToEnd(&function.getBody().front());
   b.setListener(&collector);
+  Value inverse;
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  if (lossScaleArg) {
+    Location loc = nameLoc("loss_scale");
+    inverse = nn::DivOp::create(b, loc, scalar, splat(b, loc, scalar, 1.0),
+                                lossScaleArg);
+  }
   for (auto [param, grad] : llvm::zip(params, grads)) {
     auto convert =
         nn::ConvertOp::create(b, grad.getLoc(), param.type, grad);
     if (options.reduceType == ReduceType::FP32)
       convert->setAttr(nn::kWideSumAttrName, b.getUnitAttr());
     grad = convert;
+    if (!inverse)
+      continue;
+    // Unscaled, and its overflow test: g * 0 is 0, or NaN for inf or NaN.
+    Location loc = grad.getLoc();
+    Value wide = nn::BroadcastOp::create(b, loc, grad.getType(), inverse,
+                                         ArrayRef<int64_t>{});
+    grad = nn::MulOp::create(b, loc, grad.getType(), grad, wide);
+    int64_t rank = cast<RankedTensorType>(grad.getType()).getRank();
+    Value zeroed = nn::MulOp::create(b, loc, grad.getType(), grad,
+                                     splat(b, loc, grad.getType(), 0.0));
+    Value sum =
+        nn::ReduceOp::create(b, loc, scalar, nn::ReduceKind::Sum, zeroed,
+                             llvm::to_vector(llvm::seq<int64_t>(0, rank)));
+    found = found ? nn::AddOp::create(b, loc, scalar, found, sum) : sum;
+  }
+  if (found) {
+    Location loc = nameLoc("loss_scale");
+    finite = nn::GreaterEqualOp::create(b, loc, scalar, found,
+                                        splat(b, loc, scalar, 0.0));
   }
   collector.tag(nn::GradKind::Update);
   b.setListener(nullptr);
@@ -663,11 +728,18 @@ void Differentiator::finish() {
     Value step;
     // The new step count in each parameter element type (one convert each).
     DenseMap<Type, Value> stepOfType;
+    // The step the update sees: fp16-mixed's is step + found, NaN on an
+    // overflow (the update then skips), while the count grows by `finite`.
+    Value updateStep;
     if (options.optimizer == Optimizer::AdamW) {
       Value oldStep = stateArgs.back();
-      step =
-          nn::AddOp::create(b, oldStep.getLoc(), oldStep.getType(), oldStep,
-                            splat(b, oldStep.getLoc(), oldStep.getType(), 1.0));
+      Location loc = oldStep.getLoc();
+      Value increment =
+          finite ? finite : splat(b, loc, oldStep.getType(), 1.0);
+      step = nn::AddOp::create(b, loc, oldStep.getType(), oldStep, increment);
+      updateStep = found ? nn::AddOp::create(b, loc, oldStep.getType(), step,
+                                             found)
+                         : step;
     }
     // Per parameter: its master copy (mixed recipes), then its moments.
     unsigned group = (options.optimizer == Optimizer::AdamW ? 2 : 1) +
@@ -706,9 +778,10 @@ void Differentiator::finish() {
           {}, cast<RankedTensorType>(type).getElementType());
       Value &localStep = stepOfType[scalar];
       if (!localStep)
-        localStep = scalar == step.getType()
-                        ? step
-                        : nn::ConvertOp::create(b, step.getLoc(), scalar, step)
+        localStep = scalar == updateStep.getType()
+                        ? updateStep
+                        : nn::ConvertOp::create(b, updateStep.getLoc(), scalar,
+                                                updateStep)
                               .getResult();
       auto adamw = nn::AdamWOp::create(
           b, loc, type, type, type, updated, grads[i], state[0], state[1],
@@ -720,6 +793,29 @@ void Differentiator::finish() {
     }
     if (step)
       newState.push_back(step);
+    if (lossScaleArg) {
+      // clean' = finite (clean + 1); grow when it reaches the interval, then
+      // restart; scale' = scale (1 + finite) / 2, doubled when it grows.
+      Location loc = nameLoc("loss_scale");
+      Type scalar = lossScaleArg.getType();
+      auto num = [&](double v) { return splat(b, loc, scalar, v); };
+      Value clean = nn::MulOp::create(
+          b, loc, scalar, finite,
+          nn::AddOp::create(b, loc, scalar, cleanStepsArg, num(1.0)));
+      Value grow = nn::GreaterEqualOp::create(
+          b, loc, scalar, clean,
+          num(double(options.lossScaleGrowthInterval)));
+      Value keep = nn::SubOp::create(b, loc, scalar, num(1.0), grow);
+      clean = nn::MulOp::create(b, loc, scalar, clean, keep);
+      Value factor = nn::MulOp::create(
+          b, loc, scalar,
+          nn::MulOp::create(b, loc, scalar, num(0.5),
+                            nn::AddOp::create(b, loc, scalar, num(1.0), finite)),
+          nn::AddOp::create(b, loc, scalar, num(1.0), grow));
+      newState.push_back(
+          nn::MulOp::create(b, loc, scalar, lossScaleArg, factor));
+      newState.push_back(clean);
+    }
     for (const Param &param : params)
       resultAttrs.push_back(named(nn::paramAttr, param.name.getValue()));
     for (StringRef name : stateNames)

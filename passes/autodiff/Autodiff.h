@@ -41,6 +41,10 @@ struct AutodiffOptions {
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
   ReduceType reduceType = ReduceType::Compute;
+  /// fp16-mixed's dynamic loss scaling: the initial scale, and the clean
+  /// steps after which it doubles.
+  double lossScale = 65536.0;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 /// "fp32", "bf16-mixed", "fp16-mixed"; std::nullopt for anything else.

@@ -58,6 +58,8 @@ struct NNAutodiffPass : public impl::NNAutodiffBase<NNAutodiffPass> {
           << reduceDType << "'; expected compute or fp32";
       return signalPassFailure();
     }
+    options.lossScale = lossScale;
+    options.lossScaleGrowthInterval = lossScaleGrowthInterval;
     options.lr = lr;
     options.momentum = momentum;
     options.beta1 = beta1;

@@ -63,6 +63,17 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
     convert carries `nn.wide_sum`, which keeps a partial sum partial through
     it, so the reduction runs in f32.
 
+    `fp16-mixed` (adamw only) also scales the loss dynamically (Micikevicius
+    et al. 2018): state `loss_scale` (initialized to `loss-scale`) and
+    `loss_scale_clean_steps`. The backward starts from the scale instead of
+    1.0; the widened gradients are multiplied by 1 / scale; `found` = the sum
+    over the gradients of reduce-sum(g * 0) is 0, or NaN when a gradient
+    holds an inf or NaN. The step count grows by `finite` =
+    greater_equal(found, 0) (1 or 0), and `nn.adamw` gets step + found: a
+    NaN step skips the update (parameters, moments unchanged). The scale
+    halves on an overflow and doubles after `loss-scale-growth-interval`
+    clean steps in a row.
+
     Afterwards, with `optimizer=adamw` or `sgd`, `@forward` is replaced by
     ```mlir
     func.func @train_step(%p... {nn.param = "<name>"},
@@ -109,6 +120,11 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
            "Activation recomputation per layer: none, full or selective">,
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "Precision recipe: fp32, bf16-mixed or fp16-mixed">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"65536.0",
+           "fp16-mixed: the initial loss scale (> 0)">,
+    Option<"lossScaleGrowthInterval", "loss-scale-growth-interval",
+           "int64_t", /*default=*/"2000",
+           "fp16-mixed: clean steps after which the loss scale doubles">,
     Option<"reduceDType", "reduce-dtype", "std::string",
            /*default=*/"\"compute\"",
            "Mixed recipes: gradient reductions in the compute type "

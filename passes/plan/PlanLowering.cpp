@@ -578,6 +578,12 @@ LogicalResult FunctionLowering::run() {
         buffer.set_master_of(master.getValue().str());
       setInit(buffer);
     }
+    // State that starts from a constant (fp16-mixed's loss scale).
+    if (auto value = func.getArgAttrOfType<FloatAttr>(i, nn::kInitValueAttrName);
+        state && value) {
+      buffer.mutable_init()->set_kind(pb::Init::CONSTANT);
+      buffer.mutable_init()->set_a(value.getValueAsDouble());
+    }
     program.add_arguments(*id);
   }
 

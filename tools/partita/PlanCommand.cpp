@@ -103,6 +103,16 @@ cl::opt<std::string> precisionArg(
     cl::desc("--train: fp32 (default), or a mixed recipe: parameters, "
              "activations and gradients in bf16 (f16), f32 master weights "
              "and moments (docs/user-guide.md, Mixed precision)"));
+cl::opt<std::string> lossScaleArg(
+    "loss-scale", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(trainCategory),
+    cl::desc("--precision fp16-mixed: the initial dynamic loss scale (> 0; "
+             "default 65536)"));
+cl::opt<std::string> lossScaleGrowthArg(
+    "loss-scale-growth-interval", cl::sub(planCommand), cl::value_desc("n"),
+    cl::cat(trainCategory),
+    cl::desc("--precision fp16-mixed: clean steps after which the loss scale "
+             "doubles (default 2000)"));
 cl::opt<std::string> reduceDTypeArg(
     "reduce-dtype", cl::sub(planCommand), cl::value_desc("compute|fp32"),
     cl::cat(trainCategory),
@@ -269,6 +279,11 @@ int checkTrainOptions(CompilerOptions &options) {
                                        "a train step's)");
     if (reduceDTypeArg.getNumOccurrences())
       return reportError(kCommand, "--reduce-dtype needs --train");
+    if (lossScaleArg.getNumOccurrences() ||
+        lossScaleGrowthArg.getNumOccurrences())
+      return reportError(kCommand, "--loss-scale and "
+                                   "--loss-scale-growth-interval need "
+                                   "--train adamw --precision fp16-mixed");
     return 0;
   }
   if (trainArg != "adamw" && trainArg != "sgd" && trainArg != "none")
@@ -328,6 +343,32 @@ int checkTrainOptions(CompilerOptions &options) {
       return reportError(kCommand, "--reduce-dtype needs --precision "
                                    "bf16-mixed or fp16-mixed");
     autodiff.reduceDType = reduceDTypeArg;
+  }
+  if (lossScaleArg.getNumOccurrences() ||
+      lossScaleGrowthArg.getNumOccurrences()) {
+    if (autodiff.precision != "fp16-mixed")
+      return reportError(kCommand, "--loss-scale and "
+                                   "--loss-scale-growth-interval need "
+                                   "--precision fp16-mixed");
+    if (lossScaleArg.getNumOccurrences()) {
+      double value;
+      if (parseNumber(kCommand, lossScaleArg, value))
+        return 1;
+      if (!(value > 0) || value == inf)
+        return reportError(kCommand, "--loss-scale must be greater than 0, "
+                                     "got " +
+                                         lossScaleArg);
+      autodiff.lossScale = value;
+    }
+    if (lossScaleGrowthArg.getNumOccurrences()) {
+      long long n = 0;
+      if (StringRef(lossScaleGrowthArg).getAsInteger(10, n) || n < 1)
+        return reportError(kCommand,
+                           "--loss-scale-growth-interval must be an integer "
+                           ">= 1, got '" +
+                               lossScaleGrowthArg + "'");
+      autodiff.lossScaleGrowthInterval = n;
+    }
   }
   return 0;
 }

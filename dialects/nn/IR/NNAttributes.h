@@ -99,6 +99,9 @@ inline constexpr llvm::StringLiteral kMeanCountAttrName = "nn.mean_count";
 /// reduction runs in the wider result type (a mixed-precision step's
 /// gradients under reduce-dtype=fp32).
 inline constexpr llvm::StringLiteral kWideSumAttrName = "nn.wide_sum";
+/// On an optimizer-state argument (beside nn.state): the constant it starts
+/// from (a float), instead of zero (fp16-mixed's loss scale).
+inline constexpr llvm::StringLiteral kInitValueAttrName = "nn.init_value";
 
 /// The index of the model layer `op` belongs to (`partita model` writes it
 /// on every op of a repeated block); std::nullopt outside any layer.

@@ -101,12 +101,20 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kInitValueAttrName) {
+    if (isa<FloatAttr>(attr.getValue()))
+      return success();
+    return op->emitError() << name << " of argument #" << argIndex << " of "
+                           << describeOwner(op) << " must be a float, not "
+                           << attr.getValue();
+  }
   if (name != paramAttr.getName() && name != stateAttr.getName() &&
       name != inputAttr.getName() && name != masterAttr.getName())
     return op->emitError() << "argument #" << argIndex << " of "
                            << describeOwner(op) << " carries " << name
                            << ", which is not an nn argument attribute "
-                              "(nn.param, nn.state, nn.master or nn.input)";
+                              "(nn.param, nn.state, nn.master, "
+                              "nn.init_value or nn.input)";
   if (isa<StringAttr>(attr.getValue()))
     return success();
   // At the argument, where the name was written.

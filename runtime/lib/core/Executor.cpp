@@ -1044,8 +1044,10 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
                              : b.role() == plan::STATE   ? s.memory.state
                                                          : s.memory.inputs,
                              host ? MemorySpace::Host : MemorySpace::Device);
+      // State starts at zero unless it has an initializer (a master copy,
+      // a loss scale).
       if (b.role() == plan::PARAMETER ||
-          (b.role() == plan::STATE && !b.master_of().empty()))
+          (b.role() == plan::STATE && b.has_init()))
         s.initParameter(id);
       else if (b.role() == plan::CONSTANT)
         s.device->copyFromHost(view.data, b.data().data(), b.data().size(),

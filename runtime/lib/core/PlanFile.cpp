@@ -410,13 +410,16 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     case plan::STATE:
       if (buffer.name().empty())
         fail(what, bw + " is training state without a name");
-      if (!buffer.master_of().empty()) {
+      if (!buffer.master_of().empty() && !buffer.has_init())
+        fail(what, bw + " is the master copy of '" + buffer.master_of() +
+                       "' without an initializer");
+      if (buffer.has_init()) {
         if (!plan::Init::Kind_IsValid(buffer.init().kind()))
           fail(what, bw + " has an unknown initializer kind");
         DType dt = toDType(buffer.dtype());
         if (dt != DType::F32 && dt != DType::F64)
-          fail(what, bw + " is the master copy of '" + buffer.master_of() +
-                         "' of dtype " + toString(dt) + " (f32 or f64 only)");
+          fail(what, bw + " is initialized state of dtype " + toString(dt) +
+                         " (f32 or f64 only)");
       }
       break;
     case plan::CONSTANT:

@@ -1220,7 +1220,7 @@ func.func @input_not_string(
 // -----
 
 // Tests that an argument cannot carry an nn attribute of results.
-// expected-error @+1 {{argument #0 of @output_on_argument carries nn.output, which is not an nn argument attribute (nn.param, nn.state, nn.master or nn.input)}}
+// expected-error @+1 {{argument #0 of @output_on_argument carries nn.output, which is not an nn argument attribute (nn.param, nn.state, nn.master, nn.init_value or nn.input)}}
 func.func @output_on_argument(%x: tensor<4xf32> {nn.output = "loss"}) {
   return
 }
