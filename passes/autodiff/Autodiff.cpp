@@ -225,21 +225,12 @@ LogicalResult Differentiator::checkForward() {
         return forward.emitError("nn-autodiff: parameter '")
                << param.getValue() << "' must be a float tensor, got " << type;
       auto tensor = cast<RankedTensorType>(type);
-      // A mixed recipe narrows an f32 model; an fp32 train step updates its
-      // parameters in their own type, which a bf16 or f16 model cannot
-      // hold well (moments and updates below its resolution).
+      // A mixed recipe narrows an f32 model (its values become masters).
       if (isMixed(options) && !tensor.getElementType().isF32())
         return forward.emitError("nn-autodiff: precision=")
                << precisionName(options.precision) << " starts from an f32 "
                << "model (it keeps the f32 values as master weights), but "
                << "parameter '" << param.getValue() << "' is " << tensor;
-      if (!isMixed(options) && options.optimizer != Optimizer::None &&
-          tensor.getElementType().getIntOrFloatBitWidth() < 32)
-        return forward.emitError("nn-autodiff: parameter '")
-               << param.getValue() << "' is " << tensor
-               << "; training keeps parameters and moments in f32: write the "
-               << "model in f32 and train it with precision=bf16-mixed or "
-               << "fp16-mixed (partita plan --precision)";
       params.push_back({i, param, tensor});
     } else if (input) {
       inputs.push_back(i);
