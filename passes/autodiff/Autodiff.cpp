@@ -109,16 +109,67 @@ LogicalResult checkOptions(ModuleOp module, const AutodiffOptions &options) {
       failed(check(options.weightDecay >= 0, "weight-decay",
                    options.weightDecay, "finite and >= 0")) ||
       failed(check(options.clipNorm >= 0, "clip-norm", options.clipNorm,
-                   "finite and >= 0")))
+                   "finite and >= 0")) ||
+      failed(check(options.lossScale > 0, "loss-scale", options.lossScale,
+                   "finite and > 0")))
     return failure();
+  if (options.lossScaleGrowthInterval < 1)
+    return module.emitError("nn-autodiff: loss-scale-growth-interval must "
+                            "be at least 1, got ")
+           << options.lossScaleGrowthInterval;
+  if (options.precision == Precision::FP16Mixed &&
+      options.optimizer == Optimizer::SGD)
+    return module.emitError(
+        "nn-autodiff: precision=fp16-mixed trains with adamw only: its "
+        "dynamic loss scaling skips a step through the update's step count, "
+        "which sgd has not");
   return success();
+}
+
+bool scalesLoss(const AutodiffOptions &options) {
+  return options.precision == Precision::FP16Mixed &&
+         options.optimizer == Optimizer::AdamW;
 }
 
 struct Param {
   unsigned argIndex;
   StringAttr name;
+  /// The parameter as @forward declares it (f32 under a mixed recipe: the
+  /// master copy's type).
   RankedTensorType type;
 };
+
+bool isMixed(const AutodiffOptions &options) {
+  return options.precision != Precision::FP32;
+}
+
+/// The element type a mixed recipe computes in.
+FloatType computeType(MLIRContext *context, const AutodiffOptions &options) {
+  if (options.precision == Precision::FP16Mixed)
+    return Float16Type::get(context);
+  return BFloat16Type::get(context);
+}
+
+StringRef precisionName(Precision precision) {
+  switch (precision) {
+  case Precision::FP32:
+    return "fp32";
+  case Precision::BF16Mixed:
+    return "bf16-mixed";
+  case Precision::FP16Mixed:
+    return "fp16-mixed";
+  }
+  return "fp32";
+}
+
+/// `type` with an f32 element type replaced by `low`; other types as they
+/// are.
+Type narrowed(Type type, FloatType low) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isF32())
+    return type;
+  return tensor.clone(low);
+}
 
 class Differentiator {
 public:
@@ -132,8 +183,10 @@ public:
 private:
   LogicalResult checkForward();
   void createFunction();
+  void narrowForward();
   void computeActivity();
   LogicalResult sweep();
+  void widenGradients();
   void recompute();
   void clip();
   void finish();
@@ -167,6 +220,9 @@ private:
   SmallVector<Value> grads;
   /// The gradients' global norm before clipping (only with clip-norm).
   Value gradNorm;
+  /// fp16-mixed: the loss-scale state arguments, and `found` (0, or NaN
+  /// when a gradient overflowed) and `finite` (1 or 0).
+  Value lossScaleArg, cleanStepsArg, found, finite;
 };
 
 LogicalResult Differentiator::checkForward() {
@@ -181,7 +237,14 @@ LogicalResult Differentiator::checkForward() {
       if (!isFloatTensor(type))
         return forward.emitError("nn-autodiff: parameter '")
                << param.getValue() << "' must be a float tensor, got " << type;
-      params.push_back({i, param, cast<RankedTensorType>(type)});
+      auto tensor = cast<RankedTensorType>(type);
+      // A mixed recipe narrows an f32 model (its values become masters).
+      if (isMixed(options) && !tensor.getElementType().isF32())
+        return forward.emitError("nn-autodiff: precision=")
+               << precisionName(options.precision) << " starts from an f32 "
+               << "model (it keeps the f32 values as master weights), but "
+               << "parameter '" << param.getValue() << "' is " << tensor;
+      params.push_back({i, param, tensor});
     } else if (input) {
       inputs.push_back(i);
     } else {
@@ -219,6 +282,15 @@ LogicalResult Differentiator::checkForward() {
     return forward.emitError(
                "nn-autodiff: the loss must be a rank-0 float tensor, got ")
            << lossType;
+  if (isMixed(options)) {
+    Value lossValue = forward.getBody().front().getTerminator()->getOperand(
+        lossIndex);
+    if (!lossValue.getDefiningOp() || !lossTensor.getElementType().isF32())
+      return forward.emitError("nn-autodiff: precision=")
+             << precisionName(options.precision)
+             << " computes the loss in f32 with the op that produces it; "
+             << "the loss must be an f32 result of an op, got " << lossType;
+  }
   if (options.clipNorm > 0)
     for (const Param &param : params)
       if (param.type.getElementType() != params[0].type.getElementType())
@@ -241,6 +313,7 @@ void Differentiator::createFunction() {
     argAttrs.push_back(b.getDictionaryAttr(attr.get(b.getContext(), name)));
     argLocs.push_back(loc);
   };
+  FloatType low = computeType(b.getContext(), options);
   // Parameters and inputs keep all their attributes (annotations too).
   Block &body = forward.getBody().front();
   auto addForwardArg = [&](unsigned index) {
@@ -248,10 +321,23 @@ void Differentiator::createFunction() {
     argAttrs.push_back(forward.getArgAttrDict(index));
     argLocs.push_back(body.getArgument(index).getLoc());
   };
-  for (const Param &param : params)
+  for (const Param &param : params) {
     addForwardArg(param.argIndex);
+    // Under a mixed recipe the parameter is the compute-type copy.
+    if (isMixed(options))
+      argTypes.back() = narrowed(argTypes.back(), low);
+  }
   if (options.optimizer != Optimizer::None) {
     for (const Param &param : params) {
+      if (isMixed(options)) {
+        std::string name = (param.name.getValue() + ".master").str();
+        addArg(param.type, nn::stateAttr, name, nameLoc(name));
+        SmallVector<NamedAttribute> attrs(argAttrs.back().getValue());
+        attrs.push_back(
+            nn::masterAttr.get(b.getContext(), param.name.getValue()));
+        argAttrs.back() = b.getDictionaryAttr(attrs);
+        stateNames.push_back(name);
+      }
       SmallVector<StringRef, 2> suffixes;
       if (options.optimizer == Optimizer::AdamW)
         suffixes = {"m", "v"};
@@ -267,6 +353,18 @@ void Differentiator::createFunction() {
       addArg(RankedTensorType::get({}, b.getF32Type()), nn::stateAttr, "step",
              nameLoc("step"));
       stateNames.push_back("step");
+    }
+    if (scalesLoss(options)) {
+      addArg(RankedTensorType::get({}, b.getF32Type()), nn::stateAttr,
+             "loss_scale", nameLoc("loss_scale"));
+      SmallVector<NamedAttribute> attrs(argAttrs.back().getValue());
+      attrs.push_back(b.getNamedAttr(nn::kInitValueAttrName,
+                                     b.getF64FloatAttr(options.lossScale)));
+      argAttrs.back() = b.getDictionaryAttr(attrs);
+      stateNames.push_back("loss_scale");
+      addArg(RankedTensorType::get({}, b.getF32Type()), nn::stateAttr,
+             "loss_scale_clean_steps", nameLoc("loss_scale_clean_steps"));
+      stateNames.push_back("loss_scale_clean_steps");
     }
   }
   for (unsigned input : inputs)
@@ -291,18 +389,88 @@ void Differentiator::createFunction() {
   }
   for (size_t i = 0; i < stateNames.size(); ++i)
     stateArgs.push_back(entry->getArgument(next++));
+  if (scalesLoss(options)) {
+    cleanStepsArg = stateArgs.pop_back_val();
+    lossScaleArg = stateArgs.pop_back_val();
+  }
+  b.setInsertionPointToEnd(entry);
   for (unsigned input : inputs) {
-    inputArgs.push_back(entry->getArgument(next));
-    mapping.map(body.getArgument(input), entry->getArgument(next++));
+    Value arg = entry->getArgument(next++);
+    inputArgs.push_back(arg);
+    // A mixed recipe computes on float inputs narrowed where they enter.
+    Type narrow = isMixed(options) ? narrowed(arg.getType(), low) : Type();
+    if (narrow && narrow != arg.getType()) {
+      // A forward op like the others (activity flows through it).
+      auto convert = nn::ConvertOp::create(b, arg.getLoc(), narrow, arg);
+      forwardOps.push_back(convert);
+      forwardSet.insert(convert);
+      mapping.map(body.getArgument(input), convert);
+    } else
+      mapping.map(body.getArgument(input), arg);
   }
 
-  b.setInsertionPointToEnd(entry);
   for (Operation &op : body.without_terminator()) {
     Operation *clone = b.clone(op, mapping);
     forwardOps.push_back(clone);
     forwardSet.insert(clone);
   }
   loss = mapping.lookup(body.getTerminator()->getOperand(lossIndex));
+  narrowForward();
+}
+
+void Differentiator::narrowForward() {
+  if (!isMixed(options))
+    return;
+  FloatType low = computeType(b.getContext(), options);
+  Operation *lossOp = loss.getDefiningOp();
+  SmallVector<Operation *> ops;
+  for (Operation *op : forwardOps) {
+    ops.push_back(op);
+    if (op == lossOp) {
+      // The loss is computed in f32 from widened operands (the converts are
+      // forward ops, differentiated like the others).
+      ops.pop_back();
+      b.setInsertionPoint(op);
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto tensor = dyn_cast<RankedTensorType>(operand.get().getType());
+        if (!tensor || tensor.getElementType() != low)
+          continue;
+        auto widen = nn::ConvertOp::create(
+            b, op->getLoc(), tensor.clone(b.getF32Type()), operand.get());
+        ops.push_back(widen);
+        forwardSet.insert(widen);
+        operand.set(widen);
+      }
+      ops.push_back(op);
+      continue;
+    }
+    if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
+      auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+      auto type = dyn_cast<RankedTensorType>(constant.getType());
+      if (!dense || !type || !type.getElementType().isF32())
+        continue;
+      auto value = dense.mapValues(low, [&](const APFloat &v) {
+        APFloat c = v;
+        bool lost;
+        c.convert(low.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                  &lost);
+        return c.bitcastToAPInt();
+      });
+      b.setInsertionPoint(op);
+      auto replacement = nn::ConstantOp::create(
+          b, op->getLoc(), type.clone(low), cast<ElementsAttr>(value));
+      replacement->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+      op->replaceAllUsesWith(replacement);
+      forwardSet.erase(op);
+      op->erase();
+      ops.back() = replacement;
+      forwardSet.insert(replacement);
+      continue;
+    }
+    for (Value result : op->getResults())
+      result.setType(narrowed(result.getType(), low));
+  }
+  forwardOps = std::move(ops);
 }
 
 void Differentiator::computeActivity() {
@@ -337,7 +505,10 @@ void Differentiator::computeActivity() {
 
 LogicalResult Differentiator::sweep() {
   b.setListener(&collector);
-  cotangents[loss] = splat(b, loss.getLoc(), loss.getType(), 1.0);
+  // fp16-mixed: the backward of the scaled loss (scale x loss).
+  cotangents[loss] = lossScaleArg
+                         ? lossScaleArg
+                         : splat(b, loss.getLoc(), loss.getType(), 1.0);
   collector.tag(nn::GradKind::Input, loss.getDefiningOp());
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (llvm::none_of(op->getResults(),
@@ -460,14 +631,60 @@ void Differentiator::recompute() {
   }
 }
 
+void Differentiator::widenGradients() {
+  if (!isMixed(options) || options.optimizer == Optimizer::None)
+    return;
+  // The update runs on the f32 master: each gradient is widened once, and
+  // clipping and the optimizer read the wide value. Under reduce-dtype=fp32
+  // the convert keeps a partial sum partial (nn.wide_sum), so the reduction
+  // runs on the wide value.
+  b.setInsertionPointToEnd(&function.getBody().front());
+  b.setListener(&collector);
+  Value inverse;
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  if (lossScaleArg) {
+    Location loc = nameLoc("loss_scale");
+    inverse = nn::DivOp::create(b, loc, scalar, splat(b, loc, scalar, 1.0),
+                                lossScaleArg);
+  }
+  for (auto [param, grad] : llvm::zip(params, grads)) {
+    auto convert =
+        nn::ConvertOp::create(b, grad.getLoc(), param.type, grad);
+    if (options.reduceType == ReduceType::FP32)
+      convert->setAttr(nn::kWideSumAttrName, b.getUnitAttr());
+    grad = convert;
+    if (!inverse)
+      continue;
+    // Unscaled, and its overflow test: g * 0 is 0, or NaN for inf or NaN.
+    Location loc = grad.getLoc();
+    Value wide = nn::BroadcastOp::create(b, loc, grad.getType(), inverse,
+                                         ArrayRef<int64_t>{});
+    grad = nn::MulOp::create(b, loc, grad.getType(), grad, wide);
+    int64_t rank = cast<RankedTensorType>(grad.getType()).getRank();
+    Value zeroed = nn::MulOp::create(b, loc, grad.getType(), grad,
+                                     splat(b, loc, grad.getType(), 0.0));
+    Value sum =
+        nn::ReduceOp::create(b, loc, scalar, nn::ReduceKind::Sum, zeroed,
+                             llvm::to_vector(llvm::seq<int64_t>(0, rank)));
+    found = found ? nn::AddOp::create(b, loc, scalar, found, sum) : sum;
+  }
+  if (found) {
+    Location loc = nameLoc("loss_scale");
+    finite = nn::GreaterEqualOp::create(b, loc, scalar, found,
+                                        splat(b, loc, scalar, 0.0));
+  }
+  collector.tag(nn::GradKind::Update);
+  b.setListener(nullptr);
+}
+
 void Differentiator::clip() {
   if (options.clipNorm <= 0)
     return;
   b.setInsertionPointToEnd(&function.getBody().front());
   b.setListener(&collector);
   Location loc = nameLoc("clip");
-  auto scalarType =
-      RankedTensorType::get({}, params.front().type.getElementType());
+  auto scalarType = RankedTensorType::get(
+      {}, cast<RankedTensorType>(grads.front().getType()).getElementType());
   Value total;
   for (Value grad : grads) {
     int64_t rank = cast<RankedTensorType>(grad.getType()).getRank();
@@ -515,45 +732,99 @@ void Differentiator::finish() {
     Value step;
     // The new step count in each parameter element type (one convert each).
     DenseMap<Type, Value> stepOfType;
+    // The step the update sees: fp16-mixed's is step + found, NaN on an
+    // overflow (the update then skips), while the count grows by `finite`.
+    Value updateStep;
     if (options.optimizer == Optimizer::AdamW) {
       Value oldStep = stateArgs.back();
-      step =
-          nn::AddOp::create(b, oldStep.getLoc(), oldStep.getType(), oldStep,
-                            splat(b, oldStep.getLoc(), oldStep.getType(), 1.0));
+      Location loc = oldStep.getLoc();
+      Value increment =
+          finite ? finite : splat(b, loc, oldStep.getType(), 1.0);
+      step = nn::AddOp::create(b, loc, oldStep.getType(), oldStep, increment);
+      updateStep = found ? nn::AddOp::create(b, loc, oldStep.getType(), step,
+                                             found)
+                         : step;
     }
+    // Per parameter: its master copy (mixed recipes), then its moments.
+    unsigned group = (options.optimizer == Optimizer::AdamW ? 2 : 1) +
+                     (isMixed(options) ? 1 : 0);
     for (auto [i, param] : llvm::enumerate(params)) {
       Value p = paramArgs[i];
       Location loc = p.getLoc();
+      ValueRange state(stateArgs);
+      state = state.slice(group * i, group);
+      // The optimizer updates the master under a mixed recipe; the new
+      // parameter is the new master narrowed.
+      Value updated = p;
+      if (isMixed(options)) {
+        updated = state.front();
+        state = state.drop_front();
+        newState.push_back(Value());
+      }
+      size_t masterSlot = newState.size() - 1;
+      auto narrow = [&](Value newMaster) -> Value {
+        if (!isMixed(options))
+          return newMaster;
+        newState[masterSlot] = newMaster;
+        return nn::ConvertOp::create(b, loc, p.getType(), newMaster);
+      };
       if (options.optimizer == Optimizer::SGD) {
         auto sgd = nn::SGDOp::create(
-            b, loc, p.getType(), p.getType(), p, grads[i], stateArgs[i],
-            f64(options.lr), f64(options.momentum), f64(options.weightDecay));
-        results.push_back(sgd.getNewParam());
+            b, loc, updated.getType(), updated.getType(), updated, grads[i],
+            state[0], f64(options.lr), f64(options.momentum),
+            f64(options.weightDecay));
+        results.push_back(narrow(sgd.getNewParam()));
         newState.push_back(sgd.getNewBuffer());
         continue;
       }
-      auto scalar = RankedTensorType::get({}, param.type.getElementType());
+      Type type = updated.getType();
+      auto scalar = RankedTensorType::get(
+          {}, cast<RankedTensorType>(type).getElementType());
       Value &localStep = stepOfType[scalar];
       if (!localStep)
-        localStep = scalar == step.getType()
-                        ? step
-                        : nn::ConvertOp::create(b, step.getLoc(), scalar, step)
+        localStep = scalar == updateStep.getType()
+                        ? updateStep
+                        : nn::ConvertOp::create(b, updateStep.getLoc(), scalar,
+                                                updateStep)
                               .getResult();
       auto adamw = nn::AdamWOp::create(
-          b, loc, p.getType(), p.getType(), p.getType(), p, grads[i],
-          stateArgs[2 * i], stateArgs[2 * i + 1], localStep, f64(options.lr),
-          f64(options.beta1), f64(options.beta2), f64(options.eps),
-          f64(options.weightDecay));
-      results.push_back(adamw.getNewParam());
+          b, loc, type, type, type, updated, grads[i], state[0], state[1],
+          localStep, f64(options.lr), f64(options.beta1), f64(options.beta2),
+          f64(options.eps), f64(options.weightDecay));
+      results.push_back(narrow(adamw.getNewParam()));
       newState.push_back(adamw.getNewM());
       newState.push_back(adamw.getNewV());
     }
     if (step)
       newState.push_back(step);
+    if (lossScaleArg) {
+      // clean' = finite (clean + 1); grow when it reaches the interval, then
+      // restart; scale' = scale (1 + finite) / 2, doubled when it grows.
+      Location loc = nameLoc("loss_scale");
+      Type scalar = lossScaleArg.getType();
+      auto num = [&](double v) { return splat(b, loc, scalar, v); };
+      Value clean = nn::MulOp::create(
+          b, loc, scalar, finite,
+          nn::AddOp::create(b, loc, scalar, cleanStepsArg, num(1.0)));
+      Value grow = nn::GreaterEqualOp::create(
+          b, loc, scalar, clean,
+          num(double(options.lossScaleGrowthInterval)));
+      Value keep = nn::SubOp::create(b, loc, scalar, num(1.0), grow);
+      clean = nn::MulOp::create(b, loc, scalar, clean, keep);
+      Value factor = nn::MulOp::create(
+          b, loc, scalar,
+          nn::MulOp::create(b, loc, scalar, num(0.5),
+                            nn::AddOp::create(b, loc, scalar, num(1.0), finite)),
+          nn::AddOp::create(b, loc, scalar, num(1.0), grow));
+      newState.push_back(
+          nn::MulOp::create(b, loc, scalar, lossScaleArg, factor));
+      newState.push_back(clean);
+    }
     for (const Param &param : params)
       resultAttrs.push_back(named(nn::paramAttr, param.name.getValue()));
     for (StringRef name : stateNames)
       resultAttrs.push_back(named(nn::stateAttr, name));
+    assert(newState.size() == stateNames.size() && "one result per state");
     llvm::append_range(results, newState);
     results.push_back(loss);
     resultAttrs.push_back(named(nn::outputAttr, "loss"));
@@ -583,6 +854,7 @@ FailureOr<AutodiffStats> Differentiator::run() {
     return failure();
   }
   recompute();
+  widenGradients();
   clip();
   finish();
   forward.erase();
@@ -609,6 +881,14 @@ FailureOr<AutodiffStats> Differentiator::run() {
 }
 
 } // namespace
+
+std::optional<Precision> parsePrecision(StringRef text) {
+  for (Precision p :
+       {Precision::FP32, Precision::BF16Mixed, Precision::FP16Mixed})
+    if (text == precisionName(p))
+      return p;
+  return std::nullopt;
+}
 
 FailureOr<AutodiffStats> differentiate(ModuleOp module,
                                        const AutodiffOptions &options) {

@@ -42,6 +42,24 @@ struct NNAutodiffPass : public impl::NNAutodiffBase<NNAutodiffPass> {
           << recompute << "'; expected none, full or selective";
       return signalPassFailure();
     }
+    std::optional<Precision> recipe = parsePrecision(precision);
+    if (!recipe) {
+      getOperation().emitError("nn-autodiff: unknown precision '")
+          << precision << "'; expected fp32, bf16-mixed or fp16-mixed";
+      return signalPassFailure();
+    }
+    options.precision = *recipe;
+    if (reduceDType == "compute") {
+      options.reduceType = ReduceType::Compute;
+    } else if (reduceDType == "fp32") {
+      options.reduceType = ReduceType::FP32;
+    } else {
+      getOperation().emitError("nn-autodiff: unknown reduce-dtype '")
+          << reduceDType << "'; expected compute or fp32";
+      return signalPassFailure();
+    }
+    options.lossScale = lossScale;
+    options.lossScaleGrowthInterval = lossScaleGrowthInterval;
     options.lr = lr;
     options.momentum = momentum;
     options.beta1 = beta1;

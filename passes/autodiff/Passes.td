@@ -47,6 +47,33 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
     (`nn.attention`). Clones keep `nn.layer` and carry `nn.grad_kind = "B"`
     and `nn.recompute`. Ops without `nn.layer` are never recomputed.
 
+    With `precision=bf16-mixed` or `fp16-mixed` (an f32 model; the
+    mixed-precision recipe of Micikevicius et al. 2018) every parameter
+    argument and every float value of the forward becomes bf16 (f16), float
+    inputs are narrowed where they enter (`nn.convert`), and the op that
+    computes the loss reads its float operands widened to f32 and keeps an
+    f32 result (a loss computed in f32, as autocast does). The backward is
+    then in the compute type. Each parameter `<name>` gets an f32 master
+    copy, the optimizer state `<name>.master` (first in its group), which
+    the runtime initializes with the parameter's initializer; the optimizer
+    updates the master with the gradient widened to f32 and f32 moments,
+    and the new parameter is the new master narrowed (`nn.convert`). With
+    `reduce-dtype=compute` (default) a gradient's data-parallel reduction
+    runs in the compute type, before it is widened; with `fp32` the widening
+    convert carries `nn.wide_sum`, which keeps a partial sum partial through
+    it, so the reduction runs in f32.
+
+    `fp16-mixed` (adamw only) also scales the loss dynamically (Micikevicius
+    et al. 2018): state `loss_scale` (initialized to `loss-scale`) and
+    `loss_scale_clean_steps`. The backward starts from the scale instead of
+    1.0; the widened gradients are multiplied by 1 / scale; `found` = the sum
+    over the gradients of reduce-sum(g * 0) is 0, or NaN when a gradient
+    holds an inf or NaN. The step count grows by `finite` =
+    greater_equal(found, 0) (1 or 0), and `nn.adamw` gets step + found: a
+    NaN step skips the update (parameters, moments unchanged). The scale
+    halves on an overflow and doubles after `loss-scale-growth-interval`
+    clean steps in a row.
+
     Afterwards, with `optimizer=adamw` or `sgd`, `@forward` is replaced by
     ```mlir
     func.func @train_step(%p... {nn.param = "<name>"},
@@ -91,6 +118,17 @@ def NNAutodiff : Pass<"nn-autodiff", "::mlir::ModuleOp"> {
            "Clip the gradients' global norm to this (0: no clipping)">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
            "Activation recomputation per layer: none, full or selective">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "Precision recipe: fp32, bf16-mixed or fp16-mixed">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"65536.0",
+           "fp16-mixed: the initial loss scale (> 0)">,
+    Option<"lossScaleGrowthInterval", "loss-scale-growth-interval",
+           "int64_t", /*default=*/"2000",
+           "fp16-mixed: clean steps after which the loss scale doubles">,
+    Option<"reduceDType", "reduce-dtype", "std::string",
+           /*default=*/"\"compute\"",
+           "Mixed recipes: gradient reductions in the compute type "
+           "(compute) or in fp32">,
   ];
   let statistics = [
     Statistic<"numInputGradientOps", "input-gradient-ops",

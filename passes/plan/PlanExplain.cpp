@@ -155,13 +155,25 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
     // One step back only: what the gradient was reduced or cut from, not
     // how that was made (a vocabulary-parallel table gradient is sliced to
     // the device's rows before its reduce_scatter).
+    // A mixed-precision update reads its gradient widened to f32 by a
+    // convert (a temporary): the gradient is what was converted.
+    if (producer[grad] && producer[grad]->has_kernel() &&
+        producer[grad]->kernel().kind() == plan::Kernel::CONVERT &&
+        producer[grad]->kernel().inputs_size() == 1 &&
+        valid(producer[grad]->kernel().inputs(0)))
+      grad = producer[grad]->kernel().inputs(0);
     if (producer[grad] && producer[grad]->has_collective() &&
         heldWhole(producer[grad]->collective()) &&
         valid(producer[grad]->collective().input()))
       grad = producer[grad]->collective().input();
     gradBytes += localBytes(buffers[grad]);
     gradElemBytes = dtypeBytes(buffers[grad].dtype());
+    // State per parameter element: the moments, and under a mixed recipe
+    // the f32 master copy the update reads in place of the parameter (K =
+    // 12 for mixed-precision Adam).
     stateElemBytes = (adamw ? 2 : 1) * dtypeBytes(buffers[k.inputs(2)].dtype());
+    if (valid(k.inputs(0)) && buffers[k.inputs(0)].role() == plan::STATE)
+      stateElemBytes += dtypeBytes(buffers[k.inputs(0)].dtype());
   }
   if (!updates)
     return;

@@ -487,7 +487,8 @@ FunctionLowering::applySharding(pb::Buffer &buffer, dist::ShardingAttr sharding,
 }
 
 void FunctionLowering::setInit(pb::Buffer &buffer) {
-  StringRef name = buffer.name();
+  StringRef name =
+      buffer.master_of().empty() ? buffer.name() : buffer.master_of();
   pb::Init *init = buffer.mutable_init();
   if (name.ends_with("gamma")) {
     init->set_kind(pb::Init::CONSTANT);
@@ -565,13 +566,26 @@ LogicalResult FunctionLowering::run() {
                                emitError)))
         return failure();
     }
-    if (param) {
-      if (buffer.dtype() != pb::F32 && buffer.dtype() != pb::F64)
+    // Parameters of any float type are initialized (bf16 and f16 ones with
+    // the f32 value rounded); a master copy draws its parameter's values.
+    StringAttr master = nn::masterAttr.getArg(func, i);
+    if (param || (state && master)) {
+      if (buffer.dtype() != pb::F32 && buffer.dtype() != pb::F64 &&
+          buffer.dtype() != pb::BF16 && buffer.dtype() != pb::F16)
         return emitError()
                << "is a parameter of element type "
                << cast<RankedTensorType>(arg.getType()).getElementType()
-               << "; the runtime initializes f32 and f64 parameters";
+               << "; the runtime initializes f32, f64, bf16 and f16 "
+                  "parameters";
+      if (master)
+        buffer.set_master_of(master.getValue().str());
       setInit(buffer);
+    }
+    // State that starts from a constant (fp16-mixed's loss scale).
+    if (auto value = func.getArgAttrOfType<FloatAttr>(i, nn::kInitValueAttrName);
+        state && value) {
+      buffer.mutable_init()->set_kind(pb::Init::CONSTANT);
+      buffer.mutable_init()->set_a(value.getValueAsDouble());
     }
     program.add_arguments(*id);
   }
@@ -786,6 +800,9 @@ LogicalResult FunctionLowering::lowerConstant(Operation *op,
   else if (et.isSignlessInteger(64))
     for (int64_t v : dense.getValues<int64_t>())
       append(v);
+  else if (et.isBF16() || et.isF16())
+    for (APFloat v : dense.getValues<APFloat>())
+      append(static_cast<uint16_t>(v.bitcastToAPInt().getZExtValue()));
   else
     return op->emitError() << "is a non-splat constant of element type " << et
                            << "; the plan lowering takes f32, f64, i32 and "

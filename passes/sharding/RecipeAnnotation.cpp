@@ -243,7 +243,12 @@ stateSharding(StringRef stateName, Type type, Location loc,
   auto it = layouts.find(owner);
   if (it == layouts.end())
     return dist::ShardingAttr();
-  if (it->second.type != type) {
+  // The layout is the shape's: a mixed-precision step's f32 master and
+  // moments follow their bf16 or f16 parameter.
+  auto stateType = dyn_cast<ShapedType>(type);
+  auto paramType = dyn_cast<ShapedType>(it->second.type);
+  if (!stateType || !paramType ||
+      stateType.getShape() != paramType.getShape()) {
     emitError(loc) << "state '" << stateName << "' has type " << type
                    << " but its parameter '" << owner << "' has type "
                    << it->second.type << "; strategy '" << strategy.name
@@ -294,12 +299,20 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
           r < terminator->getNumOperands())
         if (Operation *def = terminator->getOperand(r).getDefiningOp())
           worklist.push_back(def);
+    // Shapes, not types: a mixed-precision step's chain also holds the
+    // narrowing convert, the update of the f32 master and the widening
+    // convert of the gradient (except one that sums in f32, nn.wide_sum:
+    // the pin then lands on its wide result, reduced in f32).
+    auto sameShape = [&](Type t) {
+      auto shaped = dyn_cast<ShapedType>(t);
+      return shaped && shaped.getShape() ==
+                           cast<ShapedType>(layout.type).getShape();
+    };
     while (!worklist.empty()) {
       Operation *op = worklist.pop_back_val();
       if (op->getBlock() != &body || !isUpdate(op) || inChain.contains(op) ||
-          op->getNumResults() == 0 ||
-          llvm::any_of(op->getResultTypes(),
-                       [&](Type t) { return t != layout.type; }))
+          op->getNumResults() == 0 || op->hasAttr(nn::kWideSumAttrName) ||
+          !llvm::all_of(op->getResultTypes(), sameShape))
         continue;
       inChain.insert(op);
       chain.push_back(op);
@@ -319,7 +332,7 @@ static void applyZero(FunctionOpInterface func, const Strategy &strategy,
       for (OpOperand &operand : op->getOpOperands()) {
         Value value = operand.get();
         Operation *def = value.getDefiningOp();
-        if (value.getType() != layout.type || (def && inChain.contains(def)))
+        if (!sameShape(value.getType()) || (def && inChain.contains(def)))
           continue;
         dist::ShardingAttr target;
         if (value == param) {
@@ -458,7 +471,12 @@ LogicalResult sharding::annotateFunction(FunctionOpInterface func,
       auto it = layouts.find(param.getValue());
       if (it == layouts.end())
         continue;
-      if (it->second.type != type) {
+      // The layout is the shape's: a mixed-precision step's f32 master and
+  // moments follow their bf16 or f16 parameter.
+  auto stateType = dyn_cast<ShapedType>(type);
+  auto paramType = dyn_cast<ShapedType>(it->second.type);
+  if (!stateType || !paramType ||
+      stateType.getShape() != paramType.getShape()) {
         emitError(func->getLoc())
             << "result #" << index << " (parameter '" << param.getValue()
             << "') has type " << type << " but the parameter argument has type "

@@ -107,7 +107,7 @@ class Model:
         return self
 
     def _compile(self, mesh, strategy, train, lr, weight_decay, stage, seed,
-                 sequence_parallel):
+                 sequence_parallel, precision="fp32"):
         annotated = any(a.sharding for a in self.arguments())
         if strategy is None:
             if not annotated:
@@ -121,19 +121,21 @@ class Model:
             train = None
         axes = mesh.axes if (mesh is not None and strategy != "none") else []
         return self._impl.compile(strategy, axes, train, lr, weight_decay,
-                                  stage, seed, sequence_parallel)
+                                  stage, seed, sequence_parallel, precision)
 
     def plan(self, mesh: Optional[Mesh] = None, strategy: Optional[str] = None,
              train: Union[None, bool, str] = None, lr: Optional[float] = None,
              weight_decay: Optional[float] = None, seed: int = 0,
-             sequence_parallel: bool = False) -> Plan:
+             sequence_parallel: bool = False,
+             precision: str = "fp32") -> Plan:
         """Compiles the model for `mesh` with a strategy preset (dp, megatron,
         dp+megatron, zero1..3, fsdp, ...; default: the model's own
         annotations), as a train step when `train` is set (True/"adamw",
-        "sgd", or "none" for gradients only). The GIL is released while it
-        compiles."""
+        "sgd", or "none" for gradients only), in `precision` ("fp32",
+        "bf16-mixed" or "fp16-mixed": `partita plan --precision`). The GIL
+        is released while it compiles."""
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
-                                "plan", seed, sequence_parallel)
+                                "plan", seed, sequence_parallel, precision)
         return Plan(data, f"<plan of {strategy or 'annotations'}>")
 
     def compile(self, mesh: Optional[Mesh] = None,

@@ -24,6 +24,7 @@
 #include "dialects/nn/Models/ModelBuilder.h"
 #include "partita/runtime/Executor.h"
 #include "passes/Pipelines.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/plan/PlanExplain.h"
 #include "passes/sharding/Strategies.h"
 
@@ -407,6 +408,7 @@ struct CompileRequest {
   std::string last = "plan";
   uint64_t seed = 0;
   bool sequenceParallel = false;
+  std::string precision = "fp32"; // fp32, bf16-mixed or fp16-mixed
 };
 
 /// Compiles a copy of the model through `last`: returns the module after
@@ -442,6 +444,13 @@ compileModel(Model &model, const CompileRequest &request) {
       options.autodiff.lr = *request.lr;
     if (request.weightDecay)
       options.autodiff.weightDecay = *request.weightDecay;
+    if (!autodiff::parsePrecision(request.precision))
+      raiseError("unknown precision '" + request.precision +
+                 "': expected fp32, bf16-mixed or fp16-mixed");
+    options.autodiff.precision = request.precision;
+  } else if (request.precision != "fp32") {
+    raiseError("precision '" + request.precision +
+               "' needs train= (a mixed recipe is a train step's)");
   }
   options.optimizeComm.bucketBytes = 25 << 20;
   options.seed = request.seed;
@@ -575,8 +584,10 @@ NB_MODULE(_compiler, m) {
              const std::vector<std::pair<std::string, int64_t>> &mesh,
              std::optional<std::string> train, std::optional<double> lr,
              std::optional<double> weightDecay, const std::string &last,
-             uint64_t seed, bool sequenceParallel) {
+             uint64_t seed, bool sequenceParallel,
+             const std::string &precision) {
             CompileRequest request;
+            request.precision = precision;
             request.strategy = strategy;
             request.mesh = mesh;
             request.train = train;
@@ -589,7 +600,8 @@ NB_MODULE(_compiler, m) {
           },
           nb::arg("strategy"), nb::arg("mesh"), nb::arg("train").none(),
           nb::arg("lr").none(), nb::arg("weight_decay").none(),
-          nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"));
+          nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"),
+          nb::arg("precision") = "fp32");
 
   m.def("parse", &parseModel, nb::arg("text"), nb::arg("source"));
   m.def("build_model", &buildModel, nb::arg("kind"), nb::arg("layers").none(),

@@ -31,6 +31,22 @@ def test_explain_train_step_has_model_state(small_gpt):
     assert "<- this plan" in plan.explain().text
 
 
+# Tests that plan(precision=...) compiles the mixed recipe: explain's
+# model state counts 2 + 2 + 12 bytes per parameter (the f32 master copy
+# among the optimizer state), and a precision without train= is an error.
+def test_plan_precision_bf16_mixed(small_gpt):
+    plan = small_gpt.plan(Mesh({"dp": 2}), strategy="zero2", train="adamw",
+                          precision="bf16-mixed")
+    text = plan.explain().text
+    assert "2 + 2 + 12 bytes per parameter" in text
+    assert "<- this plan" in text
+    with pytest.raises(partita.Error, match="needs train="):
+        small_gpt.plan(Mesh({"dp": 2}), strategy="dp", precision="bf16-mixed")
+    with pytest.raises(partita.Error, match="unknown precision 'fp8'"):
+        small_gpt.plan(Mesh({"dp": 2}), strategy="dp", train=True,
+                       precision="fp8")
+
+
 def test_run_returns_numpy_by_name(small_gpt):
     plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp")
     out = plan.run(token_batch(0))

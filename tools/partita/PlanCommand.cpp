@@ -10,6 +10,7 @@
 
 #include "dialects/InitAllDialects.h"
 #include "passes/Pipelines.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -96,6 +97,27 @@ cl::opt<std::string> recomputeArg(
     cl::cat(trainCategory),
     cl::desc("--train: recompute activations in backward: none (default), "
              "full (every layer), selective (the attention core)"));
+cl::opt<std::string> precisionArg(
+    "precision", cl::sub(planCommand),
+    cl::value_desc("fp32|bf16-mixed|fp16-mixed"), cl::cat(trainCategory),
+    cl::desc("--train: fp32 (default), or a mixed recipe: parameters, "
+             "activations and gradients in bf16 (f16), f32 master weights "
+             "and moments (docs/user-guide.md, Mixed precision)"));
+cl::opt<std::string> lossScaleArg(
+    "loss-scale", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(trainCategory),
+    cl::desc("--precision fp16-mixed: the initial dynamic loss scale (> 0; "
+             "default 65536)"));
+cl::opt<std::string> lossScaleGrowthArg(
+    "loss-scale-growth-interval", cl::sub(planCommand), cl::value_desc("n"),
+    cl::cat(trainCategory),
+    cl::desc("--precision fp16-mixed: clean steps after which the loss scale "
+             "doubles (default 2000)"));
+cl::opt<std::string> reduceDTypeArg(
+    "reduce-dtype", cl::sub(planCommand), cl::value_desc("compute|fp32"),
+    cl::cat(trainCategory),
+    cl::desc("--precision *-mixed: gradient reductions in the compute type "
+             "(default) or in fp32"));
 cl::opt<bool> recordOrigins(
     "record-origins", cl::sub(planCommand),
     cl::desc("Attach dist.origin to every value, naming the annotation its "
@@ -266,6 +288,17 @@ int checkTrainOptions(CompilerOptions &options) {
                                          " needs --train adamw or sgd");
     if (recomputeArg.getNumOccurrences())
       return reportError(kCommand, "--recompute needs --train");
+    if (precisionArg.getNumOccurrences() && precisionArg != "fp32")
+      return reportError(kCommand, "--precision " + precisionArg +
+                                       " needs --train (a mixed recipe is "
+                                       "a train step's)");
+    if (reduceDTypeArg.getNumOccurrences())
+      return reportError(kCommand, "--reduce-dtype needs --train");
+    if (lossScaleArg.getNumOccurrences() ||
+        lossScaleGrowthArg.getNumOccurrences())
+      return reportError(kCommand, "--loss-scale and "
+                                   "--loss-scale-growth-interval need "
+                                   "--train adamw --precision fp16-mixed");
     return 0;
   }
   if (trainArg != "adamw" && trainArg != "sgd" && trainArg != "none")
@@ -308,6 +341,49 @@ int checkTrainOptions(CompilerOptions &options) {
       return reportError(kCommand, "unknown --recompute '" + recomputeArg +
                                        "': expected none, full or selective");
     autodiff.recompute = recomputeArg;
+  }
+  if (precisionArg.getNumOccurrences()) {
+    if (!autodiff::parsePrecision(precisionArg))
+      return reportError(kCommand,
+                         "unknown --precision '" + precisionArg +
+                             "': expected fp32, bf16-mixed or fp16-mixed");
+    autodiff.precision = precisionArg;
+  }
+  if (reduceDTypeArg.getNumOccurrences()) {
+    if (reduceDTypeArg != "compute" && reduceDTypeArg != "fp32")
+      return reportError(kCommand, "unknown --reduce-dtype '" +
+                                       reduceDTypeArg +
+                                       "': expected compute or fp32");
+    if (autodiff.precision == "fp32")
+      return reportError(kCommand, "--reduce-dtype needs --precision "
+                                   "bf16-mixed or fp16-mixed");
+    autodiff.reduceDType = reduceDTypeArg;
+  }
+  if (lossScaleArg.getNumOccurrences() ||
+      lossScaleGrowthArg.getNumOccurrences()) {
+    if (autodiff.precision != "fp16-mixed")
+      return reportError(kCommand, "--loss-scale and "
+                                   "--loss-scale-growth-interval need "
+                                   "--precision fp16-mixed");
+    if (lossScaleArg.getNumOccurrences()) {
+      double value;
+      if (parseNumber(kCommand, lossScaleArg, value))
+        return 1;
+      if (!(value > 0) || value == inf)
+        return reportError(kCommand, "--loss-scale must be greater than 0, "
+                                     "got " +
+                                         lossScaleArg);
+      autodiff.lossScale = value;
+    }
+    if (lossScaleGrowthArg.getNumOccurrences()) {
+      long long n = 0;
+      if (StringRef(lossScaleGrowthArg).getAsInteger(10, n) || n < 1)
+        return reportError(kCommand,
+                           "--loss-scale-growth-interval must be an integer "
+                           ">= 1, got '" +
+                               lossScaleGrowthArg + "'");
+      autodiff.lossScaleGrowthInterval = n;
+    }
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "dialects/InitAllDialects.h"
 #include "dialects/nn/Models/ModelBuilder.h"
 #include "passes/Pipelines.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -99,7 +100,8 @@ const KeySpec kKeys[] = {
     {"model.ffn", KeyType::Integer, "feed-forward width (family)"},
     {"model.tied", KeyType::Bool, "gpt: logits with wte (family)"},
     {"model.precision", KeyType::String,
-     "f32 (the runtime executes fp32 until mixed precision lands)"},
+     "fp32 (default; also f32), bf16-mixed or fp16-mixed (partita plan "
+     "--precision)"},
     {"parallel.mesh", KeyType::String, "device mesh, e.g. dp=2,tp=2"},
     {"parallel.strategy", KeyType::String,
      "dp, zero1..3, fsdp, megatron, dp+megatron, ... (partita plan "
@@ -449,12 +451,14 @@ int TrainRun::compilerOptions(CompilerOptions &options) {
                   r + "'");
     ad.recompute = r;
   }
-  std::string precision = config.string("model.precision", "f32");
-  if (precision != "f32")
+  std::string precision = config.string("model.precision", "fp32");
+  if (precision == "f32")
+    precision = "fp32";
+  if (!autodiff::parsePrecision(precision))
     return fail(config.where("model.precision") +
-                ": only f32 trains today (the runtime executes fp32 until "
-                "mixed precision lands), got '" +
+                ": expected fp32, bf16-mixed or fp16-mixed, got '" +
                 precision + "'");
+  ad.precision = precision;
 
   std::string mesh = config.string("parallel.mesh", "");
   std::string strategy =

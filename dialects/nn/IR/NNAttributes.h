@@ -85,12 +85,23 @@ inline constexpr NameAttrDecl inputAttr("nn.input");
 inline constexpr NameAttrDecl outputAttr("nn.output");
 /// The gradient of the parameter named (results of @grads).
 inline constexpr NameAttrDecl gradAttr("nn.grad");
+/// On optimizer state (arguments, beside nn.state): the f32 master copy of
+/// the parameter named, which a mixed-precision step updates and narrows
+/// into the parameter; initialized with that parameter's initializer.
+inline constexpr NameAttrDecl masterAttr("nn.master");
 
 /// Op attribute names, for the verifier and diagnostics.
 inline constexpr llvm::StringLiteral kLayerAttrName = "nn.layer";
 inline constexpr llvm::StringLiteral kGradKindAttrName = "nn.grad_kind";
 inline constexpr llvm::StringLiteral kRecomputeAttrName = "nn.recompute";
 inline constexpr llvm::StringLiteral kMeanCountAttrName = "nn.mean_count";
+/// On a widening nn.convert: a partial sum stays partial through it, so its
+/// reduction runs in the wider result type (a mixed-precision step's
+/// gradients under reduce-dtype=fp32).
+inline constexpr llvm::StringLiteral kWideSumAttrName = "nn.wide_sum";
+/// On an optimizer-state argument (beside nn.state): the constant it starts
+/// from (a float), instead of zero (fp16-mixed's loss scale).
+inline constexpr llvm::StringLiteral kInitValueAttrName = "nn.init_value";
 
 /// The index of the model layer `op` belongs to (`partita model` writes it
 /// on every op of a repeated block); std::nullopt outside any layer.

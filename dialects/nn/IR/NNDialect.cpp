@@ -101,12 +101,20 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kInitValueAttrName) {
+    if (isa<FloatAttr>(attr.getValue()))
+      return success();
+    return op->emitError() << name << " of argument #" << argIndex << " of "
+                           << describeOwner(op) << " must be a float, not "
+                           << attr.getValue();
+  }
   if (name != paramAttr.getName() && name != stateAttr.getName() &&
-      name != inputAttr.getName())
+      name != inputAttr.getName() && name != masterAttr.getName())
     return op->emitError() << "argument #" << argIndex << " of "
                            << describeOwner(op) << " carries " << name
                            << ", which is not an nn argument attribute "
-                              "(nn.param, nn.state or nn.input)";
+                              "(nn.param, nn.state, nn.master, "
+                              "nn.init_value or nn.input)";
   if (isa<StringAttr>(attr.getValue()))
     return success();
   // At the argument, where the name was written.
@@ -162,6 +170,11 @@ LogicalResult NNDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << name << " is a unit attribute, not " << value;
     return success();
   }
+  if (name == kWideSumAttrName) {
+    if (!isa<UnitAttr>(value))
+      return op->emitError() << name << " is a unit attribute, not " << value;
+    return success();
+  }
   if (name == kMeanCountAttrName) {
     if (!isInteger)
       return op->emitError() << name << " must be an integer count, not "
@@ -172,6 +185,6 @@ LogicalResult NNDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   return op->emitError() << "unknown nn attribute " << name
-                         << " (nn.layer, nn.grad_kind, nn.recompute or "
-                            "nn.mean_count)";
+                         << " (nn.layer, nn.grad_kind, nn.recompute, "
+                            "nn.mean_count or nn.wide_sum)";
 }

@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -630,8 +631,20 @@ PARTITA_ELEMENTWISE_RULE(ReluGradOp)
 PARTITA_ELEMENTWISE_RULE(SiluGradOp)
 PARTITA_ELEMENTWISE_RULE(GeluGradOp)
 PARTITA_ELEMENTWISE_RULE(GreaterEqualOp)
-PARTITA_ELEMENTWISE_RULE(ConvertOp)
 #undef PARTITA_ELEMENTWISE_RULE
+
+// A convert keeps a partial sum partial only where nn-autodiff asked for
+// the sum in the wider type (nn.wide_sum on a widening convert); otherwise
+// the sum is taken in the input type first, as before.
+FailureOr<ShardingRule> ConvertOp::getShardingRule() {
+  FailureOr<ShardingRule> rule = elementwiseRule(getOperation());
+  auto in = cast<FloatType>(getElementTypeOrSelf(getInput().getType()));
+  auto out = cast<FloatType>(getElementTypeOrSelf(getResult().getType()));
+  if (succeeded(rule) && (*this)->hasAttr(kWideSumAttrName) &&
+      out.getWidth() > in.getWidth())
+    rule->setAdditive();
+  return rule;
+}
 
 FailureOr<ShardingRule> LayerNormGradOp::getShardingRule() {
   return normGradRule(getInput(), getGamma(), getDy(), getResult());

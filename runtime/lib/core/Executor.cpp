@@ -540,8 +540,10 @@ struct Executor::Impl {
     const TensorView &view = views[id];
     std::vector<int64_t> global = toVector(b.global_shape());
     const plan::Init &init = b.init();
-    uint64_t key = splitmix64(plan->seed() ^ fnv1a64(b.name()));
-    bool f64 = view.dtype == DType::F64;
+    // A master copy draws its parameter's values, so both start equal.
+    const std::string &name = b.master_of().empty() ? b.name() : b.master_of();
+    uint64_t key = splitmix64(plan->seed() ^ fnv1a64(name));
+    DType dtype = view.dtype;
     writeFromHost(view.data, view.numBytes(), [&](unsigned char *host) {
       std::memset(host, 0, view.numBytes()); // padding, if any, is zeros
       forEachRow(global, view.shape, blockStarts(b, coords),
@@ -549,10 +551,13 @@ struct Executor::Impl {
                    for (int64_t i = 0; i < n; ++i) {
                      double v = valueForKey(key, g + i, init.kind(), init.a(),
                                             init.b());
-                     if (f64)
+                     if (dtype == DType::F64)
                        reinterpret_cast<double *>(host)[l + i] = v;
-                     else
+                     else if (dtype == DType::F32)
                        reinterpret_cast<float *>(host)[l + i] = float(v);
+                     else // bf16, f16: the f32 value rounded to nearest even
+                       reinterpret_cast<uint16_t *>(host)[l + i] =
+                           narrowFloat(float(v), dtype);
                    }
                  });
     });
@@ -1060,7 +1065,10 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
                              : b.role() == plan::STATE   ? s.memory.state
                                                          : s.memory.inputs,
                              host ? MemorySpace::Host : MemorySpace::Device);
-      if (b.role() == plan::PARAMETER)
+      // State starts at zero unless it has an initializer (a master copy,
+      // a loss scale).
+      if (b.role() == plan::PARAMETER ||
+          (b.role() == plan::STATE && b.has_init()))
         s.initParameter(id);
       else if (b.role() == plan::CONSTANT)
         s.device->copyFromHost(view.data, b.data().data(), b.data().size(),
@@ -1506,7 +1514,8 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
     bool partial = b.partial_axes_size() > 0;
     bool max = b.partial_op() == plan::MAX;
     if (partial && view.dtype != DType::F32 && view.dtype != DType::F64 &&
-        view.dtype != DType::I32 && view.dtype != DType::I64)
+        view.dtype != DType::I32 && view.dtype != DType::I64 &&
+        view.dtype != DType::BF16 && view.dtype != DType::F16)
       throw Error("result '" + b.name() +
                   "': cannot reduce partial values of dtype " +
                   toString(view.dtype));
@@ -1547,6 +1556,19 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
                      accumulate(out.data<int32_t>() + g,
                                 (const int32_t *)src + l, n, max);
                      break;
+                   case DType::BF16:
+                   case DType::F16: {
+                     // Combined in f32, rounded once per partial added.
+                     uint16_t *d = out.data<uint16_t>() + g;
+                     const uint16_t *x = (const uint16_t *)src + l;
+                     for (int64_t i = 0; i < n; ++i) {
+                       float a = widenFloat(d[i], view.dtype);
+                       float v = widenFloat(x[i], view.dtype);
+                       float r = max ? (v > a || v != v ? v : a) : a + v;
+                       d[i] = narrowFloat(r, view.dtype);
+                     }
+                     break;
+                   }
                    default:
                      accumulate(out.data<int64_t>() + g,
                                 (const int64_t *)src + l, n, max);

@@ -400,9 +400,10 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
       if (!plan::Init::Kind_IsValid(init.kind()))
         fail(what, bw + " has an unknown initializer kind");
       DType dt = toDType(buffer.dtype());
-      if (dt != DType::F32 && dt != DType::F64)
+      if (dt != DType::F32 && dt != DType::F64 && dt != DType::BF16 &&
+          dt != DType::F16)
         fail(what, bw + ": parameters of dtype " + toString(dt) +
-                       " cannot be initialized (f32 or f64 only)");
+                       " cannot be initialized (f32, f64, bf16 or f16 only)");
       break;
     }
     case plan::INPUT:
@@ -410,6 +411,17 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     case plan::STATE:
       if (buffer.name().empty())
         fail(what, bw + " is training state without a name");
+      if (!buffer.master_of().empty() && !buffer.has_init())
+        fail(what, bw + " is the master copy of '" + buffer.master_of() +
+                       "' without an initializer");
+      if (buffer.has_init()) {
+        if (!plan::Init::Kind_IsValid(buffer.init().kind()))
+          fail(what, bw + " has an unknown initializer kind");
+        DType dt = toDType(buffer.dtype());
+        if (dt != DType::F32 && dt != DType::F64)
+          fail(what, bw + " is initialized state of dtype " + toString(dt) +
+                         " (f32 or f64 only)");
+      }
       break;
     case plan::CONSTANT:
       if (int64_t(buffer.data().size()) != bytes)

@@ -10,6 +10,7 @@
 
 #include "CpuKernels.h"
 #include "ThreadPool.h"
+#include "LowPrecision.h"
 #include "partita/runtime/KernelRegistry.h"
 
 #include <cblas.h>
@@ -453,6 +454,9 @@ public:
 
   void run(const KernelCall &call) override {
     PoolScope scope(pool.get());
+    // bf16 and f16: the f32 kernel on widened copies (LowPrecision.h).
+    if (needsWidening(call))
+      return runWidened(call, [this](const KernelCall &wide) { run(wide); });
     switch (call.kind) {
     case KernelKind::Einsum:
       return runEinsum(call);

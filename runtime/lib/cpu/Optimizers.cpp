@@ -133,6 +133,15 @@ void runAdamW(const KernelCall &call) {
   dispatchFloat(call.kind, call.inputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     double t = double(*call.inputs[4].as<T>());
+    // A NaN step skips the update (fp16-mixed's loss scaling on an
+    // overflow): each output keeps its old value.
+    if (std::isnan(t)) {
+      for (auto [in, out] : {std::pair{0, 0}, {2, 1}, {3, 2}})
+        if (call.outputs[out].data != call.inputs[in].data)
+          std::memcpy(call.outputs[out].data, call.inputs[in].data,
+                      call.inputs[in].numBytes());
+      return;
+    }
     // The bias corrections divide by 1 - beta^t: zero at t = 0.
     if (!(t >= 1 && std::isfinite(t)))
       fail(call.kind, "input 4 (step) must hold the step number t >= 1 (the "

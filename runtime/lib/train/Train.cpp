@@ -128,9 +128,11 @@ double elementAsDouble(const Tensor &t, int64_t i) {
     return t.data<int32_t>()[i];
   case DType::I64:
     return double(t.data<int64_t>()[i]);
-  default:
-    return NAN;
+  case DType::F16:
+  case DType::BF16:
+    return widenFloat(t.data<uint16_t>()[i], t.getDType());
   }
+  return NAN;
 }
 
 double relativeDifference(const Tensor &a, const Tensor &b, double &maxAbs) {

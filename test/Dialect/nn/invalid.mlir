@@ -1220,7 +1220,7 @@ func.func @input_not_string(
 // -----
 
 // Tests that an argument cannot carry an nn attribute of results.
-// expected-error @+1 {{argument #0 of @output_on_argument carries nn.output, which is not an nn argument attribute (nn.param, nn.state or nn.input)}}
+// expected-error @+1 {{argument #0 of @output_on_argument carries nn.output, which is not an nn argument attribute (nn.param, nn.state, nn.master, nn.init_value or nn.input)}}
 func.func @output_on_argument(%x: tensor<4xf32> {nn.output = "loss"}) {
   return
 }
@@ -1290,7 +1290,7 @@ func.func @mean_count_not_integer(%l: tensor<2x4xf32>, %y: tensor<2xi32>, %d: te
 
 // Tests that an nn attribute the dialect does not declare is rejected.
 func.func @unknown_attribute(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown nn attribute nn.stage (nn.layer, nn.grad_kind, nn.recompute or nn.mean_count)}}
+  // expected-error @+1 {{unknown nn attribute nn.stage (nn.layer, nn.grad_kind, nn.recompute, nn.mean_count or nn.wide_sum)}}
   %0 = nn.relu %x {nn.stage = 0 : i64} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }

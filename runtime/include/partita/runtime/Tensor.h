@@ -23,6 +23,12 @@ size_t sizeOf(DType dtype);
 /// "f32", "bf16", ... (the MLIR spelling).
 const char *toString(DType dtype);
 
+/// An f32 value rounded to nearest (ties to even) in bf16 or f16 (`dtype`),
+/// as its bits: overflow gives inf, NaN stays NaN.
+uint16_t narrowFloat(float value, DType dtype);
+/// A bf16 or f16 (`dtype`) value's bits as f32 (exact).
+float widenFloat(uint16_t bits, DType dtype);
+
 /// Every runtime failure the caller can act on: a bad plan, a shape the
 /// kernel cannot take, a collective that failed or timed out. The message
 /// names what failed (rank, collective, op) so a user can act on it.
