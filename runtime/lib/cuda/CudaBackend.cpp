@@ -246,7 +246,7 @@ public:
     case KernelKind::Softmax:
       return runSoftmax(call);
     case KernelKind::LayerNorm:
-      return runLayerNorm(call);
+      return runRowNorm(call);
     case KernelKind::CrossEntropy:
       return runCrossEntropy(call);
     case KernelKind::AdamW:
@@ -260,7 +260,7 @@ public:
     case KernelKind::Embedding:
       return runEmbedding(call);
     case KernelKind::RMSNorm:
-      return runRMSNorm(call);
+      return runRowNorm(call);
     default:
       throw Error(std::string("cuda backend: kernel kind '") +
                   toString(call.kind) +
@@ -508,24 +508,29 @@ private:
       launch(l);
   }
 
-  void runLayerNorm(const KernelCall &call) {
-    cpu::checkCall(call, 3, 1);
+  /// layer_norm (x, gamma, beta) and rms_norm (x, gamma): one block per
+  /// row of the last dimension.
+  void runRowNorm(const KernelCall &call) {
+    bool layer = call.kind == KernelKind::LayerNorm;
+    int inputs = layer ? 3 : 2;
+    cpu::checkCall(call, inputs, 1);
     const TensorView &x = call.inputs[0], &y = call.outputs[0];
     cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
     if (x.rank() < 1)
       fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
     int64_t hidden = x.shape.back();
     cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-    cpu::checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
+    if (layer)
+      cpu::checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
     cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
     cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
     KernelParams &p = l.params;
-    p.kernel = GpuKernel::LayerNorm;
+    p.kernel = layer ? GpuKernel::LayerNorm : GpuKernel::RMSNorm;
     p.type = floatType(call, x, "input 0");
     p.cols = hidden;
     p.a[0] = call.attrs.epsilon;
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < inputs; ++i)
       p.in[i] = call.inputs[i].data;
     p.out[0] = y.data;
     launch(l);
@@ -663,28 +668,6 @@ private:
     p.in[0] = table.data;
     p.in[1] = ids.data;
     p.out[0] = out.data;
-    launch(l);
-  }
-
-  void runRMSNorm(const KernelCall &call) {
-    cpu::checkCall(call, 2, 1);
-    const TensorView &x = call.inputs[0], &y = call.outputs[0];
-    cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
-    if (x.rank() < 1)
-      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-    int64_t hidden = x.shape.back();
-    cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
-    KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
-    KernelParams &p = l.params;
-    p.kernel = GpuKernel::RMSNorm;
-    p.type = floatType(call, x, "input 0");
-    p.cols = hidden;
-    p.a[0] = call.attrs.epsilon;
-    p.in[0] = x.data;
-    p.in[1] = call.inputs[1].data;
-    p.out[0] = y.data;
     launch(l);
   }
 
