@@ -167,6 +167,35 @@ if [ -f "$plans/cuda-plans.txt" ]; then
   done <"$plans/cuda-plans.txt"
 fi
 
+# The nccl communicator (nccl-plans.txt: plan, ranks, arguments): one GPU
+# per rank under mpirun, or NCCL's layouts over local threads emulated.
+if [ -f "$plans/nccl-plans.txt" ]; then
+  echo "== nccl communicator on the plans of nccl-plans.txt"
+  gpus=0
+  command -v nvidia-smi >/dev/null && gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+  while read -r plan ranks args; do
+    [ -n "$plan" ] || continue
+    log="$plan.nccl.log"
+    if [ "$emulate" -eq 1 ]; then
+      # shellcheck disable=SC2086 # args are words from nccl-plans.txt
+      timeout 600 "$run" "$plan" --check --backend cuda --emulate --comm nccl $args </dev/null >"$log" 2>&1
+    elif [ "$ranks" -gt "$gpus" ]; then
+      summary+=("$plan: nccl skipped (needs $ranks GPUs, this machine has $gpus)")
+      continue
+    else
+      # shellcheck disable=SC2086 # args are words from nccl-plans.txt
+      timeout 600 mpirun -np "$ranks" "${mpirun[@]:3}" "$run" "$plan" --check --backend cuda --comm nccl $args </dev/null >"$log" 2>&1
+    fi
+    if [ $? -eq 0 ]; then
+      summary+=("$plan: nccl on $ranks rank(s)$([ "$emulate" -eq 1 ] && echo ' (emulated)') ok")
+    else
+      summary+=("$plan: nccl FAILED (see $plans/$log)")
+      failures=$((failures + 1))
+      tail -5 "$log"
+    fi
+  done <"$plans/nccl-plans.txt"
+fi
+
 echo "== summary"
 printf '%s\n' "${summary[@]}"
 [ "$failures" -eq 0 ] && echo "gpu-check: ok" || echo "gpu-check: $failures failed"

@@ -13,7 +13,7 @@ out="$1"
 partita="$root/build/bin/partita"
 [ -x "$partita" ] || "$root/scripts/build.sh" --target partita
 mkdir -p "$out"
-rm -f "$out"/*.pb "$out"/plans.txt "$out"/cuda-plans.txt
+rm -f "$out"/*.pb "$out"/plans.txt "$out"/cuda-plans.txt "$out"/nccl-plans.txt
 
 "$partita" model mlp --layers 2 --hidden 64 --batch 8 -o "$out/mlp.mlir"
 "$partita" model gpt --layers 2 --hidden 64 --heads 4 --batch 4 -o "$out/gpt.mlir"
@@ -44,4 +44,17 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   -o "$out/mlp-train-one.pb"
 echo "mlp-one.pb" >"$out/cuda-plans.txt"
 echo "mlp-train-one.pb --steps 5 --rtol 1e-4" >>"$out/cuda-plans.txt"
-echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt, $(wc -l <"$out/cuda-plans.txt") in cuda-plans.txt"
+# The nccl communicator's plans (nccl-plans.txt: plan, ranks, arguments):
+# one rank per GPU under mpirun on a GPU machine (plans needing more GPUs
+# than it has are skipped), ranks as threads with --emulate.
+"$partita" plan "$out/mlp.mlir" --mesh dp=2,tp=2 --strategy dp+megatron --quiet \
+  -o "$out/mlp-dp-tp.pb"
+"$partita" plan "$out/mlp.mlir" --train adamw --mesh dp=4 --strategy zero3 --quiet \
+  -o "$out/mlp-train-zero3.pb"
+{
+  echo "mlp-one.pb 1"
+  echo "mlp-train-one.pb 1 --steps 5 --rtol 1e-4"
+  echo "mlp-dp-tp.pb 4"
+  echo "mlp-train-zero3.pb 4 --steps 5 --rtol 1e-4"
+} >"$out/nccl-plans.txt"
+echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt, $(wc -l <"$out/cuda-plans.txt") in cuda-plans.txt, $(wc -l <"$out/nccl-plans.txt") in nccl-plans.txt"

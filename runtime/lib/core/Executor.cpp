@@ -20,6 +20,7 @@
 
 #include "PlanInternal.h"
 #include "partita/runtime/KernelRegistry.h"
+#include "runtime/lib/cuda/PlanChecks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -472,13 +473,17 @@ struct Executor::Impl {
     std::vector<int> world(plan->numDevices());
     std::iota(world.begin(), world.end(), 0);
     worldGroup = comm->createGroup(world);
+    worldGroup->setLabel("every device");
     for (const plan::Instruction &inst : program->instructions()) {
       if (!inst.has_collective() ||
           !collectiveCommunicates(inst.collective().kind()))
         continue;
       std::string key = axesKey(inst.collective().axes());
-      if (!groupOfAxes.count(key))
+      if (!groupOfAxes.count(key)) {
         groupOfAxes[key] = comm->createGroup(group(inst.collective().axes()));
+        // Named in a communicator's errors ("axes dp,tp").
+        groupOfAxes[key]->setLabel("axes " + key.substr(0, key.size() - 1));
+      }
     }
   }
 
@@ -1002,6 +1007,9 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   s.device = &backend.device();
   s.compute = &s.device->computeStream();
   checkCustomKernels(*s.program, programName, backend);
+  // What a GPU would run wrongly or hang on (runtime/lib/cuda/PlanChecks.h).
+  if (std::string(backend.name()) == "cuda")
+    gpu::checkPlanForCuda(p.proto, programName);
   if (s.program->partitioned()) {
     if (!comm)
       throw Error("program '" + programName +

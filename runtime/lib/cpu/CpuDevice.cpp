@@ -10,15 +10,11 @@
 
 #include "partita/runtime/Device.h"
 #include "partita/runtime/Tensor.h"
+#include "runtime/lib/core/HostStream.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 namespace partita::runtime {
 
@@ -38,28 +34,8 @@ DeviceBuffer Device::allocateBuffer(size_t bytes, MemorySpace space) {
 
 namespace {
 
-/// Shared by a stream and its events, so an event outlives nothing it reads.
-struct StreamState {
-  std::mutex mutex;
-  std::condition_variable changed;
-  uint64_t queued = 0, finished = 0;
-  std::exception_ptr error;
-};
-
-class CpuEvent final : public Event {
-public:
-  explicit CpuEvent(std::shared_ptr<StreamState> state)
-      : state(std::move(state)) {}
-  void synchronize() override {
-    std::unique_lock<std::mutex> lock(state->mutex);
-    state->changed.wait(
-        lock, [&] { return state->finished >= ticket || state->error; });
-    if (state->error)
-      std::rethrow_exception(state->error);
-  }
-  std::shared_ptr<StreamState> state;
-  uint64_t ticket = 0; // 0: never recorded
-};
+using host::HostEvent;
+using host::StreamState;
 
 /// Runs work at once on the queuing thread; nothing is ever pending.
 class InlineStream final : public Stream {
@@ -67,7 +43,7 @@ public:
   InlineStream() : state(std::make_shared<StreamState>()) {}
   void enqueue(std::function<void()> work) override { work(); }
   std::unique_ptr<Event> createEvent() override {
-    return std::make_unique<CpuEvent>(state);
+    return std::make_unique<HostEvent>(state);
   }
   void record(Event &) override {}
   void wait(Event &event) override { event.synchronize(); }
@@ -75,92 +51,6 @@ public:
 
 private:
   std::shared_ptr<StreamState> state;
-};
-
-/// One thread runs the items in order. An item that throws records the
-/// failure and the later ones are skipped; destruction skips what has not
-/// started and joins once the running item returns (a collective gives up
-/// after its deadline, so this is bounded).
-class WorkerStream final : public Stream {
-public:
-  WorkerStream()
-      : state(std::make_shared<StreamState>()), worker([this] { loop(); }) {}
-  ~WorkerStream() override {
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      stopping = true;
-    }
-    state->changed.notify_all();
-    worker.join();
-  }
-
-  void enqueue(std::function<void()> work) override {
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      queue.push_back(std::move(work));
-      ++state->queued;
-    }
-    state->changed.notify_all();
-  }
-  std::unique_ptr<Event> createEvent() override {
-    return std::make_unique<CpuEvent>(state);
-  }
-  void record(Event &event) override {
-    auto &e = static_cast<CpuEvent &>(event);
-    std::lock_guard<std::mutex> lock(state->mutex);
-    e.ticket = state->queued;
-  }
-  void wait(Event &event) override {
-    auto &e = static_cast<CpuEvent &>(event);
-    if (e.state == state)
-      return; // in order already
-    {
-      // Reached already (always so for the inline stream's events).
-      std::lock_guard<std::mutex> lock(e.state->mutex);
-      if (e.state->finished >= e.ticket && !e.state->error)
-        return;
-    }
-    // An event of another stream: the worker blocks on it in turn.
-    auto other = std::make_shared<CpuEvent>(e.state);
-    other->ticket = e.ticket;
-    enqueue([other] { other->synchronize(); });
-  }
-  void synchronize() override {
-    CpuEvent end(state);
-    record(end);
-    end.synchronize();
-  }
-
-private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(state->mutex);
-    while (true) {
-      state->changed.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (stopping)
-        return;
-      std::function<void()> work = std::move(queue.front());
-      queue.pop_front();
-      if (!state->error) {
-        lock.unlock();
-        std::exception_ptr failure;
-        try {
-          work();
-        } catch (...) {
-          failure = std::current_exception();
-        }
-        lock.lock();
-        if (failure && !state->error)
-          state->error = failure;
-      }
-      ++state->finished;
-      state->changed.notify_all();
-    }
-  }
-
-  std::shared_ptr<StreamState> state;
-  std::deque<std::function<void()>> queue;
-  bool stopping = false;
-  std::thread worker; // last: starts once the members above exist
 };
 
 class CpuDevice final : public Device {
@@ -181,7 +71,9 @@ public:
 
   Stream &computeStream() override { return compute; }
   std::unique_ptr<Stream> createStream() override {
-    return std::make_unique<WorkerStream>();
+    // Skips what has not started when destroyed (a collective gives up
+    // after its deadline, so the join is bounded).
+    return std::make_unique<host::HostStream>();
   }
 
   // On the inline compute stream the work runs now; on a worker stream it

@@ -58,7 +58,8 @@ if(PARTITA_HAVE_CUDA)
     -Xptxas=-warn-spills,-warn-lmem-usage,-Werror -Xcompiler=-Wall,-Werror)
   target_compile_options(partita_cuda_kernels PRIVATE
     ${PARTITA_CUDA_STRICT_FLAGS})
-  target_sources(partita_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/CudaApi.cpp)
+  target_sources(partita_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/CudaApi.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/NcclApi.cpp)
   target_include_directories(partita_runtime PRIVATE
     ${CUDAToolkit_INCLUDE_DIRS} ${PARTITA_NCCL_INCLUDE_DIR})
   target_link_libraries(partita_runtime PRIVATE partita_cuda_kernels

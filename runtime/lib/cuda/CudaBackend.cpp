@@ -246,7 +246,7 @@ public:
     case KernelKind::Softmax:
       return runSoftmax(call);
     case KernelKind::LayerNorm:
-      return runLayerNorm(call);
+      return runRowNorm(call);
     case KernelKind::CrossEntropy:
       return runCrossEntropy(call);
     case KernelKind::AdamW:
@@ -260,15 +260,24 @@ public:
     case KernelKind::Embedding:
       return runEmbedding(call);
     case KernelKind::RMSNorm:
-      return runRMSNorm(call);
+      return runRowNorm(call);
+    case KernelKind::SGD:
+      return runSgd(call);
+    case KernelKind::EmbeddingGrad:
+      return runEmbeddingGrad(call);
+    case KernelKind::LayerNormGrad:
+    case KernelKind::RMSNormGrad:
+      return runNormGrad(call);
     default:
       throw Error(std::string("cuda backend: kernel kind '") +
                   toString(call.kind) +
                   "' is not ported to the cuda backend yet (ported: einsum, "
                   "add, sub, mul, div, max, the unary ops, relu/silu/gelu "
                   "grads, greater_equal, broadcast, transpose, reshape, fill, "
-                  "reduce_sum/max/mean, softmax, layer_norm, rms_norm, embedding, "
-                  "cross_entropy and its grad, adamw)");
+                  "reduce_sum/max/mean, softmax, layer_norm, rms_norm and their "
+                  "grads, embedding "
+                  "and its grad, "
+                  "cross_entropy and its grad, sgd, adamw)");
     }
   }
 
@@ -508,24 +517,90 @@ private:
       launch(l);
   }
 
-  void runLayerNorm(const KernelCall &call) {
+  /// layer_norm (x, gamma, beta) and rms_norm (x, gamma): one block per
+  /// row of the last dimension.
+  /// layer_norm_grad and rms_norm_grad (x, gamma, dy -> dx): one block per
+  /// row, the cpu backend's checks.
+  void runNormGrad(const KernelCall &call) {
     cpu::checkCall(call, 3, 1);
+    const TensorView &x = call.inputs[0], &dy = call.inputs[2],
+                     &dx = call.outputs[0];
+    cpu::checkSameType(call.kind, dy, "input 2 (dy)", x, "input 0 (x)");
+    cpu::checkSameType(call.kind, dx, "output 0", x, "input 0 (x)");
+    if (x.rank() < 1)
+      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+    int64_t hidden = x.shape.back();
+    cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::NormGrad;
+    p.type = floatType(call, x, "input 0");
+    p.op = call.kind == KernelKind::RMSNormGrad ? 1 : 0;
+    p.cols = hidden;
+    p.a[0] = call.attrs.epsilon;
+    for (int i = 0; i < 3; ++i)
+      p.in[i] = call.inputs[i].data;
+    p.out[0] = dx.data;
+    if (hidden > 0)
+      launch(l);
+  }
+
+  void runEmbeddingGrad(const KernelCall &call) {
+    cpu::checkCall(call, 2, 1);
+    const TensorView &dy = call.inputs[0], &ids = call.inputs[1],
+                     &out = call.outputs[0];
+    KernelKind kind = call.kind;
+    if (out.rank() != 2)
+      fail(kind, "output 0 (dtable) must be [vocab, hidden], got " +
+                     cpu::typeToString(out));
+    ElemType type = floatType(call, dy, "input 0 (dy)");
+    cpu::checkIndex(kind, ids, "input 1 (ids)");
+    cpu::checkDType(kind, out, "output 0 (dtable)", dy.dtype);
+    std::vector<int64_t> shape = ids.shape;
+    shape.push_back(out.shape[1]);
+    cpu::checkShape(kind, dy, "input 0 (dy)", shape);
+    if (call.attrs.vocabOffset < 0)
+      fail(kind, "vocabOffset must be >= 0, got " +
+                     std::to_string(call.attrs.vocabOffset));
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    KernelLaunch l = elementwiseLaunch(out.numElements());
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::EmbeddingGrad;
+    p.type = type;
+    p.cols = out.shape[1];
+    p.inner = ids.numElements();
+    p.wideLabels = ids.dtype == DType::I64;
+    p.a[0] = double(call.attrs.vocabOffset);
+    p.in[0] = dy.data;
+    p.in[1] = ids.data;
+    p.out[0] = out.data;
+    if (out.numElements() > 0)
+      launch(l);
+  }
+
+  void runRowNorm(const KernelCall &call) {
+    bool layer = call.kind == KernelKind::LayerNorm;
+    int inputs = layer ? 3 : 2;
+    cpu::checkCall(call, inputs, 1);
     const TensorView &x = call.inputs[0], &y = call.outputs[0];
     cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
     if (x.rank() < 1)
       fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
     int64_t hidden = x.shape.back();
     cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-    cpu::checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
+    if (layer)
+      cpu::checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
     cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
     cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
     KernelParams &p = l.params;
-    p.kernel = GpuKernel::LayerNorm;
+    p.kernel = layer ? GpuKernel::LayerNorm : GpuKernel::RMSNorm;
     p.type = floatType(call, x, "input 0");
     p.cols = hidden;
     p.a[0] = call.attrs.epsilon;
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < inputs; ++i)
       p.in[i] = call.inputs[i].data;
     p.out[0] = y.data;
     launch(l);
@@ -666,28 +741,6 @@ private:
     launch(l);
   }
 
-  void runRMSNorm(const KernelCall &call) {
-    cpu::checkCall(call, 2, 1);
-    const TensorView &x = call.inputs[0], &y = call.outputs[0];
-    cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
-    if (x.rank() < 1)
-      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-    int64_t hidden = x.shape.back();
-    cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
-    KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
-    KernelParams &p = l.params;
-    p.kernel = GpuKernel::RMSNorm;
-    p.type = floatType(call, x, "input 0");
-    p.cols = hidden;
-    p.a[0] = call.attrs.epsilon;
-    p.in[0] = x.data;
-    p.in[1] = call.inputs[1].data;
-    p.out[0] = y.data;
-    launch(l);
-  }
-
   void runCrossEntropyGrad(const KernelCall &call) {
     cpu::checkCall(call, 3, 1);
     const TensorView &logits = call.inputs[0], &labels = call.inputs[1],
@@ -763,6 +816,42 @@ private:
       k.in[i] = call.inputs[i].data;
     for (int o = 0; o < 3; ++o)
       k.out[o] = call.outputs[o].data;
+    launch(l);
+  }
+
+  /// The pointers the kernel reads may be exactly the ones it writes (p'
+  /// over p, buf' over buf): each element reads every input first.
+  void runSgd(const KernelCall &call) {
+    cpu::checkCall(call, 3, 2);
+    const TensorView &p = call.inputs[0];
+    ElemType type = floatType(call, p, "input 0 (p)");
+    cpu::checkSameType(call.kind, call.inputs[1], "input 1", p, "input 0 (p)");
+    cpu::checkSameType(call.kind, call.inputs[2], "input 2", p, "input 0 (p)");
+    cpu::checkSameType(call.kind, call.outputs[0], "output 0", p,
+                       "input 0 (p)");
+    cpu::checkSameType(call.kind, call.outputs[1], "output 1", p,
+                       "input 0 (p)");
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/true);
+    const KernelAttrs &a = call.attrs;
+    auto check = [&](const char *name, double v) {
+      if (!(v >= 0) || !std::isfinite(v))
+        fail(call.kind, std::string(name) + " must be finite and >= 0, got " +
+                            std::to_string(v));
+    };
+    check("lr", a.lr);
+    check("momentum", a.momentum);
+    check("weightDecay", a.weightDecay);
+    KernelLaunch l = elementwiseLaunch(p.numElements());
+    KernelParams &k = l.params;
+    k.kernel = GpuKernel::Sgd;
+    k.type = type;
+    k.a[0] = a.lr;
+    k.a[1] = a.momentum;
+    k.a[2] = a.weightDecay;
+    for (int i = 0; i < 3; ++i)
+      k.in[i] = call.inputs[i].data;
+    k.out[0] = call.outputs[0].data;
+    k.out[1] = call.outputs[1].data;
     launch(l);
   }
 

@@ -9,153 +9,35 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/lib/core/HostStream.h"
 #include "runtime/lib/cpu/CpuKernels.h"
 #include "runtime/lib/cuda/BlockEmulator.h"
 #include "runtime/lib/cuda/GpuApi.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 namespace partita::runtime::gpu {
 
 namespace {
 
-struct StreamState {
-  std::mutex mutex;
-  std::condition_variable changed;
-  uint64_t queued = 0, finished = 0;
-  std::exception_ptr error;
-};
+using host::HostStream;
+using host::HostStreamOptions;
 
-class EmuEvent final : public Event {
-public:
-  explicit EmuEvent(std::shared_ptr<StreamState> state)
-      : state(std::move(state)) {}
-  void synchronize() override {
-    std::unique_lock<std::mutex> lock(state->mutex);
-    state->changed.wait(
-        lock, [&] { return state->finished >= ticket || state->error; });
-    if (state->error)
-      std::rethrow_exception(state->error);
-  }
-  std::shared_ptr<StreamState> state;
-  uint64_t ticket = 0; // 0: never recorded
-};
-
-/// One thread runs the items in order. In the synchronous mode enqueue
-/// returns once its item has run and rethrows the item's error itself
-/// (the stream stays usable, as an inline stream); otherwise a failing
-/// item fails the stream (later items are skipped, waits rethrow).
-class EmuStream final : public Stream {
-public:
-  explicit EmuStream(bool synchronous)
-      : state(std::make_shared<StreamState>()), synchronous(synchronous),
-        worker([this] { loop(); }) {}
-  ~EmuStream() override {
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      stopping = true;
-    }
-    state->changed.notify_all();
-    worker.join();
-  }
-
-  void enqueue(std::function<void()> work) override {
-    if (!synchronous) {
-      push(std::move(work));
-      return;
-    }
-    auto failure = std::make_shared<std::exception_ptr>();
-    uint64_t ticket = push([work = std::move(work), failure] {
-      try {
-        work();
-      } catch (...) {
-        *failure = std::current_exception();
-      }
-    });
-    std::unique_lock<std::mutex> lock(state->mutex);
-    state->changed.wait(lock, [&] { return state->finished >= ticket; });
-    lock.unlock();
-    if (*failure)
-      std::rethrow_exception(*failure);
-  }
-  std::unique_ptr<Event> createEvent() override {
-    return std::make_unique<EmuEvent>(state);
-  }
-  void record(Event &event) override {
-    auto &e = static_cast<EmuEvent &>(event);
-    std::lock_guard<std::mutex> lock(state->mutex);
-    e.state = state;
-    e.ticket = state->queued;
-  }
-  void wait(Event &event) override {
-    auto &e = static_cast<EmuEvent &>(event);
-    if (e.state == state || e.ticket == 0)
-      return; // in order already, or never recorded
-    auto other = std::make_shared<EmuEvent>(e.state);
-    other->ticket = e.ticket;
-    enqueue([other] { other->synchronize(); });
-  }
-  void synchronize() override {
-    EmuEvent end(state);
-    record(end);
-    end.synchronize();
-  }
-
-private:
-  uint64_t push(std::function<void()> work) {
-    uint64_t ticket;
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      queue.push_back(std::move(work));
-      ticket = ++state->queued;
-    }
-    state->changed.notify_all();
-    return ticket;
-  }
-
-  void loop() {
-    std::unique_lock<std::mutex> lock(state->mutex);
-    while (true) {
-      state->changed.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (queue.empty())
-        return; // stopping, and everything queued has run
-      std::function<void()> work = std::move(queue.front());
-      queue.pop_front();
-      if (!state->error) {
-        lock.unlock();
-        std::exception_ptr failure;
-        try {
-          work();
-        } catch (...) {
-          failure = std::current_exception();
-        }
-        lock.lock();
-        if (failure && !state->error)
-          state->error = failure;
-      }
-      ++state->finished;
-      state->changed.notify_all();
-    }
-  }
-
-  std::shared_ptr<StreamState> state;
-  std::deque<std::function<void()>> queue;
-  bool stopping = false;
-  bool synchronous;
-  std::thread worker; // last: starts once the members above exist
-};
+/// A stream of the emulated device: its queued work runs to the end before
+/// it is destroyed (it writes memory the device's owner reads afterwards).
+HostStreamOptions emuStream(bool synchronous) {
+  HostStreamOptions o;
+  o.synchronous = synchronous;
+  o.drainOnDestroy = true;
+  return o;
+}
 
 class EmulatedApi final : public GpuApi {
 public:
   explicit EmulatedApi(const EmulatedApiOptions &options)
-      : options(options), compute(options.synchronousCompute) {}
+      : options(options), compute(emuStream(options.synchronousCompute)) {}
 
   const char *name() const override { return "cuda (emulated)"; }
   bool hostAccessible() const override { return false; }
@@ -174,7 +56,7 @@ public:
 
   Stream &computeStream() override { return compute; }
   std::unique_ptr<Stream> createStream() override {
-    return std::make_unique<EmuStream>(/*synchronous=*/false);
+    return std::make_unique<HostStream>(emuStream(/*synchronous=*/false));
   }
 
   void copy(void *dst, const void *src, size_t bytes, Stream &stream) override {
@@ -225,7 +107,7 @@ public:
 
 private:
   EmulatedApiOptions options;
-  EmuStream compute;
+  HostStream compute;
 };
 
 } // namespace

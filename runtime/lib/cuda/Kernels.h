@@ -43,6 +43,9 @@ enum class GpuKernel : uint8_t {
   CrossEntropyGrad, // (softmax - onehot) * dloss / count per token
   Embedding,        // rows of a table by id (zeros outside the shard)
   RMSNorm,          // rows of `cols`; gamma
+  Sgd,              // p, g, buf -> p', buf'
+  EmbeddingGrad,    // dtable rows summed over the tokens of each id
+  NormGrad,         // dx of layer_norm (op 0) or rms_norm (op 1), rows of `cols`
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -416,6 +419,25 @@ PARTITA_HD void adamwKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+/// PyTorch's SGD (dampening 0, no Nesterov), as the cpu backend computes
+/// it: in p, g, buf -> out p', buf'; a: lr, momentum, weightDecay.
+template <typename T, typename Ctx>
+PARTITA_HD void sgdKernel(const Ctx &c, const KernelParams &p) {
+  const T *param = static_cast<const T *>(p.in[0]);
+  const T *g = static_cast<const T *>(p.in[1]);
+  const T *buf = static_cast<const T *>(p.in[2]);
+  T *pOut = static_cast<T *>(p.out[0]);
+  T *bufOut = static_cast<T *>(p.out[1]);
+  double lr = p.a[0], momentum = p.a[1], decay = p.a[2];
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    double pi = double(param[i]);
+    double g2 = double(g[i]) + decay * pi;
+    double b = momentum * double(buf[i]) + g2;
+    bufOut[i] = static_cast<T>(b);
+    pOut[i] = static_cast<T>(pi - lr * b);
+  }
+}
+
 /// n outputs (one block each at a time): output o reduces the `cols`
 /// elements of in[0] at offset(o over the kept dimensions) + offset(j over
 /// the reduced ones); op 0 sums in double and multiplies by a[0], op 1
@@ -504,6 +526,32 @@ PARTITA_HD void embeddingKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+/// The embedding's gradient: out[v, h] (n = inner x cols elements, inner
+/// the shard's vocab rows) sums in[0] dy[t, h] over the tokens t, in order,
+/// whose id in[1][t] (i64 when wideLabels) is v + offset a[0], over the
+/// `inner` tokens.
+/// Each output element is one thread's ordered sum (the cpu backend's order),
+/// without atomics; the cost is tokens x vocab x hidden id checks, fine for
+/// the emulated tests and small shards, a sort-based version is to come.
+template <typename T, typename Ctx>
+PARTITA_HD void embeddingGradKernel(const Ctx &c, const KernelParams &p) {
+  const T *dy = static_cast<const T *>(p.in[0]);
+  T *out = static_cast<T *>(p.out[0]);
+  int64_t offset = int64_t(p.a[0]), tokens = p.inner;
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    int64_t v = i / p.cols + offset, h = i % p.cols;
+    T sum = T(0);
+    for (int64_t t = 0; t < tokens; ++t) {
+      int64_t id = p.wideLabels
+                       ? static_cast<const int64_t *>(p.in[1])[t]
+                       : int64_t(static_cast<const int32_t *>(p.in[1])[t]);
+      if (id == v)
+        sum += dy[t * p.cols + h];
+    }
+    out[i] = sum;
+  }
+}
+
 /// RMS norm of n rows of `cols`: in[0] x, in[1] gamma; a[0] epsilon.
 template <typename T, typename Ctx>
 PARTITA_HD void rmsNormKernel(const Ctx &c, const KernelParams &p) {
@@ -521,6 +569,64 @@ PARTITA_HD void rmsNormKernel(const Ctx &c, const KernelParams &p) {
     T rms = static_cast<T>(1.0 / ksqrt(sq / double(p.cols) + p.a[0]));
     for (int64_t j = t; j < p.cols; j += bs)
       dst[j] = src[j] * rms * gamma[j];
+  }
+}
+
+/// The input gradient of layer_norm (op 0) or rms_norm (op 1), as the cpu
+/// backend computes it, one block per row of `cols`: in x, gamma, dy -> out
+/// dx; a[0] epsilon. With g = dy * gamma:
+///   layer: dx = rstd * (g - mean(g) - xhat * mean(g * xhat));
+///   rms:   dx = r * g - x * r^3 * mean(g * x).
+/// Each row sum is a block reduction (deterministic, double).
+template <typename T, typename Ctx>
+PARTITA_HD void normGradKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  const T *gamma = static_cast<const T *>(p.in[1]);
+  const T *dyAll = static_cast<const T *>(p.in[2]);
+  T *dxAll = static_cast<T *>(p.out[0]);
+  int t = c.threadIndex(), bs = c.blockSize();
+  double n = double(p.cols);
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    const T *src = x + row * p.cols, *dy = dyAll + row * p.cols;
+    T *dst = dxAll + row * p.cols;
+    if (p.op == 1) {
+      double sq = 0, gx = 0;
+      for (int64_t j = t; j < p.cols; j += bs) {
+        sq += double(src[j]) * src[j];
+        gx += double(dy[j]) * gamma[j] * src[j];
+      }
+      sq = blockReduce(c, sq, SumOp());
+      gx = blockReduce(c, gx, SumOp());
+      double rms = 1.0 / ksqrt(sq / n + p.a[0]);
+      double k = rms * rms * rms * gx / n;
+      for (int64_t j = t; j < p.cols; j += bs)
+        dst[j] = static_cast<T>(rms * double(dy[j]) * gamma[j] - k * src[j]);
+      continue;
+    }
+    double sum = 0;
+    for (int64_t j = t; j < p.cols; j += bs)
+      sum += src[j];
+    double mean = blockReduce(c, sum, SumOp()) / n;
+    double var = 0;
+    for (int64_t j = t; j < p.cols; j += bs) {
+      double d = src[j] - mean;
+      var += d * d;
+    }
+    var = blockReduce(c, var, SumOp()) / n;
+    double rstd = 1.0 / ksqrt(var + p.a[0]);
+    double g = 0, gx = 0;
+    for (int64_t j = t; j < p.cols; j += bs) {
+      double gj = double(dy[j]) * gamma[j];
+      g += gj;
+      gx += gj * (src[j] - mean) * rstd;
+    }
+    double meanG = blockReduce(c, g, SumOp()) / n;
+    double meanGX = blockReduce(c, gx, SumOp()) / n;
+    for (int64_t j = t; j < p.cols; j += bs) {
+      double gj = double(dy[j]) * gamma[j];
+      double xhat = (src[j] - mean) * rstd;
+      dst[j] = static_cast<T>(rstd * (gj - meanG - xhat * meanGX));
+    }
   }
 }
 
@@ -553,6 +659,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     crossEntropyGradKernel<T>(c, p);
   else if constexpr (K == GpuKernel::Embedding)
     embeddingKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Sgd)
+    sgdKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::EmbeddingGrad)
+    embeddingGradKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::NormGrad)
+    normGradKernel<T>(c, p);
   else
     rmsNormKernel<T>(c, p);
 }
@@ -598,6 +710,10 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
     return floats(KernelTag<GpuKernel::CrossEntropyGrad>{});
   case GpuKernel::Embedding: return floats(KernelTag<GpuKernel::Embedding>{});
   case GpuKernel::RMSNorm: return floats(KernelTag<GpuKernel::RMSNorm>{});
+  case GpuKernel::Sgd: return floats(KernelTag<GpuKernel::Sgd>{});
+  case GpuKernel::EmbeddingGrad:
+    return floats(KernelTag<GpuKernel::EmbeddingGrad>{});
+  case GpuKernel::NormGrad: return floats(KernelTag<GpuKernel::NormGrad>{});
   }
   return false;
 }

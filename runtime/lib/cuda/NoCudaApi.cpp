@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/GpuApi.h"
+#include "runtime/lib/cuda/NcclApi.h"
 
 namespace partita::runtime::gpu {
 
-static const char *const kNoCuda =
+extern const char *const kNoCuda;
+const char *const kNoCuda =
     "this Partita runtime was built without CUDA (configure with "
     "-DPARTITA_CUDA=ON where the CUDA toolkit is installed)";
 
@@ -26,3 +28,11 @@ std::unique_ptr<GpuApi> createCudaApi(int) {
 }
 
 } // namespace partita::runtime::gpu
+
+namespace partita::runtime::nccl {
+
+std::unique_ptr<NcclApi> createRealNccl(int) {
+  throw Error(std::string("nccl: ") + gpu::kNoCuda);
+}
+
+} // namespace partita::runtime::nccl

@@ -66,9 +66,11 @@ struct OptionSpec {
 
 const OptionSpec kOptions[] = {
     {"ranks", "n", "Number of ranks (default: the plan's device count)"},
-    {"comm", "local|mpi",
-     "Communicator: local (threads; the default) or mpi (one process per "
-     "rank; the default under mpirun)"},
+    {"comm", "local|mpi|nccl",
+     "Communicator: local (threads; the default), mpi (one process per "
+     "rank; the default under mpirun) or nccl (with --backend cuda: one GPU "
+     "per MPI process; with --emulate, NCCL's buffer layouts over local "
+     "threads)"},
     {"backend", "cpu|cuda",
      "Kernels: cpu (default) or cuda (an NVIDIA GPU; one rank for now; fails "
      "at once without a GPU); --check's reference always runs on cpu"},
@@ -257,6 +259,9 @@ private:
   uint64_t seed = 1;
   RunOptions ranksOptions;
   std::unique_ptr<Communicator> mpi;
+  /// --comm nccl on GPUs: this process's rank, bootstrapped over `mpi`.
+  std::unique_ptr<Communicator> nccl;
+  std::string commName = "local";
 };
 
 /// Splits a response file into words: whitespace separates them, quotes
@@ -417,8 +422,9 @@ int Tool::run() {
   int launched = mpiLauncherWorldSize();
   std::string comm =
       args.get("comm").value_or(launched > 1 ? "mpi" : "local");
-  if (comm != "local" && comm != "mpi")
-    return fail("unknown --comm '" + comm + "': expected local or mpi");
+  if (comm != "local" && comm != "mpi" && comm != "nccl")
+    return fail("unknown --comm '" + comm + "': expected local, mpi or nccl");
+  commName = comm;
   if (comm == "local" && launched > 1)
     return fail("--comm local under mpirun (" + std::to_string(launched) +
                 " processes) would run the whole job " +
@@ -431,8 +437,14 @@ int Tool::run() {
   bool emulate = args.flags.count("emulate");
   if (emulate && backend != "cuda")
     return fail("--emulate applies to --backend cuda only");
-  // No GPU: fail before anything else, with CUDA's own words.
-  if (backend == "cuda" && !emulate) {
+  if (comm == "nccl" && backend != "cuda")
+    return fail("--comm nccl needs --backend cuda (NCCL moves GPU memory)");
+  if (comm == "nccl" && emulate && launched > 1)
+    return fail("--comm nccl --emulate runs its ranks as threads of one "
+                "process: run it without mpirun");
+  // No GPU: fail before anything else, with CUDA's own words (with nccl
+  // after the unique id has gone round, below).
+  if (backend == "cuda" && !emulate && comm != "nccl") {
     std::string error = cudaDeviceError();
     if (!error.empty())
       return fail("--backend cuda: no usable CUDA device: " + error +
@@ -519,7 +531,8 @@ int Tool::run() {
                 std::to_string(devices) + " rank" + (devices == 1 ? "" : "s") +
                 (partitioned ? " (its mesh)" : " (it is not partitioned)") +
                 ", but --ranks is " + std::to_string(ranks));
-  if (backend == "cuda" && !emulate && partitioned && devices > 1)
+  if (backend == "cuda" && !emulate && partitioned && devices > 1 &&
+      comm != "nccl")
     return fail("--backend cuda runs a plan on one rank for now, and '" +
                 program + "' runs on " + std::to_string(devices) +
                 ": the executor hands the communicator device addresses, "
@@ -537,7 +550,8 @@ int Tool::run() {
   ranksOptions.failRank = int(failRank);
   ranksOptions.failStep = int(failStep);
   ranksOptions.toolName = name;
-  if (comm == "mpi") {
+  ranksOptions.nccl = comm == "nccl";
+  if (comm == "mpi" || (comm == "nccl" && !emulate)) {
     mpi = createMpiCommunicator();
     if (!mpi)
       return fail("--comm mpi: the Partita runtime was built without MPI");
@@ -546,6 +560,15 @@ int Tool::run() {
       return fail("--comm mpi: the job has " + std::to_string(mpi->size()) +
                   " processes, but the plan needs " + std::to_string(ranks));
     ranksOptions.mpi = mpi.get();
+    if (comm == "nccl") {
+      // One GPU per rank: the rank's place on its node picks it.
+      const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+      NcclOptions options;
+      options.device = local ? std::atoi(local) : mpi->rank();
+      ranksOptions.cudaDevice = options.device;
+      nccl = createNcclCommunicator(*mpi, options);
+      ranksOptions.mpi = nccl.get();
+    }
   }
   bool training = program == "train_step";
   if (!training)
@@ -612,7 +635,7 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
     return 0;
   std::vector<ProgramValue> values = plan->results(program);
   std::cout << name << ": " << program << " on " << ranks << " rank"
-            << (ranks == 1 ? "" : "s") << " (" << (mpi ? "mpi" : "local")
+            << (ranks == 1 ? "" : "s") << " (" << commName
             << "), arena " << plan->arenaBytes(program) << " bytes per rank\n"
             << name << ": " << configureBlasKernels() << "\n";
   for (size_t step = 0; step < run.seconds.size(); ++step)
@@ -672,7 +695,7 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
     std::cout << name << ": training " << program << " for " << steps
               << " step" << (steps == 1 ? "" : "s") << " on " << ranks
               << " rank" << (ranks == 1 ? "" : "s") << " ("
-              << (mpi ? "mpi" : "local") << "), arena "
+              << commName << "), arena "
               << plan->arenaBytes(program) << " bytes per rank; "
               << source.describeSource() << "\n"
               << name << ": " << configureBlasKernels() << "\n";

@@ -38,7 +38,9 @@ void maybeInjectFailure(const RunOptions &options, Communicator *comm,
   if (!comm || comm->rank() != options.failRank ||
       step + 1 != options.failStep)
     return;
-  if (std::string(comm->kind()) == "mpi") {
+  // A process of its own (mpi, or nccl over mpi): it exits.
+  if (std::string(comm->kind()) == "mpi" ||
+      (std::string(comm->kind()) == "nccl" && !options.cudaEmulate)) {
     // One write, so that it is not torn by other ranks' output.
     std::string line = options.toolName + ": rank " +
                        std::to_string(comm->rank()) +
@@ -158,6 +160,7 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
   if (options.backend == "cuda") {
     CudaBackendOptions cuda;
     cuda.emulate = options.cudaEmulate;
+    cuda.device = options.cudaDevice;
     // The emulator pays per simulated thread at every barrier, and several
     // ranks share this host's cores: one warp per block keeps plan runs
     // quick (the kernels' unit tests cover blocks of 32 to 256 threads).
@@ -177,6 +180,17 @@ void onEveryRank(const PlanFile &plan, const std::string &program,
     body(nullptr);
   else if (options.mpi)
     body(options.mpi);
+  else if (options.nccl)
+    runLocalRanks(
+        options.ranks,
+        [&](Communicator &local) {
+          NcclOptions nccl;
+          nccl.emulate = true;
+          std::unique_ptr<Communicator> comm =
+              createNcclCommunicator(local, nccl);
+          body(comm.get());
+        },
+        options.timeout);
   else
     runLocalRanks(
         options.ranks, [&](Communicator &comm) { body(&comm); },

@@ -76,10 +76,15 @@ public:
   /// This rank's position in ranks().
   int position() const { return myPosition; }
   int size() const { return static_cast<int>(members.size()); }
+  /// What the group is for ("axes dp,tp"), for error messages; empty when
+  /// not set.
+  const std::string &label() const { return what; }
+  void setLabel(std::string text) { what = std::move(text); }
 
 private:
   std::vector<int> members;
   int myPosition;
+  std::string what;
 };
 
 /// The collectives start() can post.
@@ -215,6 +220,29 @@ struct MpiOptions {
 /// collective over MPI_COMM_WORLD. Null when Partita was built without MPI.
 std::unique_ptr<Communicator>
 createMpiCommunicator(const MpiOptions &options = {});
+
+struct NcclOptions {
+  /// Carry NCCL's documented buffer layouts out with the bootstrap
+  /// communicator (the local communicator's threads) instead of NCCL on a
+  /// GPU: `--backend cuda --emulate --comm nccl`.
+  bool emulate = false;
+  /// The CUDA device of this rank (one GPU per rank).
+  int device = 0;
+  /// Called with the unique id's fingerprint once it has reached this rank
+  /// (testing and logs).
+  std::function<void(const std::string &)> afterId;
+};
+
+/// The nccl communicator of rank bootstrap.rank() (runtime/lib/comm/
+/// NcclCommunicator.cpp): rank 0 makes NCCL's unique id and broadcasts it
+/// over `bootstrap` (MPI, or the local communicator when emulated), then
+/// every rank makes the world NCCL communicator; collective over the
+/// bootstrap's ranks. `bootstrap` must outlive it. Without a usable CUDA
+/// device (and not emulated) throws, after the broadcast, Error("rank N:
+/// --comm nccl: no usable CUDA device: <CUDA's text> (nccl unique id ...
+/// from rank 0 received)").
+std::unique_ptr<Communicator>
+createNcclCommunicator(Communicator &bootstrap, const NcclOptions &options);
 
 /// Ends the whole MPI job: MPI_Abort(MPI_COMM_WORLD, code) when MPI is
 /// initialized and not finalized (every process, and mpirun, then exit

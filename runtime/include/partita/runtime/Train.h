@@ -91,6 +91,12 @@ struct RunOptions {
   /// on the emulated device layer, no GPU needed).
   std::string backend = "cpu";
   bool cudaEmulate = false;
+  /// The CUDA device of this process's rank (real cuda backend).
+  int cudaDevice = 0;
+  /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the
+  /// caller makes (createNcclCommunicator) and passes as `mpi`; with
+  /// cudaEmulate, one per local rank over the local communicator.
+  bool nccl = false;
 };
 
 /// The number of processes of the MPI job this process was started in by

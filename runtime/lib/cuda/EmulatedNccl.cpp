@@ -1,0 +1,193 @@
+//===- EmulatedNccl.cpp - NCCL's buffer layouts over another communicator --===//
+//
+// The emulated NCCL layer, for CI without a GPU: a communicator is the world
+// ranks of its members (in NCCL rank order) and a host thread (its
+// "stream"); a posted call is an item on that thread that carries out
+// NCCL's documented layout with the bootstrap communicator (the local
+// communicator's threads), whose own deadline and poisoning stand in for
+// NCCL's asynchronous errors. ncclCommSplit gathers every parent member's
+// (color, key) and orders the members of a color by key, then parent rank,
+// as NCCL does. The unique id is checked: every rank of an init must hold
+// the same one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/lib/core/HostStream.h"
+#include "runtime/lib/cuda/NcclApi.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <tuple>
+
+namespace partita::runtime::nccl {
+
+std::string fingerprint(const UniqueId &id) {
+  static const char *digits = "0123456789abcdef";
+  // The first bytes of a real id are its family and port; its address and
+  // random magic come later, so a fingerprint covers more of it.
+  uint32_t h = 2166136261u;
+  for (unsigned char b : id.bytes)
+    h = (h ^ b) * 16777619u;
+  std::string s;
+  for (int i = 7; i >= 0; --i)
+    s += digits[(h >> (4 * i)) & 15];
+  return s;
+}
+
+namespace {
+
+struct EmuComm final : Comm {
+  std::vector<int> members; // world ranks, in this communicator's rank order
+  int position = 0;
+  bool aborted = false;
+  host::HostStream stream; // skips what has not started when destroyed
+};
+
+struct EmuOp final : Op {
+  explicit EmuOp(std::unique_ptr<Event> e) : event(std::move(e)) {}
+  std::unique_ptr<Event> event;
+};
+
+class EmulatedNccl final : public NcclApi {
+public:
+  explicit EmulatedNccl(Communicator &bootstrap) : boot(bootstrap) {}
+
+  std::string name() const override { return "nccl (emulated)"; }
+
+  UniqueId uniqueId() override {
+    UniqueId id;
+    std::random_device random;
+    for (unsigned char &b : id.bytes)
+      b = static_cast<unsigned char>(random());
+    return id;
+  }
+
+  std::unique_ptr<Comm> initRank(int nranks, const UniqueId &id, int rank,
+                                 Clock::time_point) override {
+    if (nranks != boot.size() || rank != boot.rank())
+      throw Error("nccl (emulated): ncclCommInitRankConfig of rank " +
+                  std::to_string(rank) + " of " + std::to_string(nranks) +
+                  " over a bootstrap of rank " + std::to_string(boot.rank()) +
+                  " of " + std::to_string(boot.size()));
+    auto comm = std::make_unique<EmuComm>();
+    for (int r = 0; r < nranks; ++r)
+      comm->members.push_back(r);
+    comm->position = rank;
+    // Every rank must have been handed the same id.
+    std::vector<UniqueId> all(nranks);
+    boot.allGather(id.bytes, all.data(), sizeof(id.bytes) / 4, DType::I32,
+                   comm->members);
+    for (int r = 0; r < nranks; ++r)
+      if (std::memcmp(all[r].bytes, id.bytes, sizeof(id.bytes)) != 0)
+        throw Error("nccl (emulated): rank " + std::to_string(rank) +
+                    " holds unique id " + fingerprint(id) + " but rank " +
+                    std::to_string(r) + " holds " + fingerprint(all[r]));
+    return comm;
+  }
+
+  std::unique_ptr<Comm> split(Comm &parentComm, int color, int key,
+                              Clock::time_point) override {
+    auto &parent = static_cast<EmuComm &>(parentComm);
+    checkUsable(parent, "ncclCommSplit");
+    int mine[2] = {color, key};
+    std::vector<int> all(2 * parent.members.size());
+    boot.allGather(mine, all.data(), 2, DType::I32, parent.members);
+    if (color < 0)
+      return nullptr; // NCCL_SPLIT_NOCOLOR
+    std::vector<std::tuple<int, int, int>> chosen; // key, parent rank, world
+    for (size_t p = 0; p < parent.members.size(); ++p)
+      if (all[2 * p] == color)
+        chosen.emplace_back(all[2 * p + 1], int(p), parent.members[p]);
+    std::sort(chosen.begin(), chosen.end());
+    auto comm = std::make_unique<EmuComm>();
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      comm->members.push_back(std::get<2>(chosen[i]));
+      if (std::get<1>(chosen[i]) == parent.position)
+        comm->position = int(i);
+    }
+    return comm;
+  }
+
+  std::unique_ptr<Op> post(Comm &c, const Call &call) override {
+    auto &comm = static_cast<EmuComm &>(c);
+    checkUsable(comm, "a collective");
+    int n = int(comm.members.size());
+    for (int peer : {call.sendTo, call.recvFrom})
+      if (call.kind == Call::SendRecv && (peer < -1 || peer >= n))
+        throw Error("nccl (emulated): peer " + std::to_string(peer) +
+                    " is not a rank of a communicator of " +
+                    std::to_string(n));
+    Communicator &b = boot;
+    const std::vector<int> &members = comm.members;
+    comm.stream.enqueue([&b, &members, call] {
+      size_t bytes = call.count * sizeOf(call.dtype);
+      switch (call.kind) {
+      case Call::AllReduce:
+        if (call.send != call.recv && bytes)
+          std::memcpy(call.recv, call.send, bytes);
+        b.allReduce(call.recv, call.count, call.dtype, call.op, members);
+        return;
+      case Call::AllGather:
+        b.allGather(call.send, call.recv, call.count, call.dtype, members);
+        return;
+      case Call::ReduceScatter:
+        b.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op,
+                        members);
+        return;
+      case Call::AllToAll:
+        b.allToAll(call.send, call.recv, call.count, call.dtype, members);
+        return;
+      case Call::SendRecv:
+        // A send is buffered by the bootstrap, so the group's order of
+        // sends and receives cannot deadlock, as in ncclGroupStart/End.
+        if (call.sendTo >= 0)
+          b.send(call.send, call.count, call.dtype, members[call.sendTo]);
+        if (call.recvFrom >= 0)
+          b.recv(call.recv, call.count, call.dtype, members[call.recvFrom]);
+        else if (bytes)
+          std::memset(call.recv, 0, bytes);
+        return;
+      }
+    });
+    auto op = std::make_unique<EmuOp>(comm.stream.createEvent());
+    comm.stream.record(*op->event);
+    return op;
+  }
+
+  OpState poll(Comm &, Op &o, std::string &error) override {
+    auto &event = static_cast<host::HostEvent &>(*static_cast<EmuOp &>(o).event);
+    std::lock_guard<std::mutex> lock(event.state->mutex);
+    if (event.state->error) {
+      try {
+        std::rethrow_exception(event.state->error);
+      } catch (const std::exception &e) {
+        error = e.what();
+      } catch (...) {
+        error = "an exception that is not a std::exception";
+      }
+      return OpState::Failed;
+    }
+    return event.state->finished >= event.ticket ? OpState::Done
+                                                 : OpState::Pending;
+  }
+
+  void abort(Comm &c) override { static_cast<EmuComm &>(c).aborted = true; }
+
+private:
+  static void checkUsable(const EmuComm &comm, const char *what) {
+    if (comm.aborted)
+      throw Error(std::string("nccl (emulated): ") + what +
+                  " on an aborted communicator");
+  }
+
+  Communicator &boot;
+};
+
+} // namespace
+
+std::unique_ptr<NcclApi> createEmulatedNccl(Communicator &bootstrap) {
+  return std::make_unique<EmulatedNccl>(bootstrap);
+}
+
+} // namespace partita::runtime::nccl

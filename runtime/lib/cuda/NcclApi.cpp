@@ -1,0 +1,285 @@
+//===- NcclApi.cpp - the NCCL layer over NCCL and the CUDA runtime ---------===//
+//
+// Built with PARTITA_CUDA. Communicators are non-blocking (config.blocking
+// = 0): ncclCommInitRankConfig, ncclCommSplit and every collective return at
+// once, possibly with ncclInProgress, and ncclCommGetAsyncError says when
+// the work NCCL started on the host is done or failed; a call that never
+// finishes is bounded by the caller's deadline and then ncclCommAbort. Each
+// communicator has its own non-blocking stream; completion of a posted call
+// is a CUDA event recorded after it.
+//
+// Ordering with the compute stream: the executor issues collectives from
+// the host after queuing the kernels that produce their inputs, so post()
+// first waits for the device (cudaDeviceSynchronize). That is correct but
+// gives no overlap of NCCL with compute; ordering by events between the
+// compute and NCCL streams is still to come (docs/gpu.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/lib/cuda/NcclApi.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+namespace partita::runtime::nccl {
+
+namespace {
+
+static_assert(sizeof(UniqueId::bytes) == sizeof(ncclUniqueId),
+              "UniqueId must hold an ncclUniqueId");
+
+void checkCuda(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw Error(std::string("nccl: ") + what + ": " + cudaGetErrorString(e) +
+                " (" + cudaGetErrorName(e) + ")");
+}
+
+std::string ncclText(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+  if (comm)
+    if (const char *last = ncclGetLastError(comm))
+      if (*last)
+        s += std::string(": ") + last;
+  return s;
+}
+
+ncclDataType_t ncclType(DType t) {
+  switch (t) {
+  case DType::F32: return ncclFloat32;
+  case DType::F64: return ncclFloat64;
+  case DType::F16: return ncclFloat16;
+  case DType::BF16: return ncclBfloat16;
+  case DType::I32: return ncclInt32;
+  case DType::I64: return ncclInt64;
+  }
+  throw Error("nccl: a dtype out of the enum");
+}
+
+ncclRedOp_t ncclOp(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum: return ncclSum;
+  case ReduceOp::Max: return ncclMax;
+  case ReduceOp::Min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+struct RealComm final : Comm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  bool aborted = false;
+  ~RealComm() override {
+    if (comm && !aborted)
+      ncclCommDestroy(comm);
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+};
+
+struct RealOp final : Op {
+  cudaEvent_t event = nullptr;
+  ~RealOp() override {
+    if (event)
+      cudaEventDestroy(event);
+  }
+};
+
+class RealNccl final : public NcclApi {
+public:
+  // The device is set at init, after the id has gone round (no CUDA call
+  // before: a rank without a device still takes part in the broadcast).
+  explicit RealNccl(int device) : device(device) {}
+
+  std::string name() const override {
+    int v = 0;
+    ncclGetVersion(&v);
+    return "nccl " + std::to_string(v / 10000) + "." +
+           std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  }
+
+  UniqueId uniqueId() override {
+    ncclUniqueId id;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      throw Error("nccl: ncclGetUniqueId: " + ncclText(r, nullptr));
+    UniqueId out;
+    std::memcpy(out.bytes, &id, sizeof(id));
+    return out;
+  }
+
+  std::unique_ptr<Comm> initRank(int nranks, const UniqueId &id, int rank,
+                                 Clock::time_point deadline) override {
+    checkCuda(cudaSetDevice(device), "cudaSetDevice");
+    auto comm = std::make_unique<RealComm>();
+    ncclUniqueId nid;
+    std::memcpy(&nid, id.bytes, sizeof(nid));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r =
+        ncclCommInitRankConfig(&comm->comm, nranks, nid, rank, &config);
+    settle(*comm, r, "ncclCommInitRankConfig", deadline);
+    makeStream(*comm);
+    return comm;
+  }
+
+  std::unique_ptr<Comm> split(Comm &parentComm, int color, int key,
+                              Clock::time_point deadline) override {
+    auto &parent = static_cast<RealComm &>(parentComm);
+    auto comm = std::make_unique<RealComm>();
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommSplit(parent.comm, color < 0 ? NCCL_SPLIT_NOCOLOR
+                                                          : color,
+                                   key, &comm->comm, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+      throw Error("nccl: ncclCommSplit: " + ncclText(r, parent.comm));
+    if (!comm->comm)
+      return nullptr; // no color
+    settle(*comm, ncclInProgress, "ncclCommSplit", deadline);
+    makeStream(*comm);
+    return comm;
+  }
+
+  std::unique_ptr<Op> post(Comm &c, const Call &call) override {
+    auto &comm = static_cast<RealComm &>(c);
+    if (comm.aborted)
+      throw Error("nccl: a collective on an aborted communicator");
+    // The inputs come from kernels queued on the compute stream.
+    checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    ncclDataType_t type = ncclType(call.dtype);
+    ncclResult_t r = ncclSuccess;
+    switch (call.kind) {
+    case Call::AllReduce:
+      r = ncclAllReduce(call.send, call.recv, call.count, type,
+                        ncclOp(call.op), comm.comm, comm.stream);
+      break;
+    case Call::AllGather:
+      r = ncclAllGather(call.send, call.recv, call.count, type, comm.comm,
+                        comm.stream);
+      break;
+    case Call::ReduceScatter:
+      r = ncclReduceScatter(call.send, call.recv, call.count, type,
+                            ncclOp(call.op), comm.comm, comm.stream);
+      break;
+    case Call::AllToAll:
+      r = ncclAlltoAll(call.send, call.recv, call.count, type, comm.comm,
+                       comm.stream);
+      break;
+    case Call::SendRecv:
+      if (call.recvFrom < 0)
+        checkCuda(cudaMemsetAsync(call.recv, 0,
+                                  call.count * sizeOf(call.dtype),
+                                  comm.stream),
+                  "cudaMemsetAsync");
+      r = ncclGroupStart();
+      if (r == ncclSuccess && call.sendTo >= 0)
+        r = ncclSend(call.send, call.count, type, call.sendTo, comm.comm,
+                     comm.stream);
+      if (r == ncclSuccess && call.recvFrom >= 0)
+        r = ncclRecv(call.recv, call.count, type, call.recvFrom, comm.comm,
+                     comm.stream);
+      {
+        ncclResult_t end = ncclGroupEnd();
+        if (r == ncclSuccess)
+          r = end;
+      }
+      break;
+    }
+    if (r != ncclSuccess && r != ncclInProgress)
+      throw Error("nccl: " + ncclText(r, comm.comm));
+    auto op = std::make_unique<RealOp>();
+    checkCuda(cudaEventCreateWithFlags(&op->event, cudaEventDisableTiming),
+              "cudaEventCreateWithFlags");
+    // Recording before NCCL has enqueued the kernel would record too early:
+    // a non-blocking call is enqueued once its async state leaves
+    // ncclInProgress.
+    pending = {&comm, op.get(), r == ncclInProgress};
+    if (!pending.enqueuing)
+      record(comm, *op);
+    return op;
+  }
+
+  OpState poll(Comm &c, Op &o, std::string &error) override {
+    auto &comm = static_cast<RealComm &>(c);
+    auto &op = static_cast<RealOp &>(o);
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm.comm, &async);
+    if (r != ncclSuccess)
+      async = r;
+    if (async != ncclSuccess && async != ncclInProgress) {
+      error = ncclText(async, comm.comm);
+      return OpState::Failed;
+    }
+    if (pending.op == &op && pending.enqueuing) {
+      if (async == ncclInProgress)
+        return OpState::Pending;
+      pending.enqueuing = false;
+      record(comm, op);
+    }
+    cudaError_t e = cudaEventQuery(op.event);
+    if (e == cudaSuccess)
+      return OpState::Done;
+    if (e == cudaErrorNotReady)
+      return OpState::Pending;
+    error = std::string("cudaEventQuery: ") + cudaGetErrorString(e);
+    return OpState::Failed;
+  }
+
+  void abort(Comm &c) override {
+    auto &comm = static_cast<RealComm &>(c);
+    if (comm.aborted || !comm.comm)
+      return;
+    comm.aborted = true;
+    ncclCommAbort(comm.comm);
+  }
+
+private:
+  /// Polls a non-blocking init or split until it leaves ncclInProgress;
+  /// aborts and throws on an error or at the deadline.
+  void settle(RealComm &comm, ncclResult_t r, const char *what,
+              Clock::time_point deadline) {
+    while (r == ncclInProgress) {
+      if (Clock::now() > deadline) {
+        abort(comm);
+        throw Error(std::string("nccl: ") + what +
+                    " did not complete before the deadline");
+      }
+      std::this_thread::yield();
+      ncclResult_t q = ncclCommGetAsyncError(comm.comm, &r);
+      if (q != ncclSuccess)
+        r = q;
+    }
+    if (r != ncclSuccess) {
+      std::string text = ncclText(r, comm.comm);
+      abort(comm);
+      throw Error(std::string("nccl: ") + what + ": " + text);
+    }
+  }
+
+  void makeStream(RealComm &comm) {
+    checkCuda(cudaStreamCreateWithFlags(&comm.stream, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
+  }
+
+  void record(RealComm &comm, RealOp &op) {
+    checkCuda(cudaEventRecord(op.event, comm.stream), "cudaEventRecord");
+  }
+
+  int device;
+  struct {
+    RealComm *comm = nullptr;
+    RealOp *op = nullptr;
+    bool enqueuing = false;
+  } pending;
+};
+
+} // namespace
+
+std::unique_ptr<NcclApi> createRealNccl(int device) {
+  return std::make_unique<RealNccl>(device);
+}
+
+} // namespace partita::runtime::nccl
