@@ -677,6 +677,71 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
       }
       return sharding;
     };
+
+    // A partial operand that the op reduces over: reduce-scatter it along a
+    // reduction factor that only it carries, rather than all-reduce it
+    // whole, and leave the result partial over those axes, to be reduced
+    // after the reduction has made it small (a norm's bias gradient, the
+    // sum over batch and sequence of a partial input gradient, then
+    // all-reduces [hidden] rather than [batch, seq, hidden]). A factor whose
+    // split an earlier consumer already made is preferred (the reshard is
+    // then reused); an operand whose whole reduction was already emitted is
+    // left to reuse it.
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      const Sharding &current = shardingOf.find(operand)->second;
+      if (current.partialAxes.empty() ||
+          reshardCache.count({operand.getAsOpaquePointer(),
+                              tensorSharding(r.getOperand(i)).toString()}))
+        continue;
+      AxisList free;
+      for (const dist::AxisRef &ref : current.partialAxes)
+        if (!fa.used.contains(ref.name))
+          free.push_back(ref.name);
+      if (free.empty())
+        continue;
+      std::optional<ReductionKind> kind;
+      for (int64_t f = 0; f < r.getNumFactors(); ++f)
+        if (r.getFactor(f).kind == dist::FactorKind::Reduction &&
+            !fa.axes[f].empty())
+          kind = r.getFactor(f).partialKind;
+      const dist::TensorFactors &dims = r.getOperand(i);
+      std::optional<int64_t> chosen;
+      for (auto [d, factors] : llvm::enumerate(dims)) {
+        if (factors.size() != 1 || d >= current.dims.size() ||
+            !current.dims[d].axes.empty())
+          continue;
+        int64_t f = factors.front();
+        const dist::Factor &factor = r.getFactor(f);
+        if (factor.kind != dist::FactorKind::Reduction || fa.assigned[f] ||
+            (kind && *kind != factor.partialKind) ||
+            factorSize[f] % groupSize(free) != 0)
+          continue;
+        bool onlyHere = true;
+        for (auto [j, other] : llvm::enumerate(r.getOperands()))
+          if (j != i && llvm::any_of(other, [&](const auto &fs) {
+                return llvm::is_contained(fs, f);
+              }))
+            onlyHere = false;
+        if (!onlyHere)
+          continue;
+        fa.axes[f].assign(free.begin(), free.end());
+        bool reused = reshardCache.count(
+            {operand.getAsOpaquePointer(),
+             tensorSharding(r.getOperand(i)).toString()});
+        fa.axes[f].clear();
+        if (!chosen || reused)
+          chosen = f;
+        if (reused)
+          break;
+      }
+      if (!chosen)
+        continue;
+      fa.axes[*chosen].assign(free.begin(), free.end());
+      fa.assigned[*chosen] = true;
+      for (const std::string &axis : free)
+        fa.used.insert(axis);
+    }
+
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
       required[i] = tensorSharding(r.getOperand(i));
 
@@ -751,6 +816,40 @@ LogicalResult FuncPartitioner::partitionRuleOp(Operation *op) {
           sharding.partialAxes = axisRefs(shared);
           sharding.partialKind = ReductionKind::Sum;
         }
+      }
+    }
+
+    // An additive op whose operands are one partial sum (the same layout,
+    // partial over the same axes) but whose result is wanted reduced (the
+    // sum of the q, k and v input gradients, which sequence parallelism
+    // wants on a sequence shard): adding the shares locally and leaving
+    // the result partial reduces the sum once, where its consumers want it,
+    // instead of once per operand. Only where the op is each operand's one
+    // user: an operand read elsewhere is reduced for that reader anyway.
+    if (r.isAdditive() && op->getNumResults() == 1 &&
+        actual.front().partialAxes.empty()) {
+      const Sharding &first = shardingOf.find(op->getOperand(0))->second;
+      bool shared =
+          !first.partialAxes.empty() &&
+          first.partialKind == ReductionKind::Sum && required.front() != first &&
+          llvm::all_of(op->getOperands(), [&](Value v) {
+            return v.hasOneUse() && shardingOf.find(v)->second == first;
+          });
+      // Every dimension is one factor shared by every operand and the
+      // result (ShardingRule::verify checks it of additive rules).
+      SmallVector<AxisList> axes(r.getNumFactors());
+      for (auto [d, factors] : llvm::enumerate(r.getResult(0))) {
+        if (factors.size() == 1 && d < first.dims.size())
+          axes[factors.front()] = namesOf(first.dims[d]);
+        else if (factors.size() > 1 ||
+                 (d < first.dims.size() && !first.dims[d].axes.empty()))
+          shared = false;
+      }
+      if (shared) {
+        for (Sharding &sharding : required)
+          sharding = first;
+        actual.front() = first;
+        fa.axes = std::move(axes);
       }
     }
 

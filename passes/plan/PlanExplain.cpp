@@ -283,6 +283,54 @@ void printModelState(raw_ostream &os, const plan::Plan &proto,
 /// integer inputs the range the plan declares for their values (the
 /// vocabulary for token ids and labels), which `partita run` checks data
 /// against and draws --check inputs from.
+/// A train step's activations kept for the backward, per layer: the local
+/// bytes of every intermediate buffer written before the backward's first
+/// instruction and read at or after it (the paper's "activation memory",
+/// Korthikanti et al. 2022, section 4), by the layer of the op that writes
+/// it. docs/memory.md derives the closed forms these equal.
+void printLayerActivations(raw_ostream &os, const plan::Program &program,
+                           PlanMemory &memory) {
+  int64_t start = program.backward_start();
+  if (start <= 0)
+    return;
+  std::vector<bool> isResult(program.buffers().size(), false);
+  for (int64_t id : program.results())
+    if (id >= 0 && id < int64_t(isResult.size()))
+      isResult[id] = true;
+  std::vector<int64_t> bytes, buffers;
+  int64_t other = 0, otherBuffers = 0;
+  for (const plan::Buffer &buffer : program.buffers()) {
+    if (buffer.role() != plan::ACTIVATION || isResult[buffer.id()] ||
+        buffer.first_use() >= start || buffer.last_use() < start)
+      continue;
+    if (buffer.layer() <= 0) {
+      other += localBytes(buffer);
+      ++otherBuffers;
+      continue;
+    }
+    size_t layer = buffer.layer() - 1;
+    if (bytes.size() <= layer) {
+      bytes.resize(layer + 1, 0);
+      buffers.resize(layer + 1, 0);
+    }
+    bytes[layer] += localBytes(buffer);
+    ++buffers[layer];
+  }
+  memory.layerActivations = bytes;
+  memory.otherActivations = other;
+  os << "\nactivations kept for the backward (local bytes of the buffers "
+        "the forward writes and the backward, from instruction #"
+     << start << " on, reads; by the layer of the op that writes them):\n";
+  auto count = [](int64_t n) {
+    return " (" + std::to_string(n) + " buffer" + (n == 1 ? "" : "s") + ")";
+  };
+  for (auto [layer, n] : llvm::enumerate(bytes))
+    os << "  " << left_justify("layer " + std::to_string(layer), 14) << " "
+       << bytesText(n) << count(buffers[layer]) << "\n";
+  os << "  " << left_justify("outside layers", 14) << " " << bytesText(other)
+     << count(otherBuffers) << "\n";
+}
+
 void printInputs(raw_ostream &os, const plan::Program &program) {
   bool any = false;
   for (const plan::Buffer &buffer : program.buffers()) {
@@ -631,6 +679,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
         "it)\n";
 
   printModelState(os, proto, program, memory);
+  printLayerActivations(os, program, memory);
 
   os << "\nparameters (name, global shape, sharding, local bytes):\n";
   for (const plan::Buffer &buffer : program.buffers()) {

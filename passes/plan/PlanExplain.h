@@ -16,6 +16,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace partita::plan_lowering {
 
@@ -43,6 +44,10 @@ struct PlanMemory {
   bool hasModelState = false;
   int64_t stateParameters = 0, stateGradients = 0, stateOptimizer = 0,
           stateCounter = 0, modelState = 0;
+  /// A train step's activations kept for the backward, per model layer
+  /// (index = `nn.layer`), and outside any layer.
+  std::vector<int64_t> layerActivations;
+  int64_t otherActivations = 0;
 };
 
 /// Prints the report on `program` of `proto` (a plan the runtime validated:

@@ -599,8 +599,24 @@ LogicalResult FunctionLowering::run() {
         return failure();
       continue;
     }
+    // The backward starts at the first input- or weight-gradient op.
+    std::optional<nn::GradKind> kind = nn::getGradKind(&op);
+    if (!program.backward_start() && kind &&
+        (*kind == nn::GradKind::Input || *kind == nn::GradKind::Weight))
+      program.set_backward_start(program.instructions_size());
+    int64_t firstNew = program.buffers_size();
     if (failed(lowerOp(&op)))
       return failure();
+    // The layer of what the op writes (a collective's: its input's).
+    int64_t layer = 0;
+    if (std::optional<int64_t> index = nn::getLayerIndex(&op))
+      layer = *index + 1;
+    else if (isa_and_nonnull<dist::DistDialect>(op.getDialect()) &&
+             op.getNumOperands() && bufferOf.count(op.getOperand(0)))
+      layer = program.buffers(bufferOf.lookup(op.getOperand(0))).layer();
+    for (int64_t id = firstNew; id < program.buffers_size(); ++id)
+      if (program.buffers(id).role() == pb::ACTIVATION)
+        program.mutable_buffers(id)->set_layer(layer);
   }
   setValueBounds();
   donateUpdatedBuffers(program);

@@ -4,34 +4,64 @@
 
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 
-#include <tuple>
-
 using namespace mlir;
 using namespace partita;
 using namespace partita::sharding;
 
-/// Whether `value` is an argument of `func` whose sharding splits, over
-/// `axis`, a dimension that `contracted(dim)` says the consumer contracts.
-static bool isSplitOverContracted(FunctionOpInterface func, Value value,
-                                  StringRef axis,
-                                  function_ref<bool(unsigned)> contracted) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  if (!arg || arg.getOwner() != &func.getFunctionBody().front())
+/// Whether `op`'s results are partial sums over `axis` when its operands
+/// that are arguments of `func` keep their shardings: one of them is split
+/// over `axis` on a dimension the op's rule contracts (a reduction factor:
+/// a row-parallel linear, or in backward the input gradient of a
+/// column-parallel one) or looks up without carrying it to a result (a
+/// collective factor that the op's local form splits, leaving its results
+/// partial: a vocabulary-parallel lookup). Asked of the op's interfaces
+/// alone, so any dialect's op with a rule takes part.
+static bool leavesPartialOver(FunctionOpInterface func, Operation *op,
+                              StringRef axis) {
+  auto ruleOp = dyn_cast<dist::ShardingRuleOpInterface>(op);
+  if (!ruleOp)
     return false;
-  auto sharding = func.getArgAttrOfType<dist::ShardingAttr>(
-      arg.getArgNumber(), dist::DistDialect::kShardingAttrName);
-  if (!sharding)
+  FailureOr<dist::ShardingRule> rule = ruleOp.getShardingRule();
+  if (failed(rule))
     return false;
-  for (auto [dim, dimSharding] : llvm::enumerate(sharding.getDims()))
-    for (dist::AxisRefAttr ref : dimSharding.getAxes())
-      if (ref.getName() == axis && contracted(dim))
+  auto hook = dyn_cast<dist::PartitionOpInterface>(op);
+  dist::PartitionHookOptions hookOptions;
+  auto leavesPartial = [&](int64_t f) {
+    const dist::Factor &factor = rule->getFactor(f);
+    if (factor.kind == dist::FactorKind::Reduction)
+      return true;
+    return factor.kind == dist::FactorKind::Collective && hook &&
+           hook.canSplitCollectiveFactor(f, /*fromOperand=*/true,
+                                         hookOptions) &&
+           hook.leavesResultsPartial(*rule, f);
+  };
+  Block &entry = func.getFunctionBody().front();
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg || arg.getOwner() != &entry)
+      continue;
+    auto sharding = func.getArgAttrOfType<dist::ShardingAttr>(
+        arg.getArgNumber(), dist::DistDialect::kShardingAttrName);
+    if (!sharding)
+      continue;
+    const dist::TensorFactors &dims = rule->getOperand(i);
+    for (auto [dim, dimSharding] : llvm::enumerate(sharding.getDims())) {
+      if (dim >= dims.size())
+        break;
+      bool split = llvm::any_of(dimSharding.getAxes(), [&](dist::AxisRefAttr r) {
+        return r.getName() == axis;
+      });
+      if (split && llvm::any_of(dims[dim], leavesPartial))
         return true;
+    }
+  }
   return false;
 }
 
@@ -74,32 +104,11 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
         norms.push_back(op);
       return;
     }
-    if (op->getNumResults() != 1 || op->getNumOperands() != 2)
+    if (op->getNumResults() != 1)
       return;
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-    if (!type || type.getRank() != 3)
-      return;
-    if (isa<nn::EmbeddingOp>(op)) {
-      // The table's every dimension is looked up or copied, none kept in
-      // place: a table split over the tensor axis is vocabulary-parallel.
-      if (isSplitOverContracted(func, op->getOperand(0), options.tensorAxis,
-                                [](unsigned dim) { return dim == 0; }))
-        partials.push_back(op);
-      return;
-    }
-    auto einsum = dyn_cast<nn::EinsumOp>(op);
-    if (!einsum)
-      return;
-    // Not a structured binding: the lambda below captures `output` (clang
-    // before 16 cannot capture bindings).
-    StringRef inputs, output;
-    std::tie(inputs, output) = einsum.getSpec().split("->");
-    StringRef weight = inputs.split(',').second;
-    if (isSplitOverContracted(func, op->getOperand(1), options.tensorAxis,
-                              [&](unsigned dim) {
-                                return dim < weight.size() &&
-                                       !output.contains(weight[dim]);
-                              }))
+    if (type && type.getRank() == 3 &&
+        leavesPartialOver(func, op, options.tensorAxis))
       partials.push_back(op);
   });
   if (norms.empty()) {
@@ -138,6 +147,38 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
         builder, norm->getLoc(), input.getType(), input,
         makeSharding(/*rank=*/3, /*splitSeq=*/true, /*partial=*/false));
     norm->setOperand(0, constraint.getResult());
+    // The backward reads a forward norm's output (the weight gradients of
+    // the column-parallel linears it feeds) from its sequence shard, as
+    // Megatron stores it (Korthikanti et al. 2022, section 4.2.2): the
+    // gathered output dies in the forward and the backward gathers it
+    // again, instead of the whole sequence staying live in between. Two
+    // constraints before the first backward reader: the shard (a value of
+    // its own, so the forward's gather is not reused), then the whole
+    // sequence, which the partitioner makes with a new all_gather there.
+    if (nn::getGradKind(norm))
+      continue;
+    Value output = norm->getResult(0);
+    SmallVector<OpOperand *> backwardUses;
+    Operation *first = nullptr;
+    for (OpOperand &use : output.getUses()) {
+      Operation *user = use.getOwner();
+      if (!nn::getGradKind(user) || user->getBlock() != norm->getBlock())
+        continue;
+      backwardUses.push_back(&use);
+      if (!first || user->isBeforeInBlock(first))
+        first = user;
+    }
+    if (backwardUses.empty())
+      continue;
+    builder.setInsertionPoint(first);
+    auto shard = dist::ConstraintOp::create(
+        builder, norm->getLoc(), output.getType(), output,
+        makeSharding(/*rank=*/3, /*splitSeq=*/true, /*partial=*/false));
+    auto whole = dist::ConstraintOp::create(
+        builder, norm->getLoc(), output.getType(), shard.getResult(),
+        makeSharding(/*rank=*/3, /*splitSeq=*/false, /*partial=*/false));
+    for (OpOperand *use : backwardUses)
+      use->set(whole.getResult());
   }
   return success();
 }

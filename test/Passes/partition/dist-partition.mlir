@@ -381,3 +381,107 @@ func.func @vocab_parallel_embedding(
   %y = nn.tanh %e {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {}]>]} : tensor<2x4x16xf32>
   return %y : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests that an add of two values that are one partial sum, whose result is
+// wanted split (the q and k input gradients under sequence parallelism),
+// adds the shares locally and reduce_scatters the sum once, not each
+// operand.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @partial_add_to_split
+// CHECK: %[[P:.*]] = nn.einsum "bf,fh->bh" %arg0, %arg2 : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[Q:.*]] = nn.einsum "bf,fh->bh" %arg1, %arg3 : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[S:.*]] = nn.add %[[P]], %[[Q]] : tensor<8x16xf32>
+// CHECK: %[[RS:.*]] = dist.reduce_scatter %[[S]] on @mesh axes = ["tp"] dim = 0 kind = sum : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[R:.*]] = nn.relu %[[RS]] : tensor<2x16xf32>
+// CHECK: return %[[R]] : tensor<2x16xf32>
+func.func @partial_add_to_split(
+    %a: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %b: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %w1: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+    %w2: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>}) {
+  %p = nn.einsum "bf,fh->bh" %a, %w1 {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %q = nn.einsum "bf,fh->bh" %b, %w2 {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %s = nn.add %p, %q {dist.sharding = [#dist.sharding<@mesh, [{"tp"}, {}]>]} : tensor<8x16xf32>
+  %r = nn.relu %s {dist.sharding = [#dist.sharding<@mesh, [{"tp"}, {}]>]} : tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that an operand read by another op as well is reduced for that
+// reader, and the add reuses the reduction rather than keeping the sum
+// partial (which would reduce twice).
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @partial_add_shared_operand
+// CHECK: %[[P:.*]] = nn.einsum "bf,fh->bh"
+// CHECK: %[[Q:.*]] = nn.einsum "bf,fh->bh"
+// CHECK: %[[PS:.*]] = dist.reduce_scatter %[[P]] on @mesh axes = ["tp"] dim = 0 kind = sum : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[QS:.*]] = dist.reduce_scatter %[[Q]] on @mesh axes = ["tp"] dim = 0 kind = sum : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[S:.*]] = nn.add %[[PS]], %[[QS]] : tensor<2x16xf32>
+// CHECK: %[[T:.*]] = nn.tanh %[[PS]] : tensor<2x16xf32>
+func.func @partial_add_shared_operand(
+    %a: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %b: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %w1: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+    %w2: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+        tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>}) {
+  %p = nn.einsum "bf,fh->bh" %a, %w1 {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %q = nn.einsum "bf,fh->bh" %b, %w2 {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %s = nn.add %p, %q {dist.sharding = [#dist.sharding<@mesh, [{"tp"}, {}]>]} : tensor<8x16xf32>
+  %t = nn.tanh %p {dist.sharding = [#dist.sharding<@mesh, [{"tp"}, {}]>]} : tensor<8x16xf32>
+  return %s, %t : tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a sum over the rows of a partial value reduce_scatters it along
+// the rows, reusing the reduce_scatter another consumer made, and
+// all_reduces the small result (a norm's bias gradient under sequence
+// parallelism), instead of all_reducing the whole value.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @partial_reduce_reuses_scatter
+// CHECK: %[[P:.*]] = nn.einsum "bf,fh->bh"
+// CHECK: %[[S:.*]] = dist.reduce_scatter %[[P]] on @mesh axes = ["tp"] dim = 0 kind = sum : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[R:.*]] = nn.relu %[[S]] : tensor<2x16xf32>
+// CHECK: %[[L:.*]] = nn.reduce sum %[[S]] dims = [0] : tensor<2x16xf32> -> tensor<16xf32>
+// CHECK: %[[G:.*]] = dist.all_reduce %[[L]] on @mesh axes = ["tp"] kind = sum : tensor<16xf32>
+// CHECK: %[[T:.*]] = nn.tanh %[[G]] : tensor<16xf32>
+// CHECK: return %[[R]], %[[T]] : tensor<2x16xf32>, tensor<16xf32>
+func.func @partial_reduce_reuses_scatter(
+    %a: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %w: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+        tensor<16xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}) {
+  %p = nn.einsum "bf,fh->bh" %a, %w {dist.sharding = [#dist.sharding<@mesh, [{}, {}], partial={"tp"}>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %r = nn.relu %p {dist.sharding = [#dist.sharding<@mesh, [{"tp"}, {}]>]} : tensor<8x16xf32>
+  %s = nn.reduce sum %p dims = [0] {dist.sharding = [#dist.sharding<@mesh, [{}]>]} : tensor<8x16xf32> -> tensor<16xf32>
+  %t = nn.tanh %s {dist.sharding = [#dist.sharding<@mesh, [{}]>]} : tensor<16xf32>
+  return %r, %t : tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Tests that without an earlier scatter to reuse, a sum over dimensions 0
+// and 1 of a partial value reduce_scatters it along the first one the mesh
+// axis divides.
+dist.mesh @mesh <["tp"=4]>
+// CHECK-LABEL: func.func @partial_reduce
+// CHECK: %[[P:.*]] = nn.einsum "bsf,fh->bsh"
+// CHECK: %[[S:.*]] = dist.reduce_scatter %[[P]] on @mesh axes = ["tp"] dim = 0 kind = sum : tensor<4x8x16xf32> -> tensor<1x8x16xf32>
+// CHECK: %[[L:.*]] = nn.reduce sum %[[S]] dims = [0, 1] : tensor<1x8x16xf32> -> tensor<16xf32>
+// CHECK: %[[G:.*]] = dist.all_reduce %[[L]] on @mesh axes = ["tp"] kind = sum : tensor<16xf32>
+// CHECK: %[[T:.*]] = nn.tanh %[[G]] : tensor<16xf32>
+// CHECK: return %[[T]] : tensor<16xf32>
+func.func @partial_reduce(
+    %a: tensor<4x8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}, {"tp"}]>},
+    %w: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<16xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}) {
+  %p = nn.einsum "bsf,fh->bsh" %a, %w {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {}], partial={"tp"}>]} : (tensor<4x8x32xf32>, tensor<32x16xf32>) -> tensor<4x8x16xf32>
+  %s = nn.reduce sum %p dims = [0, 1] {dist.sharding = [#dist.sharding<@mesh, [{}]>]} : tensor<4x8x16xf32> -> tensor<16xf32>
+  %t = nn.tanh %s {dist.sharding = [#dist.sharding<@mesh, [{}]>]} : tensor<16xf32>
+  return %t : tensor<16xf32>
+}
