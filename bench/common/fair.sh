@@ -13,6 +13,15 @@
 # printed and fails when they differ. Rounds alternate in each run.sh.
 fair_common=$(cd "$(dirname "${0}")/../common" && pwd)
 
+# Every peer bench needs Debian's PyTorch (/usr/bin/python3); without it
+# there is nothing to compare with.
+fair_require_torch() {
+  if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    echo "PyTorch is not installed (apt-get install -y python3-torch); no comparison" >&2
+    exit 1
+  fi
+}
+
 fair_setup() {
   fair_threads=$1
   if [ "${FAIR_CORETYPE:-}" = none ]; then

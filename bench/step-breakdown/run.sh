@@ -22,10 +22,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$root/bench/common/fair.sh"
 
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "PyTorch is not installed (apt-get install -y python3-torch); no comparison" >&2
-  exit 1
-fi
+fair_require_torch
 fair_setup "$threads"
 "$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
   --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"

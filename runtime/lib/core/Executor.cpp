@@ -1239,9 +1239,12 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   Impl &s = *pimpl;
   buildImpl(s, plan, programName, comm, backend, options, nullptr);
   const plan::Plan &proto = plan->impl().proto;
-  // A microbatched step: program 0 with a pipeline (PlanFile validated it).
+  // A microbatched step: program 0 with a pipeline (PlanFile validated it
+  // as a schedule; whether this runtime runs it is asked here).
   if (!proto.has_pipeline() || proto.programs(0).name() != programName)
     return;
+  if (!plan->impl().pipelineUnrunnable.empty())
+    throw Error(plan->impl().pipelineUnrunnable);
   const plan::PipelineSchedule &schedule = proto.pipeline();
   const plan::Program &microProgram =
       proto.programs(schedule.stages(0).forward());

@@ -619,96 +619,112 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
   validateInPlace(program, what);
 }
 
+void validatePipeline(const plan::Plan &p, const std::string &what) {
+  if (!p.has_pipeline())
+    return;
+  const plan::PipelineSchedule &s = p.pipeline();
+  // What any schedule must be (complete, ordered, free of deadlock): the
+  // pipeline library's validator. A plan that passes loads, so `partita
+  // explain` can draw it; what this runtime can run of it is
+  // pipelineUnrunnable's question, asked when an Executor is built.
+  std::string invalid;
+  try {
+    if (auto error = pipeline::validate(pipeline::fromProto(s)))
+      invalid = "pipeline schedule '" + s.kind() +
+                "': " + pipeline::toString(*error);
+  } catch (const Error &e) {
+    invalid = e.what(); // names the schedule itself
+  }
+  if (!invalid.empty())
+    fail(what, invalid);
+}
+
+} // namespace
+
 /// A pipeline schedule this runtime can run: one rank, one chunk, one stage
 /// whose optimizer program is program 0 (the step) and whose forward
 /// program runs forward and backward of a microbatch; every microbatch's
 /// FORWARD once, in order, BACKWARDs after their FORWARD, then
 /// REDUCE_GRADIENTS and OPTIMIZER last. (Multi-rank schedules need the
 /// pipeline runtime of issue 18, not built yet.)
-void validatePipeline(const plan::Plan &p, const std::string &what) {
+std::string pipelineUnrunnable(const plan::Plan &p, const std::string &what) {
   if (!p.has_pipeline())
-    return;
+    return "";
   const plan::PipelineSchedule &s = p.pipeline();
-  auto bad = [&](const std::string &why) {
-    fail(what, "pipeline schedule '" + s.kind() + "': " + why);
+  // The first reason wins; the lambda's throw stays inside this function.
+  struct Unrunnable {
+    std::string message;
   };
-  // First what any schedule must be (complete, ordered, free of deadlock:
-  // the library's validator), then what this runtime can run of it.
-  std::string invalid, unreadable;
+  auto bad = [&](const std::string &why) {
+    throw Unrunnable{what + ": pipeline schedule '" + s.kind() + "': " + why};
+  };
   try {
-    if (auto error = pipeline::validate(pipeline::fromProto(s)))
-      invalid = pipeline::toString(*error);
-  } catch (const Error &e) {
-    unreadable = e.what(); // names the schedule itself
-  }
-  if (!unreadable.empty())
-    fail(what, unreadable);
-  if (!invalid.empty())
-    bad(invalid);
-  if (s.ranks() != 1 || s.chunks() != 1)
-    bad("runs on " + std::to_string(s.ranks()) + " ranks with " +
-        std::to_string(s.chunks()) +
-        " chunks; this runtime runs microbatched steps on one pipeline rank "
-        "and one chunk only");
-  if (s.microbatches() < 1)
-    bad("needs at least one microbatch");
-  if (s.stages_size() != 1 || s.rank_actions_size() != 1)
-    bad("needs exactly one stage and one action list");
-  const plan::PipelineStage &st = s.stages(0);
-  if (st.optimizer() != 0)
-    bad("the stage's optimizer program must be program 0 (the step)");
-  if (st.forward() < 1 || st.forward() >= p.programs_size())
-    bad("the stage's forward program " + std::to_string(st.forward()) +
-        " is not a program of the plan other than the step");
-  if (st.backward() != -1 || st.backward_input() != -1 ||
-      st.backward_weight() != -1)
-    bad("separate backward programs are not supported (the forward program "
-        "runs the backward too)");
-  int next = 0, backwards = 0;
-  bool reduced = false, updated = false;
-  const auto &actions = s.rank_actions(0).actions();
-  for (int i = 0; i < actions.size(); ++i) {
-    const plan::PipelineAction &a = actions[i];
-    std::string where = "action " + std::to_string(i) + ": ";
-    if (updated)
-      bad(where + "comes after the optimizer");
-    if (a.chunk() != 0)
-      bad(where + "names chunk " + std::to_string(a.chunk()));
-    switch (a.kind()) {
-    case plan::PipelineAction::FORWARD:
-      if (reduced || a.microbatch() != next)
-        bad(where + "forward of microbatch " + std::to_string(a.microbatch()) +
-            ", expected " + std::to_string(next) +
-            " (microbatches run in order, before the reduction)");
-      ++next;
-      break;
-    case plan::PipelineAction::BACKWARD:
-      if (reduced || a.microbatch() != backwards || a.microbatch() >= next)
-        bad(where + "backward of microbatch " +
-            std::to_string(a.microbatch()) + " out of order");
-      ++backwards;
-      break;
-    case plan::PipelineAction::REDUCE_GRADIENTS:
-      if (reduced || next != s.microbatches() || backwards != next)
-        bad(where + "gradient reduction before every microbatch ran "
-                    "forward and backward, or twice");
-      reduced = true;
-      break;
-    case plan::PipelineAction::OPTIMIZER:
-      if (!reduced)
-        bad(where + "optimizer before the gradient reduction");
-      updated = true;
-      break;
-    default:
-      bad(where + "kind " + std::to_string(a.kind()) +
-          " needs more than one pipeline rank");
+    if (s.ranks() != 1 || s.chunks() != 1)
+      bad("runs on " + std::to_string(s.ranks()) + " ranks with " +
+          std::to_string(s.chunks()) +
+          " chunks; this runtime runs microbatched steps on one pipeline rank "
+          "and one chunk only");
+    if (s.microbatches() < 1)
+      bad("needs at least one microbatch");
+    if (s.stages_size() != 1 || s.rank_actions_size() != 1)
+      bad("needs exactly one stage and one action list");
+    const plan::PipelineStage &st = s.stages(0);
+    if (st.optimizer() != 0)
+      bad("the stage's optimizer program must be program 0 (the step)");
+    if (st.forward() < 1 || st.forward() >= p.programs_size())
+      bad("the stage's forward program " + std::to_string(st.forward()) +
+          " is not a program of the plan other than the step");
+    if (st.backward() != -1 || st.backward_input() != -1 ||
+        st.backward_weight() != -1)
+      bad("separate backward programs are not supported (the forward program "
+          "runs the backward too)");
+    int next = 0, backwards = 0;
+    bool reduced = false, updated = false;
+    const auto &actions = s.rank_actions(0).actions();
+    for (int i = 0; i < actions.size(); ++i) {
+      const plan::PipelineAction &a = actions[i];
+      std::string where = "action " + std::to_string(i) + ": ";
+      if (updated)
+        bad(where + "comes after the optimizer");
+      if (a.chunk() != 0)
+        bad(where + "names chunk " + std::to_string(a.chunk()));
+      switch (a.kind()) {
+      case plan::PipelineAction::FORWARD:
+        if (reduced || a.microbatch() != next)
+          bad(where + "forward of microbatch " + std::to_string(a.microbatch()) +
+              ", expected " + std::to_string(next) +
+              " (microbatches run in order, before the reduction)");
+        ++next;
+        break;
+      case plan::PipelineAction::BACKWARD:
+        if (reduced || a.microbatch() != backwards || a.microbatch() >= next)
+          bad(where + "backward of microbatch " +
+              std::to_string(a.microbatch()) + " out of order");
+        ++backwards;
+        break;
+      case plan::PipelineAction::REDUCE_GRADIENTS:
+        if (reduced || next != s.microbatches() || backwards != next)
+          bad(where + "gradient reduction before every microbatch ran "
+                      "forward and backward, or twice");
+        reduced = true;
+        break;
+      case plan::PipelineAction::OPTIMIZER:
+        if (!reduced)
+          bad(where + "optimizer before the gradient reduction");
+        updated = true;
+        break;
+      default:
+        bad(where + "kind " + std::to_string(a.kind()) +
+            " needs more than one pipeline rank");
+      }
     }
+    if (!updated)
+      bad("the action list has no optimizer action");
+  } catch (const Unrunnable &u) {
+    return u.message;
   }
-  if (!updated)
-    bad("the action list has no optimizer action");
+  return "";
 }
-
-} // namespace
 
 DType toDType(int dtype) {
   switch (dtype) {
@@ -765,6 +781,7 @@ std::shared_ptr<const PlanFile> PlanFile::parse(const std::string &bytes,
     validateProgram(program, what, file->pimpl->axisSizes);
   }
   validatePipeline(p, what);
+  file->pimpl->pipelineUnrunnable = pipelineUnrunnable(p, what);
   return file;
 }
 

@@ -27,11 +27,18 @@ DType toDType(int dtype);
 /// KIND_UNSPECIFIED or a number this runtime does not know.
 std::optional<KernelKind> kernelKindFromPlan(int kind);
 
+/// Why this runtime cannot run `plan`'s pipeline schedule ("" when it can,
+/// or when there is none), prefixed by `what` (the plan's file). Loading
+/// checks only what any schedule must be, so explain can draw the rest.
+std::string pipelineUnrunnable(const plan::Plan &plan, const std::string &what);
+
 struct PlanFile::Impl {
   plan::Plan proto;
   std::map<std::string, int> programs;
   std::map<std::string, int64_t> axisSizes;
   int64_t numDevices = 1;
+  /// pipelineUnrunnable() of the loaded plan, thrown by the Executor.
+  std::string pipelineUnrunnable;
   const plan::Program &program(const std::string &name) const;
 };
 

@@ -3,6 +3,7 @@
 #include "partita/runtime/Tensor.h"
 
 #include "FileIO.h"
+#include "runtime/lib/core/HalfFloat.h"
 
 #include <cstring>
 
@@ -23,73 +24,12 @@ size_t sizeOf(DType dtype) {
   throw Error("unknown dtype");
 }
 
-namespace {
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline uint16_t narrowBF16(float f) {
-  uint32_t u = bitsOf(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN stays a (quiet) NaN
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  // Round to nearest even on the 16 bits dropped.
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-inline float widenBF16(uint16_t h) { return floatOf(uint32_t(h) << 16); }
-
-// IEEE binary16 by exponent arithmetic (normal, subnormal, inf, NaN).
-uint16_t narrowF16(float f) {
-  uint32_t u = bitsOf(f);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u)
-    return static_cast<uint16_t>(sign | 0x7e00u);
-  if (abs >= 0x477ff000u) // rounds to 65536 or more: inf
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  int exp = int(abs >> 23) - 127;
-  if (exp < -25) // below half the smallest subnormal: zero
-    return static_cast<uint16_t>(sign);
-  uint32_t mant = (abs & 0x7fffffu) | 0x800000u; // 24 significant bits
-  int shift = exp >= -14 ? 13 : 13 + (-14 - exp); // bits to drop
-  uint32_t kept = mant >> shift;
-  uint32_t rest = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
-  if (rest > half || (rest == half && (kept & 1u)))
-    ++kept; // may carry into the exponent: still the right encoding
-  uint32_t out = exp >= -14 ? (uint32_t(exp + 15) << 10) + (kept - 0x400u)
-                            : kept;
-  return static_cast<uint16_t>(sign | out);
-}
-
-float widenF16(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0x1f)
-    return floatOf(sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) { // zero or subnormal: mant x 2^-24
-    float v = float(mant) * floatOf(0x33800000u);
-    return floatOf(sign | bitsOf(v));
-  }
-  return floatOf(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-} // namespace
-
 uint16_t narrowFloat(float value, DType dtype) {
-  return dtype == DType::BF16 ? narrowBF16(value) : narrowF16(value);
+  return dtype == DType::BF16 ? half::toBF16(value) : half::toF16(value);
 }
 
 float widenFloat(uint16_t bits, DType dtype) {
-  return dtype == DType::BF16 ? widenBF16(bits) : widenF16(bits);
+  return dtype == DType::BF16 ? half::fromBF16(bits) : half::fromF16(bits);
 }
 
 const char *toString(DType dtype) {

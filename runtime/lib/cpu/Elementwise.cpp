@@ -12,6 +12,7 @@
 
 #include "CpuKernels.h"
 #include "ThreadPool.h"
+#include "runtime/lib/core/HalfFloat.h"
 
 #include <cmath>
 #include <cstring>
@@ -234,70 +235,13 @@ void runGradFloat(const KernelCall &call, const T *x, const T *dy, T *dx,
 }
 
 //===----------------------------------------------------------------------===//
-// convert: rounding to nearest even between f32 and f16 / bf16
+// convert: rounding to nearest even between f32 and f16 / bf16 (HalfFloat.h)
 //===----------------------------------------------------------------------===//
 
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t toBF16(float f) {
-  uint32_t u = bitsOf(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet and signed
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  // Add half an ulp, plus one when the kept part is odd (ties to even);
-  // a carry into the exponent rounds up to the next binade or to inf.
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float fromBF16(uint16_t h) { return floatOf(uint32_t(h) << 16); }
-
-// After F. Giesen's float_to_half_fast3_rtne (public domain).
-uint16_t toF16(float f) {
-  const uint32_t f32Inf = 255u << 23, f16Overflow = (127u + 16u) << 23;
-  const uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-  uint32_t u = bitsOf(f);
-  uint32_t sign = u & 0x80000000u;
-  u ^= sign;
-  uint16_t out;
-  if (u >= f16Overflow) {
-    // |f| >= 65536 (inf or NaN included): inf, or a quiet NaN.
-    out = u > f32Inf ? 0x7e00 : 0x7c00;
-  } else if (u < (113u << 23)) {
-    // Below 2^-14: a subnormal or zero; the float addition rounds to
-    // nearest even at the subnormal's precision.
-    u = bitsOf(floatOf(u) + floatOf(denormMagic)) - denormMagic;
-    out = static_cast<uint16_t>(u);
-  } else {
-    uint32_t odd = (u >> 13) & 1u;
-    u += ((15u - 127u) << 23) + 0xfffu + odd;
-    out = static_cast<uint16_t>(u >> 13); // >= 65520 carries into inf
-  }
-  return static_cast<uint16_t>(out | (sign >> 16));
-}
-
-float fromF16(uint16_t h) {
-  const uint32_t shiftedExp = 0x7c00u << 13;
-  uint32_t u = (uint32_t(h) & 0x7fffu) << 13;
-  uint32_t exp = u & shiftedExp;
-  u += (127u - 15u) << 23;
-  if (exp == shiftedExp) { // inf or NaN
-    u += (128u - 16u) << 23;
-  } else if (exp == 0) { // zero or subnormal: renormalize
-    u += 1u << 23;
-    u = bitsOf(floatOf(u) - floatOf(113u << 23));
-  }
-  return floatOf(u | ((uint32_t(h) & 0x8000u) << 16));
-}
+using half::fromBF16;
+using half::fromF16;
+using half::toBF16;
+using half::toF16;
 
 void checkSameType(const KernelCall &call) {
   const TensorView &out = call.outputs[0];

@@ -1,0 +1,83 @@
+//===- HalfFloat.h - f32 to and from bf16 and f16 -----------------*- C++ -*-===//
+//
+// Rounding to nearest even between f32 and the two 16-bit float types, with
+// NaN kept quiet and signed, overflow to inf and f16 subnormals exact. One
+// copy for the convert kernel, the widening bf16/f16 path and Tensor's
+// narrowFloat/widenFloat, so every place rounds alike. Internal to the
+// runtime; plain C++17.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CORE_HALFFLOAT_H
+#define PARTITA_RUNTIME_LIB_CORE_HALFFLOAT_H
+
+#include <cstdint>
+#include <cstring>
+
+namespace partita::runtime::half {
+
+inline uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+inline float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t toBF16(float f) {
+  uint32_t u = bitsOf(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet and signed
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  // Add half an ulp, plus one when the kept part is odd (ties to even);
+  // a carry into the exponent rounds up to the next binade or to inf.
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline float fromBF16(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+
+// After F. Giesen's float_to_half_fast3_rtne (public domain).
+inline uint16_t toF16(float f) {
+  const uint32_t f32Inf = 255u << 23, f16Overflow = (127u + 16u) << 23;
+  const uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+  uint32_t u = bitsOf(f);
+  uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint16_t out;
+  if (u >= f16Overflow) {
+    // |f| >= 65536 (inf or NaN included): inf, or a quiet NaN.
+    out = u > f32Inf ? 0x7e00 : 0x7c00;
+  } else if (u < (113u << 23)) {
+    // Below 2^-14: a subnormal or zero; the float addition rounds to
+    // nearest even at the subnormal's precision.
+    u = bitsOf(floatOf(u) + floatOf(denormMagic)) - denormMagic;
+    out = static_cast<uint16_t>(u);
+  } else {
+    uint32_t odd = (u >> 13) & 1u;
+    u += ((15u - 127u) << 23) + 0xfffu + odd;
+    out = static_cast<uint16_t>(u >> 13); // >= 65520 carries into inf
+  }
+  return static_cast<uint16_t>(out | (sign >> 16));
+}
+
+inline float fromF16(uint16_t h) {
+  const uint32_t shiftedExp = 0x7c00u << 13;
+  uint32_t u = (uint32_t(h) & 0x7fffu) << 13;
+  uint32_t exp = u & shiftedExp;
+  u += (127u - 15u) << 23;
+  if (exp == shiftedExp) { // inf or NaN
+    u += (128u - 16u) << 23;
+  } else if (exp == 0) { // zero or subnormal: renormalize
+    u += 1u << 23;
+    u = bitsOf(floatOf(u) - floatOf(113u << 23));
+  }
+  return floatOf(u | ((uint32_t(h) & 0x8000u) << 16));
+}
+
+} // namespace partita::runtime::half
+
+#endif // PARTITA_RUNTIME_LIB_CORE_HALFFLOAT_H
