@@ -15,10 +15,13 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found (apt-get install clang)" >&2
   exit 1
 fi
+# No CUDA: the fuzzer's sanitizer flags would reach nvcc's host compiler
+# (gcc, which has no -fsanitize=fuzzer-no-link), and the IR fuzzer reaches
+# no device code.
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DPARTITA_ENABLE_FUZZERS=ON -DPARTITA_ENABLE_MPI=OFF
+    -DPARTITA_ENABLE_FUZZERS=ON -DPARTITA_ENABLE_MPI=OFF -DPARTITA_CUDA=OFF
 fi
 cmake --build "$build" --target partita-ir-fuzzer
 
