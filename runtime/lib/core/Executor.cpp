@@ -1591,14 +1591,11 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
   }
 }
 
-// Checkpoint shards: this rank's block with its place in the global array.
-Executor::Block Executor::persistentBlock(const std::string &name) const {
-  const Impl &s = *pimpl;
-  const plan::Buffer &b = s.buffer(s.persistentId(name));
-  if (b.partial_axes_size() > 0)
-    throw Error("'" + name + "' holds partial values: it has no block to " +
-                "checkpoint");
-  Block block;
+// This rank's block of buffer `b`: where it starts in the global array and
+// its shape there, the padding past the global end left out.
+static Executor::Block localBlock(const Executor::Impl &s,
+                                  const plan::Buffer &b) {
+  Executor::Block block;
   block.globalShape = toVector(b.global_shape());
   std::vector<int64_t> local = toVector(b.local_shape());
   block.offsets = s.program->partitioned()
@@ -1607,6 +1604,17 @@ Executor::Block Executor::persistentBlock(const std::string &name) const {
   for (size_t d = 0; d < local.size(); ++d)
     block.shape.push_back(std::max<int64_t>(
         0, std::min(local[d], block.globalShape[d] - block.offsets[d])));
+  return block;
+}
+
+// Checkpoint shards: this rank's block with its place in the global array.
+Executor::Block Executor::persistentBlock(const std::string &name) const {
+  const Impl &s = *pimpl;
+  const plan::Buffer &b = s.buffer(s.persistentId(name));
+  if (b.partial_axes_size() > 0)
+    throw Error("'" + name + "' holds partial values: it has no block to " +
+                "checkpoint");
+  Block block = localBlock(s, b);
   std::map<std::string, bool> used;
   for (const plan::DimSharding &dim : b.sharding())
     for (const std::string &axis : dim.axes())
@@ -1664,16 +1672,7 @@ static int64_t inputId(const plan::Program &program, size_t index) {
 Executor::Block Executor::inputBlock(size_t index) const {
   const Impl &s = *pimpl;
   const plan::Buffer &b = s.buffer(inputId(*s.program, index));
-  Block block;
-  block.globalShape = toVector(b.global_shape());
-  std::vector<int64_t> local = toVector(b.local_shape());
-  block.offsets = s.program->partitioned()
-                      ? s.blockStarts(b, s.coords)
-                      : std::vector<int64_t>(local.size(), 0);
-  for (size_t d = 0; d < local.size(); ++d)
-    block.shape.push_back(std::max<int64_t>(
-        0, std::min(local[d], block.globalShape[d] - block.offsets[d])));
-  return block;
+  return localBlock(s, b);
 }
 
 void Executor::setInputBlock(size_t index, const TensorView &data) {

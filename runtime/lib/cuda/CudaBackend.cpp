@@ -547,24 +547,39 @@ private:
       launch(l);
   }
 
-  void runEmbeddingGrad(const KernelCall &call) {
-    cpu::checkCall(call, 2, 1);
-    const TensorView &dy = call.inputs[0], &ids = call.inputs[1],
-                     &out = call.outputs[0];
+  /// embedding and embedding_grad: `table` is [vocab, hidden] and `rows`
+  /// [ids..., hidden]; whichever of the two is the input sets the float
+  /// type the other must have. Returns that type.
+  ElemType checkEmbedding(const KernelCall &call, const TensorView &table,
+                          const char *tableName, const TensorView &rows,
+                          const char *rowsName, bool tableIsInput) {
     KernelKind kind = call.kind;
-    if (out.rank() != 2)
-      fail(kind, "output 0 (dtable) must be [vocab, hidden], got " +
-                     cpu::typeToString(out));
-    ElemType type = floatType(call, dy, "input 0 (dy)");
+    const TensorView &ids = call.inputs[1];
+    if (table.rank() != 2)
+      fail(kind, std::string(tableName) + " must be [vocab, hidden], got " +
+                     cpu::typeToString(table));
+    const TensorView &in = tableIsInput ? table : rows;
+    const TensorView &out = tableIsInput ? rows : table;
+    ElemType type =
+        floatType(call, in, tableIsInput ? tableName : rowsName);
     cpu::checkIndex(kind, ids, "input 1 (ids)");
-    cpu::checkDType(kind, out, "output 0 (dtable)", dy.dtype);
+    cpu::checkDType(kind, out, tableIsInput ? rowsName : tableName, in.dtype);
     std::vector<int64_t> shape = ids.shape;
-    shape.push_back(out.shape[1]);
-    cpu::checkShape(kind, dy, "input 0 (dy)", shape);
+    shape.push_back(table.shape[1]);
+    cpu::checkShape(kind, rows, rowsName, shape);
     if (call.attrs.vocabOffset < 0)
       fail(kind, "vocabOffset must be >= 0, got " +
                      std::to_string(call.attrs.vocabOffset));
     cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    return type;
+  }
+
+  void runEmbeddingGrad(const KernelCall &call) {
+    cpu::checkCall(call, 2, 1);
+    const TensorView &dy = call.inputs[0], &ids = call.inputs[1],
+                     &out = call.outputs[0];
+    ElemType type = checkEmbedding(call, out, "output 0 (dtable)", dy,
+                                   "input 0 (dy)", /*tableIsInput=*/false);
     KernelLaunch l = elementwiseLaunch(out.numElements());
     KernelParams &p = l.params;
     p.kernel = GpuKernel::EmbeddingGrad;
@@ -713,20 +728,8 @@ private:
     cpu::checkCall(call, 2, 1);
     const TensorView &table = call.inputs[0], &ids = call.inputs[1],
                      &out = call.outputs[0];
-    KernelKind kind = call.kind;
-    if (table.rank() != 2)
-      fail(kind, "input 0 (table) must be [vocab, hidden], got " +
-                     cpu::typeToString(table));
-    ElemType type = floatType(call, table, "input 0 (table)");
-    cpu::checkIndex(kind, ids, "input 1 (ids)");
-    cpu::checkDType(kind, out, "output 0", table.dtype);
-    std::vector<int64_t> shape = ids.shape;
-    shape.push_back(table.shape[1]);
-    cpu::checkShape(kind, out, "output 0", shape);
-    if (call.attrs.vocabOffset < 0)
-      fail(kind, "vocabOffset must be >= 0, got " +
-                     std::to_string(call.attrs.vocabOffset));
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    ElemType type = checkEmbedding(call, table, "input 0 (table)", out,
+                                   "output 0", /*tableIsInput=*/true);
     KernelLaunch l = elementwiseLaunch(out.numElements());
     KernelParams &p = l.params;
     p.kernel = GpuKernel::Embedding;

@@ -12,15 +12,11 @@ import os
 import subprocess
 import sys
 
-SEAL = 14  # checksum tag + 8 bytes, trailer tag + 4 bytes
-TRAILER = 0x4E414C50
-
-
-def fnv1a(data):
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h or 1
+# The plan's seal (checksum and trailer), recomputed as the runtime's
+# tests do it.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                "Runtime", "cpu", "Inputs"))
+from mutate_plans import SEAL, reseal  # noqa: E402
 
 
 def varint(n):
@@ -45,10 +41,12 @@ def main():
         input=text, capture_output=True, check=True).stdout
     with open(plan_in, "rb") as f:
         data = f.read()
-    content = data[:-SEAL] + b"\x2a" + varint(len(encoded)) + encoded
+    sealed = reseal(data[:-SEAL] + b"\x2a" + varint(len(encoded)) + encoded +
+                    data[-SEAL:])
+    if sealed is None:
+        sys.exit("add_pipeline: the plan has no checksum and trailer")
     with open(plan_out, "wb") as f:
-        f.write(content + b"\x71" + fnv1a(content).to_bytes(8, "little") +
-                b"\x7d" + TRAILER.to_bytes(4, "little"))
+        f.write(sealed)
 
 
 if __name__ == "__main__":
