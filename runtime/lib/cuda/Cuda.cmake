@@ -11,6 +11,9 @@
 set(PARTITA_CUDA AUTO CACHE STRING
   "Build the CUDA device layer: AUTO (when nvcc is found), ON, OFF")
 set_property(CACHE PARTITA_CUDA PROPERTY STRINGS AUTO ON OFF)
+# CI builds both; a GPU machine may build its own alone (gpu-check.sh: 90).
+set(PARTITA_CUDA_ARCHITECTURES "80;90" CACHE STRING
+  "CUDA architectures of the kernels (never native: CI has no GPU)")
 set(PARTITA_HAVE_CUDA OFF)
 if(NOT PARTITA_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX}
@@ -20,7 +23,7 @@ if(NOT PARTITA_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    set(CMAKE_CUDA_ARCHITECTURES ${PARTITA_CUDA_ARCHITECTURES})
     enable_language(CUDA)
     find_package(CUDAToolkit)
     find_path(PARTITA_NCCL_INCLUDE_DIR nccl.h
@@ -48,7 +51,7 @@ if(PARTITA_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/CudaKernels.cu)
   set_target_properties(partita_cuda_kernels PROPERTIES
     POSITION_INDEPENDENT_CODE ON
-    CUDA_ARCHITECTURES "80;90"
+    CUDA_ARCHITECTURES "${PARTITA_CUDA_ARCHITECTURES}"
     CUDA_RUNTIME_LIBRARY Static)
   target_compile_features(partita_cuda_kernels PRIVATE cuda_std_17)
   target_include_directories(partita_cuda_kernels PRIVATE ${PARTITA_SOURCE_DIR})
