@@ -14,6 +14,7 @@
 #include "CudaTestUtil.h"
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 namespace partita::runtime::test {
@@ -332,6 +333,83 @@ TYPED_TEST(CudaKernelsTest, EinsumAsGemm) {
     expectSame(KernelKind::Einsum, a, {random<T>(c.a, 27), random<T>(c.b, 28)},
                {{dt<T>(), c.c}});
   }
+}
+
+// Tests bf16 and f16 GEMMs (fp32 accumulation, the result rounded once)
+// against the cpu backend, which widens the operands to f32, runs sgemm and
+// narrows the result: within one ulp of the 16-bit result relative to the
+// largest (bf16: 2^-7; f16: 2^-10), since the two may sum in different
+// orders.
+TEST(CudaGemmPrecisionTest, HalfPrecisionOperandsAccumulateInF32) {
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    auto narrow = [&](const Tensor &f) {
+      Tensor t(dtype, f.getShape());
+      for (int64_t i = 0; i < f.numElements(); ++i)
+        t.data<uint16_t>()[i] = narrowFloat(f.data<float>()[i], dtype);
+      return t;
+    };
+    KernelAttrs a;
+    a.spec = "bik,bkj->bij";
+    Tensor x = narrow(random<float>({2, 33, 70}, 41)),
+           y = narrow(random<float>({2, 70, 19}, 42));
+    std::unique_ptr<Backend> cpu = createCpuBackend(1);
+    Tensor want = runOnBackend(*cpu, KernelKind::Einsum, a, {x, y},
+                               {{dtype, {2, 33, 19}}})[0];
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+    Tensor got = runOnBackend(*gpu, KernelKind::Einsum, a, {x, y},
+                              {{dtype, {2, 33, 19}}})[0];
+    double d = relativeDifference(got, want);
+    EXPECT_LE(d, dtype == DType::BF16 ? 0x1p-7 : 0x1p-10) << toString(dtype);
+    // Not all zeros or NaN: the comparison compares something.
+    EXPECT_GT(std::fabs(elementAt(want, 5)), 0) << toString(dtype);
+  }
+}
+
+// Tests TF32 (CudaBackendOptions::tf32, `partita-run --tf32`): an f32 GEMM
+// whose operands are not TF32 values differs from the exact fp32 one, and
+// every element stays within TF32's error bound of the exact product
+// computed here in double: |c - ref| <= (2u + u^2 + k 2^-23) sum |a||b|,
+// u = 2^-10 (one TF32 rounding of each operand, by truncation or to
+// nearest, whichever the device does; fp32 accumulation of k terms). The
+// fp32 GEMM stays within the accumulation term alone.
+TEST(CudaGemmPrecisionTest, Tf32DiffersFromFp32WithinItsBound) {
+  const int64_t m = 37, k = 300, n = 29;
+  Tensor x = random<float>({m, k}, 51), y = random<float>({k, n}, 52);
+  KernelAttrs a;
+  a.spec = "ij,jk->ik";
+  std::unique_ptr<Backend> fp32 = cudaTestBackend(64, false);
+  std::unique_ptr<Backend> tf32 = cudaTestBackend(64, true);
+  Tensor exact = runOnBackend(*fp32, KernelKind::Einsum, a, {x, y},
+                              {{DType::F32, {m, n}}})[0];
+  Tensor rough = runOnBackend(*tf32, KernelKind::Einsum, a, {x, y},
+                              {{DType::F32, {m, n}}})[0];
+  const double u = 0x1p-10, acc = double(k) * 0x1p-23;
+  double largestTf32 = 0, largestFp32 = 0, differs = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        double p = double(x.data<float>()[i * k + l]) *
+                   double(y.data<float>()[l * n + j]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      double e32 = std::fabs(exact.data<float>()[i * n + j] - ref) / mag;
+      double etf = std::fabs(rough.data<float>()[i * n + j] - ref) / mag;
+      largestFp32 = std::max(largestFp32, e32);
+      largestTf32 = std::max(largestTf32, etf);
+      differs =
+          std::max(differs, double(std::fabs(rough.data<float>()[i * n + j] -
+                                             exact.data<float>()[i * n + j])));
+      EXPECT_LE(e32, acc) << i << "," << j;
+      EXPECT_LE(etf, 2 * u + u * u + acc) << i << "," << j;
+    }
+  EXPECT_GT(differs, 0) << "TF32 gave the fp32 result";
+  // TF32's error is an operand rounding, far above fp32's.
+  EXPECT_GT(largestTf32, 8 * largestFp32);
+  std::printf("tf32: largest error / sum|ab| %.3g (fp32 %.3g), largest "
+              "|tf32 - fp32| %.3g\n",
+              largestTf32, largestFp32, differs);
 }
 
 // Tests that an einsum that is not one GEMM, and a kind with no port, fail
