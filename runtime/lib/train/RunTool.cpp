@@ -73,9 +73,10 @@ const OptionSpec kOptions[] = {
      "threads)"},
     {"backend", "cpu|cuda",
      "Kernels: cpu (default) or cuda (an NVIDIA GPU; fails at once without "
-     "one). With --comm local or mpi the cuda ranks share the GPUs (rank or "
-     "node-local rank modulo the device count) and their collectives are "
-     "staged through host memory; --comm nccl gives each rank its own GPU. "
+     "one). With --comm local or mpi the cuda ranks share the GPUs (local "
+     "ranks device 0, MPI processes their node-local rank modulo the device "
+     "count) and their collectives are staged through host memory; --comm "
+     "nccl gives each rank its own GPU. "
      "--check's reference always runs on cpu"},
     {"emulate", nullptr,
      "With --backend cuda: run the cuda backend on its emulated device layer "
