@@ -175,7 +175,10 @@ public:
     if (space == MemorySpace::Host)
       std::memset(p, 0, size);
     else
-      check(cudaMemset(p, 0, size), "cudaMemset");
+      // On the compute stream: cudaMemset runs on the legacy default
+      // stream, which the non-blocking streams here do not wait for, so a
+      // copy or kernel queued next could run before the zeroing.
+      check(cudaMemsetAsync(p, 0, size, compute->stream), "cudaMemsetAsync");
     return p;
   }
   void deallocate(void *p, MemorySpace space) override {

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <thread>
 
 namespace partita::runtime::test {
 namespace {
@@ -410,6 +411,63 @@ TEST(CudaGemmPrecisionTest, Tf32DiffersFromFp32WithinItsBound) {
   std::printf("tf32: largest error / sum|ab| %.3g (fp32 %.3g), largest "
               "|tf32 - fp32| %.3g\n",
               largestTf32, largestFp32, differs);
+}
+
+// Tests ranks as threads sharing one device (partita-run --backend cuda
+// over local): each thread makes its own backend, whose compute stream is
+// its own, and their GEMMs and kernels, run at the same time, each give the
+// cpu backend's results (on a GPU each thread makes the device current
+// itself; the emulated device runs them on separate stream threads).
+TEST(CudaSharedDeviceTest, RanksAsThreadsHaveTheirOwnStreams) {
+  const int kRanks = 4;
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  KernelAttrs mm;
+  mm.spec = "bik,bkj->bij";
+  std::vector<std::vector<Tensor>> inputs, want;
+  for (int r = 0; r < kRanks; ++r) {
+    inputs.push_back({random<float>({3, 17, 40}, 60 + r),
+                      random<float>({3, 40, 9}, 70 + r)});
+    want.push_back(runOnBackend(*cpu, KernelKind::Einsum, mm, inputs[r],
+                                {{DType::F32, {3, 17, 9}}}));
+    std::vector<Tensor> act = runOnBackend(*cpu, KernelKind::Gelu, {},
+                                           {want[r][0]},
+                                           {{DType::F32, {3, 17, 9}}});
+    want[r].push_back(act[0]);
+  }
+  std::vector<double> diff(kRanks, INFINITY);
+  // Kept until every thread is done, so no two share an address by reuse.
+  std::vector<std::unique_ptr<Backend>> backends(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        backends[r] = cudaTestBackend(64);
+        Backend *gpu = backends[r].get();
+        double worst = 0;
+        for (int repeat = 0; repeat < 5; ++repeat) {
+          Tensor c = runOnBackend(*gpu, KernelKind::Einsum, mm, inputs[r],
+                                  {{DType::F32, {3, 17, 9}}})[0];
+          Tensor g = runOnBackend(*gpu, KernelKind::Gelu, {}, {c},
+                                  {{DType::F32, {3, 17, 9}}})[0];
+          worst = std::max({worst, relativeDifference(c, want[r][0]),
+                            relativeDifference(g, want[r][1])});
+        }
+        diff[r] = worst;
+      } catch (const std::exception &e) {
+        errors[r] = e.what();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_LE(diff[r], 1e-5) << "rank " << r;
+    for (int q = 0; q < r && backends[r] && backends[q]; ++q)
+      EXPECT_NE(&backends[r]->device().computeStream(),
+                &backends[q]->device().computeStream())
+          << "ranks " << q << " and " << r;
+  }
 }
 
 // Tests that an einsum that is not one GEMM, and a kind with no port, fail
