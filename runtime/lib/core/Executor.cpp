@@ -297,8 +297,14 @@ struct Executor::Impl {
   /// (copyToHost returns when everything queued before it has run), the
   /// communicator runs on host buffers, and the result is copied back on
   /// the compute stream, ahead of every later kernel there.
+  /// Unstaged on such a device (nccl), a call from the host thread first
+  /// waits for the compute stream (a bucket call on the communication
+  /// stream is ordered by its event instead); the real NCCL layer also
+  /// waits for the device, the emulated one relies on this.
   void runComm(const CollectiveArgs &args, const CommGroup &grp) {
     if (!staged) {
+      if (!device->isHostAccessible() && !onCommThread())
+        compute->synchronize();
       comm->run(args, grp);
       return;
     }
@@ -467,7 +473,16 @@ struct Executor::Impl {
     // The call reads what the members packed on the compute stream.
     compute->record(*b.packed);
     commStream->wait(*b.packed);
-    commStream->enqueue([&b] { runBucketCall(b); });
+    commStream->enqueue([&b] {
+      onCommThread() = true;
+      try {
+        runBucketCall(b);
+      } catch (...) {
+        onCommThread() = false;
+        throw;
+      }
+      onCommThread() = false;
+    });
     commStream->record(*b.done);
     lastIssued = b.done.get();
     b.pending = true;
@@ -493,6 +508,11 @@ struct Executor::Impl {
   /// Before the main thread calls the communicator itself: every bucket
   /// call issued so far must have run, so calls stay in program order, one
   /// at a time. The outputs are unpacked later, where they are first read.
+  /// Whether the caller is a bucket call on the communication stream.
+  static bool &onCommThread() {
+    thread_local bool inBucketCall = false;
+    return inBucketCall;
+  }
   void waitForCommStream() {
     if (!lastIssued)
       return;

@@ -926,6 +926,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
   if (options.emulate) {
     EmulatedApiOptions emu;
     emu.emulator.checkRaces = options.checkRaces;
+    emu.synchronousCompute = !options.emulateAsync;
     api = createEmulatedApi(emu);
   } else {
     api = createCudaApi(options.device);

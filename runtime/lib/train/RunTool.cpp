@@ -97,6 +97,9 @@ const OptionSpec kOptions[] = {
      "Training: bytes per token in --data (little-endian; default 1: ids are "
      "bytes)"},
     {"print-batch", nullptr, nullptr},
+    // Testing: the emulated compute stream runs ahead of the host
+    // (CudaBackendOptions::emulateAsync).
+    {"emulate-async", nullptr, nullptr},
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
@@ -467,6 +470,9 @@ int Tool::run() {
   ranksOptions.backend = backend;
   ranksOptions.cudaEmulate = emulate;
   ranksOptions.cudaTf32 = args.flags.count("tf32");
+  ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
+  if (ranksOptions.cudaEmulateAsync && !emulate)
+    return fail("--emulate-async needs --backend cuda --emulate");
   for (const char *option : {"ranks", "steps"})
     if (std::optional<std::string> text = args.get(option)) {
       std::optional<int64_t> v = parseWhole(*text);
