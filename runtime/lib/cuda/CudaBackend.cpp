@@ -174,7 +174,13 @@ EinsumGemm planEinsum(const KernelCall &call) {
     out.why = "an operand needs a transpose that is not a GEMM flag";
     return out;
   }
-  g.type = floatType(call, call.outputs[0], "output 0");
+  DType dtype = call.outputs[0].dtype;
+  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::BF16 &&
+      dtype != DType::F16)
+    fail(call.kind, std::string("dtype ") + toString(dtype) +
+                        " of output 0 is not supported (the cuda backend's "
+                        "GEMMs are f32, f64, bf16 and f16)");
+  g.type = dtype;
   g.m = count(firstFree);
   g.n = count(secondFree);
   g.k = count(contracted);
@@ -196,7 +202,7 @@ class CudaBackend final : public Backend {
 public:
   CudaBackend(std::unique_ptr<GpuApi> api, const CudaBackendOptions &options)
       : api(std::move(api)), dev(createGpuDevice(*this->api)),
-        blockSize(options.blockSize) {}
+        blockSize(options.blockSize), tf32(options.tf32) {}
   ~CudaBackend() override {
     // Nothing queued may outlive the workspace it writes.
     try {
@@ -875,7 +881,8 @@ private:
                           "\" is not one GEMM, which is all the cuda backend "
                           "has ported (" +
                           plan.why + ")");
-    const GemmDesc &g = plan.desc;
+    GemmDesc &g = plan.desc;
+    g.tf32 = tf32 && g.type == DType::F32;
     if (g.m == 0 || g.n == 0 || g.batch == 0)
       return;
     if (g.k == 0) {
@@ -902,6 +909,7 @@ private:
   std::unique_ptr<GpuApi> api;
   std::unique_ptr<Device> dev;
   int blockSize;
+  bool tf32;
   DeviceBuffer scratch;
   size_t workspaceBytes = 0;
 };
@@ -918,6 +926,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
   if (options.emulate) {
     EmulatedApiOptions emu;
     emu.emulator.checkRaces = options.checkRaces;
+    emu.synchronousCompute = !options.emulateAsync;
     api = createEmulatedApi(emu);
   } else {
     api = createCudaApi(options.device);
@@ -936,5 +945,10 @@ std::string cudaDeviceError() {
 }
 
 bool cudaBuiltIn() { return gpu::builtWithCuda(); }
+
+int cudaDevices() {
+  std::string error;
+  return std::max(0, gpu::cudaDeviceCount(error));
+}
 
 } // namespace partita::runtime

@@ -61,7 +61,10 @@ enum class ElemType : uint8_t { F32, F64, U8, U16, U32, U64 };
 constexpr int kMaxRank = 8;
 
 /// Everything a kernel reads, passed by value to the __global__ function.
-/// Each kernel documents the fields it uses.
+/// Each kernel documents the fields it uses. Device addresses go in `in`
+/// and `out` only: the emulated layer translates those (its device memory
+/// sits behind PROT_NONE addresses, EmulatedApi.cpp), so a pointer kept
+/// elsewhere faults under --emulate.
 struct KernelParams {
   GpuKernel kernel = GpuKernel::Binary;
   ElemType type = ElemType::F32;
