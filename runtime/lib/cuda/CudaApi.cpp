@@ -18,6 +18,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -149,6 +151,8 @@ public:
   }
   ~CudaApi() override {
     compute.reset();
+    if (sortTemp)
+      cudaFree(sortTemp);
     if (lt)
       cublasLtDestroy(lt);
   }
@@ -256,7 +260,38 @@ public:
     cleanup();
   }
 
+  /// cub's scratch is kept between sorts; growing it waits for the
+  /// device (the old scratch may still be in use by a queued sort).
+  void sortPairs(const uint32_t *keysIn, uint32_t *keysOut,
+                 const uint32_t *valuesIn, uint32_t *valuesOut, int64_t count,
+                 int keyBits, Stream &stream) override {
+    if (count <= 0)
+      return;
+    if (count > INT32_MAX)
+      throw Error("cuda: sortPairs of " + std::to_string(count) +
+                  " pairs (at most 2^31 - 1)");
+    size_t need = 0;
+    check(sortPairsOnDevice(nullptr, need, keysIn, keysOut, valuesIn,
+                            valuesOut, int(count), keyBits, native(stream)),
+          "cub::DeviceRadixSort::SortPairs (scratch size)");
+    if (need > sortTempBytes) {
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      if (sortTemp)
+        cudaFree(sortTemp);
+      sortTemp = nullptr;
+      sortTempBytes = 0;
+      check(cudaMalloc(&sortTemp, need), "cudaMalloc (sort scratch)");
+      sortTempBytes = need;
+    }
+    size_t bytes = sortTempBytes;
+    check(sortPairsOnDevice(sortTemp, bytes, keysIn, keysOut, valuesIn,
+                            valuesOut, int(count), keyBits, native(stream)),
+          "cub::DeviceRadixSort::SortPairs");
+  }
+
 private:
+  void *sortTemp = nullptr;
+  size_t sortTempBytes = 0;
   std::string deviceName;
   std::unique_ptr<CudaStream> compute;
   cublasLtHandle_t lt = nullptr;
