@@ -18,6 +18,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -156,6 +158,8 @@ public:
     gemmPlans.clear();
     if (workspace)
       cudaFree(workspace);
+    if (sortTemp)
+      cudaFree(sortTemp);
     if (lt)
       cublasLtDestroy(lt);
   }
@@ -224,6 +228,35 @@ public:
                            g.c, plan.lc, g.c, plan.lc, &plan.algo, workspace,
                            plan.workspaceBytes, native(stream)),
             "cublasLtMatmul");
+  }
+
+  /// cub's scratch is kept between sorts; growing it waits for the
+  /// device (the old scratch may still be in use by a queued sort).
+  void sortPairs(const uint32_t *keysIn, uint32_t *keysOut,
+                 const uint32_t *valuesIn, uint32_t *valuesOut, int64_t count,
+                 int keyBits, Stream &stream) override {
+    if (count <= 0)
+      return;
+    if (count > INT32_MAX)
+      throw Error("cuda: sortPairs of " + std::to_string(count) +
+                  " pairs (at most 2^31 - 1)");
+    size_t need = 0;
+    check(sortPairsOnDevice(nullptr, need, keysIn, keysOut, valuesIn,
+                            valuesOut, int(count), keyBits, native(stream)),
+          "cub::DeviceRadixSort::SortPairs (scratch size)");
+    if (need > sortTempBytes) {
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      if (sortTemp)
+        cudaFree(sortTemp);
+      sortTemp = nullptr;
+      sortTempBytes = 0;
+      check(cudaMalloc(&sortTemp, need), "cudaMalloc (sort scratch)");
+      sortTempBytes = need;
+    }
+    size_t bytes = sortTempBytes;
+    check(sortPairsOnDevice(sortTemp, bytes, keysIn, keysOut, valuesIn,
+                            valuesOut, int(count), keyBits, native(stream)),
+          "cub::DeviceRadixSort::SortPairs");
   }
 
 private:
@@ -377,6 +410,8 @@ private:
 
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
   int ordinal = 0;
+  void *sortTemp = nullptr;
+  size_t sortTempBytes = 0;
   std::string deviceName;
   std::unique_ptr<CudaStream> compute;
   cublasLtHandle_t lt = nullptr;

@@ -8,6 +8,8 @@
 
 #include "runtime/lib/cuda/CudaKernels.h"
 
+#include <cub/device/device_radix_sort.cuh>
+
 namespace partita::runtime::gpu {
 
 namespace {
@@ -30,6 +32,15 @@ cudaError_t launchOnDevice(const KernelLaunch &launch, cudaStream_t stream) {
     status = cudaGetLastError();
   });
   return status;
+}
+
+cudaError_t sortPairsOnDevice(void *temp, size_t &tempBytes,
+                              const uint32_t *keysIn, uint32_t *keysOut,
+                              const uint32_t *valuesIn, uint32_t *valuesOut,
+                              int count, int keyBits, cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortPairs(temp, tempBytes, keysIn, keysOut,
+                                         valuesIn, valuesOut, count, 0,
+                                         keyBits, stream);
 }
 
 } // namespace partita::runtime::gpu

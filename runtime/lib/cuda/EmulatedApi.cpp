@@ -31,6 +31,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <sys/mman.h>
@@ -196,6 +197,25 @@ public:
       throw Error(std::string("cuda (emulated): GEMM of element type ") +
                   toString(g.type) + " (f32, f64, bf16 or f16)");
     stream.enqueue([g] { runGemm(g); });
+  }
+
+  void sortPairs(const uint32_t *keysIn, uint32_t *keysOut,
+                 const uint32_t *valuesIn, uint32_t *valuesOut, int64_t count,
+                 int keyBits, Stream &stream) override {
+    stream.enqueue([=] {
+      uint32_t mask = keyBits >= 32 ? ~0u : (1u << keyBits) - 1u;
+      std::vector<std::pair<uint32_t, uint32_t>> pairs(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i)
+        pairs[i] = {keysIn[i] & mask, valuesIn[i]};
+      std::stable_sort(pairs.begin(), pairs.end(),
+                       [](const auto &x, const auto &y) {
+                         return x.first < y.first;
+                       });
+      for (int64_t i = 0; i < count; ++i) {
+        keysOut[i] = pairs[i].first;
+        valuesOut[i] = pairs[i].second;
+      }
+    });
   }
 
 private:

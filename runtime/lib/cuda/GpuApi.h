@@ -70,6 +70,14 @@ public:
   /// On the compute stream only (the real layer's cuBLASLt workspace is
   /// the compute stream's).
   virtual void gemm(const GemmDesc &gemm, Stream &stream) = 0;
+  /// Sorts `count` (key, value) pairs of uint32 in device memory by the
+  /// low `keyBits` bits of the key, stably (pairs with equal keys keep
+  /// their order): keysIn, valuesIn -> keysOut, valuesOut (four distinct
+  /// buffers), ordered on `stream`. cub::DeviceRadixSort on a GPU,
+  /// std::stable_sort emulated. count < 2^31.
+  virtual void sortPairs(const uint32_t *keysIn, uint32_t *keysOut,
+                         const uint32_t *valuesIn, uint32_t *valuesOut,
+                         int64_t count, int keyBits, Stream &stream) = 0;
 };
 
 struct EmulatedApiOptions {

@@ -472,30 +472,240 @@ TEST(CudaSharedDeviceTest, RanksAsThreadsHaveTheirOwnStreams) {
 
 // Tests that an einsum that is not one GEMM, and a kind with no port, fail
 // with an error that names them.
+
+// Tests that a kind with no port fails naming it, and that the cpu
+// backend's checks run first (a shape mismatch, an einsum letter with two
+// sizes).
 TEST(CudaKernelsErrorTest, UnportedWorkIsNamed) {
   std::unique_ptr<Backend> gpu = cudaTestBackend(64);
-  KernelAttrs a;
-  a.spec = "ijk,jl->ilk";
-  std::string error = runError(*gpu, KernelKind::Einsum, a,
-                               {random<float>({2, 3, 5}, 1),
-                                random<float>({3, 4}, 2)},
-                               {{DType::F32, {2, 4, 5}}});
-  EXPECT_NE(error.find("einsum: spec \"ijk,jl->ilk\" is not one GEMM"),
-            std::string::npos)
-      << error;
-  // (rms_norm_grad, the kind this used, is ported now.)
-  error = runError(*gpu, KernelKind::Convert, {}, {random<float>({2, 8}, 3)},
-                   {{DType::F64, {2, 8}}});
-  EXPECT_NE(error.find("kernel kind 'convert' is not ported to the cuda "
+  std::string error =
+      runError(*gpu, KernelKind::Custom, {}, {random<float>({2, 8}, 3)},
+               {{DType::F32, {2, 8}}});
+  EXPECT_NE(error.find("kernel kind 'custom' is not ported to the cuda "
                        "backend"),
             std::string::npos)
       << error;
-  // The cpu backend's checks: a shape mismatch is named the same way.
   error = runError(*gpu, KernelKind::Add, {},
                    {random<float>({2, 3}, 5), random<float>({3, 2}, 6)},
                    {{DType::F32, {2, 3}}});
   EXPECT_NE(error.find("add: input 1 is tensor<3x2xf32>"), std::string::npos)
       << error;
+  KernelAttrs a;
+  a.spec = "ij,jk->ik";
+  error = runError(*gpu, KernelKind::Einsum, a,
+                   {random<float>({2, 3}, 1), random<float>({4, 5}, 2)},
+                   {{DType::F32, {2, 5}}});
+  EXPECT_NE(error.find("letter 'j' has sizes 3 and 4"), std::string::npos)
+      << error;
+}
+
+//===----------------------------------------------------------------------===//
+// Issue 17 (h17ops): every einsum as GEMM descriptors, integer binary ops,
+// convert, rotary, the sorted embedding_grad
+//===----------------------------------------------------------------------===//
+
+/// Runs `call` on both backends for every block size and expects the same
+/// bytes (integers, 16-bit floats, conversions: one right answer).
+void expectSameBits(KernelKind kind, const KernelAttrs &attrs,
+                    const std::vector<Tensor> &inputs,
+                    const std::vector<OutputSpec> &outputs) {
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  std::vector<Tensor> want = runOnBackend(*cpu, kind, attrs, inputs, outputs);
+  for (int block : kBlockSizes) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+    std::vector<Tensor> got = runOnBackend(*gpu, kind, attrs, inputs, outputs);
+    for (size_t o = 0; o < want.size(); ++o) {
+      size_t bytes = size_t(want[o].numElements()) * sizeOf(want[o].getDType());
+      ASSERT_EQ(got[o].getShape(), want[o].getShape());
+      const unsigned char *x = got[o].data<unsigned char>(),
+                          *y = want[o].data<unsigned char>();
+      size_t diff = 0;
+      while (diff < bytes && x[diff] == y[diff])
+        ++diff;
+      EXPECT_EQ(diff, bytes) << toString(kind) << " output " << o
+                             << ", block size " << block
+                             << ": first differing byte " << diff;
+    }
+  }
+}
+
+// Tests the einsums of gpt and llama forward and backward (projections into
+// heads and back, the tied head, and the gradients that contract over
+// batch and sequence), shapes no block size divides.
+TYPED_TEST(CudaKernelsTest, EinsumModelSpecs) {
+  using T = TypeParam;
+  const int64_t b = 2, s = 5, h = 12, n = 3, d = 4, v = 17, f = 7;
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, c;
+  } cases[] = {
+      {"bsh,hnd->bsnd", {b, s, h}, {h, n, d}, {b, s, n, d}},
+      {"bsnd,ndh->bsh", {b, s, n, d}, {n, d, h}, {b, s, h}},
+      {"bsh,vh->bsv", {b, s, h}, {v, h}, {b, s, v}},
+      {"bsh,hf->bsf", {b, s, h}, {h, f}, {b, s, f}},
+      // Gradients.
+      {"bsnd,hnd->bsh", {b, s, n, d}, {h, n, d}, {b, s, h}},
+      {"bsh,bsnd->hnd", {b, s, h}, {b, s, n, d}, {h, n, d}},
+      {"bsnd,bsh->ndh", {b, s, n, d}, {b, s, h}, {n, d, h}},
+      {"bsh,ndh->bsnd", {b, s, h}, {n, d, h}, {b, s, n, d}},
+      {"bsv,vh->bsh", {b, s, v}, {v, h}, {b, s, h}},
+      {"bsv,bsh->vh", {b, s, v}, {b, s, h}, {v, h}},
+      {"bsh,bsv->vh", {b, s, h}, {b, s, v}, {v, h}},
+      {"bsf,hf->bsh", {b, s, f}, {h, f}, {b, s, h}},
+      {"bsh,bsf->hf", {b, s, h}, {b, s, f}, {h, f}},
+  };
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.spec = c.spec;
+    expectSame(KernelKind::Einsum, a, {random<T>(c.a, 41), random<T>(c.b, 42)},
+               {{dt<T>(), c.c}});
+  }
+}
+
+// Tests einsums that need more than grouping: a batch letter between the
+// free and contracted ones (interleaved batch strides in an operand and in
+// the result), a result in neither GEMM order (scratch and a copy), an
+// operand whose letters do not group (a transpose copy), contracted letters
+// in two orders, a letter summed in one operand only, size-1 letters, and
+// one-operand sums and permutations.
+TYPED_TEST(CudaKernelsTest, EinsumLayouts) {
+  using T = TypeParam;
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, c;
+  } cases[] = {
+      {"ibk,bkj->bij", {5, 3, 7}, {3, 7, 4}, {3, 5, 4}},
+      {"bik,bkj->ibj", {3, 5, 7}, {3, 7, 4}, {5, 3, 4}},
+      {"ijk,jl->ilk", {2, 3, 5}, {3, 4}, {2, 4, 5}},
+      {"ikj,kl->lij", {2, 3, 5}, {3, 4}, {4, 2, 5}},
+      {"ikpj,kql->ilq", {2, 3, 6, 5}, {3, 4, 7}, {2, 7, 4}},
+      {"inkd,kdj->ij", {3, 4, 5, 2}, {5, 2, 6}, {3, 6}},
+      {"ndb,bdn->b", {3, 4, 5}, {5, 4, 3}, {5}},
+      {"ixj,jk->ik", {4, 3, 5}, {5, 6}, {4, 6}},
+      {"iuj,jk->kui", {4, 1, 5}, {5, 6}, {6, 1, 4}},
+      {"bh,hf->bf", {1, 17}, {17, 13}, {1, 13}},
+      {"ij,j->i", {9, 17}, {17}, {9}},
+      {"i,j->ij", {9}, {6}, {9, 6}},
+  };
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.spec = c.spec;
+    expectSame(KernelKind::Einsum, a, {random<T>(c.a, 43), random<T>(c.b, 44)},
+               {{dt<T>(), c.c}});
+  }
+  KernelAttrs sum;
+  sum.spec = "ijk->ki";
+  expectSame(KernelKind::Einsum, sum, {random<T>({3, 4, 5}, 45)},
+             {{dt<T>(), {5, 3}}});
+  KernelAttrs perm;
+  perm.spec = "ijk->kij";
+  expectSame(KernelKind::Einsum, perm, {random<T>({3, 4, 5}, 46)},
+             {{dt<T>(), {5, 3, 4}}});
+}
+
+// Tests add, sub, mul, div and max on i32 and i64, with wrap-around
+// (values near the type's limits) and negative divisors; exact.
+TEST(CudaKernelsIntTest, IntegerBinary) {
+  for (DType type : {DType::I32, DType::I64}) {
+    std::vector<int64_t> shape{3, 37};
+    Tensor a(type, shape), b(type, shape);
+    std::mt19937_64 rng(50);
+    for (int64_t i = 0; i < a.numElements(); ++i) {
+      int64_t x = int64_t(rng() % 2001) - 1000, y = int64_t(rng() % 61) - 30;
+      if (y == 0)
+        y = 7;
+      if (i % 10 == 3) // near the limits: add and mul wrap
+        x = type == DType::I32 ? int64_t(INT32_MAX) - 2 : INT64_MAX - 2;
+      if (type == DType::I32) {
+        a.data<int32_t>()[i] = int32_t(x);
+        b.data<int32_t>()[i] = int32_t(y);
+      } else {
+        a.data<int64_t>()[i] = x;
+        b.data<int64_t>()[i] = y;
+      }
+    }
+    for (KernelKind kind : {KernelKind::Add, KernelKind::Sub, KernelKind::Mul,
+                            KernelKind::Div, KernelKind::Max})
+      expectSameBits(kind, {}, {a, b}, {{type, shape}});
+  }
+}
+
+// Tests convert between f32 and f64, f16 and bf16 (every pair the cpu
+// backend has) on random values and the hard ones: ties to even, values
+// that round into the next binade or to inf, f16 subnormals, zeros, inf
+// and NaN; the same bits as the cpu backend.
+TEST(CudaKernelsConvertTest, Convert) {
+  std::vector<float> special = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f,
+                                65519.0f, 1e-8f, 6.0e-8f, 5.96e-8f, 3e-5f,
+                                -6.1e-5f, 1.00048828125f, 1.000732421875f,
+                                3.3895314e38f, 1.0039062f, 1.0117188f,
+                                INFINITY, -INFINITY, NAN, -NAN, 1e38f};
+  Tensor f32(DType::F32, {333});
+  std::mt19937_64 rng(51);
+  std::uniform_real_distribution<double> dist(-70000, 70000);
+  for (int64_t i = 0; i < 333; ++i)
+    f32.data<float>()[i] =
+        i < int64_t(special.size()) ? special[i]
+                                    : float(dist(rng) / double(1 << (i % 24)));
+  Tensor f64(DType::F64, {333});
+  for (int64_t i = 0; i < 333; ++i)
+    f64.data<double>()[i] = double(f32.data<float>()[i]) * (1 + 1e-12);
+  expectSameBits(KernelKind::Convert, {}, {f32}, {{DType::F64, {333}}});
+  expectSameBits(KernelKind::Convert, {}, {f64}, {{DType::F32, {333}}});
+  expectSameBits(KernelKind::Convert, {}, {f32}, {{DType::F32, {333}}});
+  for (DType half : {DType::F16, DType::BF16}) {
+    expectSameBits(KernelKind::Convert, {}, {f32}, {{half, {333}}});
+    // Every 16-bit pattern back to f32 and f64.
+    Tensor bits(half, {65536});
+    for (int64_t i = 0; i < 65536; ++i)
+      bits.data<uint16_t>()[i] = uint16_t(i);
+    expectSameBits(KernelKind::Convert, {}, {bits}, {{DType::F32, {65536}}});
+    expectSameBits(KernelKind::Convert, {}, {bits}, {{DType::F64, {65536}}});
+  }
+  // What the cpu backend refuses, refused the same way.
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  std::string error = runError(*gpu, KernelKind::Convert, {}, {f64},
+                               {{DType::BF16, {333}}});
+  EXPECT_NE(error.find("converting f64 to bf16 is not supported"),
+            std::string::npos)
+      << error;
+}
+
+// Tests rotary and rotary_grad (the inverse rotation) on [2, 5, 3, 6]
+// (pairs that no block divides) at position offsets 0 and 1000, theta
+// 10000 and 500.
+TYPED_TEST(CudaKernelsTest, Rotary) {
+  using T = TypeParam;
+  for (KernelKind kind : {KernelKind::Rotary, KernelKind::RotaryGrad})
+    for (int64_t offset : {0, 1000}) {
+      KernelAttrs a;
+      a.positionOffset = offset;
+      a.theta = offset ? 500.0 : 10000.0;
+      expectSame(kind, a, {random<T>({2, 5, 3, 6}, 47)},
+                 {{dt<T>(), {2, 5, 3, 6}}});
+    }
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  std::string error = runError(*gpu, KernelKind::Rotary, {},
+                               {random<T>({2, 5, 3, 5}, 48)},
+                               {{dt<T>(), {2, 5, 3, 5}}});
+  EXPECT_NE(error.find("head_dim must be even, got 5"), std::string::npos)
+      << error;
+}
+
+// Tests embedding_grad with many tokens per id (300 tokens over a shard of
+// 23 rows of a 40-id vocabulary, so sums of a dozen rows in token order)
+// and rows wider than a block (hidden 300): the sorted version adds in the
+// cpu backend's order, so the results are the same bits.
+TYPED_TEST(CudaKernelsTest, EmbeddingGradManyTokens) {
+  using T = TypeParam;
+  KernelAttrs a;
+  a.vocabOffset = 11;
+  Tensor ids = labels<int64_t>({3, 100}, 40, 52);
+  expectSameBits(KernelKind::EmbeddingGrad, a,
+                 {random<T>({3, 100, 300}, 53), ids}, {{dt<T>(), {23, 300}}});
+  Tensor ids32 = labels<int32_t>({300}, 40, 54);
+  expectSameBits(KernelKind::EmbeddingGrad, {},
+                 {random<T>({300, 5}, 55), ids32}, {{dt<T>(), {40, 5}}});
 }
 
 } // namespace
