@@ -46,6 +46,9 @@ enum class GpuKernel : uint8_t {
   Sgd,              // p, g, buf -> p', buf'
   EmbeddingGrad,    // dtable rows summed over the tokens of each id
   NormGrad,         // dx of layer_norm (op 0) or rms_norm (op 1), rows of `cols`
+  AttentionForward, // attention, or its row statistics (AttentionKernels.h)
+  AttentionGradQ,   // dq of attention
+  AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -642,6 +645,13 @@ PARTITA_HD void normGradKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+} // namespace partita::runtime::gpu
+
+// attention and attention_grad (flash-attention style kernels).
+#include "runtime/lib/cuda/AttentionKernels.h"
+
+namespace partita::runtime::gpu {
+
 /// Runs kernel K on element type T in context `c`.
 template <GpuKernel K, typename T, typename Ctx>
 PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
@@ -677,6 +687,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     embeddingGradKernel<T>(c, p);
   else if constexpr (K == GpuKernel::NormGrad)
     normGradKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionForward)
+    attentionForwardKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionGradQ)
+    attentionGradQKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionGradKV)
+    attentionGradKVKernel<T>(c, p);
   else
     rmsNormKernel<T>(c, p);
 }
@@ -726,6 +742,12 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
   case GpuKernel::EmbeddingGrad:
     return floats(KernelTag<GpuKernel::EmbeddingGrad>{});
   case GpuKernel::NormGrad: return floats(KernelTag<GpuKernel::NormGrad>{});
+  case GpuKernel::AttentionForward:
+    return floats(KernelTag<GpuKernel::AttentionForward>{});
+  case GpuKernel::AttentionGradQ:
+    return floats(KernelTag<GpuKernel::AttentionGradQ>{});
+  case GpuKernel::AttentionGradKV:
+    return floats(KernelTag<GpuKernel::AttentionGradKV>{});
   }
   return false;
 }

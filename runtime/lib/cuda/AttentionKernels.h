@@ -1,0 +1,500 @@
+//===- AttentionKernels.h - attention and its gradients, flash style -*- C++ -*-===//
+//
+// attention and attention_grad of the cuda backend, written once over the
+// execution context like every kernel of Kernels.h (which includes this
+// header part way, after its helpers: include Kernels.h, not this file).
+//
+// Layout (the cpu backend's): q, dy [batch, seqQ, heads, headDim], k, v
+// [batch, seqKV, kvHeads, headDim]; query head h reads kv head h / (heads /
+// kvHeads); query i sits at position queryOffset + i and, when causal, sees
+// keys 0..queryOffset + i.
+//
+// No [seqQ, seqKV] matrix is ever stored (flash-attention style, online
+// softmax):
+//   - forward (AttentionForward, op 0): one block per (batch, head, tile of
+//     blockSize / tpr queries); `tpr` threads (a power of two <= 32, a
+//     warp's aligned lanes) own one query row, each a slice of kDims head
+//     dimensions held in registers (q, the output accumulator). Key and
+//     value tiles of `cols` rows are staged in shared memory; each thread
+//     forms its partial q.k, the row's lanes add them with an xor butterfly
+//     (every lane gets the same sum), and the row's running maximum m and
+//     denominator l rescale the accumulator once per tile.
+//   - the gradients keep the cpu backend's contract (dq, dk or dv, one per
+//     call), each in two launches: the forward kernel in statistics mode
+//     (op 1, or op 2 without D for dv) writes per query row m, 1/l and
+//     D = dO . O (= rowsum(P * dP)) to a workspace of 3 x batch x heads x
+//     seqQ elements; then
+//       dq (AttentionGradQ): blocks of query rows as the forward, over key
+//         tiles: P = exp(s - m) / l, dP = dO . v, dS = P (dP - D),
+//         dq = scale * sum dS k;
+//       dk, dv (AttentionGradKV, op 0 / 1): blocks of key rows (tpr
+//         threads each), over the query heads of the kv head's group and
+//         tiles of their queries (q, dO and the statistics staged):
+//         dv = sum P dO, dk = scale * sum dS q.
+// Accumulation is in the element type (f32 for float, f64 for double); each
+// output element is summed by one thread in a fixed order (keys ascending;
+// for dk/dv heads, then queries ascending), so results are deterministic
+// and independent of timing. No atomics.
+//
+// Register tiles have compile-time sizes only (no run-time indexed arrays,
+// so no local memory): kDims = 16 dimensions per thread, padded with zeros
+// up to tpr * kDims; any head_dim up to 32 * kDims = 512 works. The forward keeps the scores of a key tile (at
+// most kAttnMaxKeys) in registers; the gradients step kAttnChunk keys or
+// queries at a time. Launches are at most kAttnMaxBlock threads (the
+// kernels' __launch_bounds__, so the compiler may use up to 255 registers).
+//
+// KernelParams: in q, k, v, dy, stats; out[0] the result (out, dq, dk or
+// dv), out[1] the statistics (stats mode); shape: batch, seqQ, seqKV,
+// heads, kvHeads, headDim; a: scale, queryOffset, causal; cols: the rows of
+// a staged tile (a multiple of kAttnChunk, <= kAttnMaxKeys); inner: tpr; n:
+// work items (tiles over batch and heads; blocks loop with a grid stride).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_LIB_CUDA_ATTENTIONKERNELS_H
+#define PARTITA_RUNTIME_LIB_CUDA_ATTENTIONKERNELS_H
+
+#if defined(__CUDA_ARCH__)
+#define PARTITA_UNROLL _Pragma("unroll")
+#else
+#define PARTITA_UNROLL
+#endif
+
+namespace partita::runtime::gpu {
+
+/// Head dimensions per thread (16: 32 lanes cover head_dim 512; at 32
+/// dims the f32 gradients used every register and spilled on sm_80) and
+/// elements per 16-byte shared load.
+template <typename T> struct AttnTile {
+  static constexpr int kDims = 16;
+  static constexpr int kVec = 16 / int(sizeof(T));
+};
+/// The forward's key tile (scores in registers).
+constexpr int kAttnMaxKeys = 32;
+/// The gradients' unrolled step over keys or queries; tiles are multiples.
+constexpr int kAttnChunk = 4;
+/// Threads per block of the attention launches (their __launch_bounds__).
+constexpr int kAttnMaxBlock = 256;
+/// The __launch_bounds__ of kernel K's __global__ wrapper.
+constexpr int maxBlockOf(GpuKernel k) {
+  return k == GpuKernel::AttentionForward || k == GpuKernel::AttentionGradQ ||
+                 k == GpuKernel::AttentionGradKV
+             ? kAttnMaxBlock
+             : 1024;
+}
+
+/// Forward modes (KernelParams::op of AttentionForward).
+enum class AttnMode : int { Output = 0, Stats = 1, StatsNoD = 2 };
+
+struct AttnDims {
+  int64_t batch, seqQ, seqKV, heads, kvHeads, headDim, offset;
+  bool causal;
+  double scale;
+  int tpr, tile;
+};
+
+PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
+  AttnDims a;
+  a.batch = p.shape[0];
+  a.seqQ = p.shape[1];
+  a.seqKV = p.shape[2];
+  a.heads = p.shape[3];
+  a.kvHeads = p.shape[4];
+  a.headDim = p.shape[5];
+  a.scale = p.a[0];
+  a.offset = int64_t(p.a[1]);
+  a.causal = p.a[2] != 0;
+  a.tpr = int(p.inner);
+  a.tile = int(p.cols);
+  return a;
+}
+
+/// out = s[at .. at + N), N = AttnTile<T>::kVec, `at` a multiple of N: one
+/// 16-byte load on the device, checked element loads in the emulator.
+template <int N, typename T, typename S>
+PARTITA_HD void attnLoadVec(const S &s, int64_t at, T (&out)[N]) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4 && N == 4) {
+    float4 v = *reinterpret_cast<const float4 *>(s.base + at);
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+  } else if constexpr (sizeof(T) == 8 && N == 2) {
+    double2 v = *reinterpret_cast<const double2 *>(s.base + at);
+    out[0] = v.x;
+    out[1] = v.y;
+  } else {
+    for (int i = 0; i < N; ++i)
+      out[i] = s.load(at + i);
+  }
+#else
+  for (int i = 0; i < N; ++i)
+    out[i] = s.load(at + i);
+#endif
+}
+
+/// The sum of `v` over the tpr lanes of a row (aligned, a power of two):
+/// an xor butterfly, so every lane gets the same bits. Every lane of the
+/// warp calls it.
+template <typename T, typename Ctx>
+PARTITA_HD T attnRowSum(const Ctx &c, T v, int tpr) {
+  for (int m = 1; m < tpr; m <<= 1)
+    v += c.shuffleXor(v, m);
+  return v;
+}
+
+/// sum over the thread's kDims of x[i] * s[at + i] (partial: one slice).
+template <typename T, typename S>
+PARTITA_HD T attnDot(const S &s, int64_t at, const T (&x)[AttnTile<T>::kDims]) {
+  constexpr int DPT = AttnTile<T>::kDims, VN = AttnTile<T>::kVec;
+  T part[VN];
+  PARTITA_UNROLL
+  for (int y = 0; y < VN; ++y)
+    part[y] = T(0);
+  PARTITA_UNROLL
+  for (int x0 = 0; x0 < DPT; x0 += VN) {
+    T w[VN];
+    attnLoadVec(s, at + x0, w);
+    PARTITA_UNROLL
+    for (int y = 0; y < VN; ++y)
+      part[y] += x[x0 + y] * w[y];
+  }
+  T sum = part[0];
+  PARTITA_UNROLL
+  for (int y = 1; y < VN; ++y)
+    sum += part[y];
+  return sum;
+}
+
+/// acc[i] += f * s[at + i] over the thread's kDims.
+template <typename T, typename S>
+PARTITA_HD void attnAxpy(const S &s, int64_t at, T f,
+                         T (&acc)[AttnTile<T>::kDims]) {
+  constexpr int DPT = AttnTile<T>::kDims, VN = AttnTile<T>::kVec;
+  PARTITA_UNROLL
+  for (int x0 = 0; x0 < DPT; x0 += VN) {
+    T w[VN];
+    attnLoadVec(s, at + x0, w);
+    PARTITA_UNROLL
+    for (int y = 0; y < VN; ++y)
+      acc[x0 + y] += f * w[y];
+  }
+}
+
+/// Loads the thread's slice [d0, d0 + kDims) of row `row` of a head (rows
+/// `ld` apart from `base`), zeros past headDim or when !ok.
+template <typename T>
+PARTITA_HD void attnLoadRow(const T *base, int64_t row, int64_t ld, int d0,
+                            int64_t headDim, bool ok,
+                            T (&out)[AttnTile<T>::kDims]) {
+  constexpr int DPT = AttnTile<T>::kDims;
+  PARTITA_UNROLL
+  for (int x = 0; x < DPT; ++x)
+    out[x] = (ok && d0 + x < headDim) ? base[row * ld + d0 + x] : T(0);
+}
+
+/// Stages rows r0 .. r0 + tile of a head (rows `ld` apart from `src`) into
+/// shared memory at `dst`, rows ldS apart; zeros past headDim and past row
+/// `rowEnd` (so padded lanes and rows add 0, never the emulator's NaN).
+template <typename T, typename Ctx, typename S>
+PARTITA_HD void attnStage(const Ctx &c, const S &s, int64_t dst, const T *src,
+                          int64_t ld, int64_t r0, int64_t rowEnd, int tile,
+                          int ldS, int64_t headDim) {
+  int n = tile * ldS;
+  for (int e = c.threadIndex(); e < n; e += c.blockSize()) {
+    int r = e / ldS, d = e % ldS;
+    int64_t row = r0 + r;
+    s.store(dst + e, (row < rowEnd && d < headDim) ? src[row * ld + d] : T(0));
+  }
+}
+
+/// The forward pass (op Output), or the per-row statistics of the
+/// gradients (op Stats: m, 1/l and D = dO . O into out[1]; StatsNoD: m and
+/// 1/l, D = 0, without the value pass). See the file comment.
+template <typename T, typename Ctx>
+PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
+  constexpr int DPT = AttnTile<T>::kDims, BC = kAttnMaxKeys;
+  const AttnDims a = attnDims(p);
+  const T *q = static_cast<const T *>(p.in[0]);
+  const T *k = static_cast<const T *>(p.in[1]);
+  const T *v = static_cast<const T *>(p.in[2]);
+  const T *dy = static_cast<const T *>(p.in[3]);
+  auto mode = static_cast<AttnMode>(p.op);
+  bool values = mode != AttnMode::StatsNoD;
+  int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
+  int rows = c.blockSize() / tpr, rloc = t / tpr, d0 = (t % tpr) * DPT;
+  int ldS = tpr * DPT;
+  int64_t group = a.heads / a.kvHeads;
+  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
+  int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
+  auto sh = c.template shared<T>();
+  const T scale = T(a.scale), negInf = -infinity<T>();
+  for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
+    // The longest (causal) query tiles first.
+    int64_t qt = qTiles - 1 - w / pairs, pair = w % pairs;
+    int64_t b = pair / a.heads, h = pair % a.heads, g = h / group;
+    int64_t q0 = qt * rows, i = q0 + rloc;
+    bool rowOk = i < a.seqQ;
+    const T *qh = q + b * a.seqQ * ldq + h * a.headDim;
+    const T *kh = k + b * a.seqKV * ldkv + g * a.headDim;
+    const T *vh = v + b * a.seqKV * ldkv + g * a.headDim;
+    T qr[DPT], o[DPT];
+    attnLoadRow(qh, i, ldq, d0, a.headDim, rowOk, qr);
+    PARTITA_UNROLL
+    for (int x = 0; x < DPT; ++x)
+      o[x] = T(0);
+    T m = negInf, l = T(0);
+    int64_t lastRow = (q0 + rows < a.seqQ ? q0 + rows : a.seqQ) - 1;
+    int64_t keyEnd = a.seqKV, myEnd = a.seqKV;
+    if (a.causal) {
+      keyEnd = a.offset + lastRow + 1 < a.seqKV ? a.offset + lastRow + 1
+                                                : a.seqKV;
+      myEnd = a.offset + i + 1 < a.seqKV ? a.offset + i + 1 : a.seqKV;
+    }
+    for (int64_t k0 = 0; k0 < keyEnd; k0 += bc) {
+      c.barrier(); // every read of the previous tile is done
+      attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, ldS, a.headDim);
+      if (values)
+        attnStage(c, sh, int64_t(bc) * ldS, vh, ldkv, k0, a.seqKV, bc, ldS,
+                  a.headDim);
+      c.barrier();
+      // Keys of the tile some row of the block sees (the same for the block).
+      int jEnd = keyEnd - k0 < bc ? int(keyEnd - k0) : bc;
+      T s[BC];
+      T tileMax = negInf;
+      PARTITA_UNROLL
+      for (int j = 0; j < BC; ++j) {
+        s[j] = negInf;
+        if (j < jEnd) {
+          T dot = attnRowSum(c, attnDot(sh, int64_t(j) * ldS + d0, qr), tpr);
+          if (k0 + j < myEnd)
+            s[j] = dot * scale;
+          tileMax = maxOf(tileMax, s[j]);
+        }
+      }
+      T mNew = maxOf(m, tileMax);
+      T alpha = m == negInf ? T(0) : kexp(m - mNew);
+      m = mNew;
+      l *= alpha;
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        o[x] *= alpha;
+      PARTITA_UNROLL
+      for (int j = 0; j < BC; ++j) {
+        if (j < jEnd) {
+          T pj = s[j] == negInf ? T(0) : kexp(s[j] - mNew);
+          l += pj;
+          if (values)
+            attnAxpy(sh, int64_t(bc + j) * ldS + d0, pj, o);
+        }
+      }
+    }
+    T inv = T(1) / l;
+    if (mode == AttnMode::Output) {
+      T *out = static_cast<T *>(p.out[0]) + b * a.seqQ * ldq + h * a.headDim;
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        if (rowOk && d0 + x < a.headDim)
+          out[i * ldq + d0 + x] = o[x] * inv;
+      continue;
+    }
+    T dd = T(0);
+    if (mode == AttnMode::Stats) {
+      T g2[DPT];
+      attnLoadRow(dy + b * a.seqQ * ldq + h * a.headDim, i, ldq, d0,
+                  a.headDim, rowOk, g2);
+      T part = T(0);
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        part += g2[x] * o[x];
+      dd = attnRowSum(c, part, tpr) * inv;
+    }
+    if (rowOk && d0 == 0) {
+      T *stats = static_cast<T *>(p.out[1]);
+      int64_t count = pairs * a.seqQ, r = (b * a.heads + h) * a.seqQ + i;
+      stats[r] = m;
+      stats[count + r] = inv;
+      stats[2 * count + r] = dd;
+    }
+  }
+}
+
+/// dq (see the file comment): in q, k, v, dy, stats -> out[0].
+template <typename T, typename Ctx>
+PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
+  constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk;
+  const AttnDims a = attnDims(p);
+  const T *q = static_cast<const T *>(p.in[0]);
+  const T *k = static_cast<const T *>(p.in[1]);
+  const T *v = static_cast<const T *>(p.in[2]);
+  const T *dy = static_cast<const T *>(p.in[3]);
+  const T *stats = static_cast<const T *>(p.in[4]);
+  int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
+  int rows = c.blockSize() / tpr, rloc = t / tpr, d0 = (t % tpr) * DPT;
+  int ldS = tpr * DPT;
+  int64_t group = a.heads / a.kvHeads;
+  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
+  int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
+  int64_t count = pairs * a.seqQ;
+  auto sh = c.template shared<T>();
+  const T scale = T(a.scale);
+  for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
+    int64_t qt = qTiles - 1 - w / pairs, pair = w % pairs;
+    int64_t b = pair / a.heads, h = pair % a.heads, g = h / group;
+    int64_t q0 = qt * rows, i = q0 + rloc;
+    bool rowOk = i < a.seqQ;
+    int64_t qOff = b * a.seqQ * ldq + h * a.headDim;
+    const T *kh = k + b * a.seqKV * ldkv + g * a.headDim;
+    const T *vh = v + b * a.seqKV * ldkv + g * a.headDim;
+    T qr[DPT], gr[DPT], acc[DPT];
+    attnLoadRow(q + qOff, i, ldq, d0, a.headDim, rowOk, qr);
+    attnLoadRow(dy + qOff, i, ldq, d0, a.headDim, rowOk, gr);
+    PARTITA_UNROLL
+    for (int x = 0; x < DPT; ++x)
+      acc[x] = T(0);
+    int64_t r = (b * a.heads + h) * a.seqQ + i;
+    T m = rowOk ? stats[r] : T(0), inv = rowOk ? stats[count + r] : T(0),
+      dd = rowOk ? stats[2 * count + r] : T(0);
+    int64_t lastRow = (q0 + rows < a.seqQ ? q0 + rows : a.seqQ) - 1;
+    int64_t keyEnd = a.seqKV, myEnd = a.seqKV;
+    if (a.causal) {
+      keyEnd = a.offset + lastRow + 1 < a.seqKV ? a.offset + lastRow + 1
+                                                : a.seqKV;
+      myEnd = a.offset + i + 1 < a.seqKV ? a.offset + i + 1 : a.seqKV;
+    }
+    if (!rowOk)
+      myEnd = 0;
+    for (int64_t k0 = 0; k0 < keyEnd; k0 += bc) {
+      c.barrier();
+      attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, ldS, a.headDim);
+      attnStage(c, sh, int64_t(bc) * ldS, vh, ldkv, k0, a.seqKV, bc, ldS,
+                a.headDim);
+      c.barrier();
+      int jEnd = keyEnd - k0 < bc ? int(keyEnd - k0) : bc;
+      for (int j0 = 0; j0 < jEnd; j0 += CH) {
+        T s[CH], dp[CH];
+        PARTITA_UNROLL
+        for (int jj = 0; jj < CH; ++jj) {
+          int64_t kr = int64_t(j0 + jj) * ldS + d0;
+          s[jj] = attnRowSum(c, attnDot(sh, kr, qr), tpr);
+          dp[jj] = attnRowSum(c, attnDot(sh, int64_t(bc) * ldS + kr, gr), tpr);
+        }
+        PARTITA_UNROLL
+        for (int jj = 0; jj < CH; ++jj) {
+          T pj = k0 + j0 + jj < myEnd ? kexp(s[jj] * scale - m) * inv : T(0);
+          attnAxpy(sh, int64_t(j0 + jj) * ldS + d0, pj * (dp[jj] - dd), acc);
+        }
+      }
+    }
+    T *dq = static_cast<T *>(p.out[0]) + qOff;
+    PARTITA_UNROLL
+    for (int x = 0; x < DPT; ++x)
+      if (rowOk && d0 + x < a.headDim)
+        dq[i * ldq + d0 + x] = acc[x] * scale;
+  }
+}
+
+/// dk (op 0) or dv (op 1) (see the file comment): in q, k, v, dy, stats
+/// -> out[0].
+template <typename T, typename Ctx>
+PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
+  constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk;
+  const AttnDims a = attnDims(p);
+  const T *q = static_cast<const T *>(p.in[0]);
+  const T *k = static_cast<const T *>(p.in[1]);
+  const T *v = static_cast<const T *>(p.in[2]);
+  const T *dy = static_cast<const T *>(p.in[3]);
+  const T *stats = static_cast<const T *>(p.in[4]);
+  bool wantK = p.op == 0;
+  int t = c.threadIndex(), tpr = a.tpr, bq = a.tile;
+  int rows = c.blockSize() / tpr, rloc = t / tpr, d0 = (t % tpr) * DPT;
+  int ldS = tpr * DPT;
+  int64_t group = a.heads / a.kvHeads;
+  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
+  int64_t pairs = a.batch * a.kvHeads;
+  int64_t count = a.batch * a.heads * a.seqQ;
+  // Shared: q tile, dO tile (bq rows of ldS), then m, 1/l, D (bq each).
+  int64_t dyAt = int64_t(bq) * ldS, statAt = 2 * int64_t(bq) * ldS;
+  auto sh = c.template shared<T>();
+  const T scale = T(a.scale);
+  for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
+    // The first keys are seen by the most (causal) queries: first.
+    int64_t kt = w / pairs, pair = w % pairs;
+    int64_t b = pair / a.kvHeads, g = pair % a.kvHeads;
+    int64_t k0 = kt * rows, j = k0 + rloc;
+    bool colOk = j < a.seqKV;
+    int64_t kvOff = b * a.seqKV * ldkv + g * a.headDim;
+    T kr[DPT], vr[DPT], acc[DPT];
+    attnLoadRow(k + kvOff, j, ldkv, d0, a.headDim, colOk, kr);
+    attnLoadRow(v + kvOff, j, ldkv, d0, a.headDim, colOk && wantK, vr);
+    PARTITA_UNROLL
+    for (int x = 0; x < DPT; ++x)
+      acc[x] = T(0);
+    // Causal: query i sees key k0 only from i = k0 - offset on.
+    int64_t qStart = 0;
+    if (a.causal)
+      qStart = k0 - a.offset < 0 ? 0
+               : k0 - a.offset < a.seqQ ? k0 - a.offset
+                                        : a.seqQ;
+    // Query i sees this thread's key when i >= firstQuery.
+    int64_t firstQuery = a.causal ? j - a.offset : 0;
+    if (!colOk)
+      firstQuery = a.seqQ;
+    for (int64_t hh = 0; hh < group; ++hh) {
+      int64_t h = g * group + hh;
+      int64_t qOff = b * a.seqQ * ldq + h * a.headDim;
+      int64_t statOff = (b * a.heads + h) * a.seqQ;
+      for (int64_t i0 = qStart; i0 < a.seqQ; i0 += bq) {
+        c.barrier();
+        attnStage(c, sh, 0, q + qOff, ldq, i0, a.seqQ, bq, ldS, a.headDim);
+        attnStage(c, sh, dyAt, dy + qOff, ldq, i0, a.seqQ, bq, ldS,
+                  a.headDim);
+        for (int e = t; e < 3 * bq; e += c.blockSize()) {
+          int which = e / bq;
+          int64_t i = i0 + e % bq;
+          sh.store(statAt + e, i < a.seqQ
+                                   ? stats[which * count + statOff + i]
+                                   : T(0));
+        }
+        c.barrier();
+        int iEnd = a.seqQ - i0 < bq ? int(a.seqQ - i0) : bq;
+        for (int c0 = 0; c0 < iEnd; c0 += CH) {
+          T s[CH], dp[CH];
+          PARTITA_UNROLL
+          for (int ii = 0; ii < CH; ++ii) {
+            int64_t at = int64_t(c0 + ii) * ldS + d0;
+            s[ii] = attnRowSum(c, attnDot(sh, at, kr), tpr);
+            dp[ii] = T(0);
+            if (wantK)
+              dp[ii] = attnRowSum(c, attnDot(sh, dyAt + at, vr), tpr);
+          }
+          PARTITA_UNROLL
+          for (int ii = 0; ii < CH; ++ii) {
+            int64_t i = i0 + c0 + ii;
+            T pj = T(0);
+            if (i >= firstQuery && i < a.seqQ)
+              pj = kexp(s[ii] * scale - sh.load(statAt + c0 + ii)) *
+                   sh.load(statAt + bq + c0 + ii);
+            int64_t at = int64_t(c0 + ii) * ldS + d0;
+            if (wantK)
+              attnAxpy(sh, at, pj * (dp[ii] - sh.load(statAt + 2 * bq + c0 + ii)),
+                       acc);
+            else
+              attnAxpy(sh, dyAt + at, pj, acc);
+          }
+        }
+      }
+    }
+    T *out = static_cast<T *>(p.out[0]) + kvOff;
+    T f = wantK ? scale : T(1);
+    PARTITA_UNROLL
+    for (int x = 0; x < DPT; ++x)
+      if (colOk && d0 + x < a.headDim)
+        out[j * ldkv + d0 + x] = acc[x] * f;
+  }
+}
+
+} // namespace partita::runtime::gpu
+
+#endif // PARTITA_RUNTIME_LIB_CUDA_ATTENTIONKERNELS_H
