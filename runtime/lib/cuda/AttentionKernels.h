@@ -47,7 +47,9 @@
 // dv), out[1] the statistics (stats mode); shape: batch, seqQ, seqKV,
 // heads, kvHeads, headDim; a: scale, queryOffset, causal; cols: the rows of
 // a staged tile (a multiple of kAttnChunk, <= kAttnMaxKeys); inner: tpr; n:
-// work items (tiles over batch and heads; blocks loop with a grid stride).
+// work items (tiles over batch and heads; blocks loop with a grid stride);
+// bits: 1 when head_dim is a multiple of 16 bytes and every input pointer
+// is 16-byte aligned (staging then loads 16 bytes at a time).
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,8 +71,14 @@ template <typename T> struct AttnTile {
   static constexpr int kDims = 16;
   static constexpr int kVec = 16 / int(sizeof(T));
 };
-/// The forward's key tile (scores in registers).
+/// Rows of a staged key (or query) tile at most.
 constexpr int kAttnMaxKeys = 32;
+/// The forward's scores in registers: keys of a tile a step, each step one
+/// rescale of the accumulator. (A compile-time knob for tuning builds.)
+#ifndef PARTITA_ATTN_SCORE_KEYS
+#define PARTITA_ATTN_SCORE_KEYS 32
+#endif
+constexpr int kAttnScoreKeys = PARTITA_ATTN_SCORE_KEYS;
 /// The gradients' unrolled step over keys or queries; tiles are multiples.
 constexpr int kAttnChunk = 4;
 /// Threads per block of the attention launches (their __launch_bounds__).
@@ -82,6 +90,14 @@ constexpr int maxBlockOf(GpuKernel k) {
              ? kAttnMaxBlock
              : 1024;
 }
+/// The minimum blocks an SM of kernel K's __launch_bounds__ (1: the
+/// compiler may use 255 registers; a tuning build may ask for more).
+#ifndef PARTITA_ATTN_MIN_BLOCKS
+#define PARTITA_ATTN_MIN_BLOCKS 1
+#endif
+constexpr int minBlocksOf(GpuKernel k) {
+  return maxBlockOf(k) == kAttnMaxBlock ? PARTITA_ATTN_MIN_BLOCKS : 1;
+}
 
 /// Forward modes (KernelParams::op of AttentionForward).
 enum class AttnMode : int { Output = 0, Stats = 1, StatsNoD = 2 };
@@ -91,6 +107,8 @@ struct AttnDims {
   bool causal;
   double scale;
   int tpr, tile;
+  int ldShift; // log2 of a staged row's length, tpr * kDims
+  bool vec;    // head_dim and every pointer allow 16-byte global loads
 };
 
 PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
@@ -106,6 +124,10 @@ PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
   a.causal = p.a[2] != 0;
   a.tpr = int(p.inner);
   a.tile = int(p.cols);
+  a.ldShift = 4; // kDims = 16
+  for (int t = a.tpr; t > 1; t >>= 1)
+    ++a.ldShift;
+  a.vec = (p.bits & 1) != 0;
   return a;
 }
 
@@ -195,17 +217,46 @@ PARTITA_HD void attnLoadRow(const T *base, int64_t row, int64_t ld, int d0,
 }
 
 /// Stages rows r0 .. r0 + tile of a head (rows `ld` apart from `src`) into
-/// shared memory at `dst`, rows ldS apart; zeros past headDim and past row
-/// `rowEnd` (so padded lanes and rows add 0, never the emulator's NaN).
+/// shared memory at `dst`, rows 2^ldShift apart; zeros past headDim and past
+/// row `rowEnd` (so padded lanes and rows add 0, never the emulator's NaN).
+/// With a.vec, 16 bytes a load and a store on the device.
 template <typename T, typename Ctx, typename S>
 PARTITA_HD void attnStage(const Ctx &c, const S &s, int64_t dst, const T *src,
                           int64_t ld, int64_t r0, int64_t rowEnd, int tile,
-                          int ldS, int64_t headDim) {
-  int n = tile * ldS;
-  for (int e = c.threadIndex(); e < n; e += c.blockSize()) {
-    int r = e / ldS, d = e % ldS;
+                          const AttnDims &a) {
+  constexpr int VN = AttnTile<T>::kVec, vnShift = VN == 4 ? 2 : 1;
+  int t = c.threadIndex(), bs = c.blockSize();
+  if (!a.vec) {
+    int n = tile << a.ldShift, mask = (1 << a.ldShift) - 1;
+    for (int e = t; e < n; e += bs) {
+      int r = e >> a.ldShift, d = e & mask;
+      int64_t row = r0 + r;
+      s.store(dst + e,
+              (row < rowEnd && d < a.headDim) ? src[row * ld + d] : T(0));
+    }
+    return;
+  }
+  int shift = a.ldShift - vnShift, mask = (1 << shift) - 1;
+  int n = tile << shift;
+  for (int e = t; e < n; e += bs) {
+    int r = e >> shift, d = (e & mask) * VN;
     int64_t row = r0 + r;
-    s.store(dst + e, (row < rowEnd && d < headDim) ? src[row * ld + d] : T(0));
+    bool ok = row < rowEnd && d < a.headDim;
+    const T *from = src + row * ld + d;
+#if defined(__CUDA_ARCH__)
+    if constexpr (VN == 4) {
+      float4 v = ok ? *reinterpret_cast<const float4 *>(from)
+                    : make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4 *>(s.base + dst + int64_t(e) * VN) = v;
+    } else {
+      double2 v = ok ? *reinterpret_cast<const double2 *>(from)
+                     : make_double2(0.0, 0.0);
+      *reinterpret_cast<double2 *>(s.base + dst + int64_t(e) * VN) = v;
+    }
+#else
+    for (int y = 0; y < VN; ++y)
+      s.store(dst + int64_t(e) * VN + y, ok ? from[y] : T(0));
+#endif
   }
 }
 
@@ -214,7 +265,7 @@ PARTITA_HD void attnStage(const Ctx &c, const S &s, int64_t dst, const T *src,
 /// 1/l, D = 0, without the value pass). See the file comment.
 template <typename T, typename Ctx>
 PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
-  constexpr int DPT = AttnTile<T>::kDims, BC = kAttnMaxKeys;
+  constexpr int DPT = AttnTile<T>::kDims, BC = kAttnScoreKeys;
   const AttnDims a = attnDims(p);
   const T *q = static_cast<const T *>(p.in[0]);
   const T *k = static_cast<const T *>(p.in[1]);
@@ -254,39 +305,43 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
     }
     for (int64_t k0 = 0; k0 < keyEnd; k0 += bc) {
       c.barrier(); // every read of the previous tile is done
-      attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, ldS, a.headDim);
+      attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, a);
       if (values)
-        attnStage(c, sh, int64_t(bc) * ldS, vh, ldkv, k0, a.seqKV, bc, ldS,
-                  a.headDim);
+        attnStage(c, sh, int64_t(bc) * ldS, vh, ldkv, k0, a.seqKV, bc, a);
       c.barrier();
-      // Keys of the tile some row of the block sees (the same for the block).
+      // Keys of the tile some row of the block sees (the same for the block),
+      // BC at a time.
       int jEnd = keyEnd - k0 < bc ? int(keyEnd - k0) : bc;
-      T s[BC];
-      T tileMax = negInf;
-      PARTITA_UNROLL
-      for (int j = 0; j < BC; ++j) {
-        s[j] = negInf;
-        if (j < jEnd) {
-          T dot = attnRowSum(c, attnDot(sh, int64_t(j) * ldS + d0, qr), tpr);
-          if (k0 + j < myEnd)
-            s[j] = dot * scale;
-          tileMax = maxOf(tileMax, s[j]);
+      for (int j0 = 0; j0 < jEnd; j0 += BC) {
+        T s[BC];
+        T tileMax = negInf;
+        PARTITA_UNROLL
+        for (int jj = 0; jj < BC; ++jj) {
+          int j = j0 + jj;
+          s[jj] = negInf;
+          if (j < jEnd) {
+            T dot = attnRowSum(c, attnDot(sh, int64_t(j) * ldS + d0, qr), tpr);
+            if (k0 + j < myEnd)
+              s[jj] = dot * scale;
+            tileMax = maxOf(tileMax, s[jj]);
+          }
         }
-      }
-      T mNew = maxOf(m, tileMax);
-      T alpha = m == negInf ? T(0) : kexp(m - mNew);
-      m = mNew;
-      l *= alpha;
-      PARTITA_UNROLL
-      for (int x = 0; x < DPT; ++x)
-        o[x] *= alpha;
-      PARTITA_UNROLL
-      for (int j = 0; j < BC; ++j) {
-        if (j < jEnd) {
-          T pj = s[j] == negInf ? T(0) : kexp(s[j] - mNew);
-          l += pj;
-          if (values)
-            attnAxpy(sh, int64_t(bc + j) * ldS + d0, pj, o);
+        T mNew = maxOf(m, tileMax);
+        T alpha = m == negInf ? T(0) : kexp(m - mNew);
+        m = mNew;
+        l *= alpha;
+        PARTITA_UNROLL
+        for (int x = 0; x < DPT; ++x)
+          o[x] *= alpha;
+        PARTITA_UNROLL
+        for (int jj = 0; jj < BC; ++jj) {
+          int j = j0 + jj;
+          if (j < jEnd) {
+            T pj = s[jj] == negInf ? T(0) : kexp(s[jj] - mNew);
+            l += pj;
+            if (values)
+              attnAxpy(sh, int64_t(bc + j) * ldS + d0, pj, o);
+          }
         }
       }
     }
@@ -367,9 +422,8 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
       myEnd = 0;
     for (int64_t k0 = 0; k0 < keyEnd; k0 += bc) {
       c.barrier();
-      attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, ldS, a.headDim);
-      attnStage(c, sh, int64_t(bc) * ldS, vh, ldkv, k0, a.seqKV, bc, ldS,
-                a.headDim);
+      attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, a);
+      attnStage(c, sh, int64_t(bc) * ldS, vh, ldkv, k0, a.seqKV, bc, a);
       c.barrier();
       int jEnd = keyEnd - k0 < bc ? int(keyEnd - k0) : bc;
       for (int j0 = 0; j0 < jEnd; j0 += CH) {
@@ -447,9 +501,8 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
       int64_t statOff = (b * a.heads + h) * a.seqQ;
       for (int64_t i0 = qStart; i0 < a.seqQ; i0 += bq) {
         c.barrier();
-        attnStage(c, sh, 0, q + qOff, ldq, i0, a.seqQ, bq, ldS, a.headDim);
-        attnStage(c, sh, dyAt, dy + qOff, ldq, i0, a.seqQ, bq, ldS,
-                  a.headDim);
+        attnStage(c, sh, 0, q + qOff, ldq, i0, a.seqQ, bq, a);
+        attnStage(c, sh, dyAt, dy + qOff, ldq, i0, a.seqQ, bq, a);
         for (int e = t; e < 3 * bq; e += c.blockSize()) {
           int which = e / bq;
           int64_t i = i0 + e % bq;

@@ -934,8 +934,13 @@ private:
     p.a[0] = a.scale;
     p.a[1] = double(call.attrs.queryOffset);
     p.a[2] = call.attrs.causal ? 1 : 0;
-    for (int i = 0; i < int(call.inputs.size()); ++i)
+    // 16-byte global loads when head_dim and every operand allow them.
+    bool vec = a.headDim % (16 / elem) == 0;
+    for (int i = 0; i < int(call.inputs.size()); ++i) {
       p.in[i] = call.inputs[i].data;
+      vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
+    }
+    p.bits = vec ? 1 : 0;
     return l;
   }
 

@@ -15,7 +15,7 @@ namespace partita::runtime::gpu {
 namespace {
 
 template <GpuKernel K, typename T>
-__global__ void __launch_bounds__(maxBlockOf(K), 1) partitaKernel(KernelParams p) {
+__global__ void __launch_bounds__(maxBlockOf(K), minBlocksOf(K)) partitaKernel(KernelParams p) {
   DeviceContext ctx;
   runKernel<K, T>(ctx, p);
 }

@@ -320,6 +320,7 @@ TYPED_TEST(CudaKernelsTest, Attention) {
                  "] causal " + std::to_string(c.causal));
     expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}});
     for (const char *wrt : {"q", "k", "v"}) {
+      SCOPED_TRACE(std::string("wrt ") + wrt);
       a.wrt = wrt;
       expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
                  {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}});
