@@ -70,13 +70,16 @@ namespace partita::runtime::gpu {
 template <typename T> struct AttnTile {
   static constexpr int kDims = 16;
   static constexpr int kVec = 16 / int(sizeof(T));
+  /// Rows a lane group owns (each shared load feeds them all): 2 for f32,
+  /// 1 for f64 (whose registers are twice as many per element).
+  static constexpr int kRows = sizeof(T) == 4 ? 2 : 1;
 };
 /// Rows of a staged key (or query) tile at most.
 constexpr int kAttnMaxKeys = 32;
 /// The forward's scores in registers: keys of a tile a step, each step one
 /// rescale of the accumulator. (A compile-time knob for tuning builds.)
 #ifndef PARTITA_ATTN_SCORE_KEYS
-#define PARTITA_ATTN_SCORE_KEYS 32
+#define PARTITA_ATTN_SCORE_KEYS 16
 #endif
 constexpr int kAttnScoreKeys = PARTITA_ATTN_SCORE_KEYS;
 /// The gradients' unrolled step over keys or queries; tiles are multiples.
@@ -166,41 +169,51 @@ PARTITA_HD T attnRowSum(const Ctx &c, T v, int tpr) {
   return v;
 }
 
-/// sum over the thread's kDims of x[i] * s[at + i] (partial: one slice).
-template <typename T, typename S>
-PARTITA_HD T attnDot(const S &s, int64_t at, const T (&x)[AttnTile<T>::kDims]) {
+/// out[r] = the sum over the thread's kDims of x[r][i] * s[at + i] (a
+/// partial: one slice), for its R rows: one shared load feeds every row.
+template <int R, typename T, typename S>
+PARTITA_HD void attnDots(const S &s, int64_t at,
+                         const T (&x)[R][AttnTile<T>::kDims], T (&out)[R]) {
   constexpr int DPT = AttnTile<T>::kDims, VN = AttnTile<T>::kVec;
-  T part[VN];
+  T part[R][VN];
   PARTITA_UNROLL
-  for (int y = 0; y < VN; ++y)
-    part[y] = T(0);
+  for (int r = 0; r < R; ++r)
+    PARTITA_UNROLL
+    for (int y = 0; y < VN; ++y)
+      part[r][y] = T(0);
   PARTITA_UNROLL
   for (int x0 = 0; x0 < DPT; x0 += VN) {
     T w[VN];
     attnLoadVec(s, at + x0, w);
     PARTITA_UNROLL
-    for (int y = 0; y < VN; ++y)
-      part[y] += x[x0 + y] * w[y];
+    for (int r = 0; r < R; ++r)
+      PARTITA_UNROLL
+      for (int y = 0; y < VN; ++y)
+        part[r][y] += x[r][x0 + y] * w[y];
   }
-  T sum = part[0];
   PARTITA_UNROLL
-  for (int y = 1; y < VN; ++y)
-    sum += part[y];
-  return sum;
+  for (int r = 0; r < R; ++r) {
+    out[r] = part[r][0];
+    PARTITA_UNROLL
+    for (int y = 1; y < VN; ++y)
+      out[r] += part[r][y];
+  }
 }
 
-/// acc[i] += f * s[at + i] over the thread's kDims.
-template <typename T, typename S>
-PARTITA_HD void attnAxpy(const S &s, int64_t at, T f,
-                         T (&acc)[AttnTile<T>::kDims]) {
+/// acc[r][i] += f[r] * s[at + i] over the thread's kDims and R rows.
+template <int R, typename T, typename S>
+PARTITA_HD void attnAxpys(const S &s, int64_t at, const T (&f)[R],
+                          T (&acc)[R][AttnTile<T>::kDims]) {
   constexpr int DPT = AttnTile<T>::kDims, VN = AttnTile<T>::kVec;
   PARTITA_UNROLL
   for (int x0 = 0; x0 < DPT; x0 += VN) {
     T w[VN];
     attnLoadVec(s, at + x0, w);
     PARTITA_UNROLL
-    for (int y = 0; y < VN; ++y)
-      acc[x0 + y] += f * w[y];
+    for (int r = 0; r < R; ++r)
+      PARTITA_UNROLL
+      for (int y = 0; y < VN; ++y)
+        acc[r][x0 + y] += f[r] * w[y];
   }
 }
 
@@ -265,7 +278,8 @@ PARTITA_HD void attnStage(const Ctx &c, const S &s, int64_t dst, const T *src,
 /// 1/l, D = 0, without the value pass). See the file comment.
 template <typename T, typename Ctx>
 PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
-  constexpr int DPT = AttnTile<T>::kDims, BC = kAttnScoreKeys;
+  constexpr int DPT = AttnTile<T>::kDims, BC = kAttnScoreKeys,
+                R = AttnTile<T>::kRows;
   const AttnDims a = attnDims(p);
   const T *q = static_cast<const T *>(p.in[0]);
   const T *k = static_cast<const T *>(p.in[1]);
@@ -274,8 +288,8 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
   auto mode = static_cast<AttnMode>(p.op);
   bool values = mode != AttnMode::StatsNoD;
   int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
-  int rows = c.blockSize() / tpr, rloc = t / tpr, d0 = (t % tpr) * DPT;
-  int ldS = tpr * DPT;
+  int groups = c.blockSize() / tpr, rows = groups * R;
+  int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
   int64_t group = a.heads / a.kvHeads;
   int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
@@ -285,24 +299,32 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
     // The longest (causal) query tiles first.
     int64_t qt = qTiles - 1 - w / pairs, pair = w % pairs;
     int64_t b = pair / a.heads, h = pair % a.heads, g = h / group;
-    int64_t q0 = qt * rows, i = q0 + rloc;
-    bool rowOk = i < a.seqQ;
-    const T *qh = q + b * a.seqQ * ldq + h * a.headDim;
+    int64_t q0 = qt * rows;
+    int64_t qOff = b * a.seqQ * ldq + h * a.headDim;
     const T *kh = k + b * a.seqKV * ldkv + g * a.headDim;
     const T *vh = v + b * a.seqKV * ldkv + g * a.headDim;
-    T qr[DPT], o[DPT];
-    attnLoadRow(qh, i, ldq, d0, a.headDim, rowOk, qr);
+    // Row r of this lane's group: query q0 + grp + r * groups.
+    int64_t i[R], myEnd[R];
+    bool rowOk[R];
+    T qr[R][DPT], o[R][DPT], m[R], l[R];
     PARTITA_UNROLL
-    for (int x = 0; x < DPT; ++x)
-      o[x] = T(0);
-    T m = negInf, l = T(0);
-    int64_t lastRow = (q0 + rows < a.seqQ ? q0 + rows : a.seqQ) - 1;
-    int64_t keyEnd = a.seqKV, myEnd = a.seqKV;
-    if (a.causal) {
-      keyEnd = a.offset + lastRow + 1 < a.seqKV ? a.offset + lastRow + 1
-                                                : a.seqKV;
-      myEnd = a.offset + i + 1 < a.seqKV ? a.offset + i + 1 : a.seqKV;
+    for (int r = 0; r < R; ++r) {
+      i[r] = q0 + grp + int64_t(r) * groups;
+      rowOk[r] = i[r] < a.seqQ;
+      attnLoadRow(q + qOff, i[r], ldq, d0, a.headDim, rowOk[r], qr[r]);
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        o[r][x] = T(0);
+      m[r] = negInf;
+      l[r] = T(0);
+      myEnd[r] = a.seqKV;
+      if (a.causal && a.offset + i[r] + 1 < a.seqKV)
+        myEnd[r] = a.offset + i[r] + 1;
     }
+    int64_t lastRow = (q0 + rows < a.seqQ ? q0 + rows : a.seqQ) - 1;
+    int64_t keyEnd = a.seqKV;
+    if (a.causal && a.offset + lastRow + 1 < a.seqKV)
+      keyEnd = a.offset + lastRow + 1;
     for (int64_t k0 = 0; k0 < keyEnd; k0 += bc) {
       c.barrier(); // every read of the previous tile is done
       attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, a);
@@ -313,64 +335,82 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
       // BC at a time.
       int jEnd = keyEnd - k0 < bc ? int(keyEnd - k0) : bc;
       for (int j0 = 0; j0 < jEnd; j0 += BC) {
-        T s[BC];
-        T tileMax = negInf;
+        T s[R][BC], tileMax[R];
+        PARTITA_UNROLL
+        for (int r = 0; r < R; ++r)
+          tileMax[r] = negInf;
         PARTITA_UNROLL
         for (int jj = 0; jj < BC; ++jj) {
           int j = j0 + jj;
-          s[jj] = negInf;
+          PARTITA_UNROLL
+          for (int r = 0; r < R; ++r)
+            s[r][jj] = negInf;
           if (j < jEnd) {
-            T dot = attnRowSum(c, attnDot(sh, int64_t(j) * ldS + d0, qr), tpr);
-            if (k0 + j < myEnd)
-              s[jj] = dot * scale;
-            tileMax = maxOf(tileMax, s[jj]);
+            T part[R];
+            attnDots(sh, int64_t(j) * ldS + d0, qr, part);
+            PARTITA_UNROLL
+            for (int r = 0; r < R; ++r) {
+              T dot = attnRowSum(c, part[r], tpr);
+              if (k0 + j < myEnd[r])
+                s[r][jj] = dot * scale;
+              tileMax[r] = maxOf(tileMax[r], s[r][jj]);
+            }
           }
         }
-        T mNew = maxOf(m, tileMax);
-        T alpha = m == negInf ? T(0) : kexp(m - mNew);
-        m = mNew;
-        l *= alpha;
         PARTITA_UNROLL
-        for (int x = 0; x < DPT; ++x)
-          o[x] *= alpha;
+        for (int r = 0; r < R; ++r) {
+          T mNew = maxOf(m[r], tileMax[r]);
+          T alpha = m[r] == negInf ? T(0) : kexp(m[r] - mNew);
+          m[r] = mNew;
+          l[r] *= alpha;
+          PARTITA_UNROLL
+          for (int x = 0; x < DPT; ++x)
+            o[r][x] *= alpha;
+        }
         PARTITA_UNROLL
         for (int jj = 0; jj < BC; ++jj) {
           int j = j0 + jj;
           if (j < jEnd) {
-            T pj = s[jj] == negInf ? T(0) : kexp(s[jj] - mNew);
-            l += pj;
+            T pj[R];
+            PARTITA_UNROLL
+            for (int r = 0; r < R; ++r) {
+              pj[r] = s[r][jj] == negInf ? T(0) : kexp(s[r][jj] - m[r]);
+              l[r] += pj[r];
+            }
             if (values)
-              attnAxpy(sh, int64_t(bc + j) * ldS + d0, pj, o);
+              attnAxpys(sh, int64_t(bc + j) * ldS + d0, pj, o);
           }
         }
       }
     }
-    T inv = T(1) / l;
-    if (mode == AttnMode::Output) {
-      T *out = static_cast<T *>(p.out[0]) + b * a.seqQ * ldq + h * a.headDim;
-      PARTITA_UNROLL
-      for (int x = 0; x < DPT; ++x)
-        if (rowOk && d0 + x < a.headDim)
-          out[i * ldq + d0 + x] = o[x] * inv;
-      continue;
-    }
-    T dd = T(0);
-    if (mode == AttnMode::Stats) {
-      T g2[DPT];
-      attnLoadRow(dy + b * a.seqQ * ldq + h * a.headDim, i, ldq, d0,
-                  a.headDim, rowOk, g2);
-      T part = T(0);
-      PARTITA_UNROLL
-      for (int x = 0; x < DPT; ++x)
-        part += g2[x] * o[x];
-      dd = attnRowSum(c, part, tpr) * inv;
-    }
-    if (rowOk && d0 == 0) {
-      T *stats = static_cast<T *>(p.out[1]);
-      int64_t count = pairs * a.seqQ, r = (b * a.heads + h) * a.seqQ + i;
-      stats[r] = m;
-      stats[count + r] = inv;
-      stats[2 * count + r] = dd;
+    PARTITA_UNROLL
+    for (int r = 0; r < R; ++r) {
+      T inv = T(1) / l[r];
+      if (mode == AttnMode::Output) {
+        T *out = static_cast<T *>(p.out[0]) + qOff;
+        PARTITA_UNROLL
+        for (int x = 0; x < DPT; ++x)
+          if (rowOk[r] && d0 + x < a.headDim)
+            out[i[r] * ldq + d0 + x] = o[r][x] * inv;
+        continue;
+      }
+      T dd = T(0);
+      if (mode == AttnMode::Stats) {
+        T g2[DPT];
+        attnLoadRow(dy + qOff, i[r], ldq, d0, a.headDim, rowOk[r], g2);
+        T part = T(0);
+        PARTITA_UNROLL
+        for (int x = 0; x < DPT; ++x)
+          part += g2[x] * o[r][x];
+        dd = attnRowSum(c, part, tpr) * inv;
+      }
+      if (rowOk[r] && d0 == 0) {
+        T *stats = static_cast<T *>(p.out[1]);
+        int64_t count = pairs * a.seqQ, at = (b * a.heads + h) * a.seqQ + i[r];
+        stats[at] = m[r];
+        stats[count + at] = inv;
+        stats[2 * count + at] = dd;
+      }
     }
   }
 }
@@ -378,7 +418,8 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
 /// dq (see the file comment): in q, k, v, dy, stats -> out[0].
 template <typename T, typename Ctx>
 PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
-  constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk;
+  constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk,
+                R = AttnTile<T>::kRows;
   const AttnDims a = attnDims(p);
   const T *q = static_cast<const T *>(p.in[0]);
   const T *k = static_cast<const T *>(p.in[1]);
@@ -386,8 +427,8 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
   const T *dy = static_cast<const T *>(p.in[3]);
   const T *stats = static_cast<const T *>(p.in[4]);
   int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
-  int rows = c.blockSize() / tpr, rloc = t / tpr, d0 = (t % tpr) * DPT;
-  int ldS = tpr * DPT;
+  int groups = c.blockSize() / tpr, rows = groups * R;
+  int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
   int64_t group = a.heads / a.kvHeads;
   int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
@@ -397,29 +438,36 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
   for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
     int64_t qt = qTiles - 1 - w / pairs, pair = w % pairs;
     int64_t b = pair / a.heads, h = pair % a.heads, g = h / group;
-    int64_t q0 = qt * rows, i = q0 + rloc;
-    bool rowOk = i < a.seqQ;
+    int64_t q0 = qt * rows;
     int64_t qOff = b * a.seqQ * ldq + h * a.headDim;
     const T *kh = k + b * a.seqKV * ldkv + g * a.headDim;
     const T *vh = v + b * a.seqKV * ldkv + g * a.headDim;
-    T qr[DPT], gr[DPT], acc[DPT];
-    attnLoadRow(q + qOff, i, ldq, d0, a.headDim, rowOk, qr);
-    attnLoadRow(dy + qOff, i, ldq, d0, a.headDim, rowOk, gr);
+    int64_t i[R], myEnd[R];
+    bool rowOk[R];
+    T qr[R][DPT], gr[R][DPT], acc[R][DPT], m[R], inv[R], dd[R];
     PARTITA_UNROLL
-    for (int x = 0; x < DPT; ++x)
-      acc[x] = T(0);
-    int64_t r = (b * a.heads + h) * a.seqQ + i;
-    T m = rowOk ? stats[r] : T(0), inv = rowOk ? stats[count + r] : T(0),
-      dd = rowOk ? stats[2 * count + r] : T(0);
-    int64_t lastRow = (q0 + rows < a.seqQ ? q0 + rows : a.seqQ) - 1;
-    int64_t keyEnd = a.seqKV, myEnd = a.seqKV;
-    if (a.causal) {
-      keyEnd = a.offset + lastRow + 1 < a.seqKV ? a.offset + lastRow + 1
-                                                : a.seqKV;
-      myEnd = a.offset + i + 1 < a.seqKV ? a.offset + i + 1 : a.seqKV;
+    for (int r = 0; r < R; ++r) {
+      i[r] = q0 + grp + int64_t(r) * groups;
+      rowOk[r] = i[r] < a.seqQ;
+      attnLoadRow(q + qOff, i[r], ldq, d0, a.headDim, rowOk[r], qr[r]);
+      attnLoadRow(dy + qOff, i[r], ldq, d0, a.headDim, rowOk[r], gr[r]);
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        acc[r][x] = T(0);
+      int64_t at = (b * a.heads + h) * a.seqQ + i[r];
+      m[r] = rowOk[r] ? stats[at] : T(0);
+      inv[r] = rowOk[r] ? stats[count + at] : T(0);
+      dd[r] = rowOk[r] ? stats[2 * count + at] : T(0);
+      myEnd[r] = a.seqKV;
+      if (a.causal && a.offset + i[r] + 1 < a.seqKV)
+        myEnd[r] = a.offset + i[r] + 1;
+      if (!rowOk[r])
+        myEnd[r] = 0;
     }
-    if (!rowOk)
-      myEnd = 0;
+    int64_t lastRow = (q0 + rows < a.seqQ ? q0 + rows : a.seqQ) - 1;
+    int64_t keyEnd = a.seqKV;
+    if (a.causal && a.offset + lastRow + 1 < a.seqKV)
+      keyEnd = a.offset + lastRow + 1;
     for (int64_t k0 = 0; k0 < keyEnd; k0 += bc) {
       c.barrier();
       attnStage(c, sh, 0, kh, ldkv, k0, a.seqKV, bc, a);
@@ -427,25 +475,40 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
       c.barrier();
       int jEnd = keyEnd - k0 < bc ? int(keyEnd - k0) : bc;
       for (int j0 = 0; j0 < jEnd; j0 += CH) {
-        T s[CH], dp[CH];
+        T s[R][CH], dp[R][CH];
         PARTITA_UNROLL
         for (int jj = 0; jj < CH; ++jj) {
           int64_t kr = int64_t(j0 + jj) * ldS + d0;
-          s[jj] = attnRowSum(c, attnDot(sh, kr, qr), tpr);
-          dp[jj] = attnRowSum(c, attnDot(sh, int64_t(bc) * ldS + kr, gr), tpr);
+          T ps[R], pd[R];
+          attnDots(sh, kr, qr, ps);
+          attnDots(sh, int64_t(bc) * ldS + kr, gr, pd);
+          PARTITA_UNROLL
+          for (int r = 0; r < R; ++r) {
+            s[r][jj] = attnRowSum(c, ps[r], tpr);
+            dp[r][jj] = attnRowSum(c, pd[r], tpr);
+          }
         }
         PARTITA_UNROLL
         for (int jj = 0; jj < CH; ++jj) {
-          T pj = k0 + j0 + jj < myEnd ? kexp(s[jj] * scale - m) * inv : T(0);
-          attnAxpy(sh, int64_t(j0 + jj) * ldS + d0, pj * (dp[jj] - dd), acc);
+          T f[R];
+          PARTITA_UNROLL
+          for (int r = 0; r < R; ++r) {
+            T pj = k0 + j0 + jj < myEnd[r]
+                       ? kexp(s[r][jj] * scale - m[r]) * inv[r]
+                       : T(0);
+            f[r] = pj * (dp[r][jj] - dd[r]);
+          }
+          attnAxpys(sh, int64_t(j0 + jj) * ldS + d0, f, acc);
         }
       }
     }
     T *dq = static_cast<T *>(p.out[0]) + qOff;
     PARTITA_UNROLL
-    for (int x = 0; x < DPT; ++x)
-      if (rowOk && d0 + x < a.headDim)
-        dq[i * ldq + d0 + x] = acc[x] * scale;
+    for (int r = 0; r < R; ++r)
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        if (rowOk[r] && d0 + x < a.headDim)
+          dq[i[r] * ldq + d0 + x] = acc[r][x] * scale;
   }
 }
 
@@ -453,7 +516,8 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
 /// -> out[0].
 template <typename T, typename Ctx>
 PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
-  constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk;
+  constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk,
+                R = AttnTile<T>::kRows;
   const AttnDims a = attnDims(p);
   const T *q = static_cast<const T *>(p.in[0]);
   const T *k = static_cast<const T *>(p.in[1]);
@@ -462,8 +526,8 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
   const T *stats = static_cast<const T *>(p.in[4]);
   bool wantK = p.op == 0;
   int t = c.threadIndex(), tpr = a.tpr, bq = a.tile;
-  int rows = c.blockSize() / tpr, rloc = t / tpr, d0 = (t % tpr) * DPT;
-  int ldS = tpr * DPT;
+  int groups = c.blockSize() / tpr, rows = groups * R;
+  int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
   int64_t group = a.heads / a.kvHeads;
   int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t pairs = a.batch * a.kvHeads;
@@ -476,25 +540,33 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
     // The first keys are seen by the most (causal) queries: first.
     int64_t kt = w / pairs, pair = w % pairs;
     int64_t b = pair / a.kvHeads, g = pair % a.kvHeads;
-    int64_t k0 = kt * rows, j = k0 + rloc;
-    bool colOk = j < a.seqKV;
+    int64_t k0 = kt * rows;
     int64_t kvOff = b * a.seqKV * ldkv + g * a.headDim;
-    T kr[DPT], vr[DPT], acc[DPT];
-    attnLoadRow(k + kvOff, j, ldkv, d0, a.headDim, colOk, kr);
-    attnLoadRow(v + kvOff, j, ldkv, d0, a.headDim, colOk && wantK, vr);
+    // Key row r of this lane's group: k0 + grp + r * groups; query i sees
+    // it when i >= firstQuery[r].
+    int64_t j[R], firstQuery[R];
+    bool colOk[R];
+    T kr[R][DPT], vr[R][DPT], acc[R][DPT];
     PARTITA_UNROLL
-    for (int x = 0; x < DPT; ++x)
-      acc[x] = T(0);
+    for (int r = 0; r < R; ++r) {
+      j[r] = k0 + grp + int64_t(r) * groups;
+      colOk[r] = j[r] < a.seqKV;
+      attnLoadRow(k + kvOff, j[r], ldkv, d0, a.headDim, colOk[r], kr[r]);
+      attnLoadRow(v + kvOff, j[r], ldkv, d0, a.headDim, colOk[r] && wantK,
+                  vr[r]);
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        acc[r][x] = T(0);
+      firstQuery[r] = a.causal ? j[r] - a.offset : 0;
+      if (!colOk[r])
+        firstQuery[r] = a.seqQ;
+    }
     // Causal: query i sees key k0 only from i = k0 - offset on.
     int64_t qStart = 0;
     if (a.causal)
       qStart = k0 - a.offset < 0 ? 0
                : k0 - a.offset < a.seqQ ? k0 - a.offset
                                         : a.seqQ;
-    // Query i sees this thread's key when i >= firstQuery.
-    int64_t firstQuery = a.causal ? j - a.offset : 0;
-    if (!colOk)
-      firstQuery = a.seqQ;
     for (int64_t hh = 0; hh < group; ++hh) {
       int64_t h = g * group + hh;
       int64_t qOff = b * a.seqQ * ldq + h * a.headDim;
@@ -513,38 +585,51 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
         c.barrier();
         int iEnd = a.seqQ - i0 < bq ? int(a.seqQ - i0) : bq;
         for (int c0 = 0; c0 < iEnd; c0 += CH) {
-          T s[CH], dp[CH];
+          T s[R][CH], dp[R][CH];
           PARTITA_UNROLL
           for (int ii = 0; ii < CH; ++ii) {
             int64_t at = int64_t(c0 + ii) * ldS + d0;
-            s[ii] = attnRowSum(c, attnDot(sh, at, kr), tpr);
-            dp[ii] = T(0);
-            if (wantK)
-              dp[ii] = attnRowSum(c, attnDot(sh, dyAt + at, vr), tpr);
+            T ps[R], pd[R];
+            attnDots(sh, at, kr, ps);
+            PARTITA_UNROLL
+            for (int r = 0; r < R; ++r) {
+              s[r][ii] = attnRowSum(c, ps[r], tpr);
+              dp[r][ii] = T(0);
+            }
+            if (wantK) {
+              attnDots(sh, dyAt + at, vr, pd);
+              PARTITA_UNROLL
+              for (int r = 0; r < R; ++r)
+                dp[r][ii] = attnRowSum(c, pd[r], tpr);
+            }
           }
           PARTITA_UNROLL
           for (int ii = 0; ii < CH; ++ii) {
             int64_t i = i0 + c0 + ii;
-            T pj = T(0);
-            if (i >= firstQuery && i < a.seqQ)
-              pj = kexp(s[ii] * scale - sh.load(statAt + c0 + ii)) *
-                   sh.load(statAt + bq + c0 + ii);
+            T mi = sh.load(statAt + c0 + ii), invi = sh.load(statAt + bq + c0 + ii);
+            T di = wantK ? sh.load(statAt + 2 * bq + c0 + ii) : T(0);
+            T f[R];
+            PARTITA_UNROLL
+            for (int r = 0; r < R; ++r) {
+              T pj = (i >= firstQuery[r] && i < a.seqQ)
+                         ? kexp(s[r][ii] * scale - mi) * invi
+                         : T(0);
+              f[r] = wantK ? pj * (dp[r][ii] - di) : pj;
+            }
             int64_t at = int64_t(c0 + ii) * ldS + d0;
-            if (wantK)
-              attnAxpy(sh, at, pj * (dp[ii] - sh.load(statAt + 2 * bq + c0 + ii)),
-                       acc);
-            else
-              attnAxpy(sh, dyAt + at, pj, acc);
+            attnAxpys(sh, wantK ? at : dyAt + at, f, acc);
           }
         }
       }
     }
     T *out = static_cast<T *>(p.out[0]) + kvOff;
-    T f = wantK ? scale : T(1);
+    T factor = wantK ? scale : T(1);
     PARTITA_UNROLL
-    for (int x = 0; x < DPT; ++x)
-      if (colOk && d0 + x < a.headDim)
-        out[j * ldkv + d0 + x] = acc[x] * f;
+    for (int r = 0; r < R; ++r)
+      PARTITA_UNROLL
+      for (int x = 0; x < DPT; ++x)
+        if (colOk[r] && d0 + x < a.headDim)
+          out[j[r] * ldkv + d0 + x] = acc[r][x] * factor;
   }
 }
 

@@ -912,7 +912,10 @@ private:
       tpr *= 2;
     KernelLaunch l;
     l.block = std::min(blockSize, kAttnMaxBlock);
-    int64_t rows = l.block / tpr, ldS = tpr * dims;
+    int64_t rows = l.block / tpr *
+                   (type == ElemType::F32 ? AttnTile<float>::kRows
+                                          : AttnTile<double>::kRows),
+            ldS = tpr * dims;
     int64_t seq = keyRows ? a.seqKV : a.seqQ;
     int64_t items = a.batch * (keyRows ? a.kvHeads : a.heads) *
                     ((seq + rows - 1) / rows);
