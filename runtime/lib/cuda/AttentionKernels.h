@@ -12,13 +12,15 @@
 // No [seqQ, seqKV] matrix is ever stored (flash-attention style, online
 // softmax):
 //   - forward (AttentionForward, op 0): one block per (batch, head, tile of
-//     blockSize / tpr queries); `tpr` threads (a power of two <= 32, a
-//     warp's aligned lanes) own one query row, each a slice of kDims head
-//     dimensions held in registers (q, the output accumulator). Key and
-//     value tiles of `cols` rows are staged in shared memory; each thread
-//     forms its partial q.k, the row's lanes add them with an xor butterfly
-//     (every lane gets the same sum), and the row's running maximum m and
-//     denominator l rescale the accumulator once per tile.
+//     blockSize / tpr * kRows queries); a group of `tpr` lanes (a power of
+//     two <= 32, a warp's aligned lanes) owns kRows query rows (2 for f32,
+//     1 for f64), each lane a slice of kDims head dimensions of each,
+//     held in registers (q, the output accumulator). Key and value tiles of
+//     `cols` rows are staged in shared memory; one shared load feeds the
+//     lane's rows; each lane forms its partial q.k, the group adds them with
+//     an xor butterfly (every lane gets the same sum), and a row's running
+//     maximum m and denominator l rescale its accumulator once per
+//     kAttnScoreKeys keys.
 //   - the gradients keep the cpu backend's contract (dq, dk or dv, one per
 //     call), each in two launches: the forward kernel in statistics mode
 //     (op 1, or op 2 without D for dv) writes per query row m, 1/l and
@@ -27,8 +29,8 @@
 //       dq (AttentionGradQ): blocks of query rows as the forward, over key
 //         tiles: P = exp(s - m) / l, dP = dO . v, dS = P (dP - D),
 //         dq = scale * sum dS k;
-//       dk, dv (AttentionGradKV, op 0 / 1): blocks of key rows (tpr
-//         threads each), over the query heads of the kv head's group and
+//       dk, dv (AttentionGradKV, op 0 / 1): blocks of key rows (kRows a
+//         group of tpr lanes), over the query heads of the kv head's group and
 //         tiles of their queries (q, dO and the statistics staged):
 //         dv = sum P dO, dk = scale * sum dS q.
 // Accumulation is in the element type (f32 for float, f64 for double); each
@@ -37,11 +39,19 @@
 // and independent of timing. No atomics.
 //
 // Register tiles have compile-time sizes only (no run-time indexed arrays,
-// so no local memory): kDims = 16 dimensions per thread, padded with zeros
-// up to tpr * kDims; any head_dim up to 32 * kDims = 512 works. The forward keeps the scores of a key tile (at
-// most kAttnMaxKeys) in registers; the gradients step kAttnChunk keys or
-// queries at a time. Launches are at most kAttnMaxBlock threads (the
-// kernels' __launch_bounds__, so the compiler may use up to 255 registers).
+// so no local memory): kDims = 16 dimensions per lane, padded with zeros
+// up to tpr * kDims, so any head_dim up to 32 * kDims = 512 works; the
+// forward keeps kAttnScoreKeys scores a row in registers; the gradients
+// step kAttnChunk keys or queries at a time. Launches are at most
+// kAttnMaxBlock threads (the kernels' __launch_bounds__(256, 1), so the
+// compiler may use up to 255 registers: 200-230 for f32, 185-255 for f64 at
+// sm_90, no spills).
+//
+// Measured on an H100 (f32, batch 16, seq 1024, 12 heads, head_dim 64,
+// causal, blocks of 128; bench/gpu-gpt/attention_bench.cpp): forward 3.7 ms
+// (7.0 TFLOP/s executed), dq 8.0 ms, dk 8.4 ms, dv 6.2 ms (8.1, 7.7, 6.3
+// TFLOP/s, each with its statistics pass); ncu: 12.5% occupancy (200
+// registers), the shared-memory pipe about half busy.
 //
 // KernelParams: in q, k, v, dy, stats; out[0] the result (out, dq, dk or
 // dv), out[1] the statistics (stats mode); shape: batch, seqQ, seqKV,
