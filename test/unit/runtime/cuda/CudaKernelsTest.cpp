@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -278,6 +279,103 @@ TYPED_TEST(CudaKernelsTest, EmbeddingGrad) {
   expectSame(KernelKind::EmbeddingGrad, {},
              {random<T>({2, 7, 33}, 28), labels<int64_t>({2, 7}, 9, 29)},
              {{dt<T>(), {9, 33}}});
+}
+
+// Tests attention and attention_grad (dq, dk, dv): causal and not, grouped
+// kv heads (2 and 3 query heads a kv head), a query offset, seq_q != seq_kv,
+// an explicit scale, and head_dims that leave some lanes of a row partly
+// (40, 70) or wholly (40, 70) padding (16 dimensions a lane, a power of two
+// lanes a row), or one lane a row (8); sequences that no tile or block size
+// divides.
+TYPED_TEST(CudaKernelsTest, Attention) {
+  using T = TypeParam;
+  struct Case {
+    int64_t batch, seqQ, seqKV, heads, kvHeads, headDim;
+    bool causal;
+    int64_t offset;
+    double scale; // 0: the default 1/sqrt(head_dim)
+  } cases[] = {
+      // Small: each row's partial sums meet in warp shuffles, which the
+      // emulator runs as real exchanges between host threads.
+      {1, 11, 11, 2, 1, 40, true, 0, 0},
+      {2, 7, 13, 2, 2, 24, false, 0, 0.3},
+      {1, 5, 12, 3, 1, 8, true, 7, 0},
+      {1, 6, 6, 1, 1, 70, true, 0, 0},
+  };
+  uint64_t seed = 40;
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.causal = c.causal;
+    a.queryOffset = c.offset;
+    if (c.scale > 0)
+      a.scale = c.scale;
+    std::vector<int64_t> qShape{c.batch, c.seqQ, c.heads, c.headDim};
+    std::vector<int64_t> kvShape{c.batch, c.seqKV, c.kvHeads, c.headDim};
+    Tensor q = random<T>(qShape, seed++, -1.5, 1.5);
+    Tensor k = random<T>(kvShape, seed++, -1.5, 1.5);
+    Tensor v = random<T>(kvShape, seed++);
+    Tensor dy = random<T>(qShape, seed++);
+    SCOPED_TRACE("attention [" + std::to_string(c.batch) + ", " +
+                 std::to_string(c.seqQ) + "/" + std::to_string(c.seqKV) +
+                 ", " + std::to_string(c.heads) + "/" +
+                 std::to_string(c.kvHeads) + ", " + std::to_string(c.headDim) +
+                 "] causal " + std::to_string(c.causal));
+    expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}});
+    for (const char *wrt : {"q", "k", "v"}) {
+      SCOPED_TRACE(std::string("wrt ") + wrt);
+      a.wrt = wrt;
+      expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
+                 {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}});
+    }
+  }
+}
+
+// Tests that attention's results do not depend on timing (no atomics, a
+// fixed order of every sum): two runs give the same bits.
+TEST(CudaKernelsAttentionTest, Deterministic) {
+  KernelAttrs a;
+  a.causal = true;
+  std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
+  std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
+                            random<float>(kvShape, 52), random<float>(qShape, 53)};
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  for (const char *wrt : {"", "q", "k", "v"}) {
+    a.wrt = wrt;
+    KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
+    std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
+    std::vector<OutputSpec> out = {{DType::F32, wrt[0] == 'k' || wrt[0] == 'v'
+                                                    ? kvShape
+                                                    : qShape}};
+    Tensor first = runOnBackend(*gpu, kind, a, inputs, out)[0];
+    Tensor second = runOnBackend(*gpu, kind, a, inputs, out)[0];
+    EXPECT_EQ(std::memcmp(first.data<float>(), second.data<float>(),
+                          first.numElements() * sizeof(float)),
+              0)
+        << "attention " << wrt;
+  }
+}
+
+// Tests attention's refusals: a head_dim beyond the kernels' register
+// slices, and the cpu backend's checks (a causal offset past the keys).
+TEST(CudaKernelsAttentionTest, Errors) {
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  Tensor q = random<double>({1, 2, 1, 513}, 54);
+  std::string error =
+      runError(*gpu, KernelKind::Attention, {}, {q, q, q},
+               {{DType::F64, {1, 2, 1, 513}}});
+  EXPECT_NE(error.find("attention: head_dim 513 is more than the cuda "
+                       "kernels' limit of 512"),
+            std::string::npos)
+      << error;
+  KernelAttrs a;
+  a.causal = true;
+  a.queryOffset = 1;
+  Tensor small = random<float>({1, 2, 1, 8}, 55);
+  error = runError(*gpu, KernelKind::Attention, a, {small, small, small},
+                   {{DType::F32, {1, 2, 1, 8}}});
+  EXPECT_NE(error.find("causal attention needs 0 <= queryOffset"),
+            std::string::npos)
+      << error;
 }
 
 // Tests broadcast (a bias over rows, and a size-1 dimension), transpose and
