@@ -136,7 +136,8 @@ write_summary() {
     command -v nvcc >/dev/null && echo "- $(nvcc --version | tail -2 | head -1)"
     echo "- tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout')" \
          "$(git -C "$root" status --porcelain 2>/dev/null | grep -qv '^??' && echo '(with local changes)')"
-    echo "- architectures: ${arch:-default (80;90)}; limit $limit s; total $(($(date +%s) - started)) s"
+    echo "- PARTITA_CUDA_ARCHITECTURES $(sed -n 's/^PARTITA_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null);" \
+         "limit $limit s; total $(($(date +%s) - started)) s"
     echo
     echo "| stage | result | seconds |"
     echo "| --- | --- | --- |"
@@ -244,10 +245,11 @@ run_plan() {
   keep_log "$log"
   rel="$(sed -n 's/.*max rel diff \([0-9.e+-]*\).*/\1/p' "$log" |
          sort -g | tail -1)"
+  [ "$rc" -eq 124 ] && echo "timed out after $((ms / 1000)) s" >>"$log"
   if [ "$rc" -eq 0 ]; then
     results+=("$label: ok ($((ms / 1000)).$((ms % 1000 / 100)) s${rel:+, largest rel diff $rel})")
   else
-    results+=("$label: FAILED (exit $rc, $(basename "$log"): $(grep -m1 -i 'error' "$log" | cut -c1-200))")
+    results+=("$label: FAILED (exit $rc, $(basename "$log"): $(grep -m1 -i 'error\|timed out after' "$log" | cut -c1-200))")
     failures=$((failures + 1))
     tail -5 "$log"
   fi
@@ -281,9 +283,12 @@ if [ -n "$plans" ]; then
     fi
   fi
 
-  if [ -f "$plans/bench/gpt-train.pb" ] && [ "$emulate" -eq 0 ] && [ "$bench" -eq 1 ]; then
+  if [ "$emulate" -eq 0 ] && [ "$bench" -eq 1 ]; then
     begin "benchmark: bench/gpu-gpt/run.sh"
-    if enough 60; then
+    if [ ! -f "$plans/bench/gpt-train.pb" ]; then
+      fail "no $plans/bench/gpt-train.pb (scripts/make-gpu-check-plans.sh writes it)"
+      end "not run (no plan)"
+    elif enough 60; then
       # Each partita run and torch variant at most a quarter of what is
       # left (6 of them; most take 15-40 s).
       per=$(( $(left) / 4 ))
@@ -333,17 +338,24 @@ if [ "$(ctest --test-dir "$build" -N 2>/dev/null | sed -n 's/^Total Tests: //p')
   end "none built"
 elif enough 30; then
   # On a GPU the GPU tests ran above, and the emulated kernel tests
-  # (CudaKernelsTest/*, minutes of CPU: every simulated thread is a host
+  # (CudaKernelsTest.*, minutes of CPU: every simulated thread is a host
   # thread) are the same tests on the CPU block emulator, which CI runs.
   exclude=()
-  [ "$emulate" -eq 0 ] && exclude=(-E '^partita-runtime-tests-cuda-gpu$|^CudaKernelsTest/')
-  if limited 150 ctest --test-dir "$build" -j"$jobs" --output-on-failure \
-      "${exclude[@]}" >"$build/ctest.log" 2>&1; then
+  ctest_limit="$(left)"
+  if [ "$emulate" -eq 0 ]; then
+    exclude=(-E '^partita-runtime-tests-cuda-gpu$|^CudaKernelsTest[.]')
+    ctest_limit=150
+  fi
+  limited "$ctest_limit" ctest --test-dir "$build" -j"$jobs" --output-on-failure \
+    "${exclude[@]}" >"$build/ctest.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 124 ] && echo "ctest timed out after $(($(date +%s) - stage_start)) s" >>"$build/ctest.log"
+  if [ "$rc" -eq 0 ]; then
     end "ok: $(grep -m1 'tests passed' "$build/ctest.log")${exclude[1]:+ (left out: ${exclude[1]})}"
   else
     fail "the runtime's unit tests (see ctest.log)"
     grep -A30 'The following tests FAILED' "$build/ctest.log" | head -30
-    end "FAILED: $(grep -m1 'tests passed' "$build/ctest.log")"
+    end "FAILED: $(grep -m1 'tests passed\|timed out after' "$build/ctest.log")"
   fi
   keep_log "$build/ctest.log"
 fi

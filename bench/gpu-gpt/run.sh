@@ -117,9 +117,34 @@ tf32=()
 if "$run" --help 2>/dev/null | grep -q -- '--tf32'; then
   tf32=(--tf32)
 fi
+# The profiled run first, 2 steps: a step far slower than it should be
+# shows its kernel there before the longer timed runs would run out of
+# time. A Partita run that fails or times out leaves the later ones out.
+partita_ok=1
+if [ "${PROFILE:-0}" = 1 ]; then
+  log="$logs/partita-profile.log"
+  start=$(date +%s)
+  timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" --steps 2 \
+    --data "$dir/tokens.bin" --token-bytes 2 --profile </dev/null >"$log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    note "partita fp32 --profile (2 steps; per step, largest first; each instruction between two drains of the compute stream):"
+    grep '^step ' "$log" | sed 's/^/  /' | tee -a "$results"
+    sed -n '/^profile of rank 0/,$p' "$log" | head -25 | tee -a "$results"
+  else
+    note "partita fp32 --profile: FAILED (exit $rc after $(($(date +%s) - start)) s$([ "$rc" -eq 124 ] && echo ', timed out')):"
+    tail -4 "$log" | sed 's/^/  /' | tee -a "$results"
+    failed=1
+    partita_ok=0
+  fi
+fi
 partita_variants=(fp32)
 [ ${#tf32[@]} -gt 0 ] && partita_variants+=(tf32)
 for variant in "${partita_variants[@]}"; do
+  if [ "$partita_ok" -eq 0 ]; then
+    note "partita $variant: not run (an earlier Partita run failed)"
+    continue
+  fi
   extra=()
   [ "$variant" = tf32 ] && extra=("${tf32[@]}")
   log="$logs/partita-$variant.log"
@@ -130,9 +155,10 @@ for variant in "${partita_variants[@]}"; do
   rc=$?
   m="$(partita_median "$log")"
   if [ "$rc" -ne 0 ] || [ -z "$m" ]; then
-    note "partita $variant: FAILED (exit $rc after $(($(date +%s) - start)) s):"
+    note "partita $variant: FAILED (exit $rc after $(($(date +%s) - start)) s$([ "$rc" -eq 124 ] && echo ', timed out')):"
     tail -4 "$log" | sed 's/^/  /' | tee -a "$results"
     failed=1
+    partita_ok=0
     continue
   fi
   read -r med lo hi n <<<"$m"
@@ -141,18 +167,6 @@ for variant in "${partita_variants[@]}"; do
   grep -m2 "high-water\|peak" "$log" | sed 's/^/  /' | tee -a "$results"
 done
 [ ${#tf32[@]} -eq 0 ] && note "partita tf32: not run (this partita-run has no --tf32)"
-
-if [ "${PROFILE:-0}" = 1 ]; then
-  log="$logs/partita-profile.log"
-  if timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" --steps 2 \
-      --data "$dir/tokens.bin" --token-bytes 2 --profile </dev/null >"$log" 2>&1; then
-    note "partita fp32 --profile (2 steps; per step, largest first):"
-    sed -n '/^profile of rank 0/,$p' "$log" | head -25 | tee -a "$results"
-  else
-    note "partita --profile: FAILED"
-    tail -3 "$log" | sed 's/^/  /' | tee -a "$results"
-  fi
-fi
 
 if [ "${TORCH:-1}" = 1 ] && [ "${EMULATE:-0}" != 1 ] && [ "${BACKEND:-cuda}" = cuda ]; then
   for variant in fp32 tf32; do
