@@ -223,7 +223,7 @@ elif enough 20; then
   summary_line="$(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|SKIPPED' "$build/gpu-tests.log" | head -2 | tr '\n' ' ')"
   if [ "$rc" -eq 77 ] && [ "$emulate" -eq 0 ]; then
     fail "the GPU tests were skipped on a machine meant to have a GPU"
-    end "SKIPPED: $summary_line"
+    end "FAILED, skipped: $summary_line"
   elif [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
     fail "the GPU tests (see gpu-tests.log)"
     end "FAILED (exit $rc): $summary_line"
