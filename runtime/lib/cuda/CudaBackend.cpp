@@ -11,7 +11,9 @@
 // Launch geometry: elementwise kernels take blocks of the configured size
 // and at most 4096 blocks (they loop with a grid stride); row kernels
 // (softmax, layer_norm, cross_entropy) one block per row, at most 4096;
-// attention one block per tile of query (or key) rows, at most 256 threads.
+// attention one block per tile of query (or key) rows, at most 256 threads;
+// a reduction over the rows of [rows, columns] (a bias's gradient) two
+// passes over row chunks and 32-column tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -242,22 +244,40 @@ private:
   void stridedCopy(const KernelCall &call, const void *in, void *out,
                    size_t bytes, const std::vector<int64_t> &shape,
                    const std::vector<int64_t> &strides) {
-    // Size-1 dimensions move nothing; the rest must fit the kernel's rank.
+    // Size-1 dimensions move nothing, and a dimension whose stride is its
+    // inner neighbour's extent continues it (the leading [batch, seq] of a
+    // bias broadcast, both stride 0, is one dimension): the kernel divides
+    // once per dimension left, which must fit its rank.
+    std::vector<int64_t> merged, mergedStrides;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1)
+        continue;
+      if (!merged.empty() &&
+          mergedStrides.back() == strides[d] * shape[d]) {
+        merged.back() *= shape[d];
+        mergedStrides.back() = strides[d];
+        continue;
+      }
+      merged.push_back(shape[d]);
+      mergedStrides.push_back(strides[d]);
+    }
+    if (merged.size() > size_t(kMaxRank))
+      fail(call.kind, "more than " + std::to_string(kMaxRank) +
+                          " dimensions of size > 1 that do not merge (the "
+                          "cuda kernel's limit)");
     KernelLaunch l = elementwiseLaunch(cpu::product(shape, 0, shape.size()));
     KernelParams &p = l.params;
     p.kernel = GpuKernel::Strided;
     p.type = bitsType(bytes);
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1)
-        continue;
-      if (p.rank == kMaxRank)
-        fail(call.kind, "more than " + std::to_string(kMaxRank) +
-                            " dimensions of size > 1 (the cuda kernel's "
-                            "limit)");
-      p.shape[p.rank] = shape[d];
-      p.inStride[p.rank] = strides[d];
-      ++p.rank;
-    }
+    p.rank = int(merged.size());
+    std::copy(merged.begin(), merged.end(), p.shape);
+    std::copy(mergedStrides.begin(), mergedStrides.end(), p.inStride);
+    // 32-bit index arithmetic when every index and input offset fits.
+    int64_t lastOffset = 0;
+    for (size_t d = 0; d < merged.size(); ++d)
+      lastOffset += (merged[d] - 1) * mergedStrides[d];
+    p.index32 = l.params.n < (int64_t(1) << 31) &&
+                lastOffset < (int64_t(1) << 31);
     p.in[0] = in;
     p.out[0] = out;
     launch(l);
@@ -725,20 +745,35 @@ private:
     p.op = call.kind == KernelKind::ReduceMax ? 1 : 0;
     std::vector<int64_t> strides = cpu::rowMajorStrides(in.shape);
     int64_t count = 1;
+    // Kept and reduced dimensions apart, size-1 ones dropped, and each
+    // merged into its predecessor of the same kind when they are adjacent
+    // in memory (its stride is this one's extent), so the kernel divides
+    // less: [batch, seq, hidden] summed over batch and seq is [tokens]
+    // reduced, [hidden] kept.
+    int lastKind = -1; // the previous kept (0) or reduced (1) dimension
     for (int64_t d = 0; d < in.rank(); ++d) {
       if (in.shape[d] == 1)
         continue;
       bool r = reduced[d];
       int &rank = r ? p.redRank : p.rank;
+      int64_t *shape = r ? p.redShape : p.shape;
+      int64_t *stride = r ? p.redStride : p.inStride;
+      if (r)
+        count *= in.shape[d];
+      if (lastKind == int(r) &&
+          stride[rank - 1] == strides[d] * in.shape[d]) {
+        shape[rank - 1] *= in.shape[d];
+        stride[rank - 1] = strides[d];
+        continue;
+      }
+      lastKind = int(r);
       if (rank == kMaxRank)
         fail(call.kind, "more than " + std::to_string(kMaxRank) +
                             " kept or reduced dimensions of size > 1 (the "
                             "cuda kernel's limit)");
-      (r ? p.redShape : p.shape)[rank] = in.shape[d];
-      (r ? p.redStride : p.inStride)[rank] = strides[d];
+      shape[rank] = in.shape[d];
+      stride[rank] = strides[d];
       ++rank;
-      if (r)
-        count *= in.shape[d];
     }
     for (int64_t d = 0; d < in.rank(); ++d)
       if (reduced[d] && in.shape[d] == 0)
@@ -752,7 +787,51 @@ private:
                                                      : count);
     p.in[0] = in.data;
     p.out[0] = out.data;
+    // [rows, columns] reduced over the rows (a bias's gradient): coalesced
+    // reads in two passes (Kernels.h, columnPartialsKernel) instead of one
+    // block per column reading `columns` elements apart.
+    if (p.rank == 1 && p.inStride[0] == 1 && p.redRank == 1 &&
+        p.redStride[0] == p.shape[0] && count > 0)
+      return runColumnReduce(p, p.shape[0], count);
     launch(l);
+  }
+
+  /// Reduces the rows of a row-major [rows, columns] input (params of a
+  /// Reduce launch) in row chunks: enough (chunk, 32-column tile) items for
+  /// about kColumnItems blocks, at least kMinChunkRows rows a chunk. The
+  /// chunking depends on the shape alone, so results are deterministic.
+  void runColumnReduce(const KernelParams &reduce, int64_t columns,
+                       int64_t rows) {
+    constexpr int64_t kColumnItems = 1024, kMinChunkRows = 32;
+    int64_t tiles = (columns + kWarpSize - 1) / kWarpSize;
+    int64_t wanted = (kColumnItems + tiles - 1) / tiles;
+    int64_t chunkRows = std::max((rows + wanted - 1) / wanted, kMinChunkRows);
+    int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+    double *partials = workspace<double>(chunks * columns);
+    KernelLaunch first;
+    first.block = blockSize;
+    first.grid = int(std::min(tiles * chunks, kMaxGrid));
+    first.sharedBytes = size_t(blockSize) * sizeof(double);
+    KernelParams &p = first.params;
+    p.kernel = GpuKernel::ColumnPartials;
+    p.type = reduce.type;
+    p.op = reduce.op;
+    p.n = columns;
+    p.cols = rows;
+    p.inner = chunkRows;
+    p.in[0] = reduce.in[0];
+    p.out[0] = partials;
+    launch(first);
+    KernelLaunch second = elementwiseLaunch(columns);
+    KernelParams &q = second.params;
+    q.kernel = GpuKernel::ColumnCombine;
+    q.type = reduce.type;
+    q.op = reduce.op;
+    q.cols = chunks;
+    q.a[0] = reduce.a[0];
+    q.in[0] = partials;
+    q.out[0] = reduce.out[0];
+    launch(second);
   }
 
   void runEmbedding(const KernelCall &call) {

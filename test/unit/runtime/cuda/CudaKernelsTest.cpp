@@ -201,6 +201,16 @@ TYPED_TEST(CudaKernelsTest, Reduce) {
   global.dims = {2};
   global.meanCount = 100;
   expectSame(KernelKind::ReduceMean, global, {x}, {{dt<T>(), {2, 1, 3}}});
+  // A bias's gradient, [batch, seq, hidden] over batch and seq: the
+  // two-pass column reduction, 111 rows in 4 chunks of 32 (the last one
+  // short), 45 columns in 2 tiles (the last one short).
+  Tensor tokens = random<T>({3, 37, 45}, 30);
+  for (KernelKind kind :
+       {KernelKind::ReduceSum, KernelKind::ReduceMax, KernelKind::ReduceMean}) {
+    KernelAttrs a;
+    a.dims = {0, 1};
+    expectSame(kind, a, {tokens}, {{dt<T>(), {45}}});
+  }
 }
 
 // Tests cross_entropy_grad with i32 and i64 labels (one -1) and meanCount.
@@ -386,6 +396,11 @@ TYPED_TEST(CudaKernelsTest, DataMovement) {
   bias.dims = {1};
   expectSame(KernelKind::Broadcast, bias, {random<T>({37}, 23)},
              {{dt<T>(), {9, 37}}});
+  // A bias over [batch, seq, hidden]: the two stride-0 dimensions merge.
+  KernelAttrs tokens;
+  tokens.dims = {2};
+  expectSame(KernelKind::Broadcast, tokens, {random<T>({37}, 27)},
+             {{dt<T>(), {4, 9, 37}}});
   KernelAttrs ones;
   ones.dims = {0, 2};
   expectSame(KernelKind::Broadcast, ones, {random<T>({3, 1}, 24)},
@@ -394,6 +409,11 @@ TYPED_TEST(CudaKernelsTest, DataMovement) {
   perm.dims = {2, 0, 1};
   expectSame(KernelKind::Transpose, perm, {random<T>({3, 5, 7}, 25)},
              {{dt<T>(), {7, 3, 5}}});
+  // Heads out of [batch, seq, heads, dim]: batch and the last two stay.
+  KernelAttrs heads;
+  heads.dims = {0, 2, 1, 3};
+  expectSame(KernelKind::Transpose, heads, {random<T>({2, 5, 3, 7}, 28)},
+             {{dt<T>(), {2, 3, 5, 7}}});
   expectSame(KernelKind::Reshape, {}, {random<T>({3, 5, 7}, 26)},
              {{dt<T>(), {15, 7}}});
 }
