@@ -63,7 +63,8 @@ class CudaBackend final : public Backend {
 public:
   CudaBackend(std::unique_ptr<GpuApi> api, const CudaBackendOptions &options)
       : api(std::move(api)), dev(createGpuDevice(*this->api)),
-        blockSize(options.blockSize), tf32(options.tf32) {}
+        blockSize(options.blockSize), tf32(options.tf32),
+        fusedAttention(options.fusedAttention) {}
   ~CudaBackend() override {
     // Nothing queued may outlive the workspace it writes.
     try {
@@ -1467,6 +1468,8 @@ private:
     if (a.seqKV == 0)
       fail(call.kind,
            "there are no keys (seq_kv is 0): the softmax is undefined");
+    if (!fusedAttention)
+      return attentionByGemm(call, a, type, 'o');
     KernelLaunch l = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
     l.params.op = int(AttnMode::Output);
@@ -1505,6 +1508,8 @@ private:
     }
     if (a.seqKV == 0)
       fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
+    if (!fusedAttention)
+      return attentionByGemm(call, a, type, wrt[0]);
     void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
     KernelLaunch s = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
@@ -1519,6 +1524,120 @@ private:
     g.params.in[4] = stats;
     g.params.out[0] = out.data;
     launch(g);
+  }
+
+  /// attention (what 'o') or its gradient (what 'q', 'k' or 'v') as the cpu
+  /// backend computes it (cpu/NNKernels.cpp, cpu/GradKernels.cpp), one batch
+  /// at a time: strided-batched GEMMs over the kv heads (one per query head
+  /// of a group) into a [heads, seq_q, seq_kv] scratch P (and dP), and the
+  /// AttentionRows kernel over its rows:
+  ///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
+  ///   dV = sum over the group P^T dO, dP = dO V^T,
+  ///   dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
+  ///   dK = sum over the group scale dS^T Q.
+  /// A group's heads accumulate into their kv head in order (beta 1 after
+  /// the first): deterministic. With --tf32 the GEMMs are TF32 too.
+  void attentionByGemm(const KernelCall &call, const cpu::AttentionDims &a,
+                       ElemType type, char what) {
+    const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                     &v = call.inputs[2], &out = call.outputs[0];
+    const void *dy = call.inputs.size() > 3 ? call.inputs[3].data : nullptr;
+    size_t bytes = sizeOf(q.dtype);
+    int64_t group = a.heads / a.kvHeads, d = a.headDim;
+    int64_t ldq = a.heads * d, ldkv = a.kvHeads * d;
+    int64_t plane = a.seqQ * a.seqKV; // one head's scores
+    int64_t planes = a.heads * plane;
+    char *p = workspace<char>(int64_t(bytes) * planes * (what == 'o' || what == 'v' ? 1 : 2));
+    char *dp = p + bytes * planes;
+    auto at = [&](const void *base, int64_t elements) {
+      return static_cast<const char *>(base) + int64_t(bytes) * elements;
+    };
+    // One GEMM per query head j of each group, batched over the kv heads:
+    // C[h'] = alpha op(A[h']) op(B[h']) + beta C[h'], query head h' g + j.
+    auto gemm = [&](bool transA, bool transB, int64_t m, int64_t n,
+                    int64_t kk, double alpha, double beta, const void *A,
+                    int64_t lda, int64_t strideA, const void *B, int64_t ldb,
+                    int64_t strideB, void *C, int64_t ldc, int64_t strideC) {
+      GemmDesc g;
+      g.type = q.dtype;
+      g.tf32 = tf32 && g.type == DType::F32;
+      g.transA = transA;
+      g.transB = transB;
+      g.m = m;
+      g.n = n;
+      g.k = kk;
+      g.batch = a.kvHeads;
+      g.alpha = alpha;
+      g.beta = beta;
+      g.a = A;
+      g.b = B;
+      g.c = C;
+      g.lda = lda;
+      g.ldb = ldb;
+      g.ldc = ldc;
+      g.strideA = a.kvHeads > 1 ? strideA : 0;
+      g.strideB = a.kvHeads > 1 ? strideB : 0;
+      g.strideC = a.kvHeads > 1 ? strideC : 0;
+      api->gemm(g, api->computeStream());
+    };
+    auto rows = [&](int op) {
+      KernelLaunch l = rowLaunch(a.heads * a.seqQ);
+      l.params.kernel = GpuKernel::AttentionRows;
+      l.params.type = type;
+      l.params.op = op;
+      l.params.cols = a.seqKV;
+      l.params.shape[0] = a.seqQ;
+      l.params.shape[1] = call.attrs.queryOffset;
+      l.params.shape[2] = call.attrs.causal ? 1 : 0;
+      l.params.in[0] = p;
+      l.params.out[0] = op == 0 ? p : dp;
+      launch(l);
+    };
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const char *qb = at(q.data, b * a.seqQ * ldq);
+      const char *kb = at(k.data, b * a.seqKV * ldkv);
+      const char *vb = at(v.data, b * a.seqKV * ldkv);
+      const char *dyb = dy ? at(dy, b * a.seqQ * ldq) : nullptr;
+      char *ob = const_cast<char *>(
+          at(out.data, b * (what == 'k' || what == 'v' ? a.seqKV * ldkv
+                                                       : a.seqQ * ldq)));
+      // P = softmax(scale Q K^T), head h' g + j at plane h' g + j.
+      for (int64_t j = 0; j < group; ++j)
+        gemm(false, true, a.seqQ, a.seqKV, d, a.scale, 0, qb + bytes * j * d,
+             ldq, group * d, kb, ldkv, d, p + bytes * j * plane, a.seqKV,
+             group * plane);
+      rows(0);
+      if (what == 'o') { // O = P V
+        for (int64_t j = 0; j < group; ++j)
+          gemm(false, false, a.seqQ, d, a.seqKV, 1, 0, p + bytes * j * plane,
+               a.seqKV, group * plane, vb, ldkv, d, ob + bytes * j * d, ldq,
+               group * d);
+        continue;
+      }
+      if (what == 'v') { // dV = sum_j P^T dO
+        for (int64_t j = 0; j < group; ++j)
+          gemm(true, false, a.seqKV, d, a.seqQ, 1, j ? 1 : 0,
+               p + bytes * j * plane, a.seqKV, group * plane,
+               dyb + bytes * j * d, ldq, group * d, ob, ldkv, d);
+        continue;
+      }
+      // dP = dO V^T, then dS in place.
+      for (int64_t j = 0; j < group; ++j)
+        gemm(false, true, a.seqQ, a.seqKV, d, 1, 0, dyb + bytes * j * d, ldq,
+             group * d, vb, ldkv, d, dp + bytes * j * plane, a.seqKV,
+             group * plane);
+      rows(1);
+      for (int64_t j = 0; j < group; ++j) {
+        if (what == 'q') // dQ = scale dS K
+          gemm(false, false, a.seqQ, d, a.seqKV, a.scale, 0,
+               dp + bytes * j * plane, a.seqKV, group * plane, kb, ldkv, d,
+               ob + bytes * j * d, ldq, group * d);
+        else // dK = sum_j scale dS^T Q
+          gemm(true, false, a.seqKV, d, a.seqQ, a.scale, j ? 1 : 0,
+               dp + bytes * j * plane, a.seqKV, group * plane,
+               qb + bytes * j * d, ldq, group * d, ob, ldkv, d);
+      }
+    }
   }
 
   /// Device scratch of at least `count` elements, kept for later calls
@@ -1538,6 +1657,7 @@ private:
   std::unique_ptr<Device> dev;
   int blockSize;
   bool tf32;
+  bool fusedAttention;
   DeviceBuffer scratch;
   size_t workspaceBytes = 0;
   std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>

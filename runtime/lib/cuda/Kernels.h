@@ -54,6 +54,7 @@ enum class GpuKernel : uint8_t {
   AttentionForward, // attention, or its row statistics (AttentionKernels.h)
   AttentionGradQ,   // dq of attention
   AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
+  AttentionRows,    // attention by GEMMs: masked softmax (op 0) or dS (op 1)
   ColumnPartials,   // reduce: partial sums (or maxima) of [rows, columns] by row chunk
   ColumnCombine,    // reduce: the chunks' partials of each column, in order
 };
@@ -379,6 +380,47 @@ PARTITA_HD void softmaxKernel(const Ctx &c, const KernelParams &p) {
     T r = static_cast<T>(1.0 / sum);
     for (int64_t j = t; j < p.cols; j += bs)
       y[base + j * p.inner] = kexp(T(x[base + j * p.inner] - m)) * r;
+  }
+}
+
+/// The rows of the GEMM attention path's [heads, seq_q, seq_kv] score
+/// scratch, one block per row; row r is query i = r % shape[0] of its head.
+/// op 0, in place on out[0]: the scores S become P = softmax over the row's
+/// first `valid` scores, zeros after (valid = cols, or when causal
+/// (shape[2] != 0) min(cols, queryOffset (shape[1]) + i + 1), the cpu
+/// backend's causalSoftmaxRows). op 1: with in[0] P, out[0] dP becomes
+/// dS = P * (dP - sum(P * dP)) (the sum in double). Each thread touches its
+/// own columns only, so in place is safe.
+template <typename T, typename Ctx>
+PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    T *x = static_cast<T *>(p.out[0]) + row * p.cols;
+    if (p.op == 1) {
+      const T *prob = static_cast<const T *>(p.in[0]) + row * p.cols;
+      double dot = 0;
+      for (int64_t j = t; j < p.cols; j += bs)
+        dot += double(prob[j]) * x[j];
+      T s = static_cast<T>(blockReduce(c, dot, SumOp()));
+      for (int64_t j = t; j < p.cols; j += bs)
+        x[j] = prob[j] * (x[j] - s);
+      continue;
+    }
+    int64_t i = row % p.shape[0];
+    int64_t valid = p.cols;
+    if (p.shape[2] != 0 && p.shape[1] + i + 1 < valid)
+      valid = p.shape[1] + i + 1;
+    T m = -infinity<T>();
+    for (int64_t j = t; j < valid; j += bs)
+      m = maxOf(m, x[j]);
+    m = blockReduce(c, m, MaxOp());
+    double sum = 0;
+    for (int64_t j = t; j < valid; j += bs)
+      sum += double(kexp(T(x[j] - m)));
+    sum = blockReduce(c, sum, SumOp());
+    T r = static_cast<T>(1.0 / sum);
+    for (int64_t j = t; j < p.cols; j += bs)
+      x[j] = j < valid ? kexp(T(x[j] - m)) * r : T(0);
   }
 }
 
@@ -935,6 +977,8 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     attentionGradQKernel<T>(c, p);
   else if constexpr (K == GpuKernel::AttentionGradKV)
     attentionGradKVKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionRows)
+    attentionRowsKernel<T>(c, p);
   else if constexpr (K == GpuKernel::ColumnPartials)
     columnPartialsKernel<T>(c, p);
   else if constexpr (K == GpuKernel::ColumnCombine)
@@ -1012,6 +1056,8 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
     return floats(KernelTag<GpuKernel::AttentionGradQ>{});
   case GpuKernel::AttentionGradKV:
     return floats(KernelTag<GpuKernel::AttentionGradKV>{});
+  case GpuKernel::AttentionRows:
+    return floats(KernelTag<GpuKernel::AttentionRows>{});
   case GpuKernel::ColumnPartials:
     return floats(KernelTag<GpuKernel::ColumnPartials>{});
   case GpuKernel::ColumnCombine:

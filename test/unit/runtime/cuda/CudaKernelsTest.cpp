@@ -49,11 +49,12 @@ template <typename I> Tensor labels(std::vector<int64_t> shape, int64_t vocab,
 void expectSame(KernelKind kind, const KernelAttrs &attrs,
                 const std::vector<Tensor> &inputs,
                 const std::vector<OutputSpec> &outputs,
-                double rtol = 1e-5) {
+                double rtol = 1e-5, bool fusedAttention = false) {
   std::unique_ptr<Backend> cpu = createCpuBackend(1);
   std::vector<Tensor> want = runOnBackend(*cpu, kind, attrs, inputs, outputs);
   for (int block : kBlockSizes) {
-    std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+    std::unique_ptr<Backend> gpu =
+        cudaTestBackend(block, /*tf32=*/false, fusedAttention);
     std::vector<Tensor> got = runOnBackend(*gpu, kind, attrs, inputs, outputs);
     for (size_t o = 0; o < want.size(); ++o)
       EXPECT_LE(relativeDifference(got[o], want[o]), rtol)
@@ -330,12 +331,19 @@ TYPED_TEST(CudaKernelsTest, Attention) {
                  ", " + std::to_string(c.heads) + "/" +
                  std::to_string(c.kvHeads) + ", " + std::to_string(c.headDim) +
                  "] causal " + std::to_string(c.causal));
-    expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}});
-    for (const char *wrt : {"q", "k", "v"}) {
-      SCOPED_TRACE(std::string("wrt ") + wrt);
-      a.wrt = wrt;
-      expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
-                 {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}});
+    // Both paths: GEMMs and the row kernel (the default), and the fused
+    // flash-style kernels (--fused-attention).
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(fused ? "fused kernels" : "GEMMs and rows");
+      a.wrt.clear();
+      expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}},
+                 1e-5, fused);
+      for (const char *wrt : {"q", "k", "v"}) {
+        SCOPED_TRACE(std::string("wrt ") + wrt);
+        a.wrt = wrt;
+        expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
+                   {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}}, 1e-5, fused);
+      }
     }
   }
 }
@@ -348,8 +356,9 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
   std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
   std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
                             random<float>(kvShape, 52), random<float>(qShape, 53)};
-  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  for (bool fused : {false, true})
   for (const char *wrt : {"", "q", "k", "v"}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
     a.wrt = wrt;
     KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
     std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
@@ -361,14 +370,14 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
     EXPECT_EQ(std::memcmp(first.data<float>(), second.data<float>(),
                           first.numElements() * sizeof(float)),
               0)
-        << "attention " << wrt;
+        << "attention " << wrt << (fused ? " (fused)" : " (GEMMs)");
   }
 }
 
-// Tests attention's refusals: a head_dim beyond the kernels' register
+// Tests attention's refusals: a head_dim beyond the fused kernels' register
 // slices, and the cpu backend's checks (a causal offset past the keys).
 TEST(CudaKernelsAttentionTest, Errors) {
-  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, true);
   Tensor q = random<double>({1, 2, 1, 513}, 54);
   std::string error =
       runError(*gpu, KernelKind::Attention, {}, {q, q, q},
