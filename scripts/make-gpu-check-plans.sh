@@ -72,6 +72,7 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   echo "mlp-train-one.pb --steps 5 --rtol 1e-4"
   echo "mlp-dp-tp.pb"
   echo "mlp-train-zero3.pb --steps 5 --rtol 1e-4"
+  echo "mlp-one.pb --tf32 --rtol 1e-2"
   echo "gpt-one.pb --rtol 1e-5"
   echo "gpt-dp-megatron.pb --ranks 4 --rtol 1e-5"
   echo "gpt-train-one.pb --steps 5 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"

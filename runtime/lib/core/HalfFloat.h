@@ -3,8 +3,10 @@
 // Rounding to nearest even between f32 and the two 16-bit float types, with
 // NaN kept quiet and signed, overflow to inf and f16 subnormals exact. One
 // copy for the convert kernel, the widening bf16/f16 path and Tensor's
-// narrowFloat/widenFloat, so every place rounds alike. Internal to the
-// runtime; plain C++17.
+// narrowFloat/widenFloat, so every place rounds alike, and for the cuda
+// backend's convert kernel (runtime/lib/cuda/Kernels.h), which nvcc compiles
+// from this same source (the functions are __host__ __device__ there).
+// Internal to the runtime; plain C++17.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,21 +16,35 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define PARTITA_HALF_HD __host__ __device__
+#else
+#define PARTITA_HALF_HD
+#endif
+
 namespace partita::runtime::half {
 
-inline uint32_t bitsOf(float f) {
+PARTITA_HALF_HD inline uint32_t bitsOf(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
 
-inline float floatOf(uint32_t u) {
+PARTITA_HALF_HD inline float floatOf(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
-inline uint16_t toBF16(float f) {
+PARTITA_HALF_HD inline uint16_t toBF16(float f) {
   uint32_t u = bitsOf(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet and signed
     return static_cast<uint16_t>((u >> 16) | 0x0040u);
@@ -38,10 +54,24 @@ inline uint16_t toBF16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-inline float fromBF16(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+PARTITA_HALF_HD inline float fromBF16(uint16_t h) {
+  return floatOf(uint32_t(h) << 16);
+}
+
+/// `f` rounded to TF32 (8-bit exponent, 10-bit mantissa: the low 13
+/// mantissa bits cleared), to nearest even; NaN and inf unchanged, a carry
+/// past the largest finite value giving inf. What a TF32 tensor-core GEMM
+/// takes of an f32 operand (the emulated --tf32).
+inline float roundToTF32(float f) {
+  uint32_t u = bitsOf(f);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return f;
+  u += 0xfffu + ((u >> 13) & 1u);
+  return floatOf(u & 0xffffe000u);
+}
 
 // After F. Giesen's float_to_half_fast3_rtne (public domain).
-inline uint16_t toF16(float f) {
+PARTITA_HALF_HD inline uint16_t toF16(float f) {
   const uint32_t f32Inf = 255u << 23, f16Overflow = (127u + 16u) << 23;
   const uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
   uint32_t u = bitsOf(f);
@@ -64,7 +94,7 @@ inline uint16_t toF16(float f) {
   return static_cast<uint16_t>(out | (sign >> 16));
 }
 
-inline float fromF16(uint16_t h) {
+PARTITA_HALF_HD inline float fromF16(uint16_t h) {
   const uint32_t shiftedExp = 0x7c00u << 13;
   uint32_t u = (uint32_t(h) & 0x7fffu) << 13;
   uint32_t exp = u & shiftedExp;

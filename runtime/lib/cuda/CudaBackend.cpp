@@ -10,8 +10,9 @@
 //
 // Launch geometry: elementwise kernels take blocks of the configured size
 // and at most 4096 blocks (they loop with a grid stride); row kernels
-// (softmax, layer_norm, cross_entropy) one block per row, at most 4096; a
-// reduction over the rows of [rows, columns] (a bias's gradient) two
+// (softmax, layer_norm, cross_entropy) one block per row, at most 4096;
+// attention one block per tile of query (or key) rows, at most 256 threads;
+// a reduction over the rows of [rows, columns] (a bias's gradient) two
 // passes over row chunks and 32-column tiles.
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +25,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
 
 namespace partita::runtime {
 
@@ -55,150 +59,11 @@ ElemType bitsType(size_t bytes) {
   }
 }
 
-/// A two-operand einsum as one strided-batched GEMM, when the operands and
-/// the result are already laid out as [batch, free, contracted] or [batch,
-/// contracted, free] (a transpose flag) and [batch, freeA, freeB] (or the
-/// operands swapped). Size-1 letters are dropped first.
-struct EinsumGemm {
-  bool ok = false;
-  std::string why;
-  GemmDesc desc;
-};
-
-EinsumGemm planEinsum(const KernelCall &call) {
-  EinsumGemm out;
-  const std::string &spec = call.attrs.spec;
-  size_t arrow = spec.find("->"), comma = spec.find(',');
-  if (call.inputs.size() != 2 || arrow == std::string::npos ||
-      comma == std::string::npos || comma > arrow) {
-    out.why = "only two-operand einsums are ported";
-    return out;
-  }
-  std::string terms[3] = {spec.substr(0, comma),
-                          spec.substr(comma + 1, arrow - comma - 1),
-                          spec.substr(arrow + 2)};
-  const TensorView *views[3] = {&call.inputs[0], &call.inputs[1],
-                                &call.outputs[0]};
-  int64_t size[128];
-  std::fill(std::begin(size), std::end(size), -1);
-  for (int t = 0; t < 3; ++t) {
-    if (int64_t(terms[t].size()) != views[t]->rank())
-      fail(call.kind, "spec \"" + spec + "\": term '" + terms[t] + "' has " +
-                          std::to_string(terms[t].size()) +
-                          " letters but its tensor " +
-                          cpu::typeToString(*views[t]) + " has rank " +
-                          std::to_string(views[t]->rank()));
-    for (size_t i = 0; i < terms[t].size(); ++i) {
-      unsigned char c = terms[t][i];
-      if (c >= 128 || !std::isalpha(c))
-        fail(call.kind, "spec \"" + spec + "\" has a character that is not "
-                        "an ASCII letter");
-      int64_t d = views[t]->shape[i];
-      if (size[c] >= 0 && size[c] != d)
-        fail(call.kind, "spec \"" + spec + "\": letter '" +
-                            std::string(1, c) + "' has sizes " +
-                            std::to_string(size[c]) + " and " +
-                            std::to_string(d));
-      size[c] = d;
-    }
-  }
-  for (char c : terms[2])
-    if (terms[0].find(c) == std::string::npos &&
-        terms[1].find(c) == std::string::npos)
-      fail(call.kind, "spec \"" + spec + "\": result letter '" +
-                          std::string(1, c) + "' is in no operand");
-  auto drop = [&](const std::string &term) {
-    std::string kept;
-    for (char c : term)
-      if (size[(unsigned char)c] != 1)
-        kept += c;
-    return kept;
-  };
-  std::string a = drop(terms[0]), b = drop(terms[1]), r = drop(terms[2]);
-  auto in = [](const std::string &s, char c) {
-    return s.find(c) != std::string::npos;
-  };
-  for (int side = 0; side < 2; ++side)
-    for (char c : side ? b : a)
-      if (!in(r, c) && !in(side ? a : b, c)) {
-        out.why = "letter '" + std::string(1, c) +
-                  "' is summed in one operand only";
-        return out;
-      }
-  std::string batch, freeA, freeB, contracted;
-  for (char c : r) {
-    if (in(a, c) && in(b, c))
-      batch += c;
-    else if (in(a, c))
-      freeA += c;
-    else
-      freeB += c;
-  }
-  for (char c : a)
-    if (in(b, c) && !in(r, c))
-      contracted += c;
-  auto count = [&](const std::string &s) {
-    int64_t n = 1;
-    for (char c : s)
-      n *= size[(unsigned char)c];
-    return n;
-  };
-  // op(X) [batch, rows, contracted]: X stored so, or with the two swapped.
-  auto layout = [&](const std::string &x, const std::string &free,
-                    bool contractedFirst, bool &trans) {
-    if (x == batch + (contractedFirst ? contracted + free : free + contracted)) {
-      trans = false;
-      return true;
-    }
-    if (x == batch + (contractedFirst ? free + contracted : contracted + free)) {
-      trans = true;
-      return true;
-    }
-    return false;
-  };
-  GemmDesc &g = out.desc;
-  const void *first = call.inputs[0].data, *second = call.inputs[1].data;
-  std::string firstTerm = a, secondTerm = b, firstFree = freeA,
-              secondFree = freeB;
-  if (r != batch + freeA + freeB) {
-    if (r != batch + freeB + freeA) {
-      out.why = "the result \"" + terms[2] +
-                "\" is not [batch, free of the first, free of the second]";
-      return out;
-    }
-    // C = op(B) op(A): the operands change roles.
-    std::swap(first, second);
-    std::swap(firstTerm, secondTerm);
-    std::swap(firstFree, secondFree);
-  }
-  if (!layout(firstTerm, firstFree, false, g.transA) ||
-      !layout(secondTerm, secondFree, true, g.transB)) {
-    out.why = "an operand needs a transpose that is not a GEMM flag";
-    return out;
-  }
-  g.type = floatType(call, call.outputs[0], "output 0");
-  g.m = count(firstFree);
-  g.n = count(secondFree);
-  g.k = count(contracted);
-  g.batch = count(batch);
-  g.a = first;
-  g.b = second;
-  g.c = call.outputs[0].data;
-  g.lda = g.transA ? g.m : g.k;
-  g.ldb = g.transB ? g.k : g.n;
-  g.ldc = g.n;
-  g.strideA = g.m * g.k;
-  g.strideB = g.k * g.n;
-  g.strideC = g.m * g.n;
-  out.ok = true;
-  return out;
-}
-
 class CudaBackend final : public Backend {
 public:
   CudaBackend(std::unique_ptr<GpuApi> api, const CudaBackendOptions &options)
       : api(std::move(api)), dev(createGpuDevice(*this->api)),
-        blockSize(options.blockSize) {}
+        blockSize(options.blockSize), tf32(options.tf32) {}
   ~CudaBackend() override {
     // Nothing queued may outlive the workspace it writes.
     try {
@@ -220,7 +85,7 @@ public:
     case KernelKind::Div:
     case KernelKind::Max:
       return runElementwise(call, 2, GpuKernel::Binary,
-                            int(binaryOp(call.kind)));
+                            int(binaryOp(call.kind)), /*ints=*/true);
     case KernelKind::Neg:
     case KernelKind::Exp:
     case KernelKind::Log:
@@ -270,16 +135,25 @@ public:
     case KernelKind::LayerNormGrad:
     case KernelKind::RMSNormGrad:
       return runNormGrad(call);
+    case KernelKind::Rotary:
+    case KernelKind::RotaryGrad:
+      return runRotary(call);
+    case KernelKind::Convert:
+      return runConvert(call);
+    case KernelKind::Attention:
+      return runAttention(call);
+    case KernelKind::AttentionGrad:
+      return runAttentionGrad(call);
     default:
       throw Error(std::string("cuda backend: kernel kind '") +
                   toString(call.kind) +
                   "' is not ported to the cuda backend yet (ported: einsum, "
-                  "add, sub, mul, div, max, the unary ops, relu/silu/gelu "
-                  "grads, greater_equal, broadcast, transpose, reshape, fill, "
-                  "reduce_sum/max/mean, softmax, layer_norm, rms_norm and their "
-                  "grads, embedding "
-                  "and its grad, "
-                  "cross_entropy and its grad, sgd, adamw)");
+                  "add, sub, mul, div, max (also i32/i64), the unary ops, "
+                  "relu/silu/gelu grads, greater_equal, broadcast, transpose, "
+                  "reshape, fill, convert, reduce_sum/max/mean, softmax, "
+                  "layer_norm, rms_norm and their grads, rotary and its "
+                  "grad, embedding and its grad, cross_entropy and its grad, "
+                  "attention and its grad, sgd, adamw)");
     }
   }
 
@@ -338,7 +212,7 @@ private:
   }
 
   void runElementwise(const KernelCall &call, size_t inputs, GpuKernel kernel,
-                      int op) {
+                      int op, bool ints = false) {
     cpu::checkCall(call, inputs, 1);
     const TensorView &out = call.outputs[0];
     for (size_t i = 0; i < inputs; ++i)
@@ -347,7 +221,12 @@ private:
     cpu::checkNoOverlap(call, /*allowExactAlias=*/true);
     KernelLaunch l = elementwiseLaunch(out.numElements());
     l.params.kernel = kernel;
-    l.params.type = floatType(call, out, "output 0");
+    if (ints && out.dtype == DType::I32)
+      l.params.type = ElemType::I32;
+    else if (ints && out.dtype == DType::I64)
+      l.params.type = ElemType::I64;
+    else
+      l.params.type = floatType(call, out, "output 0");
     l.params.op = op;
     for (size_t i = 0; i < inputs; ++i)
       l.params.in[i] = call.inputs[i].data;
@@ -357,6 +236,14 @@ private:
 
   void runStrided(const KernelCall &call, const std::vector<int64_t> &shape,
                   const std::vector<int64_t> &strides) {
+    stridedCopy(call, call.inputs[0].data, call.outputs[0].data,
+                sizeOf(call.inputs[0].dtype), shape, strides);
+  }
+
+  /// out (contiguous, `shape`) = in at `strides` (elements of `bytes`).
+  void stridedCopy(const KernelCall &call, const void *in, void *out,
+                   size_t bytes, const std::vector<int64_t> &shape,
+                   const std::vector<int64_t> &strides) {
     // Size-1 dimensions move nothing, and a dimension whose stride is its
     // inner neighbour's extent continues it (the leading [batch, seq] of a
     // bias broadcast, both stride 0, is one dimension): the kernel divides
@@ -378,10 +265,10 @@ private:
       fail(call.kind, "more than " + std::to_string(kMaxRank) +
                           " dimensions of size > 1 that do not merge (the "
                           "cuda kernel's limit)");
-    KernelLaunch l = elementwiseLaunch(call.outputs[0].numElements());
+    KernelLaunch l = elementwiseLaunch(cpu::product(shape, 0, shape.size()));
     KernelParams &p = l.params;
     p.kernel = GpuKernel::Strided;
-    p.type = bitsType(sizeOf(call.inputs[0].dtype));
+    p.type = bitsType(bytes);
     p.rank = int(merged.size());
     std::copy(merged.begin(), merged.end(), p.shape);
     std::copy(mergedStrides.begin(), mergedStrides.end(), p.inStride);
@@ -391,8 +278,8 @@ private:
       lastOffset += (merged[d] - 1) * mergedStrides[d];
     p.index32 = l.params.n < (int64_t(1) << 31) &&
                 lastOffset < (int64_t(1) << 31);
-    p.in[0] = call.inputs[0].data;
-    p.out[0] = call.outputs[0].data;
+    p.in[0] = in;
+    p.out[0] = out;
     launch(l);
   }
 
@@ -594,25 +481,169 @@ private:
     return type;
   }
 
+  /// embedding_grad without atomics, deterministic, tokens + rows x
+  /// log(tokens) work: (row, token) pairs (a sentinel row for ids the shard
+  /// does not hold), a stable sort by row (the device layer's sortPairs),
+  /// then one block per dtable row summing its tokens' dy rows in token
+  /// order, the cpu backend's order.
   void runEmbeddingGrad(const KernelCall &call) {
     cpu::checkCall(call, 2, 1);
     const TensorView &dy = call.inputs[0], &ids = call.inputs[1],
                      &out = call.outputs[0];
     ElemType type = checkEmbedding(call, out, "output 0 (dtable)", dy,
                                    "input 0 (dy)", /*tableIsInput=*/false);
-    KernelLaunch l = elementwiseLaunch(out.numElements());
+    int64_t rows = out.shape[0], tokens = ids.numElements();
+    if (out.numElements() == 0)
+      return;
+    if (rows >= int64_t(UINT32_MAX) || tokens >= int64_t(INT32_MAX))
+      fail(call.kind, "the cuda kernel sorts 32-bit (row, token) pairs: " +
+                          std::to_string(rows) + " rows and " +
+                          std::to_string(tokens) + " tokens do not fit");
+    int keyBits = 1;
+    while (keyBits < 32 && (uint64_t(1) << keyBits) <= uint64_t(rows))
+      ++keyBits; // the sentinel `rows` must fit too
+    uint32_t *keys = workspace<uint32_t>(4 * std::max<int64_t>(tokens, 1));
+    uint32_t *values = keys + tokens, *sortedKeys = keys + 2 * tokens,
+             *sortedValues = keys + 3 * tokens;
+    if (tokens > 0) {
+      KernelLaunch pairs = elementwiseLaunch(tokens);
+      pairs.params.kernel = GpuKernel::EmbeddingKeys;
+      pairs.params.type = ElemType::F32;
+      pairs.params.inner = rows;
+      pairs.params.wideLabels = ids.dtype == DType::I64;
+      pairs.params.a[0] = double(call.attrs.vocabOffset);
+      pairs.params.in[1] = ids.data;
+      pairs.params.out[0] = keys;
+      pairs.params.out[1] = values;
+      launch(pairs);
+      api->sortPairs(keys, sortedKeys, values, sortedValues, tokens, keyBits,
+                     api->computeStream());
+    }
+    KernelLaunch l = rowLaunch(rows);
     KernelParams &p = l.params;
     p.kernel = GpuKernel::EmbeddingGrad;
     p.type = type;
     p.cols = out.shape[1];
-    p.inner = ids.numElements();
-    p.wideLabels = ids.dtype == DType::I64;
-    p.a[0] = double(call.attrs.vocabOffset);
+    p.inner = tokens;
     p.in[0] = dy.data;
-    p.in[1] = ids.data;
+    p.in[1] = sortedKeys;
+    p.in[2] = sortedValues;
     p.out[0] = out.data;
-    if (out.numElements() > 0)
-      launch(l);
+    launch(l);
+  }
+
+  /// rotary and rotary_grad: x [batch, seq, heads, head_dim], one thread
+  /// per pair; the cpu backend's checks.
+  void runRotary(const KernelCall &call) {
+    cpu::checkCall(call, 1, 1);
+    const TensorView &x = call.inputs[0], &y = call.outputs[0];
+    cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    if (x.rank() != 4)
+      fail(call.kind, "input 0 must be [batch, seq, heads, head_dim], got " +
+                          cpu::typeToString(x));
+    int64_t headDim = x.shape[3];
+    if (headDim % 2 != 0)
+      fail(call.kind, "head_dim must be even, got " + std::to_string(headDim));
+    cpu::checkPositiveFinite(call.kind, "theta", call.attrs.theta);
+    if (call.attrs.positionOffset < 0)
+      fail(call.kind, "positionOffset must be >= 0, got " +
+                          std::to_string(call.attrs.positionOffset));
+    if (x.numElements() == 0)
+      return;
+    KernelLaunch l = elementwiseLaunch(x.numElements() / 2);
+    KernelParams &p = l.params;
+    p.in[1] = rotaryTable(x.shape[1], headDim, call.attrs.theta,
+                          call.attrs.positionOffset);
+    p.kernel = GpuKernel::Rotary;
+    p.type = floatType(call, x, "input 0");
+    p.op = call.kind == KernelKind::RotaryGrad ? 1 : 0;
+    p.cols = headDim;
+    p.shape[0] = x.shape[1];
+    p.shape[1] = x.shape[2];
+    p.shape[2] = headDim / 2;
+    p.in[0] = x.data;
+    p.out[0] = y.data;
+    launch(l);
+  }
+
+  /// cos and sin of the rotary angles of `seq` positions from `offset`
+  /// (the cpu backend's formula and libm calls, in double) on the device,
+  /// kept per (seq, headDim, theta, offset): every layer reuses them.
+  const double *rotaryTable(int64_t seq, int64_t headDim, double theta,
+                            int64_t offset) {
+    auto key = std::make_tuple(seq, headDim, theta, offset);
+    auto found = rotaryTables.find(key);
+    if (found != rotaryTables.end())
+      return reinterpret_cast<const double *>(found->second.get());
+    int64_t half = headDim / 2;
+    std::vector<double> host(size_t(2 * seq * half));
+    for (int64_t s = 0; s < seq; ++s) {
+      double pos = static_cast<double>(offset + s);
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = pos * std::pow(theta, -2.0 * i / headDim);
+        host[s * half + i] = std::cos(angle);
+        host[seq * half + s * half + i] = std::sin(angle);
+      }
+    }
+    DeviceBuffer table =
+        dev->allocateBuffer(std::max<size_t>(host.size(), 1) * sizeof(double));
+    dev->copyFromHost(table.get(), host.data(), host.size() * sizeof(double),
+                      api->computeStream());
+    const double *ptr = reinterpret_cast<const double *>(table.get());
+    rotaryTables.emplace(key, std::move(table));
+    return ptr;
+  }
+
+  /// convert: the cpu backend's pairs and checks; the same type is a copy.
+  void runConvert(const KernelCall &call) {
+    cpu::checkCall(call, 1, 1);
+    const TensorView &x = call.inputs[0], &y = call.outputs[0];
+    if (x.shape != y.shape)
+      fail(call.kind, "input 0 is " + cpu::typeToString(x) +
+                          " but output 0 is " + cpu::typeToString(y) +
+                          " (convert keeps the shape)");
+    auto isFloat = [](DType t) {
+      return t == DType::F32 || t == DType::F64 || t == DType::F16 ||
+             t == DType::BF16;
+    };
+    if (!isFloat(x.dtype) || !isFloat(y.dtype))
+      fail(call.kind, std::string("converts floats only, got ") +
+                          toString(x.dtype) + " to " + toString(y.dtype));
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/x.dtype == y.dtype);
+    DType from = x.dtype, to = y.dtype;
+    if (from == to) {
+      if (x.data != y.data)
+        api->copy(y.data, x.data, x.numBytes(), api->computeStream());
+      return;
+    }
+    struct Pair {
+      DType from, to;
+      ConvertOp op;
+    } pairs[] = {{DType::F32, DType::F64, ConvertOp::F32ToF64},
+                 {DType::F64, DType::F32, ConvertOp::F64ToF32},
+                 {DType::F32, DType::F16, ConvertOp::F32ToF16},
+                 {DType::F32, DType::BF16, ConvertOp::F32ToBF16},
+                 {DType::F16, DType::F32, ConvertOp::F16ToF32},
+                 {DType::BF16, DType::F32, ConvertOp::BF16ToF32},
+                 {DType::F16, DType::F64, ConvertOp::F16ToF64},
+                 {DType::BF16, DType::F64, ConvertOp::BF16ToF64}};
+    for (const Pair &pair : pairs)
+      if (pair.from == from && pair.to == to) {
+        KernelLaunch l = elementwiseLaunch(x.numElements());
+        l.params.kernel = GpuKernel::Convert;
+        l.params.type = ElemType::F32;
+        l.params.op = int(pair.op);
+        l.params.in[0] = x.data;
+        l.params.out[0] = y.data;
+        launch(l);
+        return;
+      }
+    fail(call.kind, std::string("converting ") + toString(from) + " to " +
+                        toString(to) +
+                        " is not supported (the cuda backend, as the cpu "
+                        "backend, converts f32 <-> f64, f32 <-> f16, f32 <-> "
+                        "bf16, and f16 or bf16 to f64)");
   }
 
   void runRowNorm(const KernelCall &call) {
@@ -937,10 +968,178 @@ private:
     launch(l);
   }
 
+  //===--------------------------------------------------------------===//
+  // einsum (issue 17, h17ops): GEMM descriptors over grouped dimensions
+  //===--------------------------------------------------------------===//
+  //
+  // Letters of size 1 are dropped (they change no layout). A letter in one
+  // operand only and not in the result is summed away first (the reduce
+  // kernel, into scratch). The rest fall into batch (both operands and the
+  // result), free-left, free-right (one operand and the result) and
+  // contracted (both operands, not the result). Each class is one GEMM
+  // dimension when its letters are adjacent and contiguous in memory in
+  // every tensor that has them, in one order (bsh,hnd->bsnd: rows "bs",
+  // columns "nd", contracted "h"); a stride-1 class gives the transpose
+  // flags and the other class the leading dimension, and the batch class
+  // one batch stride. An operand that does not group is copied into [batch,
+  // free, contracted] order first (the strided copy kernel), a result that
+  // does not group is written to [batch, rows, columns] scratch and copied
+  // into place. One operand: the reduce kernel (a sum, the kept letters in
+  // the result's order) or the strided copy (a permutation).
+
+  /// A tensor of the einsum: its letters (size-1 ones dropped) and their
+  /// element strides.
+  struct EinsumView {
+    const void *data = nullptr;
+    std::string term;
+    int64_t stride[128] = {};
+  };
+
+  /// Scratch of an einsum: a first pass counts the bytes (dry), the second
+  /// hands out the same offsets in the workspace and launches.
+  struct EinsumScratch {
+    bool dry = true;
+    char *base = nullptr;
+    size_t used = 0;
+    void *take(size_t bytes) {
+      void *p = base + used;
+      used += (bytes + 255) / 256 * 256;
+      return p;
+    }
+  };
+
+  static bool inTerm(const std::string &t, char c) {
+    return t.find(c) != std::string::npos;
+  }
+
+  EinsumView einsumView(const TensorView &v, const std::string &term,
+                        const int64_t *size) {
+    EinsumView out;
+    out.data = v.data;
+    std::vector<int64_t> strides = cpu::rowMajorStrides(v.shape);
+    for (size_t i = 0; i < term.size(); ++i)
+      if (size[(unsigned char)term[i]] != 1) {
+        out.term += term[i];
+        out.stride[(unsigned char)term[i]] = strides[i];
+      }
+    return out;
+  }
+
+  /// A contiguous copy of `letters` (a subset of v's, the rest summed) in
+  /// that order, on scratch.
+  EinsumView einsumCopy(const KernelCall &call, const EinsumView &v,
+                        const std::string &letters, const int64_t *size,
+                        ElemType type, size_t bytes, EinsumScratch &scratch) {
+    int64_t count = 1;
+    for (char c : letters)
+      count *= size[(unsigned char)c];
+    EinsumView out;
+    out.term = letters;
+    int64_t stride = 1;
+    for (size_t i = letters.size(); i-- > 0;) {
+      out.stride[(unsigned char)letters[i]] = stride;
+      stride *= size[(unsigned char)letters[i]];
+    }
+    void *dst = scratch.take(size_t(count) * bytes);
+    out.data = dst;
+    if (!scratch.dry)
+      einsumMove(call, v, letters, dst, size, type, bytes);
+    return out;
+  }
+
+  /// dst (contiguous in `letters` order) = v summed over its letters not in
+  /// `letters`, or permuted when it has no others.
+  void einsumMove(const KernelCall &call, const EinsumView &v,
+                  const std::string &letters, void *dst, const int64_t *size,
+                  ElemType type, size_t bytes) {
+    std::vector<int64_t> shape, strides;
+    for (char c : letters) {
+      shape.push_back(size[(unsigned char)c]);
+      strides.push_back(v.stride[(unsigned char)c]);
+    }
+    std::string summed;
+    for (char c : v.term)
+      if (!inTerm(letters, c))
+        summed += c;
+    if (summed.empty())
+      return stridedCopy(call, v.data, dst, bytes, shape, strides);
+    if (letters.size() > size_t(kMaxRank) || summed.size() > size_t(kMaxRank))
+      fail(call.kind, "more than " + std::to_string(kMaxRank) +
+                          " kept or summed letters (the cuda kernel's limit)");
+    int64_t outCount = cpu::product(shape, 0, shape.size());
+    KernelLaunch l = rowLaunch(outCount);
+    KernelParams &p = l.params;
+    p.kernel = GpuKernel::Reduce;
+    p.type = type;
+    p.op = 0;
+    p.a[0] = 1.0;
+    p.rank = int(letters.size());
+    for (int i = 0; i < p.rank; ++i) {
+      p.shape[i] = shape[i];
+      p.inStride[i] = strides[i];
+    }
+    int64_t count = 1;
+    p.redRank = int(summed.size());
+    for (int i = 0; i < p.redRank; ++i) {
+      p.redShape[i] = size[(unsigned char)summed[i]];
+      p.redStride[i] = v.stride[(unsigned char)summed[i]];
+      count *= p.redShape[i];
+    }
+    p.cols = count;
+    p.in[0] = v.data;
+    p.out[0] = dst;
+    launch(l);
+  }
+
+  /// Whether `group`'s letters are adjacent and contiguous in v, in that
+  /// order; sets its element count and the stride of its last letter (0
+  /// for an empty group).
+  static bool einsumGroup(const EinsumView &v, const std::string &group,
+                          const int64_t *size, int64_t &count,
+                          int64_t &stride) {
+    count = 1;
+    stride = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      unsigned char c = group[i];
+      count *= size[c];
+      if (i + 1 < group.size()) {
+        unsigned char next = group[i + 1];
+        if (v.stride[c] != v.stride[next] * size[next])
+          return false;
+      }
+    }
+    if (!group.empty())
+      stride = v.stride[(unsigned char)group.back()];
+    return true;
+  }
+
+  /// A matrix of `rows` x `cols` with the given strides as a GEMM operand:
+  /// columns contiguous (no transpose, ld the row stride) or rows
+  /// contiguous (transposed, ld the column stride).
+  static bool einsumMatrix(int64_t rows, int64_t cols, int64_t rowStride,
+                           int64_t colStride, bool &trans, int64_t &ld) {
+    if (cols <= 1)
+      colStride = 1;
+    if (rows <= 1)
+      rowStride = colStride == 1 ? std::max<int64_t>(cols, 1) : 1;
+    if (colStride == 1 && rowStride >= std::max<int64_t>(cols, 1)) {
+      trans = false;
+      ld = rowStride;
+      return true;
+    }
+    if (rowStride == 1 && colStride >= std::max<int64_t>(rows, 1)) {
+      trans = true;
+      ld = colStride;
+      return true;
+    }
+    return false;
+  }
+
   void runEinsum(const KernelCall &call) {
     cpu::checkCall(call, call.inputs.size(), 1);
-    if (call.inputs.empty())
-      fail(call.kind, "needs at least one input");
+    if (call.inputs.size() != 1 && call.inputs.size() != 2)
+      fail(call.kind, "expects one or two inputs, got " +
+                          std::to_string(call.inputs.size()));
     for (size_t i = 0; i < call.inputs.size(); ++i)
       if (call.inputs[i].dtype != call.outputs[0].dtype)
         fail(call.kind, "input " + std::to_string(i) + " has dtype " +
@@ -948,21 +1147,378 @@ private:
                             " but output 0 has " +
                             toString(call.outputs[0].dtype));
     cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
-    EinsumGemm plan = planEinsum(call);
-    if (!plan.ok)
-      fail(call.kind, "spec \"" + call.attrs.spec +
-                          "\" is not one GEMM, which is all the cuda backend "
-                          "has ported (" +
-                          plan.why + ")");
-    const GemmDesc &g = plan.desc;
-    if (g.m == 0 || g.n == 0 || g.batch == 0)
+    const std::string &spec = call.attrs.spec;
+    size_t arrow = spec.find("->");
+    if (arrow == std::string::npos ||
+        spec.find("->", arrow + 1) != std::string::npos)
+      fail(call.kind, "spec \"" + spec + "\": needs exactly one '->'");
+    std::vector<std::string> terms;
+    {
+      std::string lhs = spec.substr(0, arrow);
+      size_t start = 0;
+      while (true) {
+        size_t comma = lhs.find(',', start);
+        terms.push_back(lhs.substr(start, comma - start));
+        if (comma == std::string::npos)
+          break;
+        start = comma + 1;
+      }
+    }
+    if (terms.size() != call.inputs.size())
+      fail(call.kind, "spec \"" + spec + "\" has " +
+                          std::to_string(terms.size()) +
+                          " operand term(s) but " +
+                          std::to_string(call.inputs.size()) +
+                          " input(s) were given");
+    terms.push_back(spec.substr(arrow + 2));
+    std::vector<const TensorView *> views;
+    for (const TensorView &v : call.inputs)
+      views.push_back(&v);
+    views.push_back(&call.outputs[0]);
+    int64_t size[128];
+    std::fill(std::begin(size), std::end(size), -1);
+    for (size_t t = 0; t < terms.size(); ++t) {
+      if (int64_t(terms[t].size()) != views[t]->rank())
+        fail(call.kind, "spec \"" + spec + "\": term '" + terms[t] +
+                            "' has " + std::to_string(terms[t].size()) +
+                            " letters but its tensor " +
+                            cpu::typeToString(*views[t]) + " has rank " +
+                            std::to_string(views[t]->rank()));
+      bool seen[128] = {};
+      for (size_t i = 0; i < terms[t].size(); ++i) {
+        unsigned char c = terms[t][i];
+        if (c >= 128 || !std::isalpha(c))
+          fail(call.kind, "spec \"" + spec + "\" has a character that is "
+                          "not an ASCII letter");
+        if (seen[c])
+          fail(call.kind, "spec \"" + spec + "\": term '" + terms[t] +
+                              "' repeats '" + std::string(1, c) +
+                              "' (diagonals are not supported)");
+        seen[c] = true;
+        int64_t d = views[t]->shape[i];
+        if (size[c] >= 0 && size[c] != d)
+          fail(call.kind, "spec \"" + spec + "\": letter '" +
+                              std::string(1, c) + "' has sizes " +
+                              std::to_string(size[c]) + " and " +
+                              std::to_string(d));
+        size[c] = d;
+      }
+    }
+    const std::string &result = terms.back();
+    for (char c : result) {
+      bool found = false;
+      for (size_t t = 0; t + 1 < terms.size(); ++t)
+        found |= inTerm(terms[t], c);
+      if (!found)
+        fail(call.kind, "spec \"" + spec + "\": result letter '" +
+                            std::string(1, c) + "' is in no operand");
+    }
+    const TensorView &out = call.outputs[0];
+    // bf16 and f16 run as GEMMs with f32 accumulation (cuBLASLt; the
+    // emulator widens the operands), but the copy kernels are f32/f64 only:
+    // a 16-bit einsum must be one GEMM over its tensors as they are.
+    bool half = out.dtype == DType::BF16 || out.dtype == DType::F16;
+    ElemType type = half ? ElemType::F32 : floatType(call, out, "output 0");
+    if (half && call.inputs.size() != 2)
+      fail(call.kind, std::string("spec \"") + spec + "\": a " +
+                          toString(out.dtype) +
+                          " einsum of one operand is not supported (f32 and "
+                          "f64 are)");
+    if (out.numElements() == 0)
       return;
-    if (g.k == 0) {
-      // An empty contraction: zeros (cuBLASLt rejects k = 0).
-      dev->zero(g.c, call.outputs[0].numBytes(), api->computeStream());
+    for (const TensorView &in : call.inputs)
+      if (in.numElements() == 0) {
+        // A summed or contracted letter of size 0: an empty sum.
+        dev->zero(out.data, out.numBytes(), api->computeStream());
+        return;
+      }
+    // Count the scratch, then run with it.
+    EinsumScratch scratch;
+    einsumPlan(call, terms, size, type, scratch);
+    if (half && scratch.used != 0)
+      fail(call.kind, std::string("spec \"") + spec + "\": a " +
+                          toString(out.dtype) +
+                          " einsum must be one GEMM over its operands as they "
+                          "are laid out (f32 and f64 ones are copied into "
+                          "place first)");
+    if (scratch.used == 0) {
+      scratch.dry = false;
+      einsumPlan(call, terms, size, type, scratch);
       return;
     }
-    api->gemm(g, api->computeStream());
+    size_t bytes = scratch.used;
+    scratch = EinsumScratch();
+    scratch.dry = false;
+    scratch.base = workspace<char>(int64_t(bytes));
+    einsumPlan(call, terms, size, type, scratch);
+  }
+
+  void einsumPlan(const KernelCall &call,
+                  const std::vector<std::string> &terms, const int64_t *size,
+                  ElemType type, EinsumScratch &scratch) {
+    size_t bytes = sizeOf(call.outputs[0].dtype);
+    const TensorView &out = call.outputs[0];
+    EinsumView c = einsumView(out, terms.back(), size);
+    const std::string &r = c.term;
+    if (call.inputs.size() == 1) {
+      EinsumView a = einsumView(call.inputs[0], terms[0], size);
+      if (!scratch.dry)
+        einsumMove(call, a, r, out.data, size, type, bytes);
+      return;
+    }
+    EinsumView ops[2] = {einsumView(call.inputs[0], terms[0], size),
+                         einsumView(call.inputs[1], terms[1], size)};
+    // Sum away letters only one operand has.
+    for (int i = 0; i < 2; ++i) {
+      std::string kept;
+      for (char ch : ops[i].term)
+        if (inTerm(ops[1 - i].term, ch) || inTerm(r, ch))
+          kept += ch;
+      if (kept != ops[i].term)
+        ops[i] = einsumCopy(call, ops[i], kept, size, type, bytes, scratch);
+    }
+    const std::string &ta = ops[0].term, &tb = ops[1].term;
+    std::string batch, freeA, freeB, kA, kB;
+    for (char ch : r) {
+      if (inTerm(ta, ch) && inTerm(tb, ch))
+        batch += ch;
+      else if (inTerm(ta, ch))
+        freeA += ch;
+      else
+        freeB += ch;
+    }
+    for (char ch : ta)
+      if (inTerm(tb, ch) && !inTerm(r, ch))
+        kA += ch;
+    for (char ch : tb)
+      if (inTerm(ta, ch) && !inTerm(r, ch))
+        kB += ch;
+    int64_t n0, s0;
+    std::string k = einsumGroup(ops[0], kA, size, n0, s0) ? kA : kB;
+    // The operands as [batch][rows][contracted] and [batch][contracted]
+    // [columns]; copies for those that do not group.
+    struct Side {
+      int64_t batchStride, rows, cols, rowStride, colStride;
+    };
+    auto side = [&](const EinsumView &v, const std::string &rowsG,
+                    const std::string &colsG, Side &sd) {
+      int64_t nb;
+      return einsumGroup(v, batch, size, nb, sd.batchStride) &&
+             einsumGroup(v, rowsG, size, sd.rows, sd.rowStride) &&
+             einsumGroup(v, colsG, size, sd.cols, sd.colStride);
+    };
+    Side sa, sb, sc;
+    bool trA = false, trB = false;
+    int64_t ldA = 0, ldB = 0;
+    if (!side(ops[0], freeA, k, sa) ||
+        !einsumMatrix(sa.rows, sa.cols, sa.rowStride, sa.colStride, trA,
+                      ldA)) {
+      ops[0] = einsumCopy(call, ops[0], batch + freeA + k, size, type, bytes,
+                          scratch);
+      side(ops[0], freeA, k, sa);
+    }
+    if (!side(ops[1], k, freeB, sb) ||
+        !einsumMatrix(sb.rows, sb.cols, sb.rowStride, sb.colStride, trB,
+                      ldB)) {
+      ops[1] = einsumCopy(call, ops[1], batch + k + freeB, size, type, bytes,
+                          scratch);
+      side(ops[1], k, freeB, sb);
+    }
+    // The result: [batch][rows][columns] directly, or its transpose
+    // (C^T = B^T A^T: the operands swap), else scratch and a copy.
+    EinsumView target = c;
+    bool swap = false;
+    bool direct = side(c, freeA, freeB, sc);
+    bool trC = false;
+    int64_t ldC = 0;
+    if (direct && !(einsumMatrix(sc.rows, sc.cols, sc.rowStride,
+                                 sc.colStride, trC, ldC) &&
+                    !trC)) {
+      direct = einsumMatrix(sc.cols, sc.rows, sc.colStride, sc.rowStride,
+                            trC, ldC) &&
+               !trC;
+      swap = direct;
+    }
+    if (!direct) {
+      std::string order = batch + freeA + freeB;
+      int64_t count = 1;
+      for (char ch : order)
+        count *= size[(unsigned char)ch];
+      target = EinsumView();
+      target.term = order;
+      int64_t stride = 1;
+      for (size_t i = order.size(); i-- > 0;) {
+        target.stride[(unsigned char)order[i]] = stride;
+        stride *= size[(unsigned char)order[i]];
+      }
+      target.data = scratch.take(size_t(count) * bytes);
+      side(target, freeA, freeB, sc);
+    }
+    if (scratch.dry)
+      return;
+    GemmDesc g;
+    g.type = call.outputs[0].dtype;
+    g.tf32 = tf32 && g.type == DType::F32;
+    int64_t batchCount = 1;
+    for (char ch : batch)
+      batchCount *= size[(unsigned char)ch];
+    g.batch = batchCount;
+    g.k = sa.cols;
+    const Side &left = swap ? sb : sa, &right = swap ? sa : sb;
+    const EinsumView &lv = swap ? ops[1] : ops[0], &rv = swap ? ops[0] : ops[1];
+    // As [m, k] and [k, n]: the swapped left is B^T, the right A^T.
+    bool okL = swap ? einsumMatrix(left.cols, left.rows, left.colStride,
+                                   left.rowStride, g.transA, g.lda)
+                    : einsumMatrix(left.rows, left.cols, left.rowStride,
+                                   left.colStride, g.transA, g.lda);
+    bool okR = swap ? einsumMatrix(right.cols, right.rows, right.colStride,
+                                   right.rowStride, g.transB, g.ldb)
+                    : einsumMatrix(right.rows, right.cols, right.rowStride,
+                                   right.colStride, g.transB, g.ldb);
+    bool okC = swap ? einsumMatrix(sc.cols, sc.rows, sc.colStride,
+                                   sc.rowStride, trC, g.ldc)
+                    : einsumMatrix(sc.rows, sc.cols, sc.rowStride,
+                                   sc.colStride, trC, g.ldc);
+    if (!okL || !okR || !okC || trC)
+      fail(call.kind, "spec \"" + call.attrs.spec +
+                          "\": internal error: no GEMM layout after the "
+                          "copies");
+    g.m = swap ? sc.cols : sc.rows;
+    g.n = swap ? sc.rows : sc.cols;
+    g.a = lv.data;
+    g.b = rv.data;
+    g.c = const_cast<void *>(target.data);
+    g.strideA = batchCount > 1 ? left.batchStride : 0;
+    g.strideB = batchCount > 1 ? right.batchStride : 0;
+    g.strideC = batchCount > 1 ? sc.batchStride : 0;
+    if (g.k == 0)
+      dev->zero(g.c, size_t(batchCount * g.m * g.n) * bytes,
+                api->computeStream());
+    else
+      api->gemm(g, api->computeStream());
+    if (!direct)
+      einsumMove(call, target, r, out.data, size, type, bytes);
+  }
+
+  /// A launch of an attention kernel (AttentionKernels.h) over tiles of
+  /// query rows, or of key rows (`keyRows`: dk, dv): tpr threads a row, at
+  /// most kAttnMaxBlock threads a block, staged tiles within 48 KiB of
+  /// shared memory.
+  KernelLaunch attentionLaunch(const KernelCall &call,
+                               const cpu::AttentionDims &a, ElemType type,
+                               GpuKernel kernel, bool keyRows) {
+    int64_t elem = type == ElemType::F32 ? 4 : 8;
+    int64_t dims = AttnTile<float>::kDims; // the same for double
+    static_assert(AttnTile<float>::kDims == AttnTile<double>::kDims);
+    if (a.headDim > kWarpSize * dims)
+      fail(call.kind, "head_dim " + std::to_string(a.headDim) +
+                          " is more than the cuda kernels' limit of " +
+                          std::to_string(kWarpSize * dims) +
+                          " (16 dimensions a thread, 32 threads a row)");
+    int tpr = 1;
+    while (tpr * dims < a.headDim)
+      tpr *= 2;
+    KernelLaunch l;
+    l.block = std::min(blockSize, kAttnMaxBlock);
+    int64_t rows = l.block / tpr *
+                   (type == ElemType::F32 ? AttnTile<float>::kRows
+                                          : AttnTile<double>::kRows),
+            ldS = tpr * dims;
+    int64_t seq = keyRows ? a.seqKV : a.seqQ;
+    int64_t items = a.batch * (keyRows ? a.kvHeads : a.heads) *
+                    ((seq + rows - 1) / rows);
+    // Staged per row: two rows of ldS (k and v, or q and dO), and the three
+    // statistics of a query row for dk / dv.
+    int64_t perRow = (2 * ldS + (keyRows ? 3 : 0)) * elem;
+    int64_t tile = std::min<int64_t>(kAttnMaxKeys, (48 << 10) / perRow);
+    tile -= tile % kAttnChunk;
+    l.sharedBytes = size_t(tile * perRow);
+    l.grid = int(std::clamp<int64_t>(items, 1, kMaxGrid));
+    KernelParams &p = l.params;
+    p.kernel = kernel;
+    p.type = type;
+    p.n = items;
+    p.cols = tile;
+    p.inner = tpr;
+    int64_t shape[] = {a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads, a.headDim};
+    std::copy(std::begin(shape), std::end(shape), p.shape);
+    p.a[0] = a.scale;
+    p.a[1] = double(call.attrs.queryOffset);
+    p.a[2] = call.attrs.causal ? 1 : 0;
+    // 16-byte global loads when head_dim and every operand allow them.
+    bool vec = a.headDim % (16 / elem) == 0;
+    for (int i = 0; i < int(call.inputs.size()); ++i) {
+      p.in[i] = call.inputs[i].data;
+      vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
+    }
+    p.bits = vec ? 1 : 0;
+    return l;
+  }
+
+  void runAttention(const KernelCall &call) {
+    cpu::checkCall(call, 3, 1);
+    cpu::AttentionDims a = cpu::checkAttentionInputs(call);
+    const TensorView &q = call.inputs[0], &out = call.outputs[0];
+    cpu::checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    ElemType type = floatType(call, q, "input 0 (query)");
+    if (out.numElements() == 0)
+      return;
+    if (a.seqKV == 0)
+      fail(call.kind,
+           "there are no keys (seq_kv is 0): the softmax is undefined");
+    KernelLaunch l = attentionLaunch(call, a, type,
+                                     GpuKernel::AttentionForward, false);
+    l.params.op = int(AttnMode::Output);
+    l.params.out[0] = out.data;
+    launch(l);
+  }
+
+  /// dq, dk or dv (attrs.wrt), each in two launches: the per-row softmax
+  /// statistics (a workspace of 3 x batch x heads x seq_q), then the
+  /// gradient.
+  void runAttentionGrad(const KernelCall &call) {
+    cpu::checkCall(call, 4, 1);
+    cpu::AttentionDims a = cpu::checkAttentionInputs(call);
+    const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                     &out = call.outputs[0];
+    KernelKind kind = call.kind;
+    cpu::checkSameType(kind, call.inputs[3], "input 3 (dy)", q,
+                       "input 0 (query)");
+    const std::string &wrt = call.attrs.wrt;
+    if (wrt != "q" && wrt != "k" && wrt != "v")
+      fail(kind, "wrt must be \"q\", \"k\" or \"v\", got \"" + wrt + "\"");
+    if (wrt == "q")
+      cpu::checkSameType(kind, out, "output 0 (dq)", q, "input 0 (query)");
+    else
+      cpu::checkSameType(kind, out,
+                         wrt == "k" ? "output 0 (dk)" : "output 0 (dv)", k,
+                         "input 1 (key)");
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    ElemType type = floatType(call, q, "input 0 (query)");
+    if (out.numElements() == 0)
+      return;
+    if (q.numElements() == 0) {
+      // No query sees a key: dk and dv are zero.
+      dev->zero(out.data, out.numBytes(), api->computeStream());
+      return;
+    }
+    if (a.seqKV == 0)
+      fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
+    void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
+    KernelLaunch s = attentionLaunch(call, a, type,
+                                     GpuKernel::AttentionForward, false);
+    s.params.op = int(wrt == "v" ? AttnMode::StatsNoD : AttnMode::Stats);
+    s.params.out[1] = stats;
+    launch(s);
+    KernelLaunch g =
+        wrt == "q"
+            ? attentionLaunch(call, a, type, GpuKernel::AttentionGradQ, false)
+            : attentionLaunch(call, a, type, GpuKernel::AttentionGradKV, true);
+    g.params.op = wrt == "v" ? 1 : 0;
+    g.params.in[4] = stats;
+    g.params.out[0] = out.data;
+    launch(g);
   }
 
   /// Device scratch of at least `count` elements, kept for later calls
@@ -981,8 +1537,11 @@ private:
   std::unique_ptr<GpuApi> api;
   std::unique_ptr<Device> dev;
   int blockSize;
+  bool tf32;
   DeviceBuffer scratch;
   size_t workspaceBytes = 0;
+  std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>
+      rotaryTables;
 };
 
 } // namespace
@@ -997,6 +1556,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
   if (options.emulate) {
     EmulatedApiOptions emu;
     emu.emulator.checkRaces = options.checkRaces;
+    emu.synchronousCompute = !options.emulateAsync;
     api = createEmulatedApi(emu);
   } else {
     api = createCudaApi(options.device);
@@ -1015,5 +1575,10 @@ std::string cudaDeviceError() {
 }
 
 bool cudaBuiltIn() { return gpu::builtWithCuda(); }
+
+int cudaDevices() {
+  std::string error;
+  return std::max(0, gpu::cudaDeviceCount(error));
+}
 
 } // namespace partita::runtime

@@ -18,6 +18,14 @@ namespace partita::runtime::gpu {
 /// kernel and element type have no instantiation, else the launch's error.
 cudaError_t launchOnDevice(const KernelLaunch &launch, cudaStream_t stream);
 
+/// cub::DeviceRadixSort::SortPairs over uint32 keys and values (bits
+/// [0, keyBits) of the key): with temp null, sets tempBytes to the scratch
+/// it needs; else sorts on `stream`. Stable.
+cudaError_t sortPairsOnDevice(void *temp, size_t &tempBytes,
+                              const uint32_t *keysIn, uint32_t *keysOut,
+                              const uint32_t *valuesIn, uint32_t *valuesOut,
+                              int count, int keyBits, cudaStream_t stream);
+
 } // namespace partita::runtime::gpu
 
 #endif // PARTITA_RUNTIME_LIB_CUDA_CUDAKERNELS_H

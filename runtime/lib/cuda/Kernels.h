@@ -19,6 +19,7 @@
 #ifndef PARTITA_RUNTIME_LIB_CUDA_KERNELS_H
 #define PARTITA_RUNTIME_LIB_CUDA_KERNELS_H
 
+#include "runtime/lib/core/HalfFloat.h"
 #include "runtime/lib/cuda/KernelContext.h"
 
 #include <cmath>
@@ -44,8 +45,15 @@ enum class GpuKernel : uint8_t {
   Embedding,        // rows of a table by id (zeros outside the shard)
   RMSNorm,          // rows of `cols`; gamma
   Sgd,              // p, g, buf -> p', buf'
-  EmbeddingGrad,    // dtable rows summed over the tokens of each id
+  EmbeddingGrad,    // dtable rows from the sorted (row, token) pairs
   NormGrad,         // dx of layer_norm (op 0) or rms_norm (op 1), rows of `cols`
+  // Issue 17 (h17ops): the kinds gpt and llama need besides attention.
+  Rotary,           // rotary (op 0) or its gradient (op 1), pairs of x
+  Convert,          // between f32, f64, f16 and bf16 (op: ConvertOp)
+  EmbeddingKeys,    // (shard row or sentinel, token) pairs to sort
+  AttentionForward, // attention, or its row statistics (AttentionKernels.h)
+  AttentionGradQ,   // dq of attention
+  AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
   ColumnPartials,   // reduce: partial sums (or maxima) of [rows, columns] by row chunk
   ColumnCombine,    // reduce: the chunks' partials of each column, in order
 };
@@ -58,12 +66,23 @@ enum class GradOp : int { Relu, Silu, GeluErf, GeluTanh, GreaterEqual };
 
 /// Element types of a launch: the floats, and unsigned storage of 1, 2, 4
 /// or 8 bytes for kernels that only move bits.
-enum class ElemType : uint8_t { F32, F64, U8, U16, U32, U64 };
+/// I32 and I64: the integer binary ops (add, sub, mul, div, max).
+enum class ElemType : uint8_t { F32, F64, U8, U16, U32, U64, I32, I64 };
+
+/// convert's pairs (the cpu backend's set): widening is exact, narrowing
+/// rounds once to nearest even (HalfFloat.h, shared with the cpu backend).
+enum class ConvertOp : int {
+  F32ToF64, F64ToF32, F32ToF16, F32ToBF16, F16ToF32, BF16ToF32, F16ToF64,
+  BF16ToF64
+};
 
 constexpr int kMaxRank = 8;
 
 /// Everything a kernel reads, passed by value to the __global__ function.
-/// Each kernel documents the fields it uses.
+/// Each kernel documents the fields it uses. Device addresses go in `in`
+/// and `out` only: the emulated layer translates those (its device memory
+/// sits behind PROT_NONE addresses, EmulatedApi.cpp), so a pointer kept
+/// elsewhere faults under --emulate.
 struct KernelParams {
   GpuKernel kernel = GpuKernel::Binary;
   ElemType type = ElemType::F32;
@@ -212,12 +231,29 @@ PARTITA_HD void binaryKernel(const Ctx &c, const KernelParams &p) {
   auto op = static_cast<BinaryOp>(p.op);
   for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
     T x = a[i], y = b[i], r;
-    switch (op) {
-    case BinaryOp::Add: r = x + y; break;
-    case BinaryOp::Sub: r = x - y; break;
-    case BinaryOp::Mul: r = x * y; break;
-    case BinaryOp::Div: r = x / y; break;
-    default: r = maxOf(x, y); break;
+    if constexpr (std::is_integral_v<T>) {
+      // The cpu backend's integer ops: add, sub and mul wrap (unsigned
+      // arithmetic); max. Division truncates; the cpu backend throws for
+      // a zero divisor and for MIN / -1, which the host cannot see on the
+      // device: here x / 0 gives 0 and MIN / -1 wraps to MIN (no trap).
+      using U = std::make_unsigned_t<T>;
+      switch (op) {
+      case BinaryOp::Add: r = T(U(x) + U(y)); break;
+      case BinaryOp::Sub: r = T(U(x) - U(y)); break;
+      case BinaryOp::Mul: r = T(U(x) * U(y)); break;
+      case BinaryOp::Div:
+        r = y == 0 ? T(0) : y == T(-1) ? T(U(0) - U(x)) : T(x / y);
+        break;
+      default: r = x > y ? x : y; break;
+      }
+    } else {
+      switch (op) {
+      case BinaryOp::Add: r = x + y; break;
+      case BinaryOp::Sub: r = x - y; break;
+      case BinaryOp::Mul: r = x * y; break;
+      case BinaryOp::Div: r = x / y; break;
+      default: r = maxOf(x, y); break;
+      }
     }
     out[i] = r;
   }
@@ -640,32 +676,6 @@ PARTITA_HD void embeddingKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
-/// The embedding's gradient: out[v, h] (n = inner x cols elements, inner
-/// the shard's vocab rows) sums in[0] dy[t, h] over the tokens t, in order,
-/// whose id in[1][t] (i64 when wideLabels) is v + offset a[0], over the
-/// `inner` tokens.
-/// Each output element is one thread's ordered sum (the cpu backend's order),
-/// without atomics; the cost is tokens x vocab x hidden id checks, fine for
-/// the emulated tests and small shards, a sort-based version is to come.
-template <typename T, typename Ctx>
-PARTITA_HD void embeddingGradKernel(const Ctx &c, const KernelParams &p) {
-  const T *dy = static_cast<const T *>(p.in[0]);
-  T *out = static_cast<T *>(p.out[0]);
-  int64_t offset = int64_t(p.a[0]), tokens = p.inner;
-  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
-    int64_t v = i / p.cols + offset, h = i % p.cols;
-    T sum = T(0);
-    for (int64_t t = 0; t < tokens; ++t) {
-      int64_t id = p.wideLabels
-                       ? static_cast<const int64_t *>(p.in[1])[t]
-                       : int64_t(static_cast<const int32_t *>(p.in[1])[t]);
-      if (id == v)
-        sum += dy[t * p.cols + h];
-    }
-    out[i] = sum;
-  }
-}
-
 /// RMS norm of n rows of `cols`: in[0] x, in[1] gamma; a[0] epsilon.
 template <typename T, typename Ctx>
 PARTITA_HD void rmsNormKernel(const Ctx &c, const KernelParams &p) {
@@ -744,6 +754,140 @@ PARTITA_HD void normGradKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Issue 17 (h17ops): rotary, convert, the sorted embedding gradient
+//===----------------------------------------------------------------------===//
+
+/// Rotary position embedding of x [batch, seq, heads, headDim] as the cpu
+/// backend computes it: each pair (x[2i], x[2i+1]) of a head at position s
+/// turns by the angle whose cosine and sine (double, from the host: the
+/// cpu backend's std::pow, std::cos and std::sin, so the same values; a
+/// device sin/cos of large arguments would also need local memory) are
+/// in[1][s * half + i] and in[1][seq * half + s * half + i], rounded to T;
+/// op 1 (rotary_grad) turns by minus the angle. n pairs; shape = {seq,
+/// heads, headDim / 2}; cols headDim. in[0] x -> out[0] y.
+template <typename T, typename Ctx>
+PARTITA_HD void rotaryKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  const double *table = static_cast<const double *>(p.in[1]);
+  T *y = static_cast<T *>(p.out[0]);
+  int64_t seq = p.shape[0], heads = p.shape[1], half = p.shape[2];
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    int64_t pair = i % half, row = i / half; // row: (b * seq + s) * heads + h
+    int64_t at = ((row / heads) % seq) * half + pair;
+    T cs = static_cast<T>(table[at]);
+    double sine = table[seq * half + at];
+    T sn = static_cast<T>(p.op == 1 ? -sine : sine);
+    int64_t base = row * p.cols + 2 * pair;
+    T x0 = x[base], x1 = x[base + 1];
+    y[base] = x0 * cs - x1 * sn;
+    y[base + 1] = x0 * sn + x1 * cs;
+  }
+}
+
+/// out[0][i] = in[0][i] converted (op: ConvertOp); n elements; f16 and
+/// bf16 are uint16_t bits. T is unused (the launch names F32).
+template <typename T, typename Ctx>
+PARTITA_HD void convertKernel(const Ctx &c, const KernelParams &p) {
+  auto op = static_cast<ConvertOp>(p.op);
+  const void *in = p.in[0];
+  void *out = p.out[0];
+  for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+    switch (op) {
+    case ConvertOp::F32ToF64:
+      static_cast<double *>(out)[i] = double(static_cast<const float *>(in)[i]);
+      break;
+    case ConvertOp::F64ToF32:
+      static_cast<float *>(out)[i] =
+          static_cast<float>(static_cast<const double *>(in)[i]);
+      break;
+    case ConvertOp::F32ToF16:
+      static_cast<uint16_t *>(out)[i] =
+          half::toF16(static_cast<const float *>(in)[i]);
+      break;
+    case ConvertOp::F32ToBF16:
+      static_cast<uint16_t *>(out)[i] =
+          half::toBF16(static_cast<const float *>(in)[i]);
+      break;
+    case ConvertOp::F16ToF32:
+      static_cast<float *>(out)[i] =
+          half::fromF16(static_cast<const uint16_t *>(in)[i]);
+      break;
+    case ConvertOp::BF16ToF32:
+      static_cast<float *>(out)[i] =
+          half::fromBF16(static_cast<const uint16_t *>(in)[i]);
+      break;
+    case ConvertOp::F16ToF64:
+      static_cast<double *>(out)[i] =
+          double(half::fromF16(static_cast<const uint16_t *>(in)[i]));
+      break;
+    default:
+      static_cast<double *>(out)[i] =
+          double(half::fromBF16(static_cast<const uint16_t *>(in)[i]));
+      break;
+    }
+  }
+}
+
+/// The first pass of embedding_grad: for each of n tokens, out[0] key =
+/// id - offset (a[0]) when the shard holds the id (in [0, inner)), else
+/// inner (sorts after every row, so no row sees it); out[1] value = the
+/// token. in[1] ids (i64 when wideLabels, else i32). Keys and values are
+/// uint32 (the host checks that rows and tokens fit).
+template <typename T, typename Ctx>
+PARTITA_HD void embeddingKeysKernel(const Ctx &c, const KernelParams &p) {
+  uint32_t *keys = static_cast<uint32_t *>(p.out[0]);
+  uint32_t *tokens = static_cast<uint32_t *>(p.out[1]);
+  int64_t offset = int64_t(p.a[0]);
+  for (int64_t t = globalThread(c); t < p.n; t += gridThreads(c)) {
+    int64_t id = p.wideLabels
+                     ? static_cast<const int64_t *>(p.in[1])[t]
+                     : int64_t(static_cast<const int32_t *>(p.in[1])[t]);
+    int64_t row = id - offset;
+    keys[t] = uint32_t(row >= 0 && row < p.inner ? row : p.inner);
+    tokens[t] = uint32_t(t);
+  }
+}
+
+/// The second pass of embedding_grad, after a stable sort of the pairs by
+/// key (so each row's tokens are in token order): out[0] dtable [n rows,
+/// cols], row v the sum of dy (in[0], [tokens, cols]) over its tokens, in
+/// token order from 0, as the cpu backend adds them (the same bits). One
+/// block per row at a time, threads over the hidden dimension; each thread
+/// finds the row's run of keys by binary search. in[1] sorted keys, in[2]
+/// tokens in that order; `inner` tokens. No atomics.
+template <typename T, typename Ctx>
+PARTITA_HD void embeddingGradKernel(const Ctx &c, const KernelParams &p) {
+  const T *dy = static_cast<const T *>(p.in[0]);
+  const uint32_t *keys = static_cast<const uint32_t *>(p.in[1]);
+  const uint32_t *tokens = static_cast<const uint32_t *>(p.in[2]);
+  T *out = static_cast<T *>(p.out[0]);
+  int64_t count = p.inner;
+  for (int64_t v = c.blockIndex(); v < p.n; v += c.gridSize()) {
+    // The first position whose key is >= v.
+    int64_t lo = 0, hi = count;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (int64_t(keys[mid]) < v)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (int64_t h = c.threadIndex(); h < p.cols; h += c.blockSize()) {
+      T sum = T(0);
+      for (int64_t j = lo; j < count && int64_t(keys[j]) == v; ++j)
+        sum += dy[int64_t(tokens[j]) * p.cols + h];
+      out[v * p.cols + h] = sum;
+    }
+  }
+}
+} // namespace partita::runtime::gpu
+
+// attention and attention_grad (flash-attention style kernels).
+#include "runtime/lib/cuda/AttentionKernels.h"
+
+namespace partita::runtime::gpu {
+
 /// Runs kernel K on element type T in context `c`.
 template <GpuKernel K, typename T, typename Ctx>
 PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
@@ -779,6 +923,18 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     embeddingGradKernel<T>(c, p);
   else if constexpr (K == GpuKernel::NormGrad)
     normGradKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Rotary)
+    rotaryKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::Convert)
+    convertKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::EmbeddingKeys)
+    embeddingKeysKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionForward)
+    attentionForwardKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionGradQ)
+    attentionGradQKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionGradKV)
+    attentionGradKVKernel<T>(c, p);
   else if constexpr (K == GpuKernel::ColumnPartials)
     columnPartialsKernel<T>(c, p);
   else if constexpr (K == GpuKernel::ColumnCombine)
@@ -800,6 +956,20 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
       return fn(tag, double{}), true;
     return false;
   };
+  // Binary also has the integer ops; Convert, EmbeddingKeys: one variant
+  // (they read the types from the params), launched as F32.
+  auto withInts = [&](auto tag) {
+    if (p.type == ElemType::I32)
+      return fn(tag, int32_t{}), true;
+    if (p.type == ElemType::I64)
+      return fn(tag, int64_t{}), true;
+    return floats(tag);
+  };
+  auto one = [&](auto tag) {
+    if (p.type == ElemType::F32)
+      return fn(tag, float{}), true;
+    return false;
+  };
   auto bits = [&](auto tag) {
     switch (p.type) {
     case ElemType::U8: return fn(tag, uint8_t{}), true;
@@ -810,7 +980,7 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
     }
   };
   switch (p.kernel) {
-  case GpuKernel::Binary: return floats(KernelTag<GpuKernel::Binary>{});
+  case GpuKernel::Binary: return withInts(KernelTag<GpuKernel::Binary>{});
   case GpuKernel::Unary: return floats(KernelTag<GpuKernel::Unary>{});
   case GpuKernel::ElementwiseGrad:
     return floats(KernelTag<GpuKernel::ElementwiseGrad>{});
@@ -832,6 +1002,16 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
   case GpuKernel::EmbeddingGrad:
     return floats(KernelTag<GpuKernel::EmbeddingGrad>{});
   case GpuKernel::NormGrad: return floats(KernelTag<GpuKernel::NormGrad>{});
+  case GpuKernel::Rotary: return floats(KernelTag<GpuKernel::Rotary>{});
+  case GpuKernel::Convert: return one(KernelTag<GpuKernel::Convert>{});
+  case GpuKernel::EmbeddingKeys:
+    return one(KernelTag<GpuKernel::EmbeddingKeys>{});
+  case GpuKernel::AttentionForward:
+    return floats(KernelTag<GpuKernel::AttentionForward>{});
+  case GpuKernel::AttentionGradQ:
+    return floats(KernelTag<GpuKernel::AttentionGradQ>{});
+  case GpuKernel::AttentionGradKV:
+    return floats(KernelTag<GpuKernel::AttentionGradKV>{});
   case GpuKernel::ColumnPartials:
     return floats(KernelTag<GpuKernel::ColumnPartials>{});
   case GpuKernel::ColumnCombine:

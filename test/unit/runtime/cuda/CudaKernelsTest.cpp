@@ -14,7 +14,10 @@
 #include "CudaTestUtil.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
+#include <thread>
 
 namespace partita::runtime::test {
 namespace {
@@ -288,6 +291,103 @@ TYPED_TEST(CudaKernelsTest, EmbeddingGrad) {
              {{dt<T>(), {9, 33}}});
 }
 
+// Tests attention and attention_grad (dq, dk, dv): causal and not, grouped
+// kv heads (2 and 3 query heads a kv head), a query offset, seq_q != seq_kv,
+// an explicit scale, and head_dims that leave some lanes of a row partly
+// (40, 70) or wholly (40, 70) padding (16 dimensions a lane, a power of two
+// lanes a row), or one lane a row (8); sequences that no tile or block size
+// divides.
+TYPED_TEST(CudaKernelsTest, Attention) {
+  using T = TypeParam;
+  struct Case {
+    int64_t batch, seqQ, seqKV, heads, kvHeads, headDim;
+    bool causal;
+    int64_t offset;
+    double scale; // 0: the default 1/sqrt(head_dim)
+  } cases[] = {
+      // Small: each row's partial sums meet in warp shuffles, which the
+      // emulator runs as real exchanges between host threads.
+      {1, 11, 11, 2, 1, 40, true, 0, 0},
+      {2, 7, 13, 2, 2, 24, false, 0, 0.3},
+      {1, 5, 12, 3, 1, 8, true, 7, 0},
+      {1, 6, 6, 1, 1, 70, true, 0, 0},
+  };
+  uint64_t seed = 40;
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.causal = c.causal;
+    a.queryOffset = c.offset;
+    if (c.scale > 0)
+      a.scale = c.scale;
+    std::vector<int64_t> qShape{c.batch, c.seqQ, c.heads, c.headDim};
+    std::vector<int64_t> kvShape{c.batch, c.seqKV, c.kvHeads, c.headDim};
+    Tensor q = random<T>(qShape, seed++, -1.5, 1.5);
+    Tensor k = random<T>(kvShape, seed++, -1.5, 1.5);
+    Tensor v = random<T>(kvShape, seed++);
+    Tensor dy = random<T>(qShape, seed++);
+    SCOPED_TRACE("attention [" + std::to_string(c.batch) + ", " +
+                 std::to_string(c.seqQ) + "/" + std::to_string(c.seqKV) +
+                 ", " + std::to_string(c.heads) + "/" +
+                 std::to_string(c.kvHeads) + ", " + std::to_string(c.headDim) +
+                 "] causal " + std::to_string(c.causal));
+    expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}});
+    for (const char *wrt : {"q", "k", "v"}) {
+      SCOPED_TRACE(std::string("wrt ") + wrt);
+      a.wrt = wrt;
+      expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
+                 {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}});
+    }
+  }
+}
+
+// Tests that attention's results do not depend on timing (no atomics, a
+// fixed order of every sum): two runs give the same bits.
+TEST(CudaKernelsAttentionTest, Deterministic) {
+  KernelAttrs a;
+  a.causal = true;
+  std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
+  std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
+                            random<float>(kvShape, 52), random<float>(qShape, 53)};
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  for (const char *wrt : {"", "q", "k", "v"}) {
+    a.wrt = wrt;
+    KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
+    std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
+    std::vector<OutputSpec> out = {{DType::F32, wrt[0] == 'k' || wrt[0] == 'v'
+                                                    ? kvShape
+                                                    : qShape}};
+    Tensor first = runOnBackend(*gpu, kind, a, inputs, out)[0];
+    Tensor second = runOnBackend(*gpu, kind, a, inputs, out)[0];
+    EXPECT_EQ(std::memcmp(first.data<float>(), second.data<float>(),
+                          first.numElements() * sizeof(float)),
+              0)
+        << "attention " << wrt;
+  }
+}
+
+// Tests attention's refusals: a head_dim beyond the kernels' register
+// slices, and the cpu backend's checks (a causal offset past the keys).
+TEST(CudaKernelsAttentionTest, Errors) {
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  Tensor q = random<double>({1, 2, 1, 513}, 54);
+  std::string error =
+      runError(*gpu, KernelKind::Attention, {}, {q, q, q},
+               {{DType::F64, {1, 2, 1, 513}}});
+  EXPECT_NE(error.find("attention: head_dim 513 is more than the cuda "
+                       "kernels' limit of 512"),
+            std::string::npos)
+      << error;
+  KernelAttrs a;
+  a.causal = true;
+  a.queryOffset = 1;
+  Tensor small = random<float>({1, 2, 1, 8}, 55);
+  error = runError(*gpu, KernelKind::Attention, a, {small, small, small},
+                   {{DType::F32, {1, 2, 1, 8}}});
+  EXPECT_NE(error.find("causal attention needs 0 <= queryOffset"),
+            std::string::npos)
+      << error;
+}
+
 // Tests broadcast (a bias over rows, and a size-1 dimension), transpose and
 // reshape, which only move elements.
 TYPED_TEST(CudaKernelsTest, DataMovement) {
@@ -354,32 +454,376 @@ TYPED_TEST(CudaKernelsTest, EinsumAsGemm) {
   }
 }
 
+// Tests bf16 and f16 GEMMs (fp32 accumulation, the result rounded once)
+// against the cpu backend, which widens the operands to f32, runs sgemm and
+// narrows the result: within one ulp of the 16-bit result relative to the
+// largest (bf16: 2^-7; f16: 2^-10), since the two may sum in different
+// orders.
+TEST(CudaGemmPrecisionTest, HalfPrecisionOperandsAccumulateInF32) {
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    auto narrow = [&](const Tensor &f) {
+      Tensor t(dtype, f.getShape());
+      for (int64_t i = 0; i < f.numElements(); ++i)
+        t.data<uint16_t>()[i] = narrowFloat(f.data<float>()[i], dtype);
+      return t;
+    };
+    KernelAttrs a;
+    a.spec = "bik,bkj->bij";
+    Tensor x = narrow(random<float>({2, 33, 70}, 41)),
+           y = narrow(random<float>({2, 70, 19}, 42));
+    std::unique_ptr<Backend> cpu = createCpuBackend(1);
+    Tensor want = runOnBackend(*cpu, KernelKind::Einsum, a, {x, y},
+                               {{dtype, {2, 33, 19}}})[0];
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+    Tensor got = runOnBackend(*gpu, KernelKind::Einsum, a, {x, y},
+                              {{dtype, {2, 33, 19}}})[0];
+    double d = relativeDifference(got, want);
+    EXPECT_LE(d, dtype == DType::BF16 ? 0x1p-7 : 0x1p-10) << toString(dtype);
+    // Not all zeros or NaN: the comparison compares something.
+    EXPECT_GT(std::fabs(elementAt(want, 5)), 0) << toString(dtype);
+  }
+}
+
+// Tests TF32 (CudaBackendOptions::tf32, `partita-run --tf32`): an f32 GEMM
+// whose operands are not TF32 values differs from the exact fp32 one, and
+// every element stays within TF32's error bound of the exact product
+// computed here in double: |c - ref| <= (2u + u^2 + k 2^-23) sum |a||b|,
+// u = 2^-10 (one TF32 rounding of each operand, by truncation or to
+// nearest, whichever the device does; fp32 accumulation of k terms). The
+// fp32 GEMM stays within the accumulation term alone.
+TEST(CudaGemmPrecisionTest, Tf32DiffersFromFp32WithinItsBound) {
+  const int64_t m = 37, k = 300, n = 29;
+  Tensor x = random<float>({m, k}, 51), y = random<float>({k, n}, 52);
+  KernelAttrs a;
+  a.spec = "ij,jk->ik";
+  std::unique_ptr<Backend> fp32 = cudaTestBackend(64, false);
+  std::unique_ptr<Backend> tf32 = cudaTestBackend(64, true);
+  Tensor exact = runOnBackend(*fp32, KernelKind::Einsum, a, {x, y},
+                              {{DType::F32, {m, n}}})[0];
+  Tensor rough = runOnBackend(*tf32, KernelKind::Einsum, a, {x, y},
+                              {{DType::F32, {m, n}}})[0];
+  const double u = 0x1p-10, acc = double(k) * 0x1p-23;
+  double largestTf32 = 0, largestFp32 = 0, differs = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        double p = double(x.data<float>()[i * k + l]) *
+                   double(y.data<float>()[l * n + j]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      double e32 = std::fabs(exact.data<float>()[i * n + j] - ref) / mag;
+      double etf = std::fabs(rough.data<float>()[i * n + j] - ref) / mag;
+      largestFp32 = std::max(largestFp32, e32);
+      largestTf32 = std::max(largestTf32, etf);
+      differs =
+          std::max(differs, double(std::fabs(rough.data<float>()[i * n + j] -
+                                             exact.data<float>()[i * n + j])));
+      EXPECT_LE(e32, acc) << i << "," << j;
+      EXPECT_LE(etf, 2 * u + u * u + acc) << i << "," << j;
+    }
+  EXPECT_GT(differs, 0) << "TF32 gave the fp32 result";
+  // TF32's error is an operand rounding, far above fp32's.
+  EXPECT_GT(largestTf32, 8 * largestFp32);
+  std::printf("tf32: largest error / sum|ab| %.3g (fp32 %.3g), largest "
+              "|tf32 - fp32| %.3g\n",
+              largestTf32, largestFp32, differs);
+}
+
+// Tests ranks as threads sharing one device (partita-run --backend cuda
+// over local): each thread makes its own backend, whose compute stream is
+// its own, and their GEMMs and kernels, run at the same time, each give the
+// cpu backend's results (on a GPU each thread makes the device current
+// itself; the emulated device runs them on separate stream threads).
+TEST(CudaSharedDeviceTest, RanksAsThreadsHaveTheirOwnStreams) {
+  const int kRanks = 4;
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  KernelAttrs mm;
+  mm.spec = "bik,bkj->bij";
+  std::vector<std::vector<Tensor>> inputs, want;
+  for (int r = 0; r < kRanks; ++r) {
+    inputs.push_back({random<float>({3, 17, 40}, 60 + r),
+                      random<float>({3, 40, 9}, 70 + r)});
+    want.push_back(runOnBackend(*cpu, KernelKind::Einsum, mm, inputs[r],
+                                {{DType::F32, {3, 17, 9}}}));
+    std::vector<Tensor> act = runOnBackend(*cpu, KernelKind::Gelu, {},
+                                           {want[r][0]},
+                                           {{DType::F32, {3, 17, 9}}});
+    want[r].push_back(act[0]);
+  }
+  std::vector<double> diff(kRanks, INFINITY);
+  // Kept until every thread is done, so no two share an address by reuse.
+  std::vector<std::unique_ptr<Backend>> backends(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        backends[r] = cudaTestBackend(64);
+        Backend *gpu = backends[r].get();
+        double worst = 0;
+        for (int repeat = 0; repeat < 5; ++repeat) {
+          Tensor c = runOnBackend(*gpu, KernelKind::Einsum, mm, inputs[r],
+                                  {{DType::F32, {3, 17, 9}}})[0];
+          Tensor g = runOnBackend(*gpu, KernelKind::Gelu, {}, {c},
+                                  {{DType::F32, {3, 17, 9}}})[0];
+          worst = std::max({worst, relativeDifference(c, want[r][0]),
+                            relativeDifference(g, want[r][1])});
+        }
+        diff[r] = worst;
+      } catch (const std::exception &e) {
+        errors[r] = e.what();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_LE(diff[r], 1e-5) << "rank " << r;
+    for (int q = 0; q < r && backends[r] && backends[q]; ++q)
+      EXPECT_NE(&backends[r]->device().computeStream(),
+                &backends[q]->device().computeStream())
+          << "ranks " << q << " and " << r;
+  }
+}
+
 // Tests that an einsum that is not one GEMM, and a kind with no port, fail
 // with an error that names them.
+
+// Tests that a kind with no port fails naming it, and that the cpu
+// backend's checks run first (a shape mismatch, an einsum letter with two
+// sizes).
 TEST(CudaKernelsErrorTest, UnportedWorkIsNamed) {
   std::unique_ptr<Backend> gpu = cudaTestBackend(64);
-  KernelAttrs a;
-  a.spec = "ijk,jl->ilk";
-  std::string error = runError(*gpu, KernelKind::Einsum, a,
-                               {random<float>({2, 3, 5}, 1),
-                                random<float>({3, 4}, 2)},
-                               {{DType::F32, {2, 4, 5}}});
-  EXPECT_NE(error.find("einsum: spec \"ijk,jl->ilk\" is not one GEMM"),
-            std::string::npos)
-      << error;
-  // (rms_norm_grad, the kind this used, is ported now.)
-  error = runError(*gpu, KernelKind::Convert, {}, {random<float>({2, 8}, 3)},
-                   {{DType::F64, {2, 8}}});
-  EXPECT_NE(error.find("kernel kind 'convert' is not ported to the cuda "
+  std::string error =
+      runError(*gpu, KernelKind::Custom, {}, {random<float>({2, 8}, 3)},
+               {{DType::F32, {2, 8}}});
+  EXPECT_NE(error.find("kernel kind 'custom' is not ported to the cuda "
                        "backend"),
             std::string::npos)
       << error;
-  // The cpu backend's checks: a shape mismatch is named the same way.
   error = runError(*gpu, KernelKind::Add, {},
                    {random<float>({2, 3}, 5), random<float>({3, 2}, 6)},
                    {{DType::F32, {2, 3}}});
   EXPECT_NE(error.find("add: input 1 is tensor<3x2xf32>"), std::string::npos)
       << error;
+  KernelAttrs a;
+  a.spec = "ij,jk->ik";
+  error = runError(*gpu, KernelKind::Einsum, a,
+                   {random<float>({2, 3}, 1), random<float>({4, 5}, 2)},
+                   {{DType::F32, {2, 5}}});
+  EXPECT_NE(error.find("letter 'j' has sizes 3 and 4"), std::string::npos)
+      << error;
+}
+
+//===----------------------------------------------------------------------===//
+// Issue 17 (h17ops): every einsum as GEMM descriptors, integer binary ops,
+// convert, rotary, the sorted embedding_grad
+//===----------------------------------------------------------------------===//
+
+/// Runs `call` on both backends for every block size and expects the same
+/// bytes (integers, 16-bit floats, conversions: one right answer).
+void expectSameBits(KernelKind kind, const KernelAttrs &attrs,
+                    const std::vector<Tensor> &inputs,
+                    const std::vector<OutputSpec> &outputs) {
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  std::vector<Tensor> want = runOnBackend(*cpu, kind, attrs, inputs, outputs);
+  for (int block : kBlockSizes) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+    std::vector<Tensor> got = runOnBackend(*gpu, kind, attrs, inputs, outputs);
+    for (size_t o = 0; o < want.size(); ++o) {
+      size_t bytes = size_t(want[o].numElements()) * sizeOf(want[o].getDType());
+      ASSERT_EQ(got[o].getShape(), want[o].getShape());
+      const unsigned char *x = got[o].data<unsigned char>(),
+                          *y = want[o].data<unsigned char>();
+      size_t diff = 0;
+      while (diff < bytes && x[diff] == y[diff])
+        ++diff;
+      EXPECT_EQ(diff, bytes) << toString(kind) << " output " << o
+                             << ", block size " << block
+                             << ": first differing byte " << diff;
+    }
+  }
+}
+
+// Tests the einsums of gpt and llama forward and backward (projections into
+// heads and back, the tied head, and the gradients that contract over
+// batch and sequence), shapes no block size divides.
+TYPED_TEST(CudaKernelsTest, EinsumModelSpecs) {
+  using T = TypeParam;
+  const int64_t b = 2, s = 5, h = 12, n = 3, d = 4, v = 17, f = 7;
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, c;
+  } cases[] = {
+      {"bsh,hnd->bsnd", {b, s, h}, {h, n, d}, {b, s, n, d}},
+      {"bsnd,ndh->bsh", {b, s, n, d}, {n, d, h}, {b, s, h}},
+      {"bsh,vh->bsv", {b, s, h}, {v, h}, {b, s, v}},
+      {"bsh,hf->bsf", {b, s, h}, {h, f}, {b, s, f}},
+      // Gradients.
+      {"bsnd,hnd->bsh", {b, s, n, d}, {h, n, d}, {b, s, h}},
+      {"bsh,bsnd->hnd", {b, s, h}, {b, s, n, d}, {h, n, d}},
+      {"bsnd,bsh->ndh", {b, s, n, d}, {b, s, h}, {n, d, h}},
+      {"bsh,ndh->bsnd", {b, s, h}, {n, d, h}, {b, s, n, d}},
+      {"bsv,vh->bsh", {b, s, v}, {v, h}, {b, s, h}},
+      {"bsv,bsh->vh", {b, s, v}, {b, s, h}, {v, h}},
+      {"bsh,bsv->vh", {b, s, h}, {b, s, v}, {v, h}},
+      {"bsf,hf->bsh", {b, s, f}, {h, f}, {b, s, h}},
+      {"bsh,bsf->hf", {b, s, h}, {b, s, f}, {h, f}},
+  };
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.spec = c.spec;
+    expectSame(KernelKind::Einsum, a, {random<T>(c.a, 41), random<T>(c.b, 42)},
+               {{dt<T>(), c.c}});
+  }
+}
+
+// Tests einsums that need more than grouping: a batch letter between the
+// free and contracted ones (interleaved batch strides in an operand and in
+// the result), a result in neither GEMM order (scratch and a copy), an
+// operand whose letters do not group (a transpose copy), contracted letters
+// in two orders, a letter summed in one operand only, size-1 letters, and
+// one-operand sums and permutations.
+TYPED_TEST(CudaKernelsTest, EinsumLayouts) {
+  using T = TypeParam;
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, c;
+  } cases[] = {
+      {"ibk,bkj->bij", {5, 3, 7}, {3, 7, 4}, {3, 5, 4}},
+      {"bik,bkj->ibj", {3, 5, 7}, {3, 7, 4}, {5, 3, 4}},
+      {"ijk,jl->ilk", {2, 3, 5}, {3, 4}, {2, 4, 5}},
+      {"ikj,kl->lij", {2, 3, 5}, {3, 4}, {4, 2, 5}},
+      {"ikpj,kql->ilq", {2, 3, 6, 5}, {3, 4, 7}, {2, 7, 4}},
+      {"inkd,kdj->ij", {3, 4, 5, 2}, {5, 2, 6}, {3, 6}},
+      {"ndb,bdn->b", {3, 4, 5}, {5, 4, 3}, {5}},
+      {"ixj,jk->ik", {4, 3, 5}, {5, 6}, {4, 6}},
+      {"iuj,jk->kui", {4, 1, 5}, {5, 6}, {6, 1, 4}},
+      {"bh,hf->bf", {1, 17}, {17, 13}, {1, 13}},
+      {"ij,j->i", {9, 17}, {17}, {9}},
+      {"i,j->ij", {9}, {6}, {9, 6}},
+  };
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.spec = c.spec;
+    expectSame(KernelKind::Einsum, a, {random<T>(c.a, 43), random<T>(c.b, 44)},
+               {{dt<T>(), c.c}});
+  }
+  KernelAttrs sum;
+  sum.spec = "ijk->ki";
+  expectSame(KernelKind::Einsum, sum, {random<T>({3, 4, 5}, 45)},
+             {{dt<T>(), {5, 3}}});
+  KernelAttrs perm;
+  perm.spec = "ijk->kij";
+  expectSame(KernelKind::Einsum, perm, {random<T>({3, 4, 5}, 46)},
+             {{dt<T>(), {5, 3, 4}}});
+}
+
+// Tests add, sub, mul, div and max on i32 and i64, with wrap-around
+// (values near the type's limits) and negative divisors; exact.
+TEST(CudaKernelsIntTest, IntegerBinary) {
+  for (DType type : {DType::I32, DType::I64}) {
+    std::vector<int64_t> shape{3, 37};
+    Tensor a(type, shape), b(type, shape);
+    std::mt19937_64 rng(50);
+    for (int64_t i = 0; i < a.numElements(); ++i) {
+      int64_t x = int64_t(rng() % 2001) - 1000, y = int64_t(rng() % 61) - 30;
+      if (y == 0)
+        y = 7;
+      if (i % 10 == 3) // near the limits: add and mul wrap
+        x = type == DType::I32 ? int64_t(INT32_MAX) - 2 : INT64_MAX - 2;
+      if (type == DType::I32) {
+        a.data<int32_t>()[i] = int32_t(x);
+        b.data<int32_t>()[i] = int32_t(y);
+      } else {
+        a.data<int64_t>()[i] = x;
+        b.data<int64_t>()[i] = y;
+      }
+    }
+    for (KernelKind kind : {KernelKind::Add, KernelKind::Sub, KernelKind::Mul,
+                            KernelKind::Div, KernelKind::Max})
+      expectSameBits(kind, {}, {a, b}, {{type, shape}});
+  }
+}
+
+// Tests convert between f32 and f64, f16 and bf16 (every pair the cpu
+// backend has) on random values and the hard ones: ties to even, values
+// that round into the next binade or to inf, f16 subnormals, zeros, inf
+// and NaN; the same bits as the cpu backend.
+TEST(CudaKernelsConvertTest, Convert) {
+  std::vector<float> special = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f,
+                                65519.0f, 1e-8f, 6.0e-8f, 5.96e-8f, 3e-5f,
+                                -6.1e-5f, 1.00048828125f, 1.000732421875f,
+                                3.3895314e38f, 1.0039062f, 1.0117188f,
+                                INFINITY, -INFINITY, NAN, -NAN, 1e38f};
+  Tensor f32(DType::F32, {333});
+  std::mt19937_64 rng(51);
+  std::uniform_real_distribution<double> dist(-70000, 70000);
+  for (int64_t i = 0; i < 333; ++i)
+    f32.data<float>()[i] =
+        i < int64_t(special.size()) ? special[i]
+                                    : float(dist(rng) / double(1 << (i % 24)));
+  Tensor f64(DType::F64, {333});
+  for (int64_t i = 0; i < 333; ++i)
+    f64.data<double>()[i] = double(f32.data<float>()[i]) * (1 + 1e-12);
+  expectSameBits(KernelKind::Convert, {}, {f32}, {{DType::F64, {333}}});
+  expectSameBits(KernelKind::Convert, {}, {f64}, {{DType::F32, {333}}});
+  expectSameBits(KernelKind::Convert, {}, {f32}, {{DType::F32, {333}}});
+  for (DType half : {DType::F16, DType::BF16}) {
+    expectSameBits(KernelKind::Convert, {}, {f32}, {{half, {333}}});
+    // Every 16-bit pattern back to f32 and f64.
+    Tensor bits(half, {65536});
+    for (int64_t i = 0; i < 65536; ++i)
+      bits.data<uint16_t>()[i] = uint16_t(i);
+    expectSameBits(KernelKind::Convert, {}, {bits}, {{DType::F32, {65536}}});
+    expectSameBits(KernelKind::Convert, {}, {bits}, {{DType::F64, {65536}}});
+  }
+  // What the cpu backend refuses, refused the same way.
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  std::string error = runError(*gpu, KernelKind::Convert, {}, {f64},
+                               {{DType::BF16, {333}}});
+  EXPECT_NE(error.find("converting f64 to bf16 is not supported"),
+            std::string::npos)
+      << error;
+}
+
+// Tests rotary and rotary_grad (the inverse rotation) on [2, 5, 3, 6]
+// (pairs that no block divides) at position offsets 0 and 1000, theta
+// 10000 and 500.
+TYPED_TEST(CudaKernelsTest, Rotary) {
+  using T = TypeParam;
+  for (KernelKind kind : {KernelKind::Rotary, KernelKind::RotaryGrad})
+    for (int64_t offset : {0, 1000}) {
+      KernelAttrs a;
+      a.positionOffset = offset;
+      a.theta = offset ? 500.0 : 10000.0;
+      expectSame(kind, a, {random<T>({2, 5, 3, 6}, 47)},
+                 {{dt<T>(), {2, 5, 3, 6}}});
+    }
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  std::string error = runError(*gpu, KernelKind::Rotary, {},
+                               {random<T>({2, 5, 3, 5}, 48)},
+                               {{dt<T>(), {2, 5, 3, 5}}});
+  EXPECT_NE(error.find("head_dim must be even, got 5"), std::string::npos)
+      << error;
+}
+
+// Tests embedding_grad with many tokens per id (300 tokens over a shard of
+// 23 rows of a 40-id vocabulary, so sums of a dozen rows in token order)
+// and rows wider than a block (hidden 300): the sorted version adds in the
+// cpu backend's order, so the results are the same bits.
+TYPED_TEST(CudaKernelsTest, EmbeddingGradManyTokens) {
+  using T = TypeParam;
+  KernelAttrs a;
+  a.vocabOffset = 11;
+  Tensor ids = labels<int64_t>({3, 100}, 40, 52);
+  expectSameBits(KernelKind::EmbeddingGrad, a,
+                 {random<T>({3, 100, 300}, 53), ids}, {{dt<T>(), {23, 300}}});
+  Tensor ids32 = labels<int32_t>({300}, 40, 54);
+  expectSameBits(KernelKind::EmbeddingGrad, {},
+                 {random<T>({300, 5}, 55), ids32}, {{dt<T>(), {40, 5}}});
 }
 
 } // namespace
