@@ -140,7 +140,7 @@ write_summary() {
     fi
     command -v nvcc >/dev/null && echo "- $(nvcc --version | tail -2 | head -1)"
     echo "- tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout')" \
-         "$(git -C "$root" status --porcelain 2>/dev/null | grep -qv '^??' && echo '(with local changes)')"
+         "$([ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo '(with local changes)')"
     echo "- PARTITA_CUDA_ARCHITECTURES $(sed -n 's/^PARTITA_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null);" \
          "limit $limit s; total $(($(date +%s) - started)) s"
     echo
