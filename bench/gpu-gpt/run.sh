@@ -114,7 +114,9 @@ grep -E '^  (arena peak|total) ' "$dir/explain.txt" 2>/dev/null |
 
 declare -A median
 tf32=()
-if "$run" --help 2>/dev/null | grep -q -- '--tf32'; then
+# (The help as a whole first: grep -q ending the pipe early would fail it
+# under pipefail.)
+if grep -q -- '--tf32' <<<"$("$run" --help 2>/dev/null)"; then
   tf32=(--tf32)
 fi
 # The profiled run first, 2 steps: a step far slower than it should be
