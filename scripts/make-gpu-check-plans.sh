@@ -76,6 +76,7 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   echo "gpt-one.pb --rtol 1e-5"
   echo "gpt-dp-megatron.pb --ranks 4 --rtol 1e-5"
   echo "gpt-train-one.pb --steps 5 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
+  echo "llama-fsdp.pb --ranks 4 --rtol 1e-5"
 } >"$out/cuda-plans.txt"
 # The speed benchmark's plan (bench/gpu-gpt/run.sh).
 PARTITA="$partita" "$root/bench/gpu-gpt/run.sh" make "$out/bench" >/dev/null
