@@ -36,14 +36,13 @@ plan llama-fsdp llama.mlir "--mesh dp=4 --strategy fsdp" ""
 plan gpt-train-zero2 gpt-small-train.mlir \
   "--train adamw --lr 1e-3 --mesh dp=4 --strategy zero2" \
   "--steps 3 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
-# The cuda backend's plans (cuda-plans.txt): one rank (a real GPU runs one
-# rank until collectives are staged through host memory) and forward only
-# (its ported kernels, docs/gpu.md: mlp forward and training).
+# The cuda backend's plans (cuda-plans.txt; its ported kernels, docs/gpu.md:
+# mlp forward and training): one rank, and 4 local ranks sharing the GPU
+# with host-staged collectives (the nccl plans below, over local), and one
+# TF32 run.
 "$partita" plan "$out/mlp.mlir" --mesh dp=1 --strategy dp --quiet -o "$out/mlp-one.pb"
 "$partita" plan "$out/mlp.mlir" --train adamw --mesh dp=1 --strategy dp --quiet \
   -o "$out/mlp-train-one.pb"
-echo "mlp-one.pb" >"$out/cuda-plans.txt"
-echo "mlp-train-one.pb --steps 5 --rtol 1e-4" >>"$out/cuda-plans.txt"
 # The nccl communicator's plans (nccl-plans.txt: plan, ranks, arguments):
 # one rank per GPU under mpirun on a GPU machine (plans needing more GPUs
 # than it has are skipped), ranks as threads with --emulate.
@@ -57,4 +56,11 @@ echo "mlp-train-one.pb --steps 5 --rtol 1e-4" >>"$out/cuda-plans.txt"
   echo "mlp-dp-tp.pb 4"
   echo "mlp-train-zero3.pb 4 --steps 5 --rtol 1e-4"
 } >"$out/nccl-plans.txt"
+{
+  echo "mlp-one.pb"
+  echo "mlp-train-one.pb --steps 5 --rtol 1e-4"
+  echo "mlp-dp-tp.pb"
+  echo "mlp-train-zero3.pb --steps 5 --rtol 1e-4"
+  echo "mlp-one.pb --tf32 --rtol 1e-2"
+} >"$out/cuda-plans.txt"
 echo "wrote $(wc -l <"$out/plans.txt") plans and $out/plans.txt, $(wc -l <"$out/cuda-plans.txt") in cuda-plans.txt, $(wc -l <"$out/nccl-plans.txt") in nccl-plans.txt"

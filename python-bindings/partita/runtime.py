@@ -141,12 +141,15 @@ class Plan:
     def run(self, inputs: Union[Dict[str, Any], Sequence[Any]],
             params: Optional[Dict[str, Any]] = None,
             ranks: Optional[int] = None,
-            program: Optional[str] = None) -> Dict[str, np.ndarray]:
+            program: Optional[str] = None,
+            timeout_ms: Optional[int] = None) -> Dict[str, np.ndarray]:
         """Runs the plan once on `inputs` (by name, or in the program's input
         order) as global arrays, on `ranks` local ranks (threads; default the
         mesh's devices), with `params` (global arrays by name) replacing the
         plan's initial values. Returns every result by name, as global numpy
-        arrays. program="reference" runs the unpartitioned model on one rank."""
+        arrays. program="reference" runs the unpartitioned model on one rank.
+        `timeout_ms` (default 60000, at least 100): how long a rank waits in
+        a collective for the others before the run fails, naming it."""
         program = program or self.program
         if program not in self.programs:
             raise Error(f"the plan has no program '{program}' "
@@ -156,7 +159,8 @@ class Plan:
         if not self._impl.is_partitioned(program):
             ranks = None if ranks in (None, self.num_devices) else ranks
         values = _runtime.run(self._impl, program, arrays, param_list,
-                              ranks if self._impl.is_partitioned(program) else None)
+                              ranks if self._impl.is_partitioned(program) else None,
+                              timeout_ms)
         names = [v["name"] or f"result{i}"
                  for i, v in enumerate(self._impl.results(program))]
         return dict(zip(names, values))
@@ -165,13 +169,15 @@ class Plan:
               steps: Optional[int] = None,
               params: Optional[Dict[str, Any]] = None,
               ranks: Optional[int] = None,
-              callback: Optional[Callable[[Dict[str, Any]], None]] = None
-              ) -> Dict[str, Any]:
+              callback: Optional[Callable[[Dict[str, Any]], None]] = None,
+              timeout_ms: Optional[int] = None) -> Dict[str, Any]:
         """Trains a train-step plan (Model.plan(train=...)) for `steps` steps,
         step i on batches[i] (inputs by name or in order; default: as many
         steps as batches). `callback(metrics)` runs after each step with
         {"step", "loss", "seconds"}. Returns {"losses", "seconds",
-        "parameters"} (the trained parameters as global numpy arrays)."""
+        "parameters"} (the trained parameters as global numpy arrays).
+        `timeout_ms` as in run(): large models on a loaded machine need more
+        than the default minute between two ranks' arrivals."""
         program = self.program
         batch_list = list(batches) if steps is None else []
         if steps is None:
@@ -188,7 +194,7 @@ class Plan:
         return _runtime.train(self._impl, program, arrays, steps,
                               self._param_list(params, program),
                               ranks if self._impl.is_partitioned(program) else None,
-                              callback)
+                              callback, timeout_ms)
 
     def __repr__(self) -> str:
         return (f"<partita.Plan {self._source}: program '{self.program}' on "

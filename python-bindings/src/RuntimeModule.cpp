@@ -144,8 +144,15 @@ std::vector<NamedView> toNamedViews(
   return out;
 }
 
-rt::RunOptions runOptions(const LoadedPlan &plan, std::optional<int> ranks) {
+rt::RunOptions runOptions(const LoadedPlan &plan, std::optional<int> ranks,
+                          std::optional<int64_t> timeoutMs) {
   rt::RunOptions options;
+  if (timeoutMs) {
+    if (*timeoutMs < 100)
+      raiseError("timeout_ms=" + std::to_string(*timeoutMs) +
+                 ": a collective's deadline must be at least 100 ms");
+    options.timeout = std::chrono::milliseconds(*timeoutMs);
+  }
   options.ranks = ranks.value_or(int(plan.file->numDevices()));
   if (options.ranks != plan.file->numDevices())
     raiseError("the plan's mesh has " +
@@ -161,10 +168,10 @@ rt::RunOptions runOptions(const LoadedPlan &plan, std::optional<int> ranks) {
 nb::list runPlan(LoadedPlan &plan, const std::string &program,
                  const std::vector<Array> &inputs,
                  const std::vector<std::pair<std::string, Array>> &params,
-                 std::optional<int> ranks) {
+                 std::optional<int> ranks, std::optional<int64_t> timeoutMs) {
   if (!plan.file->hasProgram(program))
     raiseError("the plan has no program '" + program + "'");
-  rt::RunOptions options = runOptions(plan, ranks);
+  rt::RunOptions options = runOptions(plan, ranks, timeoutMs);
   std::vector<rt::TensorView> views;
   std::vector<uintptr_t> addresses;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -215,13 +222,14 @@ nb::dict trainPlan(LoadedPlan &plan, const std::string &program,
                    const std::vector<std::vector<Array>> &batches,
                    int64_t steps,
                    const std::vector<std::pair<std::string, Array>> &params,
-                   std::optional<int> ranks, nb::object onStep) {
+                   std::optional<int> ranks, nb::object onStep,
+                   std::optional<int64_t> timeoutMs) {
   if (!plan.file->hasProgram(program))
     raiseError("the plan has no program '" + program + "'");
   if (steps < 0 || int64_t(batches.size()) < steps)
     raiseError("train: " + std::to_string(steps) + " steps need as many " +
                "batches, got " + std::to_string(batches.size()));
-  rt::RunOptions options = runOptions(plan, ranks);
+  rt::RunOptions options = runOptions(plan, ranks, timeoutMs);
   std::vector<std::vector<rt::TensorView>> views(static_cast<size_t>(steps));
   for (int64_t s = 0; s < steps; ++s)
     for (size_t i = 0; i < batches[s].size(); ++i)
@@ -357,10 +365,12 @@ NB_MODULE(_runtime, m) {
       });
 
   m.def("run", &runPlan, nb::arg("plan"), nb::arg("program"),
-        nb::arg("inputs"), nb::arg("params"), nb::arg("ranks").none());
+        nb::arg("inputs"), nb::arg("params"), nb::arg("ranks").none(),
+        nb::arg("timeout_ms").none());
   m.def("train", &trainPlan, nb::arg("plan"), nb::arg("program"),
         nb::arg("batches"), nb::arg("steps"), nb::arg("params"),
-        nb::arg("ranks").none(), nb::arg("on_step").none());
+        nb::arg("ranks").none(), nb::arg("on_step").none(),
+        nb::arg("timeout_ms").none());
   m.def("_last_input_addresses", [] {
     std::lock_guard<std::mutex> lock(lastInputMutex);
     return lastInputAddresses;

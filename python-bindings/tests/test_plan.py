@@ -99,6 +99,8 @@ def test_run_errors(small_gpt):
         plan.run(token_batch(0), program="backward")
     with pytest.raises(partita.Error, match="no parameter 'nope'"):
         plan.run(token_batch(0), params={"nope": np.zeros(1, np.float32)})
+    with pytest.raises(partita.Error, match="timeout_ms=50: .* at least 100 ms"):
+        plan.run(token_batch(0), timeout_ms=50)
 
 
 def test_plan_save_load(small_gpt, tmp_path):
@@ -140,7 +142,7 @@ def test_train_with_callback(small_gpt):
     plan = small_gpt.plan(Mesh({"dp": 2}), strategy="dp", train="adamw", lr=1e-2)
     seen = []
     batch = token_batch(4)
-    out = plan.train([batch] * 6, callback=seen.append)
+    out = plan.train([batch] * 6, callback=seen.append, timeout_ms=120000)
     assert [m["step"] for m in seen] == list(range(6))
     assert [m["loss"] for m in seen] == out["losses"]
     assert out["losses"][-1] < out["losses"][0]

@@ -111,6 +111,7 @@ public:
   // A real GPU's executor would otherwise issue from a CUDA host callback,
   // where CUDA calls are not allowed.
   bool callableFromAnyThread() const override { return emulated; }
+  bool takesDeviceMemory() const override { return true; }
 
   void allReduce(void *data, size_t count, DType dtype, ReduceOp op,
                  const std::vector<int> &group) override {

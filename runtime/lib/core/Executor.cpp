@@ -283,6 +283,78 @@ struct Executor::Impl {
     device->copyToHost(staging.data(), src, bytes, *compute);
     return staging.data();
   }
+  /// Collectives staged through host memory (see runComm): a communicator
+  /// of host memory (local, mpi) on a device whose memory the host cannot
+  /// read (a GPU, or the emulated one, whose device memory faults on a host
+  /// access).
+  bool staged = false;
+  /// Pinned host memory of the staged collectives, grown to the largest
+  /// call (counted in memory.staging).
+  DeviceBuffer hostStaging;
+  size_t hostStagingBytes = 0;
+  /// comm->run(args, group) on device buffers. Staged: the send bytes are
+  /// copied to host memory once the compute stream has reached the call
+  /// (copyToHost returns when everything queued before it has run), the
+  /// communicator runs on host buffers, and the result is copied back on
+  /// the compute stream, ahead of every later kernel there.
+  /// Unstaged on such a device (nccl), a call from the host thread first
+  /// waits for the compute stream (a bucket call on the communication
+  /// stream is ordered by its event instead); the real NCCL layer also
+  /// waits for the device, the emulated one relies on this.
+  void runComm(const CollectiveArgs &args, const CommGroup &grp) {
+    if (!staged) {
+      if (!device->isHostAccessible() && !onCommThread())
+        compute->synchronize();
+      comm->run(args, grp);
+      return;
+    }
+    size_t n = size_t(grp.size()), sendElems = 0, recvElems = 0;
+    switch (args.kind) {
+    case CollectiveKind::AllReduce: // in place in recv
+      recvElems = args.count;
+      break;
+    case CollectiveKind::AllGather:
+      sendElems = args.count;
+      recvElems = n * args.count;
+      break;
+    case CollectiveKind::ReduceScatter:
+      sendElems = n * args.count;
+      recvElems = args.count;
+      break;
+    case CollectiveKind::AllToAll:
+      sendElems = recvElems = n * args.count;
+      break;
+    case CollectiveKind::CollectivePermute:
+      sendElems = recvElems = args.count;
+      break;
+    case CollectiveKind::Barrier:
+      break;
+    }
+    size_t elem = sizeOf(args.dtype), sendBytes = sendElems * elem,
+           recvBytes = recvElems * elem, recvAt = alignedBytes(sendBytes);
+    if (recvAt + recvBytes > hostStagingBytes) {
+      size_t bytes = recvAt + recvBytes;
+      hostStaging.reset();
+      hostStaging = device->allocateBuffer(bytes, MemorySpace::Host);
+      memory.staging += int64_t(bytes - hostStagingBytes);
+      hold(int64_t(bytes - hostStagingBytes));
+      hostStagingBytes = bytes;
+    }
+    unsigned char *host = hostStaging.get();
+    CollectiveArgs onHost = args;
+    if (sendBytes) {
+      device->copyToHost(host, args.send, sendBytes, *compute);
+      onHost.send = host;
+    }
+    if (recvBytes) {
+      if (args.kind == CollectiveKind::AllReduce)
+        device->copyToHost(host + recvAt, args.recv, recvBytes, *compute);
+      onHost.recv = host + recvAt;
+    }
+    comm->run(onHost, grp);
+    if (recvBytes)
+      device->copyFromHost(args.recv, host + recvAt, recvBytes, *compute);
+  }
   std::vector<TensorView> views; // per buffer
   std::vector<std::function<void()>> steps;
   /// A microbatched step (Plan.pipeline, one rank): the per-microbatch
@@ -401,7 +473,16 @@ struct Executor::Impl {
     // The call reads what the members packed on the compute stream.
     compute->record(*b.packed);
     commStream->wait(*b.packed);
-    commStream->enqueue([&b] { runBucketCall(b); });
+    commStream->enqueue([&b] {
+      onCommThread() = true;
+      try {
+        runBucketCall(b);
+      } catch (...) {
+        onCommThread() = false;
+        throw;
+      }
+      onCommThread() = false;
+    });
     commStream->record(*b.done);
     lastIssued = b.done.get();
     b.pending = true;
@@ -427,6 +508,11 @@ struct Executor::Impl {
   /// Before the main thread calls the communicator itself: every bucket
   /// call issued so far must have run, so calls stay in program order, one
   /// at a time. The outputs are unpacked later, where they are first read.
+  /// Whether the caller is a bucket call on the communication stream.
+  static bool &onCommThread() {
+    thread_local bool inBucketCall = false;
+    return inBucketCall;
+  }
   void waitForCommStream() {
     if (!lastIssued)
       return;
@@ -629,7 +715,6 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
   const CommGroup *grp = commGroup(c.axes());
   int64_t g = ranks.size();
   ReduceOp op = toReduceOp(c.op());
-  Communicator *comm = this->comm;
   Device *dev = device;
   Stream *cs = compute;
   DType dtype = in.dtype;
@@ -651,9 +736,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       if (in.data != out.data)
         dev->copy(out.data, in.data, in.numBytes(), *cs);
       if (g > 1)
-        comm->run({CollectiveKind::AllReduce, nullptr, out.data,
-                   size_t(out.numElements()), dtype, op, {}},
-                  *grp);
+        self->runComm({CollectiveKind::AllReduce, nullptr, out.data,
+                       size_t(out.numElements()), dtype, op, {}}, *grp);
     };
   case plan::Collective::ALL_GATHER: {
     int64_t d = c.dim();
@@ -662,9 +746,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
         if (g == 1)
           dev->copy(out.data, in.data, in.numBytes(), *cs);
         else
-          comm->run({CollectiveKind::AllGather, in.data, out.data,
-                     size_t(in.numElements()), dtype, op, {}},
-                    *grp);
+          self->runComm({CollectiveKind::AllGather, in.data, out.data,
+                         size_t(in.numElements()), dtype, op, {}}, *grp);
       };
     std::vector<int64_t> perm, front; // not bindings: lambdas capture them
     std::tie(perm, front) = toFront(in.shape, d);
@@ -678,9 +761,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       sendT.data = self->collectiveScratch;
       recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
-      comm->run({CollectiveKind::AllGather, sendT.data, recvT.data,
-                 size_t(sendT.numElements()), dtype, op, {}},
-                *grp);
+      self->runComm({CollectiveKind::AllGather, sendT.data, recvT.data,
+                     size_t(sendT.numElements()), dtype, op, {}}, *grp);
       transpose(recvT, out, back);
     };
   }
@@ -690,9 +772,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       return [=] { dev->copy(out.data, in.data, in.numBytes(), *cs); };
     if (d == 0)
       return [=] {
-        comm->run({CollectiveKind::ReduceScatter, in.data, out.data,
-                   size_t(out.numElements()), dtype, op, {}},
-                  *grp);
+        self->runComm({CollectiveKind::ReduceScatter, in.data, out.data,
+                       size_t(out.numElements()), dtype, op, {}}, *grp);
       };
     std::vector<int64_t> perm, front; // not bindings: lambdas capture them
     std::tie(perm, front) = toFront(in.shape, d);
@@ -706,9 +787,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       sendT.data = self->collectiveScratch;
       recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
-      comm->run({CollectiveKind::ReduceScatter, sendT.data, recvT.data,
-                 size_t(recvT.numElements()), dtype, op, {}},
-                *grp);
+      self->runComm({CollectiveKind::ReduceScatter, sendT.data, recvT.data,
+                     size_t(recvT.numElements()), dtype, op, {}}, *grp);
       transpose(recvT, out, back);
     };
   }
@@ -745,9 +825,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       sendT.data = self->collectiveScratch;
       recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
-      comm->run({CollectiveKind::AllToAll, sendT.data, recvT.data,
-                 size_t(sendT.numElements() / g), dtype, op, {}},
-                *grp);
+      self->runComm({CollectiveKind::AllToAll, sendT.data, recvT.data,
+                     size_t(sendT.numElements() / g), dtype, op, {}}, *grp);
       transpose(recvT, outT, backPerm);
     };
   }
@@ -831,9 +910,8 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     for (int k = 0; k + 1 < c.pairs_size(); k += 2)
       pairs.emplace_back(int(c.pairs(k)), int(c.pairs(k + 1)));
     return [=] {
-      comm->run({CollectiveKind::CollectivePermute, in.data, out.data,
-                 size_t(in.numElements()), dtype, op, pairs},
-                *grp);
+      self->runComm({CollectiveKind::CollectivePermute, in.data, out.data,
+                     size_t(in.numElements()), dtype, op, pairs}, *grp);
     };
   }
   default:
@@ -903,7 +981,7 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
                b->recvBytes ? alignedBytes(b->sendBytes) + b->recvBytes
                             : b->sendBytes);
 
-  Communicator *comm = this->comm;
+  Impl *self = this;
   Device *dev = device;
   Bucket *bucket = b.get();
   b->call = [=] {
@@ -912,14 +990,11 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
       if (recv != send)
         dev->copy(recv, send, block * elem, dev->computeStream());
     } else if (scatter) {
-      comm->run({CollectiveKind::ReduceScatter, send, recv, size_t(block),
-                 dtype, op, {}},
-                *grp);
+      self->runComm({CollectiveKind::ReduceScatter, send, recv, size_t(block),
+                     dtype, op, {}}, *grp);
     } else {
-      comm->run(
-          {CollectiveKind::AllReduce, nullptr, send, size_t(block), dtype, op,
-           {}},
-          *grp);
+      self->runComm({CollectiveKind::AllReduce, nullptr, send, size_t(block),
+                     dtype, op, {}}, *grp);
     }
   };
   b->unpack = [this, members, bucket, elem, dtype] {
@@ -1022,6 +1097,7 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
                   std::to_string(comm->size()) + " ranks");
     s.comm = comm;
     s.rank = comm->rank();
+    s.staged = !s.device->isHostAccessible() && !comm->takesDeviceMemory();
   }
   s.axisSizes = p.axisSizes;
   for (const plan::MeshAxis &axis : p.proto.mesh().axes())
@@ -1188,8 +1264,11 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
     addStep(i, reads, step, drains);
     ++i;
   }
+  // Staged calls copy on the compute stream from the calling thread, so
+  // they run in line: on a GPU the communication stream's host work is a
+  // CUDA host function, which may not call CUDA.
   if (!s.buckets.empty() && s.comm && options.overlapBuckets &&
-      s.comm->callableFromAnyThread()) {
+      s.comm->callableFromAnyThread() && !s.staged) {
     s.commStream = s.device->createStream();
     for (const std::shared_ptr<Impl::Bucket> &b : s.buckets) {
       b->done = s.commStream->createEvent();
@@ -1509,9 +1588,9 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
     DeviceBuffer gathered = s.device->allocateBuffer(allBytes);
     // Outside any step: counted apart from the step's high-water mark.
     s.memory.largestGather = std::max(s.memory.largestGather, int64_t(allBytes));
-    s.comm->run({CollectiveKind::AllGather, view.data, gathered.get(),
-                 size_t(view.numElements()), view.dtype, ReduceOp::Sum, {}},
-                *s.worldGroup);
+    s.runComm({CollectiveKind::AllGather, view.data, gathered.get(),
+               size_t(view.numElements()), view.dtype, ReduceOp::Sum, {}},
+              *s.worldGroup);
     std::vector<unsigned char> staging;
     const unsigned char *all = s.readToHost(gathered.get(), allBytes, staging);
     // Axes the value is split or partial over; over every other axis it is
@@ -1702,11 +1781,12 @@ void Executor::setInputBlock(size_t index, const TensorView &data) {
 }
 
 Tensor Executor::readPersistentBlock(const std::string &name) const {
-  const Impl &s = *pimpl;
+  Impl &s = *pimpl;
   const TensorView &view = s.views[s.persistentId(name)];
   Block block = persistentBlock(name);
   Tensor t(view.dtype, block.shape);
-  const auto *from = static_cast<const unsigned char *>(view.data);
+  std::vector<unsigned char> staging;
+  const unsigned char *from = s.readToHost(view.data, view.numBytes(), staging);
   unsigned char *to = t.data<unsigned char>();
   forEachBlockRow(view.shape, block.shape, sizeOf(view.dtype),
                   [&](size_t l, size_t c, size_t n) {
@@ -1724,11 +1804,17 @@ void Executor::writePersistentBlock(const std::string &name,
     throw Error("the data for the block of '" + name + "' on this rank " +
                 "differs from it in dtype or shape");
   const unsigned char *from = data.data<unsigned char>();
-  auto *to = static_cast<unsigned char *>(view.data);
-  forEachBlockRow(view.shape, block.shape, sizeOf(view.dtype),
-                  [&](size_t l, size_t c, size_t n) {
-                    std::memcpy(to + l, from + c, n);
-                  });
+  // The bytes outside the block (padding) keep their values.
+  std::vector<unsigned char> old;
+  const unsigned char *before = s.readToHost(view.data, view.numBytes(), old);
+  s.writeFromHost(view.data, view.numBytes(), [&](unsigned char *to) {
+    if (to != before)
+      std::memcpy(to, before, view.numBytes());
+    forEachBlockRow(view.shape, block.shape, sizeOf(view.dtype),
+                    [&](size_t l, size_t c, size_t n) {
+                      std::memcpy(to + l, from + c, n);
+                    });
+  });
 }
 
 Tensor Executor::localParameter(const std::string &name) const {

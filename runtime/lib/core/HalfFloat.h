@@ -58,6 +58,18 @@ PARTITA_HALF_HD inline float fromBF16(uint16_t h) {
   return floatOf(uint32_t(h) << 16);
 }
 
+/// `f` rounded to TF32 (8-bit exponent, 10-bit mantissa: the low 13
+/// mantissa bits cleared), to nearest even; NaN and inf unchanged, a carry
+/// past the largest finite value giving inf. What a TF32 tensor-core GEMM
+/// takes of an f32 operand (the emulated --tf32).
+inline float roundToTF32(float f) {
+  uint32_t u = bitsOf(f);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return f;
+  u += 0xfffu + ((u >> 13) & 1u);
+  return floatOf(u & 0xffffe000u);
+}
+
 // After F. Giesen's float_to_half_fast3_rtne (public domain).
 PARTITA_HALF_HD inline uint16_t toF16(float f) {
   const uint32_t f32Inf = 255u << 23, f16Overflow = (127u + 16u) << 23;

@@ -22,7 +22,9 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 namespace partita::runtime::gpu {
 
@@ -144,13 +146,18 @@ public:
       throw Error("cuda: device " + std::to_string(ordinal) +
                   " does not exist (" + std::to_string(count) +
                   " CUDA device" + (count == 1 ? "" : "s") + ")");
+    this->ordinal = ordinal;
     check(cudaSetDevice(ordinal), "cudaSetDevice");
     deviceName = "cuda:" + std::to_string(ordinal);
     compute = std::make_unique<CudaStream>();
     checkLt(cublasLtCreate(&lt), "cublasLtCreate");
   }
   ~CudaApi() override {
+    bind();
     compute.reset();
+    gemmPlans.clear();
+    if (workspace)
+      cudaFree(workspace);
     if (sortTemp)
       cudaFree(sortTemp);
     if (lt)
@@ -161,6 +168,7 @@ public:
   bool hostAccessible() const override { return false; }
 
   void *allocate(size_t bytes, MemorySpace space) override {
+    bind();
     void *p = nullptr;
     size_t size = bytes ? bytes : 1;
     cudaError_t e = space == MemorySpace::Host ? cudaMallocHost(&p, size)
@@ -171,10 +179,14 @@ public:
     if (space == MemorySpace::Host)
       std::memset(p, 0, size);
     else
-      check(cudaMemset(p, 0, size), "cudaMemset");
+      // On the compute stream: cudaMemset runs on the legacy default
+      // stream, which the non-blocking streams here do not wait for, so a
+      // copy or kernel queued next could run before the zeroing.
+      check(cudaMemsetAsync(p, 0, size, compute->stream), "cudaMemsetAsync");
     return p;
   }
   void deallocate(void *p, MemorySpace space) override {
+    bind();
     if (space == MemorySpace::Host)
       cudaFreeHost(p);
     else
@@ -182,82 +194,40 @@ public:
   }
   Stream &computeStream() override { return *compute; }
   std::unique_ptr<Stream> createStream() override {
+    bind();
     return std::make_unique<CudaStream>();
   }
   void copy(void *dst, const void *src, size_t bytes, Stream &stream) override {
+    bind();
     if (bytes)
       check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, native(stream)),
             "cudaMemcpyAsync");
   }
   void launch(const KernelLaunch &launch, Stream &stream) override {
+    bind();
     check(launchOnDevice(launch, native(stream)), "kernel launch");
   }
 
   /// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
   /// operands swap, their flags stay, and each row-major [r, c] matrix is a
-  /// column-major [c, r] one with the same leading dimension.
+  /// column-major [c, r] one with the same leading dimension. The
+  /// descriptor, layouts and heuristic's algorithm are made once per shape,
+  /// precision and operand alignment (gemmPlans), so a step queries the
+  /// heuristic only for shapes it has not seen.
   void gemm(const GemmDesc &g, Stream &stream) override {
-    bool f64 = g.type == ElemType::F64;
-    cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
-    cublasComputeType_t computeType =
-        f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-    auto cleanup = [&] {
-      if (la) cublasLtMatrixLayoutDestroy(la);
-      if (lb) cublasLtMatrixLayoutDestroy(lb);
-      if (lc) cublasLtMatrixLayoutDestroy(lc);
-      if (op) cublasLtMatmulDescDestroy(op);
-    };
-    try {
-      checkLt(cublasLtMatmulDescCreate(&op, computeType, type),
-              "cublasLtMatmulDescCreate");
-      cublasOperation_t ta = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-      cublasOperation_t tb = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-      checkLt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA,
-                                             &ta, sizeof ta),
-              "TRANSA");
-      checkLt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB,
-                                             &tb, sizeof tb),
-              "TRANSB");
-      // First operand: the row-major B ([k, n], or [n, k] when transB).
-      checkLt(cublasLtMatrixLayoutCreate(&la, type, g.transB ? g.k : g.n,
-                                         g.transB ? g.n : g.k, g.ldb),
-              "layout B");
-      checkLt(cublasLtMatrixLayoutCreate(&lb, type, g.transA ? g.m : g.k,
-                                         g.transA ? g.k : g.m, g.lda),
-              "layout A");
-      checkLt(cublasLtMatrixLayoutCreate(&lc, type, g.n, g.m, g.ldc),
-              "layout C");
-      if (g.batch > 1) {
-        int32_t batch = int32_t(g.batch);
-        struct {
-          cublasLtMatrixLayout_t layout;
-          int64_t stride;
-        } items[] = {{la, g.strideB}, {lb, g.strideA}, {lc, g.strideC}};
-        for (auto &item : items) {
-          checkLt(cublasLtMatrixLayoutSetAttribute(
-                      item.layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
-                      sizeof batch),
-                  "batch count");
-          checkLt(cublasLtMatrixLayoutSetAttribute(
-                      item.layout,
-                      CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                      &item.stride, sizeof item.stride),
-                  "batch stride");
-        }
-      }
-      float alpha32 = float(g.alpha), beta32 = float(g.beta);
-      const void *alpha = f64 ? static_cast<const void *>(&g.alpha) : &alpha32;
-      const void *beta = f64 ? static_cast<const void *>(&g.beta) : &beta32;
-      checkLt(cublasLtMatmul(lt, op, alpha, g.b, la, g.a, lb, beta, g.c, lc,
-                             g.c, lc, nullptr, nullptr, 0, native(stream)),
-              "cublasLtMatmul");
-    } catch (...) {
-      cleanup();
-      throw;
-    }
-    cleanup();
+    bind();
+    if (&stream != compute.get())
+      throw Error("cuda: a GEMM on a stream other than the compute stream "
+                  "(the cuBLASLt workspace is the compute stream's)");
+    GemmPlan &plan = gemmPlan(g);
+    bool f64 = g.type == DType::F64;
+    float alpha32 = float(g.alpha), beta32 = float(g.beta);
+    const void *alpha = f64 ? static_cast<const void *>(&g.alpha) : &alpha32;
+    const void *beta = f64 ? static_cast<const void *>(&g.beta) : &beta32;
+    checkLt(cublasLtMatmul(lt, plan.op, alpha, g.b, plan.la, g.a, plan.lb, beta,
+                           g.c, plan.lc, g.c, plan.lc, &plan.algo, workspace,
+                           plan.workspaceBytes, native(stream)),
+            "cublasLtMatmul");
   }
 
   /// cub's scratch is kept between sorts; growing it waits for the
@@ -290,11 +260,163 @@ public:
   }
 
 private:
+  /// Each rank thread of a process may drive its own device layer (ranks
+  /// sharing a GPU over local): the CUDA runtime's current device is per
+  /// host thread, so every entry point makes it this layer's.
+  void bind() {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != ordinal)
+      check(cudaSetDevice(ordinal), "cudaSetDevice");
+  }
+
+  /// A GEMM shape's cuBLASLt objects and chosen algorithm.
+  struct GemmPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    size_t workspaceBytes = 0;
+    ~GemmPlan() {
+      if (la) cublasLtMatrixLayoutDestroy(la);
+      if (lb) cublasLtMatrixLayoutDestroy(lb);
+      if (lc) cublasLtMatrixLayoutDestroy(lc);
+      if (op) cublasLtMatmulDescDestroy(op);
+    }
+  };
+  using GemmKey = std::tuple<int, bool, bool, bool, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+
+  /// The largest power of two up to 256 that divides `p`'s address (what
+  /// cuBLASLt's alignment preferences ask).
+  static uint32_t alignmentOf(const void *p) {
+    auto a = reinterpret_cast<uintptr_t>(p);
+    uint32_t align = 256;
+    while (align > 1 && a % align)
+      align /= 2;
+    return align;
+  }
+
+  GemmPlan &gemmPlan(const GemmDesc &g) {
+    uint32_t alignA = alignmentOf(g.a), alignB = alignmentOf(g.b),
+             alignC = alignmentOf(g.c);
+    GemmKey key{int(g.type), g.tf32,    g.transA, g.transB, g.m,   g.n,
+                g.k,         g.batch,   g.lda,    g.ldb,    g.ldc, g.strideA,
+                g.strideB,   g.strideC, alignA,   alignB,   alignC};
+    auto found = gemmPlans.find(key);
+    if (found != gemmPlans.end())
+      return *found->second;
+    cudaDataType_t type, scale = CUDA_R_32F;
+    cublasComputeType_t computeType = CUBLAS_COMPUTE_32F;
+    switch (g.type) {
+    case DType::F64:
+      type = scale = CUDA_R_64F;
+      computeType = CUBLAS_COMPUTE_64F;
+      break;
+    case DType::F32:
+      type = CUDA_R_32F;
+      if (g.tf32)
+        computeType = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case DType::BF16:
+      type = CUDA_R_16BF;
+      break;
+    case DType::F16:
+      type = CUDA_R_16F;
+      break;
+    default:
+      throw Error(std::string("cuda: GEMM of element type ") +
+                  toString(g.type) + " (f32, f64, bf16 or f16)");
+    }
+    auto plan = std::make_unique<GemmPlan>();
+    checkLt(cublasLtMatmulDescCreate(&plan->op, computeType, scale),
+            "cublasLtMatmulDescCreate");
+    cublasOperation_t ta = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    checkLt(cublasLtMatmulDescSetAttribute(
+                plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+            "TRANSA");
+    checkLt(cublasLtMatmulDescSetAttribute(
+                plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+            "TRANSB");
+    // First operand: the row-major B ([k, n], or [n, k] when transB).
+    checkLt(cublasLtMatrixLayoutCreate(&plan->la, type, g.transB ? g.k : g.n,
+                                       g.transB ? g.n : g.k, g.ldb),
+            "layout B");
+    checkLt(cublasLtMatrixLayoutCreate(&plan->lb, type, g.transA ? g.m : g.k,
+                                       g.transA ? g.k : g.m, g.lda),
+            "layout A");
+    checkLt(cublasLtMatrixLayoutCreate(&plan->lc, type, g.n, g.m, g.ldc),
+            "layout C");
+    if (g.batch > 1) {
+      int32_t batch = int32_t(g.batch);
+      struct {
+        cublasLtMatrixLayout_t layout;
+        int64_t stride;
+      } items[] = {
+          {plan->la, g.strideB}, {plan->lb, g.strideA}, {plan->lc, g.strideC}};
+      for (auto &item : items) {
+        checkLt(cublasLtMatrixLayoutSetAttribute(
+                    item.layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                    sizeof batch),
+                "batch count");
+        checkLt(cublasLtMatrixLayoutSetAttribute(
+                    item.layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                    &item.stride, sizeof item.stride),
+                "batch stride");
+      }
+    }
+    if (!workspace)
+      check(cudaMalloc(&workspace, kWorkspaceBytes),
+            "cudaMalloc (cuBLASLt workspace)");
+    cublasLtMatmulPreference_t pref = nullptr;
+    checkLt(cublasLtMatmulPreferenceCreate(&pref),
+            "cublasLtMatmulPreferenceCreate");
+    uint64_t maxWorkspace = kWorkspaceBytes;
+    // cuBLASLt's A is the row-major B, its B the row-major A.
+    struct {
+      cublasLtMatmulPreferenceAttributes_t attr;
+      uint32_t bytes;
+    } aligns[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},
+                  {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
+                  {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+                  {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
+        sizeof maxWorkspace);
+    for (auto &a : aligns)
+      if (status == CUBLAS_STATUS_SUCCESS)
+        status = cublasLtMatmulPreferenceSetAttribute(pref, a.attr, &a.bytes,
+                                                      sizeof a.bytes);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found_ = 0;
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->la, plan->lb,
+                                              plan->lc, plan->lc, pref, 1,
+                                              &result, &found_);
+    cublasLtMatmulPreferenceDestroy(pref);
+    checkLt(status, "cublasLtMatmulAlgoGetHeuristic");
+    if (found_ < 1)
+      throw Error("cuda: cuBLASLt has no algorithm for a " +
+                  std::string(toString(g.type)) + (g.tf32 ? " (tf32)" : "") +
+                  " GEMM of m " + std::to_string(g.m) + ", n " +
+                  std::to_string(g.n) + ", k " + std::to_string(g.k) +
+                  ", batch " + std::to_string(g.batch));
+    plan->algo = result.algo;
+    plan->workspaceBytes = result.workspaceSize;
+    GemmPlan &made = *plan;
+    gemmPlans.emplace(key, std::move(plan));
+    return made;
+  }
+
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  int ordinal = 0;
   void *sortTemp = nullptr;
   size_t sortTempBytes = 0;
   std::string deviceName;
   std::unique_ptr<CudaStream> compute;
   cublasLtHandle_t lt = nullptr;
+  std::map<GemmKey, std::unique_ptr<GemmPlan>> gemmPlans;
+  void *workspace = nullptr;
 };
 
 } // namespace

@@ -10,7 +10,8 @@
 //
 // Launch geometry: elementwise kernels take blocks of the configured size
 // and at most 4096 blocks (they loop with a grid stride); row kernels
-// (softmax, layer_norm, cross_entropy) one block per row, at most 4096.
+// (softmax, layer_norm, cross_entropy) one block per row, at most 4096;
+// attention one block per tile of query (or key) rows, at most 256 threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +61,7 @@ class CudaBackend final : public Backend {
 public:
   CudaBackend(std::unique_ptr<GpuApi> api, const CudaBackendOptions &options)
       : api(std::move(api)), dev(createGpuDevice(*this->api)),
-        blockSize(options.blockSize) {}
+        blockSize(options.blockSize), tf32(options.tf32) {}
   ~CudaBackend() override {
     // Nothing queued may outlive the workspace it writes.
     try {
@@ -137,6 +138,10 @@ public:
       return runRotary(call);
     case KernelKind::Convert:
       return runConvert(call);
+    case KernelKind::Attention:
+      return runAttention(call);
+    case KernelKind::AttentionGrad:
+      return runAttentionGrad(call);
     default:
       throw Error(std::string("cuda backend: kernel kind '") +
                   toString(call.kind) +
@@ -146,7 +151,7 @@ public:
                   "reshape, fill, convert, reduce_sum/max/mean, softmax, "
                   "layer_norm, rms_norm and their grads, rotary and its "
                   "grad, embedding and its grad, cross_entropy and its grad, "
-                  "sgd, adamw)");
+                  "attention and its grad, sgd, adamw)");
     }
   }
 
@@ -1130,7 +1135,16 @@ private:
                             std::string(1, c) + "' is in no operand");
     }
     const TensorView &out = call.outputs[0];
-    ElemType type = floatType(call, out, "output 0");
+    // bf16 and f16 run as GEMMs with f32 accumulation (cuBLASLt; the
+    // emulator widens the operands), but the copy kernels are f32/f64 only:
+    // a 16-bit einsum must be one GEMM over its tensors as they are.
+    bool half = out.dtype == DType::BF16 || out.dtype == DType::F16;
+    ElemType type = half ? ElemType::F32 : floatType(call, out, "output 0");
+    if (half && call.inputs.size() != 2)
+      fail(call.kind, std::string("spec \"") + spec + "\": a " +
+                          toString(out.dtype) +
+                          " einsum of one operand is not supported (f32 and "
+                          "f64 are)");
     if (out.numElements() == 0)
       return;
     for (const TensorView &in : call.inputs)
@@ -1142,6 +1156,12 @@ private:
     // Count the scratch, then run with it.
     EinsumScratch scratch;
     einsumPlan(call, terms, size, type, scratch);
+    if (half && scratch.used != 0)
+      fail(call.kind, std::string("spec \"") + spec + "\": a " +
+                          toString(out.dtype) +
+                          " einsum must be one GEMM over its operands as they "
+                          "are laid out (f32 and f64 ones are copied into "
+                          "place first)");
     if (scratch.used == 0) {
       scratch.dry = false;
       einsumPlan(call, terms, size, type, scratch);
@@ -1258,7 +1278,8 @@ private:
     if (scratch.dry)
       return;
     GemmDesc g;
-    g.type = type;
+    g.type = call.outputs[0].dtype;
+    g.tf32 = tf32 && g.type == DType::F32;
     int64_t batchCount = 1;
     for (char ch : batch)
       batchCount *= size[(unsigned char)ch];
@@ -1300,6 +1321,127 @@ private:
       einsumMove(call, target, r, out.data, size, type, bytes);
   }
 
+  /// A launch of an attention kernel (AttentionKernels.h) over tiles of
+  /// query rows, or of key rows (`keyRows`: dk, dv): tpr threads a row, at
+  /// most kAttnMaxBlock threads a block, staged tiles within 48 KiB of
+  /// shared memory.
+  KernelLaunch attentionLaunch(const KernelCall &call,
+                               const cpu::AttentionDims &a, ElemType type,
+                               GpuKernel kernel, bool keyRows) {
+    int64_t elem = type == ElemType::F32 ? 4 : 8;
+    int64_t dims = AttnTile<float>::kDims; // the same for double
+    static_assert(AttnTile<float>::kDims == AttnTile<double>::kDims);
+    if (a.headDim > kWarpSize * dims)
+      fail(call.kind, "head_dim " + std::to_string(a.headDim) +
+                          " is more than the cuda kernels' limit of " +
+                          std::to_string(kWarpSize * dims) +
+                          " (16 dimensions a thread, 32 threads a row)");
+    int tpr = 1;
+    while (tpr * dims < a.headDim)
+      tpr *= 2;
+    KernelLaunch l;
+    l.block = std::min(blockSize, kAttnMaxBlock);
+    int64_t rows = l.block / tpr *
+                   (type == ElemType::F32 ? AttnTile<float>::kRows
+                                          : AttnTile<double>::kRows),
+            ldS = tpr * dims;
+    int64_t seq = keyRows ? a.seqKV : a.seqQ;
+    int64_t items = a.batch * (keyRows ? a.kvHeads : a.heads) *
+                    ((seq + rows - 1) / rows);
+    // Staged per row: two rows of ldS (k and v, or q and dO), and the three
+    // statistics of a query row for dk / dv.
+    int64_t perRow = (2 * ldS + (keyRows ? 3 : 0)) * elem;
+    int64_t tile = std::min<int64_t>(kAttnMaxKeys, (48 << 10) / perRow);
+    tile -= tile % kAttnChunk;
+    l.sharedBytes = size_t(tile * perRow);
+    l.grid = int(std::clamp<int64_t>(items, 1, kMaxGrid));
+    KernelParams &p = l.params;
+    p.kernel = kernel;
+    p.type = type;
+    p.n = items;
+    p.cols = tile;
+    p.inner = tpr;
+    int64_t shape[] = {a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads, a.headDim};
+    std::copy(std::begin(shape), std::end(shape), p.shape);
+    p.a[0] = a.scale;
+    p.a[1] = double(call.attrs.queryOffset);
+    p.a[2] = call.attrs.causal ? 1 : 0;
+    // 16-byte global loads when head_dim and every operand allow them.
+    bool vec = a.headDim % (16 / elem) == 0;
+    for (int i = 0; i < int(call.inputs.size()); ++i) {
+      p.in[i] = call.inputs[i].data;
+      vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
+    }
+    p.bits = vec ? 1 : 0;
+    return l;
+  }
+
+  void runAttention(const KernelCall &call) {
+    cpu::checkCall(call, 3, 1);
+    cpu::AttentionDims a = cpu::checkAttentionInputs(call);
+    const TensorView &q = call.inputs[0], &out = call.outputs[0];
+    cpu::checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    ElemType type = floatType(call, q, "input 0 (query)");
+    if (out.numElements() == 0)
+      return;
+    if (a.seqKV == 0)
+      fail(call.kind,
+           "there are no keys (seq_kv is 0): the softmax is undefined");
+    KernelLaunch l = attentionLaunch(call, a, type,
+                                     GpuKernel::AttentionForward, false);
+    l.params.op = int(AttnMode::Output);
+    l.params.out[0] = out.data;
+    launch(l);
+  }
+
+  /// dq, dk or dv (attrs.wrt), each in two launches: the per-row softmax
+  /// statistics (a workspace of 3 x batch x heads x seq_q), then the
+  /// gradient.
+  void runAttentionGrad(const KernelCall &call) {
+    cpu::checkCall(call, 4, 1);
+    cpu::AttentionDims a = cpu::checkAttentionInputs(call);
+    const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                     &out = call.outputs[0];
+    KernelKind kind = call.kind;
+    cpu::checkSameType(kind, call.inputs[3], "input 3 (dy)", q,
+                       "input 0 (query)");
+    const std::string &wrt = call.attrs.wrt;
+    if (wrt != "q" && wrt != "k" && wrt != "v")
+      fail(kind, "wrt must be \"q\", \"k\" or \"v\", got \"" + wrt + "\"");
+    if (wrt == "q")
+      cpu::checkSameType(kind, out, "output 0 (dq)", q, "input 0 (query)");
+    else
+      cpu::checkSameType(kind, out,
+                         wrt == "k" ? "output 0 (dk)" : "output 0 (dv)", k,
+                         "input 1 (key)");
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    ElemType type = floatType(call, q, "input 0 (query)");
+    if (out.numElements() == 0)
+      return;
+    if (q.numElements() == 0) {
+      // No query sees a key: dk and dv are zero.
+      dev->zero(out.data, out.numBytes(), api->computeStream());
+      return;
+    }
+    if (a.seqKV == 0)
+      fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
+    void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
+    KernelLaunch s = attentionLaunch(call, a, type,
+                                     GpuKernel::AttentionForward, false);
+    s.params.op = int(wrt == "v" ? AttnMode::StatsNoD : AttnMode::Stats);
+    s.params.out[1] = stats;
+    launch(s);
+    KernelLaunch g =
+        wrt == "q"
+            ? attentionLaunch(call, a, type, GpuKernel::AttentionGradQ, false)
+            : attentionLaunch(call, a, type, GpuKernel::AttentionGradKV, true);
+    g.params.op = wrt == "v" ? 1 : 0;
+    g.params.in[4] = stats;
+    g.params.out[0] = out.data;
+    launch(g);
+  }
+
   /// Device scratch of at least `count` elements, kept for later calls
   /// (work on the one compute stream is ordered, so reuse is safe).
   template <typename T> T *workspace(int64_t count) {
@@ -1316,6 +1458,7 @@ private:
   std::unique_ptr<GpuApi> api;
   std::unique_ptr<Device> dev;
   int blockSize;
+  bool tf32;
   DeviceBuffer scratch;
   size_t workspaceBytes = 0;
   std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>
@@ -1334,6 +1477,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
   if (options.emulate) {
     EmulatedApiOptions emu;
     emu.emulator.checkRaces = options.checkRaces;
+    emu.synchronousCompute = !options.emulateAsync;
     api = createEmulatedApi(emu);
   } else {
     api = createCudaApi(options.device);
@@ -1352,5 +1496,10 @@ std::string cudaDeviceError() {
 }
 
 bool cudaBuiltIn() { return gpu::builtWithCuda(); }
+
+int cudaDevices() {
+  std::string error;
+  return std::max(0, gpu::cudaDeviceCount(error));
+}
 
 } // namespace partita::runtime

@@ -1,8 +1,10 @@
 //===- CudaKernels.cu - the kernel templates as __global__ kernels --------===//
 //
 // One __global__ kernel per (kernel, element type) of Kernels.h, each the
-// template run in a DeviceContext. Compiled for sm_80 and sm_90 with every
-// warning and every register spill an error (runtime/CMakeLists.txt).
+// template run in a DeviceContext, at most maxBlockOf(K) threads a block
+// (1024; the attention kernels 256, for their registers). Compiled for
+// sm_80 and sm_90 with every warning and every register spill an error
+// (runtime/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +17,7 @@ namespace partita::runtime::gpu {
 namespace {
 
 template <GpuKernel K, typename T>
-__global__ void __launch_bounds__(1024) partitaKernel(KernelParams p) {
+__global__ void __launch_bounds__(maxBlockOf(K), minBlocksOf(K)) partitaKernel(KernelParams p) {
   DeviceContext ctx;
   runKernel<K, T>(ctx, p);
 }

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/core/HostStream.h"
+#include "runtime/lib/cuda/GpuApi.h"
 #include "runtime/lib/cuda/NcclApi.h"
 
 #include <algorithm>
@@ -109,7 +110,13 @@ public:
     return comm;
   }
 
-  std::unique_ptr<Op> post(Comm &c, const Call &call) override {
+  std::unique_ptr<Op> post(Comm &c, const Call &original) override {
+    // NCCL reads and writes device memory: the emulated device's guarded
+    // addresses are translated here, as the device layer does for kernels.
+    Call call = original;
+    call.send = gpu::emulatedHostAddress(call.send, 0, "an nccl send buffer");
+    call.recv =
+        gpu::emulatedHostAddress(call.recv, 0, "an nccl receive buffer");
     auto &comm = static_cast<EmuComm &>(c);
     checkUsable(comm, "a collective");
     int n = int(comm.members.size());

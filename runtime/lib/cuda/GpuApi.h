@@ -33,8 +33,13 @@ namespace partita::runtime::gpu {
 /// when transA), op(B) [k,n]; leading dimensions and batch strides in
 /// elements. The real implementation hands cuBLASLt the column-major
 /// transpose of this (C^T = op(B)^T op(A)^T: operands swapped, flags kept).
+/// Precision: f64 exact; f32 exact (CUBLAS_COMPUTE_32F) or, with `tf32`,
+/// TF32 operands and fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_TF32); bf16
+/// and f16 operands and result with fp32 accumulation and scaling
+/// (CUBLAS_COMPUTE_32F), the result rounded once.
 struct GemmDesc {
-  ElemType type = ElemType::F32;
+  DType type = DType::F32; // F32, F64, BF16 or F16
+  bool tf32 = false;       // F32 only
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   double alpha = 1, beta = 0;
@@ -62,6 +67,8 @@ public:
                     Stream &stream) = 0;
   /// Queues a kernel of Kernels.h.
   virtual void launch(const KernelLaunch &launch, Stream &stream) = 0;
+  /// On the compute stream only (the real layer's cuBLASLt workspace is
+  /// the compute stream's).
   virtual void gemm(const GemmDesc &gemm, Stream &stream) = 0;
   /// Sorts `count` (key, value) pairs of uint32 in device memory by the
   /// low `keyBits` bits of the key, stably (pairs with equal keys keep
@@ -82,7 +89,19 @@ struct EmulatedApiOptions {
   /// a stream that runs ahead as a CUDA stream does (tests of streams and
   /// events).
   bool synchronousCompute = true;
+  /// Device-space memory is handed out at PROT_NONE addresses (its bytes
+  /// live elsewhere, reached only through this layer), so a host access to
+  /// device memory faults as on a GPU instead of working by accident.
+  bool guardDeviceMemory = true;
 };
+
+/// The host address of the bytes behind emulated device address `p` (inside
+/// a guarded allocation, or at its end); `p` itself for any other address
+/// (host memory, or an unguarded emulated allocation). Throws Error naming
+/// `what` when [p, p + bytes) reaches past the allocation. For the emulated
+/// layers only (EmulatedApi.cpp, EmulatedNccl.cpp): what on a GPU the device
+/// or NCCL reads.
+void *emulatedHostAddress(const void *p, size_t bytes, const char *what);
 
 /// The emulated device layer.
 std::unique_ptr<GpuApi> createEmulatedApi(const EmulatedApiOptions &options);

@@ -51,6 +51,9 @@ enum class GpuKernel : uint8_t {
   Rotary,           // rotary (op 0) or its gradient (op 1), pairs of x
   Convert,          // between f32, f64, f16 and bf16 (op: ConvertOp)
   EmbeddingKeys,    // (shard row or sentinel, token) pairs to sort
+  AttentionForward, // attention, or its row statistics (AttentionKernels.h)
+  AttentionGradQ,   // dq of attention
+  AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -74,7 +77,10 @@ enum class ConvertOp : int {
 constexpr int kMaxRank = 8;
 
 /// Everything a kernel reads, passed by value to the __global__ function.
-/// Each kernel documents the fields it uses.
+/// Each kernel documents the fields it uses. Device addresses go in `in`
+/// and `out` only: the emulated layer translates those (its device memory
+/// sits behind PROT_NONE addresses, EmulatedApi.cpp), so a pointer kept
+/// elsewhere faults under --emulate.
 struct KernelParams {
   GpuKernel kernel = GpuKernel::Binary;
   ElemType type = ElemType::F32;
@@ -773,6 +779,12 @@ PARTITA_HD void embeddingGradKernel(const Ctx &c, const KernelParams &p) {
     }
   }
 }
+} // namespace partita::runtime::gpu
+
+// attention and attention_grad (flash-attention style kernels).
+#include "runtime/lib/cuda/AttentionKernels.h"
+
+namespace partita::runtime::gpu {
 
 /// Runs kernel K on element type T in context `c`.
 template <GpuKernel K, typename T, typename Ctx>
@@ -815,6 +827,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     convertKernel<T>(c, p);
   else if constexpr (K == GpuKernel::EmbeddingKeys)
     embeddingKeysKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionForward)
+    attentionForwardKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionGradQ)
+    attentionGradQKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionGradKV)
+    attentionGradKVKernel<T>(c, p);
   else
     rmsNormKernel<T>(c, p);
 }
@@ -882,6 +900,12 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
   case GpuKernel::Convert: return one(KernelTag<GpuKernel::Convert>{});
   case GpuKernel::EmbeddingKeys:
     return one(KernelTag<GpuKernel::EmbeddingKeys>{});
+  case GpuKernel::AttentionForward:
+    return floats(KernelTag<GpuKernel::AttentionForward>{});
+  case GpuKernel::AttentionGradQ:
+    return floats(KernelTag<GpuKernel::AttentionGradQ>{});
+  case GpuKernel::AttentionGradKV:
+    return floats(KernelTag<GpuKernel::AttentionGradKV>{});
   }
   return false;
 }

@@ -72,11 +72,22 @@ const OptionSpec kOptions[] = {
      "per MPI process; with --emulate, NCCL's buffer layouts over local "
      "threads)"},
     {"backend", "cpu|cuda",
-     "Kernels: cpu (default) or cuda (an NVIDIA GPU; one rank for now; fails "
-     "at once without a GPU); --check's reference always runs on cpu"},
+     "Kernels: cpu (default) or cuda (an NVIDIA GPU; fails at once without "
+     "one). With --comm local or mpi the cuda ranks share the GPUs (local "
+     "ranks device 0, MPI processes their node-local rank modulo the device "
+     "count) and their collectives are staged through host memory; --comm "
+     "nccl gives each rank its own GPU. "
+     "--check's reference always runs on cpu"},
     {"emulate", nullptr,
      "With --backend cuda: run the cuda backend on its emulated device layer "
-     "(host memory, the CPU block emulator, the CPU's BLAS), no GPU needed"},
+     "(host memory behind addresses the host may not touch, the CPU block "
+     "emulator, the CPU's BLAS), no GPU needed"},
+    {"tf32", nullptr,
+     "With --backend cuda: f32 GEMMs (einsums) take TF32 operands (10-bit "
+     "mantissa, fp32 accumulation; CUBLAS_COMPUTE_32F_FAST_TF32), about "
+     "1e-3 relative error instead of fp32's; --emulate rounds the operands "
+     "the same way. Default: exact fp32. --check then needs a looser "
+     "--rtol"},
     {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
     {"data", "file",
      "Training: flat binary file of token ids, batches of consecutive "
@@ -86,6 +97,9 @@ const OptionSpec kOptions[] = {
      "Training: bytes per token in --data (little-endian; default 1: ids are "
      "bytes)"},
     {"print-batch", nullptr, nullptr},
+    // Testing: the emulated compute stream runs ahead of the host
+    // (CudaBackendOptions::emulateAsync).
+    {"emulate-async", nullptr, nullptr},
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
@@ -450,8 +464,15 @@ int Tool::run() {
       return fail("--backend cuda: no usable CUDA device: " + error +
                   " (--emulate runs the cuda backend without a GPU)");
   }
+  if (args.flags.count("tf32") && backend != "cuda")
+    return fail("--tf32 applies to --backend cuda only (the cpu backend's "
+                "GEMMs are fp32)");
   ranksOptions.backend = backend;
   ranksOptions.cudaEmulate = emulate;
+  ranksOptions.cudaTf32 = args.flags.count("tf32");
+  ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
+  if (ranksOptions.cudaEmulateAsync && !emulate)
+    return fail("--emulate-async needs --backend cuda --emulate");
   for (const char *option : {"ranks", "steps"})
     if (std::optional<std::string> text = args.get(option)) {
       std::optional<int64_t> v = parseWhole(*text);
@@ -531,14 +552,6 @@ int Tool::run() {
                 std::to_string(devices) + " rank" + (devices == 1 ? "" : "s") +
                 (partitioned ? " (its mesh)" : " (it is not partitioned)") +
                 ", but --ranks is " + std::to_string(ranks));
-  if (backend == "cuda" && !emulate && partitioned && devices > 1 &&
-      comm != "nccl")
-    return fail("--backend cuda runs a plan on one rank for now, and '" +
-                program + "' runs on " + std::to_string(devices) +
-                ": the executor hands the communicator device addresses, "
-                "which a GPU's host side cannot read (collectives staged "
-                "through host memory are still to come); --emulate runs "
-                "several ranks on the emulated device layer");
   if (args.flags.count("check") && !plan->hasProgram("reference"))
     return fail("--check needs a program named 'reference' in the plan "
                 "(partita plan writes one)");
@@ -560,6 +573,13 @@ int Tool::run() {
       return fail("--comm mpi: the job has " + std::to_string(mpi->size()) +
                   " processes, but the plan needs " + std::to_string(ranks));
     ranksOptions.mpi = mpi.get();
+    if (comm == "mpi" && backend == "cuda" && !emulate) {
+      // Processes share the node's GPUs: node-local rank modulo the count.
+      const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+      int count = std::max(1, cudaDevices());
+      ranksOptions.cudaDevice =
+          (local ? std::atoi(local) : mpi->rank()) % count;
+    }
     if (comm == "nccl") {
       // One GPU per rank: the rank's place on its node picks it.
       const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");

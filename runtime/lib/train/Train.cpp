@@ -161,6 +161,8 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
     CudaBackendOptions cuda;
     cuda.emulate = options.cudaEmulate;
     cuda.device = options.cudaDevice;
+    cuda.tf32 = options.cudaTf32;
+    cuda.emulateAsync = options.cudaEmulateAsync;
     // The emulator pays per simulated thread at every barrier, and several
     // ranks share this host's cores: one warp per block keeps plan runs
     // quick (the kernels' unit tests cover blocks of 32 to 256 threads).

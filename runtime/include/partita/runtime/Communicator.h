@@ -137,6 +137,10 @@ public:
   /// gradient buckets from a communication thread. False for MPI below
   /// MPI_THREAD_SERIALIZED.
   virtual bool callableFromAnyThread() const { return true; }
+  /// Whether its buffers may be device memory (nccl). Else they must be
+  /// memory the host reads (local, mpi): on a device whose memory the host
+  /// cannot read, the executor stages every call through host memory.
+  virtual bool takesDeviceMemory() const { return false; }
 
   /// In place: every rank of `group` ends with the reduction of all ranks'
   /// `count` elements.

@@ -29,6 +29,16 @@ struct CudaBackendOptions {
   int blockSize = 256;
   /// Emulation: fail a launch whose threads race on shared memory.
   bool checkRaces = false;
+  /// Emulation: the compute stream runs ahead of the host on a thread of
+  /// its own, as a GPU's does (default: each item runs before enqueue
+  /// returns), so host code that reads results without ordering itself
+  /// after the stream gets stale bytes here too.
+  bool emulateAsync = false;
+  /// f32 GEMMs take TF32 operands (CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit
+  /// mantissas, fp32 accumulation); emulated, the operands are rounded to
+  /// TF32 before the CPU's GEMM. bf16 and f16 GEMMs always accumulate in
+  /// fp32; f64 ones are exact.
+  bool tf32 = false;
 };
 
 /// The cuda backend. Without `emulate`, throws Error at once when no CUDA
@@ -44,6 +54,9 @@ std::string cudaDeviceError();
 
 /// Whether this runtime was built with CUDA (cmake -DPARTITA_CUDA=ON/AUTO).
 bool cudaBuiltIn();
+
+/// The number of CUDA devices; 0 without a usable one.
+int cudaDevices();
 
 } // namespace partita::runtime
 

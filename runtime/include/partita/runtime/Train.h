@@ -91,8 +91,13 @@ struct RunOptions {
   /// on the emulated device layer, no GPU needed).
   std::string backend = "cpu";
   bool cudaEmulate = false;
-  /// The CUDA device of this process's rank (real cuda backend).
+  /// The CUDA device of this process's rank (real cuda backend); local
+  /// ranks (threads) share it.
   int cudaDevice = 0;
+  /// f32 GEMMs in TF32 (CudaBackendOptions::tf32).
+  bool cudaTf32 = false;
+  /// CudaBackendOptions::emulateAsync (testing).
+  bool cudaEmulateAsync = false;
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the
   /// caller makes (createNcclCommunicator) and passes as `mpi`; with
   /// cudaEmulate, one per local rank over the local communicator.

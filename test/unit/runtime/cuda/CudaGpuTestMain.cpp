@@ -12,8 +12,9 @@
 
 namespace partita::runtime::test {
 
-std::unique_ptr<Backend> cudaTestBackend(int blockSize) {
+std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32) {
   CudaBackendOptions options;
+  options.tf32 = tf32;
   options.blockSize = blockSize;
   return createCudaBackend(options);
 }

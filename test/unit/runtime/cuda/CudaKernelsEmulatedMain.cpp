@@ -10,8 +10,9 @@
 
 namespace partita::runtime::test {
 
-std::unique_ptr<Backend> cudaTestBackend(int blockSize) {
+std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32) {
   CudaBackendOptions options;
+  options.tf32 = tf32;
   options.emulate = true;
   options.blockSize = blockSize;
   options.checkRaces = true;

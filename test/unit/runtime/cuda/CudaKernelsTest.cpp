@@ -14,7 +14,10 @@
 #include "CudaTestUtil.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
+#include <thread>
 
 namespace partita::runtime::test {
 namespace {
@@ -278,6 +281,103 @@ TYPED_TEST(CudaKernelsTest, EmbeddingGrad) {
              {{dt<T>(), {9, 33}}});
 }
 
+// Tests attention and attention_grad (dq, dk, dv): causal and not, grouped
+// kv heads (2 and 3 query heads a kv head), a query offset, seq_q != seq_kv,
+// an explicit scale, and head_dims that leave some lanes of a row partly
+// (40, 70) or wholly (40, 70) padding (16 dimensions a lane, a power of two
+// lanes a row), or one lane a row (8); sequences that no tile or block size
+// divides.
+TYPED_TEST(CudaKernelsTest, Attention) {
+  using T = TypeParam;
+  struct Case {
+    int64_t batch, seqQ, seqKV, heads, kvHeads, headDim;
+    bool causal;
+    int64_t offset;
+    double scale; // 0: the default 1/sqrt(head_dim)
+  } cases[] = {
+      // Small: each row's partial sums meet in warp shuffles, which the
+      // emulator runs as real exchanges between host threads.
+      {1, 11, 11, 2, 1, 40, true, 0, 0},
+      {2, 7, 13, 2, 2, 24, false, 0, 0.3},
+      {1, 5, 12, 3, 1, 8, true, 7, 0},
+      {1, 6, 6, 1, 1, 70, true, 0, 0},
+  };
+  uint64_t seed = 40;
+  for (const Case &c : cases) {
+    KernelAttrs a;
+    a.causal = c.causal;
+    a.queryOffset = c.offset;
+    if (c.scale > 0)
+      a.scale = c.scale;
+    std::vector<int64_t> qShape{c.batch, c.seqQ, c.heads, c.headDim};
+    std::vector<int64_t> kvShape{c.batch, c.seqKV, c.kvHeads, c.headDim};
+    Tensor q = random<T>(qShape, seed++, -1.5, 1.5);
+    Tensor k = random<T>(kvShape, seed++, -1.5, 1.5);
+    Tensor v = random<T>(kvShape, seed++);
+    Tensor dy = random<T>(qShape, seed++);
+    SCOPED_TRACE("attention [" + std::to_string(c.batch) + ", " +
+                 std::to_string(c.seqQ) + "/" + std::to_string(c.seqKV) +
+                 ", " + std::to_string(c.heads) + "/" +
+                 std::to_string(c.kvHeads) + ", " + std::to_string(c.headDim) +
+                 "] causal " + std::to_string(c.causal));
+    expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}});
+    for (const char *wrt : {"q", "k", "v"}) {
+      SCOPED_TRACE(std::string("wrt ") + wrt);
+      a.wrt = wrt;
+      expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
+                 {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}});
+    }
+  }
+}
+
+// Tests that attention's results do not depend on timing (no atomics, a
+// fixed order of every sum): two runs give the same bits.
+TEST(CudaKernelsAttentionTest, Deterministic) {
+  KernelAttrs a;
+  a.causal = true;
+  std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
+  std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
+                            random<float>(kvShape, 52), random<float>(qShape, 53)};
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  for (const char *wrt : {"", "q", "k", "v"}) {
+    a.wrt = wrt;
+    KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
+    std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
+    std::vector<OutputSpec> out = {{DType::F32, wrt[0] == 'k' || wrt[0] == 'v'
+                                                    ? kvShape
+                                                    : qShape}};
+    Tensor first = runOnBackend(*gpu, kind, a, inputs, out)[0];
+    Tensor second = runOnBackend(*gpu, kind, a, inputs, out)[0];
+    EXPECT_EQ(std::memcmp(first.data<float>(), second.data<float>(),
+                          first.numElements() * sizeof(float)),
+              0)
+        << "attention " << wrt;
+  }
+}
+
+// Tests attention's refusals: a head_dim beyond the kernels' register
+// slices, and the cpu backend's checks (a causal offset past the keys).
+TEST(CudaKernelsAttentionTest, Errors) {
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  Tensor q = random<double>({1, 2, 1, 513}, 54);
+  std::string error =
+      runError(*gpu, KernelKind::Attention, {}, {q, q, q},
+               {{DType::F64, {1, 2, 1, 513}}});
+  EXPECT_NE(error.find("attention: head_dim 513 is more than the cuda "
+                       "kernels' limit of 512"),
+            std::string::npos)
+      << error;
+  KernelAttrs a;
+  a.causal = true;
+  a.queryOffset = 1;
+  Tensor small = random<float>({1, 2, 1, 8}, 55);
+  error = runError(*gpu, KernelKind::Attention, a, {small, small, small},
+                   {{DType::F32, {1, 2, 1, 8}}});
+  EXPECT_NE(error.find("causal attention needs 0 <= queryOffset"),
+            std::string::npos)
+      << error;
+}
+
 // Tests broadcast (a bias over rows, and a size-1 dimension), transpose and
 // reshape, which only move elements.
 TYPED_TEST(CudaKernelsTest, DataMovement) {
@@ -333,6 +433,143 @@ TYPED_TEST(CudaKernelsTest, EinsumAsGemm) {
                {{dt<T>(), c.c}});
   }
 }
+
+// Tests bf16 and f16 GEMMs (fp32 accumulation, the result rounded once)
+// against the cpu backend, which widens the operands to f32, runs sgemm and
+// narrows the result: within one ulp of the 16-bit result relative to the
+// largest (bf16: 2^-7; f16: 2^-10), since the two may sum in different
+// orders.
+TEST(CudaGemmPrecisionTest, HalfPrecisionOperandsAccumulateInF32) {
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    auto narrow = [&](const Tensor &f) {
+      Tensor t(dtype, f.getShape());
+      for (int64_t i = 0; i < f.numElements(); ++i)
+        t.data<uint16_t>()[i] = narrowFloat(f.data<float>()[i], dtype);
+      return t;
+    };
+    KernelAttrs a;
+    a.spec = "bik,bkj->bij";
+    Tensor x = narrow(random<float>({2, 33, 70}, 41)),
+           y = narrow(random<float>({2, 70, 19}, 42));
+    std::unique_ptr<Backend> cpu = createCpuBackend(1);
+    Tensor want = runOnBackend(*cpu, KernelKind::Einsum, a, {x, y},
+                               {{dtype, {2, 33, 19}}})[0];
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+    Tensor got = runOnBackend(*gpu, KernelKind::Einsum, a, {x, y},
+                              {{dtype, {2, 33, 19}}})[0];
+    double d = relativeDifference(got, want);
+    EXPECT_LE(d, dtype == DType::BF16 ? 0x1p-7 : 0x1p-10) << toString(dtype);
+    // Not all zeros or NaN: the comparison compares something.
+    EXPECT_GT(std::fabs(elementAt(want, 5)), 0) << toString(dtype);
+  }
+}
+
+// Tests TF32 (CudaBackendOptions::tf32, `partita-run --tf32`): an f32 GEMM
+// whose operands are not TF32 values differs from the exact fp32 one, and
+// every element stays within TF32's error bound of the exact product
+// computed here in double: |c - ref| <= (2u + u^2 + k 2^-23) sum |a||b|,
+// u = 2^-10 (one TF32 rounding of each operand, by truncation or to
+// nearest, whichever the device does; fp32 accumulation of k terms). The
+// fp32 GEMM stays within the accumulation term alone.
+TEST(CudaGemmPrecisionTest, Tf32DiffersFromFp32WithinItsBound) {
+  const int64_t m = 37, k = 300, n = 29;
+  Tensor x = random<float>({m, k}, 51), y = random<float>({k, n}, 52);
+  KernelAttrs a;
+  a.spec = "ij,jk->ik";
+  std::unique_ptr<Backend> fp32 = cudaTestBackend(64, false);
+  std::unique_ptr<Backend> tf32 = cudaTestBackend(64, true);
+  Tensor exact = runOnBackend(*fp32, KernelKind::Einsum, a, {x, y},
+                              {{DType::F32, {m, n}}})[0];
+  Tensor rough = runOnBackend(*tf32, KernelKind::Einsum, a, {x, y},
+                              {{DType::F32, {m, n}}})[0];
+  const double u = 0x1p-10, acc = double(k) * 0x1p-23;
+  double largestTf32 = 0, largestFp32 = 0, differs = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        double p = double(x.data<float>()[i * k + l]) *
+                   double(y.data<float>()[l * n + j]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      double e32 = std::fabs(exact.data<float>()[i * n + j] - ref) / mag;
+      double etf = std::fabs(rough.data<float>()[i * n + j] - ref) / mag;
+      largestFp32 = std::max(largestFp32, e32);
+      largestTf32 = std::max(largestTf32, etf);
+      differs =
+          std::max(differs, double(std::fabs(rough.data<float>()[i * n + j] -
+                                             exact.data<float>()[i * n + j])));
+      EXPECT_LE(e32, acc) << i << "," << j;
+      EXPECT_LE(etf, 2 * u + u * u + acc) << i << "," << j;
+    }
+  EXPECT_GT(differs, 0) << "TF32 gave the fp32 result";
+  // TF32's error is an operand rounding, far above fp32's.
+  EXPECT_GT(largestTf32, 8 * largestFp32);
+  std::printf("tf32: largest error / sum|ab| %.3g (fp32 %.3g), largest "
+              "|tf32 - fp32| %.3g\n",
+              largestTf32, largestFp32, differs);
+}
+
+// Tests ranks as threads sharing one device (partita-run --backend cuda
+// over local): each thread makes its own backend, whose compute stream is
+// its own, and their GEMMs and kernels, run at the same time, each give the
+// cpu backend's results (on a GPU each thread makes the device current
+// itself; the emulated device runs them on separate stream threads).
+TEST(CudaSharedDeviceTest, RanksAsThreadsHaveTheirOwnStreams) {
+  const int kRanks = 4;
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  KernelAttrs mm;
+  mm.spec = "bik,bkj->bij";
+  std::vector<std::vector<Tensor>> inputs, want;
+  for (int r = 0; r < kRanks; ++r) {
+    inputs.push_back({random<float>({3, 17, 40}, 60 + r),
+                      random<float>({3, 40, 9}, 70 + r)});
+    want.push_back(runOnBackend(*cpu, KernelKind::Einsum, mm, inputs[r],
+                                {{DType::F32, {3, 17, 9}}}));
+    std::vector<Tensor> act = runOnBackend(*cpu, KernelKind::Gelu, {},
+                                           {want[r][0]},
+                                           {{DType::F32, {3, 17, 9}}});
+    want[r].push_back(act[0]);
+  }
+  std::vector<double> diff(kRanks, INFINITY);
+  // Kept until every thread is done, so no two share an address by reuse.
+  std::vector<std::unique_ptr<Backend>> backends(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        backends[r] = cudaTestBackend(64);
+        Backend *gpu = backends[r].get();
+        double worst = 0;
+        for (int repeat = 0; repeat < 5; ++repeat) {
+          Tensor c = runOnBackend(*gpu, KernelKind::Einsum, mm, inputs[r],
+                                  {{DType::F32, {3, 17, 9}}})[0];
+          Tensor g = runOnBackend(*gpu, KernelKind::Gelu, {}, {c},
+                                  {{DType::F32, {3, 17, 9}}})[0];
+          worst = std::max({worst, relativeDifference(c, want[r][0]),
+                            relativeDifference(g, want[r][1])});
+        }
+        diff[r] = worst;
+      } catch (const std::exception &e) {
+        errors[r] = e.what();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_LE(diff[r], 1e-5) << "rank " << r;
+    for (int q = 0; q < r && backends[r] && backends[q]; ++q)
+      EXPECT_NE(&backends[r]->device().computeStream(),
+                &backends[q]->device().computeStream())
+          << "ranks " << q << " and " << r;
+  }
+}
+
+// Tests that an einsum that is not one GEMM, and a kind with no port, fail
+// with an error that names them.
 
 // Tests that a kind with no port fails naming it, and that the cpu
 // backend's checks run first (a shape mismatch, an einsum letter with two

@@ -22,9 +22,9 @@
 
 namespace partita::runtime::test {
 
-/// The backend under test with `blockSize` threads per block (defined by
-/// each test binary's main file).
-std::unique_ptr<Backend> cudaTestBackend(int blockSize);
+/// The backend under test with `blockSize` threads per block, its f32
+/// GEMMs in TF32 with `tf32` (defined by each test binary's main file).
+std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32 = false);
 
 struct OutputSpec {
   DType dtype;
@@ -82,6 +82,9 @@ inline double elementAt(const Tensor &t, int64_t i) {
   case DType::F64: return t.data<double>()[i];
   case DType::I32: return t.data<int32_t>()[i];
   case DType::I64: return double(t.data<int64_t>()[i]);
+  case DType::BF16:
+  case DType::F16:
+    return widenFloat(t.data<uint16_t>()[i], t.getDType());
   default: return NAN;
   }
 }
