@@ -45,6 +45,7 @@ namespace {
 struct Options {
   int64_t batch = 16, seq = 1024, heads = 12, kvHeads = 0, dim = 64;
   bool causal = true, f64 = false, check = false, emulate = false;
+  bool fused = false, tf32 = false;
   int iters = 20, block = 256;
 };
 
@@ -53,7 +54,9 @@ struct Options {
                "partita-attention-bench: %s\nusage: partita-attention-bench "
                "[--batch B] [--seq S] [--heads H] [--kv-heads K] [--dim D] "
                "[--no-causal] [--f64] [--iters N] [--block T] [--check] "
-               "[--emulate]\n",
+               "[--emulate] [--fused] [--tf32]\n"
+               "  --fused: the flash-style kernels (--fused-attention); "
+               "default: GEMMs and the row kernel\n",
                why);
   std::exit(2);
 }
@@ -78,6 +81,8 @@ Options parse(int argc, char **argv) {
     else if (a == "--dim") o.dim = value();
     else if (a == "--iters") o.iters = int(value());
     else if (a == "--block") o.block = int(value());
+    else if (a == "--fused") o.fused = true;
+    else if (a == "--tf32") o.tf32 = true;
     else if (a == "--no-causal") o.causal = false;
     else if (a == "--f64") o.f64 = true;
     else if (a == "--check") o.check = true;
@@ -165,6 +170,8 @@ int main(int argc, char **argv) {
     CudaBackendOptions options;
     options.emulate = o.emulate;
     options.blockSize = o.block;
+    options.fusedAttention = o.fused;
+    options.tf32 = o.tf32;
     std::unique_ptr<Backend> gpu = createCudaBackend(options);
     DType dtype = o.f64 ? DType::F64 : DType::F32;
     std::vector<int64_t> qShape{o.batch, o.seq, o.heads, o.dim};
@@ -174,6 +181,9 @@ int main(int argc, char **argv) {
     double pairs = o.causal ? double(o.seq) * double(o.seq + 1) / 2
                             : double(o.seq) * double(o.seq);
     double unit = double(o.batch) * double(o.heads) * pairs * double(o.dim);
+    std::printf("path: %s%s\n",
+                o.fused ? "fused flash-style kernels" : "GEMMs and the row kernel",
+                o.tf32 ? ", TF32 GEMMs" : "");
     std::printf("attention %s [batch %lld, seq %lld, heads %lld/%lld, dim "
                 "%lld]%s, block %d, %s, %d iterations\n",
                 o.f64 ? "f64" : "f32", (long long)o.batch, (long long)o.seq,

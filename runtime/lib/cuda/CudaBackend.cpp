@@ -11,7 +11,9 @@
 // Launch geometry: elementwise kernels take blocks of the configured size
 // and at most 4096 blocks (they loop with a grid stride); row kernels
 // (softmax, layer_norm, cross_entropy) one block per row, at most 4096;
-// attention one block per tile of query (or key) rows, at most 256 threads.
+// attention one block per tile of query (or key) rows, at most 256 threads;
+// a reduction over the rows of [rows, columns] (a bias's gradient) two
+// passes over row chunks and 32-column tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,7 +63,8 @@ class CudaBackend final : public Backend {
 public:
   CudaBackend(std::unique_ptr<GpuApi> api, const CudaBackendOptions &options)
       : api(std::move(api)), dev(createGpuDevice(*this->api)),
-        blockSize(options.blockSize), tf32(options.tf32) {}
+        blockSize(options.blockSize), tf32(options.tf32),
+        fusedAttention(options.fusedAttention) {}
   ~CudaBackend() override {
     // Nothing queued may outlive the workspace it writes.
     try {
@@ -242,22 +245,40 @@ private:
   void stridedCopy(const KernelCall &call, const void *in, void *out,
                    size_t bytes, const std::vector<int64_t> &shape,
                    const std::vector<int64_t> &strides) {
-    // Size-1 dimensions move nothing; the rest must fit the kernel's rank.
+    // Size-1 dimensions move nothing, and a dimension whose stride is its
+    // inner neighbour's extent continues it (the leading [batch, seq] of a
+    // bias broadcast, both stride 0, is one dimension): the kernel divides
+    // once per dimension left, which must fit its rank.
+    std::vector<int64_t> merged, mergedStrides;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1)
+        continue;
+      if (!merged.empty() &&
+          mergedStrides.back() == strides[d] * shape[d]) {
+        merged.back() *= shape[d];
+        mergedStrides.back() = strides[d];
+        continue;
+      }
+      merged.push_back(shape[d]);
+      mergedStrides.push_back(strides[d]);
+    }
+    if (merged.size() > size_t(kMaxRank))
+      fail(call.kind, "more than " + std::to_string(kMaxRank) +
+                          " dimensions of size > 1 that do not merge (the "
+                          "cuda kernel's limit)");
     KernelLaunch l = elementwiseLaunch(cpu::product(shape, 0, shape.size()));
     KernelParams &p = l.params;
     p.kernel = GpuKernel::Strided;
     p.type = bitsType(bytes);
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1)
-        continue;
-      if (p.rank == kMaxRank)
-        fail(call.kind, "more than " + std::to_string(kMaxRank) +
-                            " dimensions of size > 1 (the cuda kernel's "
-                            "limit)");
-      p.shape[p.rank] = shape[d];
-      p.inStride[p.rank] = strides[d];
-      ++p.rank;
-    }
+    p.rank = int(merged.size());
+    std::copy(merged.begin(), merged.end(), p.shape);
+    std::copy(mergedStrides.begin(), mergedStrides.end(), p.inStride);
+    // 32-bit index arithmetic when every index and input offset fits.
+    int64_t lastOffset = 0;
+    for (size_t d = 0; d < merged.size(); ++d)
+      lastOffset += (merged[d] - 1) * mergedStrides[d];
+    p.index32 = l.params.n < (int64_t(1) << 31) &&
+                lastOffset < (int64_t(1) << 31);
     p.in[0] = in;
     p.out[0] = out;
     launch(l);
@@ -725,20 +746,35 @@ private:
     p.op = call.kind == KernelKind::ReduceMax ? 1 : 0;
     std::vector<int64_t> strides = cpu::rowMajorStrides(in.shape);
     int64_t count = 1;
+    // Kept and reduced dimensions apart, size-1 ones dropped, and each
+    // merged into its predecessor of the same kind when they are adjacent
+    // in memory (its stride is this one's extent), so the kernel divides
+    // less: [batch, seq, hidden] summed over batch and seq is [tokens]
+    // reduced, [hidden] kept.
+    int lastKind = -1; // the previous kept (0) or reduced (1) dimension
     for (int64_t d = 0; d < in.rank(); ++d) {
       if (in.shape[d] == 1)
         continue;
       bool r = reduced[d];
       int &rank = r ? p.redRank : p.rank;
+      int64_t *shape = r ? p.redShape : p.shape;
+      int64_t *stride = r ? p.redStride : p.inStride;
+      if (r)
+        count *= in.shape[d];
+      if (lastKind == int(r) &&
+          stride[rank - 1] == strides[d] * in.shape[d]) {
+        shape[rank - 1] *= in.shape[d];
+        stride[rank - 1] = strides[d];
+        continue;
+      }
+      lastKind = int(r);
       if (rank == kMaxRank)
         fail(call.kind, "more than " + std::to_string(kMaxRank) +
                             " kept or reduced dimensions of size > 1 (the "
                             "cuda kernel's limit)");
-      (r ? p.redShape : p.shape)[rank] = in.shape[d];
-      (r ? p.redStride : p.inStride)[rank] = strides[d];
+      shape[rank] = in.shape[d];
+      stride[rank] = strides[d];
       ++rank;
-      if (r)
-        count *= in.shape[d];
     }
     for (int64_t d = 0; d < in.rank(); ++d)
       if (reduced[d] && in.shape[d] == 0)
@@ -752,7 +788,51 @@ private:
                                                      : count);
     p.in[0] = in.data;
     p.out[0] = out.data;
+    // [rows, columns] reduced over the rows (a bias's gradient): coalesced
+    // reads in two passes (Kernels.h, columnPartialsKernel) instead of one
+    // block per column reading `columns` elements apart.
+    if (p.rank == 1 && p.inStride[0] == 1 && p.redRank == 1 &&
+        p.redStride[0] == p.shape[0] && count > 0)
+      return runColumnReduce(p, p.shape[0], count);
     launch(l);
+  }
+
+  /// Reduces the rows of a row-major [rows, columns] input (params of a
+  /// Reduce launch) in row chunks: enough (chunk, 32-column tile) items for
+  /// about kColumnItems blocks, at least kMinChunkRows rows a chunk. The
+  /// chunking depends on the shape alone, so results are deterministic.
+  void runColumnReduce(const KernelParams &reduce, int64_t columns,
+                       int64_t rows) {
+    constexpr int64_t kColumnItems = 1024, kMinChunkRows = 32;
+    int64_t tiles = (columns + kWarpSize - 1) / kWarpSize;
+    int64_t wanted = (kColumnItems + tiles - 1) / tiles;
+    int64_t chunkRows = std::max((rows + wanted - 1) / wanted, kMinChunkRows);
+    int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+    double *partials = workspace<double>(chunks * columns);
+    KernelLaunch first;
+    first.block = blockSize;
+    first.grid = int(std::min(tiles * chunks, kMaxGrid));
+    first.sharedBytes = size_t(blockSize) * sizeof(double);
+    KernelParams &p = first.params;
+    p.kernel = GpuKernel::ColumnPartials;
+    p.type = reduce.type;
+    p.op = reduce.op;
+    p.n = columns;
+    p.cols = rows;
+    p.inner = chunkRows;
+    p.in[0] = reduce.in[0];
+    p.out[0] = partials;
+    launch(first);
+    KernelLaunch second = elementwiseLaunch(columns);
+    KernelParams &q = second.params;
+    q.kernel = GpuKernel::ColumnCombine;
+    q.type = reduce.type;
+    q.op = reduce.op;
+    q.cols = chunks;
+    q.a[0] = reduce.a[0];
+    q.in[0] = partials;
+    q.out[0] = reduce.out[0];
+    launch(second);
   }
 
   void runEmbedding(const KernelCall &call) {
@@ -1388,6 +1468,8 @@ private:
     if (a.seqKV == 0)
       fail(call.kind,
            "there are no keys (seq_kv is 0): the softmax is undefined");
+    if (!fusedAttention)
+      return attentionByGemm(call, a, type, 'o');
     KernelLaunch l = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
     l.params.op = int(AttnMode::Output);
@@ -1426,6 +1508,8 @@ private:
     }
     if (a.seqKV == 0)
       fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
+    if (!fusedAttention)
+      return attentionByGemm(call, a, type, wrt[0]);
     void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
     KernelLaunch s = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
@@ -1440,6 +1524,120 @@ private:
     g.params.in[4] = stats;
     g.params.out[0] = out.data;
     launch(g);
+  }
+
+  /// attention (what 'o') or its gradient (what 'q', 'k' or 'v') as the cpu
+  /// backend computes it (cpu/NNKernels.cpp, cpu/GradKernels.cpp), one batch
+  /// at a time: strided-batched GEMMs over the kv heads (one per query head
+  /// of a group) into a [heads, seq_q, seq_kv] scratch P (and dP), and the
+  /// AttentionRows kernel over its rows:
+  ///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
+  ///   dV = sum over the group P^T dO, dP = dO V^T,
+  ///   dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
+  ///   dK = sum over the group scale dS^T Q.
+  /// A group's heads accumulate into their kv head in order (beta 1 after
+  /// the first): deterministic. With --tf32 the GEMMs are TF32 too.
+  void attentionByGemm(const KernelCall &call, const cpu::AttentionDims &a,
+                       ElemType type, char what) {
+    const TensorView &q = call.inputs[0], &k = call.inputs[1],
+                     &v = call.inputs[2], &out = call.outputs[0];
+    const void *dy = call.inputs.size() > 3 ? call.inputs[3].data : nullptr;
+    size_t bytes = sizeOf(q.dtype);
+    int64_t group = a.heads / a.kvHeads, d = a.headDim;
+    int64_t ldq = a.heads * d, ldkv = a.kvHeads * d;
+    int64_t plane = a.seqQ * a.seqKV; // one head's scores
+    int64_t planes = a.heads * plane;
+    char *p = workspace<char>(int64_t(bytes) * planes * (what == 'o' || what == 'v' ? 1 : 2));
+    char *dp = p + bytes * planes;
+    auto at = [&](const void *base, int64_t elements) {
+      return static_cast<const char *>(base) + int64_t(bytes) * elements;
+    };
+    // One GEMM per query head j of each group, batched over the kv heads:
+    // C[h'] = alpha op(A[h']) op(B[h']) + beta C[h'], query head h' g + j.
+    auto gemm = [&](bool transA, bool transB, int64_t m, int64_t n,
+                    int64_t kk, double alpha, double beta, const void *A,
+                    int64_t lda, int64_t strideA, const void *B, int64_t ldb,
+                    int64_t strideB, void *C, int64_t ldc, int64_t strideC) {
+      GemmDesc g;
+      g.type = q.dtype;
+      g.tf32 = tf32 && g.type == DType::F32;
+      g.transA = transA;
+      g.transB = transB;
+      g.m = m;
+      g.n = n;
+      g.k = kk;
+      g.batch = a.kvHeads;
+      g.alpha = alpha;
+      g.beta = beta;
+      g.a = A;
+      g.b = B;
+      g.c = C;
+      g.lda = lda;
+      g.ldb = ldb;
+      g.ldc = ldc;
+      g.strideA = a.kvHeads > 1 ? strideA : 0;
+      g.strideB = a.kvHeads > 1 ? strideB : 0;
+      g.strideC = a.kvHeads > 1 ? strideC : 0;
+      api->gemm(g, api->computeStream());
+    };
+    auto rows = [&](int op) {
+      KernelLaunch l = rowLaunch(a.heads * a.seqQ);
+      l.params.kernel = GpuKernel::AttentionRows;
+      l.params.type = type;
+      l.params.op = op;
+      l.params.cols = a.seqKV;
+      l.params.shape[0] = a.seqQ;
+      l.params.shape[1] = call.attrs.queryOffset;
+      l.params.shape[2] = call.attrs.causal ? 1 : 0;
+      l.params.in[0] = p;
+      l.params.out[0] = op == 0 ? p : dp;
+      launch(l);
+    };
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const char *qb = at(q.data, b * a.seqQ * ldq);
+      const char *kb = at(k.data, b * a.seqKV * ldkv);
+      const char *vb = at(v.data, b * a.seqKV * ldkv);
+      const char *dyb = dy ? at(dy, b * a.seqQ * ldq) : nullptr;
+      char *ob = const_cast<char *>(
+          at(out.data, b * (what == 'k' || what == 'v' ? a.seqKV * ldkv
+                                                       : a.seqQ * ldq)));
+      // P = softmax(scale Q K^T), head h' g + j at plane h' g + j.
+      for (int64_t j = 0; j < group; ++j)
+        gemm(false, true, a.seqQ, a.seqKV, d, a.scale, 0, qb + bytes * j * d,
+             ldq, group * d, kb, ldkv, d, p + bytes * j * plane, a.seqKV,
+             group * plane);
+      rows(0);
+      if (what == 'o') { // O = P V
+        for (int64_t j = 0; j < group; ++j)
+          gemm(false, false, a.seqQ, d, a.seqKV, 1, 0, p + bytes * j * plane,
+               a.seqKV, group * plane, vb, ldkv, d, ob + bytes * j * d, ldq,
+               group * d);
+        continue;
+      }
+      if (what == 'v') { // dV = sum_j P^T dO
+        for (int64_t j = 0; j < group; ++j)
+          gemm(true, false, a.seqKV, d, a.seqQ, 1, j ? 1 : 0,
+               p + bytes * j * plane, a.seqKV, group * plane,
+               dyb + bytes * j * d, ldq, group * d, ob, ldkv, d);
+        continue;
+      }
+      // dP = dO V^T, then dS in place.
+      for (int64_t j = 0; j < group; ++j)
+        gemm(false, true, a.seqQ, a.seqKV, d, 1, 0, dyb + bytes * j * d, ldq,
+             group * d, vb, ldkv, d, dp + bytes * j * plane, a.seqKV,
+             group * plane);
+      rows(1);
+      for (int64_t j = 0; j < group; ++j) {
+        if (what == 'q') // dQ = scale dS K
+          gemm(false, false, a.seqQ, d, a.seqKV, a.scale, 0,
+               dp + bytes * j * plane, a.seqKV, group * plane, kb, ldkv, d,
+               ob + bytes * j * d, ldq, group * d);
+        else // dK = sum_j scale dS^T Q
+          gemm(true, false, a.seqKV, d, a.seqQ, a.scale, j ? 1 : 0,
+               dp + bytes * j * plane, a.seqKV, group * plane,
+               qb + bytes * j * d, ldq, group * d, ob, ldkv, d);
+      }
+    }
   }
 
   /// Device scratch of at least `count` elements, kept for later calls
@@ -1459,6 +1657,7 @@ private:
   std::unique_ptr<Device> dev;
   int blockSize;
   bool tf32;
+  bool fusedAttention;
   DeviceBuffer scratch;
   size_t workspaceBytes = 0;
   std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>

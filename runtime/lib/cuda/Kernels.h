@@ -54,6 +54,9 @@ enum class GpuKernel : uint8_t {
   AttentionForward, // attention, or its row statistics (AttentionKernels.h)
   AttentionGradQ,   // dq of attention
   AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
+  AttentionRows,    // attention by GEMMs: masked softmax (op 0) or dS (op 1)
+  ColumnPartials,   // reduce: partial sums (or maxima) of [rows, columns] by row chunk
+  ColumnCombine,    // reduce: the chunks' partials of each column, in order
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -86,6 +89,7 @@ struct KernelParams {
   ElemType type = ElemType::F32;
   int op = 0;
   bool wideLabels = false; // cross entropy: labels are i64 (else i32)
+  bool index32 = false;    // strided: every index and offset fits 31 bits
   const void *in[5] = {};
   void *out[3] = {};
   int64_t n = 0;     // elements, or rows
@@ -332,11 +336,26 @@ PARTITA_HD void fillKernel(const Ctx &c, const KernelParams &p) {
 }
 
 /// out[0][i] = in[0][offset(i)] for the n elements of shape[0..rank): the
-/// offset sums each index times inStride (0 repeats an element).
+/// offset sums each index times inStride (0 repeats an element). With
+/// index32 (n and every offset below 2^31) the index arithmetic is 32-bit:
+/// a 64-bit division is a long instruction sequence on a GPU, and this is
+/// the broadcast of every bias.
 template <typename T, typename Ctx>
 PARTITA_HD void stridedKernel(const Ctx &c, const KernelParams &p) {
   const T *in = static_cast<const T *>(p.in[0]);
   T *out = static_cast<T *>(p.out[0]);
+  if (p.index32) {
+    for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+      uint32_t index = uint32_t(i), offset = 0;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        uint32_t size = uint32_t(p.shape[d]);
+        offset += (index % size) * uint32_t(p.inStride[d]);
+        index /= size;
+      }
+      out[i] = in[offset];
+    }
+    return;
+  }
   for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c))
     out[i] = in[stridedOffset(i, p.rank, p.shape, p.inStride)];
 }
@@ -361,6 +380,47 @@ PARTITA_HD void softmaxKernel(const Ctx &c, const KernelParams &p) {
     T r = static_cast<T>(1.0 / sum);
     for (int64_t j = t; j < p.cols; j += bs)
       y[base + j * p.inner] = kexp(T(x[base + j * p.inner] - m)) * r;
+  }
+}
+
+/// The rows of the GEMM attention path's [heads, seq_q, seq_kv] score
+/// scratch, one block per row; row r is query i = r % shape[0] of its head.
+/// op 0, in place on out[0]: the scores S become P = softmax over the row's
+/// first `valid` scores, zeros after (valid = cols, or when causal
+/// (shape[2] != 0) min(cols, queryOffset (shape[1]) + i + 1), the cpu
+/// backend's causalSoftmaxRows). op 1: with in[0] P, out[0] dP becomes
+/// dS = P * (dP - sum(P * dP)) (the sum in double). Each thread touches its
+/// own columns only, so in place is safe.
+template <typename T, typename Ctx>
+PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
+  int t = c.threadIndex(), bs = c.blockSize();
+  for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    T *x = static_cast<T *>(p.out[0]) + row * p.cols;
+    if (p.op == 1) {
+      const T *prob = static_cast<const T *>(p.in[0]) + row * p.cols;
+      double dot = 0;
+      for (int64_t j = t; j < p.cols; j += bs)
+        dot += double(prob[j]) * x[j];
+      T s = static_cast<T>(blockReduce(c, dot, SumOp()));
+      for (int64_t j = t; j < p.cols; j += bs)
+        x[j] = prob[j] * (x[j] - s);
+      continue;
+    }
+    int64_t i = row % p.shape[0];
+    int64_t valid = p.cols;
+    if (p.shape[2] != 0 && p.shape[1] + i + 1 < valid)
+      valid = p.shape[1] + i + 1;
+    T m = -infinity<T>();
+    for (int64_t j = t; j < valid; j += bs)
+      m = maxOf(m, x[j]);
+    m = blockReduce(c, m, MaxOp());
+    double sum = 0;
+    for (int64_t j = t; j < valid; j += bs)
+      sum += double(kexp(T(x[j] - m)));
+    sum = blockReduce(c, sum, SumOp());
+    T r = static_cast<T>(1.0 / sum);
+    for (int64_t j = t; j < p.cols; j += bs)
+      x[j] = j < valid ? kexp(T(x[j] - m)) * r : T(0);
   }
 }
 
@@ -489,12 +549,35 @@ PARTITA_HD void sgdKernel(const Ctx &c, const KernelParams &p) {
 /// n outputs (one block each at a time): output o reduces the `cols`
 /// elements of in[0] at offset(o over the kept dimensions) + offset(j over
 /// the reduced ones); op 0 sums in double and multiplies by a[0], op 1
-/// takes the maximum (NaN wins).
+/// takes the maximum (NaN wins). One reduced dimension (a row; the host
+/// merges adjacent ones) is addressed without division.
 template <typename T, typename Ctx>
 PARTITA_HD void reduceKernel(const Ctx &c, const KernelParams &p) {
   const T *x = static_cast<const T *>(p.in[0]);
   T *y = static_cast<T *>(p.out[0]);
   int t = c.threadIndex(), bs = c.blockSize();
+  if (p.redRank == 1) {
+    int64_t stride = p.redStride[0];
+    for (int64_t o = c.blockIndex(); o < p.n; o += c.gridSize()) {
+      const T *row = x + stridedOffset(o, p.rank, p.shape, p.inStride);
+      if (p.op == 1) {
+        T m = -infinity<T>();
+        for (int64_t j = t; j < p.cols; j += bs)
+          m = maxOf(m, row[j * stride]);
+        m = blockReduce(c, m, MaxOp());
+        if (t == 0)
+          y[o] = m;
+      } else {
+        double sum = 0;
+        for (int64_t j = t; j < p.cols; j += bs)
+          sum += double(row[j * stride]);
+        sum = blockReduce(c, sum, SumOp());
+        if (t == 0)
+          y[o] = static_cast<T>(sum * p.a[0]);
+      }
+    }
+    return;
+  }
   for (int64_t o = c.blockIndex(); o < p.n; o += c.gridSize()) {
     int64_t base = stridedOffset(o, p.rank, p.shape, p.inStride);
     if (p.op == 1) {
@@ -514,6 +597,67 @@ PARTITA_HD void reduceKernel(const Ctx &c, const KernelParams &p) {
       if (t == 0)
         y[o] = static_cast<T>(sum * p.a[0]);
     }
+  }
+}
+
+/// The first pass of a reduction over the rows of a row-major [cols, n]
+/// in[0] (a bias's gradient: [tokens, hidden] summed over the tokens), which
+/// one block per output would read a column at a time, `n` elements apart:
+/// out[0][k * n + o] (double) reduces column o over rows [k * inner,
+/// (k + 1) * inner) (op 0 sums, op 1 takes the maximum). A block takes
+/// (row chunk, 32-column tile) items a grid stride apart; lane l of every
+/// warp takes column tile + l, warp w rows w, w + warps, ... of the chunk,
+/// so each warp reads whole 128-byte rows of its tile; the warps' results
+/// are combined in warp order. Shared memory: a double per thread.
+template <typename T, typename Ctx>
+PARTITA_HD void columnPartialsKernel(const Ctx &c, const KernelParams &p) {
+  const T *x = static_cast<const T *>(p.in[0]);
+  double *part = static_cast<double *>(p.out[0]);
+  int t = c.threadIndex(), lane = t % kWarpSize, warp = t / kWarpSize;
+  int warps = c.blockSize() / kWarpSize;
+  bool isMax = p.op == 1;
+  int64_t tiles = (p.n + kWarpSize - 1) / kWarpSize;
+  int64_t chunks = (p.cols + p.inner - 1) / p.inner;
+  auto s = c.template shared<double>();
+  for (int64_t item = c.blockIndex(); item < tiles * chunks;
+       item += c.gridSize()) {
+    int64_t chunk = item / tiles, o = (item % tiles) * kWarpSize + lane;
+    int64_t end = (chunk + 1) * p.inner < p.cols ? (chunk + 1) * p.inner
+                                                 : p.cols;
+    double acc = isMax ? -infinity<double>() : 0.0;
+    if (o < p.n)
+      for (int64_t r = chunk * p.inner + warp; r < end; r += warps) {
+        double v = double(x[r * p.n + o]);
+        acc = isMax ? maxOf(acc, v) : acc + v;
+      }
+    s.store(t, acc);
+    c.barrier();
+    if (warp == 0 && o < p.n) {
+      double total = s.load(lane);
+      for (int w = 1; w < warps; ++w) {
+        double v = s.load(w * kWarpSize + lane);
+        total = isMax ? maxOf(total, v) : total + v;
+      }
+      part[chunk * p.n + o] = total;
+    }
+    // The next item stores into the same slots.
+    c.barrier();
+  }
+}
+
+/// The second pass: out[0][o] (T) combines column o's `cols` partials of
+/// in[0] (double, [cols, n]) in chunk order; op 0 sums and multiplies by
+/// a[0], op 1 takes the maximum.
+template <typename T, typename Ctx>
+PARTITA_HD void columnCombineKernel(const Ctx &c, const KernelParams &p) {
+  const double *part = static_cast<const double *>(p.in[0]);
+  T *y = static_cast<T *>(p.out[0]);
+  bool isMax = p.op == 1;
+  for (int64_t o = globalThread(c); o < p.n; o += gridThreads(c)) {
+    double acc = part[o];
+    for (int64_t k = 1; k < p.cols; ++k)
+      acc = isMax ? maxOf(acc, part[k * p.n + o]) : acc + part[k * p.n + o];
+    y[o] = static_cast<T>(isMax ? acc : acc * p.a[0]);
   }
 }
 
@@ -833,6 +977,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     attentionGradQKernel<T>(c, p);
   else if constexpr (K == GpuKernel::AttentionGradKV)
     attentionGradKVKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionRows)
+    attentionRowsKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::ColumnPartials)
+    columnPartialsKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::ColumnCombine)
+    columnCombineKernel<T>(c, p);
   else
     rmsNormKernel<T>(c, p);
 }
@@ -906,6 +1056,12 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
     return floats(KernelTag<GpuKernel::AttentionGradQ>{});
   case GpuKernel::AttentionGradKV:
     return floats(KernelTag<GpuKernel::AttentionGradKV>{});
+  case GpuKernel::AttentionRows:
+    return floats(KernelTag<GpuKernel::AttentionRows>{});
+  case GpuKernel::ColumnPartials:
+    return floats(KernelTag<GpuKernel::ColumnPartials>{});
+  case GpuKernel::ColumnCombine:
+    return floats(KernelTag<GpuKernel::ColumnCombine>{});
   }
   return false;
 }

@@ -88,6 +88,12 @@ const OptionSpec kOptions[] = {
      "1e-3 relative error instead of fp32's; --emulate rounds the operands "
      "the same way. Default: exact fp32. --check then needs a looser "
      "--rtol"},
+    {"fused-attention", nullptr,
+     "With --backend cuda: attention and its gradients by the fused "
+     "flash-style kernels (no [seq, seq] buffer; CUDA cores only, so "
+     "--tf32 does not apply to them). Default: per batch, GEMMs over the "
+     "heads into a [heads, seq, seq] scratch and a masked-softmax row "
+     "kernel"},
     {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
     {"data", "file",
      "Training: flat binary file of token ids, batches of consecutive "
@@ -470,6 +476,9 @@ int Tool::run() {
   ranksOptions.backend = backend;
   ranksOptions.cudaEmulate = emulate;
   ranksOptions.cudaTf32 = args.flags.count("tf32");
+  if (args.flags.count("fused-attention") && backend != "cuda")
+    return fail("--fused-attention applies to --backend cuda only");
+  ranksOptions.cudaFusedAttention = args.flags.count("fused-attention");
   ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
   if (ranksOptions.cudaEmulateAsync && !emulate)
     return fail("--emulate-async needs --backend cuda --emulate");

@@ -39,6 +39,12 @@ struct CudaBackendOptions {
   /// TF32 before the CPU's GEMM. bf16 and f16 GEMMs always accumulate in
   /// fp32; f64 ones are exact.
   bool tf32 = false;
+  /// attention and attention_grad by the fused flash-style kernels
+  /// (AttentionKernels.h: no [seq, seq] buffer, CUDA cores only) instead of
+  /// the default: per batch, strided-batched GEMMs over the heads into a
+  /// [heads, seq_q, seq_kv] scratch and a row kernel for the masked
+  /// softmax (and its gradient), as the cpu backend computes it.
+  bool fusedAttention = false;
 };
 
 /// The cuda backend. Without `emulate`, throws Error at once when no CUDA

@@ -146,7 +146,9 @@ struct ExecutorOptions {
   /// bit. Ignored for a communicator that must be called from its own
   /// thread (Communicator::callableFromAnyThread).
   bool overlapBuckets = true;
-  /// Time every instruction (see Executor::profile).
+  /// Time every instruction (see Executor::profile); the device's compute
+  /// stream is drained around each, so a GPU's kernels are timed, not
+  /// their launches.
   bool profile = false;
 };
 
@@ -180,7 +182,8 @@ public:
   /// Runs the instruction stream once (donated updates write the
   /// parameters and state they replace), then copies every other result
   /// that replaces a parameter or state buffer into it (the next run sees
-  /// it).
+  /// it). Returns when the step's work is done on the device (its compute
+  /// stream is drained), so a step timed around run() is timed whole.
   void run();
   /// Every result as a global array. Collective over all ranks of a
   /// partitioned program (every rank must call it); partial results are

@@ -96,6 +96,8 @@ struct RunOptions {
   int cudaDevice = 0;
   /// f32 GEMMs in TF32 (CudaBackendOptions::tf32).
   bool cudaTf32 = false;
+  /// CudaBackendOptions::fusedAttention.
+  bool cudaFusedAttention = false;
   /// CudaBackendOptions::emulateAsync (testing).
   bool cudaEmulateAsync = false;
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the

@@ -12,9 +12,11 @@
 
 namespace partita::runtime::test {
 
-std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32) {
+std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32,
+                                         bool fusedAttention) {
   CudaBackendOptions options;
   options.tf32 = tf32;
+  options.fusedAttention = fusedAttention;
   options.blockSize = blockSize;
   return createCudaBackend(options);
 }

@@ -49,11 +49,12 @@ template <typename I> Tensor labels(std::vector<int64_t> shape, int64_t vocab,
 void expectSame(KernelKind kind, const KernelAttrs &attrs,
                 const std::vector<Tensor> &inputs,
                 const std::vector<OutputSpec> &outputs,
-                double rtol = 1e-5) {
+                double rtol = 1e-5, bool fusedAttention = false) {
   std::unique_ptr<Backend> cpu = createCpuBackend(1);
   std::vector<Tensor> want = runOnBackend(*cpu, kind, attrs, inputs, outputs);
   for (int block : kBlockSizes) {
-    std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+    std::unique_ptr<Backend> gpu =
+        cudaTestBackend(block, /*tf32=*/false, fusedAttention);
     std::vector<Tensor> got = runOnBackend(*gpu, kind, attrs, inputs, outputs);
     for (size_t o = 0; o < want.size(); ++o)
       EXPECT_LE(relativeDifference(got[o], want[o]), rtol)
@@ -201,6 +202,16 @@ TYPED_TEST(CudaKernelsTest, Reduce) {
   global.dims = {2};
   global.meanCount = 100;
   expectSame(KernelKind::ReduceMean, global, {x}, {{dt<T>(), {2, 1, 3}}});
+  // A bias's gradient, [batch, seq, hidden] over batch and seq: the
+  // two-pass column reduction, 111 rows in 4 chunks of 32 (the last one
+  // short), 45 columns in 2 tiles (the last one short).
+  Tensor tokens = random<T>({3, 37, 45}, 30);
+  for (KernelKind kind :
+       {KernelKind::ReduceSum, KernelKind::ReduceMax, KernelKind::ReduceMean}) {
+    KernelAttrs a;
+    a.dims = {0, 1};
+    expectSame(kind, a, {tokens}, {{dt<T>(), {45}}});
+  }
 }
 
 // Tests cross_entropy_grad with i32 and i64 labels (one -1) and meanCount.
@@ -320,12 +331,19 @@ TYPED_TEST(CudaKernelsTest, Attention) {
                  ", " + std::to_string(c.heads) + "/" +
                  std::to_string(c.kvHeads) + ", " + std::to_string(c.headDim) +
                  "] causal " + std::to_string(c.causal));
-    expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}});
-    for (const char *wrt : {"q", "k", "v"}) {
-      SCOPED_TRACE(std::string("wrt ") + wrt);
-      a.wrt = wrt;
-      expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
-                 {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}});
+    // Both paths: GEMMs and the row kernel (the default), and the fused
+    // flash-style kernels (--fused-attention).
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(fused ? "fused kernels" : "GEMMs and rows");
+      a.wrt.clear();
+      expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}},
+                 1e-5, fused);
+      for (const char *wrt : {"q", "k", "v"}) {
+        SCOPED_TRACE(std::string("wrt ") + wrt);
+        a.wrt = wrt;
+        expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
+                   {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}}, 1e-5, fused);
+      }
     }
   }
 }
@@ -338,8 +356,9 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
   std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
   std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
                             random<float>(kvShape, 52), random<float>(qShape, 53)};
-  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  for (bool fused : {false, true})
   for (const char *wrt : {"", "q", "k", "v"}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
     a.wrt = wrt;
     KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
     std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
@@ -351,14 +370,14 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
     EXPECT_EQ(std::memcmp(first.data<float>(), second.data<float>(),
                           first.numElements() * sizeof(float)),
               0)
-        << "attention " << wrt;
+        << "attention " << wrt << (fused ? " (fused)" : " (GEMMs)");
   }
 }
 
-// Tests attention's refusals: a head_dim beyond the kernels' register
+// Tests attention's refusals: a head_dim beyond the fused kernels' register
 // slices, and the cpu backend's checks (a causal offset past the keys).
 TEST(CudaKernelsAttentionTest, Errors) {
-  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, true);
   Tensor q = random<double>({1, 2, 1, 513}, 54);
   std::string error =
       runError(*gpu, KernelKind::Attention, {}, {q, q, q},
@@ -386,6 +405,11 @@ TYPED_TEST(CudaKernelsTest, DataMovement) {
   bias.dims = {1};
   expectSame(KernelKind::Broadcast, bias, {random<T>({37}, 23)},
              {{dt<T>(), {9, 37}}});
+  // A bias over [batch, seq, hidden]: the two stride-0 dimensions merge.
+  KernelAttrs tokens;
+  tokens.dims = {2};
+  expectSame(KernelKind::Broadcast, tokens, {random<T>({37}, 27)},
+             {{dt<T>(), {4, 9, 37}}});
   KernelAttrs ones;
   ones.dims = {0, 2};
   expectSame(KernelKind::Broadcast, ones, {random<T>({3, 1}, 24)},
@@ -394,6 +418,11 @@ TYPED_TEST(CudaKernelsTest, DataMovement) {
   perm.dims = {2, 0, 1};
   expectSame(KernelKind::Transpose, perm, {random<T>({3, 5, 7}, 25)},
              {{dt<T>(), {7, 3, 5}}});
+  // Heads out of [batch, seq, heads, dim]: batch and the last two stay.
+  KernelAttrs heads;
+  heads.dims = {0, 2, 1, 3};
+  expectSame(KernelKind::Transpose, heads, {random<T>({2, 5, 3, 7}, 28)},
+             {{dt<T>(), {2, 3, 5, 7}}});
   expectSame(KernelKind::Reshape, {}, {random<T>({3, 5, 7}, 26)},
              {{dt<T>(), {15, 7}}});
 }

@@ -24,7 +24,10 @@ namespace partita::runtime::test {
 
 /// The backend under test with `blockSize` threads per block, its f32
 /// GEMMs in TF32 with `tf32` (defined by each test binary's main file).
-std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32 = false);
+/// fusedAttention: CudaBackendOptions::fusedAttention (attention by the
+/// flash-style kernels instead of GEMMs and the row kernel).
+std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32 = false,
+                                         bool fusedAttention = false);
 
 struct OutputSpec {
   DType dtype;
