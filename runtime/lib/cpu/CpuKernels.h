@@ -19,7 +19,11 @@
 /// On a hot elementwise loop: compiled for AVX-512, AVX2 and baseline
 /// x86-64, the best chosen at load time (GCC's function multiversioning),
 /// so it vectorizes wide on the CPUs that allow it and still runs anywhere.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/// Not under ThreadSanitizer: the clones' IFUNC resolvers run while the
+/// dynamic loader relocates the library, before TSan's runtime is set up,
+/// and instrumented, they crash the process before main.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
+    !defined(__SANITIZE_THREAD__)
 #define PARTITA_VECTOR_CLONES                                                  \
   __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -214,6 +218,10 @@ AttentionDims checkAttentionInputs(const KernelCall &call);
 
 /// rotary (inverse false) and rotary_grad (inverse true: rotation by minus
 /// the angle), x -> y.
+/// convert's checks: one input and output of the same shape, both floats
+/// (f32, f64, f16, bf16), not overlapping unless the same type.
+void checkConvert(const KernelCall &call);
+
 void rotate(const KernelCall &call, bool inverse);
 
 //===----------------------------------------------------------------------===//

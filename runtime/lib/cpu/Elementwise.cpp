@@ -308,7 +308,7 @@ void runElementwiseGrad(const KernelCall &call) {
   });
 }
 
-void runConvert(const KernelCall &call) {
+void checkConvert(const KernelCall &call) {
   checkCall(call, 1, 1);
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (x.shape != y.shape)
@@ -322,6 +322,11 @@ void runConvert(const KernelCall &call) {
     fail(call.kind, std::string("converts floats only, got ") +
                         toString(x.dtype) + " to " + toString(y.dtype));
   checkNoOverlap(call, /*allowExactAlias=*/x.dtype == y.dtype);
+}
+
+void runConvert(const KernelCall &call) {
+  checkConvert(call);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
   int64_t n = x.numElements();
   DType from = x.dtype, to = y.dtype;
   if (from == to) {

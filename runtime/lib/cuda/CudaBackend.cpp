@@ -598,20 +598,8 @@ private:
 
   /// convert: the cpu backend's pairs and checks; the same type is a copy.
   void runConvert(const KernelCall &call) {
-    cpu::checkCall(call, 1, 1);
+    cpu::checkConvert(call);
     const TensorView &x = call.inputs[0], &y = call.outputs[0];
-    if (x.shape != y.shape)
-      fail(call.kind, "input 0 is " + cpu::typeToString(x) +
-                          " but output 0 is " + cpu::typeToString(y) +
-                          " (convert keeps the shape)");
-    auto isFloat = [](DType t) {
-      return t == DType::F32 || t == DType::F64 || t == DType::F16 ||
-             t == DType::BF16;
-    };
-    if (!isFloat(x.dtype) || !isFloat(y.dtype))
-      fail(call.kind, std::string("converts floats only, got ") +
-                          toString(x.dtype) + " to " + toString(y.dtype));
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/x.dtype == y.dtype);
     DType from = x.dtype, to = y.dtype;
     if (from == to) {
       if (x.data != y.data)

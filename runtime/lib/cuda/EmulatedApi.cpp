@@ -199,18 +199,21 @@ public:
     stream.enqueue([g] { runGemm(g); });
   }
 
-  void sortPairs(const uint32_t *keysInDevice, uint32_t *keysOutDevice,
-                 const uint32_t *valuesInDevice, uint32_t *valuesOutDevice,
+  void sortPairs(const uint32_t *keysInDev, uint32_t *keysOutDev,
+                 const uint32_t *valuesInDev, uint32_t *valuesOutDev,
                  int64_t count, int keyBits, Stream &stream) override {
-    size_t bytes = size_t(std::max<int64_t>(count, 0)) * sizeof(uint32_t);
+    if (count <= 0)
+      return;
+    // The guarded device addresses, translated as a launch's are.
+    size_t bytes = size_t(count) * sizeof(uint32_t);
     auto *keysIn = static_cast<const uint32_t *>(
-        emulatedHostAddress(keysInDevice, bytes, "a sort's keys"));
+        emulatedHostAddress(keysInDev, bytes, "a sort's keys"));
     auto *keysOut = static_cast<uint32_t *>(
-        emulatedHostAddress(keysOutDevice, bytes, "a sort's sorted keys"));
+        emulatedHostAddress(keysOutDev, bytes, "a sort's sorted keys"));
     auto *valuesIn = static_cast<const uint32_t *>(
-        emulatedHostAddress(valuesInDevice, bytes, "a sort's values"));
+        emulatedHostAddress(valuesInDev, bytes, "a sort's values"));
     auto *valuesOut = static_cast<uint32_t *>(
-        emulatedHostAddress(valuesOutDevice, bytes, "a sort's sorted values"));
+        emulatedHostAddress(valuesOutDev, bytes, "a sort's sorted values"));
     stream.enqueue([=] {
       uint32_t mask = keyBits >= 32 ? ~0u : (1u << keyBits) - 1u;
       std::vector<std::pair<uint32_t, uint32_t>> pairs(static_cast<size_t>(count));
