@@ -3,6 +3,7 @@
 #ifndef PARTITA_PASSES_INITALLPASSES_H
 #define PARTITA_PASSES_INITALLPASSES_H
 
+#include "dialects/nn/Transforms/Passes.h"
 #include "passes/autodiff/Passes.h"
 #include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
@@ -18,6 +19,7 @@ inline void registerAllPasses() {
   plan_lowering::registerPlanPasses();
   comm::registerCommPasses();
   pipeline::registerPipelinePasses();
+  nn::registerNNTransformsPasses();
 }
 } // namespace partita
 

@@ -2,6 +2,8 @@
 
 #include "passes/Pipelines.h"
 
+#include "dialects/nn/Transforms/Passes.h"
+
 #include "passes/plan/PlanLowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -95,6 +97,12 @@ void buildOptimizeCommPassPipeline(OpPassManager &pm,
     pm.addPass(pipeline::createDistMicrobatchSplit());
 }
 
+void buildFusePassPipeline(OpPassManager &pm, const CompilerOptions &options) {
+  // On the per-device program: one attention_grad computes dq, dk and dv.
+  if (options.train)
+    pm.addPass(nn::createNNFuseAttentionGrad());
+}
+
 void buildStagePassPipeline(OpPassManager &pm, CompileStage stage,
                             const CompilerOptions &options) {
   switch (stage) {
@@ -110,6 +118,7 @@ void buildStagePassPipeline(OpPassManager &pm, CompileStage stage,
   case CompileStage::Partitioned:
     buildPartitionPassPipeline(pm, options);
     buildOptimizeCommPassPipeline(pm, options);
+    buildFusePassPipeline(pm, options);
     return;
   case CompileStage::Plan:
     return;
@@ -339,7 +348,8 @@ void registerPipelines() {
   PassPipelineRegistration<PipelineCLOptions>(
       "partita-partition-pipeline",
       "Stage 'partitioned': sharded global program -> per-device programs "
-      "with collectives (dist-partition, then with train dist-optimize-comm)",
+      "with collectives (dist-partition, then with train dist-optimize-comm and "
+      "nn-fuse-attention-grad)",
       buildPartitionStageFromCL);
   PassPipelineRegistration<PipelineCLOptions>(
       "partita-compile-pipeline",

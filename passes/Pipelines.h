@@ -132,8 +132,12 @@ void buildPartitionPassPipeline(mlir::OpPassManager &pm,
 /// (nothing without `train` and `overlapComm`).
 void buildOptimizeCommPassPipeline(mlir::OpPassManager &pm,
                                    const CompilerOptions &options);
-/// One stage's passes (partitioned: partition, then optimize-comm; plan: no
-/// passes).
+/// Partitioned train step -> the attention gradients of one attention merged
+/// into one op (nn-fuse-attention-grad; nothing without `train`).
+void buildFusePassPipeline(mlir::OpPassManager &pm,
+                           const CompilerOptions &options);
+/// One stage's passes (partitioned: partition, optimize-comm, then fuse;
+/// plan: no passes).
 void buildStagePassPipeline(mlir::OpPassManager &pm, CompileStage stage,
                             const CompilerOptions &options);
 /// Every stage through `last`, in order, in one pipeline: what

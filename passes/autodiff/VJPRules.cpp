@@ -348,7 +348,7 @@ FailureOr<Value> vjp(AttentionOp op, OpBuilder &b, unsigned index, Value dy) {
                                  op->getOperand(index).getType(), op.getQuery(),
                                  op.getKey(), op.getValue(), dy, wrt[index],
                                  op.getCausal(), op.getScaleAttr())
-      .getResult();
+      .getResult(0);
 }
 
 FailureOr<Value> vjp(EmbeddingOp op, OpBuilder &b, unsigned index, Value dy) {

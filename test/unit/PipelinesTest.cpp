@@ -77,8 +77,9 @@ TEST_F(PipelinesTest, CompilesTrainStepToPlanWithReference) {
   std::vector<std::string> expected = {
       "before differentiated 1", "after differentiated", "before annotated 1",
       "after annotated", "before propagated 1", "after propagated",
-      // dist-partition, then dist-optimize-comm (a train step).
-      "before partitioned 2", "after partitioned", "before plan 0",
+      // dist-partition, then dist-optimize-comm and nn-fuse-attention-grad
+      // (a train step).
+      "before partitioned 3", "after partitioned", "before plan 0",
       "after plan"};
   EXPECT_EQ(events, expected);
   // The module is left partitioned.

@@ -32,7 +32,9 @@
 //                    contraction (6PD), dS = P * (dP - rowsum(dy * O)) (2P,
 //                    rowsum 2 * batch*seq_q*heads*D), scaling the result (its
 //                    elements): 8PD + 7P + 2*B*Sq*Hq*D + result elements;
-//                    wrt v: P^T dy only, 4PD + 5P
+//                    wrt v: P^T dy only, 4PD + 5P. Several members share
+//                    the probabilities, dP and dS: each adds only its own
+//                    contraction (2PD) and scaling
 //   embedding        0; reads the ids and the looked-up rows (tokens * hidden)
 //   embedding_grad   tokens * hidden adds; writes the whole table
 //   cross_entropy    3RV + 3R + 1 (max, subtract, sum per logit; add back the
@@ -369,14 +371,22 @@ LogicalResult addCompute(AttentionGradOp op, Shapes operands, Shapes results,
       attentionSizes(operands[0], operands[1], op.getCausal());
   if (failed(s))
     return failure();
+  // The probabilities once (2PD + 5P); dV = P^T dy (2PD); for dq or dk,
+  // O = P V with rowsum(dy * O) (2PD + 2 query elements), dP = dy V^T and
+  // dS (2PD + 2P), then each of dq and dk (2PD, and its scale).
   double pd = s->pairs * s->headDim;
   cost.transcendentals = s->pairs;
-  if (op.getWrt() == AttentionGradWrt::Value) {
-    cost.flops = 4 * pd + 5 * s->pairs;
-    return success();
+  cost.flops = 2 * pd + 5 * s->pairs;
+  bool scores = false;
+  for (auto [member, result] : llvm::zip(op.getWrtMembers(), results)) {
+    cost.flops += 2 * pd;
+    if (member == AttentionGradWrt::Value)
+      continue;
+    cost.flops += result.getNumElements();
+    if (!scores)
+      cost.flops += 4 * pd + 2 * s->pairs + 2 * s->queryElements;
+    scores = true;
   }
-  cost.flops = 8 * pd + 7 * s->pairs + 2 * s->queryElements +
-               results[0].getNumElements();
   return success();
 }
 

@@ -106,7 +106,11 @@ Kernel describe(AttentionOp op) {
 }
 Kernel describe(AttentionGradOp op) {
   KernelDescription kernel = byName(op);
-  kernel.setString("wrt", stringifyAttentionGradWrt(op.getWrt()));
+  // The plan's form: the members' letters in result order ("q", "kv", ...).
+  std::string wrt;
+  for (AttentionGradWrt member : op.getWrtMembers())
+    wrt += stringifyAttentionGradWrt(member);
+  kernel.setString("wrt", wrt);
   kernel.setBool("causal", op.getCausal());
   setScale(kernel, op.getScaleAttr());
   return kernel;

@@ -49,6 +49,33 @@ static void printReduceKind(OpAsmPrinter &printer, Operation *,
   printer << stringifyReduceKind(kind.getValue());
 }
 
+// `wrt = q|k|v`: the members as keywords joined by `|`, each at most once.
+static ParseResult parseAttentionGradWrt(OpAsmParser &parser,
+                                         AttentionGradWrtAttr &wrt) {
+  AttentionGradWrt members{};
+  do {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (failed(parser.parseOptionalKeyword(&keyword)))
+      return parser.emitError(loc, "expected 'q', 'k' or 'v'");
+    std::optional<AttentionGradWrt> member =
+        symbolizeAttentionGradWrt(keyword);
+    if (!member || !llvm::has_single_bit(static_cast<uint32_t>(*member)))
+      return parser.emitError(loc, "unknown attention operand '")
+             << keyword << "'; expected 'q', 'k' or 'v'";
+    if (bitEnumContainsAny(members, *member))
+      return parser.emitError(loc, "'") << keyword << "' appears twice in wrt";
+    members = members | *member;
+  } while (succeeded(parser.parseOptionalVerticalBar()));
+  wrt = AttentionGradWrtAttr::get(parser.getContext(), members);
+  return success();
+}
+
+static void printAttentionGradWrt(OpAsmPrinter &printer, Operation *,
+                                  AttentionGradWrtAttr wrt) {
+  printer << stringifyAttentionGradWrt(wrt.getValue());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/IR/NNOps.cpp.inc"
 
@@ -551,16 +578,41 @@ LogicalResult AttentionGradOp::verify() {
     if (failed(verifyPositiveFinite(*this, "scale", *scale)))
       return failure();
 
-  bool wrtQuery = getWrt() == AttentionGradWrt::Query;
-  RankedTensorType expected = wrtQuery ? queryType : keyType;
-  Type resultType = getResult().getType();
-  if (resultType != expected)
-    return emitOpError("result type ")
-           << resultType << " must be the "
-           << (wrtQuery ? "query's" : "key's") << " type " << expected
-           << " (the gradient with respect to "
-           << stringifyAttentionGradWrt(getWrt()) << ")";
+  SmallVector<AttentionGradWrt, 3> members = getWrtMembers();
+  if (members.empty())
+    return emitOpError("wrt must name at least one of q, k and v");
+  if (getNumResults() != members.size())
+    return emitOpError("has ")
+           << getNumResults() << " results, but wrt = "
+           << stringifyAttentionGradWrt(getWrt()) << " asks for "
+           << members.size() << " (one per member, in the order q, k, v)";
+  for (auto [member, result] : llvm::zip(members, getResults())) {
+    bool query = member == AttentionGradWrt::Query;
+    RankedTensorType expected = query ? queryType : keyType;
+    if (result.getType() != expected)
+      return emitOpError("result #")
+             << cast<OpResult>(result).getResultNumber() << " (the gradient "
+             << "with respect to " << stringifyAttentionGradWrt(member)
+             << ") has type " << result.getType() << ", but must have the "
+             << (query ? "query's" : "key's") << " type " << expected;
+  }
   return success();
+}
+
+SmallVector<AttentionGradWrt, 3> AttentionGradOp::getWrtMembers() {
+  SmallVector<AttentionGradWrt, 3> members;
+  for (AttentionGradWrt member : {AttentionGradWrt::Query,
+                                  AttentionGradWrt::Key, AttentionGradWrt::Value})
+    if (bitEnumContainsAll(getWrt(), member))
+      members.push_back(member);
+  return members;
+}
+
+Value AttentionGradOp::getGradient(AttentionGradWrt member) {
+  for (auto [m, result] : llvm::zip(getWrtMembers(), getResults()))
+    if (m == member)
+      return result;
+  return nullptr;
 }
 
 LogicalResult EmbeddingGradOp::verify() {

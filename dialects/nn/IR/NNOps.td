@@ -378,13 +378,14 @@ def NN_ConstantOp : NN_ShardableOp<"constant", [ConstantLike,
 // Gradients (emitted by nn-autodiff)
 //===----------------------------------------------------------------------===//
 
-def NN_AttentionGradWrt : I32EnumAttr<"AttentionGradWrt",
-    "the nn.attention operand differentiated: q (0), k (1) or v (2)", [
-    I32EnumAttrCase<"Query", 0, "q">,
-    I32EnumAttrCase<"Key", 1, "k">,
-    I32EnumAttrCase<"Value", 2, "v">,
+def NN_AttentionGradWrt : I32BitEnumAttr<"AttentionGradWrt",
+    "the nn.attention operands differentiated: any of q, k and v", [
+    I32BitEnumAttrCaseBit<"Query", 0, "q">,
+    I32BitEnumAttrCaseBit<"Key", 1, "k">,
+    I32BitEnumAttrCaseBit<"Value", 2, "v">,
   ]> {
   let cppNamespace = "::partita::nn";
+  let separator = "|";
 }
 
 class NN_ActivationGradOp<string mnemonic, string forward, string formula,
@@ -518,34 +519,50 @@ def NN_RotaryGradOp : NN_ShardableOp<"rotary_grad", [
 
 def NN_AttentionGradOp : NN_ShardableOp<"attention_grad", [
     AllTypesMatch<["query", "dy"]>, AllTypesMatch<["key", "value"]>]> {
-  let summary = "Gradient of `nn.attention`'s result with respect to one operand.";
+  let summary = "Gradients of `nn.attention`'s result with respect to its operands.";
   let description = [{
     Operands, `causal` and `scale` are those of the forward
     `nn.attention %query, %key, %value`; `dy` is the gradient of its result
     (the query's type). The op recomputes the probabilities
     P = softmax(scale * Q K^T (+ causal mask)) per batch and head (query
     head h reads kv head h / (heads / kv_heads)), then with O = P V,
-    dP = dy V^T and dS = P * (dP - rowsum(dy * O)) returns, by `wrt`:
+    dP = dy V^T and dS = P * (dP - rowsum(dy * O)) returns one result per
+    member of `wrt`, in the order q, k, v:
     - `q`: dQ = scale * dS K, of the query's type;
     - `k`: dK = scale * dS^T Q, of the key's type (summed over the query
       heads of a kv-head group);
     - `v`: dV = P^T dy, of the key's type (summed likewise).
+
+    nn-autodiff emits one op per operand (so that each gradient partitions
+    by its own rule: a split query sequence leaves dq split but dk and dv
+    partial sums); after partitioning, `nn-fuse-attention-grad` merges the
+    ops that read the same operands into one, which computes P, dP and dS
+    once for all its results.
     ```mlir
     %dq = nn.attention_grad %q, %k, %v, %dy wrt = q causal
         : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>
     %dk = nn.attention_grad %q, %k, %v, %dy wrt = k causal scale = 0.25
         : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32>
+    %dq2, %dk2, %dv2 = nn.attention_grad %q, %k, %v, %dy wrt = q|k|v causal
+        : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>
+        -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, NN_FloatTensor:$dy,
                        NN_AttentionGradWrt:$wrt, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs Variadic<NN_FloatTensor>:$results);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $dy `wrt` `=` $wrt
+    $query `,` $key `,` $value `,` $dy `wrt` `=` custom<AttentionGradWrt>($wrt)
     (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict
-    `:` type($query) `,` type($key) `->` type($result)
+    `:` type($query) `,` type($key) `->` type($results)
+  }];
+  let extraClassDeclaration = [{
+    /// The members of `wrt`, in result order (q, k, v).
+    ::llvm::SmallVector<AttentionGradWrt, 3> getWrtMembers();
+    /// The result holding the gradient with respect to `member`, or null.
+    ::mlir::Value getGradient(AttentionGradWrt member);
   }];
 }
 

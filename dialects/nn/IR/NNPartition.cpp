@@ -207,11 +207,14 @@ Results local(AttentionGradOp op, PartitionState &state) {
                             : dist::AxisNames();
   if (seq.empty())
     return dist::partitionByClone(op, state);
-  return single(buildSplitSeqAttentionGrad(
-      state.builder, op.getLoc(), state.meshSymbol, state.axesAttr(seq),
-      state.operands[0], state.operands[1], state.operands[2],
-      state.operands[3], op.getWrt(), op.getCausal(),
-      defaultScale(op.getScale(), state.operands[0]), state.functionCache));
+  SmallVector<Value> results;
+  for (AttentionGradWrt member : op.getWrtMembers())
+    results.push_back(buildSplitSeqAttentionGrad(
+        state.builder, op.getLoc(), state.meshSymbol, state.axesAttr(seq),
+        state.operands[0], state.operands[1], state.operands[2],
+        state.operands[3], member, op.getCausal(),
+        defaultScale(op.getScale(), state.operands[0]), state.functionCache));
+  return results;
 }
 Results rotary(Operation *op, PartitionState &state, double theta,
                bool inverse) {

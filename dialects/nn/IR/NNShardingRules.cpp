@@ -662,32 +662,44 @@ FailureOr<ShardingRule> RotaryGradOp::getShardingRule() {
 
 // query [b, s, heads, d], key [b, t, k, d], value [b, t, k, v],
 // dy [b, s, heads, v]; heads is one factor "n" when heads == k, else
-// [k, g] (kv-heads major, as in nn.attention's rule).
-// - wrt q -> dq [b, s, heads, d]: b, s and heads parallel; d, t and v
-//   whole (each dq row needs its whole softmax row over t and the full
+// [k, g] (kv-heads major, as in nn.attention's rule). One result per member
+// of wrt:
+// - q -> dq [b, s, heads, d]: b, s and heads parallel; d, t and v whole
+//   (each dq row needs its whole softmax row over t and the full
 //   contractions over d and v).
-// - wrt k or v -> dk [b, t, k, d] / dv [b, t, k, v]: b and kv heads
-//   parallel; s and the group g reductions (sum: dk and dv sum over query
-//   positions and over the query heads of a group); t, d and v whole.
-//   Without grouping, "n" is the kv heads and parallel.
+// - k or v -> dk [b, t, k, d] / dv [b, t, k, v]: b and kv heads parallel;
+//   s and the group g reductions (sum: dk and dv sum over query positions
+//   and over the query heads of a group); t, d and v whole.
+// The kinds of s and g depend on the members: parallel for dq, reductions
+// for dk and dv. An op holding dq beside dk or dv (what
+// nn-fuse-attention-grad makes after partitioning) keeps them whole: a
+// split there would leave one result split and another partial, which one
+// rule cannot say. Without grouping, "n" is the kv heads and parallel.
 FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   std::optional<ArrayRef<int64_t>> q = staticShape(getQuery());
   std::optional<ArrayRef<int64_t>> k = staticShape(getKey());
   std::optional<ArrayRef<int64_t>> v = staticShape(getValue());
   std::optional<ArrayRef<int64_t>> dy = staticShape(getDy());
-  std::optional<ArrayRef<int64_t>> out = staticShape(getResult());
-  if (!q || !k || !v || !dy || !out || q->size() != 4 || k->size() != 4 ||
-      k != v || dy != q)
+  if (!q || !k || !v || !dy || q->size() != 4 || k->size() != 4 || k != v ||
+      dy != q)
     return failure();
   int64_t heads = (*q)[2], kvHeads = (*k)[2];
   if ((*k)[0] != (*q)[0] || (*k)[3] != (*q)[3] || kvHeads <= 0 ||
       heads % kvHeads != 0)
     return failure();
-  bool wrtQuery = getWrt() == AttentionGradWrt::Query;
-  if (out != (wrtQuery ? q : k))
+  SmallVector<AttentionGradWrt, 3> members = getWrtMembers();
+  if (members.size() != getNumResults())
     return failure();
+  for (auto [member, result] : llvm::zip(members, getResults()))
+    if (staticShape(result) != (member == AttentionGradWrt::Query ? q : k))
+      return failure();
 
-  FactorKind seqKind = wrtQuery ? FactorKind::Parallel : FactorKind::Reduction;
+  bool query = bitEnumContainsAny(getWrt(), AttentionGradWrt::Query);
+  bool keyOrValue = bitEnumContainsAny(
+      getWrt(), AttentionGradWrt::Key | AttentionGradWrt::Value);
+  FactorKind seqKind = !keyOrValue ? FactorKind::Parallel
+                       : !query    ? FactorKind::Reduction
+                                   : FactorKind::Whole;
   ShardingRule rule;
   int64_t b = rule.addFactor((*q)[0], FactorKind::Parallel, "b");
   int64_t s = rule.addFactor((*q)[1], seqKind, "s", FactorRole::Sequence);
@@ -711,16 +723,13 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
   rule.addOperand({{b}, {s}, queryHeads, {e}});
-  switch (getWrt()) {
-  case AttentionGradWrt::Query:
-    rule.addResult({{b}, {s}, queryHeads, {d}});
-    break;
-  case AttentionGradWrt::Key:
-    rule.addResult({{b}, {t}, kvHeadFactors, {d}});
-    break;
-  case AttentionGradWrt::Value:
-    rule.addResult({{b}, {t}, kvHeadFactors, {e}});
-    break;
+  for (AttentionGradWrt member : members) {
+    if (member == AttentionGradWrt::Query)
+      rule.addResult({{b}, {s}, queryHeads, {d}});
+    else if (member == AttentionGradWrt::Key)
+      rule.addResult({{b}, {t}, kvHeadFactors, {d}});
+    else
+      rule.addResult({{b}, {t}, kvHeadFactors, {e}});
   }
   return rule;
 }

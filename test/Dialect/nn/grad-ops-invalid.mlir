@@ -158,18 +158,18 @@ func.func @attention_grad_dy_type(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16x
 
 // Tests that attention_grad rejects an unknown wrt.
 func.func @attention_grad_wrt(%q: tensor<2x8x4x16xf32>) {
-  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'wrt' [q, k, v]}}
+  // expected-error @+1 {{unknown attention operand 'o'; expected 'q', 'k' or 'v'}}
   %0 = nn.attention_grad %q, %q, %q, %q wrt = o : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4x16xf32>
   return
 }
 
 // -----
 
-// Tests that attention_grad in generic form rejects a wrt value that names
-// no operand.
+// Tests that attention_grad in generic form rejects a wrt value with a bit
+// that names no operand.
 func.func @attention_grad_wrt_generic(%q: tensor<2x8x4x16xf32>) {
-  // expected-error @+1 {{attribute 'wrt' failed to satisfy constraint: the nn.attention operand differentiated: q (0), k (1) or v (2)}}
-  %0 = "nn.attention_grad"(%q, %q, %q, %q) {wrt = 3 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+  // expected-error @+1 {{attribute 'wrt' failed to satisfy constraint: the nn.attention operands differentiated: any of q, k and v}}
+  %0 = "nn.attention_grad"(%q, %q, %q, %q) {wrt = 8 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
   return
 }
 
@@ -243,7 +243,7 @@ func.func @attention_grad_scale(%q: tensor<2x8x4x16xf32>) {
 // Tests that attention_grad wrt q rejects a result typed like the key
 // (under grouped-query attention the two differ).
 func.func @attention_grad_wrt_q_result(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>) {
-  // expected-error @+1 {{result type 'tensor<2x8x2x16xf32>' must be the query's type 'tensor<2x8x4x16xf32>' (the gradient with respect to q)}}
+  // expected-error @+1 {{result #0 (the gradient with respect to q) has type 'tensor<2x8x2x16xf32>', but must have the query's type 'tensor<2x8x4x16xf32>'}}
   %0 = nn.attention_grad %q, %k, %k, %q wrt = q : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32>
   return
 }
@@ -252,7 +252,7 @@ func.func @attention_grad_wrt_q_result(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x
 
 // Tests that attention_grad wrt v rejects a result typed like the query.
 func.func @attention_grad_wrt_v_result(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>) {
-  // expected-error @+1 {{result type 'tensor<2x8x4x16xf32>' must be the key's type 'tensor<2x8x2x16xf32>' (the gradient with respect to v)}}
+  // expected-error @+1 {{result #0 (the gradient with respect to v) has type 'tensor<2x8x4x16xf32>', but must have the key's type 'tensor<2x8x2x16xf32>'}}
   %0 = nn.attention_grad %q, %k, %k, %q wrt = v : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
   return
 }
@@ -261,7 +261,7 @@ func.func @attention_grad_wrt_v_result(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x
 
 // Tests that attention_grad wrt k rejects a result of another element type.
 func.func @attention_grad_wrt_k_result_element(%q: tensor<2x8x4x16xf32>) {
-  // expected-error @+1 {{result type 'tensor<2x8x4x16xbf16>' must be the key's type 'tensor<2x8x4x16xf32>' (the gradient with respect to k)}}
+  // expected-error @+1 {{result #0 (the gradient with respect to k) has type 'tensor<2x8x4x16xbf16>', but must have the key's type 'tensor<2x8x4x16xf32>'}}
   %0 = nn.attention_grad %q, %q, %q, %q wrt = k : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4x16xbf16>
   return
 }
@@ -494,5 +494,42 @@ func.func @adamw_epsilon(%p: tensor<4xf32>, %t: tensor<f32>) {
 func.func @adamw_weight_decay(%p: tensor<4xf32>, %t: tensor<f32>) {
   // expected-error @+1 {{weight_decay must be a finite number >= 0, but is -0.01}}
   %0:3 = nn.adamw %p, %p, %p, %p, %t lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-08 weight_decay = -0.01 : tensor<4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad rejects a member named twice.
+func.func @attention_grad_wrt_twice(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{'k' appears twice in wrt}}
+  %0:2 = nn.attention_grad %q, %q, %q, %q wrt = k|q|k : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad rejects a result count other than its members'.
+func.func @attention_grad_result_count(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{has 1 results, but wrt = q|k asks for 2 (one per member, in the order q, k, v)}}
+  %0 = "nn.attention_grad"(%q, %q, %q, %q) {wrt = 3 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad in generic form rejects an empty wrt.
+func.func @attention_grad_wrt_empty(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{wrt must name at least one of q, k and v}}
+  "nn.attention_grad"(%q, %q, %q, %q) {wrt = 0 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> ()
+  return
+}
+
+// -----
+
+// Tests that each result of a several-member attention_grad is checked:
+// here the second (dv) has the query's type.
+func.func @attention_grad_member_type(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>) {
+  // expected-error @+1 {{result #1 (the gradient with respect to v) has type 'tensor<2x8x4x16xf32>', but must have the key's type 'tensor<2x8x2x16xf32>'}}
+  %0:2 = nn.attention_grad %q, %k, %k, %q wrt = q|v : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
   return
 }

@@ -57,6 +57,17 @@ func.func @attention_grads(%q: tensor<2x8x8x16xf32>, %k: tensor<2x8x2x16xf32>, %
   return %dq, %dk, %dv : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
 }
 
+// Tests that attention_grad with several members round-trips, one result
+// per member in the order q, k, v (written in any order).
+// CHECK-LABEL: func.func @attention_grad_members
+// CHECK: %{{.*}}:3 = nn.attention_grad %{{.*}} wrt = q|k|v causal : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+// CHECK: %{{.*}}:2 = nn.attention_grad %{{.*}} wrt = q|v : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>
+func.func @attention_grad_members(%q: tensor<2x8x8x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>, %dy: tensor<2x8x8x16xf32>) -> (tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>) {
+  %g:3 = nn.attention_grad %q, %k, %v, %dy wrt = v|q|k causal : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+  %h:2 = nn.attention_grad %q, %k, %v, %dy wrt = q | v : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>
+  return %g#0, %h#1 : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>
+}
+
 // Tests that embedding_grad and cross_entropy_grad round-trip.
 // CHECK-LABEL: func.func @embedding_and_loss_grads
 // CHECK-SAME: (%[[DY:.+]]: tensor<2x8x64xf32>, %[[IDS:.+]]: tensor<2x8xi32>, %[[L:.+]]: tensor<2x8x512xf32>, %[[DL:.+]]: tensor<f32>)

@@ -77,6 +77,19 @@ func.func @attention_grad_gqa(%q: tensor<2x8x8x16xf32>, %k: tensor<2x8x2x16xf32>
 
 // -----
 
+// Tests the rule of an attention_grad with several members: dq beside dk
+// or dv keeps s (and the group g) whole, as one rule cannot leave dq split
+// and dk partial; dk with dv keeps them reductions.
+func.func @attention_grad_members(%q: tensor<2x8x8x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>, %dy: tensor<2x8x8x16xf32>) {
+  // expected-remark @+1 {{([b,s,k*g,d],[b,t,k,d],[b,t,k,v],[b,s,k*g,v])->([b,s,k*g,d],[b,t,k,d],[b,t,k,v]) {b=2,s=8,k=2,g=4,d=16,t=8,v=16} whole={s,g,d,t,v}}}
+  %g:3 = nn.attention_grad %q, %k, %v, %dy wrt = q|k|v causal : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+  // expected-remark @+1 {{([b,s,k*g,d],[b,t,k,d],[b,t,k,v],[b,s,k*g,v])->([b,t,k,d],[b,t,k,v]) {b=2,s=8,k=2,g=4,d=16,t=8,v=16} reduction={s,g} whole={d,t,v}}}
+  %h:2 = nn.attention_grad %q, %k, %v, %dy wrt = k|v causal : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+  return
+}
+
+// -----
+
 // Tests that cross attention_grad keeps the query seq s and the key seq t
 // apart (t whole, s parallel wrt q and a reduction wrt v).
 func.func @attention_grad_cross(%q: tensor<2x8x4x16xf32>, %k: tensor<2x32x4x16xf32>, %v: tensor<2x32x4x16xf32>, %dy: tensor<2x8x4x16xf32>) {

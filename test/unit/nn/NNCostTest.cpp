@@ -65,6 +65,7 @@ func.func @ops(%x: tensor<2x8x16xf32>, %w: tensor<16x64xf32>,
   %30 = nn.attention_grad %q, %kv, %kv, %q wrt = q causal : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32> loc("attention_grad_q")
   %31 = nn.attention_grad %q, %kv, %kv, %q wrt = k causal : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32> loc("attention_grad_k")
   %32 = nn.attention_grad %q, %kv, %kv, %q wrt = v causal : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32> loc("attention_grad_v")
+  %qkv:3 = nn.attention_grad %q, %kv, %kv, %q wrt = q|k|v causal : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> loc("attention_grad_qkv")
   %33 = nn.embedding %table[%ids] : tensor<512x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32> loc("embedding")
   %34 = nn.embedding_grad %y, %ids : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<512x64xf32> loc("embedding_grad")
   %35 = nn.cross_entropy %logits, %ids : tensor<2x8x512xf32>, tensor<2x8xi32> -> tensor<f32> loc("cross_entropy")
@@ -202,6 +203,14 @@ TEST_F(NNCostTest, Attention) {
                                        pairs, gradRead, 512 * 4));
   EXPECT_COST("attention_grad_v",
               cost(4 * pd + 5 * pairs, pairs, gradRead, 512 * 4));
+  // All three in one op: the probabilities, dP and dS once; each result
+  // adds its own product (and dq, dk their scaling). 2PD + 5P for P, 2PD
+  // for dv, 4PD + 2P + the rowsum for dS, 2PD + 1024 for dq, 2PD + 512 for
+  // dk: 12PD + 7P + 2 * 1024 + 1536, against the three ops' 20PD + 19P +
+  // 4 * 1024 + 1536.
+  EXPECT_COST("attention_grad_qkv",
+              cost(12 * pd + 7 * pairs + 2 * 1024 + 1536, pairs, gradRead,
+                   (1024 + 512 + 512) * 4));
   // A split query seq (local shapes): half the pairs.
   FailureOr<OpCost> local = costAt(
       "attention", {f32({2, 4, 4, 16}), f32({2, 8, 2, 16}), f32({2, 8, 2, 16})},
