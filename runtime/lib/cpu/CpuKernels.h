@@ -216,6 +216,18 @@ struct AttentionDims {
 /// of attention and attention_grad; the caller checks the rest.
 AttentionDims checkAttentionInputs(const KernelCall &call);
 
+/// An attention_grad call, checked: its sizes and the outputs it asks for
+/// (null for a gradient it does not).
+struct AttentionGradCall {
+  AttentionDims dims;
+  const TensorView *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+/// Checks an attention_grad call (q, k, v, dy -> one output per letter of
+/// attrs.wrt, which names distinct letters of q, k, v in that order: "q",
+/// "kv", "qkv", ...), for the cpu and cuda backends alike: the inputs as
+/// checkAttentionInputs, dy as q, dq as q, dk and dv as k, no overlaps.
+AttentionGradCall checkAttentionGrad(const KernelCall &call);
+
 /// rotary (inverse false) and rotary_grad (inverse true: rotation by minus
 /// the angle), x -> y.
 /// convert's checks: one input and output of the same shape, both floats
