@@ -3,7 +3,7 @@
 // Times attention and attention_grad (dq, dk, dv one a call, then all three
 // in one "qkv" call) of the cuda backend at the GPT benchmark shape (batch
 // 16, seq 1024, 12 heads, head_dim 64, causal, f32) and prints milliseconds
-// and TFLOP/s per call, and the qkv call's time over the three single
+// and TFLOP/s (GFLOP/s on the cpu backend) per call, and the qkv call's time over the three single
 // calls'. Built by the runtime CMake when CUDA is on
 // (build-rt/bin/partita-attention-bench):
 //
@@ -215,6 +215,9 @@ int main(int argc, char **argv) {
                 {"dv", "v", 6},   {"qkv", "qkv", 10}};
     std::unique_ptr<Backend> cpu = o.check ? createCpuBackend(0) : nullptr;
     double forward = 0, singles = 0, qkv = 0;
+    // FLOP/s in the unit that reads on the device: GFLOP/s on a CPU.
+    double rate = o.cpuThreads > 0 ? 1e9 : 1e12;
+    const char *rateName = o.cpuThreads > 0 ? "GFLOP/s" : "TFLOP/s";
     for (const Job &job : jobs) {
       KernelAttrs a;
       a.causal = o.causal;
@@ -241,8 +244,8 @@ int main(int argc, char **argv) {
                            .count() /
                        o.iters;
       (!grad ? forward : job.wrt[1] ? qkv : singles) += seconds;
-      std::printf("  %-8s %9.3f ms  %7.2f TFLOP/s %s\n", job.name,
-                  seconds * 1e3, job.flops * unit / seconds / 1e12,
+      std::printf("  %-8s %9.3f ms  %7.2f %s %s\n", job.name,
+                  seconds * 1e3, job.flops * unit / seconds / rate, rateName,
                   job.wrt[0] && job.wrt[1] ? "useful" : "executed");
       if (cpu) {
         DeviceCall ref(*cpu, kind, a, inputs, like);
@@ -259,10 +262,10 @@ int main(int argc, char **argv) {
       double seconds;
     } backwards[] = {{"dq, dk, dv calls", singles}, {"one qkv call", qkv}};
     for (const Backward &b : backwards)
-      std::printf("  step     %9.3f ms  %7.2f TFLOP/s useful (forward 4 + "
+      std::printf("  step     %9.3f ms  %7.2f %s useful (forward 4 + "
                   "backward 10 D per pair; backward: %s)\n",
                   (forward + b.seconds) * 1e3,
-                  14 * unit / (forward + b.seconds) / 1e12, b.what);
+                  14 * unit / (forward + b.seconds) / rate, rateName, b.what);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "partita-attention-bench: %s\n", e.what());
     return 1;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace partita::runtime::cpu {
@@ -50,7 +51,8 @@ int64_t checkNormGrad(const KernelCall &call) {
 /// The pairs run on the intra-op pool (ThreadPool.h): a pair owns its dk
 /// and dv rows (the group's heads accumulate into them, in head order) and
 /// its heads' dq rows, so no two threads write one element and the result
-/// does not depend on the thread count. Each chunk has its own P and dP.
+/// does not depend on the thread count. Each chunk has its own P and dP,
+/// and each GEMM one thread when the pairs are split.
 template <typename T>
 void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   const AttentionDims &a = g.dims;
@@ -67,8 +69,15 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   // About 2^20 multiply-adds a chunk at least: smaller work is not worth
   // waking a thread for.
   int64_t perPair = std::max<int64_t>(1, group * seqQ * seqKV * d);
+  int64_t pairs = a.batch * a.kvHeads;
   int64_t minPairs = std::max<int64_t>(1, (int64_t(1) << 20) / perPair);
-  parallelFor(a.batch * a.kvHeads, minPairs, [&](int64_t begin, int64_t end) {
+  // When the pool splits the pairs, their GEMMs run concurrently: one
+  // OpenBLAS thread each (CpuKernels.h).
+  ThreadPool *pool = currentPool();
+  std::optional<SerialBlasScope> serialBlas;
+  if (pool && pool->size() > 1 && pairs > minPairs)
+    serialBlas.emplace();
+  parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
     std::vector<T> p(seqQ * seqKV), dp(needDS ? seqQ * seqKV : 0);
     for (int64_t pair = begin; pair < end; ++pair) {
       int64_t b = pair / a.kvHeads, kvh = pair % a.kvHeads;
