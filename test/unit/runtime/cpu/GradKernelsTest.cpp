@@ -393,24 +393,31 @@ TEST_P(AttentionGradTest, SeveralGradientsMatchSingleCallsBitwise) {
 
 // Tests that attention_grad's (batch, kv head) pairs on the intra-op pool
 // give the bits of one thread: grouped heads accumulate into dk and dv in
-// the same order whichever thread owns the pair. Large enough (about 2^20
-// multiply-adds a pair) that 2 and 3 threads split the pairs.
+// the same order whichever thread owns the pair. The first case is large
+// enough (about 2^20 multiply-adds a pair) that 2 and 3 threads split its
+// 6 pairs (their GEMMs then single-threaded); the second has one pair, so
+// its GEMMs take OpenBLAS's threads.
 TEST(AttentionGradThreadsTest, ResultsDoNotDependOnThreadCount) {
-  AttentionCase c{"Threads", 3, 96, 128, 4, 2, 48, true, 32, std::nullopt};
-  std::vector<Tensor> in = attentionInputs<float>(c);
-  KernelAttrs attrs;
-  attrs.causal = true;
-  attrs.queryOffset = c.queryOffset;
-  std::unique_ptr<Backend> one = createCpuBackend(1);
-  std::vector<Tensor> want = attentionGrads(*one, attrs, "qkv", in);
-  for (int threads : {1, 2, 3}) {
-    std::unique_ptr<Backend> many = createCpuBackend(threads);
-    for (const char *wrt : {"qkv", "k"}) {
-      std::vector<Tensor> got = attentionGrads(*many, attrs, wrt, in);
-      for (size_t o = 0; o < got.size(); ++o)
-        EXPECT_TRUE(sameBits(got[o], want[std::string("qkv").find(wrt[o])]))
-            << threads << " threads, wrt " << wrt << ": d" << wrt[o]
-            << " differs from 1 thread's";
+  for (AttentionCase c :
+       {AttentionCase{"Split", 3, 96, 128, 4, 2, 48, true, 32, std::nullopt},
+        AttentionCase{"OnePair", 1, 128, 128, 1, 1, 64, false, 0, 0.2}}) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> in = attentionInputs<float>(c);
+    KernelAttrs attrs;
+    attrs.causal = c.causal;
+    attrs.queryOffset = c.queryOffset;
+    attrs.scale = c.scale;
+    std::unique_ptr<Backend> one = createCpuBackend(1);
+    std::vector<Tensor> want = attentionGrads(*one, attrs, "qkv", in);
+    for (int threads : {1, 2, 3}) {
+      std::unique_ptr<Backend> many = createCpuBackend(threads);
+      for (const char *wrt : {"qkv", "k"}) {
+        std::vector<Tensor> got = attentionGrads(*many, attrs, wrt, in);
+        for (size_t o = 0; o < got.size(); ++o)
+          EXPECT_TRUE(sameBits(got[o], want[std::string("qkv").find(wrt[o])]))
+              << threads << " threads, wrt " << wrt << ": d" << wrt[o]
+              << " differs from 1 thread's";
+      }
     }
   }
 }
