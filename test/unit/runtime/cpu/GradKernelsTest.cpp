@@ -391,35 +391,55 @@ TEST_P(AttentionGradTest, SeveralGradientsMatchSingleCallsBitwise) {
   expectFusedMatchesSingles<double>(GetParam());
 }
 
-// Tests that attention_grad's (batch, kv head) pairs on the intra-op pool
-// give the bits of one thread: grouped heads accumulate into dk and dv in
-// the same order whichever thread owns the pair. The first case is large
-// enough (about 2^20 multiply-adds a pair) that 2 and 3 threads split its
-// 6 pairs (their GEMMs then single-threaded); the second has one pair, so
-// its GEMMs take OpenBLAS's threads.
-TEST(AttentionGradThreadsTest, ResultsDoNotDependOnThreadCount) {
-  for (AttentionCase c :
-       {AttentionCase{"Split", 3, 96, 128, 4, 2, 48, true, 32, std::nullopt},
-        AttentionCase{"OnePair", 1, 128, 128, 1, 1, 64, false, 0, 0.2}}) {
-    SCOPED_TRACE(c.name);
-    std::vector<Tensor> in = attentionInputs<float>(c);
-    KernelAttrs attrs;
-    attrs.causal = c.causal;
-    attrs.queryOffset = c.queryOffset;
-    attrs.scale = c.scale;
-    std::unique_ptr<Backend> one = createCpuBackend(1);
-    std::vector<Tensor> want = attentionGrads(*one, attrs, "qkv", in);
-    for (int threads : {1, 2, 3}) {
-      std::unique_ptr<Backend> many = createCpuBackend(threads);
-      for (const char *wrt : {"qkv", "k"}) {
-        std::vector<Tensor> got = attentionGrads(*many, attrs, wrt, in);
-        for (size_t o = 0; o < got.size(); ++o)
-          EXPECT_TRUE(sameBits(got[o], want[std::string("qkv").find(wrt[o])]))
-              << threads << " threads, wrt " << wrt << ": d" << wrt[o]
-              << " differs from 1 thread's";
-      }
+/// Expects attention_grad "qkv" and "k" on backends of 1, 2 and 3 threads to
+/// give the bits of a 1-thread backend's "qkv" call.
+void expectThreadIndependent(const AttentionCase &c) {
+  std::vector<Tensor> in = attentionInputs<float>(c);
+  KernelAttrs attrs;
+  attrs.causal = c.causal;
+  attrs.queryOffset = c.queryOffset;
+  attrs.scale = c.scale;
+  std::unique_ptr<Backend> one = createCpuBackend(1);
+  std::vector<Tensor> want = attentionGrads(*one, attrs, "qkv", in);
+  for (int threads : {1, 2, 3}) {
+    std::unique_ptr<Backend> many = createCpuBackend(threads);
+    for (const char *wrt : {"qkv", "k"}) {
+      std::vector<Tensor> got = attentionGrads(*many, attrs, wrt, in);
+      for (size_t o = 0; o < got.size(); ++o)
+        EXPECT_TRUE(sameBits(got[o], want[std::string("qkv").find(wrt[o])]))
+            << threads << " threads, wrt " << wrt << ": d" << wrt[o]
+            << " differs from 1 thread's";
     }
   }
+}
+
+// Tests that attention_grad's (batch, kv head) pairs split over the
+// intra-op pool give the bits of one thread: grouped heads accumulate into
+// dk and dv in the same order whichever thread owns the pair. About 2^20
+// multiply-adds a pair, so 2 and 3 threads split the 6 pairs (their GEMMs
+// then one OpenBLAS thread each).
+TEST(AttentionGradThreadsTest, SplitPairsDoNotDependOnThreadCount) {
+  expectThreadIndependent(
+      {"Split", 3, 96, 128, 4, 2, 48, true, 32, std::nullopt});
+}
+
+// Tests the same on one pair, which is not split: its GEMMs take OpenBLAS's
+// threads. (Under ThreadSanitizer this one reports OpenBLAS's own workers,
+// whose synchronization is not instrumented.)
+TEST(AttentionGradThreadsTest, OnePairDoesNotDependOnThreadCount) {
+  expectThreadIndependent({"OnePair", 1, 128, 128, 1, 1, 64, false, 0, 0.2});
+}
+
+// Tests that with no queries a "qkv" call writes zero dk and dv (no query
+// attends to any key) and leaves the empty dq alone.
+TEST(AttentionGradTest, NoQueriesGiveZeroKeyGradients) {
+  AttentionCase c{"NoQueries", 2, 0, 5, 2, 1, 4, false, 0, std::nullopt};
+  std::vector<Tensor> in = attentionInputs<double>(c);
+  std::vector<Tensor> got = attentionGrads(backend(), {}, "qkv", in);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].numElements(), 0);
+  for (int o : {1, 2})
+    expectNear<double>(got[o], std::vector<double>(got[o].numElements(), 0.0));
 }
 
 // Tests attention_grad's checks of wrt and of its outputs: each names the

@@ -418,6 +418,27 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
   }
 }
 
+// Tests that with no queries a "qkv" call succeeds on both paths with dk
+// and dv zero (no kernel runs: the outputs are zero-filled).
+TEST(CudaKernelsAttentionTest, NoQueriesGiveZeroKeyGradients) {
+  KernelAttrs a;
+  a.wrt = "qkv";
+  std::vector<int64_t> qShape{2, 0, 2, 8}, kvShape{2, 5, 1, 8};
+  std::vector<Tensor> in = {random<float>(qShape, 57), random<float>(kvShape, 58),
+                            random<float>(kvShape, 59), random<float>(qShape, 60)};
+  for (bool fused : {false, true}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
+    std::vector<Tensor> got =
+        runOnBackend(*gpu, KernelKind::AttentionGrad, a, in,
+                     {{DType::F32, qShape}, {DType::F32, kvShape},
+                      {DType::F32, kvShape}});
+    for (int o : {1, 2})
+      for (int64_t i = 0; i < got[o].numElements(); ++i)
+        ASSERT_EQ(got[o].data<float>()[i], 0.0f)
+            << "output " << o << (fused ? " (fused)" : " (GEMMs)");
+  }
+}
+
 // Tests attention's refusals: a head_dim beyond the fused kernels' register
 // slices, and the cpu backend's checks (a causal offset past the keys).
 TEST(CudaKernelsAttentionTest, Errors) {
