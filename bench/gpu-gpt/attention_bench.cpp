@@ -1,13 +1,18 @@
 //===- attention_bench.cpp - the cuda backend's attention, timed ----------===//
 //
-// Times attention and attention_grad (dq, dk, dv) of the cuda backend at the
-// GPT benchmark shape (batch 16, seq 1024, 12 heads, head_dim 64, causal,
-// f32) and prints milliseconds and TFLOP/s per call. Built by the runtime
-// CMake when CUDA is on (build-rt/bin/partita-attention-bench):
+// Times attention and attention_grad (dq, dk, dv one a call, then all three
+// in one "qkv" call) of the cuda backend at the GPT benchmark shape (batch
+// 16, seq 1024, 12 heads, head_dim 64, causal, f32) and prints milliseconds
+// and TFLOP/s (GFLOP/s on the cpu backend) per call, and the qkv call's time over the three single
+// calls'. Built by the runtime CMake when CUDA is on
+// (build-rt/bin/partita-attention-bench):
 //
 //   partita-attention-bench [--batch B] [--seq S] [--heads H] [--kv-heads K]
 //       [--dim D] [--no-causal] [--f64] [--iters N] [--block T] [--check]
-//       [--emulate]
+//       [--emulate] [--fused] [--tf32] [--cpu THREADS]
+//
+// --cpu THREADS times the cpu backend instead (createCpuBackend(THREADS):
+// OpenBLAS and the intra-op pool at that many threads), no GPU needed.
 //
 // Timing: after a warm-up call, N calls are queued back to back on the
 // backend's compute stream and the host waits for the stream: wall time /
@@ -16,10 +21,10 @@
 // keeps:
 //   executed: forward 4 D pairs; dq and dk 10 D pairs (a statistics pass
 //   of 4 D, then s, dP and the product); dv 6 D pairs (statistics without
-//   the value product: 2 D, then s and dv);
+//   the value product: 2 D, then s and dv); qkv counts the useful 10 D;
 //   the step's "useful" rate counts forward 4 D and backward 10 D pairs
 //   (what one fused flash-attention backward needs) over the time of the
-//   four calls.
+//   forward and the backward (three single calls, or the one qkv call).
 // --check runs the cpu backend on the same inputs (slow at full size) and
 // prints max |gpu - cpu| / max |cpu| per output.
 //
@@ -47,6 +52,7 @@ struct Options {
   bool causal = true, f64 = false, check = false, emulate = false;
   bool fused = false, tf32 = false;
   int iters = 20, block = 256;
+  int cpuThreads = 0; // > 0: time the cpu backend at that many threads
 };
 
 [[noreturn]] void usage(const char *why) {
@@ -54,9 +60,10 @@ struct Options {
                "partita-attention-bench: %s\nusage: partita-attention-bench "
                "[--batch B] [--seq S] [--heads H] [--kv-heads K] [--dim D] "
                "[--no-causal] [--f64] [--iters N] [--block T] [--check] "
-               "[--emulate] [--fused] [--tf32]\n"
+               "[--emulate] [--fused] [--tf32] [--cpu THREADS]\n"
                "  --fused: the flash-style kernels (--fused-attention); "
-               "default: GEMMs and the row kernel\n",
+               "default: GEMMs and the row kernel\n"
+               "  --cpu THREADS: the cpu backend at THREADS threads\n",
                why);
   std::exit(2);
 }
@@ -87,6 +94,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--f64") o.f64 = true;
     else if (a == "--check") o.check = true;
     else if (a == "--emulate") o.emulate = true;
+    else if (a == "--cpu") o.cpuThreads = int(value());
     else usage(("unknown argument " + a).c_str());
   }
   if (o.kvHeads == 0)
@@ -100,7 +108,8 @@ struct DeviceCall {
   std::vector<DeviceBuffer> buffers;
   KernelCall call;
   DeviceCall(Backend &backend, KernelKind kind, const KernelAttrs &attrs,
-             const std::vector<Tensor> &inputs, const Tensor &outputLike)
+             const std::vector<Tensor> &inputs,
+             const std::vector<const Tensor *> &outputsLike)
       : dev(backend.device()), call{kind, attrs, {}, {}} {
     for (const Tensor &t : inputs) {
       TensorView view{nullptr, t.getDType(), t.getShape()};
@@ -110,14 +119,16 @@ struct DeviceCall {
                        dev.computeStream());
       call.inputs.push_back(view);
     }
-    TensorView out{nullptr, outputLike.getDType(), outputLike.getShape()};
-    buffers.push_back(dev.allocateBuffer(out.numBytes()));
-    out.data = buffers.back().get();
-    call.outputs.push_back(out);
+    for (const Tensor *like : outputsLike) {
+      TensorView out{nullptr, like->getDType(), like->getShape()};
+      buffers.push_back(dev.allocateBuffer(out.numBytes()));
+      out.data = buffers.back().get();
+      call.outputs.push_back(out);
+    }
     dev.computeStream().synchronize();
   }
-  Tensor result() {
-    const TensorView &v = call.outputs[0];
+  Tensor result(size_t o) {
+    const TensorView &v = call.outputs[o];
     Tensor t(v.dtype, v.shape);
     dev.copyToHost(t.data<unsigned char>(), v.data, v.numBytes(),
                    dev.computeStream());
@@ -159,7 +170,7 @@ double relativeDifference(const Tensor &a, const Tensor &b) {
 int main(int argc, char **argv) {
   Options o = parse(argc, argv);
   try {
-    if (!o.emulate) {
+    if (!o.emulate && o.cpuThreads == 0) {
       std::string error = cudaDeviceError();
       if (!error.empty()) {
         std::fprintf(stderr, "partita-attention-bench: no usable CUDA device: "
@@ -172,7 +183,9 @@ int main(int argc, char **argv) {
     options.blockSize = o.block;
     options.fusedAttention = o.fused;
     options.tf32 = o.tf32;
-    std::unique_ptr<Backend> gpu = createCudaBackend(options);
+    std::unique_ptr<Backend> gpu = o.cpuThreads > 0
+                                       ? createCpuBackend(o.cpuThreads)
+                                       : createCudaBackend(options);
     DType dtype = o.f64 ? DType::F64 : DType::F32;
     std::vector<int64_t> qShape{o.batch, o.seq, o.heads, o.dim};
     std::vector<int64_t> kvShape{o.batch, o.seq, o.kvHeads, o.dim};
@@ -181,22 +194,30 @@ int main(int argc, char **argv) {
     double pairs = o.causal ? double(o.seq) * double(o.seq + 1) / 2
                             : double(o.seq) * double(o.seq);
     double unit = double(o.batch) * double(o.heads) * pairs * double(o.dim);
-    std::printf("path: %s%s\n",
-                o.fused ? "fused flash-style kernels" : "GEMMs and the row kernel",
-                o.tf32 ? ", TF32 GEMMs" : "");
+    if (o.cpuThreads > 0)
+      std::printf("path: the cpu backend, %d thread(s)\n", o.cpuThreads);
+    else
+      std::printf("path: %s%s\n",
+                  o.fused ? "fused flash-style kernels"
+                          : "GEMMs and the row kernel",
+                  o.tf32 ? ", TF32 GEMMs" : "");
     std::printf("attention %s [batch %lld, seq %lld, heads %lld/%lld, dim "
                 "%lld]%s, block %d, %s, %d iterations\n",
                 o.f64 ? "f64" : "f32", (long long)o.batch, (long long)o.seq,
                 (long long)o.heads, (long long)o.kvHeads, (long long)o.dim,
                 o.causal ? " causal" : "", o.block,
-                o.emulate ? "emulated" : "GPU", o.iters);
+                o.cpuThreads > 0 ? "CPU" : o.emulate ? "emulated" : "GPU",
+                o.iters);
     struct Job {
       const char *name, *wrt;
       double flops; // executed, in units of D * pairs * batch * heads
     } jobs[] = {{"forward", "", 4}, {"dq", "q", 10}, {"dk", "k", 10},
-                {"dv", "v", 6}};
+                {"dv", "v", 6},   {"qkv", "qkv", 10}};
     std::unique_ptr<Backend> cpu = o.check ? createCpuBackend(0) : nullptr;
-    double total = 0;
+    double forward = 0, singles = 0, qkv = 0;
+    // FLOP/s in the unit that reads on the device: GFLOP/s on a CPU.
+    double rate = o.cpuThreads > 0 ? 1e9 : 1e12;
+    const char *rateName = o.cpuThreads > 0 ? "GFLOP/s" : "TFLOP/s";
     for (const Job &job : jobs) {
       KernelAttrs a;
       a.causal = o.causal;
@@ -206,7 +227,11 @@ int main(int argc, char **argv) {
       std::vector<Tensor> inputs = {q, k, v};
       if (grad)
         inputs.push_back(dy);
-      const Tensor &like = (*job.wrt == 'k' || *job.wrt == 'v') ? k : q;
+      std::vector<const Tensor *> like;
+      for (const char *c = job.wrt; *c; ++c)
+        like.push_back(*c == 'q' ? &q : &k);
+      if (!grad)
+        like.push_back(&q);
       DeviceCall call(*gpu, kind, a, inputs, like);
       gpu->run(call.call); // warm-up
       call.dev.computeStream().synchronize();
@@ -218,20 +243,29 @@ int main(int argc, char **argv) {
                            std::chrono::steady_clock::now() - start)
                            .count() /
                        o.iters;
-      total += seconds;
-      std::printf("  %-8s %9.3f ms  %7.2f TFLOP/s executed\n", job.name,
-                  seconds * 1e3, job.flops * unit / seconds / 1e12);
+      (!grad ? forward : job.wrt[1] ? qkv : singles) += seconds;
+      std::printf("  %-8s %9.3f ms  %7.2f %s %s\n", job.name,
+                  seconds * 1e3, job.flops * unit / seconds / rate, rateName,
+                  job.wrt[0] && job.wrt[1] ? "useful" : "executed");
       if (cpu) {
-        Tensor got = call.result();
         DeviceCall ref(*cpu, kind, a, inputs, like);
         cpu->run(ref.call);
-        std::printf("           check: max |gpu - cpu| / max |cpu| = %.3g\n",
-                    relativeDifference(got, ref.result()));
+        for (size_t r = 0; r < like.size(); ++r)
+          std::printf("           check: max |gpu - cpu| / max |cpu| = %.3g"
+                      " (output %zu)\n",
+                      relativeDifference(call.result(r), ref.result(r)), r);
       }
     }
-    std::printf("  step     %9.3f ms  %7.2f TFLOP/s useful (forward 4 + "
-                "backward 10 D per pair)\n",
-                total * 1e3, 14 * unit / total / 1e12);
+    std::printf("  qkv / (dq + dk + dv) = %.3f\n", qkv / singles);
+    struct Backward {
+      const char *what;
+      double seconds;
+    } backwards[] = {{"dq, dk, dv calls", singles}, {"one qkv call", qkv}};
+    for (const Backward &b : backwards)
+      std::printf("  step     %9.3f ms  %7.2f %s useful (forward 4 + "
+                  "backward 10 D per pair; backward: %s)\n",
+                  (forward + b.seconds) * 1e3,
+                  14 * unit / (forward + b.seconds) / rate, rateName, b.what);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "partita-attention-bench: %s\n", e.what());
     return 1;

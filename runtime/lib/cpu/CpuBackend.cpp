@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <sstream>
 
 namespace partita::runtime {
@@ -212,7 +213,35 @@ void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
                    ldb, beta, c, ldc);
 }
 
-void setBlasThreads(int numThreads) { openblas_set_num_threads(numThreads); }
+namespace {
+// SerialBlasScope's state: scopes alive, and the count to restore.
+std::mutex serialBlasMutex;
+int serialBlasDepth = 0;
+int savedBlasThreads = 0;
+} // namespace
+
+void setBlasThreads(int numThreads) {
+  std::lock_guard<std::mutex> lock(serialBlasMutex);
+  if (serialBlasDepth > 0)
+    savedBlasThreads = numThreads;
+  else
+    openblas_set_num_threads(numThreads);
+}
+
+SerialBlasScope::SerialBlasScope() {
+  std::lock_guard<std::mutex> lock(serialBlasMutex);
+  if (serialBlasDepth++ > 0)
+    return;
+  savedBlasThreads = openblas_get_num_threads();
+  if (savedBlasThreads > 1)
+    openblas_set_num_threads(1);
+}
+
+SerialBlasScope::~SerialBlasScope() {
+  std::lock_guard<std::mutex> lock(serialBlasMutex);
+  if (--serialBlasDepth == 0 && savedBlasThreads > 1)
+    openblas_set_num_threads(savedBlasThreads);
+}
 
 //===----------------------------------------------------------------------===//
 // Strided copy (transpose, broadcast)

@@ -151,8 +151,24 @@ void gemm(KernelKind kind, bool transA, bool transB, int64_t m, int64_t n,
           int64_t k, double alpha, const double *a, int64_t lda,
           const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
 
-/// Sets OpenBLAS's thread count (process-wide).
+/// Sets OpenBLAS's thread count (process-wide; inside a SerialBlasScope,
+/// the count it restores).
 void setBlasThreads(int numThreads);
+
+/// While one lives, OpenBLAS runs each GEMM on its calling thread alone
+/// (process-wide: the first scope in sets its thread count to 1, the last
+/// one out restores it). For kernels that call GEMMs from the intra-op
+/// pool's threads at once: OpenBLAS's pthreads server hands a
+/// multi-threaded GEMM to its one set of workers, and a second caller
+/// spins until they are free (attention_grad at 2 threads took 20 to 30
+/// times as long so, on a loaded 2-core machine).
+class SerialBlasScope {
+public:
+  SerialBlasScope();
+  ~SerialBlasScope();
+  SerialBlasScope(const SerialBlasScope &) = delete;
+  SerialBlasScope &operator=(const SerialBlasScope &) = delete;
+};
 
 //===----------------------------------------------------------------------===//
 // Data movement shared by several kernels
@@ -215,6 +231,18 @@ struct AttentionDims {
 /// Checks inputs 0..2 (q, k, v) and the attributes (scale, causal offset)
 /// of attention and attention_grad; the caller checks the rest.
 AttentionDims checkAttentionInputs(const KernelCall &call);
+
+/// An attention_grad call, checked: its sizes and the outputs it asks for
+/// (null for a gradient it does not).
+struct AttentionGradCall {
+  AttentionDims dims;
+  const TensorView *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+/// Checks an attention_grad call (q, k, v, dy -> one output per letter of
+/// attrs.wrt, which names distinct letters of q, k, v in that order: "q",
+/// "kv", "qkv", ...), for the cpu and cuda backends alike: the inputs as
+/// checkAttentionInputs, dy as q, dq as q, dk and dv as k, no overlaps.
+AttentionGradCall checkAttentionGrad(const KernelCall &call);
 
 /// rotary (inverse false) and rotary_grad (inverse true: rotation by minus
 /// the angle), x -> y.

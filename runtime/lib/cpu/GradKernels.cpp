@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace partita::runtime::cpu {
@@ -38,63 +39,86 @@ int64_t checkNormGrad(const KernelCall &call) {
   return hidden;
 }
 
-/// dq, dk or dv of attention for one (batch, head) pair at a time:
+/// Any of dq, dk and dv of attention (those `g` asks for), one (batch, kv
+/// head) pair at a time and, within it, the query heads of its group in
+/// order:
 ///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
 ///   dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(P * dP)),
 ///   dQ = scale dS K, dK += scale dS^T Q.
-/// With grouped kv heads, the query heads of a group accumulate into their
-/// kv head's dk / dv.
+/// P is computed once per head for every output, dP and dS once for dq and
+/// dk; each output's arithmetic is the same whichever others are asked
+/// for, so one call asking for several gives the bits of one call each.
+/// The pairs run on the intra-op pool (ThreadPool.h): a pair owns its dk
+/// and dv rows (the group's heads accumulate into them, in head order) and
+/// its heads' dq rows, so no two threads write one element and the result
+/// does not depend on the thread count. Each chunk has its own P and dP,
+/// and each GEMM one thread when the pairs are split.
 template <typename T>
-void attentionGrad(const KernelCall &call, const AttentionDims &a, char wrt) {
+void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
+  const AttentionDims &a = g.dims;
   const T *q = call.inputs[0].as<T>(), *k = call.inputs[1].as<T>(),
           *v = call.inputs[2].as<T>(), *dy = call.inputs[3].as<T>();
-  T *out = call.outputs[0].as<T>();
+  T *dq = g.dq ? g.dq->as<T>() : nullptr;
+  T *dk = g.dk ? g.dk->as<T>() : nullptr;
+  T *dv = g.dv ? g.dv->as<T>() : nullptr;
   int64_t seqQ = a.seqQ, seqKV = a.seqKV, d = a.headDim;
   int64_t group = a.heads / a.kvHeads;
   int64_t ldq = a.heads * d, ldkv = a.kvHeads * d;
   KernelKind kind = call.kind;
-  std::vector<T> p(seqQ * seqKV), dp(seqQ * seqKV);
-  for (int64_t b = 0; b < a.batch; ++b) {
-    for (int64_t h = 0; h < a.heads; ++h) {
-      int64_t g = h / group;
-      const T *qh = q + b * seqQ * ldq + h * d;
-      const T *dyh = dy + b * seqQ * ldq + h * d;
-      const T *kh = k + b * seqKV * ldkv + g * d;
-      const T *vh = v + b * seqKV * ldkv + g * d;
-      gemm(kind, false, true, seqQ, seqKV, d, static_cast<T>(a.scale), qh, ldq,
-           kh, ldkv, T(0), p.data(), seqKV);
-      causalSoftmaxRows(p.data(), seqQ, seqKV, call.attrs.causal,
-                        call.attrs.queryOffset);
-      if (wrt == 'v') {
-        T *dvh = out + b * seqKV * ldkv + g * d;
-        gemm(kind, true, false, seqKV, d, seqQ, T(1), p.data(), seqKV, dyh, ldq,
-             T(1), dvh, ldkv);
-        continue;
-      }
-      gemm(kind, false, true, seqQ, seqKV, d, T(1), dyh, ldq, vh, ldkv, T(0),
-           dp.data(), seqKV);
-      for (int64_t i = 0; i < seqQ; ++i) {
-        const T *pi = p.data() + i * seqKV;
-        T *dpi = dp.data() + i * seqKV;
-        // In laneSum's fixed order, so the sum vectorizes.
-        double dot = laneSum(seqKV, [&](int64_t j) {
-          return static_cast<double>(pi[j]) * dpi[j];
-        });
-        T s = static_cast<T>(dot);
-        for (int64_t j = 0; j < seqKV; ++j)
-          dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
-      }
-      if (wrt == 'q') {
-        T *dqh = out + b * seqQ * ldq + h * d;
-        gemm(kind, false, false, seqQ, d, seqKV, static_cast<T>(a.scale),
-             dp.data(), seqKV, kh, ldkv, T(0), dqh, ldq);
-      } else {
-        T *dkh = out + b * seqKV * ldkv + g * d;
-        gemm(kind, true, false, seqKV, d, seqQ, static_cast<T>(a.scale),
-             dp.data(), seqKV, qh, ldq, T(1), dkh, ldkv);
+  bool needDS = dq || dk;
+  // About 2^20 multiply-adds a chunk at least: smaller work is not worth
+  // waking a thread for.
+  int64_t perPair = std::max<int64_t>(1, group * seqQ * seqKV * d);
+  int64_t pairs = a.batch * a.kvHeads;
+  int64_t minPairs = std::max<int64_t>(1, (int64_t(1) << 20) / perPair);
+  // When the pool splits the pairs, their GEMMs run concurrently: one
+  // OpenBLAS thread each (CpuKernels.h).
+  ThreadPool *pool = currentPool();
+  std::optional<SerialBlasScope> serialBlas;
+  if (pool && pool->size() > 1 && pairs > minPairs)
+    serialBlas.emplace();
+  parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
+    std::vector<T> p(seqQ * seqKV), dp(needDS ? seqQ * seqKV : 0);
+    for (int64_t pair = begin; pair < end; ++pair) {
+      int64_t b = pair / a.kvHeads, kvh = pair % a.kvHeads;
+      const T *kh = k + b * seqKV * ldkv + kvh * d;
+      const T *vh = v + b * seqKV * ldkv + kvh * d;
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const T *qh = q + b * seqQ * ldq + h * d;
+        const T *dyh = dy + b * seqQ * ldq + h * d;
+        gemm(kind, false, true, seqQ, seqKV, d, static_cast<T>(a.scale), qh,
+             ldq, kh, ldkv, T(0), p.data(), seqKV);
+        causalSoftmaxRows(p.data(), seqQ, seqKV, call.attrs.causal,
+                          call.attrs.queryOffset);
+        if (dv)
+          gemm(kind, true, false, seqKV, d, seqQ, T(1), p.data(), seqKV, dyh,
+               ldq, T(1), dv + b * seqKV * ldkv + kvh * d, ldkv);
+        if (!needDS)
+          continue;
+        gemm(kind, false, true, seqQ, seqKV, d, T(1), dyh, ldq, vh, ldkv, T(0),
+             dp.data(), seqKV);
+        for (int64_t i = 0; i < seqQ; ++i) {
+          const T *pi = p.data() + i * seqKV;
+          T *dpi = dp.data() + i * seqKV;
+          // In laneSum's fixed order, so the sum vectorizes.
+          double dot = laneSum(seqKV, [&](int64_t j) {
+            return static_cast<double>(pi[j]) * dpi[j];
+          });
+          T s = static_cast<T>(dot);
+          for (int64_t j = 0; j < seqKV; ++j)
+            dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
+        }
+        if (dq)
+          gemm(kind, false, false, seqQ, d, seqKV, static_cast<T>(a.scale),
+               dp.data(), seqKV, kh, ldkv, T(0), dq + b * seqQ * ldq + h * d,
+               ldq);
+        if (dk)
+          gemm(kind, true, false, seqKV, d, seqQ, static_cast<T>(a.scale),
+               dp.data(), seqKV, qh, ldq, T(1), dk + b * seqKV * ldkv + kvh * d,
+               ldkv);
       }
     }
-  }
+  });
 }
 
 int64_t labelAt(const TensorView &labels, int64_t t) {
@@ -219,32 +243,71 @@ void runRMSNormGrad(const KernelCall &call) {
   });
 }
 
-void runAttentionGrad(const KernelCall &call) {
-  checkCall(call, 4, 1);
-  AttentionDims a = checkAttentionInputs(call);
-  const TensorView &q = call.inputs[0], &k = call.inputs[1],
-                   &out = call.outputs[0];
+AttentionGradCall checkAttentionGrad(const KernelCall &call) {
   KernelKind kind = call.kind;
-  checkSameType(kind, call.inputs[3], "input 3 (dy)", q, "input 0 (query)");
   const std::string &wrt = call.attrs.wrt;
-  if (wrt != "q" && wrt != "k" && wrt != "v")
-    fail(kind, "wrt must be \"q\", \"k\" or \"v\", got \"" + wrt + "\"");
-  if (wrt == "q")
-    checkSameType(kind, out, "output 0 (dq)", q, "input 0 (query)");
-  else
-    checkSameType(kind, out, wrt == "k" ? "output 0 (dk)" : "output 0 (dv)", k,
-                  "input 1 (key)");
+  const std::string quoted = "wrt \"" + wrt + "\"";
+  if (wrt.empty())
+    fail(kind, "wrt is empty: it names the gradients to compute, distinct "
+               "letters of q, k, v in that order (\"q\", \"kv\", \"qkv\", "
+               "...)");
+  static const std::string kLetters = "qkv";
+  size_t next = 0; // the first letter of kLetters the next one may be
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    size_t at = kLetters.find(wrt[i]);
+    std::string letter = "'" + std::string(1, wrt[i]) + "'";
+    if (at == std::string::npos)
+      fail(kind, quoted + " has " + letter + " at position " +
+                     std::to_string(i) + ": its letters must be q, k or v");
+    if (wrt.find(wrt[i]) < i)
+      fail(kind, quoted + " names " + letter + " twice");
+    if (at < next)
+      fail(kind, quoted + " has " + letter + " after '" + wrt[i - 1] +
+                     "': its letters must come in the order q, k, v");
+    next = at + 1;
+  }
+  if (call.inputs.size() == 4 && call.outputs.size() != wrt.size())
+    fail(kind, quoted + " asks for " + std::to_string(wrt.size()) +
+                   " gradient(s), one output each, but the call has " +
+                   std::to_string(call.outputs.size()) + " output(s)");
+  checkCall(call, 4, wrt.size());
+  AttentionGradCall g;
+  g.dims = checkAttentionInputs(call);
+  const TensorView &q = call.inputs[0], &k = call.inputs[1];
+  checkSameType(kind, call.inputs[3], "input 3 (dy)", q, "input 0 (query)");
+  for (size_t o = 0; o < wrt.size(); ++o) {
+    const TensorView &out = call.outputs[o];
+    std::string name = "output " + std::to_string(o) + " (d" + wrt[o] + ")";
+    if (wrt[o] == 'q') {
+      checkSameType(kind, out, name.c_str(), q, "input 0 (query)");
+      g.dq = &out;
+    } else {
+      checkSameType(kind, out, name.c_str(), k, "input 1 (key)");
+      (wrt[o] == 'k' ? g.dk : g.dv) = &out;
+    }
+  }
   checkNoOverlap(call, /*allowExactAlias=*/false);
+  return g;
+}
+
+void runAttentionGrad(const KernelCall &call) {
+  AttentionGradCall g = checkAttentionGrad(call);
+  KernelKind kind = call.kind;
+  const TensorView &q = call.inputs[0];
   dispatchFloat(kind, q.dtype, [&](auto tag) {
     using T = decltype(tag);
     // dk and dv accumulate over the query heads of a group (and are zero
     // where no query attends).
-    std::fill(out.as<T>(), out.as<T>() + out.numElements(), T(0));
-    if (out.numElements() == 0 || q.numElements() == 0)
+    bool anyOutput = false;
+    for (const TensorView &out : call.outputs) {
+      std::fill(out.as<T>(), out.as<T>() + out.numElements(), T(0));
+      anyOutput = anyOutput || out.numElements() > 0;
+    }
+    if (!anyOutput || q.numElements() == 0)
       return;
-    if (a.seqKV == 0)
+    if (g.dims.seqKV == 0)
       fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
-    attentionGrad<T>(call, a, wrt[0]);
+    attentionGrad<T>(call, g);
   });
 }
 

@@ -2,7 +2,9 @@
 //-*-===//
 //
 // The non-GEMM kernels of one rank (elementwise loops, norms, softmax rows,
-// cross-entropy rows, AdamW) split their loops over a small pool owned by
+// cross-entropy rows, AdamW), and attention_grad's (batch, kv head) pairs
+// (their GEMMs then on one OpenBLAS thread each: SerialBlasScope in
+// CpuKernels.h), split their loops over a small pool owned by
 // the rank's CpuBackend and sized like its BLAS: the backend's numThreads,
 // or OpenBLAS's own thread count when that is 0 (OPENBLAS_NUM_THREADS). A
 // rank of N local ranks gets numThreads 1 from the training library (as its

@@ -21,11 +21,11 @@
 //     an xor butterfly (every lane gets the same sum), and a row's running
 //     maximum m and denominator l rescale its accumulator once per
 //     kAttnScoreKeys keys.
-//   - the gradients keep the cpu backend's contract (dq, dk or dv, one per
-//     call), each in two launches: the forward kernel in statistics mode
-//     (op 1, or op 2 without D for dv) writes per query row m, 1/l and
-//     D = dO . O (= rowsum(P * dP)) to a workspace of 3 x batch x heads x
-//     seqQ elements; then
+//   - the gradients (any of dq, dk, dv a call): the forward kernel in
+//     statistics mode (op 1, or op 2 without D when only dv is asked for)
+//     writes per query row m, 1/l and D = dO . O (= rowsum(P * dP)) to a
+//     workspace of 3 x batch x heads x seqQ elements; then one launch per
+//     gradient:
 //       dq (AttentionGradQ): blocks of query rows as the forward, over key
 //         tiles: P = exp(s - m) / l, dP = dO . v, dS = P (dP - D),
 //         dq = scale * sum dS k;

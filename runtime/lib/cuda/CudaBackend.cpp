@@ -1456,8 +1456,11 @@ private:
     if (a.seqKV == 0)
       fail(call.kind,
            "there are no keys (seq_kv is 0): the softmax is undefined");
-    if (!fusedAttention)
-      return attentionByGemm(call, a, type, 'o');
+    if (!fusedAttention) {
+      AttentionOutputs outs;
+      outs.o = out.data;
+      return attentionByGemm(call, a, type, outs);
+    }
     KernelLaunch l = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
     l.params.op = int(AttnMode::Output);
@@ -1465,80 +1468,99 @@ private:
     launch(l);
   }
 
-  /// dq, dk or dv (attrs.wrt), each in two launches: the per-row softmax
-  /// statistics (a workspace of 3 x batch x heads x seq_q), then the
-  /// gradient.
+  /// Any of dq, dk and dv (attrs.wrt; cpu::checkAttentionGrad). By GEMMs
+  /// (the default), P and dS are computed once for all of them. Fused
+  /// (--fused-attention): one launch of the per-row softmax statistics (a
+  /// workspace of 3 x batch x heads x seq_q), then one gradient launch per
+  /// output.
   void runAttentionGrad(const KernelCall &call) {
-    cpu::checkCall(call, 4, 1);
-    cpu::AttentionDims a = cpu::checkAttentionInputs(call);
-    const TensorView &q = call.inputs[0], &k = call.inputs[1],
-                     &out = call.outputs[0];
+    cpu::AttentionGradCall g = cpu::checkAttentionGrad(call);
+    const cpu::AttentionDims &a = g.dims;
+    const TensorView &q = call.inputs[0];
     KernelKind kind = call.kind;
-    cpu::checkSameType(kind, call.inputs[3], "input 3 (dy)", q,
-                       "input 0 (query)");
-    const std::string &wrt = call.attrs.wrt;
-    if (wrt != "q" && wrt != "k" && wrt != "v")
-      fail(kind, "wrt must be \"q\", \"k\" or \"v\", got \"" + wrt + "\"");
-    if (wrt == "q")
-      cpu::checkSameType(kind, out, "output 0 (dq)", q, "input 0 (query)");
-    else
-      cpu::checkSameType(kind, out,
-                         wrt == "k" ? "output 0 (dk)" : "output 0 (dv)", k,
-                         "input 1 (key)");
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     ElemType type = floatType(call, q, "input 0 (query)");
-    if (out.numElements() == 0)
+    bool anyOutput = false;
+    for (const TensorView &out : call.outputs)
+      anyOutput = anyOutput || out.numElements() > 0;
+    if (!anyOutput)
       return;
     if (q.numElements() == 0) {
       // No query sees a key: dk and dv are zero.
-      dev->zero(out.data, out.numBytes(), api->computeStream());
+      for (const TensorView &out : call.outputs)
+        dev->zero(out.data, out.numBytes(), api->computeStream());
       return;
     }
     if (a.seqKV == 0)
       fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
     if (!fusedAttention)
-      return attentionByGemm(call, a, type, wrt[0]);
+      return attentionGradByGemm(call, g, type);
     void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
     KernelLaunch s = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
-    s.params.op = int(wrt == "v" ? AttnMode::StatsNoD : AttnMode::Stats);
+    // D = rowsum(P * dP) only for dq and dk (the same m and 1/l either way).
+    s.params.op = int(g.dq || g.dk ? AttnMode::Stats : AttnMode::StatsNoD);
     s.params.out[1] = stats;
     launch(s);
-    KernelLaunch g =
-        wrt == "q"
-            ? attentionLaunch(call, a, type, GpuKernel::AttentionGradQ, false)
-            : attentionLaunch(call, a, type, GpuKernel::AttentionGradKV, true);
-    g.params.op = wrt == "v" ? 1 : 0;
-    g.params.in[4] = stats;
-    g.params.out[0] = out.data;
-    launch(g);
+    for (const TensorView *out : {g.dq, g.dk, g.dv}) {
+      if (!out)
+        continue;
+      KernelLaunch l =
+          out == g.dq
+              ? attentionLaunch(call, a, type, GpuKernel::AttentionGradQ, false)
+              : attentionLaunch(call, a, type, GpuKernel::AttentionGradKV, true);
+      l.params.op = out == g.dv ? 1 : 0;
+      l.params.in[4] = stats;
+      l.params.out[0] = out->data;
+      launch(l);
+    }
   }
 
-  /// attention (what 'o') or its gradient (what 'q', 'k' or 'v') as the cpu
-  /// backend computes it (cpu/NNKernels.cpp, cpu/GradKernels.cpp), one batch
-  /// at a time: strided-batched GEMMs over the kv heads (one per query head
-  /// of a group) into a [heads, seq_q, seq_kv] scratch P (and dP), and the
-  /// AttentionRows kernel over its rows:
+  /// Where attentionByGemm writes: attention's output o, or any of the
+  /// gradients dq, dk, dv (null: not asked for).
+  struct AttentionOutputs {
+    void *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  };
+
+  void attentionGradByGemm(const KernelCall &call,
+                           const cpu::AttentionGradCall &g, ElemType type) {
+    AttentionOutputs outs;
+    outs.dq = g.dq ? g.dq->data : nullptr;
+    outs.dk = g.dk ? g.dk->data : nullptr;
+    outs.dv = g.dv ? g.dv->data : nullptr;
+    attentionByGemm(call, g.dims, type, outs);
+  }
+
+  /// attention (outs.o) or any of its gradients (outs.dq, dk, dv) as the
+  /// cpu backend computes them (cpu/NNKernels.cpp, cpu/GradKernels.cpp),
+  /// one batch at a time: strided-batched GEMMs over the kv heads (one per
+  /// query head of a group) into a [heads, seq_q, seq_kv] scratch P (and
+  /// dP), and the AttentionRows kernel over its rows:
   ///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
   ///   dV = sum over the group P^T dO, dP = dO V^T,
   ///   dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
   ///   dK = sum over the group scale dS^T Q.
-  /// A group's heads accumulate into their kv head in order (beta 1 after
-  /// the first): deterministic. With --tf32 the GEMMs are TF32 too.
+  /// P is computed once for every output, dS once for dq and dk; each
+  /// output's GEMMs are the same whichever others are asked for. A group's
+  /// heads accumulate into their kv head in order (beta 1 after the
+  /// first): deterministic. With --tf32 the GEMMs are TF32 too.
   void attentionByGemm(const KernelCall &call, const cpu::AttentionDims &a,
-                       ElemType type, char what) {
+                       ElemType type, const AttentionOutputs &outs) {
     const TensorView &q = call.inputs[0], &k = call.inputs[1],
-                     &v = call.inputs[2], &out = call.outputs[0];
+                     &v = call.inputs[2];
     const void *dy = call.inputs.size() > 3 ? call.inputs[3].data : nullptr;
     size_t bytes = sizeOf(q.dtype);
     int64_t group = a.heads / a.kvHeads, d = a.headDim;
     int64_t ldq = a.heads * d, ldkv = a.kvHeads * d;
     int64_t plane = a.seqQ * a.seqKV; // one head's scores
     int64_t planes = a.heads * plane;
-    char *p = workspace<char>(int64_t(bytes) * planes * (what == 'o' || what == 'v' ? 1 : 2));
+    bool needDS = outs.dq || outs.dk;
+    char *p = workspace<char>(int64_t(bytes) * planes * (needDS ? 2 : 1));
     char *dp = p + bytes * planes;
     auto at = [&](const void *base, int64_t elements) {
       return static_cast<const char *>(base) + int64_t(bytes) * elements;
+    };
+    auto outAt = [&](void *base, int64_t elements) {
+      return static_cast<char *>(base) + int64_t(bytes) * elements;
     };
     // One GEMM per query head j of each group, batched over the kv heads:
     // C[h'] = alpha op(A[h']) op(B[h']) + beta C[h'], query head h' g + j.
@@ -1586,44 +1608,45 @@ private:
       const char *kb = at(k.data, b * a.seqKV * ldkv);
       const char *vb = at(v.data, b * a.seqKV * ldkv);
       const char *dyb = dy ? at(dy, b * a.seqQ * ldq) : nullptr;
-      char *ob = const_cast<char *>(
-          at(out.data, b * (what == 'k' || what == 'v' ? a.seqKV * ldkv
-                                                       : a.seqQ * ldq)));
       // P = softmax(scale Q K^T), head h' g + j at plane h' g + j.
       for (int64_t j = 0; j < group; ++j)
         gemm(false, true, a.seqQ, a.seqKV, d, a.scale, 0, qb + bytes * j * d,
              ldq, group * d, kb, ldkv, d, p + bytes * j * plane, a.seqKV,
              group * plane);
       rows(0);
-      if (what == 'o') { // O = P V
+      if (outs.o) { // O = P V
+        char *ob = outAt(outs.o, b * a.seqQ * ldq);
         for (int64_t j = 0; j < group; ++j)
           gemm(false, false, a.seqQ, d, a.seqKV, 1, 0, p + bytes * j * plane,
                a.seqKV, group * plane, vb, ldkv, d, ob + bytes * j * d, ldq,
                group * d);
-        continue;
       }
-      if (what == 'v') { // dV = sum_j P^T dO
+      if (outs.dv) { // dV = sum_j P^T dO
+        char *dvb = outAt(outs.dv, b * a.seqKV * ldkv);
         for (int64_t j = 0; j < group; ++j)
           gemm(true, false, a.seqKV, d, a.seqQ, 1, j ? 1 : 0,
                p + bytes * j * plane, a.seqKV, group * plane,
-               dyb + bytes * j * d, ldq, group * d, ob, ldkv, d);
-        continue;
+               dyb + bytes * j * d, ldq, group * d, dvb, ldkv, d);
       }
-      // dP = dO V^T, then dS in place.
+      if (!needDS)
+        continue;
+      // dP = dO V^T, then dS (into dP; P stays).
       for (int64_t j = 0; j < group; ++j)
         gemm(false, true, a.seqQ, a.seqKV, d, 1, 0, dyb + bytes * j * d, ldq,
              group * d, vb, ldkv, d, dp + bytes * j * plane, a.seqKV,
              group * plane);
       rows(1);
       for (int64_t j = 0; j < group; ++j) {
-        if (what == 'q') // dQ = scale dS K
+        if (outs.dq) // dQ = scale dS K
           gemm(false, false, a.seqQ, d, a.seqKV, a.scale, 0,
                dp + bytes * j * plane, a.seqKV, group * plane, kb, ldkv, d,
-               ob + bytes * j * d, ldq, group * d);
-        else // dK = sum_j scale dS^T Q
+               outAt(outs.dq, b * a.seqQ * ldq) + bytes * j * d, ldq,
+               group * d);
+        if (outs.dk) // dK = sum_j scale dS^T Q
           gemm(true, false, a.seqKV, d, a.seqQ, a.scale, j ? 1 : 0,
                dp + bytes * j * plane, a.seqKV, group * plane,
-               qb + bytes * j * d, ldq, group * d, ob, ldkv, d);
+               qb + bytes * j * d, ldq, group * d,
+               outAt(outs.dk, b * a.seqKV * ldkv), ldkv, d);
       }
     }
   }

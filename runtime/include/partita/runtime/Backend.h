@@ -58,10 +58,14 @@ namespace partita::runtime {
 ///   rms_norm_grad          x, gamma[H], dy -> dx, attrs.epsilon
 ///   rotary_grad            dy[B,S,heads,D] -> dx: rotation by minus the
 ///                          angle; attrs.theta, positionOffset
-///   attention_grad         q, k, v, dy (as q) -> dq (as q) or dk / dv (as
-///                          k): attrs.wrt "q", "k" or "v", and attention's
-///                          causal, scale, queryOffset; the softmax is
-///                          recomputed; with GQA dk/dv sum their query heads
+///   attention_grad         q, k, v, dy (as q) -> one output per letter of
+///                          attrs.wrt, distinct letters of q, k, v in that
+///                          order ("q", "k", "v", "qk", "qv", "kv", "qkv"):
+///                          dq (as q), dk, dv (as k), e.g. "kv" -> dk, dv;
+///                          attention's causal, scale, queryOffset; the
+///                          softmax is recomputed, once for all outputs
+///                          (the bits of one call per letter); with GQA
+///                          dk/dv sum their query heads
 ///   embedding_grad         dy[ids..., H], ids (i32/i64) -> dtable[V, H]:
 ///                          row id - attrs.vocabOffset accumulates dy's rows
 ///                          of that id; ids outside the local rows add nothing
@@ -150,7 +154,7 @@ struct KernelAttrs {
   int64_t meanCount = 0;        // reduce mean / cross_entropy: global count to
                                 // divide by (0: the local count)
   double fillValue = 0.0;       // fill (constants)
-  std::string wrt;              // attention_grad: "q", "k" or "v"
+  std::string wrt;              // attention_grad: "q", "kv", "qkv", ...
   double lr = 0.0;              // sgd, adamw: learning rate
   double momentum = 0.0;        // sgd
   double beta1 = 0.9;           // adamw

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
+#include <memory>
 
 using namespace partita::runtime;
 using namespace partita::runtime::test;
@@ -299,7 +301,7 @@ TEST(AttentionGradErrorTest, RejectsBadWrtAndShapes) {
       [&] {
         runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy}, {&dq});
       },
-      {"attention_grad", "wrt must be \"q\", \"k\" or \"v\", got \"\""});
+      {"attention_grad", "wrt is empty"});
   attrs.wrt = "k";
   expectError(
       [&] {
@@ -321,6 +323,165 @@ TEST(AttentionGradErrorTest, RejectsBadWrtAndShapes) {
         runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy}, {&dq});
       },
       {"queryOffset + seq_q <= seq_kv"});
+}
+
+/// Runs attention_grad with `wrt` on `inputs` (q, k, v, dy) with `b`;
+/// returns one output per letter (garbage-filled first: the kernel must
+/// overwrite, not accumulate onto, it).
+std::vector<Tensor> attentionGrads(Backend &b, const KernelAttrs &attrs,
+                                   const std::string &wrt,
+                                   std::vector<Tensor> &inputs) {
+  KernelCall call{KernelKind::AttentionGrad, attrs, {}, {}};
+  call.attrs.wrt = wrt;
+  std::vector<Tensor> outs;
+  for (char c : wrt)
+    outs.emplace_back(inputs[0].getDType(),
+                      (c == 'q' ? inputs[0] : inputs[1]).getShape());
+  for (Tensor &t : inputs)
+    call.inputs.push_back(t.view());
+  for (Tensor &t : outs) {
+    std::memset(t.view().data, 0x7f, t.view().numBytes());
+    call.outputs.push_back(t.view());
+  }
+  b.run(call);
+  return outs;
+}
+
+bool sameBits(const Tensor &a, const Tensor &b) {
+  return a.getShape() == b.getShape() && a.getDType() == b.getDType() &&
+         std::memcmp(a.data<unsigned char>(), b.data<unsigned char>(),
+                     a.numElements() * sizeOf(a.getDType())) == 0;
+}
+
+template <typename T> std::vector<Tensor> attentionInputs(const AttentionCase &c) {
+  std::vector<int64_t> qShape = {c.batch, c.seqQ, c.heads, c.headDim};
+  std::vector<int64_t> kShape = {c.batch, c.seqKV, c.kvHeads, c.headDim};
+  std::vector<Tensor> in;
+  in.push_back(randomTensor<T>(qShape, 410, -1.5, 1.5));
+  in.push_back(randomTensor<T>(kShape, 411, -1.5, 1.5));
+  in.push_back(randomTensor<T>(kShape, 412));
+  in.push_back(randomTensor<T>(qShape, 413));
+  return in;
+}
+
+template <typename T> void expectFusedMatchesSingles(const AttentionCase &c) {
+  std::vector<Tensor> in = attentionInputs<T>(c);
+  KernelAttrs attrs;
+  attrs.causal = c.causal;
+  attrs.queryOffset = c.queryOffset;
+  attrs.scale = c.scale;
+  std::map<char, Tensor> single;
+  for (char w : {'q', 'k', 'v'})
+    single.emplace(w, std::move(attentionGrads(backend(), attrs,
+                                               std::string(1, w), in)[0]));
+  for (const char *wrt : {"qk", "qv", "kv", "qkv"}) {
+    std::vector<Tensor> fused = attentionGrads(backend(), attrs, wrt, in);
+    for (size_t o = 0; o < fused.size(); ++o)
+      EXPECT_TRUE(sameBits(fused[o], single.at(wrt[o])))
+          << "wrt " << wrt << ": d" << wrt[o]
+          << " differs from the single-letter call's";
+  }
+}
+
+// Tests that one call asking for several gradients gives each the bits of
+// a single-letter call (the fused kernel shares P and dS, not arithmetic),
+// f32 and f64, on every shape case above.
+TEST_P(AttentionGradTest, SeveralGradientsMatchSingleCallsBitwise) {
+  expectFusedMatchesSingles<float>(GetParam());
+  expectFusedMatchesSingles<double>(GetParam());
+}
+
+/// Expects attention_grad "qkv" and "k" on backends of 1, 2 and 3 threads to
+/// give the bits of a 1-thread backend's "qkv" call.
+void expectThreadIndependent(const AttentionCase &c) {
+  std::vector<Tensor> in = attentionInputs<float>(c);
+  KernelAttrs attrs;
+  attrs.causal = c.causal;
+  attrs.queryOffset = c.queryOffset;
+  attrs.scale = c.scale;
+  std::unique_ptr<Backend> one = createCpuBackend(1);
+  std::vector<Tensor> want = attentionGrads(*one, attrs, "qkv", in);
+  for (int threads : {1, 2, 3}) {
+    std::unique_ptr<Backend> many = createCpuBackend(threads);
+    for (const char *wrt : {"qkv", "k"}) {
+      std::vector<Tensor> got = attentionGrads(*many, attrs, wrt, in);
+      for (size_t o = 0; o < got.size(); ++o)
+        EXPECT_TRUE(sameBits(got[o], want[std::string("qkv").find(wrt[o])]))
+            << threads << " threads, wrt " << wrt << ": d" << wrt[o]
+            << " differs from 1 thread's";
+    }
+  }
+}
+
+// Tests that attention_grad's (batch, kv head) pairs split over the
+// intra-op pool give the bits of one thread: grouped heads accumulate into
+// dk and dv in the same order whichever thread owns the pair. About 2^20
+// multiply-adds a pair, so 2 and 3 threads split the 6 pairs (their GEMMs
+// then one OpenBLAS thread each).
+TEST(AttentionGradThreadsTest, SplitPairsDoNotDependOnThreadCount) {
+  expectThreadIndependent(
+      {"Split", 3, 96, 128, 4, 2, 48, true, 32, std::nullopt});
+}
+
+// Tests the same on one pair, which is not split: its GEMMs take OpenBLAS's
+// threads. (Under ThreadSanitizer this one reports OpenBLAS's own workers,
+// whose synchronization is not instrumented.)
+TEST(AttentionGradThreadsTest, OnePairDoesNotDependOnThreadCount) {
+  expectThreadIndependent({"OnePair", 1, 128, 128, 1, 1, 64, false, 0, 0.2});
+}
+
+// Tests that with no queries a "qkv" call writes zero dk and dv (no query
+// attends to any key) and leaves the empty dq alone.
+TEST(AttentionGradTest, NoQueriesGiveZeroKeyGradients) {
+  AttentionCase c{"NoQueries", 2, 0, 5, 2, 1, 4, false, 0, std::nullopt};
+  std::vector<Tensor> in = attentionInputs<double>(c);
+  std::vector<Tensor> got = attentionGrads(backend(), {}, "qkv", in);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].numElements(), 0);
+  for (int o : {1, 2})
+    expectNear<double>(got[o], std::vector<double>(got[o].numElements(), 0.0));
+}
+
+// Tests attention_grad's checks of wrt and of its outputs: each names the
+// kernel and what is wrong.
+TEST(AttentionGradErrorTest, RejectsBadWrtForms) {
+  Tensor q(DType::F32, {1, 2, 2, 4}), k(DType::F32, {1, 3, 1, 4}),
+      v(DType::F32, {1, 3, 1, 4}), dy(DType::F32, {1, 2, 2, 4});
+  Tensor dq(DType::F32, {1, 2, 2, 4}), dk(DType::F32, {1, 3, 1, 4}),
+      dv(DType::F32, {1, 3, 1, 4});
+  KernelAttrs attrs;
+  auto run = [&](const char *wrt, std::vector<Tensor *> outs) {
+    return [&, wrt, outs] {
+      KernelAttrs a = attrs;
+      a.wrt = wrt;
+      runKernel(KernelKind::AttentionGrad, a, {&q, &k, &v, &dy}, outs);
+    };
+  };
+  expectError(run("qx", {&dq, &dk}),
+              {"attention_grad", "wrt \"qx\" has 'x' at position 1: its "
+                                 "letters must be q, k or v"});
+  expectError(run("Q", {&dq}), {"attention_grad", "wrt \"Q\" has 'Q'"});
+  expectError(run("kk", {&dk, &dv}),
+              {"attention_grad", "wrt \"kk\" names 'k' twice"});
+  expectError(run("vk", {&dv, &dk}),
+              {"attention_grad", "wrt \"vk\" has 'k' after 'v': its letters "
+                                 "must come in the order q, k, v"});
+  expectError(run("", {&dq}), {"attention_grad", "wrt is empty"});
+  expectError(run("qkv", {&dq, &dk}),
+              {"attention_grad", "wrt \"qkv\" asks for 3 gradient(s), one "
+                                 "output each, but the call has 2 output(s)"});
+  expectError(run("q", {&dq, &dk}), {"attention_grad", "wrt \"q\" asks for 1"});
+  // The second output of "qv" is dv, shaped as the key.
+  expectError(run("qv", {&dq, &dq}),
+              {"attention_grad", "output 1 (dv) is tensor<1x2x2x4xf32> but "
+                                 "input 1 (key) is tensor<1x3x1x4xf32>"});
+  Tensor dv64(DType::F64, {1, 3, 1, 4});
+  expectError(run("kv", {&dk, &dv64}),
+              {"attention_grad", "output 1 (dv) is tensor<1x3x1x4xf64>"});
+  expectError(run("kv", {&dk, &dk}),
+              {"attention_grad", "output 1 overlaps output 0"});
+  expectError(run("qkv", {&dq, &dk, &v}),
+              {"attention_grad", "output 2 overlaps input 2"});
 }
 
 //===----------------------------------------------------------------------===//

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -338,11 +339,50 @@ TYPED_TEST(CudaKernelsTest, Attention) {
       a.wrt.clear();
       expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}},
                  1e-5, fused);
-      for (const char *wrt : {"q", "k", "v"}) {
-        SCOPED_TRACE(std::string("wrt ") + wrt);
-        a.wrt = wrt;
-        expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
-                   {{dt<T>(), wrt[0] == 'q' ? qShape : kvShape}}, 1e-5, fused);
+      // dq, dk and dv in one call (AttentionGradMatchesSingleCalls: the
+      // bits of one call each).
+      a.wrt = "qkv";
+      expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
+                 {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
+                 1e-5, fused);
+    }
+  }
+}
+
+// Tests that an attention_grad call asking for several gradients ("qkv",
+// "kv") gives each the bits of the single-letter call, by GEMMs (P
+// and dS shared) and by the fused kernels (one statistics launch shared):
+// grouped kv heads, causal with a query offset, seq_q != seq_kv.
+TYPED_TEST(CudaKernelsTest, AttentionGradMatchesSingleCalls) {
+  using T = TypeParam;
+  KernelAttrs a;
+  a.causal = true;
+  a.queryOffset = 4;
+  std::vector<int64_t> qShape{2, 7, 4, 24}, kvShape{2, 11, 2, 24};
+  std::vector<Tensor> in = {
+      random<T>(qShape, 60, -1.5, 1.5), random<T>(kvShape, 61, -1.5, 1.5),
+      random<T>(kvShape, 62), random<T>(qShape, 63)};
+  auto grads = [&](Backend &gpu, const std::string &wrt) {
+    a.wrt = wrt;
+    std::vector<OutputSpec> out;
+    for (char c : wrt)
+      out.push_back({dt<T>(), c == 'q' ? qShape : kvShape});
+    return runOnBackend(gpu, KernelKind::AttentionGrad, a, in, out);
+  };
+  for (bool fused : {false, true}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
+    std::map<char, Tensor> single;
+    for (char c : {'q', 'k', 'v'})
+      single.emplace(c, std::move(grads(*gpu, std::string(1, c))[0]));
+    for (const char *wrt : {"qkv", "kv"}) {
+      std::vector<Tensor> got = grads(*gpu, wrt);
+      for (size_t o = 0; o < got.size(); ++o) {
+        const Tensor &want = single.at(wrt[o]);
+        EXPECT_EQ(std::memcmp(got[o].data<T>(), want.data<T>(),
+                              want.numElements() * sizeof(T)),
+                  0)
+            << "wrt " << wrt << ": d" << wrt[o] << " differs from the "
+            << "single-letter call's" << (fused ? " (fused)" : " (GEMMs)");
       }
     }
   }
@@ -357,7 +397,7 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
   std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
                             random<float>(kvShape, 52), random<float>(qShape, 53)};
   for (bool fused : {false, true})
-  for (const char *wrt : {"", "q", "k", "v"}) {
+  for (const char *wrt : {"", "q", "k", "v", "qkv"}) {
     std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
     a.wrt = wrt;
     KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
@@ -365,12 +405,37 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
     std::vector<OutputSpec> out = {{DType::F32, wrt[0] == 'k' || wrt[0] == 'v'
                                                     ? kvShape
                                                     : qShape}};
-    Tensor first = runOnBackend(*gpu, kind, a, inputs, out)[0];
-    Tensor second = runOnBackend(*gpu, kind, a, inputs, out)[0];
-    EXPECT_EQ(std::memcmp(first.data<float>(), second.data<float>(),
-                          first.numElements() * sizeof(float)),
-              0)
-        << "attention " << wrt << (fused ? " (fused)" : " (GEMMs)");
+    for (const char *c = *wrt ? wrt + 1 : wrt; *c; ++c)
+      out.push_back({DType::F32, kvShape});
+    std::vector<Tensor> first = runOnBackend(*gpu, kind, a, inputs, out);
+    std::vector<Tensor> second = runOnBackend(*gpu, kind, a, inputs, out);
+    for (size_t o = 0; o < out.size(); ++o)
+      EXPECT_EQ(std::memcmp(first[o].data<float>(), second[o].data<float>(),
+                            first[o].numElements() * sizeof(float)),
+                0)
+          << "attention " << wrt << " output " << o
+          << (fused ? " (fused)" : " (GEMMs)");
+  }
+}
+
+// Tests that with no queries a "qkv" call succeeds on both paths with dk
+// and dv zero (no kernel runs: the outputs are zero-filled).
+TEST(CudaKernelsAttentionTest, NoQueriesGiveZeroKeyGradients) {
+  KernelAttrs a;
+  a.wrt = "qkv";
+  std::vector<int64_t> qShape{2, 0, 2, 8}, kvShape{2, 5, 1, 8};
+  std::vector<Tensor> in = {random<float>(qShape, 57), random<float>(kvShape, 58),
+                            random<float>(kvShape, 59), random<float>(qShape, 60)};
+  for (bool fused : {false, true}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
+    std::vector<Tensor> got =
+        runOnBackend(*gpu, KernelKind::AttentionGrad, a, in,
+                     {{DType::F32, qShape}, {DType::F32, kvShape},
+                      {DType::F32, kvShape}});
+    for (int o : {1, 2})
+      for (int64_t i = 0; i < got[o].numElements(); ++i)
+        ASSERT_EQ(got[o].data<float>()[i], 0.0f)
+            << "output " << o << (fused ? " (fused)" : " (GEMMs)");
   }
 }
 
@@ -395,6 +460,26 @@ TEST(CudaKernelsAttentionTest, Errors) {
   EXPECT_NE(error.find("causal attention needs 0 <= queryOffset"),
             std::string::npos)
       << error;
+  // attention_grad's wrt and outputs, checked as the cpu backend does.
+  a = {};
+  Tensor kv = random<float>({1, 2, 1, 8}, 56);
+  for (bool fused : {false, true}) {
+    std::unique_ptr<Backend> g = cudaTestBackend(64, false, fused);
+    a.wrt = "kq";
+    error = runError(*g, KernelKind::AttentionGrad, a, {small, kv, kv, small},
+                     {{DType::F32, {1, 2, 1, 8}}, {DType::F32, {1, 2, 1, 8}}});
+    EXPECT_NE(error.find("attention_grad: wrt \"kq\" has 'q' after 'k': its "
+                         "letters must come in the order q, k, v"),
+              std::string::npos)
+        << error;
+    a.wrt = "qkv";
+    error = runError(*g, KernelKind::AttentionGrad, a, {small, kv, kv, small},
+                     {{DType::F32, {1, 2, 1, 8}}});
+    EXPECT_NE(error.find("attention_grad: wrt \"qkv\" asks for 3 gradient(s), "
+                         "one output each, but the call has 1 output(s)"),
+              std::string::npos)
+        << error;
+  }
 }
 
 // Tests broadcast (a bias over rows, and a size-1 dimension), transpose and
