@@ -67,11 +67,6 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-std::string resultName(const std::vector<ProgramValue> &values, size_t i) {
-  return values[i].name.empty() ? "result" + std::to_string(i)
-                                : values[i].name;
-}
-
 } // namespace
 
 std::string describe(const ProgramValue &v) {
