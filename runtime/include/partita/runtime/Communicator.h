@@ -56,9 +56,10 @@
 //   rank 1: recv of 4 x f32 from rank 0 with tag 7 timed out after 300 ms
 //   waiting for rank 0
 // A schedule must not depend on when a send returns: `local` returns only
-// once the receiver has taken the message (a rendezvous, the strict case
+// once the matching receive has been posted (a rendezvous, the strict case
 // that the pipeline validator checks schedules against), `mpi` often
-// sooner (MPI buffers small messages).
+// sooner (MPI buffers small messages), and a started `nccl` receive returns
+// only once its send has started (docs/runtime.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -274,24 +274,26 @@ TEST(PointToPoint, ZeroSizeMessages) {
   EXPECT_EQ(got, (std::vector<int32_t>{-1, 42, -1, -1}));
 }
 
-// Tests that a blocking send returns only once its receive has taken the
-// message (local sends are rendezvous): the receiver sleeps 200 ms first.
+// Tests that a blocking send returns only once its receive has been posted
+// (local sends are rendezvous): the receiver sleeps 200 ms after a barrier,
+// and the send returns after the moment the receive was posted.
 TEST(PointToPoint, BlockingSendWaitsForItsReceive) {
-  long long sendMs = -1;
+  Clock::time_point sendStarted, sendReturned, recvPosted;
   runLocalRanks(2, [&](Communicator &c) {
     float x = 1.5f;
+    c.barrier({0, 1});
     if (c.rank() == 0) {
-      Clock::time_point t0 = Clock::now();
+      sendStarted = Clock::now();
       c.send(&x, 1, DType::F32, 1, 0, {0, 1});
-      sendMs = std::chrono::duration_cast<std::chrono::milliseconds>(
-                   Clock::now() - t0)
-                   .count();
+      sendReturned = Clock::now();
     } else {
       std::this_thread::sleep_for(200ms);
+      recvPosted = Clock::now();
       c.recv(&x, 1, DType::F32, 0, 0, {0, 1});
     }
   });
-  EXPECT_GE(sendMs, 200);
+  EXPECT_LT(sendStarted, recvPosted); // the send had to wait
+  EXPECT_GE(sendReturned, recvPosted);
 }
 
 // Tests that a started send's buffer may be reused at once (the message is
