@@ -131,7 +131,17 @@ PeerCall checkPeerCall(const CollectiveArgs &args, const CommGroup &group) {
               (isSend ? " to rank " : " from rank ") +
               std::to_string(peerRank) + " with tag " +
               std::to_string(args.tag),
-          peerRank};
+          peerRank, args.tag};
+}
+
+std::string peerProgress(bool isSend, int tag, int rank, uint64_t theirs,
+                         uint64_t number) {
+  const char *what = isSend ? "receives" : "sends";
+  return "it had posted " + std::to_string(theirs) + " " + what +
+         " with tag " + std::to_string(tag) + (isSend ? " from" : " to") +
+         " rank " + std::to_string(rank) + ", and this " +
+         (isSend ? "send" : "receive") + " is number " +
+         std::to_string(number);
 }
 
 std::string peerMismatch(const std::string &head, size_t sentCount,

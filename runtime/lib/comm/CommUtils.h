@@ -57,6 +57,7 @@ std::string formatPairs(const std::vector<std::pair<int, int>> &pairs);
 struct PeerCall {
   std::string head;
   int peerRank = -1;
+  int tag = 0;
 };
 
 /// Checks `args` (Send or Recv) from the member at `group`'s position():
@@ -65,6 +66,13 @@ struct PeerCall {
 /// kRuntimeTag), or the dtype is
 /// out of the enum.
 PeerCall checkPeerCall(const CollectiveArgs &args, const CommGroup &group);
+
+/// For a send (`isSend`) or receive of `rank` with `tag` that timed out:
+/// "it had posted 0 sends with tag 9 to rank 1, and this receive is number
+/// 1", where `theirs` counts the peer's matching calls and `number` (from 1)
+/// is this call's among this rank's.
+std::string peerProgress(bool isSend, int tag, int rank, uint64_t theirs,
+                         uint64_t number);
 
 /// "<head> does not match the 8 x f32 that rank 0 sent": a receive whose
 /// count or dtype differs from its message's.

@@ -545,8 +545,10 @@ void LocalCommunicator::barrier(const std::vector<int> &group) {
 /// What a point-to-point request shares: its world, head and clock.
 class PeerRequest : public CommRequest {
 public:
-  PeerRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call)
-      : world(std::move(world)), rank(rank), call(std::move(call)) {}
+  PeerRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call,
+              const Channel &channel, uint64_t number, bool isSend)
+      : world(std::move(world)), rank(rank), call(std::move(call)),
+        channel(channel), number(number), isSend(isSend) {}
 
 protected:
   /// Waits (`lock` held) until `ready()`; throws, after poisoning the world
@@ -563,9 +565,14 @@ protected:
       throw Error(call.head + " aborted: " + world->failureNote());
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - started);
-    std::string message = call.head + " timed out after " +
-                          std::to_string(ms.count()) + " ms waiting for rank " +
-                          std::to_string(call.peerRank);
+    // Unmatched, so the peer has posted at most `number` matching calls.
+    std::string message =
+        call.head + " timed out after " + std::to_string(ms.count()) +
+        " ms waiting for rank " + std::to_string(call.peerRank) + " (" +
+        comm::peerProgress(isSend, call.tag, rank,
+                           isSend ? channel.recvs : channel.sends,
+                           number + 1) +
+        ")";
     world->poison(rank, message);
     throw Error(message);
   }
@@ -573,6 +580,9 @@ protected:
   std::shared_ptr<World> world;
   int rank;
   comm::PeerCall call;
+  const Channel &channel; // channels live as long as the world
+  uint64_t number;        // this call's on its channel, from 0
+  bool isSend;
   Clock::time_point started = Clock::now();
   bool done = false;
 };
@@ -581,8 +591,10 @@ protected:
 class SendRequest final : public PeerRequest {
 public:
   SendRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call,
+              const Channel &channel, uint64_t number,
               std::shared_ptr<Message> message)
-      : PeerRequest(std::move(world), rank, std::move(call)),
+      : PeerRequest(std::move(world), rank, std::move(call), channel, number,
+                    /*isSend=*/true),
         message(std::move(message)) {}
   void wait(Clock::time_point deadline) override {
     if (done)
@@ -600,8 +612,10 @@ private:
 class RecvRequest final : public PeerRequest {
 public:
   RecvRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call,
+              const Channel &channel, uint64_t number,
               std::shared_ptr<PostedRecv> posted, void *data)
-      : PeerRequest(std::move(world), rank, std::move(call)),
+      : PeerRequest(std::move(world), rank, std::move(call), channel, number,
+                    /*isSend=*/false),
         posted(std::move(posted)), data(data) {}
   void wait(Clock::time_point deadline) override {
     if (done)
@@ -664,7 +678,7 @@ LocalCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
         throw Error(call.head + " aborted: " + world->failureNote());
     }
     return std::make_unique<SendRequest>(world, myRank, std::move(call),
-                                         std::move(message));
+                                         channel, number, std::move(message));
   }
   auto posted = std::make_shared<PostedRecv>();
   posted->head = call.head;
@@ -683,7 +697,8 @@ LocalCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
       throw Error(posted->error);
   }
   return std::make_unique<RecvRequest>(world, myRank, std::move(call),
-                                       std::move(posted), args.recv);
+                                       channel, number, std::move(posted),
+                                       args.recv);
 }
 
 } // namespace

@@ -51,6 +51,11 @@
 // size or dtype is an error naming both, never an MPI_ERR_TRUNCATE or a
 // silent reinterpretation (MPI itself carries no dtype). The header is one
 // small message more per send, against the activations a pipeline moves.
+// A send or receive that times out takes the census of its peer, as a
+// collective does of its group: the peer answers how many of the matching
+// calls (receives from this rank, or sends to it, with the tag) it has
+// posted, so the message says whether it is stopped or gone, alive but not
+// there yet, or there.
 //
 // Reductions of f16 and bf16 use user-defined MPI operations over 16-bit
 // words that round after every step, as the local communicator does; the
@@ -202,6 +207,7 @@ private:
     DType dtype;
     bool isSend;
     Clock::time_point started = Clock::now();
+    CallId id; // the census's name: this call on its channel
     int64_t header[2] = {0, 0}; // count, dtype
     std::vector<MPI_Request> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     bool done = false;
@@ -253,9 +259,19 @@ private:
   CallId nextCall(const std::vector<int> &ranks);
   /// Answers the census queries that have arrived; never blocks.
   void answerCensus();
+  /// Asks the other members of `id`'s group how many calls on it they have
+  /// posted: -1 for a member that did not answer in time.
+  std::map<int, long long> askPosted(const CallId &id);
   /// Asks the other members of `id`'s group which of them posted it; the
   /// text to append to the timeout message (" waiting for ranks [2] (...)").
   std::string takeCensus(const CallId &id);
+  /// The census of a send or receive: asks the peer how many of the
+  /// matching calls it has posted; the text to append after "waiting for
+  /// rank P" (" (it is alive but had not posted that send: ...)").
+  std::string peerCensus(const CallId &id, bool isSend, int tag);
+  std::string censusWaitText() const {
+    return std::to_string(std::min(kCensusWait, getTimeout()).count()) + " ms";
+  }
   /// A group of one needs no MPI: its own block is the result. memmove,
   /// since reduce_scatter lets `recv` lie inside `send`.
   static bool copyIfAlone(const Call &call, const void *send, void *recv,
@@ -494,7 +510,7 @@ void MpiCommunicator::answerCensus() {
   }
 }
 
-std::string MpiCommunicator::takeCensus(const CallId &id) {
+std::map<int, long long> MpiCommunicator::askPosted(const CallId &id) {
   uint64_t query[2] = {id.group, id.number};
   std::vector<MPI_Request> queries;
   // Calls posted by each member, -1 until it answers.
@@ -539,6 +555,11 @@ std::string MpiCommunicator::takeCensus(const CallId &id) {
   for (MPI_Request &q : queries)
     if (q != MPI_REQUEST_NULL)
       MPI_Request_free(&q);
+  return posted;
+}
+
+std::string MpiCommunicator::takeCensus(const CallId &id) {
+  std::map<int, long long> posted = askPosted(id);
   std::vector<int> silent, behind;
   for (auto [r, n] : posted) {
     if (n < 0)
@@ -549,19 +570,34 @@ std::string MpiCommunicator::takeCensus(const CallId &id) {
   std::vector<int> missing = silent;
   missing.insert(missing.end(), behind.begin(), behind.end());
   std::sort(missing.begin(), missing.end());
-  long long waitMs = std::min(kCensusWait, getTimeout()).count();
   if (missing.empty())
     return " (every member says it posted this call, #" +
            std::to_string(id.number) +
            " on the group; MPI did not complete it)";
   std::string text = " waiting for ranks " + formatRanks(missing) + " (";
   if (!silent.empty())
-    text += formatRanks(silent) + " did not answer within " +
-            std::to_string(waitMs) + " ms: stopped, busy or gone";
+    text += formatRanks(silent) + " did not answer within " + censusWaitText() +
+            ": stopped, busy or gone";
   if (!behind.empty())
     text += std::string(silent.empty() ? "" : "; ") + formatRanks(behind) +
             " had not reached it";
   return text + ")";
+}
+
+std::string MpiCommunicator::peerCensus(const CallId &id, bool isSend,
+                                        int tag) {
+  long long theirs = askPosted(id).begin()->second;
+  const char *what = isSend ? "receive" : "send";
+  if (theirs < 0)
+    return " (it did not answer within " + censusWaitText() +
+           ": stopped, busy or gone)";
+  if (static_cast<uint64_t>(theirs) >= id.number)
+    return std::string(" (it posted that ") + what +
+           "; MPI did not complete it)";
+  return std::string(" (it is alive but had not posted that ") + what +
+         ": " +
+         comm::peerProgress(isSend, tag, myRank, uint64_t(theirs), id.number) +
+         ")";
 }
 
 MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
@@ -869,6 +905,13 @@ MpiCommunicator::startPeer(const CollectiveArgs &args, const CommGroup &group) {
   int n = mpiCount(args.count, call.head);
   auto request = std::make_unique<PeerRequest>(*this, call, args);
   int tag = args.tag + 1, peer = call.peerRank;
+  // The census names a channel by a list no group has (ranks are not
+  // negative); each end counts its own calls on it, so a peer's answer is
+  // its number of the matching calls.
+  std::vector<int> channel = {-1 - args.tag, request->isSend ? myRank : peer,
+                              request->isSend ? peer : myRank};
+  request->id = nextCall(channel);
+  request->id.ranks = {myRank, peer};
   MPI_Request *header = &request->requests[0], *data = &request->requests[1];
   if (request->isSend) {
     request->header[0] = static_cast<int64_t>(args.count);
@@ -897,7 +940,8 @@ void MpiCommunicator::PeerRequest::wait(Clock::time_point deadline) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - started);
     owner.fail(call.head + " timed out after " + std::to_string(ms.count()) +
-               " ms waiting for rank " + std::to_string(call.peerRank));
+               " ms waiting for rank " + std::to_string(call.peerRank) +
+               owner.peerCensus(id, isSend, call.tag));
   };
   if (!isSend) {
     // The header first: a data message of another size would fail the

@@ -54,7 +54,8 @@
 // (never a truncation); a call whose peer never posts the matching one times
 // out as a collective does, naming the rank, the peer and the tag:
 //   rank 1: recv of 4 x f32 from rank 0 with tag 7 timed out after 300 ms
-//   waiting for rank 0
+//   waiting for rank 0 (it had posted 0 sends with tag 7 to rank 1, and
+//   this receive is number 1)
 // A schedule must not depend on when a send returns: `local` returns only
 // once the matching receive has been posted (a rendezvous, the strict case
 // that the pipeline validator checks schedules against), `mpi` often

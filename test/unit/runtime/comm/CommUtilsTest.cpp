@@ -95,6 +95,12 @@ TEST(CommUtils, PeerCallNamesThePeersRankAndTheTag) {
   EXPECT_EQ(peerMismatch(call.head, 8, DType::I32, 0),
             "rank 1: recv of 4 x f32 from rank 0 with tag 32765 does not "
             "match the 8 x i32 that rank 0 sent");
+  EXPECT_EQ(peerProgress(/*isSend=*/false, 9, 1, 0, 1),
+            "it had posted 0 sends with tag 9 to rank 1, and this receive is "
+            "number 1");
+  EXPECT_EQ(peerProgress(/*isSend=*/true, 4, 0, 2, 3),
+            "it had posted 2 receives with tag 4 from rank 0, and this send is "
+            "number 3");
   EXPECT_STREQ(toString(CollectiveKind::Send), "send");
   EXPECT_STREQ(toString(CollectiveKind::Recv), "recv");
 }

@@ -568,7 +568,9 @@ TEST(LocalCommunicator, TimeoutCoversBarrierAndRecv) {
           "rank 0: barrier over group [0,1] timed out after 300 ms waiting "
           "for ranks [1]" ||
       outcomes[2].error == "rank 2: recv of 4 x f32 from rank 1 with tag 0 "
-                           "timed out after 300 ms waiting for rank 1")
+                           "timed out after 300 ms waiting for rank 1 (it had "
+                           "posted 0 sends with tag 0 to rank 2, and this "
+                           "receive is number 1)")
       << outcomes[0].error << " / " << outcomes[2].error;
   EXPECT_TRUE(root.find("timed out after 300 ms") != std::string::npos) << root;
 }

@@ -14,10 +14,11 @@
 //       another order, zero-size messages; then the errors of a message of
 //       another size or dtype (both sizes named) and of a bad peer or tag.
 //       Each rank prints "rank N: point-to-point checks passed".
-//   partita-mpi-comm-test p2p-stall [--timeout-ms T]
-//       two ranks: rank 0 sends 8 MiB with tag 4 that rank 1 never receives,
-//       and rank 1 waits for a message with tag 9 that rank 0 never sends;
-//       both time out naming rank, peer and tag, and exit 1.
+//   partita-mpi-comm-test p2p-stall|p2p-lag|p2p-stop [--timeout-ms T]
+//       two ranks: a send (stall) or a receive (lag, stop) that the other
+//       rank never matches times out naming rank, peer and tag, and the
+//       census of the peer says it is alive but elsewhere (stall, lag) or
+//       does not answer (stop: it sleeps); that rank exits 1.
 //   partita-mpi-comm-test kill [--abort-on-error] [--timeout-ms T]
 //       all ranks loop on all_reduce; rank 2 SIGKILLs itself from a second
 //       thread 300 ms in, in the middle of its loop. The others print their
@@ -504,30 +505,41 @@ int runPointToPoint() {
   return 0;
 }
 
-/// Rank 0's send and rank 1's receive, which no one matches, time out.
-int runPointToPointStall(int timeoutMs) {
+/// Two ranks; one call that no one matches times out, and the census of its
+/// peer says what the peer is doing:
+///   stall: rank 0 sends 8 MiB with tag 4 while rank 1, alive, waits (with
+///          4 T to spare) for a message with tag 9;
+///   lag:   rank 1 waits for a message with tag 9 while rank 0, alive, waits
+///          (with 4 T to spare) for one with tag 5;
+///   stop:  rank 1 waits for a message with tag 9 while rank 0 sleeps 4 T
+///          (not polling, as a stopped process).
+int runPointToPointStall(const std::string &how, int timeoutMs) {
   std::unique_ptr<Communicator> c = createMpiCommunicator();
   int r = c->rank();
   if (c->size() != 2)
     die(r, "needs 2 ranks, got " + std::to_string(c->size()));
   c->setTimeout(std::chrono::milliseconds(timeoutMs));
   c->barrier({0, 1});
+  // The rank whose call times out; the other waits longer.
+  int failing = how == "stall" ? 0 : 1;
+  if (r != failing)
+    c->setTimeout(std::chrono::milliseconds(4 * timeoutMs));
   try {
-    if (r == 0) {
+    if (r == failing && how == "stall") {
       // Large enough that MPI does not buffer it.
       std::vector<int32_t> x(size_t(1) << 21);
       c->send(x.data(), x.size(), DType::I32, 1, 4, {0, 1});
+    } else if (r == 0 && how == "stop") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(4 * timeoutMs));
+      return 0;
     } else {
       float x[4];
-      c->recv(x, 4, DType::F32, 0, 9, {0, 1});
+      c->recv(x, 4, DType::F32, 1 - r, r == failing ? 9 : 5, {0, 1});
     }
     die(r, "no timeout");
   } catch (const Error &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);
-    // The other rank times out at about the same moment: let it print too
-    // before mpirun ends the job.
-    std::this_thread::sleep_for(std::chrono::seconds(1));
     std::_Exit(1);
   }
 }
@@ -610,8 +622,8 @@ int main(int argc, char **argv) {
       return runCollectives();
     if (mode == "p2p")
       return runPointToPoint();
-    if (mode == "p2p-stall")
-      return runPointToPointStall(timeoutMs);
+    if (mode == "p2p-stall" || mode == "p2p-lag" || mode == "p2p-stop")
+      return runPointToPointStall(mode.substr(4), timeoutMs);
     if (mode == "kill" || mode == "stall")
       return runFailure(mode == "kill", abortOnError, timeoutMs);
     if (mode == "stall-started")
@@ -626,8 +638,8 @@ int main(int argc, char **argv) {
     std::_Exit(1);
   }
   std::fprintf(
-      stderr, "usage: partita-mpi-comm-test collectives | p2p | p2p-stall "
-              "[--timeout-ms T] | kill "
+      stderr, "usage: partita-mpi-comm-test collectives | p2p | "
+              "p2p-stall|p2p-lag|p2p-stop [--timeout-ms T] | kill "
               "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T] | "
               "stall-started [--timeout-ms T] | lag [--timeout-ms T]\n");
   return 2;

@@ -196,9 +196,13 @@ TEST(PipelineExchange, SetTheValidatorRejectsTimesOut) {
     // sends gradient 0 (stage 1's gradients: tag 3); either times out first.
     std::string what = e.what();
     EXPECT_TRUE(what == "rank 0: send of 50 x i32 to rank 1 with tag 0 timed "
-                        "out after 300 ms waiting for rank 1" ||
+                        "out after 300 ms waiting for rank 1 (it had posted 1 "
+                        "receives with tag 0 from rank 0, and this send is "
+                        "number 2)" ||
                 what == "rank 1: send of 53 x i32 to rank 0 with tag 3 timed "
-                        "out after 300 ms waiting for rank 0")
+                        "out after 300 ms waiting for rank 0 (it had posted 0 "
+                        "receives with tag 3 from rank 1, and this send is "
+                        "number 1)")
         << what;
   }
 }

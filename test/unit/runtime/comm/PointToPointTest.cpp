@@ -371,7 +371,8 @@ TEST(PointToPoint, MissingPeerTimesOutNamingRankPeerAndTag) {
       },
       root);
   EXPECT_EQ(root, "rank 1: recv of 4 x f32 from rank 0 with tag 9 timed out "
-                  "after 300 ms waiting for rank 0");
+                  "after 300 ms waiting for rank 0 (it had posted 0 sends "
+                  "with tag 9 to rank 1, and this receive is number 1)");
   EXPECT_GE(outcomes[1].ms, 300);
   EXPECT_LT(outcomes[1].ms, 5000);
 
@@ -384,7 +385,8 @@ TEST(PointToPoint, MissingPeerTimesOutNamingRankPeerAndTag) {
       },
       root);
   EXPECT_EQ(root, "rank 0: send of 2 x i64 to rank 2 with tag 4 timed out "
-                  "after 300 ms waiting for rank 2");
+                  "after 300 ms waiting for rank 2 (it had posted 0 receives "
+                  "with tag 4 from rank 0, and this send is number 1)");
   EXPECT_GE(outcomes[0].ms, 300);
 
   // A message with another tag does not match.
@@ -401,9 +403,11 @@ TEST(PointToPoint, MissingPeerTimesOutNamingRankPeerAndTag) {
       root);
   EXPECT_TRUE(
       root == "rank 0: send of 1 x f32 to rank 1 with tag 1 timed out after "
-              "300 ms waiting for rank 1" ||
+              "300 ms waiting for rank 1 (it had posted 0 receives with tag 1 "
+              "from rank 0, and this send is number 1)" ||
       root == "rank 1: recv of 1 x f32 from rank 0 with tag 2 timed out after "
-              "300 ms waiting for rank 0")
+              "300 ms waiting for rank 0 (it had posted 0 sends with tag 2 to "
+              "rank 1, and this receive is number 1)")
       << root;
 }
 
@@ -425,7 +429,9 @@ TEST(PointToPoint, BlockingRingSendingFirstTimesOut) {
   ASSERT_TRUE(std::regex_match(
       root, m,
       std::regex("rank ([0-2]): send of 1 x i32 to rank ([0-2]) with tag 3 "
-                 "timed out after 200 ms waiting for rank ([0-2])")))
+                 "timed out after 200 ms waiting for rank ([0-2]) \\(it had "
+                 "posted 0 receives with tag 3 from rank \\1, and this send "
+                 "is number 1\\)")))
       << root;
   EXPECT_EQ(std::stoi(m[2]), (std::stoi(m[1]) + 1) % 3);
   EXPECT_EQ(m[2], m[3]);
@@ -597,7 +603,9 @@ TEST(PointToPointNccl, MissingSenderTimesOut) {
       root);
   // The header's receive timed out on the bootstrap, which reports it first.
   const std::string header = "rank 1: recv of 4 x i64 from rank 0 with tag 4 "
-                             "timed out after 300 ms waiting for rank 0";
+                             "timed out after 300 ms waiting for rank 0 (it "
+                             "had posted 0 sends with tag 4 to rank 1, and "
+                             "this receive is number 1)";
   EXPECT_EQ(root, header);
   EXPECT_EQ(outcomes[1].error,
             "rank 1: recv of 1 x f32 from rank 0 with tag 4 on nccl: "
