@@ -43,6 +43,13 @@ std::string describeCount(size_t count, DType dtype) {
   return std::to_string(count) + " x " + toString(dtype);
 }
 
+uint64_t groupHash(const std::vector<int> &group) {
+  uint64_t hash = 1469598103934665603ull;
+  for (int r : group)
+    hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  return hash;
+}
+
 int checkGroup(int rank, int size, const std::vector<int> &group,
                const char *collective) {
   std::string head = describeCall(rank, collective, group);
@@ -101,13 +108,46 @@ checkPermutePairs(const std::string &head,
   return {from, to};
 }
 
-void checkPeer(int rank, int size, int peer, const char *what) {
-  std::string head = "rank " + std::to_string(rank) + ": " + what + " rank " +
-                     std::to_string(peer);
-  if (peer < 0 || peer >= size)
-    throw Error(head + ": ranks are 0.." + std::to_string(size - 1));
-  if (peer == rank)
-    throw Error(head + ": a rank cannot exchange messages with itself");
+PeerCall checkPeerCall(const CollectiveArgs &args, const CommGroup &group) {
+  bool isSend = args.kind == CollectiveKind::Send;
+  int rank = group.ranks()[group.position()];
+  std::string who = "rank " + std::to_string(rank) + ": " +
+                    (isSend ? "send" : "recv") + " with tag " +
+                    std::to_string(args.tag) + (isSend ? " to" : " from") +
+                    " position " + std::to_string(args.peer) + " of group " +
+                    formatRanks(group.ranks());
+  if (args.peer < 0 || args.peer >= group.size())
+    throw Error(who + ": the group has positions 0.." +
+                std::to_string(group.size() - 1));
+  if (args.peer == group.position())
+    throw Error(who + ": that is rank " + std::to_string(rank) +
+                " itself, and a rank cannot send to itself");
+  if ((args.tag < 0 || args.tag > kMaxTag) && args.tag != kRuntimeTag)
+    throw Error(who + ": tags are 0.." + std::to_string(kMaxTag));
+  (void)sizeOf(args.dtype); // throws on a dtype out of the enum
+  int peerRank = group.ranks()[args.peer];
+  return {"rank " + std::to_string(rank) + ": " + (isSend ? "send" : "recv") +
+              " of " + describeCount(args.count, args.dtype) +
+              (isSend ? " to rank " : " from rank ") +
+              std::to_string(peerRank) + " with tag " +
+              std::to_string(args.tag),
+          peerRank, args.tag};
+}
+
+std::string peerProgress(bool isSend, int tag, int rank, uint64_t theirs,
+                         uint64_t number) {
+  const char *what = isSend ? "receives" : "sends";
+  return "it had posted " + std::to_string(theirs) + " " + what +
+         " with tag " + std::to_string(tag) + (isSend ? " from" : " to") +
+         " rank " + std::to_string(rank) + ", and this " +
+         (isSend ? "send" : "receive") + " is number " +
+         std::to_string(number);
+}
+
+std::string peerMismatch(const std::string &head, size_t sentCount,
+                         DType sentType, int sender) {
+  return head + " does not match the " + describeCount(sentCount, sentType) +
+         " that rank " + std::to_string(sender) + " sent";
 }
 
 // Bit patterns through memcpy: no aliasing games.

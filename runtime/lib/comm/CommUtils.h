@@ -28,6 +28,11 @@ std::string describeCall(int rank, const char *collective,
 /// "4 x f32".
 std::string describeCount(size_t count, DType dtype);
 
+/// FNV-1a of a group's rank list: its name where ranks compare groups (the
+/// mpi communicator's set-up handshake and arrival census, the nccl
+/// communicator's message headers).
+uint64_t groupHash(const std::vector<int> &group);
+
 /// Returns the position of `rank` in `group`, or throws Error naming the
 /// collective when the group is empty, names a rank outside [0, size),
 /// names a rank twice or leaves `rank` out.
@@ -46,9 +51,33 @@ checkPermutePairs(const std::string &head,
 /// "[(0,1),(1,0)]".
 std::string formatPairs(const std::vector<std::pair<int, int>> &pairs);
 
-/// Throws Error when `peer` is not a valid partner of `rank` for `what`
-/// ("send to" / "recv from").
-void checkPeer(int rank, int size, int peer, const char *what);
+/// A point-to-point call (CollectiveKind::Send or Recv) checked against its
+/// group: the peer's rank and the head of the call's messages, "rank 0: send
+/// of 4 x f32 to rank 1 with tag 7".
+struct PeerCall {
+  std::string head;
+  int peerRank = -1;
+  int tag = 0;
+};
+
+/// Checks `args` (Send or Recv) from the member at `group`'s position():
+/// throws Error naming the call when the peer is no position of the group
+/// or is this rank's own, the tag is outside 0..kMaxTag (and not
+/// kRuntimeTag), or the dtype is
+/// out of the enum.
+PeerCall checkPeerCall(const CollectiveArgs &args, const CommGroup &group);
+
+/// For a send (`isSend`) or receive of `rank` with `tag` that timed out:
+/// "it had posted 0 sends with tag 9 to rank 1, and this receive is number
+/// 1", where `theirs` counts the peer's matching calls and `number` (from 1)
+/// is this call's among this rank's.
+std::string peerProgress(bool isSend, int tag, int rank, uint64_t theirs,
+                         uint64_t number);
+
+/// "<head> does not match the 8 x f32 that rank 0 sent": a receive whose
+/// count or dtype differs from its message's.
+std::string peerMismatch(const std::string &head, size_t sentCount,
+                         DType sentType, int sender);
 
 /// dst[i] = dst[i] op src[i] in the dtype: integers wrap, f16 and bf16 are
 /// combined in f32 and rounded to nearest even, Max and Min propagate NaN.

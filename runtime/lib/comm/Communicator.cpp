@@ -1,8 +1,9 @@
 //===- Communicator.cpp - groups and asynchronous calls, shared defaults ---===//
 //
 // What every communicator gets unless it does better: a group is its checked
-// rank list, and start() runs the blocking call at once (right for `local`,
-// whose ranks meet inside the call; `mpi` overrides both).
+// rank list, start() runs the blocking collective at once (right for
+// `local`, whose ranks meet inside the call; `mpi` overrides both), and the
+// blocking point-to-point calls are start() and wait.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,10 @@ const char *toString(CollectiveKind kind) {
     return "collective_permute";
   case CollectiveKind::Barrier:
     return "barrier";
+  case CollectiveKind::Send:
+    return "send";
+  case CollectiveKind::Recv:
+    return "recv";
   }
   return "?";
 }
@@ -68,8 +73,40 @@ std::unique_ptr<CommRequest> Communicator::start(const CollectiveArgs &args,
   case CollectiveKind::Barrier:
     barrier(ranks);
     break;
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    throw Error("rank " + std::to_string(rank()) + ": " + toString(args.kind) +
+                ": the " + kind() +
+                " communicator has no point-to-point calls");
   }
   return std::make_unique<CompletedRequest>();
+}
+
+/// send() and recv(): start() on a group of `ranks`, waited for under the
+/// timeout. Point-to-point calls need no group set up ahead (createGroup
+/// would make `mpi` and `nccl` set one up collectively), so the group is the
+/// checked rank list itself.
+static void runPeerCall(Communicator &comm, const CollectiveArgs &args,
+                        const std::vector<int> &ranks) {
+  int position =
+      comm::checkGroup(comm.rank(), comm.size(), ranks, toString(args.kind));
+  comm.run(args, CommGroup(ranks, position));
+}
+
+void Communicator::send(const void *data, size_t count, DType dtype, int peer,
+                        int tag, const std::vector<int> &group) {
+  CollectiveArgs args{CollectiveKind::Send, data, nullptr, count, dtype};
+  args.peer = peer;
+  args.tag = tag;
+  runPeerCall(*this, args, group);
+}
+
+void Communicator::recv(void *data, size_t count, DType dtype, int peer,
+                        int tag, const std::vector<int> &group) {
+  CollectiveArgs args{CollectiveKind::Recv, nullptr, data, count, dtype};
+  args.peer = peer;
+  args.tag = tag;
+  runPeerCall(*this, args, group);
 }
 
 } // namespace partita::runtime

@@ -20,6 +20,19 @@
 // poll briefly, yielding, before they block: waking a sleeping thread costs
 // tens of microseconds, more than a peer usually takes to arrive.
 //
+// Point to point: a send copies its buffer into a message when it is posted
+// and files it in its channel, (sender, receiver, tag), under the channel's
+// next send number; a receive posted takes the channel's next receive
+// number. The n-th send and the n-th receive match as soon as both are
+// posted, whichever comes second doing it, so nothing depends on timing or
+// on the order requests are waited in. A send completes when it is matched
+// (a rendezvous: a blocking send returns only once its receive is posted), a
+// receive when it has copied its message; a count or dtype that differs is
+// found at the match and poisons the world with the receiver's error. The
+// channels are the world's, under its mutex, so point-to-point calls may
+// come from several threads of one rank (the emulated nccl layer's streams
+// do that).
+//
 // Failure: every wait has the call's deadline. The first rank to fail (a
 // timeout, a mismatched call, an exception in its body) poisons the world;
 // every wait also wakes on poison, so the others fail at once. A rank that
@@ -37,11 +50,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
 namespace partita::runtime {
 namespace {
@@ -71,11 +84,33 @@ struct Slot {
   std::vector<char> working; // between two barriers, touching peers' buffers
 };
 
+/// One point-to-point message: a copy of the sender's buffer.
 struct Message {
   std::vector<unsigned char> bytes;
-  size_t count;
-  DType dtype;
+  size_t count = 0;
+  DType dtype = DType::F32;
+  bool taken = false; // matched with its receive
 };
+
+/// One posted receive, until it has its message.
+struct PostedRecv {
+  std::string head; // "rank 1: recv of 4 x f32 from rank 0 with tag 7"
+  int rank = -1, from = -1;
+  size_t count = 0;
+  DType dtype = DType::F32;
+  std::shared_ptr<Message> message; // set when matched
+  std::string error;                // set instead when they do not match
+};
+
+/// The messages from one rank to another with one tag: sends and receives
+/// match by number, in the order each side posts them.
+struct Channel {
+  std::map<uint64_t, std::shared_ptr<Message>> unmatchedSends;
+  std::map<uint64_t, std::shared_ptr<PostedRecv>> unmatchedRecvs;
+  uint64_t sends = 0, recvs = 0; // posted so far
+};
+
+using ChannelKey = std::tuple<int, int, int>; // sender, receiver, tag
 
 using SlotKey = std::pair<std::vector<int>, uint64_t>;
 
@@ -93,7 +128,7 @@ struct World {
   int failedRank = -1;
   std::string failure;
   std::map<SlotKey, std::shared_ptr<Slot>> slots;
-  std::map<std::pair<int, int>, std::deque<Message>> mailboxes;
+  std::map<ChannelKey, Channel> channels;
 
   /// Wakes every waiter after a change of the shared state. Requires
   /// `mutex`.
@@ -119,6 +154,21 @@ struct World {
       lock.lock();
     }
     return changed.wait_until(lock, deadline, ready);
+  }
+
+  /// Matches `message` with `recv`: hands it over, or records the
+  /// receiver's error and poisons the world with it when the counts or
+  /// dtypes differ. Requires `mutex`.
+  void match(const std::shared_ptr<Message> &message, PostedRecv &recv) {
+    if (message->count != recv.count || message->dtype != recv.dtype) {
+      recv.error = comm::peerMismatch(recv.head, message->count,
+                                      message->dtype, recv.from);
+      poison(recv.rank, recv.error);
+      return;
+    }
+    message->taken = true;
+    recv.message = message;
+    notify();
   }
 
   /// Records the first failure and wakes every waiter. Requires `mutex`.
@@ -174,13 +224,14 @@ public:
                      ReduceOp op, const std::vector<int> &group) override;
   void allToAll(const void *send, void *recv, size_t count, DType dtype,
                 const std::vector<int> &group) override;
-  void send(const void *data, size_t count, DType dtype, int peer) override;
-  void recv(void *data, size_t count, DType dtype, int peer) override;
   void collectivePermute(const void *send, void *recv, size_t count,
                          DType dtype,
                          const std::vector<std::pair<int, int>> &pairs,
                          const std::vector<int> &group) override;
   void barrier(const std::vector<int> &group) override;
+  /// Send and Recv post here; the collectives run in the default.
+  std::unique_ptr<CommRequest> start(const CollectiveArgs &args,
+                                     const CommGroup &group) override;
 
 private:
   /// One rank's part in one collective call.
@@ -491,58 +542,163 @@ void LocalCommunicator::barrier(const std::vector<int> &group) {
   finish(call);
 }
 
-void LocalCommunicator::send(const void *data, size_t count, DType dtype,
-                             int peer) {
-  try {
-    comm::checkPeer(myRank, world->size, peer, "send to");
-  } catch (const Error &e) {
-    invalid(e.what());
-  }
-  Message message{std::vector<unsigned char>(count * sizeOf(dtype)), count,
-                  dtype};
-  if (!message.bytes.empty())
-    std::memcpy(message.bytes.data(), data, message.bytes.size());
-  std::lock_guard<std::mutex> lock(world->mutex);
-  if (world->poisoned)
-    throw Error("rank " + std::to_string(myRank) + ": send to rank " +
-                std::to_string(peer) + " aborted: " + world->failureNote());
-  world->mailboxes[{myRank, peer}].push_back(std::move(message));
-  world->notify();
-}
+/// What a point-to-point request shares: its world, head and clock.
+class PeerRequest : public CommRequest {
+public:
+  PeerRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call,
+              const Channel &channel, uint64_t number, bool isSend)
+      : world(std::move(world)), rank(rank), call(std::move(call)),
+        channel(channel), number(number), isSend(isSend) {}
 
-void LocalCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
-  try {
-    comm::checkPeer(myRank, world->size, peer, "recv from");
-    (void)sizeOf(dtype);
-  } catch (const Error &e) {
-    invalid(e.what());
-  }
-  std::string headText = "rank " + std::to_string(myRank) + ": recv of " +
-                         describeCount(count, dtype) + " from rank " +
-                         std::to_string(peer);
-  std::unique_lock<std::mutex> lock(world->mutex);
-  std::deque<Message> &box = world->mailboxes[{peer, myRank}];
-  bool woke = world->waitUntil(lock, Clock::now() + getTimeout(),
-                               [&] { return world->poisoned || !box.empty(); });
-  if (world->poisoned)
-    throw Error(headText + " aborted: " + world->failureNote());
-  if (!woke) {
-    std::string message = headText + " timed out after " + timeoutText() +
-                          " waiting for rank " + std::to_string(peer);
-    world->poison(myRank, message);
+protected:
+  /// Waits (`lock` held) until `ready()`; throws, after poisoning the world
+  /// on a timeout, when the world is poisoned or the deadline passes first.
+  template <typename Ready>
+  void await(std::unique_lock<std::mutex> &lock, Clock::time_point deadline,
+             Ready ready) {
+    world->waitUntil(lock, deadline,
+                     [&] { return world->poisoned || ready(); });
+    // A call that completed did so even if a rank failed meanwhile.
+    if (ready())
+      return;
+    if (world->poisoned)
+      throw Error(call.head + " aborted: " + world->failureNote());
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - started);
+    // Unmatched, so the peer has posted at most `number` matching calls.
+    std::string message =
+        call.head + " timed out after " + std::to_string(ms.count()) +
+        " ms waiting for rank " + std::to_string(call.peerRank) + " (" +
+        comm::peerProgress(isSend, call.tag, rank,
+                           isSend ? channel.recvs : channel.sends,
+                           number + 1) +
+        ")";
+    world->poison(rank, message);
     throw Error(message);
   }
-  Message message = std::move(box.front());
-  box.pop_front();
-  if (message.count != count || message.dtype != dtype) {
-    std::string text = headText + " does not match the " +
-                       describeCount(message.count, message.dtype) + " it sent";
-    world->poison(myRank, text);
-    throw Error(text);
+
+  std::shared_ptr<World> world;
+  int rank;
+  comm::PeerCall call;
+  const Channel &channel; // channels live as long as the world
+  uint64_t number;        // this call's on its channel, from 0
+  bool isSend;
+  Clock::time_point started = Clock::now();
+  bool done = false;
+};
+
+/// A posted send: complete once matched with its receive.
+class SendRequest final : public PeerRequest {
+public:
+  SendRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call,
+              const Channel &channel, uint64_t number,
+              std::shared_ptr<Message> message)
+      : PeerRequest(std::move(world), rank, std::move(call), channel, number,
+                    /*isSend=*/true),
+        message(std::move(message)) {}
+  void wait(Clock::time_point deadline) override {
+    if (done)
+      return;
+    std::unique_lock<std::mutex> lock(world->mutex);
+    await(lock, deadline, [&] { return message->taken; });
+    done = true;
   }
-  lock.unlock();
-  if (!message.bytes.empty())
-    std::memcpy(data, message.bytes.data(), message.bytes.size());
+
+private:
+  std::shared_ptr<Message> message;
+};
+
+/// A posted receive: copies its message once matched.
+class RecvRequest final : public PeerRequest {
+public:
+  RecvRequest(std::shared_ptr<World> world, int rank, comm::PeerCall call,
+              const Channel &channel, uint64_t number,
+              std::shared_ptr<PostedRecv> posted, void *data)
+      : PeerRequest(std::move(world), rank, std::move(call), channel, number,
+                    /*isSend=*/false),
+        posted(std::move(posted)), data(data) {}
+  void wait(Clock::time_point deadline) override {
+    if (done)
+      return;
+    std::unique_lock<std::mutex> lock(world->mutex);
+    await(lock, deadline,
+          [&] { return posted->message || !posted->error.empty(); });
+    if (!posted->error.empty())
+      throw Error(posted->error);
+    lock.unlock();
+    // The bytes are the message's own, no longer shared with the sender.
+    const std::vector<unsigned char> &bytes = posted->message->bytes;
+    if (!bytes.empty())
+      std::memcpy(data, bytes.data(), bytes.size());
+    posted->message.reset();
+    done = true;
+  }
+
+private:
+  std::shared_ptr<PostedRecv> posted;
+  void *data;
+};
+
+std::unique_ptr<CommRequest>
+LocalCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
+  bool isSend = args.kind == CollectiveKind::Send;
+  if (!isSend && args.kind != CollectiveKind::Recv)
+    return Communicator::start(args, group);
+  comm::PeerCall call;
+  try {
+    comm::checkGroup(myRank, world->size, group.ranks(), toString(args.kind));
+    call = comm::checkPeerCall(args, group);
+  } catch (const Error &e) {
+    invalid(e.what());
+  }
+  std::shared_ptr<Message> message;
+  if (isSend) { // copied outside the lock
+    message = std::make_shared<Message>();
+    message->bytes.resize(args.count * sizeOf(args.dtype));
+    if (!message->bytes.empty())
+      std::memcpy(message->bytes.data(), args.send, message->bytes.size());
+    message->count = args.count;
+    message->dtype = args.dtype;
+  }
+  std::lock_guard<std::mutex> lock(world->mutex);
+  if (world->poisoned)
+    throw Error(call.head + " aborted: " + world->failureNote());
+  ChannelKey key = isSend ? ChannelKey(myRank, call.peerRank, args.tag)
+                          : ChannelKey(call.peerRank, myRank, args.tag);
+  Channel &channel = world->channels[key];
+  if (isSend) {
+    uint64_t number = channel.sends++;
+    auto recv = channel.unmatchedRecvs.find(number);
+    if (recv == channel.unmatchedRecvs.end()) {
+      channel.unmatchedSends[number] = message;
+    } else {
+      world->match(message, *recv->second);
+      channel.unmatchedRecvs.erase(recv);
+      if (world->poisoned)
+        throw Error(call.head + " aborted: " + world->failureNote());
+    }
+    return std::make_unique<SendRequest>(world, myRank, std::move(call),
+                                         channel, number, std::move(message));
+  }
+  auto posted = std::make_shared<PostedRecv>();
+  posted->head = call.head;
+  posted->rank = myRank;
+  posted->from = call.peerRank;
+  posted->count = args.count;
+  posted->dtype = args.dtype;
+  uint64_t number = channel.recvs++;
+  auto sent = channel.unmatchedSends.find(number);
+  if (sent == channel.unmatchedSends.end()) {
+    channel.unmatchedRecvs[number] = posted;
+  } else {
+    world->match(sent->second, *posted);
+    channel.unmatchedSends.erase(sent);
+    if (!posted->error.empty())
+      throw Error(posted->error);
+  }
+  return std::make_unique<RecvRequest>(world, myRank, std::move(call),
+                                       channel, number, std::move(posted),
+                                       args.recv);
 }
 
 } // namespace

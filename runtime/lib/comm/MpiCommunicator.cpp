@@ -41,6 +41,22 @@
 // communicator, and messages between two ranks keep their order, so
 // consecutive permutes (of any groups) cannot mix.
 //
+// send and recv need no group communicator either: a message goes to the
+// peer's world rank on the send/recv communicator under MPI tag `tag + 1`
+// (0 is collective_permute's), preceded by a header (its count and dtype)
+// under the same tag on a communicator of its own. A receive posts both
+// MPI_Irecvs when it starts, so receives take messages in the order they
+// were posted (MPI's non-overtaking rule holds on each communicator), and
+// when it waits it checks the header before the data: a message of another
+// size or dtype is an error naming both, never an MPI_ERR_TRUNCATE or a
+// silent reinterpretation (MPI itself carries no dtype). The header is one
+// small message more per send, against the activations a pipeline moves.
+// A send or receive that times out takes the census of its peer, as a
+// collective does of its group: the peer answers how many of the matching
+// calls (receives from this rank, or sends to it, with the tag) it has
+// posted, so the message says whether it is stopped or gone, alive but not
+// there yet, or there.
+//
 // Reductions of f16 and bf16 use user-defined MPI operations over 16-bit
 // words that round after every step, as the local communicator does; the
 // order in which MPI combines ranks is the MPI library's, so results repeat
@@ -73,6 +89,7 @@ using Clock = std::chrono::steady_clock;
 using comm::describeCall;
 using comm::describeCount;
 using comm::formatRanks;
+using comm::groupHash;
 
 template <DType T, ReduceOp O>
 void userReduce(void *in, void *inout, int *len, MPI_Datatype *) {
@@ -93,15 +110,6 @@ const void *unaliasedReduceScatterSend(const void *send, const void *recv,
     return copy.data();
   }
   return send;
-}
-
-/// FNV-1a of a group's rank list: its name in the set-up handshake and in
-/// the arrival census.
-uint64_t groupHash(const std::vector<int> &group) {
-  uint64_t hash = 1469598103934665603ull;
-  for (int r : group)
-    hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
-  return hash;
 }
 
 /// Control-communicator tags: the set-up handshake uses 1..32766 (every MPI
@@ -141,8 +149,6 @@ public:
                      ReduceOp op, const std::vector<int> &group) override;
   void allToAll(const void *send, void *recv, size_t count, DType dtype,
                 const std::vector<int> &group) override;
-  void send(const void *data, size_t count, DType dtype, int peer) override;
-  void recv(void *data, size_t count, DType dtype, int peer) override;
   void collectivePermute(const void *send, void *recv, size_t count,
                          DType dtype,
                          const std::vector<std::pair<int, int>> &pairs,
@@ -187,6 +193,26 @@ private:
     std::vector<unsigned char> copy; // reduce_scatter's send, when it overlaps
   };
 
+  /// A posted send or receive: the header's and the data's requests.
+  class PeerRequest final : public CommRequest {
+  public:
+    PeerRequest(MpiCommunicator &owner, comm::PeerCall call,
+                const CollectiveArgs &args)
+        : owner(owner), call(std::move(call)), count(args.count),
+          dtype(args.dtype), isSend(args.kind == CollectiveKind::Send) {}
+    void wait(Clock::time_point deadline) override;
+    MpiCommunicator &owner;
+    comm::PeerCall call;
+    size_t count;
+    DType dtype;
+    bool isSend;
+    Clock::time_point started = Clock::now();
+    CallId id; // the census's name: this call on its channel
+    int64_t header[2] = {0, 0}; // count, dtype
+    std::vector<MPI_Request> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    bool done = false;
+  };
+
   /// One collective call: where it runs and how long it may take.
   struct Call {
     std::string head; // "rank 3: all_reduce over group [0,1,2,3]"
@@ -212,6 +238,13 @@ private:
                const std::vector<int> *waitingFor = nullptr,
                MPI_Status *status = nullptr, Clock::time_point since = {},
                const CallId *id = nullptr);
+  /// Polls `requests` (tests them, answering census queries and backing
+  /// off) until all complete, or returns false at the deadline.
+  bool pollUntil(std::vector<MPI_Request> &requests, const std::string &head,
+                 Clock::time_point deadline, MPI_Status *status);
+  /// Posts a send or a receive (CollectiveKind::Send, Recv).
+  std::unique_ptr<CommRequest> startPeer(const CollectiveArgs &args,
+                                         const CommGroup &group);
   /// Starts one non-blocking operation (`start` gets its request) and
   /// waits for it as waitAll does.
   template <typename Start>
@@ -226,9 +259,19 @@ private:
   CallId nextCall(const std::vector<int> &ranks);
   /// Answers the census queries that have arrived; never blocks.
   void answerCensus();
+  /// Asks the other members of `id`'s group how many calls on it they have
+  /// posted: -1 for a member that did not answer in time.
+  std::map<int, long long> askPosted(const CallId &id);
   /// Asks the other members of `id`'s group which of them posted it; the
   /// text to append to the timeout message (" waiting for ranks [2] (...)").
   std::string takeCensus(const CallId &id);
+  /// The census of a send or receive: asks the peer how many of the
+  /// matching calls it has posted; the text to append after "waiting for
+  /// rank P" (" (it is alive but had not posted that send: ...)").
+  std::string peerCensus(const CallId &id, bool isSend, int tag);
+  std::string censusWaitText() const {
+    return std::to_string(std::min(kCensusWait, getTimeout()).count()) + " ms";
+  }
   /// A group of one needs no MPI: its own block is the result. memmove,
   /// since reduce_scatter lets `recv` lie inside `send`.
   static bool copyIfAlone(const Call &call, const void *send, void *recv,
@@ -239,10 +282,6 @@ private:
       std::memmove(recv, send, bytes);
     return true;
   }
-  /// Send and recv: refuses calls after a failure and validates the peer.
-  /// Returns the head of the call's messages, "rank 0: send of 4 x f32 to
-  /// rank 1".
-  std::string beginPeer(bool isSend, size_t count, DType dtype, int peer);
   void check(int code, const std::string &head) {
     if (code != MPI_SUCCESS)
       fail(head + " failed: " + mpiErrorText(code));
@@ -262,7 +301,8 @@ private:
   std::string firstFailure;
   int myRank = 0, worldSize = 1, tagUpperBound = 32767;
   MPI_Comm worldComm = MPI_COMM_NULL; // collectives over all ranks in order
-  MPI_Comm p2pComm = MPI_COMM_NULL;   // send / recv
+  MPI_Comm p2pComm = MPI_COMM_NULL;   // send / recv, collective_permute
+  MPI_Comm headerComm = MPI_COMM_NULL; // the headers of send / recv
   MPI_Comm ctrlComm = MPI_COMM_NULL;  // group set-up handshakes
   std::map<std::vector<int>, MPI_Comm> groupComms;
   /// Calls posted per group (by groupHash), the census's answers.
@@ -297,7 +337,7 @@ MpiCommunicator::MpiCommunicator(const MpiOptions &options) : options(options) {
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &upper, &found);
   if (found && upper)
     tagUpperBound = *upper;
-  for (MPI_Comm *c : {&worldComm, &p2pComm, &ctrlComm}) {
+  for (MPI_Comm *c : {&worldComm, &p2pComm, &headerComm, &ctrlComm}) {
     MPI_Comm_dup(MPI_COMM_WORLD, c);
     MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
   }
@@ -319,7 +359,7 @@ MpiCommunicator::~MpiCommunicator() {
   for (auto &[group, c] : groupComms)
     if (c != worldComm)
       MPI_Comm_free(&c);
-  for (MPI_Comm *c : {&worldComm, &p2pComm, &ctrlComm})
+  for (MPI_Comm *c : {&worldComm, &p2pComm, &headerComm, &ctrlComm})
     MPI_Comm_free(c);
   for (MPI_Op &op : halfOps)
     MPI_Op_free(&op);
@@ -375,12 +415,10 @@ MPI_Op MpiCommunicator::opOf(DType dtype, ReduceOp op) const {
   return i == 0 ? MPI_SUM : i == 1 ? MPI_MAX : MPI_MIN;
 }
 
-void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
-                              const std::string &head,
-                              Clock::time_point deadline,
-                              const std::vector<int> *waitingFor,
-                              MPI_Status *status, Clock::time_point since,
-                              const CallId *id) {
+bool MpiCommunicator::pollUntil(std::vector<MPI_Request> &requests,
+                                const std::string &head,
+                                Clock::time_point deadline,
+                                MPI_Status *status) {
   // MPI_Test drives progress; back off from spinning to yielding to short
   // sleeps so that oversubscribed ranks leave the cores to their peers.
   for (unsigned polls = 0;; ++polls) {
@@ -394,29 +432,9 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
       pending |= !done;
     }
     if (!pending)
-      return;
-    if (Clock::now() >= deadline) {
-      std::string message =
-          head + " timed out after " +
-          (since == Clock::time_point{}
-               ? timeoutText()
-               : std::to_string(std::chrono::duration_cast<
-                                    std::chrono::milliseconds>(deadline - since)
-                                    .count()) +
-                     " ms");
-      if (waitingFor) {
-        std::vector<int> missing;
-        for (size_t i = 0; i < requests.size(); ++i)
-          if (requests[i] != MPI_REQUEST_NULL)
-            missing.push_back((*waitingFor)[i]);
-        message += " waiting for ranks " + formatRanks(missing);
-      } else if (id) {
-        message += takeCensus(*id);
-      } else {
-        message += " (MPI cannot tell which ranks did not take part)";
-      }
-      fail(message);
-    }
+      return true;
+    if (Clock::now() >= deadline)
+      return false;
     if (polls < 64)
       continue;
     answerCensus();
@@ -425,6 +443,36 @@ void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
     else
       std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+void MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
+                              const std::string &head,
+                              Clock::time_point deadline,
+                              const std::vector<int> *waitingFor,
+                              MPI_Status *status, Clock::time_point since,
+                              const CallId *id) {
+  if (pollUntil(requests, head, deadline, status))
+    return;
+  std::string message =
+      head + " timed out after " +
+      (since == Clock::time_point{}
+           ? timeoutText()
+           : std::to_string(std::chrono::duration_cast<
+                                std::chrono::milliseconds>(deadline - since)
+                                .count()) +
+                 " ms");
+  if (waitingFor) {
+    std::vector<int> missing;
+    for (size_t i = 0; i < requests.size(); ++i)
+      if (requests[i] != MPI_REQUEST_NULL)
+        missing.push_back((*waitingFor)[i]);
+    message += " waiting for ranks " + formatRanks(missing);
+  } else if (id) {
+    message += takeCensus(*id);
+  } else {
+    message += " (MPI cannot tell which ranks did not take part)";
+  }
+  fail(message);
 }
 
 MpiCommunicator::CallId
@@ -462,7 +510,7 @@ void MpiCommunicator::answerCensus() {
   }
 }
 
-std::string MpiCommunicator::takeCensus(const CallId &id) {
+std::map<int, long long> MpiCommunicator::askPosted(const CallId &id) {
   uint64_t query[2] = {id.group, id.number};
   std::vector<MPI_Request> queries;
   // Calls posted by each member, -1 until it answers.
@@ -507,6 +555,11 @@ std::string MpiCommunicator::takeCensus(const CallId &id) {
   for (MPI_Request &q : queries)
     if (q != MPI_REQUEST_NULL)
       MPI_Request_free(&q);
+  return posted;
+}
+
+std::string MpiCommunicator::takeCensus(const CallId &id) {
+  std::map<int, long long> posted = askPosted(id);
   std::vector<int> silent, behind;
   for (auto [r, n] : posted) {
     if (n < 0)
@@ -517,19 +570,34 @@ std::string MpiCommunicator::takeCensus(const CallId &id) {
   std::vector<int> missing = silent;
   missing.insert(missing.end(), behind.begin(), behind.end());
   std::sort(missing.begin(), missing.end());
-  long long waitMs = std::min(kCensusWait, getTimeout()).count();
   if (missing.empty())
     return " (every member says it posted this call, #" +
            std::to_string(id.number) +
            " on the group; MPI did not complete it)";
   std::string text = " waiting for ranks " + formatRanks(missing) + " (";
   if (!silent.empty())
-    text += formatRanks(silent) + " did not answer within " +
-            std::to_string(waitMs) + " ms: stopped, busy or gone";
+    text += formatRanks(silent) + " did not answer within " + censusWaitText() +
+            ": stopped, busy or gone";
   if (!behind.empty())
     text += std::string(silent.empty() ? "" : "; ") + formatRanks(behind) +
             " had not reached it";
   return text + ")";
+}
+
+std::string MpiCommunicator::peerCensus(const CallId &id, bool isSend,
+                                        int tag) {
+  long long theirs = askPosted(id).begin()->second;
+  const char *what = isSend ? "receive" : "send";
+  if (theirs < 0)
+    return " (it did not answer within " + censusWaitText() +
+           ": stopped, busy or gone)";
+  if (static_cast<uint64_t>(theirs) >= id.number)
+    return std::string(" (it posted that ") + what +
+           "; MPI did not complete it)";
+  return std::string(" (it is alive but had not posted that ") + what +
+         ": " +
+         comm::peerProgress(isSend, tag, myRank, uint64_t(theirs), id.number) +
+         ")";
 }
 
 MpiCommunicator::Call MpiCommunicator::begin(const char *collective,
@@ -615,6 +683,8 @@ MpiCommunicator::createGroup(const std::vector<int> &ranks) {
 
 std::unique_ptr<CommRequest>
 MpiCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
+  if (args.kind == CollectiveKind::Send || args.kind == CollectiveKind::Recv)
+    return startPeer(args, group);
   const auto *g = dynamic_cast<const MpiGroup *>(&group);
   // collective_permute is point to point (no group communicator), and a
   // group made elsewhere has none: both run blocking.
@@ -667,6 +737,8 @@ MpiCommunicator::start(const CollectiveArgs &args, const CommGroup &group) {
     code = MPI_Ibarrier(g->comm, r);
     break;
   case CollectiveKind::CollectivePermute:
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
     break;
   }
   check(code, head);
@@ -737,8 +809,8 @@ void MpiCommunicator::allToAll(const void *send, void *recv, size_t count,
       nullptr, nullptr, &call.id);
 }
 
-/// send / recv use tag 0.
-constexpr int kPermuteTag = 1;
+/// send and recv use `tag + 1`.
+constexpr int kPermuteTag = 0;
 
 void MpiCommunicator::collectivePermute(
     const void *send, void *recv, size_t count, DType dtype,
@@ -817,57 +889,77 @@ void MpiCommunicator::barrier(const std::vector<int> &group) {
       nullptr, nullptr, &call.id);
 }
 
-std::string MpiCommunicator::beginPeer(bool isSend, size_t count, DType dtype,
-                                       int peer) {
-  std::string head =
-      "rank " + std::to_string(myRank) +
-      (isSend ? ": send of " : ": recv of ") + describeCount(count, dtype) +
-      (isSend ? " to rank " : " from rank ") + std::to_string(peer);
-  if (failed)
-    throw Error(head + " refused: an earlier call failed (" + firstFailure +
-                ")");
+std::unique_ptr<CommRequest>
+MpiCommunicator::startPeer(const CollectiveArgs &args, const CommGroup &group) {
+  comm::PeerCall call;
   try {
-    comm::checkPeer(myRank, worldSize, peer, isSend ? "send to" : "recv from");
+    comm::checkGroup(myRank, worldSize, group.ranks(), toString(args.kind));
+    call = comm::checkPeerCall(args, group);
   } catch (const Error &e) {
     fail(e.what());
   }
-  return head;
+  if (failed)
+    throw Error(call.head + " refused: an earlier call failed and MPI cannot "
+                            "cancel it (" +
+                firstFailure + ")");
+  int n = mpiCount(args.count, call.head);
+  auto request = std::make_unique<PeerRequest>(*this, call, args);
+  int tag = args.tag + 1, peer = call.peerRank;
+  // The census names a channel by a list no group has (ranks are not
+  // negative); each end counts its own calls on it, so a peer's answer is
+  // its number of the matching calls.
+  std::vector<int> channel = {-1 - args.tag, request->isSend ? myRank : peer,
+                              request->isSend ? peer : myRank};
+  request->id = nextCall(channel);
+  request->id.ranks = {myRank, peer};
+  MPI_Request *header = &request->requests[0], *data = &request->requests[1];
+  if (request->isSend) {
+    request->header[0] = static_cast<int64_t>(args.count);
+    request->header[1] = static_cast<int64_t>(args.dtype);
+    check(MPI_Isend(request->header, 2, MPI_INT64_T, peer, tag, headerComm,
+                    header),
+          call.head);
+    check(MPI_Isend(args.send, n, typeOf(args.dtype), peer, tag, p2pComm,
+                    data),
+          call.head);
+  } else {
+    check(MPI_Irecv(request->header, 2, MPI_INT64_T, peer, tag, headerComm,
+                    header),
+          call.head);
+    check(
+        MPI_Irecv(args.recv, n, typeOf(args.dtype), peer, tag, p2pComm, data),
+        call.head);
+  }
+  return request;
 }
 
-void MpiCommunicator::send(const void *data, size_t count, DType dtype,
-                           int peer) {
-  std::string head = beginPeer(/*isSend=*/true, count, dtype, peer);
-  Clock::time_point deadline = Clock::now() + getTimeout();
-  int n = mpiCount(count, head);
-  std::vector<int> waitingFor{peer};
-  runOne(
-      head, deadline,
-      [&](MPI_Request *request) {
-        return MPI_Isend(data, n, typeOf(dtype), peer, 0, p2pComm, request);
-      },
-      &waitingFor);
-}
-
-void MpiCommunicator::recv(void *data, size_t count, DType dtype, int peer) {
-  std::string head = beginPeer(/*isSend=*/false, count, dtype, peer);
-  Clock::time_point deadline = Clock::now() + getTimeout();
-  int n = mpiCount(count, head);
-  MPI_Status status;
-  std::vector<int> waitingFor{peer};
-  runOne(
-      head, deadline,
-      [&](MPI_Request *request) {
-        return MPI_Irecv(data, n, typeOf(dtype), peer, 0, p2pComm, request);
-      },
-      &waitingFor, &status);
-  int got = 0;
-  MPI_Get_count(&status, typeOf(dtype), &got);
-  if (got != n)
-    fail(head + " does not match the message it sent (" +
-         (got == MPI_UNDEFINED ? std::string("a size that is no whole number "
-                                             "of elements")
-                               : std::to_string(got) + " elements") +
-         ")");
+void MpiCommunicator::PeerRequest::wait(Clock::time_point deadline) {
+  if (done)
+    return;
+  auto timedOut = [&] {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - started);
+    owner.fail(call.head + " timed out after " + std::to_string(ms.count()) +
+               " ms waiting for rank " + std::to_string(call.peerRank) +
+               owner.peerCensus(id, isSend, call.tag));
+  };
+  if (!isSend) {
+    // The header first: a data message of another size would fail the
+    // receive with MPI_ERR_TRUNCATE before its sizes could be named.
+    std::vector<MPI_Request> first{requests[0]};
+    bool arrived = owner.pollUntil(first, call.head, deadline, nullptr);
+    requests[0] = first[0];
+    if (!arrived)
+      timedOut();
+    size_t sentCount = static_cast<size_t>(header[0]);
+    auto sentType = static_cast<DType>(header[1]);
+    if (sentCount != count || sentType != dtype)
+      owner.fail(
+          comm::peerMismatch(call.head, sentCount, sentType, call.peerRank));
+  }
+  if (!owner.pollUntil(requests, call.head, deadline, nullptr))
+    timedOut();
+  done = true;
 }
 
 } // namespace

@@ -20,8 +20,23 @@
 // After that the communicator refuses every call.
 //
 // The blocking methods that take a rank list (the training loop's stop flag,
-// a checkpoint's barrier) act on host memory, which NCCL cannot read, and
-// go through the bootstrap communicator.
+// a checkpoint's barrier, send and recv) act on host memory, which NCCL
+// cannot read, and go through the bootstrap communicator.
+//
+// start() with Send or Recv on a group: ncclSend / ncclRecv on the group's
+// NCCL communicator. NCCL has no tags and matches a communicator's messages
+// between two ranks in the order they are posted, and a receive of another
+// size than its send is undefined there, so each message is preceded by a
+// header over the bootstrap under the message's tag: its count, dtype,
+// number (the how-many-th message from the sender to the receiver on this
+// group) and group. The receiver takes the header when it starts the
+// receive, before it posts ncclRecv, and refuses a message of another size
+// or dtype, of another group, or that NCCL would match with another receive
+// (posted out of order), naming both sides. So a started receive returns
+// once its sender has started the send; and since a communicator's NCCL
+// calls run in order on its stream, a rank whose send is ahead of its
+// receive on one group waits for the send's receiver first (the pipeline
+// validator's rendezvous model covers that).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +47,7 @@
 #include "runtime/lib/cuda/NcclApi.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -51,6 +67,12 @@ public:
 
 class NcclCommunicator;
 
+/// A send's header on its way over the bootstrap.
+struct SentHeader {
+  int64_t words[4] = {}; // count, dtype, number, groupHash
+  std::unique_ptr<CommRequest> request;
+};
+
 class NcclRequest final : public CommRequest {
 public:
   NcclRequest(NcclCommunicator &owner, const NcclGroup &group,
@@ -58,6 +80,10 @@ public:
       : owner(owner), group(group), op(std::move(op)), head(std::move(head)),
         started(started) {}
   void wait(Clock::time_point deadline) override;
+
+  /// Send and Recv: the peer a timeout names, and a send's header.
+  int peerRank = -1;
+  std::unique_ptr<SentHeader> header;
 
 private:
   NcclCommunicator &owner;
@@ -140,13 +166,15 @@ public:
     checkUsable();
     boot.collectivePermute(send, recv, count, dtype, pairs, group);
   }
-  void send(const void *data, size_t count, DType dtype, int peer) override {
+  void send(const void *data, size_t count, DType dtype, int peer, int tag,
+            const std::vector<int> &group) override {
     checkUsable();
-    boot.send(data, count, dtype, peer);
+    boot.send(data, count, dtype, peer, tag, group);
   }
-  void recv(void *data, size_t count, DType dtype, int peer) override {
+  void recv(void *data, size_t count, DType dtype, int peer, int tag,
+            const std::vector<int> &group) override {
     checkUsable();
-    boot.recv(data, count, dtype, peer);
+    boot.recv(data, count, dtype, peer, tag, group);
   }
   void barrier(const std::vector<int> &group) override {
     checkUsable();
@@ -182,6 +210,8 @@ public:
     if (!group)
       throw Error("rank " + std::to_string(rank()) +
                   ": nccl: a group not made by this communicator");
+    if (args.kind == CollectiveKind::Send || args.kind == CollectiveKind::Recv)
+      return startPeer(args, *group);
     std::string head = describeCall(rank(), toString(args.kind), g.ranks());
     if (!g.label().empty())
       head += " (" + g.label() + ")";
@@ -219,17 +249,100 @@ public:
       break;
     }
     case CollectiveKind::Barrier:
+    case CollectiveKind::Send:
+    case CollectiveKind::Recv:
       break;
     }
+    return post(*group, call, std::move(head));
+  }
+
+  /// Posts `call` on `group`'s NCCL communicator.
+  std::unique_ptr<NcclRequest> post(const NcclGroup &group,
+                                    const nccl::Call &call, std::string head) {
     Clock::time_point now = Clock::now();
     std::unique_ptr<nccl::Op> op;
     try {
-      op = api->post(*group->comm, call);
+      op = api->post(*group.comm, call);
     } catch (const Error &e) {
       fail(head + " on nccl failed: " + e.what());
     }
-    return std::make_unique<NcclRequest>(*this, *group, std::move(op),
+    return std::make_unique<NcclRequest>(*this, group, std::move(op),
                                          std::move(head), now);
+  }
+
+  /// Send or Recv on `group`: the header over the bootstrap (see the file
+  /// comment), then ncclSend or ncclRecv.
+  std::unique_ptr<CommRequest> startPeer(const CollectiveArgs &args,
+                                         const NcclGroup &group) {
+    comm::PeerCall peer;
+    try {
+      peer = comm::checkPeerCall(args, group);
+    } catch (const Error &e) {
+      fail(e.what());
+    }
+    std::string head = peer.head;
+    if (!group.label().empty())
+      head += " (" + group.label() + ")";
+    bool isSend = args.kind == CollectiveKind::Send;
+    uint64_t &number =
+        (isSend ? sentTo : receivedFrom)[{group.comm.get(), args.peer}];
+    int64_t words[4] = {int64_t(args.count), int64_t(args.dtype),
+                        int64_t(number), int64_t(comm::groupHash(group.ranks()))};
+    nccl::Call call{isSend ? nccl::Call::Send : nccl::Call::Recv};
+    call.send = args.send;
+    call.recv = args.recv;
+    call.count = args.count;
+    call.dtype = args.dtype;
+    call.sendTo = isSend ? args.peer : -1;
+    call.recvFrom = isSend ? -1 : args.peer;
+    call.tag = args.tag;
+    std::unique_ptr<SentHeader> header;
+    if (isSend) {
+      header = std::make_unique<SentHeader>();
+      std::copy(words, words + 4, header->words);
+      CollectiveArgs h{CollectiveKind::Send, header->words, nullptr, 4,
+                       DType::I64};
+      h.peer = args.peer;
+      h.tag = args.tag;
+      try {
+        header->request = boot.start(h, CommGroup(group.ranks(),
+                                                  group.position()));
+      } catch (const Error &e) {
+        fail(head + " on nccl: sending its header: " + e.what());
+      }
+    } else {
+      int64_t sent[4] = {};
+      try {
+        boot.recv(sent, 4, DType::I64, args.peer, args.tag, group.ranks());
+      } catch (const Error &e) {
+        fail(head + " on nccl: receiving its header: " + e.what());
+      }
+      checkHeader(head, peer.peerRank, sent, words);
+    }
+    ++number;
+    auto request = post(group, call, head);
+    request->peerRank = peer.peerRank;
+    request->header = std::move(header);
+    return request;
+  }
+
+  /// Fails unless the header `sent` describes the message a receive
+  /// described by `mine` (same layout) may take.
+  void checkHeader(const std::string &head, int sender, const int64_t sent[4],
+                   const int64_t mine[4]) {
+    if (sent[0] != mine[0] || sent[1] != mine[1])
+      fail(comm::peerMismatch(head, size_t(sent[0]), DType(sent[1]), sender));
+    if (sent[3] != mine[3])
+      fail(head + " on nccl: rank " + std::to_string(sender) +
+           " sent that message over another nccl group");
+    if (sent[2] != mine[2])
+      fail(head + " on nccl: rank " + std::to_string(sender) +
+           " sent that message as its message " + std::to_string(sent[2]) +
+           " to rank " + std::to_string(rank()) +
+           " on this group, but this is the receive of message " +
+           std::to_string(mine[2]) +
+           " (nccl matches the messages between two ranks in the order "
+           "they are sent: receive them in that order)");
   }
 
   /// Aborts every NCCL communicator of this rank and throws `message`
@@ -263,6 +376,9 @@ private:
   std::shared_ptr<nccl::Comm> world;
   std::vector<std::shared_ptr<NcclGroup>> groups;
   std::string failure;
+  /// Messages sent to and received from each (NCCL communicator, peer
+  /// position): the numbers the headers carry.
+  std::map<std::pair<const nccl::Comm *, int>, uint64_t> sentTo, receivedFrom;
 };
 
 void NcclRequest::wait(Clock::time_point deadline) {
@@ -272,6 +388,14 @@ void NcclRequest::wait(Clock::time_point deadline) {
     std::string error;
     nccl::OpState state = owner.layer().poll(*group.comm, *op, error);
     if (state == nccl::OpState::Done) {
+      // The receiver took the header before it posted ncclRecv.
+      if (header) {
+        try {
+          header->request->wait(deadline);
+        } catch (const Error &e) {
+          owner.fail(head + " on nccl: sending its header: " + e.what());
+        }
+      }
       done = true;
       return;
     }
@@ -281,7 +405,10 @@ void NcclRequest::wait(Clock::time_point deadline) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - started);
       owner.fail(head + " on nccl timed out after " +
-                 std::to_string(ms.count()) + " ms");
+                 std::to_string(ms.count()) + " ms" +
+                 (peerRank < 0 ? std::string()
+                               : " waiting for rank " +
+                                     std::to_string(peerRank)));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }

@@ -329,6 +329,12 @@ struct Executor::Impl {
       break;
     case CollectiveKind::Barrier:
       break;
+    case CollectiveKind::Send:
+      sendElems = args.count;
+      break;
+    case CollectiveKind::Recv:
+      recvElems = args.count;
+      break;
     }
     size_t elem = sizeOf(args.dtype), sendBytes = sendElems * elem,
            recvBytes = recvElems * elem, recvAt = alignedBytes(sendBytes);

@@ -120,44 +120,35 @@ public:
     auto &comm = static_cast<EmuComm &>(c);
     checkUsable(comm, "a collective");
     int n = int(comm.members.size());
+    bool p2p = call.kind == Call::SendRecv || call.kind == Call::Send ||
+               call.kind == Call::Recv;
     for (int peer : {call.sendTo, call.recvFrom})
-      if (call.kind == Call::SendRecv && (peer < -1 || peer >= n))
+      if (p2p && (peer < -1 || peer >= n))
         throw Error("nccl (emulated): peer " + std::to_string(peer) +
                     " is not a rank of a communicator of " +
                     std::to_string(n));
     Communicator &b = boot;
     const std::vector<int> &members = comm.members;
-    comm.stream.enqueue([&b, &members, call] {
-      size_t bytes = call.count * sizeOf(call.dtype);
-      switch (call.kind) {
-      case Call::AllReduce:
-        if (call.send != call.recv && bytes)
-          std::memcpy(call.recv, call.send, bytes);
-        b.allReduce(call.recv, call.count, call.dtype, call.op, members);
-        return;
-      case Call::AllGather:
-        b.allGather(call.send, call.recv, call.count, call.dtype, members);
-        return;
-      case Call::ReduceScatter:
-        b.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op,
-                        members);
-        return;
-      case Call::AllToAll:
-        b.allToAll(call.send, call.recv, call.count, call.dtype, members);
-        return;
-      case Call::SendRecv:
-        // A send is buffered by the bootstrap, so the group's order of
-        // sends and receives cannot deadlock, as in ncclGroupStart/End.
-        if (call.sendTo >= 0)
-          b.send(call.send, call.count, call.dtype, members[call.sendTo]);
-        if (call.recvFrom >= 0)
-          b.recv(call.recv, call.count, call.dtype, members[call.recvFrom]);
-        else if (bytes)
-          std::memset(call.recv, 0, bytes);
-        return;
-      }
-    });
     auto op = std::make_unique<EmuOp>(comm.stream.createEvent());
+    if (call.kind == Call::Send || call.kind == Call::Recv) {
+      // Posted now, from the caller's thread, right after the header that
+      // the nccl communicator sends or receives before it (the bootstrap
+      // matches both by tag, in posting order); the stream waits for it,
+      // as NCCL's stream waits for a send's receive.
+      CollectiveArgs args{call.kind == Call::Send ? CollectiveKind::Send
+                                                  : CollectiveKind::Recv,
+                          call.send, call.recv, call.count, call.dtype};
+      args.peer = call.kind == Call::Send ? call.sendTo : call.recvFrom;
+      args.tag = call.tag;
+      std::shared_ptr<CommRequest> request =
+          b.start(args, CommGroup(members, comm.position));
+      Clock::time_point deadline = Clock::now() + b.getTimeout();
+      comm.stream.enqueue([request, deadline] { request->wait(deadline); });
+    } else {
+      comm.stream.enqueue([&b, &members, position = comm.position, call] {
+        runCollective(b, members, position, call);
+      });
+    }
     comm.stream.record(*op->event);
     return op;
   }
@@ -182,6 +173,63 @@ public:
   void abort(Comm &c) override { static_cast<EmuComm &>(c).aborted = true; }
 
 private:
+  /// Carries out a collective (or SendRecv) of a communicator whose world
+  /// ranks are `members` on its stream's thread.
+  static void runCollective(Communicator &b, const std::vector<int> &members,
+                            int position, const Call &call) {
+    size_t bytes = call.count * sizeOf(call.dtype);
+    switch (call.kind) {
+    case Call::AllReduce:
+      if (call.send != call.recv && bytes)
+        std::memcpy(call.recv, call.send, bytes);
+      b.allReduce(call.recv, call.count, call.dtype, call.op, members);
+      return;
+    case Call::AllGather:
+      b.allGather(call.send, call.recv, call.count, call.dtype, members);
+      return;
+    case Call::ReduceScatter:
+      b.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op,
+                      members);
+      return;
+    case Call::AllToAll:
+      b.allToAll(call.send, call.recv, call.count, call.dtype, members);
+      return;
+    case Call::SendRecv:
+      return sendRecv(b, members, position, call);
+    case Call::Send:
+    case Call::Recv:
+      return; // posted by post()
+    }
+  }
+
+  /// ncclGroupStart; ncclSend; ncclRecv; ncclGroupEnd: the send is posted
+  /// before the receive is waited for, so a ring cannot deadlock. Under the
+  /// runtime's own tag, which no caller of the bootstrap uses.
+  static void sendRecv(Communicator &b, const std::vector<int> &members,
+                       int position, const Call &call) {
+    size_t bytes = call.count * sizeOf(call.dtype);
+    if (call.sendTo == position && call.recvFrom == position) {
+      if (bytes && call.send != call.recv)
+        std::memmove(call.recv, call.send, bytes);
+      return;
+    }
+    std::unique_ptr<CommRequest> sent;
+    if (call.sendTo >= 0) {
+      CollectiveArgs args{CollectiveKind::Send, call.send, nullptr,
+                          call.count, call.dtype};
+      args.peer = call.sendTo;
+      args.tag = kRuntimeTag;
+      sent = b.start(args, CommGroup(members, position));
+    }
+    if (call.recvFrom >= 0)
+      b.recv(call.recv, call.count, call.dtype, call.recvFrom, kRuntimeTag,
+             members);
+    else if (bytes)
+      std::memset(call.recv, 0, bytes);
+    if (sent)
+      sent->wait(Clock::now() + b.getTimeout());
+  }
+
   static void checkUsable(const EmuComm &comm, const char *what) {
     if (comm.aborted)
       throw Error(std::string("nccl (emulated): ") + what +

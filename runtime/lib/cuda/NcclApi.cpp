@@ -187,6 +187,14 @@ public:
           r = end;
       }
       break;
+    case Call::Send:
+      r = ncclSend(call.send, call.count, type, call.sendTo, comm.comm,
+                   comm.stream);
+      break;
+    case Call::Recv:
+      r = ncclRecv(call.recv, call.count, type, call.recvFrom, comm.comm,
+                   comm.stream);
+      break;
     }
     if (r != ncclSuccess && r != ncclInProgress)
       throw Error("nccl: " + ncclText(r, comm.comm));

@@ -62,15 +62,30 @@ enum class OpState { Pending, Done, Failed };
 ///   SendRecv: within ncclGroupStart/End, ncclSend of `count` elements of
 ///     send to rank `sendTo` and ncclRecv into recv from rank `recvFrom`
 ///     (-1: none; with no source, recv is cleared).
+///   Send: ncclSend of `count` elements of send to rank `sendTo`.
+///   Recv: ncclRecv of `count` elements into recv from rank `recvFrom`.
+///     NCCL matches a communicator's sends and receives between two ranks
+///     in the order they are posted (it has no tags); `tag` is the message's
+///     tag in the communicator above, which the emulated layer's messages
+///     carry.
 /// Ranks are ranks of the communicator.
 struct Call {
-  enum Kind { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv } kind;
+  enum Kind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    SendRecv,
+    Send,
+    Recv
+  } kind;
   const void *send = nullptr;
   void *recv = nullptr;
   size_t count = 0;
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
   int sendTo = -1, recvFrom = -1;
+  int tag = 0; // Send, Recv
 };
 
 class NcclApi {

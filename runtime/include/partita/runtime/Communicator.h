@@ -38,6 +38,30 @@
 // call in start() and tests it against the deadline in wait(). A request
 // must be waited for before its buffers are reused or the next call starts.
 //
+// Point to point (pipeline stages). send(data, count, dtype, peer, tag,
+// group) and recv(...) address `peer` as a position in `group`; a message is
+// matched by its sending rank, its receiving rank and its tag (whichever
+// group named them), and messages with one (sender, receiver, tag) are
+// received in the order they were sent. The blocking calls return when the
+// buffer may be reused (send) or holds the message (recv); start() with
+// CollectiveKind::Send or Recv posts one and returns at once (`local`,
+// `mpi`), so a rank may post its receives and sends and then wait for all,
+// and requests of point-to-point calls may be waited for in any order. A
+// receive whose count or dtype differs from the send it matches is an Error
+// naming both ranks, the tag and both sizes, e.g.
+//   rank 1: recv of 4 x f32 from rank 0 with tag 7 does not match the
+//   8 x f32 that rank 0 sent
+// (never a truncation); a call whose peer never posts the matching one times
+// out as a collective does, naming the rank, the peer and the tag:
+//   rank 1: recv of 4 x f32 from rank 0 with tag 7 timed out after 300 ms
+//   waiting for rank 0 (it had posted 0 sends with tag 7 to rank 1, and
+//   this receive is number 1)
+// A schedule must not depend on when a send returns: `local` returns only
+// once the matching receive has been posted (a rendezvous, the strict case
+// that the pipeline validator checks schedules against), `mpi` often
+// sooner (MPI buffers small messages), and a started `nccl` receive returns
+// only once its send has started (docs/runtime.md).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H
@@ -95,13 +119,29 @@ enum class CollectiveKind : uint8_t {
   AllToAll,
   CollectivePermute,
   Barrier,
+  /// Point to point: `count` elements of `send` to position `peer` of the
+  /// group, with `tag`.
+  Send,
+  /// Point to point: `count` elements into `recv` from position `peer`.
+  Recv,
 };
 
-/// "all_reduce", "all_gather", ... (as error messages name them).
+/// Tags of point-to-point messages are 0..kMaxTag: MPI guarantees tags up
+/// to 32767, and the runtime keeps two for itself (the mpi communicator's
+/// collective_permute, and kRuntimeTag).
+constexpr int kMaxTag = 32765;
+/// The tag of the runtime's own point-to-point messages, which no other
+/// caller may use: the emulated nccl layer's collective_permute over the
+/// bootstrap communicator.
+constexpr int kRuntimeTag = kMaxTag + 1;
+
+/// "all_reduce", "all_gather", ..., "send", "recv" (as error messages name
+/// them).
 const char *toString(CollectiveKind kind);
 
 /// One collective call: the buffers and counts of the blocking method of the
-/// same kind (allReduce reduces `recv` in place; `send` is unused).
+/// same kind (allReduce reduces `recv` in place; `send` is unused; Send
+/// reads `send`, Recv writes `recv`).
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::AllReduce;
   const void *send = nullptr;
@@ -110,6 +150,8 @@ struct CollectiveArgs {
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
   std::vector<std::pair<int, int>> pairs; // CollectivePermute
+  int peer = -1; // Send, Recv: a position in the group
+  int tag = 0;   // Send, Recv: 0..kMaxTag
 };
 
 /// A collective in flight on this rank.
@@ -169,12 +211,15 @@ public:
                                  DType dtype,
                                  const std::vector<std::pair<int, int>> &pairs,
                                  const std::vector<int> &group) = 0;
-  /// Point to point, for pipeline stages; messages between two ranks arrive
-  /// in order. `send` may return before the matching `recv` (local buffers
-  /// the message) or only once it has started (mpi, large messages): a
-  /// schedule must not depend on either.
-  virtual void send(const void *data, size_t count, DType dtype, int peer) = 0;
-  virtual void recv(void *data, size_t count, DType dtype, int peer) = 0;
+  /// Point to point (see the file comment): `count` elements to / from the
+  /// rank at position `peer` of `group` (which holds this rank), with `tag`
+  /// in 0..kMaxTag (kRuntimeTag is the runtime's own). A bad peer (outside the group, or this rank) or tag is
+  /// an Error naming it. The default runs start() with a group of `group`'s
+  /// ranks under the timeout.
+  virtual void send(const void *data, size_t count, DType dtype, int peer,
+                    int tag, const std::vector<int> &group);
+  virtual void recv(void *data, size_t count, DType dtype, int peer, int tag,
+                    const std::vector<int> &group);
   /// Every rank of the group waits for all the others.
   virtual void barrier(const std::vector<int> &group) = 0;
 
@@ -184,8 +229,9 @@ public:
   /// the group's MPI communicator now, under the timeout.
   virtual std::shared_ptr<CommGroup> createGroup(const std::vector<int> &ranks);
   /// Posts `args` over `group` (made by this communicator). The default
-  /// runs the blocking method of args.kind now and returns a request that
-  /// is already complete (the `local` communicator).
+  /// runs the blocking collective of args.kind now and returns a request
+  /// that is already complete; a communicator with point-to-point calls
+  /// overrides it for Send and Recv (the default throws).
   virtual std::unique_ptr<CommRequest> start(const CollectiveArgs &args,
                                              const CommGroup &group);
   /// start(), then wait until the communicator's timeout from now.

@@ -72,13 +72,37 @@ TEST(CommUtils, RejectsBadGroupsNamingTheProblem) {
       "contain the calling rank");
 }
 
-TEST(CommUtils, RejectsBadPeers) {
-  expectError([] { checkPeer(1, 2, 1, "send to"); },
-              "rank 1: send to rank 1: a rank cannot exchange messages with "
-              "itself");
-  expectError([] { checkPeer(0, 2, 2, "recv from"); },
-              "rank 0: recv from rank 2: ranks are 0..1");
-  checkPeer(0, 2, 1, "send to");
+TEST(CommUtils, PeerCallNamesThePeersRankAndTheTag) {
+  CommGroup group({3, 1, 0}, 1);
+  CollectiveArgs args{CollectiveKind::Send, nullptr, nullptr, 4, DType::F32};
+  args.peer = 0;
+  args.tag = 12;
+  PeerCall call = checkPeerCall(args, group);
+  EXPECT_EQ(call.peerRank, 3);
+  EXPECT_EQ(call.head, "rank 1: send of 4 x f32 to rank 3 with tag 12");
+  args.kind = CollectiveKind::Recv;
+  args.peer = 2;
+  args.tag = kMaxTag;
+  call = checkPeerCall(args, group);
+  EXPECT_EQ(call.peerRank, 0);
+  EXPECT_EQ(call.head, "rank 1: recv of 4 x f32 from rank 0 with tag 32765");
+  args.tag = kRuntimeTag; // the runtime's own
+  EXPECT_EQ(checkPeerCall(args, group).peerRank, 0);
+  args.tag = kRuntimeTag + 1;
+  expectError([&] { checkPeerCall(args, group); },
+              "rank 1: recv with tag 32767 from position 2 of group [3,1,0]: "
+              "tags are 0..32765");
+  EXPECT_EQ(peerMismatch(call.head, 8, DType::I32, 0),
+            "rank 1: recv of 4 x f32 from rank 0 with tag 32765 does not "
+            "match the 8 x i32 that rank 0 sent");
+  EXPECT_EQ(peerProgress(/*isSend=*/false, 9, 1, 0, 1),
+            "it had posted 0 sends with tag 9 to rank 1, and this receive is "
+            "number 1");
+  EXPECT_EQ(peerProgress(/*isSend=*/true, 4, 0, 2, 3),
+            "it had posted 2 receives with tag 4 from rank 0, and this send is "
+            "number 3");
+  EXPECT_STREQ(toString(CollectiveKind::Send), "send");
+  EXPECT_STREQ(toString(CollectiveKind::Recv), "recv");
 }
 
 TEST(CommUtils, HalfEncodings) {

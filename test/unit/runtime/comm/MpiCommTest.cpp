@@ -4,9 +4,21 @@
 //   partita-mpi-comm-test collectives
 //       every collective (collective_permute too) on the world, on
 //       concurrent subgroups, on an ordered subgroup that leaves a rank out
-//       and on groups of one, in every dtype, plus point to point and the errors a bad call or a message
-//       of the wrong size gets; each rank
-//       prints "rank N: all checks passed" or the first wrong value.
+//       and on groups of one, in every dtype, and the errors a bad call
+//       gets; each rank prints "rank N: all checks passed" or the first
+//       wrong value.
+//   partita-mpi-comm-test p2p
+//       send and recv on any even number of ranks: ping-pong between ranks
+//       2k and 2k+1 as positions of a group, a ring of posted calls waited
+//       for in both orders (small and 8 MiB), 64 tags in flight received in
+//       another order, zero-size messages; then the errors of a message of
+//       another size or dtype (both sizes named) and of a bad peer or tag.
+//       Each rank prints "rank N: point-to-point checks passed".
+//   partita-mpi-comm-test p2p-stall|p2p-lag|p2p-stop [--timeout-ms T]
+//       two ranks: a send (stall) or a receive (lag, stop) that the other
+//       rank never matches times out naming rank, peer and tag, and the
+//       census of the peer says it is alive but elsewhere (stall, lag) or
+//       does not answer (stop: it sleeps); that rank exits 1.
 //   partita-mpi-comm-test kill [--abort-on-error] [--timeout-ms T]
 //       all ranks loop on all_reduce; rank 2 SIGKILLs itself from a second
 //       thread 300 ms in, in the middle of its loop. The others print their
@@ -226,24 +238,6 @@ int runCollectives() {
   checkBlockCollectives(*c, {r});
   c->barrier(iota(4));
 
-  // A ring of messages, small and 8 MiB, in order.
-  int next = (r + 1) % 4, prev = (r + 3) % 4;
-  for (size_t count : {size_t(3), size_t(1) << 21}) {
-    std::vector<int32_t> out(count), in(count, -1);
-    for (size_t i = 0; i < count; ++i)
-      out[i] = static_cast<int32_t>(r * 100 + i % 97);
-    if (r % 2 == 0) {
-      c->send(out.data(), count, DType::I32, next);
-      c->recv(in.data(), count, DType::I32, prev);
-    } else {
-      c->recv(in.data(), count, DType::I32, prev);
-      c->send(out.data(), count, DType::I32, next);
-    }
-    for (size_t i = 0; i < count; ++i)
-      if (in[i] != static_cast<int32_t>(prev * 100 + i % 97))
-        die(r, "recv element " + std::to_string(i));
-  }
-
   // A bad call fails with its reason, and the communicator then refuses
   // further calls (MPI cannot cancel what may be in flight).
   {
@@ -265,23 +259,6 @@ int runCollectives() {
     }
     if (r == 0)
       std::fflush(stdout);
-  }
-  // A message of another size than the receiver expects: shorter, then
-  // longer (MPI truncates). Each failure ends its communicator.
-  for (size_t sent : {size_t(2), size_t(8)}) {
-    std::unique_ptr<Communicator> pair = createMpiCommunicator();
-    float x[8] = {};
-    if (r == 0)
-      pair->send(x, sent, DType::F32, 1);
-    if (r == 1) {
-      try {
-        pair->recv(x, 4, DType::F32, 0);
-        die(r, "no error for a message of " + std::to_string(sent));
-      } catch (const Error &e) {
-        std::printf("error: %s\n", e.what());
-        std::fflush(stdout);
-      }
-    }
   }
   // Groups made ahead and start/wait on them, as the executor issues
   // collectives: each group's communicator is set up in createGroup.
@@ -339,6 +316,232 @@ int runCollectives() {
   std::printf("rank %d: all checks passed\n", r);
   std::fflush(stdout);
   return 0;
+}
+
+/// What rank `from` sends with `tag` as its `k`-th message, element `i`.
+int32_t payload(int from, int tag, int k, size_t i) {
+  return from * 1000000 + tag * 1000 + k * 100 + static_cast<int32_t>(i % 97);
+}
+
+std::vector<int32_t> message(int from, int tag, int k, size_t count) {
+  std::vector<int32_t> v(count);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = payload(from, tag, k, i);
+  return v;
+}
+
+CollectiveArgs peerArgs(CollectiveKind kind, const void *send, void *recv,
+                        size_t count, DType dtype, int peer, int tag) {
+  CollectiveArgs a{kind, send, recv, count, dtype};
+  a.peer = peer;
+  a.tag = tag;
+  return a;
+}
+
+/// Runs `call` with a fresh communicator (a failure ends its communicator);
+/// `call` returns whether this rank expected an Error, which rank `printer`
+/// prints.
+template <typename Call> void expectPeerError(int r, int printer, Call call) {
+  std::unique_ptr<Communicator> fresh = createMpiCommunicator();
+  fresh->setTimeout(std::chrono::seconds(20));
+  try {
+    if (call(*fresh))
+      die(r, "no error");
+  } catch (const Error &e) {
+    if (r == printer) {
+      std::printf("error: %s\n", e.what());
+      std::fflush(stdout);
+    }
+  }
+}
+
+int runPointToPoint() {
+  std::unique_ptr<Communicator> c = createMpiCommunicator();
+  int r = c->rank(), n = c->size();
+  if (n % 2)
+    die(r, "needs an even number of ranks, got " + std::to_string(n));
+  c->setTimeout(std::chrono::seconds(20));
+  auto deadline = [] { return Clock::now() + std::chrono::seconds(20); };
+
+  // Ping-pong between 2k and 2k+1: the group [2k+1, 2k] made ahead, and
+  // blocking calls on the rank list [2k, 2k+1].
+  std::vector<int> pair = {r / 2 * 2, r / 2 * 2 + 1};
+  std::shared_ptr<CommGroup> forward = c->createGroup(pair);
+  std::shared_ptr<CommGroup> reversed = c->createGroup({pair[1], pair[0]});
+  int64_t value = 0;
+  for (int k = 0; k < 50; ++k) {
+    if (r % 2) { // position 0 of [2k+1, 2k]
+      c->run(peerArgs(CollectiveKind::Send, &value, nullptr, 1, DType::I64, 1,
+                      7),
+             *reversed);
+      c->run(peerArgs(CollectiveKind::Recv, nullptr, &value, 1, DType::I64, 1,
+                      8),
+             *reversed);
+    } else {
+      c->recv(&value, 1, DType::I64, 1, 7, pair);
+      ++value;
+      c->send(&value, 1, DType::I64, 1, 8, pair);
+    }
+  }
+  if (value != 50)
+    die(r, "ping-pong ended at " + std::to_string(value));
+
+  // A ring of posted calls, waited for send first and receive first.
+  std::shared_ptr<CommGroup> world = c->createGroup(iota(n));
+  int next = (r + 1) % n, prev = (r + n - 1) % n;
+  for (size_t count : {size_t(3), size_t(1) << 21})
+    for (int k = 0; k < 2; ++k) {
+      std::vector<int32_t> out = message(r, 5, k, count), in(count, -1);
+      auto recv = c->start(peerArgs(CollectiveKind::Recv, nullptr, in.data(),
+                                    count, DType::I32, prev, 5),
+                           *world);
+      auto send = c->start(peerArgs(CollectiveKind::Send, out.data(), nullptr,
+                                    count, DType::I32, next, 5),
+                           *world);
+      if (k == 0) {
+        send->wait(deadline());
+        recv->wait(deadline());
+      } else {
+        recv->wait(deadline());
+        send->wait(deadline());
+      }
+      if (in != message(prev, 5, k, count))
+        die(r, "ring message of " + std::to_string(count));
+    }
+
+  // 64 tags in flight from 2k to 2k+1, three messages each: sent tag by tag,
+  // received with the tags descending, waited for in a shuffled order.
+  {
+    const int tags = 64, perTag = 3;
+    const size_t count = 17;
+    std::vector<std::unique_ptr<CommRequest>> requests;
+    std::vector<std::vector<int32_t>> buffers;
+    std::vector<std::pair<int, int>> what; // tag, k
+    buffers.reserve(tags * perTag);
+    for (int t = 0; t < tags; ++t)
+      for (int k = 0; k < perTag; ++k) {
+        if (r % 2) {
+          int tag = tags - 1 - t;
+          buffers.emplace_back(count, -1);
+          what.emplace_back(tag, k);
+          requests.push_back(c->start(peerArgs(CollectiveKind::Recv, nullptr,
+                                               buffers.back().data(), count,
+                                               DType::I32, 1, tag),
+                                      *reversed));
+        } else {
+          buffers.push_back(message(r, t, k, count));
+          requests.push_back(c->start(peerArgs(CollectiveKind::Send,
+                                               buffers.back().data(), nullptr,
+                                               count, DType::I32, 1, t),
+                                      *forward));
+        }
+      }
+    std::vector<size_t> order(requests.size());
+    std::iota(order.begin(), order.end(), 0);
+    for (size_t i = order.size(); i > 1; --i) // a fixed shuffle
+      std::swap(order[i - 1], order[(i * 7919) % i]);
+    for (size_t i : order)
+      requests[i]->wait(deadline());
+    if (r % 2)
+      for (size_t i = 0; i < buffers.size(); ++i)
+        if (buffers[i] != message(r - 1, what[i].first, what[i].second, count))
+          die(r, "tag " + std::to_string(what[i].first) + " message " +
+                     std::to_string(what[i].second));
+  }
+
+  // Zero-size messages between sized ones on one tag.
+  {
+    int32_t got[3] = {-1, -1, -1}, x = 42 + r;
+    if (r % 2 == 0) {
+      c->send(nullptr, 0, DType::F32, 1, 3, pair);
+      c->send(&x, 1, DType::I32, 1, 3, pair);
+      c->send(nullptr, 0, DType::F32, 1, 3, pair);
+    } else {
+      c->recv(got, 0, DType::F32, 0, 3, pair);
+      c->recv(got + 1, 1, DType::I32, 0, 3, pair);
+      c->recv(got + 2, 0, DType::F32, 0, 3, pair);
+      if (got[0] != -1 || got[1] != 42 + r - 1 || got[2] != -1)
+        die(r, "zero-size messages");
+    }
+  }
+  c->barrier(iota(n));
+
+  // A message of another size (shorter, longer) or dtype than its receive:
+  // the receiver's error names both; rank 1 prints them.
+  for (size_t sent : {size_t(2), size_t(8)})
+    expectPeerError(r, 1, [&](Communicator &f) {
+      float x[8] = {};
+      if (r % 2 == 0) {
+        f.send(x, sent, DType::F32, 1, 0, pair);
+        return false;
+      }
+      f.recv(x, 4, DType::F32, 0, 0, pair);
+      return true;
+    });
+  expectPeerError(r, 1, [&](Communicator &f) {
+    int32_t x[4] = {};
+    if (r % 2 == 0) {
+      f.send(x, 4, DType::I32, 1, 1, pair);
+      return false;
+    }
+    f.recv(x, 4, DType::F32, 0, 1, pair);
+    return true;
+  });
+  // A bad peer and a bad tag, on every rank; rank 0 prints them.
+  expectPeerError(r, 0, [&](Communicator &f) {
+    float x = 0;
+    f.send(&x, 1, DType::F32, 2, 0, pair);
+    return true;
+  });
+  expectPeerError(r, 0, [&](Communicator &f) {
+    float x = 0;
+    f.recv(&x, 1, DType::F32, 1 - r % 2, kMaxTag + 2, pair);
+    return true;
+  });
+
+  c->barrier(iota(n));
+  std::printf("rank %d: point-to-point checks passed\n", r);
+  std::fflush(stdout);
+  return 0;
+}
+
+/// Two ranks; one call that no one matches times out, and the census of its
+/// peer says what the peer is doing:
+///   stall: rank 0 sends 8 MiB with tag 4 while rank 1, alive, waits (with
+///          4 T to spare) for a message with tag 9;
+///   lag:   rank 1 waits for a message with tag 9 while rank 0, alive, waits
+///          (with 4 T to spare) for one with tag 5;
+///   stop:  rank 1 waits for a message with tag 9 while rank 0 sleeps 4 T
+///          (not polling, as a stopped process).
+int runPointToPointStall(const std::string &how, int timeoutMs) {
+  std::unique_ptr<Communicator> c = createMpiCommunicator();
+  int r = c->rank();
+  if (c->size() != 2)
+    die(r, "needs 2 ranks, got " + std::to_string(c->size()));
+  c->setTimeout(std::chrono::milliseconds(timeoutMs));
+  c->barrier({0, 1});
+  // The rank whose call times out; the other waits longer.
+  int failing = how == "stall" ? 0 : 1;
+  if (r != failing)
+    c->setTimeout(std::chrono::milliseconds(4 * timeoutMs));
+  try {
+    if (r == failing && how == "stall") {
+      // Large enough that MPI does not buffer it.
+      std::vector<int32_t> x(size_t(1) << 21);
+      c->send(x.data(), x.size(), DType::I32, 1, 4, {0, 1});
+    } else if (r == 0 && how == "stop") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(4 * timeoutMs));
+      return 0;
+    } else {
+      float x[4];
+      c->recv(x, 4, DType::F32, 1 - r, r == failing ? 9 : 5, {0, 1});
+    }
+    die(r, "no timeout");
+  } catch (const Error &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
 }
 
 /// `started`: the all_reduces go through a group made ahead and start/wait.
@@ -417,6 +620,10 @@ int main(int argc, char **argv) {
   try {
     if (mode == "collectives")
       return runCollectives();
+    if (mode == "p2p")
+      return runPointToPoint();
+    if (mode == "p2p-stall" || mode == "p2p-lag" || mode == "p2p-stop")
+      return runPointToPointStall(mode.substr(4), timeoutMs);
     if (mode == "kill" || mode == "stall")
       return runFailure(mode == "kill", abortOnError, timeoutMs);
     if (mode == "stall-started")
@@ -431,7 +638,8 @@ int main(int argc, char **argv) {
     std::_Exit(1);
   }
   std::fprintf(
-      stderr, "usage: partita-mpi-comm-test collectives | kill "
+      stderr, "usage: partita-mpi-comm-test collectives | p2p | "
+              "p2p-stall|p2p-lag|p2p-stop [--timeout-ms T] | kill "
               "[--abort-on-error] [--timeout-ms T] | stall [--timeout-ms T] | "
               "stall-started [--timeout-ms T] | lag [--timeout-ms T]\n");
   return 2;

@@ -1091,11 +1091,13 @@ public:
                          const std::vector<int> &group) override {
     inner.collectivePermute(send, recv, count, dtype, pairs, group);
   }
-  void send(const void *data, size_t count, DType dtype, int peer) override {
-    inner.send(data, count, dtype, peer);
+  void send(const void *data, size_t count, DType dtype, int peer, int tag,
+            const std::vector<int> &group) override {
+    inner.send(data, count, dtype, peer, tag, group);
   }
-  void recv(void *data, size_t count, DType dtype, int peer) override {
-    inner.recv(data, count, dtype, peer);
+  void recv(void *data, size_t count, DType dtype, int peer, int tag,
+            const std::vector<int> &group) override {
+    inner.recv(data, count, dtype, peer, tag, group);
   }
   void barrier(const std::vector<int> &group) override {
     inner.barrier(group);
