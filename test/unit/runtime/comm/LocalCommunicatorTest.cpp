@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FailingRanks.h"
 #include "partita/runtime/Communicator.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,8 @@
 
 using namespace partita::runtime;
 using namespace std::chrono_literals;
+using partita::runtime::test::Outcome;
+using partita::runtime::test::runFailing;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -59,12 +62,6 @@ std::vector<R> runRanks(int n, const std::function<R(Communicator &)> &body,
   runLocalRanks(
       n, [&](Communicator &c) { results[c.rank()] = body(c); }, timeout);
   return results;
-}
-
-long long millisSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                               start)
-      .count();
 }
 
 template <typename T>
@@ -423,39 +420,6 @@ float fromHalf(DType dtype, uint16_t h) {
 }
 
 // --- Failures ------------------------------------------------------------
-
-/// What one rank saw: its error (empty when none) and when it got it.
-struct Outcome {
-  std::string error;
-  long long ms = -1;
-};
-
-/// Runs `body` on n ranks; returns each rank's outcome and, through
-/// `rootCause`, what runLocalRanks threw.
-std::vector<Outcome> runFailing(int n, std::chrono::milliseconds timeout,
-                                const std::function<void(Communicator &)> &body,
-                                std::string &rootCause) {
-  std::vector<Outcome> outcomes(n);
-  Clock::time_point start = Clock::now();
-  rootCause.clear();
-  try {
-    runLocalRanks(
-        n,
-        [&](Communicator &c) {
-          try {
-            body(c);
-          } catch (const Error &e) {
-            outcomes[c.rank()] = {e.what(), millisSince(start)};
-            throw;
-          }
-        },
-        timeout);
-    ADD_FAILURE() << "runLocalRanks did not throw";
-  } catch (const Error &e) {
-    rootCause = e.what();
-  }
-  return outcomes;
-}
 
 TEST(LocalCommunicator, ThrowingRankMakesTheOthersFailFast) {
   std::string root;

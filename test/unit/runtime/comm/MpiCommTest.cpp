@@ -35,6 +35,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Messages.h"
 #include "partita/runtime/Communicator.h"
 
 #include <mpi.h>
@@ -52,6 +53,7 @@
 #include <type_traits>
 
 using namespace partita::runtime;
+using partita::runtime::test::message;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -318,17 +320,6 @@ int runCollectives() {
   return 0;
 }
 
-/// What rank `from` sends with `tag` as its `k`-th message, element `i`.
-int32_t payload(int from, int tag, int k, size_t i) {
-  return from * 1000000 + tag * 1000 + k * 100 + static_cast<int32_t>(i % 97);
-}
-
-std::vector<int32_t> message(int from, int tag, int k, size_t count) {
-  std::vector<int32_t> v(count);
-  for (size_t i = 0; i < count; ++i)
-    v[i] = payload(from, tag, k, i);
-  return v;
-}
 
 CollectiveArgs peerArgs(CollectiveKind kind, const void *send, void *recv,
                         size_t count, DType dtype, int peer, int tag) {

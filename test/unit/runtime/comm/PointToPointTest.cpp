@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FailingRanks.h"
+#include "Messages.h"
 #include "partita/runtime/Communicator.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +24,7 @@
 
 using namespace partita::runtime;
 using namespace std::chrono_literals;
+using namespace partita::runtime::test;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -32,17 +35,6 @@ std::vector<int> iota(int n) {
   return v;
 }
 
-/// What rank `from` sends with `tag` as its `k`-th message, element `i`.
-int32_t payload(int from, int tag, int k, size_t i) {
-  return from * 1000000 + tag * 1000 + k * 100 + static_cast<int32_t>(i % 97);
-}
-
-std::vector<int32_t> message(int from, int tag, int k, size_t count) {
-  std::vector<int32_t> v(count);
-  for (size_t i = 0; i < count; ++i)
-    v[i] = payload(from, tag, k, i);
-  return v;
-}
 
 CollectiveArgs sendArgs(const void *data, size_t count, DType dtype, int peer,
                         int tag) {
@@ -81,42 +73,6 @@ private:
   std::mutex mutex;
   std::vector<std::string> list;
 };
-
-/// One rank's error (empty when none) and when it came.
-struct Outcome {
-  std::string error;
-  long long ms = -1;
-};
-
-/// Runs `body` on `n` local ranks, expecting a failure: each rank's outcome,
-/// and what runLocalRanks threw in `root`.
-std::vector<Outcome> runFailing(int n, std::chrono::milliseconds timeout,
-                                const std::function<void(Communicator &)> &body,
-                                std::string &root) {
-  std::vector<Outcome> outcomes(n);
-  Clock::time_point start = Clock::now();
-  root.clear();
-  try {
-    runLocalRanks(
-        n,
-        [&](Communicator &c) {
-          try {
-            body(c);
-          } catch (const Error &e) {
-            outcomes[c.rank()] = {
-                e.what(), std::chrono::duration_cast<std::chrono::milliseconds>(
-                              Clock::now() - start)
-                              .count()};
-            throw;
-          }
-        },
-        timeout);
-    ADD_FAILURE() << "runLocalRanks did not throw";
-  } catch (const Error &e) {
-    root = e.what();
-  }
-  return outcomes;
-}
 
 // --- local: results ------------------------------------------------------
 
