@@ -340,7 +340,10 @@ std::vector<Tensor> attentionGrads(Backend &b, const KernelAttrs &attrs,
   for (Tensor &t : inputs)
     call.inputs.push_back(t.view());
   for (Tensor &t : outs) {
-    std::memset(t.view().data, 0x7f, t.view().numBytes());
+    // An empty tensor may have no storage (data null): memset's pointer
+    // must not be null even for 0 bytes.
+    if (t.view().numBytes() > 0)
+      std::memset(t.view().data, 0x7f, t.view().numBytes());
     call.outputs.push_back(t.view());
   }
   b.run(call);
