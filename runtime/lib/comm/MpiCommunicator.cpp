@@ -944,18 +944,31 @@ void MpiCommunicator::PeerRequest::wait(Clock::time_point deadline) {
                owner.peerCensus(id, isSend, call.tag));
   };
   if (!isSend) {
+    // Before failing, the posted data receive is cancelled and completed:
+    // else MPI could still write into the caller's buffer after the error
+    // has unwound it (ASan: stack-use-after-scope under a size mismatch).
+    auto cancelData = [&] {
+      if (requests[1] == MPI_REQUEST_NULL)
+        return;
+      MPI_Cancel(&requests[1]);
+      MPI_Wait(&requests[1], MPI_STATUS_IGNORE);
+    };
     // The header first: a data message of another size would fail the
     // receive with MPI_ERR_TRUNCATE before its sizes could be named.
     std::vector<MPI_Request> first{requests[0]};
     bool arrived = owner.pollUntil(first, call.head, deadline, nullptr);
     requests[0] = first[0];
-    if (!arrived)
+    if (!arrived) {
+      cancelData();
       timedOut();
+    }
     size_t sentCount = static_cast<size_t>(header[0]);
     auto sentType = static_cast<DType>(header[1]);
-    if (sentCount != count || sentType != dtype)
+    if (sentCount != count || sentType != dtype) {
+      cancelData();
       owner.fail(
           comm::peerMismatch(call.head, sentCount, sentType, call.peerRank));
+    }
   }
   if (!owner.pollUntil(requests, call.head, deadline, nullptr))
     timedOut();
