@@ -20,8 +20,9 @@
 #   compiled by the sanitized partita.
 # Any sanitizer report fails the run (-fno-sanitize-recover, halt_on_error).
 # Usage: [SANITIZE_JOBS=N] scripts/sanitize.sh [--lit | --tools] [MUTANTS_PER_PLAN=500]
-# CI (.ci/run) runs the default mode; docs/testing.md has each
-# mode's measured times, and why --lit is not in CI yet and --tools cannot be.
+# CI (.ci/run) runs SANITIZE_LIT=Runtime/cpu --lit; docs/testing.md has
+# each mode's measured times, and why the other --lit folders and --tools
+# are not in CI.
 #
 # gcc, -O1 -g1: line tables for the reports at less compile time than -O2 -g.
 # Not instrumented: Debian's libMLIR.so, OpenMPI, OpenBLAS, protobuf. The

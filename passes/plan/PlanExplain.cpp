@@ -433,7 +433,9 @@ void printTraffic(raw_ostream &os, const plan::Plan &proto,
 /// What the runtime allocates outside the arena for collectives
 /// (Executor.cpp): gradient buckets pack into kBucketSlots recycled buffers
 /// of the largest bucket's packed size (send bytes, and for a
-/// reduce_scatter the received block after them at a 64-byte boundary),
+/// reduce_scatter the received block after them at a 64-byte boundary);
+/// a bucket of one all_reduce whose output is read after it reduces in
+/// that output and takes no slot;
 /// plus one buffer where reduce_scatter members along a dimension other
 /// than 0 are transposed before packing; other collectives along such a
 /// dimension share one transposition scratch, as large as the largest need.
@@ -458,17 +460,31 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
                : 0;
   };
   OutsideArena out;
-  int64_t bucket = -1, send = 0, recv = 0;
-  auto closeBucket = [&] {
-    out.largestBucket = std::max(
-        out.largestBucket, recv ? aligned(send) + recv : send);
-    ++out.buckets;
-    bucket = -1, send = 0, recv = 0;
+  int64_t bucket = -1, send = 0, recv = 0, members = 0, lastOutput = -1;
+  bool scatter = false;
+  // `end`: the instruction after the bucket's last member.
+  auto closeBucket = [&](int64_t end) {
+    // As the executor's Bucket::direct (the input and output never partly
+    // overlap in the memory plan: both are live at the member).
+    bool direct = false;
+    if (members == 1 && !scatter && lastOutput >= 0 &&
+        lastOutput < program.buffers_size()) {
+      const plan::Buffer &output = program.buffers(lastOutput);
+      direct = output.role() != plan::ACTIVATION || output.last_use() >= end;
+    }
+    if (!direct) {
+      out.largestBucket = std::max(
+          out.largestBucket, recv ? aligned(send) + recv : send);
+      ++out.buckets;
+    }
+    bucket = -1, send = 0, recv = 0, members = 0, lastOutput = -1;
+    scatter = false;
   };
-  for (const plan::Instruction &inst : program.instructions()) {
+  for (int64_t i = 0; i < program.instructions_size(); ++i) {
+    const plan::Instruction &inst = program.instructions(i);
     if (!inst.has_collective()) {
       if (bucket >= 0)
-        closeBucket();
+        closeBucket(i);
       continue;
     }
     const plan::Collective &c = inst.collective();
@@ -477,10 +493,13 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
       g *= axisSize.count(axis) ? axisSize[axis] : 1;
     int64_t in = bytesOf(c.input()), result = bytesOf(c.output());
     if (bucket >= 0 && c.bucket() != bucket)
-      closeBucket();
+      closeBucket(i);
     if (c.bucket() > 0) {
       bucket = c.bucket();
       send += in;
+      ++members;
+      lastOutput = c.output();
+      scatter = c.kind() == plan::Collective::REDUCE_SCATTER;
       if (c.kind() == plan::Collective::REDUCE_SCATTER) {
         recv += result;
         if (c.dim() != 0 && g > 1)
@@ -504,7 +523,7 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
     }
   }
   if (bucket >= 0)
-    closeBucket();
+    closeBucket(program.instructions_size());
   return out;
 }
 } // namespace

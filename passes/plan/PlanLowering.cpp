@@ -771,7 +771,7 @@ void FunctionLowering::setValueBounds() {
     // Logits padded over the vocabulary (dist-partition) are masked past
     // the real vocabulary first: that size bounds the labels.
     if (auto mask = op.getLogits().getDefiningOp<dist::MaskOp>())
-      if (mask.getDim() ==
+      if (int64_t(mask.getDim()) ==
           cast<RankedTensorType>(mask.getType()).getRank() - 1)
         bound = std::min<int64_t>(bound, mask.getSize());
     if (partitioned && vocab > bound)

@@ -587,23 +587,24 @@ LogicalResult AttentionGradOp::verify() {
            << stringifyAttentionGradWrt(getWrt()) << " asks for "
            << members.size() << " (one per member, in the order q, k, v)";
   for (auto [member, result] : llvm::zip(members, getResults())) {
-    bool query = member == AttentionGradWrt::Query;
-    RankedTensorType expected = query ? queryType : keyType;
+    Type expected = getGradientType(member);
     if (result.getType() != expected)
       return emitOpError("result #")
              << cast<OpResult>(result).getResultNumber() << " (the gradient "
              << "with respect to " << stringifyAttentionGradWrt(member)
              << ") has type " << result.getType() << ", but must have the "
-             << (query ? "query's" : "key's") << " type " << expected;
+             << (member == AttentionGradWrt::Query ? "query's" : "key's")
+             << " type " << expected;
   }
   return success();
 }
 
-SmallVector<AttentionGradWrt, 3> AttentionGradOp::getWrtMembers() {
+SmallVector<AttentionGradWrt, 3>
+AttentionGradOp::membersOf(AttentionGradWrt wrt) {
   SmallVector<AttentionGradWrt, 3> members;
   for (AttentionGradWrt member : {AttentionGradWrt::Query,
                                   AttentionGradWrt::Key, AttentionGradWrt::Value})
-    if (bitEnumContainsAll(getWrt(), member))
+    if (bitEnumContainsAll(wrt, member))
       members.push_back(member);
   return members;
 }

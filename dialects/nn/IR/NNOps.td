@@ -559,8 +559,19 @@ def NN_AttentionGradOp : NN_ShardableOp<"attention_grad", [
     `:` type($query) `,` type($key) `->` type($results)
   }];
   let extraClassDeclaration = [{
-    /// The members of `wrt`, in result order (q, k, v).
-    ::llvm::SmallVector<AttentionGradWrt, 3> getWrtMembers();
+    /// The single members of `wrt`, in result order (q, k, v).
+    static ::llvm::SmallVector<AttentionGradWrt, 3>
+    membersOf(AttentionGradWrt wrt);
+    /// The members of this op's `wrt`, in result order (q, k, v).
+    ::llvm::SmallVector<AttentionGradWrt, 3> getWrtMembers() {
+      return membersOf(getWrt());
+    }
+    /// The type of the gradient with respect to `member`: the query's for q,
+    /// the key's (which the value shares) for k and v.
+    ::mlir::Type getGradientType(AttentionGradWrt member) {
+      return member == AttentionGradWrt::Query ? getQuery().getType()
+                                               : getKey().getType();
+    }
     /// The result holding the gradient with respect to `member`, or null.
     ::mlir::Value getGradient(AttentionGradWrt member);
   }];

@@ -51,14 +51,8 @@ void fuse(ArrayRef<AttentionGradOp> group) {
   state.addAttributes(first->getAttrs());
   state.addAttribute(first.getWrtAttrName(),
                      AttentionGradWrtAttr::get(first.getContext(), wrt));
-  // Result types in member order: dq has the query's type, dk and dv the
-  // key's.
-  for (AttentionGradWrt member :
-       {AttentionGradWrt::Query, AttentionGradWrt::Key, AttentionGradWrt::Value})
-    if (bitEnumContainsAll(wrt, member))
-      state.addTypes(member == AttentionGradWrt::Query
-                         ? first.getQuery().getType()
-                         : first.getKey().getType());
+  for (AttentionGradWrt member : AttentionGradOp::membersOf(wrt))
+    state.addTypes(first.getGradientType(member));
   auto fused = cast<AttentionGradOp>(b.create(state));
   for (AttentionGradOp op : group) {
     for (auto [member, result] :

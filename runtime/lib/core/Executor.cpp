@@ -251,6 +251,8 @@ struct Executor::Impl {
   /// when free; `slotQueue`: holders, oldest first.
   std::vector<unsigned char *> bucketSlots;
   size_t bucketSlotBytes = 0;
+  /// Buckets that pack into a slot (not Bucket::direct).
+  size_t slotBuckets = 0;
   struct Bucket;
   std::vector<Bucket *> slotHolder;
   std::vector<Bucket *> slotQueue;
@@ -400,6 +402,9 @@ struct Executor::Impl {
     std::unique_ptr<Event> done;   // recorded on `commStream` after `call`
     std::unique_ptr<Event> packed; // recorded on the compute stream
     bool pending = false;         // issued, not yet unpacked
+    /// One all_reduce reduced in place in its own output (no slot): see
+    /// compileBucket.
+    bool direct = false;
   };
   std::vector<std::shared_ptr<Bucket>> buckets;
   // ExecutorOptions::profile: seconds and calls per label.
@@ -988,10 +993,28 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   // after what it sends.
   b->sendBytes = sendElems * elem;
   b->recvBytes = scatter ? block * elem : 0;
-  bucketSlotBytes =
-      std::max(bucketSlotBytes,
-               b->recvBytes ? alignedBytes(b->sendBytes) + b->recvBytes
-                            : b->sendBytes);
+  // A lone all_reduce whose output is read after the bucket reduces in
+  // place in that output: its input is copied there at its instruction,
+  // where the memory plan has the output live until its last reader, after
+  // the bucket's wait. It takes no slot, so a gradient larger than the
+  // bucket cap (GPT-2's 154 MB embedding table) does not size the slots
+  // every bucket recycles. The input and output may not partly overlap.
+  if (!scatter && members.size() == 1 && members[0].live) {
+    const Member &m = members[0];
+    auto *in = static_cast<unsigned char *>(m.in.data);
+    auto *out = static_cast<unsigned char *>(m.out.data);
+    size_t bytes = m.count * elem;
+    b->direct = in == out || in + bytes <= out || out + bytes <= in;
+  }
+  if (b->direct) {
+    b->send = b->recv = static_cast<unsigned char *>(members[0].out.data);
+  } else {
+    ++slotBuckets;
+    bucketSlotBytes =
+        std::max(bucketSlotBytes,
+                 b->recvBytes ? alignedBytes(b->sendBytes) + b->recvBytes
+                              : b->sendBytes);
+  }
 
   Impl *self = this;
   Device *dev = device;
@@ -1010,6 +1033,8 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     }
   };
   b->unpack = [this, members, bucket, elem, dtype] {
+    if (bucket->direct)
+      return;
     for (const Member &m : members) {
       if (!m.live)
         continue;
@@ -1029,6 +1054,12 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
     const Member &m = members[k];
     bool first = k == 0, last = k + 1 == members.size();
     steps.push_back([this, m, elem, g, scatter, block, bucket, first, last] {
+      if (bucket->direct) {
+        if (m.in.data != m.out.data)
+          device->copy(m.out.data, m.in.data, m.count * elem, *compute);
+        issue(*bucket);
+        return;
+      }
       if (first)
         acquireSlot(*bucket);
       unsigned char *send = bucket->send;
@@ -1290,8 +1321,8 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   // The buffers outside the arena, now that their largest needs are known:
   // bucket slots (kBucketSlots in flight while calls overlap, else one),
   // the packing transposition and the collectives' shared scratch.
-  if (!s.buckets.empty()) {
-    size_t slots = s.commStream ? std::min(kBucketSlots, s.buckets.size()) : 1;
+  if (s.slotBuckets > 0) {
+    size_t slots = s.commStream ? std::min(kBucketSlots, s.slotBuckets) : 1;
     for (size_t k = 0; k < slots; ++k)
       s.bucketSlots.push_back(
           s.allocate(s.bucketSlotBytes, s.memory.bucketBuffers));
