@@ -70,6 +70,9 @@ void buildTrainStepPassPipeline(OpPassManager &pm,
 
 void buildAnnotatePassPipeline(OpPassManager &pm,
                                const CompilerOptions &options) {
+  // Before anything is annotated: an einsum reads its weight in place of a
+  // transposed copy, and a tied weight's gradients meet before a reduction.
+  pm.addPass(nn::createNNAbsorbTransposes());
   if (options.annotate.strategy != "none")
     pm.addPass(sharding::createDistAnnotate(options.annotate));
   if (options.train && options.microbatches > 1)

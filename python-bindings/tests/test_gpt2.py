@@ -10,6 +10,7 @@ machine, and runs with PARTITA_GPT2_FULL=1 (it is reported as skipped
 otherwise, not passed). The import-time and memory test always runs at full
 size."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -101,19 +102,30 @@ def test_gpt2_forward_matches_pytorch(size, kind, axes):
     assert relative_error(out["loss"], loss.item()) < 1e-4
 
 
-# Tests ten AdamW steps against torch.optim.AdamW: losses and parameters
-# within 1e-4 relative, except the key third of each fused qkv bias (its
-# gradient is zero in exact arithmetic, so Adam follows rounding noise) and
-# the few elements whose first gradient is rounding-noise sized (below).
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("kind,axes", MESHES)
-def test_gpt2_trains_like_torch_adamw(size, kind, axes):
-    cfg, T = size
+# Tests that dp moves ZeRO's 2 Psi per step, not more: the tied weight's
+# two gradients (lm_head's, through its transposed read, and the
+# embedding's) are added before one all_reduce. Before nn-absorb-transposes
+# the head's gradient was reduced on its own, in the transposed order:
+# 1.36 of 2 Psi at this size. (Slightly under 1: wpe's gradient covers the
+# 16 positions a batch uses, of the 64 it holds.)
+def test_gpt2_dp_moves_two_psi():
+    cfg, T = SMALL
     module = GPT2(cfg)
-    data = batches(cfg, T, 10, seed=2)
-    m = imported(module, data[0])
-    plan = planned(m, kind, axes, train="adamw", lr=1e-3, weight_decay=0.01)
-    result = plan.train(data, params=m.state_dict(), timeout_ms=TIMEOUT_MS)
+    m = imported(module, batches(cfg, T, 1)[0])
+    plan = planned(m, "dp", {"dp": 8}, train="adamw")
+    line = [l for l in plan.explain().text.splitlines()
+            if "2 Psi (N-1)/N" in l and "this plan moves" in l]
+    assert len(line) == 1, line
+    moved = float(line[0].split("this plan moves ")[1].split()[0])
+    assert 0.95 <= moved <= 1.0, line[0]
+
+
+def torch_adamw(module, data, dtype=None):
+    """Ten AdamW steps of `module` (in place; cast to `dtype` first when
+    given): the losses, and which elements the parameter check keeps (see
+    below), from the first step's gradients."""
+    if dtype is not None:
+        module = module.to(dtype)
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3,
                                   weight_decay=0.01)
     losses, compared = [], None
@@ -128,12 +140,46 @@ def test_gpt2_trains_like_torch_adamw(size, kind, axes):
                 compared[name] = (g == 0) | (g >= 1e-6 * g.max())
         optimizer.step()
         losses.append(loss.item())
-    assert relative_error(result["losses"], losses) < 1e-4
-    C = cfg.hidden
+    return losses, compared
+
+
+# Tests ten AdamW steps against torch.optim.AdamW: losses within 1e-4
+# relative, and parameters within 1e-4 relative, except the key third of
+# each fused qkv bias (its gradient is zero in exact arithmetic, so Adam
+# follows rounding noise) and the few elements whose first gradient is
+# rounding-noise sized (below).
+#
+# At the full size, fp32 itself does not reproduce parameters to 1e-4:
+# PyTorch at 2 threads ends 1.15e-4 from PyTorch at 1 thread, and 5.2e-4
+# from the same training in fp64 (bench/gpt2-precision/run.py; Adam's
+# m / sqrt(v) turns the last bits of small gradients into lr-sized steps).
+# There each parameter must be within 1e-4 of PyTorch's or, failing that,
+# no further from the fp64 training than twice PyTorch fp32's own distance
+# from it: as close to exact arithmetic as PyTorch is, up to a factor 2.
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("kind,axes", MESHES)
+def test_gpt2_trains_like_torch_adamw(size, kind, axes):
+    cfg, T = size
+    full = cfg != SMALL[0]
+    module = GPT2(cfg)
+    initial = copy.deepcopy(module.state_dict()) if full else None
+    data = batches(cfg, T, 10, seed=2)
+    m = imported(module, data[0])
+    plan = planned(m, kind, axes, train="adamw", lr=1e-3, weight_decay=0.01)
+    result = plan.train(data, params=m.state_dict(), timeout_ms=TIMEOUT_MS)
     trained = m.to_state_dict(result["parameters"])
-    left_out = 0
+    del plan, result["parameters"], m
+    losses, compared = torch_adamw(module, data)
+    assert relative_error(result["losses"], losses) < 1e-4
+    exact = None
+    if full:
+        exact = GPT2(cfg)
+        exact.load_state_dict(initial)
+        torch_adamw(exact, data, torch.float64)
+        exact = {n: p.detach().numpy() for n, p in exact.named_parameters()}
+    C = cfg.hidden
+    left_out, worst = 0, (0.0, None)
     for name, p in module.named_parameters():
-        got, want = trained[name], p.detach().numpy()
         # An element whose first gradient is nonzero but below 1e-6 of its
         # tensor's largest moves by Adam's g / (|g| + eps): its first step
         # is lr times a ratio that the last bits of g decide. (One element
@@ -141,15 +187,23 @@ def test_gpt2_trains_like_torch_adamw(size, kind, axes):
         # 8.1e-3, 1.27e-4 relative after 10 steps under dp+megatron.) Such
         # elements are left out, and counted.
         keep = compared[name]
-        got, want = got[keep], want[keep]
         if not name.endswith("c_attn.bias"):
             left_out += keep.size - int(keep.sum())
         else:
-            keep_key = np.ones(p.shape, bool)
-            keep_key[C:2 * C] = False
-            got = trained[name][compared[name] & keep_key]
-            want = p.detach().numpy()[compared[name] & keep_key]
-        assert relative_error(got, want) < 1e-4, name
+            keep = keep.copy()
+            keep[C:2 * C] = False
+        got, want = trained[name][keep], p.detach().numpy()[keep]
+        error = relative_error(got, want)
+        if error < 1e-4:
+            continue
+        assert exact is not None, (name, error)
+        ours = relative_error(got, exact[name][keep])
+        theirs = relative_error(want, exact[name][keep])
+        worst = max(worst, (ours / theirs, name))
+        assert ours <= 2 * theirs, (name, error, ours, theirs)
+    if full:
+        print(f"{kind}: furthest from fp64 relative to PyTorch fp32: "
+              f"{worst[0]:.3f} ({worst[1]})")
     # At most 0.1% of the elements (59 of 168,256 in the reduced model).
     total = sum(p.numel() for p in module.parameters())
     assert left_out <= total // 1000, (left_out, total)

@@ -37,4 +37,28 @@ def NNFuseAttentionGrad : Pass<"nn-fuse-attention-grad"> {
   let dependentDialects = ["::partita::nn::NNDialect"];
 }
 
+def NNAbsorbTransposes : Pass<"nn-absorb-transposes"> {
+  let summary = "Folds nn.transpose into the nn.einsum that reads or writes it.";
+  let description = [{
+    An einsum reads and writes any dimension order: its spec names each
+    dimension. Frontends write a linear layer as a transpose of the weight
+    and a matmul (PyTorch's `x @ W.t()`, `jnp.dot(x, w.T)`), so the step
+    copies the weight every time, keeps the copy for the backward, and
+    differentiates into a gradient in the transposed order that a second
+    transpose turns back. For a weight tied to an embedding the two halves
+    of its gradient then meet only after each was reduced on its own
+    (the head's through its transpose), which moves the table twice per
+    step under data parallelism.
+
+    This pass makes every einsum operand that is an `nn.transpose` read the
+    transpose's input, its letters moved by the permutation
+    (`"ij,jk->ik"` of `x` and `transpose(w, [1, 0])` becomes `"ij,kj->ik"`
+    of `x` and `w`), and every `nn.transpose` whose input is an einsum that
+    nothing else reads into that einsum with its result letters permuted.
+    Transposes left without a use are erased. The einsums keep their
+    attributes and locations.
+  }];
+  let dependentDialects = ["::partita::nn::NNDialect"];
+}
+
 #endif // PARTITA_DIALECTS_NN_TRANSFORMS_PASSES
