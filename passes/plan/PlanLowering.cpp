@@ -17,9 +17,11 @@
 // no copy-back). Live ranges
 // are instruction indices (definition to last use; function results live to
 // the end), and `planMemory` places the activations in one arena by greedy
-// first fit over those ranges.
+// first fit over those ranges; an elementwise add, sub or mul, or a
+// bucket's all_reduce, writes its output over an input it reads for the
+// last time (`reuses`, from `reuseDyingInputs`).
 //
-// Known limits: no buffer aliasing but the donated updates (reshape copies;
+// Known limits: no other buffer aliasing (reshape copies; other
 // collectives write a new buffer), one memory space; splat constants are
 // `fill` kernels, others CONSTANT buffers outside the arena; sub-axes in
 // shardings are rejected.
@@ -35,6 +37,7 @@
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "partita/runtime/PipelineSchedule.h"
+#include "runtime/plan/BufferReuse.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
@@ -620,6 +623,7 @@ LogicalResult FunctionLowering::run() {
   }
   setValueBounds();
   donateUpdatedBuffers(program);
+  reuseDyingInputs(program);
   planMemory(program);
   return success();
 }
@@ -1009,22 +1013,91 @@ void donateUpdatedBuffers(pb::Program &program) {
   }
 }
 
+namespace {
+int64_t bufferBytes(const pb::Buffer &buffer) {
+  int64_t bytes = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
+                  : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
+                      ? 2
+                      : 4;
+  for (int64_t d : buffer.local_shape())
+    bytes *= d;
+  return bytes;
+}
+
+/// Whether `b` is an arena buffer the memory plan may share: an activation
+/// that is neither a donated update nor a replacing result.
+bool plainActivation(const pb::Buffer &b) {
+  return b.role() == pb::ACTIVATION && !b.in_place() && b.replaces().empty();
+}
+} // namespace
+
+void reuseDyingInputs(pb::Program &program) {
+  std::vector<bool> taken(program.buffers_size(), false);
+  auto valid = [&](int64_t id) {
+    return id >= 0 && id < program.buffers_size();
+  };
+  for (auto [index, inst] : llvm::enumerate(program.instructions())) {
+    if (!pb::mayWriteOverInput(inst))
+      continue;
+    int64_t out = inst.has_kernel() ? inst.kernel().outputs(0)
+                                    : inst.collective().output();
+    SmallVector<int64_t, 2> inputs;
+    if (inst.has_kernel())
+      inputs.append(inst.kernel().inputs().begin(),
+                    inst.kernel().inputs().end());
+    else
+      inputs.push_back(inst.collective().input());
+    if (!valid(out) || !plainActivation(program.buffers(out)) ||
+        program.buffers(out).first_use() != int64_t(index))
+      continue;
+    pb::Buffer &result = *program.mutable_buffers(out);
+    for (int64_t in : inputs) {
+      if (!valid(in) || in == out || taken[in])
+        continue;
+      const pb::Buffer &input = program.buffers(in);
+      if (!plainActivation(input) || input.last_use() != int64_t(index) ||
+          input.memory_space() != result.memory_space() ||
+          bufferBytes(input) != bufferBytes(result) ||
+          bufferBytes(input) == 0)
+        continue;
+      result.set_reuses(in);
+      taken[in] = true;
+      break;
+    }
+  }
+}
+
 void planMemory(pb::Program &program) {
   struct Placed {
-    int64_t offset, end, first, last;
+    int64_t offset, end, first, last, id;
   };
   std::vector<Placed> placed;
   int64_t arena = 0;
   for (pb::Buffer &buffer : *program.mutable_buffers()) {
     if (buffer.role() != pb::ACTIVATION)
       continue;
-    int64_t elem = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
-                   : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
-                       ? 2
-                       : 4;
-    int64_t bytes = elem;
-    for (int64_t d : buffer.local_shape())
-      bytes *= d;
+    int64_t bytes = bufferBytes(buffer);
+    if (buffer.has_reuses()) {
+      // At the input's offset, placed before it (a lower id: defined
+      // earlier); nothing placed so far is live there after the input
+      // dies, since it would have been live beside the input at its last
+      // use. Checked all the same: otherwise the buffer is placed anew.
+      const pb::Buffer &input = program.buffers(buffer.reuses());
+      bool free = buffer.reuses() < buffer.id();
+      int64_t offset = input.offset();
+      for (const Placed &p : placed)
+        if (p.id != buffer.reuses() && p.first <= buffer.last_use() &&
+            buffer.first_use() <= p.last && offset < p.end &&
+            p.offset < offset + bytes)
+          free = false;
+      if (free) {
+        buffer.set_offset(offset);
+        placed.push_back({offset, offset + bytes, buffer.first_use(),
+                          buffer.last_use(), buffer.id()});
+        continue;
+      }
+      buffer.clear_reuses();
+    }
     if (buffer.in_place()) {
       buffer.set_offset(0); // it lives in the buffer it replaces
       // The plan's validator (PlanFile.cpp) counts it at offset 0, so the
@@ -1051,8 +1124,8 @@ void planMemory(pb::Program &program) {
     }
     buffer.set_offset(offset);
     if (bytes > 0)
-      placed.push_back(
-          {offset, offset + bytes, buffer.first_use(), buffer.last_use()});
+      placed.push_back({offset, offset + bytes, buffer.first_use(),
+                        buffer.last_use(), buffer.id()});
     arena = std::max(arena, offset + bytes);
   }
   program.set_arena_bytes(arena);

@@ -59,9 +59,19 @@ lowerToPlan(mlir::ModuleOp module, const LowerToPlanOptions &options);
 /// Needs first_use set and `replaces` checked; run before planMemory.
 void donateUpdatedBuffers(partita::plan::Program &program);
 
+/// Sets `reuses` (plan.proto) on the output of each instruction that may
+/// write over an input (runtime/plan/BufferReuse.h) and reads, for the last
+/// time, a plain activation of the output's size: a gradient added to
+/// another, a sum reduced by its bucket's all_reduce. Each input is taken
+/// over once. Needs first_use, last_use and in_place set; run before
+/// planMemory.
+void reuseDyingInputs(partita::plan::Program &program);
+
 /// Greedy first-fit placement of the activation buffers of `program` by
 /// their live ranges (first_use..last_use must be set); sets every offset
-/// and the program's arena_bytes. `in_place` buffers get no arena bytes.
+/// and the program's arena_bytes. `in_place` buffers get no arena bytes; a
+/// buffer that `reuses` an input gets its offset (or, where something else
+/// already lies there, a place of its own, and `reuses` is cleared).
 void planMemory(partita::plan::Program &program);
 
 } // namespace partita::plan_lowering

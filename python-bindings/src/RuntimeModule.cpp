@@ -285,9 +285,15 @@ nb::dict trainPlan(LoadedPlan &plan, const std::string &program,
                             std::to_string(step));
           }
         }
+        // Every rank takes part in each gather; only rank 0 keeps what it
+        // gathers, and the others drop each tensor at once (8 local ranks
+        // holding GPT-2's 0.5 GB each did not fit a 24 GB machine).
         std::vector<rt::Tensor> gathered;
-        for (const std::string &name : paramNames)
-          gathered.push_back(executor.gatherPersistent(name));
+        for (const std::string &name : paramNames) {
+          rt::Tensor whole = executor.gatherPersistent(name);
+          if (first)
+            gathered.push_back(std::move(whole));
+        }
         if (first) {
           std::lock_guard<std::mutex> lock(mutex);
           finalParams = std::move(gathered);

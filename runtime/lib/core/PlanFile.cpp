@@ -13,6 +13,7 @@
 #include "FileIO.h"
 #include "PlanInternal.h"
 #include "partita/runtime/PipelineSchedule.h"
+#include "runtime/plan/BufferReuse.h"
 
 #include <algorithm>
 #include <fstream>
@@ -446,6 +447,53 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
                           ", but its host activations need " +
                           std::to_string(needed[1])) +
                    " (the largest offset plus size)");
+  // A buffer that takes over an input's bytes (Buffer.reuses): written by
+  // an instruction that may write over an input (BufferReuse.h), reading
+  // that input there for the last time, at the same offset, size and memory
+  // space. The two are then live at once only at that instruction, where
+  // the overlap below is allowed.
+  for (int64_t i = 0; i < numBuffers; ++i) {
+    const plan::Buffer &b = program.buffers(i);
+    if (!b.has_reuses())
+      continue;
+    std::string bw = "buffer " + std::to_string(i) + " reuses buffer " +
+                     std::to_string(b.reuses());
+    if (b.reuses() < 0 || b.reuses() >= numBuffers || b.reuses() == i)
+      fail(what, bw + ", which is not another buffer of the program");
+    const plan::Buffer &in = program.buffers(b.reuses());
+    if (b.role() != plan::ACTIVATION || in.role() != plan::ACTIVATION ||
+        b.in_place() || in.in_place())
+      fail(what, bw + ", but only an activation may take over another "
+                      "activation's arena bytes");
+    if (in.offset() != b.offset() || in.memory_space() != b.memory_space() ||
+        checkedNumBytes(in, what) != checkedNumBytes(b, what))
+      fail(what, bw + " at another offset, size or memory space");
+    int64_t at = b.first_use();
+    bool reads = false, writes = false;
+    if (at >= 0 && at < numInstructions) {
+      const plan::Instruction &inst = program.instructions(at);
+      if (inst.has_kernel()) {
+        const auto &ins = inst.kernel().inputs();
+        const auto &outs = inst.kernel().outputs();
+        reads = std::find(ins.begin(), ins.end(), b.reuses()) != ins.end();
+        writes = std::find(outs.begin(), outs.end(), i) != outs.end();
+      } else if (inst.has_collective()) {
+        reads = inst.collective().input() == b.reuses();
+        writes = inst.collective().output() == i;
+      }
+      if (!plan::mayWriteOverInput(inst))
+        reads = false;
+    }
+    if (!reads || !writes || in.last_use() != at)
+      fail(what, bw + ", but instruction " + std::to_string(at) +
+                      " (where it is written) is not one that writes its "
+                      "output over an input it reads for the last time");
+  }
+  auto reusePair = [&](const Interval &a, const Interval &b) {
+    const plan::Buffer &x = program.buffers(a.id), &y = program.buffers(b.id);
+    return (y.has_reuses() && y.reuses() == a.id && a.last == b.first) ||
+           (x.has_reuses() && x.reuses() == b.id && b.last == a.first);
+  };
   // The memory plan: two buffers of one arena that are live at once must
   // not overlap.
   for (std::vector<Interval> &arena : arenas) {
@@ -455,7 +503,8 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
     for (size_t i = 0; i < arena.size(); ++i)
       for (size_t j = i + 1; j < arena.size() && arena[j].begin < arena[i].end;
            ++j)
-        if (arena[i].first <= arena[j].last && arena[j].first <= arena[i].last)
+        if (arena[i].first <= arena[j].last &&
+            arena[j].first <= arena[i].last && !reusePair(arena[i], arena[j]))
           fail(what, "the memory plan overlaps buffers " +
                          std::to_string(arena[i].id) + " and " +
                          std::to_string(arena[j].id) +

@@ -3,8 +3,10 @@
 // Tests that buffers, instructions and the greedy first-fit memory plan
 // follow the live ranges: relu (0..1) at 0, exp (1..2) beside it at 64 (the
 // next 64-byte boundary), neg (2..3) back at 0 once relu is dead, and the
-// result add (3..end) at 64 once exp is dead; the arena is 64 + 32 bytes.
-// (Protobuf's text format leaves out zeros: no line is offset 0.)
+// result add (3..end) over neg at 0 (it reads neg for the last time and
+// writes each element over the one it reads: `reuses: 3`); the arena is
+// 64 + 32 bytes. (Protobuf's text format leaves out zeros: no line is
+// offset 0.)
 
 // CHECK:      format_version: 2
 // CHECK:      programs {
@@ -39,9 +41,9 @@
 // CHECK-NEXT:   buffers {
 // CHECK-NEXT:     id: 4
 // CHECK:          name: "y"
-// CHECK-NEXT:     offset: 64
 // CHECK-NEXT:     first_use: 3
 // CHECK-NEXT:     last_use: 4
+// CHECK-NEXT:     reuses: 3
 // CHECK-NEXT:   }
 // CHECK-NEXT:   instructions {
 // CHECK-NEXT:     kernel {

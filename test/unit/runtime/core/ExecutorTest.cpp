@@ -588,6 +588,76 @@ TEST(PlanFile, RejectsMisalignedOffsetsAndWrongArenaSizes) {
   }
 }
 
+/// x -> y = relu(x) -> z = add(y, y) with z over y's bytes (Buffer.reuses):
+/// y lives [0, 1], z [1, end], both at offset 0.
+PlanBuilder reusePlan(const std::string &second = "add") {
+  PlanBuilder b;
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {}, "x");
+  int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t z = b.buffer(plan::ACTIVATION, {2, 3});
+  b.kernel("relu", {x}, {y});
+  if (second == "exp")
+    b.kernel("exp", {y}, {z});
+  else
+    b.kernel(second, {y, y}, {z});
+  b.prog->add_results(z);
+  b.finish();
+  b.prog->mutable_buffers(y)->set_last_use(1);
+  b.prog->mutable_buffers(z)->set_first_use(1);
+  b.prog->mutable_buffers(z)->set_offset(0);
+  b.prog->mutable_buffers(z)->set_reuses(y);
+  b.prog->set_arena_bytes(24);
+  return b;
+}
+
+// Tests that an output written over the input it reads last (Buffer.reuses,
+// the memory plan's in-place elementwise ops) loads and computes, and that
+// the loader refuses it where the instruction may not write over its input,
+// the input is still read afterwards, or the two are not at one offset.
+TEST(PlanFile, BufferReuseIsCheckedAndRuns) {
+  {
+    std::string bytes = reusePlan().seal();
+    ASSERT_EQ(parseError(bytes), "(no error)");
+    Tensor x = iota({2, 3});
+    std::vector<Tensor> out = runOn(bytes, 1, {x});
+    ASSERT_EQ(out.size(), 1u);
+    for (int64_t i = 0; i < 6; ++i)
+      EXPECT_FLOAT_EQ(out[0].data<float>()[i],
+                      2 * std::max(0.0f, x.data<float>()[i]));
+  }
+  {
+    PlanBuilder b = reusePlan("exp");
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': buffer 2 reuses buffer 1, but "
+              "instruction 1 (where it is written) is not one that writes "
+              "its output over an input it reads for the last time");
+  }
+  {
+    PlanBuilder b = reusePlan();
+    b.prog->mutable_buffers(1)->set_last_use(2);
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': buffer 2 reuses buffer 1, but "
+              "instruction 1 (where it is written) is not one that writes "
+              "its output over an input it reads for the last time");
+  }
+  {
+    PlanBuilder b = reusePlan();
+    b.prog->mutable_buffers(2)->set_offset(64);
+    b.prog->set_arena_bytes(88);
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': buffer 2 reuses buffer 1 at another "
+              "offset, size or memory space");
+  }
+  {
+    // Without `reuses`, the same bytes are two buffers live at once.
+    PlanBuilder b = reusePlan();
+    b.prog->mutable_buffers(2)->clear_reuses();
+    EXPECT_EQ(parseError(b.seal()),
+              "p.pb: program 'main': the memory plan overlaps buffers 1 and "
+              "2, which are live at the same time");
+  }
+}
+
 // Tests that a plan whose bytes changed after it was sealed is rejected by
 // its content checksum, whichever byte changed, and that a plan without a
 // checksum (an older compiler's) is rejected with advice.
