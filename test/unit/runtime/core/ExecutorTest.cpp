@@ -994,6 +994,31 @@ TEST(PlanFile, RejectsDonatedUpdatesThatWouldClobberAnOldValue) {
   }
 }
 
+// Tests that gathering a value every device holds whole is a local copy
+// (no all_gather, no temporary of every device's copy: the largest gather
+// stays 0), while a split one is gathered from its blocks.
+TEST(Executor, GatherOfAReplicatedValueIsLocal) {
+  PlanBuilder b({{"dp", 2}}, true);
+  int64_t w = b.buffer(plan::PARAMETER, {3}, {{}}, "w");
+  int64_t v = b.buffer(plan::PARAMETER, {2}, {{"dp"}}, "v", {4});
+  int64_t y = b.buffer(plan::ACTIVATION, {3}, {{}});
+  b.kernel("neg", {w}, {y});
+  b.prog->add_results(y);
+  (void)v;
+  auto planFile = PlanFile::parse(b.finish());
+  runLocalRanks(2, [&](Communicator &comm) {
+    auto backend = createCpuBackend(1);
+    Executor ex(planFile, "main", &comm, *backend);
+    Tensor wIn = iota({3}), vIn = iota({4}, 2.0f);
+    ex.setPersistent("w", wIn);
+    ex.setPersistent("v", vIn);
+    expectNear(ex.gatherPersistent("w"), wIn, 0);
+    EXPECT_EQ(ex.memory().largestGather, 0);
+    expectNear(ex.gatherPersistent("v"), vIn, 0);
+    EXPECT_EQ(ex.memory().largestGather, 16);
+  });
+}
+
 TEST(Executor, SetPersistentWritesEachRanksBlock) {
   auto planFile = PlanFile::parse(sgdStepPlan(2));
   runLocalRanks(2, [&](Communicator &comm) {
