@@ -1635,7 +1635,10 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
     // device's copy on each (8 local ranks gathering GPT-2's replicated
     // 154 MB embedding table held 1.2 GB each). Every rank decides alike
     // from the plan, so the collectives stay matched.
+    // (Local and global shapes must agree too: a padded value's local
+    // shape is larger.)
     bool replicated = b.partial_axes_size() == 0 &&
+                      view.shape == global &&
                       std::all_of(b.sharding().begin(), b.sharding().end(),
                                   [](const plan::DimSharding &dim) {
                                     return dim.axes_size() == 0;

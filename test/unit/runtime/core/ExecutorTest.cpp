@@ -625,20 +625,15 @@ TEST(PlanFile, BufferReuseIsCheckedAndRuns) {
       EXPECT_FLOAT_EQ(out[0].data<float>()[i],
                       2 * std::max(0.0f, x.data<float>()[i]));
   }
-  {
-    PlanBuilder b = reusePlan("exp");
-    EXPECT_EQ(parseError(b.seal()),
-              "p.pb: program 'main': buffer 2 reuses buffer 1, but "
-              "instruction 1 (where it is written) is not one that writes "
-              "its output over an input it reads for the last time");
-  }
+  const std::string notOver =
+      "p.pb: program 'main': buffer 2 reuses buffer 1, but instruction 1 "
+      "(where it is written) is not one that writes its output over an "
+      "input it reads for the last time";
+  EXPECT_EQ(parseError(reusePlan("exp").seal()), notOver);
   {
     PlanBuilder b = reusePlan();
     b.prog->mutable_buffers(1)->set_last_use(2);
-    EXPECT_EQ(parseError(b.seal()),
-              "p.pb: program 'main': buffer 2 reuses buffer 1, but "
-              "instruction 1 (where it is written) is not one that writes "
-              "its output over an input it reads for the last time");
+    EXPECT_EQ(parseError(b.seal()), notOver);
   }
   {
     PlanBuilder b = reusePlan();
