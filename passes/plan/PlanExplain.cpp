@@ -15,6 +15,7 @@
 
 #include "partita/runtime/Executor.h"
 #include "passes/sharding/ModelStateMemory.h"
+#include "runtime/plan/PlanMemory.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Format.h"
@@ -28,18 +29,8 @@ namespace rt = partita::runtime;
 
 namespace partita::plan_lowering {
 namespace {
-int64_t dtypeBytes(int dtype) {
-  switch (dtype) {
-  case plan::F64:
-  case plan::I64:
-    return 8;
-  case plan::F16:
-  case plan::BF16:
-    return 2;
-  default:
-    return 4;
-  }
-}
+using plan::dtypeBytes;
+using plan::localBytes;
 
 StringRef dtypeName(int dtype) {
   switch (dtype) {
@@ -58,13 +49,6 @@ StringRef dtypeName(int dtype) {
   default:
     return "?";
   }
-}
-
-int64_t localBytes(const plan::Buffer &buffer) {
-  int64_t n = dtypeBytes(buffer.dtype());
-  for (int64_t d : buffer.local_shape())
-    n *= d;
-  return n;
 }
 
 /// "1536 B (1.50 KiB)": exact bytes, and a readable size from 1 KiB on.
@@ -460,25 +444,16 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
                : 0;
   };
   OutsideArena out;
-  int64_t bucket = -1, send = 0, recv = 0, members = 0, lastOutput = -1;
-  bool scatter = false;
+  // The open bucket: its id, first member, and packed bytes.
+  int64_t bucket = -1, start = 0, send = 0, recv = 0;
   // `end`: the instruction after the bucket's last member.
   auto closeBucket = [&](int64_t end) {
-    // As the executor's Bucket::direct (the input and output never partly
-    // overlap in the memory plan: both are live at the member).
-    bool direct = false;
-    if (members == 1 && !scatter && lastOutput >= 0 &&
-        lastOutput < program.buffers_size()) {
-      const plan::Buffer &output = program.buffers(lastOutput);
-      direct = output.role() != plan::ACTIVATION || output.last_use() >= end;
-    }
-    if (!direct) {
+    if (!plan::reducesInItsOutput(program, start, end)) {
       out.largestBucket = std::max(
           out.largestBucket, recv ? aligned(send) + recv : send);
       ++out.buckets;
     }
-    bucket = -1, send = 0, recv = 0, members = 0, lastOutput = -1;
-    scatter = false;
+    bucket = -1, send = 0, recv = 0;
   };
   for (int64_t i = 0; i < program.instructions_size(); ++i) {
     const plan::Instruction &inst = program.instructions(i);
@@ -495,11 +470,10 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
     if (bucket >= 0 && c.bucket() != bucket)
       closeBucket(i);
     if (c.bucket() > 0) {
+      if (bucket < 0)
+        start = i;
       bucket = c.bucket();
       send += in;
-      ++members;
-      lastOutput = c.output();
-      scatter = c.kind() == plan::Collective::REDUCE_SCATTER;
       if (c.kind() == plan::Collective::REDUCE_SCATTER) {
         recv += result;
         if (c.dim() != 0 && g > 1)

@@ -37,7 +37,7 @@
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "partita/runtime/PipelineSchedule.h"
-#include "runtime/plan/BufferReuse.h"
+#include "runtime/plan/PlanMemory.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
@@ -1014,16 +1014,6 @@ void donateUpdatedBuffers(pb::Program &program) {
 }
 
 namespace {
-int64_t bufferBytes(const pb::Buffer &buffer) {
-  int64_t bytes = buffer.dtype() == pb::F64 || buffer.dtype() == pb::I64 ? 8
-                  : buffer.dtype() == pb::F16 || buffer.dtype() == pb::BF16
-                      ? 2
-                      : 4;
-  for (int64_t d : buffer.local_shape())
-    bytes *= d;
-  return bytes;
-}
-
 /// Whether `b` is an arena buffer the memory plan may share: an activation
 /// that is neither a donated update nor a replacing result.
 bool plainActivation(const pb::Buffer &b) {
@@ -1057,8 +1047,8 @@ void reuseDyingInputs(pb::Program &program) {
       const pb::Buffer &input = program.buffers(in);
       if (!plainActivation(input) || input.last_use() != int64_t(index) ||
           input.memory_space() != result.memory_space() ||
-          bufferBytes(input) != bufferBytes(result) ||
-          bufferBytes(input) == 0)
+          pb::localBytes(input) != pb::localBytes(result) ||
+          pb::localBytes(input) == 0)
         continue;
       result.set_reuses(in);
       taken[in] = true;
@@ -1076,7 +1066,7 @@ void planMemory(pb::Program &program) {
   for (pb::Buffer &buffer : *program.mutable_buffers()) {
     if (buffer.role() != pb::ACTIVATION)
       continue;
-    int64_t bytes = bufferBytes(buffer);
+    int64_t bytes = pb::localBytes(buffer);
     if (buffer.has_reuses()) {
       // At the input's offset, placed before it (a lower id: defined
       // earlier); nothing placed so far is live there after the input

@@ -60,7 +60,7 @@ lowerToPlan(mlir::ModuleOp module, const LowerToPlanOptions &options);
 void donateUpdatedBuffers(partita::plan::Program &program);
 
 /// Sets `reuses` (plan.proto) on the output of each instruction that may
-/// write over an input (runtime/plan/BufferReuse.h) and reads, for the last
+/// write over an input (runtime/plan/PlanMemory.h) and reads, for the last
 /// time, a plain activation of the output's size: a gradient added to
 /// another, a sum reduced by its bucket's all_reduce. Each input is taken
 /// over once. Needs first_use, last_use and in_place set; run before

@@ -24,21 +24,19 @@ using namespace partita::nn;
 namespace {
 
 /// An einsum spec split into its terms: the operands' and the result's.
+/// The verifiers have checked the spec (one term per operand, one letter
+/// per dimension) and every transpose's permutation.
 struct Spec {
   SmallVector<std::string, 2> operands;
   std::string result;
 
-  static std::optional<Spec> parse(StringRef spec) {
-    auto [lhs, result] = spec.split("->");
-    if (result.size() == spec.size())
-      return std::nullopt;
-    Spec s;
+  explicit Spec(EinsumOp op) {
+    auto [lhs, rhs] = op.getSpec().split("->");
     SmallVector<StringRef, 2> terms;
     lhs.split(terms, ',');
     for (StringRef term : terms)
-      s.operands.push_back(term.str());
-    s.result = result.str();
-    return s;
+      operands.push_back(term.str());
+    result = rhs.str();
   }
   std::string str() const {
     return llvm::join(operands, ",") + "->" + result;
@@ -62,38 +60,20 @@ std::string resultTerm(StringRef term, ArrayRef<int64_t> perm) {
   return out;
 }
 
-/// Whether `op`'s permutation matches `term` (the verifier's contract, which
-/// a pass must not assume of IR that failed it).
-bool permutes(TransposeOp op, StringRef term) {
-  ArrayRef<int64_t> perm = op.getPerm();
-  if (perm.size() != term.size())
-    return false;
-  SmallVector<bool> seen(perm.size(), false);
-  for (int64_t from : perm) {
-    if (from < 0 || from >= int64_t(perm.size()) || seen[from])
-      return false;
-    seen[from] = true;
-  }
-  return true;
-}
-
 /// Einsum operands that are transposes read the transposes' inputs.
-bool absorbOperands(EinsumOp op) {
-  std::optional<Spec> spec = Spec::parse(op.getSpec());
-  if (!spec || spec->operands.size() != op.getInputs().size())
-    return false;
+void absorbOperands(EinsumOp op) {
+  Spec spec(op);
   bool changed = false;
   for (auto [i, operand] : llvm::enumerate(op.getInputs())) {
     auto transpose = operand.getDefiningOp<TransposeOp>();
-    if (!transpose || !permutes(transpose, spec->operands[i]))
+    if (!transpose)
       continue;
-    spec->operands[i] = inputTerm(spec->operands[i], transpose.getPerm());
+    spec.operands[i] = inputTerm(spec.operands[i], transpose.getPerm());
     op->setOperand(i, transpose.getInput());
     changed = true;
   }
   if (changed)
-    op.setSpec(spec->str());
-  return changed;
+    op.setSpec(spec.str());
 }
 
 /// A transpose of an einsum that nothing else reads becomes the einsum's
@@ -102,13 +82,11 @@ bool absorbResult(TransposeOp op) {
   auto einsum = op.getInput().getDefiningOp<EinsumOp>();
   if (!einsum || !einsum->hasOneUse())
     return false;
-  std::optional<Spec> spec = Spec::parse(einsum.getSpec());
-  if (!spec || !permutes(op, spec->result))
-    return false;
-  spec->result = resultTerm(spec->result, op.getPerm());
+  Spec spec(einsum);
+  spec.result = resultTerm(spec.result, op.getPerm());
   OpBuilder b(op);
   auto fused = cast<EinsumOp>(b.clone(*einsum));
-  fused.setSpec(spec->str());
+  fused.setSpec(spec.str());
   fused.getResult().setType(op.getType());
   op.replaceAllUsesWith(fused.getResult());
   op.erase();

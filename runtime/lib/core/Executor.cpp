@@ -21,6 +21,7 @@
 #include "PlanInternal.h"
 #include "partita/runtime/KernelRegistry.h"
 #include "runtime/lib/cuda/PlanChecks.h"
+#include "runtime/plan/PlanMemory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -983,8 +984,7 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
       m.back = inverse(perm);
     }
     block += m.count;
-    m.live = buffer(c.output()).role() != plan::ACTIVATION ||
-             buffer(c.output()).last_use() >= end;
+    m.live = plan::readAfterBucket(buffer(c.output()), end);
     b->outputs.push_back(c.output());
     members.push_back(std::move(m));
   }
@@ -999,7 +999,7 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   // the bucket's wait. It takes no slot, so a gradient larger than the
   // bucket cap (GPT-2's 154 MB embedding table) does not size the slots
   // every bucket recycles. The input and output may not partly overlap.
-  if (!scatter && members.size() == 1 && members[0].live) {
+  if (plan::reducesInItsOutput(*program, first, end)) {
     const Member &m = members[0];
     auto *in = static_cast<unsigned char *>(m.in.data);
     auto *out = static_cast<unsigned char *>(m.out.data);

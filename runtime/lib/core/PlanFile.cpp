@@ -13,7 +13,7 @@
 #include "FileIO.h"
 #include "PlanInternal.h"
 #include "partita/runtime/PipelineSchedule.h"
-#include "runtime/plan/BufferReuse.h"
+#include "runtime/plan/PlanMemory.h"
 
 #include <algorithm>
 #include <fstream>
@@ -448,7 +448,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
                           std::to_string(needed[1])) +
                    " (the largest offset plus size)");
   // A buffer that takes over an input's bytes (Buffer.reuses): written by
-  // an instruction that may write over an input (BufferReuse.h), reading
+  // an instruction that may write over an input (PlanMemory.h), reading
   // that input there for the last time, at the same offset, size and memory
   // space. The two are then live at once only at that instruction, where
   // the overlap below is allowed.
