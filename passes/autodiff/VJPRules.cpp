@@ -184,11 +184,9 @@ FailureOr<Value> vjp(GeluOp op, OpBuilder &b, unsigned, Value dy) {
 /// A alone, so every element of A gets the same cotangent).
 FailureOr<Value> vjp(EinsumOp op, OpBuilder &b, unsigned index, Value dy) {
   Location loc = op.getLoc();
-  StringRef spec = op.getSpec();
-  auto [operandsSpec, resultTerm] = spec.split("->");
-  SmallVector<StringRef> terms;
-  operandsSpec.split(terms, ',');
   // The verifier has checked the spec: one term per operand, then "->".
+  SmallVector<StringRef, 2> terms = op.getOperandTerms();
+  StringRef resultTerm = op.getResultTerm();
   StringRef own = terms[index];
   std::string others = resultTerm.str();
   SmallVector<Value> operands{dy};

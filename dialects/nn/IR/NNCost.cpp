@@ -100,13 +100,8 @@ LogicalResult perElement(Shapes results, OpCost &cost, double flops,
 
 LogicalResult addCompute(EinsumOp op, Shapes operands, Shapes results,
                          OpCost &cost) {
-  StringRef spec = op.getSpec();
-  // Not a structured binding: a lambda below captures `output` (clang
-  // before 16 cannot capture bindings).
-  StringRef inputs, output;
-  std::tie(inputs, output) = spec.split("->");
-  SmallVector<StringRef, 2> terms;
-  inputs.split(terms, ',');
+  SmallVector<StringRef, 2> terms = op.getOperandTerms();
+  StringRef output = op.getResultTerm();
   if (terms.size() != operands.size() ||
       output.size() != results[0].shape.size())
     return failure();

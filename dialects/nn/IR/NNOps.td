@@ -87,6 +87,17 @@ def NN_EinsumOp : NN_ShardableOp<"einsum"> {
   let assemblyFormat = [{
     $spec $inputs attr-dict `:` functional-type($inputs, $result)
   }];
+  let extraClassDeclaration = [{
+    /// The spec's operand terms, one per operand in order ("ij,jk->ik":
+    /// "ij", "jk"); the verifier has checked their letters.
+    ::llvm::SmallVector<::llvm::StringRef, 2> getOperandTerms() {
+      ::llvm::SmallVector<::llvm::StringRef, 2> terms;
+      getSpec().split("->").first.split(terms, ',');
+      return terms;
+    }
+    /// The spec's result term ("ik").
+    ::llvm::StringRef getResultTerm() { return getSpec().split("->").second; }
+  }];
 }
 
 //===----------------------------------------------------------------------===//

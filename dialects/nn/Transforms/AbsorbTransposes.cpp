@@ -30,13 +30,9 @@ struct Spec {
   SmallVector<std::string, 2> operands;
   std::string result;
 
-  explicit Spec(EinsumOp op) {
-    auto [lhs, rhs] = op.getSpec().split("->");
-    SmallVector<StringRef, 2> terms;
-    lhs.split(terms, ',');
-    for (StringRef term : terms)
+  explicit Spec(EinsumOp op) : result(op.getResultTerm().str()) {
+    for (StringRef term : op.getOperandTerms())
       operands.push_back(term.str());
-    result = rhs.str();
   }
   std::string str() const {
     return llvm::join(operands, ",") + "->" + result;
