@@ -75,9 +75,10 @@ void buildAnnotatePassPipeline(OpPassManager &pm,
   pm.addPass(nn::createNNAbsorbTransposes());
   if (options.annotate.strategy != "none")
     pm.addPass(sharding::createDistAnnotate(options.annotate));
-  if (options.train && options.microbatches > 1)
+  if (options.train && (options.microbatches > 1 || options.pipelineSplit))
     pm.addPass(pipeline::createDistMicrobatchAnnotate(
-        pipeline::DistMicrobatchAnnotateOptions{options.microbatches}));
+        pipeline::DistMicrobatchAnnotateOptions{options.microbatches,
+                                                options.pipelineSplit}));
 }
 
 void buildPropagatePassPipeline(OpPassManager &pm,
@@ -96,7 +97,7 @@ void buildOptimizeCommPassPipeline(OpPassManager &pm,
   if (options.train && options.overlapComm)
     pm.addPass(comm::createDistOptimizeComm(options.optimizeComm));
   // After the reductions are placed: each is then once per step.
-  if (options.train && options.microbatches > 1)
+  if (options.train && (options.microbatches > 1 || options.pipelineSplit))
     pm.addPass(pipeline::createDistMicrobatchSplit());
 }
 
@@ -104,6 +105,10 @@ void buildFusePassPipeline(OpPassManager &pm, const CompilerOptions &options) {
   // On the per-device program: one attention_grad computes dq, dk and dv.
   if (options.train)
     pm.addPass(nn::createNNFuseAttentionGrad());
+  // Last: each stage's functions from the fused per-microbatch program.
+  if (options.train && options.pipelineSplit)
+    pm.addPass(pipeline::createDistStageSplit(
+        pipeline::DistStageSplitOptions{options.schedule}));
 }
 
 void buildStagePassPipeline(OpPassManager &pm, CompileStage stage,

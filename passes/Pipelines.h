@@ -77,9 +77,13 @@ struct CompilerOptions {
   /// nn-autodiff, so backward ops take their forward op's stage), by
   /// "annotation", "layers" or "cost"; 0 with "annotation" takes the count
   /// from the annotations. `pipelineSplit` false: no split.
+  /// The microbatch passes then run even at one microbatch, and
+  /// dist-stage-split gives each stage its forward, backward and update
+  /// functions, run by `schedule` ("gpipe" or "1f1b").
   bool pipelineSplit = false;
   int64_t pipelineStages = 0;
   std::string stagesBy = "annotation";
+  std::string schedule = "1f1b";
   /// Plan lowering: the parameter initializer's seed and weight std.
   uint64_t seed = 0;
   double initStd = 0.02;

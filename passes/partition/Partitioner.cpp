@@ -1051,6 +1051,18 @@ LogicalResult FuncPartitioner::run() {
     if (failed(partitionRuleOp(op)))
       return failure();
   }
+  // A pipelined step's ops carry their stage (dist.stage): the local ops
+  // and collectives built for an op, just before it, take its stage.
+  llvm::DenseSet<Operation *> isOriginal(original.begin(), original.end());
+  Attribute stage;
+  for (Operation &op : llvm::reverse(body)) {
+    if (isOriginal.contains(&op)) {
+      stage = op.getAttr(dist::DistDialect::kStageAttrName);
+      continue;
+    }
+    if (stage && !op.hasAttr(dist::DistDialect::kStageAttrName))
+      op.setAttr(dist::DistDialect::kStageAttrName, stage);
+  }
   for (Operation *op : llvm::reverse(original)) {
     op->dropAllUses();
     op->erase();

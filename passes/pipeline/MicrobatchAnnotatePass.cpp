@@ -59,7 +59,7 @@ struct DistMicrobatchAnnotatePass
   }
 
   void runOnOperation() final {
-    if (microbatches <= 1)
+    if (microbatches < 1 || (microbatches == 1 && !always))
       return;
     ModuleOp module = getOperation();
     func::FuncOp step;

@@ -234,6 +234,34 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
     points.insert(v);
   }
 
+  // One microbatch (a pipelined step's): nothing is partial over the axis
+  // of size 1, so the points are where the update begins instead: every
+  // value that the update ops (and what reads them) or the results read
+  // from the rest, which is then the per-microbatch part. Its reductions
+  // run once, as there is one microbatch.
+  if (m == 1) {
+    points.clear();
+    reductionOps.clear();
+    llvm::DenseSet<Operation *> update;
+    for (Operation &op : body) {
+      bool readsUpdate = llvm::any_of(op.getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return def && update.contains(def);
+      });
+      if (nn::getGradKind(&op) == nn::GradKind::Update || readsUpdate)
+        update.insert(&op);
+    }
+    for (Operation &op : body) {
+      if (!update.contains(&op) && !isa<func::ReturnOp>(op))
+        continue;
+      for (Value v : op.getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && !update.contains(def) && def->getNumOperands() > 0)
+          points.insert(v);
+      }
+    }
+  }
+
   // The per-microbatch part: the backward slice of the points.
   llvm::DenseSet<Operation *> micro;
   SmallVector<Operation *> work;
@@ -348,18 +376,21 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
         use.set(nn::ReshapeOp::create(b, p.getLoc(), p.getType(), stepAccs[k]));
       }
   }
-  for (Operation &op : llvm::make_early_inc_range(body)) {
-    ArrayAttr axes = collectiveAxes(&op);
-    if (!axes || !namesMicrobatch(axes))
-      continue;
-    ArrayAttr kept = withoutMicrobatch(b, axes);
-    if (kept.empty()) {
-      op.getResult(0).replaceAllUsesWith(op.getOperand(0));
-      op.erase();
-      continue;
+  // (With one microbatch the per-microbatch part may have some too.)
+  for (Block *block : {&body, &mbody})
+    for (Operation &op : llvm::make_early_inc_range(*block)) {
+      ArrayAttr axes = collectiveAxes(&op);
+      if (!axes || !namesMicrobatch(axes) ||
+          (block == &body && micro.contains(&op))) // erased below
+        continue;
+      ArrayAttr kept = withoutMicrobatch(b, axes);
+      if (kept.empty()) {
+        op.getResult(0).replaceAllUsesWith(op.getOperand(0));
+        op.erase();
+        continue;
+      }
+      op.setAttr("axes", kept);
     }
-    op.setAttr("axes", kept);
-  }
   // Constants the step part still reads are cloned before their uses.
   for (Operation *op : order) {
     if (!micro.contains(op) || op->getNumOperands() != 0)

@@ -3,6 +3,8 @@
 #ifndef PARTITA_PASSES_PIPELINE_PASSES_H
 #define PARTITA_PASSES_PIPELINE_PASSES_H
 
+#include "dialects/dist/IR/DistDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -18,9 +20,22 @@ inline constexpr llvm::StringLiteral kMicrobatchStepAttrName =
 /// Op attribute: the op's pipeline stage, an i64 >= 0 (written by the user
 /// or dist-pipeline-split on forward ops; nn-autodiff copies it onto the
 /// backward ops it builds for an op).
-inline constexpr llvm::StringLiteral kStageAttrName = "dist.stage";
+inline constexpr llvm::StringLiteral kStageAttrName =
+    dist::DistDialect::kStageAttrName;
 /// Argument attribute (unit): a gradient accumulator of a microbatched step.
 inline constexpr llvm::StringLiteral kAccumulatorAttrName = "dist.accumulator";
+/// Function attribute: the pipeline stage count (i64), written by
+/// dist-pipeline-split on the step.
+inline constexpr llvm::StringLiteral kPipelineStagesAttrName =
+    "dist.pipeline_stages";
+/// On the step after dist-stage-split: per stage, a dictionary of the
+/// functions it runs ({forward, backward, step} symbols), and the schedule
+/// kind (a string) that runs them.
+inline constexpr llvm::StringLiteral kStageProgramsAttrName =
+    "dist.stage_programs";
+inline constexpr llvm::StringLiteral kScheduleAttrName = "dist.schedule";
+/// The mesh axis the pipeline stages lie along (major-most).
+inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 
 #define GEN_PASS_DECL
 #include "passes/pipeline/Passes.h.inc"

@@ -29,7 +29,7 @@ def DistMicrobatchAnnotate : Pass<"dist-microbatch-annotate", "::mlir::ModuleOp"
     Precondition: exactly one function has `nn.input` arguments (the step),
     each ranked with a batch dimension 0 divisible by `microbatches`, and
     no mesh axis named `microbatch`. Afterwards the function carries
-    `dist.microbatches = m`. `microbatches = 1` changes nothing.
+    `dist.microbatches = m`. `microbatches = 1` changes nothing unless `always` is set.
 
     Diagnostics: a batch not divisible by the microbatch count (at the
     argument), a mesh with an explicit device order.
@@ -37,6 +37,9 @@ def DistMicrobatchAnnotate : Pass<"dist-microbatch-annotate", "::mlir::ModuleOp"
   let options = [
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Microbatches per step (1: none)">,
+    Option<"always", "always", "bool", /*default=*/"false",
+           "Split even into 1 microbatch (a pipelined step runs its stages "
+           "per microbatch)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
@@ -125,6 +128,59 @@ def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
               "Values produced on one stage and read on a later one">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
+  let summary = "Splits a staged, microbatched step into per-stage forward, "
+                "backward and update functions.";
+  let description = [{
+    Takes the partitioned step that `dist-microbatch-split` left (the step
+    function, marked `dist.pipeline_stages = P` by `dist-pipeline-split`,
+    and the per-microbatch function it names), every op carrying
+    `dist.stage` where the partitioner could carry it. A microbatch runs as
+    the chain of segments F0 F1 .. F(P-1) B(P-1) .. B0: every op of the
+    per-microbatch function gets one, its stage (or, without one, the
+    latest segment of what it reads; ops reading only arguments run where
+    they are read) and backward when nn-autodiff built it for a gradient
+    (or a recomputation) or it reads a backward value. A value read in
+    another segment travels:
+
+    - forward, stage to stage, in the activation messages, up to the last
+      stage that reads it (a skip connection passes through the stages in
+      between);
+    - kept from a stage's forward to its backward (the stash), on each
+      stage whose backward reads it;
+    - back, stage to stage, in the gradient messages, down to the lowest
+      stage whose backward reads it.
+
+    Each stage `s` gets `@<step>.s<s>.forward` (arguments: the parameters,
+    inputs and accumulators it reads, then `nn.input = "pp.activation.k"`
+    for what arrives; results: `nn.output = "pp.activation.k"` for what it
+    sends, then `"pp.stash.k"`, then accumulators it updates) and
+    `@<step>.s<s>.backward` (arguments: what it reads, `"pp.stash.k"`, then
+    `"pp.gradient.k"` arriving from stage s+1; results: `"pp.gradient.k"`
+    for stage s-1, then accumulators). The once-per-step function (gradient
+    reductions, the optimizer) is cut by the stage of what each op reads:
+    an accumulator or a parameter belongs to the stage that reads it per
+    microbatch; ops reading nothing staged (AdamW's step counter) are
+    repeated on every stage that needs them. Stage 0's keeps the step's
+    name (`@<step>.s<s>` for the others); every stage's takes all of the
+    step's inputs (the whole batch). The step then carries
+    `dist.stage_programs` (per stage `{forward, backward, step}`) and
+    `dist.schedule`, and the mesh gains the major-most axis `pp` of size P.
+
+    Diagnostics: an op reading a value computed later in a microbatch's
+    order; a parameter read on two stages (a tied embedding; not split
+    yet); an update reading values of two stages (global-norm clipping;
+    not yet); a mesh that already has a `pp` axis or an explicit device
+    order.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "The schedule that runs the stages: gpipe or 1f1b">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect",
+                           "::partita::nn::NNDialect"];
 }
 
 #endif // PARTITA_PASSES_PIPELINE_PASSES

@@ -163,7 +163,7 @@ void DistPipelineSplitPass::runOnOperation() {
   for (Operation &op : body.without_terminator())
     (nn::getGradKind(&op) ? rest : fwd).push_back(&op);
   int64_t numStages = stages;
-  if (auto have = func->getAttrOfType<IntegerAttr>("dist.pipeline_stages"))
+  if (auto have = func->getAttrOfType<IntegerAttr>(pipeline::kPipelineStagesAttrName))
     numStages = have.getInt(); // a second run (after nn-autodiff)
   else if (failed(assignForward(func, fwd, numStages)))
     return signalPassFailure();
@@ -223,7 +223,7 @@ void DistPipelineSplitPass::runOnOperation() {
             return s && *s != *stageOf(&op);
           }))
         ++numCrossStageValues;
-  func->setAttr("dist.pipeline_stages", b.getI64IntegerAttr(numStages));
+  func->setAttr(pipeline::kPipelineStagesAttrName, b.getI64IntegerAttr(numStages));
   if (!shared.empty())
     func->setAttr("dist.shared_params", b.getArrayAttr(shared));
 }

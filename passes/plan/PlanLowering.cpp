@@ -1171,6 +1171,86 @@ static LogicalResult lowerMicrobatchProgram(ModuleOp module, func::FuncOp main,
   return success();
 }
 
+/// A pipelined step (dist-stage-split): program 0 is stage 0's update;
+/// then, per stage, its update (stages >= 1), forward and backward, and the
+/// schedule's action list for every pipeline rank. Every stage's update
+/// takes the step's inputs (the whole batch), whose bounds its forward and
+/// backward give.
+static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
+                                           const LowerToPlanOptions &options,
+                                           pb::Plan &plan, bool &haveMesh) {
+  auto stages = main->getAttrOfType<ArrayAttr>("dist.stage_programs");
+  if (!stages)
+    return success();
+  auto count = main->getAttrOfType<IntegerAttr>("dist.microbatches");
+  auto kind = main->getAttrOfType<StringAttr>("dist.schedule");
+  if (!count || count.getInt() < 1 || !kind || stages.empty())
+    return main.emitError() << "a pipelined step needs dist.stage_programs, "
+                               "a positive dist.microbatches and "
+                               "dist.schedule";
+  auto lower = [&](Attribute stage, StringRef field) -> FailureOr<int32_t> {
+    auto dict = dyn_cast<DictionaryAttr>(stage);
+    auto symbol = dict ? dict.getAs<FlatSymbolRefAttr>(field) : nullptr;
+    auto func = symbol ? module.lookupSymbol<func::FuncOp>(symbol.getAttr())
+                       : func::FuncOp();
+    if (!func)
+      return main.emitError() << "dist.stage_programs: a stage names no '"
+                              << field << "' function that exists";
+    if (func == main)
+      return 0;
+    int32_t index = plan.programs_size();
+    if (failed(lowerFunction(func, options, *plan.mutable_mesh(), haveMesh,
+                             *plan.add_programs())))
+      return failure();
+    return index;
+  };
+  pb::PipelineSchedule &schedule = *plan.mutable_pipeline();
+  int64_t ranks = int64_t(stages.size());
+  // What makeSchedule would throw for (passes build without exceptions).
+  if ((kind.getValue() != "gpipe" && kind.getValue() != "1f1b") ||
+      ranks * count.getInt() > (int64_t(1) << 20))
+    return main.emitError() << "pipeline schedule '" << kind.getValue()
+                            << "' for " << ranks << " stages and "
+                            << count.getInt()
+                            << " microbatches: plans run gpipe or 1f1b, up "
+                               "to 2^20 stage-microbatches";
+  runtime::pipeline::toProto(
+      runtime::pipeline::makeSchedule(kind.getValue().str(), int(ranks),
+                                      int(count.getInt())),
+      schedule);
+  schedule.set_axis("pp");
+  for (Attribute stage : stages) {
+    FailureOr<int32_t> step = lower(stage, "step");
+    if (failed(step))
+      return failure();
+    FailureOr<int32_t> forward = lower(stage, "forward");
+    if (failed(forward))
+      return failure();
+    FailureOr<int32_t> backward = lower(stage, "backward");
+    if (failed(backward))
+      return failure();
+    pb::PipelineStage &s = *schedule.add_stages();
+    s.set_forward(*forward);
+    s.set_backward(*backward);
+    s.set_backward_input(-1);
+    s.set_backward_weight(-1);
+    s.set_optimizer(*step);
+  }
+  // Input bounds: what any stage's forward or backward gave, on every
+  // stage's copy of the whole batch.
+  std::map<std::string, int64_t> bounds;
+  for (const pb::Program &program : plan.programs())
+    for (const pb::Buffer &b : program.buffers())
+      if (b.role() == pb::INPUT && b.value_bound() > 0)
+        bounds[b.name()] = std::max(bounds[b.name()], b.value_bound());
+  for (const pb::PipelineStage &s : schedule.stages())
+    for (pb::Buffer &b :
+         *plan.mutable_programs(s.optimizer())->mutable_buffers())
+      if (b.role() == pb::INPUT && bounds.count(b.name()))
+        b.set_value_bound(bounds[b.name()]);
+  return success();
+}
+
 FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
                                 const LowerToPlanOptions &options) {
   auto find = [&](StringRef name) -> func::FuncOp {
@@ -1202,7 +1282,8 @@ FailureOr<pb::Plan> lowerToPlan(ModuleOp module,
   if (failed(lowerFunction(main, options, *plan.mutable_mesh(), haveMesh,
                            *plan.add_programs())))
     return failure();
-  if (failed(lowerMicrobatchProgram(module, main, options, plan, haveMesh)))
+  if (failed(lowerMicrobatchProgram(module, main, options, plan, haveMesh)) ||
+      failed(lowerPipelinePrograms(module, main, options, plan, haveMesh)))
     return failure();
   if (!options.reference.empty()) {
     func::FuncOp reference =

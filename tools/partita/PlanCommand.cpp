@@ -145,9 +145,14 @@ cl::opt<int64_t> microbatchesArg(
              "divide by m)"));
 cl::opt<int64_t> ppArg(
     "pp", cl::sub(planCommand), cl::init(0), cl::value_desc("n"),
-    cl::desc("--train: assign the step's ops to n pipeline stages "
-             "(dist-pipeline-split; --emit differentiated shows dist.stage; "
-             "per-stage programs are not built yet)"));
+    cl::desc("--train: split the step into n pipeline stages along a new "
+             "major-most mesh axis 'pp' (dist-pipeline-split, then "
+             "dist-stage-split: each stage's forward, backward and update "
+             "programs; --emit differentiated shows dist.stage)"));
+cl::opt<std::string> scheduleArg(
+    "schedule", cl::sub(planCommand), cl::init("1f1b"),
+    cl::value_desc("gpipe|1f1b"),
+    cl::desc("With --pp: the pipeline schedule (default 1f1b)"));
 cl::opt<std::string> stagesByArg(
     "stages-by", cl::sub(planCommand), cl::init("layers"),
     cl::value_desc("layers|cost|annotation"),
@@ -500,6 +505,25 @@ int runPlan() {
     options.pipelineStages = ppArg;
     options.stagesBy = stagesByArg;
   }
+  if (scheduleArg.getNumOccurrences()) {
+    if (!options.pipelineSplit)
+      return reportError(kCommand, "--schedule needs --pp (it orders the "
+                                   "pipeline stages' work)");
+    if (scheduleArg == "interleaved" || scheduleArg == "zb-h1")
+      return reportError(kCommand,
+                         "--schedule " + scheduleArg +
+                             ": plans run gpipe and 1f1b so far (" +
+                             scheduleArg +
+                             " needs " +
+                             (scheduleArg == "zb-h1"
+                                  ? "backward split into B and W programs"
+                                  : "several model chunks per rank") +
+                             "); partita explain --schedule draws it");
+    if (scheduleArg != "gpipe" && scheduleArg != "1f1b")
+      return reportError(kCommand, "--schedule must be gpipe or 1f1b, not '" +
+                                       scheduleArg + "'");
+    options.schedule = scheduleArg;
+  }
   if (bucketBytesArg.getNumOccurrences()) {
     if (!options.train)
       return reportError(kCommand, "--bucket-bytes needs --train (only "
@@ -542,12 +566,6 @@ int runPlan() {
     return reportError(kCommand, "unknown --emit '" + emitArg +
                                      "': expected " + join(names, " or "));
   }
-  if (options.pipelineSplit && *last != CompileStage::Differentiated)
-    return reportError(kCommand,
-                       "--pp assigns pipeline stages (see --emit "
-                       "differentiated), but per-stage programs, their "
-                       "sends and receives are not built yet: stop at "
-                       "--emit differentiated");
 
   mlir::DialectRegistry registry;
   registerAllDialects(registry);

@@ -51,6 +51,11 @@ def Dist_Dialect : Dialect {
     /// plan records the stage for `partita explain`.
     static constexpr ::llvm::StringLiteral kZeroStageAttrName =
         "dist.zero_stage";
+    /// The discardable attribute that places an op on a pipeline stage (an
+    /// i64 >= 0): written by the user or dist-pipeline-split, copied by
+    /// nn-autodiff onto the backward ops of an op and by dist-partition onto
+    /// the local ops and collectives it builds for one.
+    static constexpr ::llvm::StringLiteral kStageAttrName = "dist.stage";
   private:
     void registerAttributes();
   public:

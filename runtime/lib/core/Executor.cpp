@@ -30,6 +30,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <numeric>
 #include <tuple>
 
@@ -372,6 +373,13 @@ struct Executor::Impl {
   /// buffer pairs, the step's holding the whole local batch; and this
   /// program's accumulators, zeroed before every step.
   std::unique_ptr<Impl> micro;
+  /// A pipelined step (isPipelined): this rank's stage (see Pipe); this
+  /// Impl is then the stage's once-per-step program, which holds the
+  /// stage's parameters, state and accumulators and the whole batch.
+  struct Pipe;
+  std::unique_ptr<Pipe> pipe;
+  /// The mesh axis a pipelined step's stages lie along ("" otherwise).
+  std::string pipelineAxis;
   std::vector<plan::PipelineAction> actions;
   std::vector<std::pair<int64_t, int64_t>> microInputs;
   std::vector<int64_t> accumulators;
@@ -682,6 +690,10 @@ struct Executor::Impl {
   std::function<void()> compileCollective(const plan::Collective &c);
   /// Buffer `id` as a global array (see gatherResults).
   Tensor gatherBuffer(int64_t id);
+  /// Buffer `b` of a program on every rank, this rank's block at `data`
+  /// (null: zeros); `ownerStage` >= 0: a pipelined step's value, held by
+  /// that stage's devices only. Collective over every device.
+  Tensor gatherBuffer(const plan::Buffer &b, const void *data, int ownerStage);
   /// Writes this rank's block of global value `t` into buffer `id`.
   void scatterInto(int64_t id, const TensorView &t, const std::string &what);
   /// The PARAMETER or STATE buffer named `name`; throws naming it.
@@ -1354,13 +1366,200 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   }
 }
 
+/// A pipelined step on this rank: its stage's forward and backward
+/// programs (sharing the stage's persistent buffers), the rank's action
+/// list, and where each program's pipeline values are. A microbatch's
+/// messages and stash are copied out of the program that made them into
+/// slots of their own (one per value, per kind and microbatch, recycled),
+/// so any number of microbatches may be in flight.
+struct Executor::Impl::Pipe {
+  int stage = 0, ranks = 1, microbatches = 1;
+  std::unique_ptr<Impl> forward, backward;
+  std::vector<plan::PipelineAction> actions;
+  /// (step input, microbatch input) pairs, as Impl::microInputs.
+  std::vector<std::pair<int64_t, int64_t>> forwardInputs, backwardInputs;
+  /// Buffer ids of "pp.activation.k" (forward arguments and results),
+  /// "pp.stash.k" (forward results, backward arguments) and
+  /// "pp.gradient.k" (backward arguments and results), in k order.
+  std::vector<int64_t> activationIn, activationOut, stashOut, stashIn,
+      gradientIn, gradientOut;
+  std::shared_ptr<CommGroup> group; // the pipeline axis: position = stage
+  /// The step's results (PlanFile::results order): (stage, its position
+  /// in that stage's once-per-step program's results).
+  std::vector<std::pair<int, int>> results;
+  /// What a slot holds: a message or the stash of one microbatch.
+  enum Kind { ActivationIn, ActivationOut, Stash, GradientIn, GradientOut };
+  std::map<std::pair<int, int>, std::vector<DeviceBuffer>> slots;
+  std::map<int, std::vector<std::vector<DeviceBuffer>>> spare; // by kind
+};
+
+/// The mesh coordinate of `rank` along `axis` in `proto`'s mesh.
+static int64_t coordinateOf(const plan::Plan &proto, int rank,
+                            const std::string &axis) {
+  const plan::Mesh &mesh = proto.mesh();
+  int64_t position = rank;
+  for (int k = 0; k < mesh.devices_size(); ++k)
+    if (mesh.devices(k) == rank)
+      position = k;
+  for (int i = mesh.axes_size() - 1; i >= 0; --i) {
+    int64_t size = mesh.axes(i).size();
+    if (mesh.axes(i).name() == axis)
+      return position % size;
+    position /= size;
+  }
+  throw Error("the plan's mesh has no axis '" + axis + "'");
+}
+
+/// Builds `s` as this rank's stage of a pipelined plan (see Impl::Pipe).
+static void buildPipelined(Executor::Impl &s,
+                           std::shared_ptr<const PlanFile> plan,
+                           Communicator *comm, Backend &backend,
+                           const ExecutorOptions &options) {
+  using Pipe = Executor::Impl::Pipe;
+  const plan::Plan &proto = plan->impl().proto;
+  if (!plan->impl().pipelineUnrunnable.empty())
+    throw Error(plan->impl().pipelineUnrunnable);
+  const plan::PipelineSchedule &schedule = proto.pipeline();
+  if (!comm)
+    throw Error("a pipelined plan needs a communicator");
+  if (std::string(comm->kind()) == "nccl")
+    throw Error("a pipelined plan runs over the local and mpi communicators "
+                "so far, not nccl");
+  auto pipe = std::make_unique<Pipe>();
+  Pipe &p = *pipe;
+  p.ranks = schedule.ranks();
+  p.microbatches = schedule.microbatches();
+  p.stage = int(coordinateOf(proto, comm->rank(), schedule.axis()));
+  const plan::PipelineStage &stage = proto.pipeline().stages(p.stage);
+  buildImpl(s, plan, proto.programs(stage.optimizer()).name(), comm, backend,
+            options, nullptr);
+  s.pipelineAxis = schedule.axis();
+  p.forward = std::make_unique<Executor::Impl>();
+  buildImpl(*p.forward, plan, proto.programs(stage.forward()).name(), comm,
+            backend, options, &s);
+  p.backward = std::make_unique<Executor::Impl>();
+  buildImpl(*p.backward, plan, proto.programs(stage.backward()).name(), comm,
+            backend, options, &s);
+  p.actions.assign(schedule.rank_actions(p.stage).actions().begin(),
+                   schedule.rank_actions(p.stage).actions().end());
+  for (int64_t id = 0; id < s.program->buffers_size(); ++id)
+    if (s.buffer(id).accumulator())
+      s.accumulators.push_back(id);
+  // Each program's pipeline values by name, and its microbatch inputs.
+  auto sorted = [](std::map<int64_t, int64_t> &byIndex) {
+    std::vector<int64_t> ids;
+    for (auto [k, id] : byIndex) {
+      if (k != int64_t(ids.size()))
+        throw Error("pipeline value " + std::to_string(ids.size()) +
+                    " is missing");
+      ids.push_back(id);
+    }
+    return ids;
+  };
+  auto scan = [&](Executor::Impl &program, const std::string &argPrefix1,
+                  std::vector<int64_t> &args1, const std::string &argPrefix2,
+                  std::vector<int64_t> &args2, const std::string &resPrefix1,
+                  std::vector<int64_t> &res1, const std::string &resPrefix2,
+                  std::vector<int64_t> &res2,
+                  std::vector<std::pair<int64_t, int64_t>> &inputs) {
+    std::map<int64_t, int64_t> a1, a2, r1, r2;
+    auto indexAfter = [](const std::string &name, const std::string &prefix,
+                         int64_t &k) {
+      if (prefix.empty() || name.compare(0, prefix.size(), prefix) != 0)
+        return false;
+      k = std::stoll(name.substr(prefix.size()));
+      return true;
+    };
+    int64_t m = p.microbatches;
+    for (int64_t id : program.program->arguments()) {
+      const plan::Buffer &b = program.buffer(id);
+      if (b.role() != plan::INPUT)
+        continue;
+      int64_t k;
+      if (indexAfter(b.name(), argPrefix1, k)) {
+        a1[k] = id;
+        continue;
+      }
+      if (indexAfter(b.name(), argPrefix2, k)) {
+        a2[k] = id;
+        continue;
+      }
+      int64_t whole = -1;
+      for (int64_t sid : s.program->arguments())
+        if (s.buffer(sid).role() == plan::INPUT &&
+            s.buffer(sid).name() == b.name())
+          whole = sid;
+      std::vector<int64_t> want = program.views[id].shape;
+      if (whole < 0 || want.empty() ||
+          s.views[whole].dtype != program.views[id].dtype ||
+          (want[0] *= m, want != s.views[whole].shape))
+        throw Error("program '" + program.program->name() + "': input '" +
+                    b.name() +
+                    "' is not a microbatch of the step's input of that name");
+      inputs.push_back({whole, id});
+    }
+    for (int64_t id : program.program->results()) {
+      const std::string &name = program.buffer(id).name();
+      int64_t k;
+      if (indexAfter(name, resPrefix1, k))
+        r1[k] = id;
+      else if (indexAfter(name, resPrefix2, k))
+        r2[k] = id;
+    }
+    args1 = sorted(a1);
+    args2 = sorted(a2);
+    res1 = sorted(r1);
+    res2 = sorted(r2);
+  };
+  std::vector<int64_t> none;
+  scan(*p.forward, "pp.activation.", p.activationIn, "", none,
+       "pp.activation.", p.activationOut, "pp.stash.", p.stashOut,
+       p.forwardInputs);
+  scan(*p.backward, "pp.stash.", p.stashIn, "pp.gradient.", p.gradientIn,
+       "pp.gradient.", p.gradientOut, "", none, p.backwardInputs);
+  auto sameSizes = [&](Executor::Impl &a, const std::vector<int64_t> &x,
+                       Executor::Impl &b, const std::vector<int64_t> &y,
+                       const std::string &what) {
+    if (x.size() != y.size())
+      throw Error(what + ": " + std::to_string(x.size()) + " values made, " +
+                  std::to_string(y.size()) + " read");
+    for (size_t k = 0; k < x.size(); ++k)
+      if (a.views[x[k]].numBytes() != b.views[y[k]].numBytes())
+        throw Error(what + " value " + std::to_string(k) +
+                    " differs in size between its programs");
+  };
+  sameSizes(*p.forward, p.stashOut, *p.backward, p.stashIn,
+            "stage " + std::to_string(p.stage) + "'s stash");
+  // The pipeline axis's group: the devices differing only in their stage.
+  google::protobuf::RepeatedPtrField<std::string> axis;
+  axis.Add()->assign(schedule.axis());
+  p.group = comm->createGroup(s.group(axis));
+  p.group->setLabel("pipeline axis " + schedule.axis());
+  // The step's results: each stage's once-per-step program's, in order,
+  // a name once (PlanFile::results).
+  std::set<std::string> seen;
+  for (int t = 0; t < schedule.stages_size(); ++t) {
+    const plan::Program &program = proto.programs(schedule.stages(t).optimizer());
+    for (int j = 0; j < program.results_size(); ++j) {
+      const std::string &name = program.buffers(program.results(j)).name();
+      if (name.empty() || seen.insert(name).second)
+        p.results.push_back({t, j});
+    }
+  }
+  s.pipe = std::move(pipe);
+}
+
 Executor::Executor(std::shared_ptr<const PlanFile> plan,
                    const std::string &programName, Communicator *comm,
                    Backend &backend, const ExecutorOptions &options)
     : pimpl(std::make_unique<Impl>()) {
   Impl &s = *pimpl;
-  buildImpl(s, plan, programName, comm, backend, options, nullptr);
   const plan::Plan &proto = plan->impl().proto;
+  if (isPipelined(proto) && programName == proto.programs(0).name()) {
+    buildPipelined(s, plan, comm, backend, options);
+    return;
+  }
+  buildImpl(s, plan, programName, comm, backend, options, nullptr);
   // A microbatched step: program 0 with a pipeline (PlanFile validated it
   // as a schedule; whether this runtime runs it is asked here).
   if (!proto.has_pipeline() || proto.programs(0).name() != programName)
@@ -1415,13 +1614,25 @@ double Executor::learningRate() const {
 
 int64_t Executor::arenaBytes() const {
   // A microbatched step holds both programs' arenas.
+  // A pipelined stage holds its three programs' arenas.
+  const Impl::Pipe *pipe = pimpl->pipe.get();
   return pimpl->program->arena_bytes() +
-         (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0);
+         (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0) +
+         (pipe ? pipe->forward->program->arena_bytes() +
+                     pipe->backward->program->arena_bytes()
+               : 0);
 }
 
 ExecutorMemory Executor::memory() const {
   ExecutorMemory m = pimpl->memory;
-  if (const Impl *micro = pimpl->micro.get()) {
+  std::vector<const Impl *> parts;
+  if (pimpl->micro)
+    parts.push_back(pimpl->micro.get());
+  if (pimpl->pipe) {
+    parts.push_back(pimpl->pipe->forward.get());
+    parts.push_back(pimpl->pipe->backward.get());
+  }
+  for (const Impl *micro : parts) {
     // Its own arena, inputs and collective buffers; parameters and state
     // are the step's. Both live as long as the executor.
     const ExecutorMemory &u = micro->memory;
@@ -1516,7 +1727,155 @@ void Executor::run() {
   s.compute->synchronize();
 }
 
+/// Copies block `microbatch` of each step input into the program's
+/// microbatch input.
+static void copyMicrobatchInputs(
+    Executor::Impl &s, Executor::Impl &program,
+    const std::vector<std::pair<int64_t, int64_t>> &inputs, int microbatch) {
+  for (auto [whole, part] : inputs) {
+    size_t bytes = program.views[part].numBytes();
+    s.device->copy(program.views[part].data,
+                   static_cast<unsigned char *>(s.views[whole].data) +
+                       bytes * microbatch,
+                   bytes, *s.compute);
+  }
+}
+
+/// Runs this rank's action list of a pipelined step (see Impl::Pipe).
+static void runPipelined(Executor::Impl &s) {
+  using Pipe = Executor::Impl::Pipe;
+  Pipe &p = *s.pipe;
+  for (int64_t id : s.accumulators)
+    s.writeFromHost(s.views[id].data, s.views[id].numBytes(),
+                    [&](unsigned char *dst) {
+                      std::memset(dst, 0, s.views[id].numBytes());
+                    });
+  // A slot: one buffer per value of `ids` in `program`.
+  auto take = [&](Pipe::Kind kind, int mb, Executor::Impl &program,
+                  const std::vector<int64_t> &ids) -> std::vector<DeviceBuffer> & {
+    std::vector<DeviceBuffer> slot;
+    auto &spare = p.spare[kind];
+    if (!spare.empty()) {
+      slot = std::move(spare.back());
+      spare.pop_back();
+    } else {
+      for (int64_t id : ids) {
+        size_t bytes = program.views[id].numBytes();
+        slot.push_back(s.device->allocateBuffer(bytes));
+        s.memory.pipelineSlots += int64_t(bytes);
+        s.hold(int64_t(bytes));
+      }
+    }
+    auto [it, added] = p.slots.emplace(std::make_pair(int(kind), mb),
+                                       std::move(slot));
+    if (!added)
+      throw Error("microbatch " + std::to_string(mb) +
+                  " has a pipeline slot of this kind already");
+    return it->second;
+  };
+  auto find = [&](Pipe::Kind kind, int mb) -> std::vector<DeviceBuffer> & {
+    auto it = p.slots.find({int(kind), mb});
+    if (it == p.slots.end())
+      throw Error("microbatch " + std::to_string(mb) +
+                  ": a pipeline value is read before it arrives");
+    return it->second;
+  };
+  auto release = [&](Pipe::Kind kind, int mb) {
+    auto it = p.slots.find({int(kind), mb});
+    p.spare[kind].push_back(std::move(it->second));
+    p.slots.erase(it);
+  };
+  auto copyOut = [&](Executor::Impl &program, const std::vector<int64_t> &ids,
+                     std::vector<DeviceBuffer> &slot) {
+    for (size_t k = 0; k < ids.size(); ++k)
+      s.device->copy(slot[k].get(), program.views[ids[k]].data,
+                     program.views[ids[k]].numBytes(), *s.compute);
+  };
+  auto copyIn = [&](Executor::Impl &program, const std::vector<int64_t> &ids,
+                    std::vector<DeviceBuffer> &slot) {
+    for (size_t k = 0; k < ids.size(); ++k)
+      s.device->copy(program.views[ids[k]].data, slot[k].get(),
+                     program.views[ids[k]].numBytes(), *s.compute);
+  };
+  // Messages: tag 2 x sending stage + direction (0 forward, 1 backward),
+  // so that the messages of one tag arrive in microbatch order.
+  auto exchange = [&](bool send, std::vector<DeviceBuffer> &slot,
+                      Executor::Impl &program, const std::vector<int64_t> &ids,
+                      int peer, int tag) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const TensorView &v = program.views[ids[k]];
+      CollectiveArgs args;
+      args.kind = send ? CollectiveKind::Send : CollectiveKind::Recv;
+      args.send = slot[k].get();
+      args.recv = slot[k].get();
+      args.count = size_t(v.numElements());
+      args.dtype = v.dtype;
+      args.peer = peer;
+      args.tag = tag;
+      s.runComm(args, *p.group);
+    }
+  };
+  bool first = p.stage == 0, last = p.stage + 1 == p.ranks;
+  for (const plan::PipelineAction &a : p.actions) {
+    int mb = a.microbatch();
+    switch (a.kind()) {
+    case plan::PipelineAction::FORWARD:
+      copyMicrobatchInputs(s, *p.forward, p.forwardInputs, mb);
+      if (!first) {
+        copyIn(*p.forward, p.activationIn, find(Pipe::ActivationIn, mb));
+        release(Pipe::ActivationIn, mb);
+      }
+      runProgram(*p.forward);
+      if (!last)
+        copyOut(*p.forward, p.activationOut,
+                take(Pipe::ActivationOut, mb, *p.forward, p.activationOut));
+      copyOut(*p.forward, p.stashOut,
+              take(Pipe::Stash, mb, *p.forward, p.stashOut));
+      break;
+    case plan::PipelineAction::BACKWARD:
+      copyMicrobatchInputs(s, *p.backward, p.backwardInputs, mb);
+      copyIn(*p.backward, p.stashIn, find(Pipe::Stash, mb));
+      release(Pipe::Stash, mb);
+      if (!last) {
+        copyIn(*p.backward, p.gradientIn, find(Pipe::GradientIn, mb));
+        release(Pipe::GradientIn, mb);
+      }
+      runProgram(*p.backward);
+      if (!first)
+        copyOut(*p.backward, p.gradientOut,
+                take(Pipe::GradientOut, mb, *p.backward, p.gradientOut));
+      break;
+    case plan::PipelineAction::SEND_ACTIVATION:
+      exchange(true, find(Pipe::ActivationOut, mb), *p.forward,
+               p.activationOut, p.stage + 1, 2 * p.stage);
+      release(Pipe::ActivationOut, mb);
+      break;
+    case plan::PipelineAction::RECV_ACTIVATION:
+      exchange(false, take(Pipe::ActivationIn, mb, *p.forward, p.activationIn),
+               *p.forward, p.activationIn, p.stage - 1, 2 * (p.stage - 1));
+      break;
+    case plan::PipelineAction::SEND_GRADIENT:
+      exchange(true, find(Pipe::GradientOut, mb), *p.backward, p.gradientOut,
+               p.stage - 1, 2 * p.stage + 1);
+      release(Pipe::GradientOut, mb);
+      break;
+    case plan::PipelineAction::RECV_GRADIENT:
+      exchange(false, take(Pipe::GradientIn, mb, *p.backward, p.gradientIn),
+               *p.backward, p.gradientIn, p.stage + 1, 2 * (p.stage + 1) + 1);
+      break;
+    case plan::PipelineAction::OPTIMIZER:
+      runProgram(s);
+      break;
+    default:
+      // REDUCE_GRADIENTS: the once-per-step program's first instructions.
+      break;
+    }
+  }
+}
+
 static void runSteps(Executor::Impl &s) {
+  if (s.pipe)
+    return runPipelined(s);
   if (!s.micro)
     return runProgram(s);
   for (int64_t id : s.accumulators)
@@ -1591,21 +1950,50 @@ std::vector<ProfileEntry> Executor::profile() const {
 
 std::vector<Tensor> Executor::gatherResults() {
   std::vector<Tensor> results;
-  for (int64_t id : pimpl->program->results())
-    results.push_back(pimpl->gatherBuffer(id));
+  size_t count = pimpl->pipe ? pimpl->pipe->results.size()
+                             : size_t(pimpl->program->results_size());
+  for (size_t i = 0; i < count; ++i)
+    results.push_back(gatherResult(i));
   return results;
 }
 
 Tensor Executor::gatherResult(size_t index) {
-  if (index >= size_t(pimpl->program->results_size()))
+  Impl &s = *pimpl;
+  size_t count = s.pipe ? s.pipe->results.size()
+                        : size_t(s.program->results_size());
+  if (index >= count)
     throw Error("result " + std::to_string(index) + " does not exist: the " +
-                "program has " +
-                std::to_string(pimpl->program->results_size()) + " results");
-  return pimpl->gatherBuffer(pimpl->program->results(int(index)));
+                "program has " + std::to_string(count) + " results");
+  if (!s.pipe)
+    return s.gatherBuffer(s.program->results(int(index)));
+  // A pipelined step's result is its stage's: gathered from there.
+  auto [stage, j] = s.pipe->results[index];
+  const plan::PipelineSchedule &schedule = s.plan->impl().proto.pipeline();
+  const plan::Program &program =
+      s.plan->impl().proto.programs(schedule.stages(stage).optimizer());
+  const plan::Buffer &b = program.buffers(program.results(j));
+  const void *data =
+      stage == s.pipe->stage ? s.views[s.program->results(j)].data : nullptr;
+  return s.gatherBuffer(b, data, stage);
 }
 
 Tensor Executor::gatherPersistent(const std::string &name) {
-  return pimpl->gatherBuffer(pimpl->persistentId(name));
+  Impl &s = *pimpl;
+  if (!s.pipe)
+    return s.gatherBuffer(s.persistentId(name));
+  // The first stage that holds it (a step counter is on every stage).
+  const plan::Plan &proto = s.plan->impl().proto;
+  for (int t = 0; t < proto.pipeline().stages_size(); ++t) {
+    const plan::Program &program =
+        proto.programs(proto.pipeline().stages(t).optimizer());
+    for (const plan::Buffer &b : program.buffers())
+      if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+          b.name() == name)
+        return s.gatherBuffer(
+            b, t == s.pipe->stage ? s.views[s.persistentId(name)].data : nullptr,
+            t);
+  }
+  throw Error("the program has no parameter or state buffer '" + name + "'");
 }
 
 void Executor::setPersistent(const std::string &name, const Tensor &global) {
@@ -1622,11 +2010,23 @@ void Executor::setPersistentView(const std::string &name,
 }
 
 Tensor Executor::Impl::gatherBuffer(int64_t id) {
+  return gatherBuffer(buffer(id), views[id].data, -1);
+}
+
+Tensor Executor::Impl::gatherBuffer(const plan::Buffer &b, const void *data,
+                                    int ownerStage) {
   Impl &s = *this;
   int64_t numDevices = s.plan->numDevices();
   {
-    const plan::Buffer &b = s.buffer(id);
-    const TensorView &view = s.views[id];
+    // A pipelined step's value lives on one stage: the others send zeros
+    // of its local size, and the owner stage's devices speak.
+    TensorView view{const_cast<void *>(data), toDType(b.dtype()),
+                    toVector(b.local_shape())};
+    DeviceBuffer zeros;
+    if (!view.data) {
+      zeros = s.device->allocateBuffer(view.numBytes());
+      view.data = zeros.get();
+    }
     std::vector<int64_t> global = toVector(b.global_shape());
     Tensor out(view.dtype, global);
     size_t elem = sizeOf(view.dtype);
@@ -1643,7 +2043,8 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
                                   [](const plan::DimSharding &dim) {
                                     return dim.axes_size() == 0;
                                   });
-    if (!s.program->partitioned() || numDevices == 1 || replicated) {
+    if (!s.program->partitioned() || numDevices == 1 ||
+        (replicated && ownerStage < 0)) {
       s.device->copyToHost(out.data<unsigned char>(), view.data,
                            view.numBytes(), *s.compute);
       return out;
@@ -1679,7 +2080,9 @@ Tensor Executor::Impl::gatherBuffer(int64_t id) {
       std::map<std::string, int64_t> c = s.coordsOf(int(position));
       bool speaks = true;
       for (const std::string &axis : s.axisOrder)
-        if (!used.count(axis) && c[axis] != 0)
+        if (!used.count(axis) &&
+            c[axis] != (ownerStage >= 0 && axis == s.pipelineAxis ? ownerStage
+                                                                   : 0))
           speaks = false;
       if (!speaks)
         continue;

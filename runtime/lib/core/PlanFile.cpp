@@ -708,6 +708,42 @@ std::string pipelineUnrunnable(const plan::Plan &p, const std::string &what) {
     throw Unrunnable{what + ": pipeline schedule '" + s.kind() + "': " + why};
   };
   try {
+    if (isPipelined(p)) {
+      // Stages with programs of their own (dist-stage-split), any number of
+      // pipeline ranks: validate() proved the action lists.
+      if (s.chunks() != 1)
+        bad("runs " + std::to_string(s.chunks()) +
+            " model chunks per rank; this runtime runs one");
+      if (s.stages_size() != s.ranks() || s.rank_actions_size() != s.ranks())
+        bad("needs one stage and one action list per pipeline rank");
+      int64_t axisSize = 0;
+      for (const plan::MeshAxis &axis : p.mesh().axes())
+        if (axis.name() == s.axis())
+          axisSize = axis.size();
+      if (axisSize != s.ranks())
+        bad("its axis '" + s.axis() + "' is not a mesh axis of size " +
+            std::to_string(s.ranks()));
+      for (int t = 0; t < s.stages_size(); ++t) {
+        const plan::PipelineStage &st = s.stages(t);
+        std::string where = "stage " + std::to_string(t) + ": ";
+        for (int index : {st.forward(), st.backward(), st.optimizer()})
+          if (index < 0 || index >= p.programs_size())
+            bad(where + "program " + std::to_string(index) +
+                " is not a program of the plan");
+        if (st.backward_input() != -1 || st.backward_weight() != -1)
+          bad(where + "separate input- and weight-gradient programs are not "
+                      "supported yet");
+        if ((t == 0) != (st.optimizer() == 0))
+          bad(where + "only stage 0's once-per-step program is program 0");
+      }
+      for (const plan::PipelineRank &rank : s.rank_actions())
+        for (const plan::PipelineAction &a : rank.actions())
+          if (a.kind() == plan::PipelineAction::BACKWARD_INPUT ||
+              a.kind() == plan::PipelineAction::BACKWARD_WEIGHT)
+            bad("its actions split the backward into B and W; this runtime "
+                "runs full backwards");
+      return "";
+    }
     if (s.ranks() != 1 || s.chunks() != 1)
       bad("runs on " + std::to_string(s.ranks()) + " ranks with " +
           std::to_string(s.chunks()) +
@@ -893,22 +929,43 @@ std::vector<ProgramValue> PlanFile::inputs(const std::string &name) const {
 }
 
 std::vector<ProgramValue> PlanFile::results(const std::string &name) const {
-  const plan::Program &program = pimpl->program(name);
   std::vector<ProgramValue> values;
-  for (int64_t id : program.results())
-    values.push_back(toValue(program.buffers(id)));
+  std::set<std::string> seen; // a step counter's update is on every stage
+  for (const plan::Program *program : pimpl->stepPrograms(name))
+    for (int64_t id : program->results()) {
+      const plan::Buffer &b = program->buffers(id);
+      if (b.name().empty() || seen.insert(b.name()).second)
+        values.push_back(toValue(b));
+    }
   return values;
 }
 
 std::vector<ProgramValue>
 PlanFile::persistent(const std::string &name) const {
-  const plan::Program &program = pimpl->program(name);
   std::vector<ProgramValue> values;
-  for (const plan::Buffer &b : program.buffers())
-    if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
-        !b.accumulator())
-      values.push_back(toValue(b));
+  std::set<std::string> seen; // a step counter is on every stage
+  for (const plan::Program *program : pimpl->stepPrograms(name))
+    for (const plan::Buffer &b : program->buffers())
+      if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+          !b.accumulator() && seen.insert(b.name()).second)
+        values.push_back(toValue(b));
   return values;
+}
+
+bool isPipelined(const plan::Plan &plan) {
+  return plan.has_pipeline() && plan.pipeline().stages_size() > 0 &&
+         plan.pipeline().stages(0).backward() >= 0;
+}
+
+std::vector<const plan::Program *>
+PlanFile::Impl::stepPrograms(const std::string &name) const {
+  const plan::Program &named = program(name);
+  if (!isPipelined(proto) || &named != &proto.programs(0))
+    return {&named};
+  std::vector<const plan::Program *> programs;
+  for (const plan::PipelineStage &stage : proto.pipeline().stages())
+    programs.push_back(&proto.programs(stage.optimizer()));
+  return programs;
 }
 
 int64_t PlanFile::arenaBytes(const std::string &program) const {

@@ -40,7 +40,17 @@ struct PlanFile::Impl {
   /// pipelineUnrunnable() of the loaded plan, thrown by the Executor.
   std::string pipelineUnrunnable;
   const plan::Program &program(const std::string &name) const;
+  /// The programs a step of `name` is made of: for program 0 of a
+  /// pipelined plan (isPipelined) every stage's once-per-step program, in
+  /// stage order (their results, in that order, are the step's results);
+  /// else the program alone.
+  std::vector<const plan::Program *> stepPrograms(const std::string &name) const;
 };
+
+/// Whether `plan` is pipelined: its schedule's stages have backward
+/// programs of their own (dist-stage-split). A microbatched one-rank step
+/// whose forward program runs the backward too is not.
+bool isPipelined(const plan::Plan &plan);
 
 } // namespace partita::runtime
 

@@ -128,6 +128,9 @@ struct ExecutorMemory {
   /// Staging of results that are themselves persistent buffers and replace
   /// another one (copied back when a step ends).
   int64_t staging = 0;
+  /// A pipelined step's slots: the messages and stashes of the microbatches
+  /// in flight (one buffer per value; kept for reuse, so the peak).
+  int64_t pipelineSlots = 0;
   /// The most bytes held at once from construction through every run():
   /// the sum of the above, as every one of them lives as long as the
   /// executor.

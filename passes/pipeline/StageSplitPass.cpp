@@ -1,0 +1,644 @@
+//===- StageSplitPass.cpp - per-stage programs of a pipelined step --------===//
+//
+// dist-stage-split: splits a partitioned, microbatched train step whose ops
+// carry pipeline stages (dist-pipeline-split) into each stage's forward,
+// backward and once-per-step functions, with the values that cross stages
+// as explicit results and arguments (see Passes.td).
+//
+// Algorithm: a microbatch runs as the chain of segments F0 F1 .. F(P-1)
+// B(P-1) .. B0. Every op of the per-microbatch function gets a segment (its
+// stage, and backward when nn-autodiff built it for a gradient or one of its
+// operands is backward); an op may read only values of its own or earlier
+// segments. A value read in another segment travels: forward from stage to
+// stage in the activation messages up to the last stage that reads it, kept
+// on a stage from its forward to its backward (the stash) where a backward
+// reads it, and down from stage to stage in the gradient messages to the
+// lowest stage whose backward reads it. The once-per-step function is cut
+// by the stage of what each op reads (accumulators and parameters belong to
+// the stage that uses them); ops that read nothing staged (the AdamW step
+// counter) are repeated on every stage that needs them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/pipeline/Passes.h"
+
+#include "dialects/dist/IR/DistDialect.h"
+#include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/nn/IR/NNAttributes.h"
+#include "dialects/nn/IR/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <set>
+
+namespace partita::pipeline {
+#define GEN_PASS_DEF_DISTSTAGESPLIT
+#include "passes/pipeline/Passes.h.inc"
+} // namespace partita::pipeline
+
+using namespace mlir;
+using namespace partita;
+
+namespace {
+
+/// An op with no operands (a constant, an axis index): cloned into every
+/// function that reads it instead of travelling between stages.
+bool isFree(Operation *op) {
+  return op->getNumOperands() == 0 && op->getNumRegions() == 0 &&
+         !op->hasTrait<OpTrait::IsTerminator>();
+}
+
+std::optional<int64_t> stageAttr(Operation *op) {
+  if (auto a = op->getAttrOfType<IntegerAttr>(pipeline::kStageAttrName))
+    return a.getInt();
+  return std::nullopt;
+}
+
+/// Whether nn-autodiff built `op` for the backward pass.
+bool isBackwardOp(Operation *op) {
+  std::optional<nn::GradKind> kind = nn::getGradKind(op);
+  return kind == nn::GradKind::Input || kind == nn::GradKind::Weight ||
+         nn::isRecomputed(op);
+}
+
+/// The function a segment becomes, being built.
+struct Piece {
+  func::FuncOp func;
+  IRMapping map;
+  OpBuilder builder;
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  explicit Piece(MLIRContext *ctx) : builder(ctx) {}
+};
+
+class StageSplitter {
+public:
+  StageSplitter(ModuleOp module, func::FuncOp step, func::FuncOp micro,
+                int64_t stages, StringRef schedule)
+      : module(module), step(step), micro(micro), P(stages),
+        schedule(schedule), ctx(module.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  // Segment numbers: F s is s, B s is 2P-1-s (the order a microbatch runs).
+  int64_t segment(bool backward, int64_t s) const {
+    return backward ? 2 * P - 1 - s : s;
+  }
+  int64_t stageOfSegment(int64_t seg) const {
+    return seg < P ? seg : 2 * P - 1 - seg;
+  }
+  bool isBackwardSegment(int64_t seg) const { return seg >= P; }
+  std::string segmentName(int64_t seg) const {
+    return (isBackwardSegment(seg) ? "the backward of stage "
+                                   : "the forward of stage ") +
+           std::to_string(stageOfSegment(seg));
+  }
+
+  LogicalResult assignSegments();
+  LogicalResult findTransfers();
+  LogicalResult buildMicroPieces();
+  LogicalResult splitStep();
+  LogicalResult addPipelineAxis();
+
+  /// A new function after `step`, named `name`, taking `types`.
+  func::FuncOp createFunc(StringRef name, ArrayRef<Type> types,
+                          ArrayRef<DictionaryAttr> attrs, Piece &piece);
+  /// `v` in `piece`, cloning free ops (and, in the step, stageless ones) it
+  /// is made of.
+  Value lookupOrClone(Piece &piece, Value v,
+                      const llvm::DenseSet<Operation *> &clonable);
+  void finish(Piece &piece, Location loc);
+
+  ModuleOp module;
+  func::FuncOp step, micro;
+  int64_t P;
+  StringRef schedule;
+  MLIRContext *ctx;
+
+  llvm::DenseMap<Operation *, int64_t> segOf;
+  // Per stage: values sent forward to the next stage, kept from forward to
+  // backward, sent back to the previous stage (each in program order).
+  std::vector<SetVector<Value>> forwardOut, stash, backwardOut;
+  // The functions, per stage.
+  std::vector<func::FuncOp> forwardFuncs, backwardFuncs, stepFuncs;
+  // Accumulators and parameters (by name) -> their stage.
+  llvm::StringMap<int64_t> stageOfName;
+};
+
+LogicalResult StageSplitter::assignSegments() {
+  Block &body = micro.getBody().front();
+  SmallVector<Operation *> deferred;
+  for (Operation &op : body) {
+    if (isFree(&op) || isa<func::ReturnOp>(op))
+      continue;
+    int64_t earliest = -1;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp(); def && !isFree(def))
+        earliest = std::max(earliest, segOf.lookup(def));
+    bool backward = isBackwardOp(&op) || isBackwardSegment(earliest);
+    int64_t seg;
+    if (std::optional<int64_t> s = stageAttr(&op)) {
+      if (*s < 0 || *s >= P)
+        return op.emitError() << "pipeline stages: dist.stage " << *s
+                              << " is outside 0.." << P - 1;
+      seg = segment(backward, *s);
+      if (seg < earliest)
+        return op.emitError()
+               << "pipeline stages: runs in " << segmentName(seg)
+               << " but reads a value computed later in a microbatch's "
+                  "order, in "
+               << segmentName(earliest)
+               << " (a microbatch runs the forwards of stages 0.."
+               << P - 1 << ", then their backwards in reverse)";
+    } else if (earliest < 0) {
+      deferred.push_back(&op);
+      continue;
+    } else {
+      seg = backward && !isBackwardSegment(earliest)
+                ? segment(true, stageOfSegment(earliest))
+                : earliest;
+    }
+    segOf[&op] = seg;
+  }
+  // Ops that read only arguments and constants run where they are read.
+  for (Operation *op : llvm::reverse(deferred)) {
+    int64_t seg = -1;
+    for (Operation *user : op->getUsers())
+      if (!isa<func::ReturnOp>(user))
+        seg = seg < 0 ? segOf.lookup(user) : std::min(seg, segOf.lookup(user));
+    segOf[op] = seg < 0 ? 0 : seg;
+  }
+  return success();
+}
+
+LogicalResult StageSplitter::findTransfers() {
+  forwardOut.resize(P);
+  stash.resize(P);
+  backwardOut.resize(P);
+  Block &body = micro.getBody().front();
+  for (Operation &op : body) {
+    if (isFree(&op) || isa<func::ReturnOp>(op))
+      continue;
+    int64_t a = segOf.lookup(&op);
+    int64_t sa = stageOfSegment(a);
+    bool forwardDef = !isBackwardSegment(a);
+    for (Value v : op.getResults()) {
+      int64_t reach = sa, low = sa;
+      std::set<int64_t> keptOn;
+      for (Operation *user : v.getUsers()) {
+        if (isa<func::ReturnOp>(user))
+          continue;
+        int64_t b = segOf.lookup(user);
+        if (b == a)
+          continue;
+        int64_t t = stageOfSegment(b);
+        if (!isBackwardSegment(b)) {
+          reach = std::max(reach, t);
+        } else if (forwardDef && t >= sa) {
+          reach = std::max(reach, t);
+          keptOn.insert(t);
+        } else if (forwardDef) {
+          keptOn.insert(sa);
+          low = std::min(low, t);
+        } else {
+          low = std::min(low, t);
+        }
+      }
+      for (int64_t u = sa; u < reach; ++u)
+        forwardOut[u].insert(v);
+      for (int64_t t : keptOn)
+        stash[t].insert(v);
+      for (int64_t u = sa; u > low; --u)
+        backwardOut[u].insert(v);
+    }
+  }
+  return success();
+}
+
+func::FuncOp StageSplitter::createFunc(StringRef name, ArrayRef<Type> types,
+                                       ArrayRef<DictionaryAttr> attrs,
+                                       Piece &piece) {
+  OpBuilder b(ctx);
+  b.setInsertionPoint(step);
+  auto func = func::FuncOp::create(b, step.getLoc(), name,
+                                   FunctionType::get(ctx, types, {}));
+  // The step's function attributes (its mesh, ...) but the microbatch ones.
+  for (NamedAttribute attr : step->getDiscardableAttrs())
+    if (attr.getName() != pipeline::kMicrobatchStepAttrName)
+      func->setAttr(attr.getName(), attr.getValue());
+  Block *entry = func.addEntryBlock();
+  for (auto [i, a] : llvm::enumerate(attrs))
+    if (a)
+      func.setArgAttrs(i, a);
+  piece.func = func;
+  piece.builder.setInsertionPointToEnd(entry);
+  return func;
+}
+
+Value StageSplitter::lookupOrClone(
+    Piece &piece, Value v, const llvm::DenseSet<Operation *> &clonable) {
+  if (Value mapped = piece.map.lookupOrNull(v))
+    return mapped;
+  Operation *def = v.getDefiningOp();
+  if (!def || !(isFree(def) || clonable.contains(def)))
+    return {};
+  for (Value operand : def->getOperands())
+    if (!lookupOrClone(piece, operand, clonable))
+      return {};
+  piece.builder.clone(*def, piece.map);
+  return piece.map.lookup(v);
+}
+
+void StageSplitter::finish(Piece &piece, Location loc) {
+  func::ReturnOp::create(piece.builder, loc, piece.results);
+  SmallVector<Type> types;
+  for (Value v : piece.results)
+    types.push_back(v.getType());
+  piece.func.setType(
+      FunctionType::get(ctx, piece.func.getArgumentTypes(), types));
+  for (auto [i, a] : llvm::enumerate(piece.resultAttrs))
+    if (a)
+      piece.func.setResultAttrs(i, a);
+}
+
+LogicalResult StageSplitter::buildMicroPieces() {
+  Block &body = micro.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseSet<Operation *> none;
+  auto named = [&](StringRef attr, const Twine &name) {
+    return DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, attr),
+                             StringAttr::get(ctx, name))});
+  };
+  for (int64_t seg = 0; seg < 2 * P; ++seg) {
+    int64_t t = stageOfSegment(seg);
+    bool backward = isBackwardSegment(seg);
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      if (!isFree(&op) && !isa<func::ReturnOp>(op) && segOf.lookup(&op) == seg)
+        ops.push_back(&op);
+    // Arguments: the step's that these ops read, then what arrives.
+    llvm::SetVector<unsigned> used;
+    for (Operation *op : ops)
+      for (Value v : op->getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          used.insert(arg.getArgNumber());
+    SmallVector<unsigned> usedArgs(used.begin(), used.end());
+    llvm::sort(usedArgs);
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    for (unsigned i : usedArgs) {
+      types.push_back(micro.getArgument(i).getType());
+      attrs.push_back(micro.getArgAttrDict(i));
+    }
+    SmallVector<std::pair<Value, std::string>> incoming;
+    if (!backward && t > 0)
+      for (auto [k, v] : llvm::enumerate(forwardOut[t - 1]))
+        incoming.push_back({v, "pp.activation." + std::to_string(k)});
+    if (backward) {
+      for (auto [k, v] : llvm::enumerate(stash[t]))
+        incoming.push_back({v, "pp.stash." + std::to_string(k)});
+      if (t + 1 < P)
+        for (auto [k, v] : llvm::enumerate(backwardOut[t + 1]))
+          incoming.push_back({v, "pp.gradient." + std::to_string(k)});
+    }
+    for (auto &[v, name] : incoming) {
+      types.push_back(v.getType());
+      attrs.push_back(named(nn::inputAttr.getName(), name));
+    }
+    std::string name = (step.getName() + ".s" + Twine(t) +
+                        (backward ? ".backward" : ".forward"))
+                           .str();
+    Piece piece(ctx);
+    func::FuncOp func = createFunc(name, types, attrs, piece);
+    for (auto [n, i] : llvm::enumerate(usedArgs))
+      piece.map.map(micro.getArgument(i), func.getArgument(n));
+    for (auto [n, in] : llvm::enumerate(incoming))
+      piece.map.map(in.first, func.getArgument(usedArgs.size() + n));
+    for (Operation *op : ops) {
+      for (Value v : op->getOperands())
+        if (!lookupOrClone(piece, v, none))
+          return op->emitError()
+                 << "pipeline stages: internal error: an operand of this op "
+                    "in "
+                 << segmentName(seg) << " does not reach it";
+      piece.builder.clone(*op, piece.map);
+    }
+    // Results: what leaves (a copy where it is an argument or already
+    // returned: each result its own buffer), then the accumulators updated.
+    llvm::DenseSet<Value> returned;
+    auto addResult = [&](Value v, DictionaryAttr attr) {
+      Value mapped = lookupOrClone(piece, v, none);
+      if (isa<BlockArgument>(mapped) || returned.contains(mapped))
+        mapped = nn::ReshapeOp::create(piece.builder, v.getLoc(),
+                                       mapped.getType(), mapped);
+      returned.insert(mapped);
+      piece.results.push_back(mapped);
+      piece.resultAttrs.push_back(attr);
+    };
+    if (!backward) {
+      if (t + 1 < P)
+        for (auto [k, v] : llvm::enumerate(forwardOut[t]))
+          addResult(v, named(nn::outputAttr.getName(),
+                             "pp.activation." + Twine(k)));
+      for (auto [k, v] : llvm::enumerate(stash[t]))
+        addResult(v, named(nn::outputAttr.getName(), "pp.stash." + Twine(k)));
+    } else if (t > 0) {
+      for (auto [k, v] : llvm::enumerate(backwardOut[t]))
+        addResult(v,
+                  named(nn::outputAttr.getName(), "pp.gradient." + Twine(k)));
+    }
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      Operation *def = v.getDefiningOp();
+      if (!def || isFree(def) || segOf.lookup(def) != seg)
+        continue;
+      addResult(v, micro.getResultAttrDict(i));
+      if (StringAttr state = nn::stateAttr.getResult(micro, i))
+        stageOfName[state.getValue()] = t;
+    }
+    finish(piece, ret.getLoc());
+    (backward ? backwardFuncs : forwardFuncs)[t] = func;
+  }
+  // Every returned value must have been placed.
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Operation *def = v.getDefiningOp();
+    if (!def || isFree(def))
+      return micro.emitError() << "pipeline stages: result #" << i
+                               << " of the per-microbatch function is not "
+                                  "computed by a stage";
+  }
+  // Parameters and state read per microbatch belong to the stage reading
+  // them; one read on two stages (a tied embedding) is not split yet.
+  for (BlockArgument arg : micro.getArguments()) {
+    StringAttr name = nn::paramAttr.getArg(micro, arg.getArgNumber());
+    if (!name)
+      name = nn::stateAttr.getArg(micro, arg.getArgNumber());
+    if (!name)
+      continue;
+    std::set<int64_t> stages;
+    for (Operation *user : arg.getUsers())
+      if (!isa<func::ReturnOp>(user))
+        stages.insert(stageOfSegment(segOf.lookup(user)));
+    if (stages.size() > 1)
+      return micro.emitError()
+             << "pipeline stages: '" << name.getValue()
+             << "' is read on stages " << *stages.begin() << " and "
+             << *stages.rbegin()
+             << "; a parameter shared by two stages (a tied embedding) is "
+                "not supported yet: untie it or put its readers on one stage";
+    if (!stages.empty()) {
+      auto [it, added] = stageOfName.try_emplace(name.getValue(), *stages.begin());
+      if (!added && it->second != *stages.begin())
+        return micro.emitError()
+               << "pipeline stages: accumulator '" << name.getValue()
+               << "' is read on stage " << *stages.begin()
+               << " and updated on stage " << it->second;
+    }
+  }
+  return success();
+}
+
+LogicalResult StageSplitter::splitStep() {
+  Block &body = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // The stage of every argument and op: -1 when it reads nothing staged.
+  llvm::DenseMap<Value, int64_t> stageOfValue;
+  SmallVector<int64_t> argStage(step.getNumArguments(), -1);
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    StringAttr name = nn::paramAttr.getArg(step, i);
+    if (!name)
+      name = nn::stateAttr.getArg(step, i);
+    if (name)
+      if (auto it = stageOfName.find(name.getValue()); it != stageOfName.end())
+        argStage[i] = it->second;
+    stageOfValue[arg] = argStage[i];
+  }
+  llvm::DenseSet<Operation *> stageless;
+  llvm::DenseMap<Operation *, int64_t> opStage;
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    int64_t s = -1;
+    for (Value v : op.getOperands()) {
+      int64_t vs = stageOfValue.lookup(v);
+      if (vs < 0)
+        continue;
+      if (s >= 0 && s != vs)
+        return op.emitError()
+               << "pipeline stages: the once-per-step update reads values "
+                  "of stages "
+               << std::min(s, vs) << " and " << std::max(s, vs)
+               << " together; a step whose update spans stages (clipping by "
+                  "the global gradient norm) is not supported with "
+                  "pipeline stages yet";
+      s = vs;
+    }
+    for (Value r : op.getResults())
+      stageOfValue[r] = s;
+    if (s < 0)
+      stageless.insert(&op);
+    else
+      opStage[&op] = s;
+  }
+  // An argument read by the update but not per microbatch (Adam's moments)
+  // takes the stage of its readers.
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (argStage[i] >= 0 || nn::inputAttr.getArg(step, i))
+      continue;
+    std::set<int64_t> stages;
+    for (Operation *user : arg.getUsers())
+      if (auto it = opStage.find(user); it != opStage.end())
+        stages.insert(it->second);
+    if (stages.size() == 1)
+      argStage[i] = *stages.begin();
+  }
+
+  for (int64_t t = 0; t < P; ++t) {
+    Piece piece(ctx);
+    // Arguments: every input (the whole batch, which the stage's forward and
+    // backward read microbatch by microbatch), the stage's parameters and
+    // state, and anything stageless its ops read.
+    llvm::SetVector<unsigned> args;
+    for (BlockArgument arg : step.getArguments())
+      if (nn::inputAttr.getArg(step, arg.getArgNumber()) ||
+          argStage[arg.getArgNumber()] == t)
+        args.insert(arg.getArgNumber());
+    std::function<void(Value)> need = [&](Value v) {
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        if (argStage[arg.getArgNumber()] < 0)
+          args.insert(arg.getArgNumber());
+        return;
+      }
+      Operation *def = v.getDefiningOp();
+      if (def && stageless.contains(def))
+        for (Value operand : def->getOperands())
+          need(operand);
+    };
+    for (auto &[op, s] : opStage)
+      if (s == t)
+        for (Value v : op->getOperands())
+          need(v);
+    // Stageless state (a step counter) is updated where it is an argument.
+    auto keeps = [&](unsigned i) {
+      StringAttr name = nn::paramAttr.getResult(step, i);
+      if (!name)
+        name = nn::stateAttr.getResult(step, i);
+      if (!name)
+        return t == 0; // an output computed from nothing staged
+      return llvm::any_of(args, [&](unsigned a) {
+        StringAttr an = nn::paramAttr.getArg(step, a);
+        if (!an)
+          an = nn::stateAttr.getArg(step, a);
+        return an == name;
+      });
+    };
+    SmallVector<unsigned> resultIndices;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      int64_t s = stageOfValue.lookup(v);
+      if (s == t || (s < 0 && keeps(i))) {
+        resultIndices.push_back(i);
+        need(v);
+      }
+    }
+    SmallVector<unsigned> sorted(args.begin(), args.end());
+    llvm::sort(sorted);
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    for (unsigned i : sorted) {
+      types.push_back(step.getArgument(i).getType());
+      attrs.push_back(step.getArgAttrDict(i));
+    }
+    std::string name =
+        t == 0 ? (step.getName() + ".pipelined").str()
+               : (step.getName() + ".s" + Twine(t)).str();
+    func::FuncOp func = createFunc(name, types, attrs, piece);
+    for (auto [n, i] : llvm::enumerate(sorted))
+      piece.map.map(step.getArgument(i), func.getArgument(n));
+    for (Operation &op : body) {
+      auto it = opStage.find(&op);
+      if (it == opStage.end() || it->second != t)
+        continue;
+      for (Value v : op.getOperands())
+        if (!lookupOrClone(piece, v, stageless))
+          return op.emitError() << "pipeline stages: internal error: an "
+                                   "operand of this update does not reach "
+                                   "stage "
+                                << t;
+      piece.builder.clone(op, piece.map);
+    }
+    for (unsigned i : resultIndices) {
+      Value mapped = lookupOrClone(piece, ret.getOperand(i), stageless);
+      if (!mapped)
+        return step.emitError() << "pipeline stages: internal error: result #"
+                                << i << " does not reach stage " << t;
+      piece.results.push_back(mapped);
+      piece.resultAttrs.push_back(step.getResultAttrDict(i));
+    }
+    finish(piece, ret.getLoc());
+    stepFuncs[t] = func;
+  }
+  return success();
+}
+
+LogicalResult StageSplitter::addPipelineAxis() {
+  auto meshName = step->getAttrOfType<FlatSymbolRefAttr>("dist.mesh");
+  dist::MeshOp meshOp =
+      meshName ? module.lookupSymbol<dist::MeshOp>(meshName.getAttr())
+               : dist::MeshOp();
+  if (!meshOp)
+    return step.emitError() << "pipeline stages: the partitioned step names "
+                               "no mesh to add the pipeline axis to";
+  FailureOr<dist::Mesh> mesh = dist::meshFromOp(meshOp);
+  if (failed(mesh))
+    return failure();
+  if (llvm::any_of(mesh->axes, [](const dist::MeshAxis &a) {
+        return a.name == pipeline::kPipelineAxis;
+      }))
+    return meshOp.emitError()
+           << "pipeline stages: the mesh already has an axis named '"
+           << pipeline::kPipelineAxis
+           << "'; the pipeline axis is added by the stage split";
+  if (!mesh->deviceIds.empty())
+    return meshOp.emitError() << "pipeline stages: a mesh with an explicit "
+                                 "device order cannot take a pipeline axis";
+  mesh->axes.insert(mesh->axes.begin(),
+                    dist::MeshAxis{pipeline::kPipelineAxis.str(), P});
+  meshOp.setMeshAttr(dist::meshToAttr(ctx, *mesh));
+  return success();
+}
+
+LogicalResult StageSplitter::run() {
+  forwardFuncs.resize(P);
+  backwardFuncs.resize(P);
+  stepFuncs.resize(P);
+  if (failed(assignSegments()) || failed(findTransfers()) ||
+      failed(buildMicroPieces()) || failed(splitStep()) ||
+      failed(addPipelineAxis()))
+    return failure();
+  // The pieces replace both functions; stage 0's update takes the step's
+  // name and lists every stage's functions.
+  std::string stepName = step.getName().str();
+  func::FuncOp first = stepFuncs[0];
+  SmallVector<Attribute> stages;
+  for (int64_t t = 0; t < P; ++t) {
+    auto ref = [&](func::FuncOp f) {
+      return FlatSymbolRefAttr::get(ctx, t == 0 && f == first
+                                             ? StringRef(stepName)
+                                             : f.getName());
+    };
+    stages.push_back(DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, "forward"),
+                             ref(forwardFuncs[t])),
+              NamedAttribute(StringAttr::get(ctx, "backward"),
+                             ref(backwardFuncs[t])),
+              NamedAttribute(StringAttr::get(ctx, "step"), ref(stepFuncs[t]))}));
+  }
+  micro.erase();
+  step.erase();
+  first.setSymName(stepName);
+  first->setAttr(pipeline::kStageProgramsAttrName, ArrayAttr::get(ctx, stages));
+  first->setAttr(pipeline::kScheduleAttrName, StringAttr::get(ctx, schedule));
+  return success();
+}
+
+struct DistStageSplitPass
+    : public pipeline::impl::DistStageSplitBase<DistStageSplitPass> {
+  using DistStageSplitBase::DistStageSplitBase;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> steps;
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(pipeline::kPipelineStagesAttrName) &&
+          func->hasAttr(pipeline::kMicrobatchStepAttrName))
+        steps.push_back(func);
+    for (func::FuncOp step : steps) {
+      auto stages =
+          step->getAttrOfType<IntegerAttr>(pipeline::kPipelineStagesAttrName);
+      auto symbol =
+          step->getAttrOfType<FlatSymbolRefAttr>(pipeline::kMicrobatchStepAttrName);
+      auto micro = symbol ? module.lookupSymbol<func::FuncOp>(symbol.getAttr())
+                          : func::FuncOp();
+      if (!stages || stages.getInt() < 1 || !micro) {
+        step.emitError() << "pipeline stages: needs a positive "
+                         << pipeline::kPipelineStagesAttrName
+                         << " and the per-microbatch function it names";
+        return signalPassFailure();
+      }
+      if (failed(StageSplitter(module, step, micro, stages.getInt(), schedule)
+                     .run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
