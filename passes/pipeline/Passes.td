@@ -163,17 +163,21 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     reductions, the optimizer) is cut by the stage of what each op reads:
     an accumulator or a parameter belongs to the stage that reads it per
     microbatch; ops reading nothing staged (AdamW's step counter) are
-    repeated on every stage that needs them. Stage 0's keeps the step's
+    repeated on every stage that needs them. A parameter read on several
+    stages (a tied embedding) is held by each of them: its gradient's
+    contributions meet on the stage that sums them, which updates it, and
+    every stage then runs an all_reduce over `pp` of the new value (that
+    stage) or zeros (the others), which the readers take as their copy.
+    Stage 0's keeps the step's
     name (`@<step>.s<s>` for the others); every stage's takes all of the
     step's inputs (the whole batch). The step then carries
     `dist.stage_programs` (per stage `{forward, backward, step}`) and
     `dist.schedule`, and the mesh gains the major-most axis `pp` of size P.
 
     Diagnostics: an op reading a value computed later in a microbatch's
-    order; a parameter read on two stages (a tied embedding; not split
-    yet); an update reading values of two stages (global-norm clipping;
-    not yet); a mesh that already has a `pp` axis or an explicit device
-    order.
+    order; optimizer state read on two stages; an update reading values of
+    two stages (global-norm clipping; not yet); a mesh that already has a
+    `pp` axis or an explicit device order.
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",

@@ -130,6 +130,9 @@ private:
   std::vector<func::FuncOp> forwardFuncs, backwardFuncs, stepFuncs;
   // Accumulators and parameters (by name) -> their stage.
   llvm::StringMap<int64_t> stageOfName;
+  // Parameters read per microbatch on several stages (a tied embedding) ->
+  // those stages; in name order.
+  std::map<std::string, std::set<int64_t>> sharedParams;
 };
 
 LogicalResult StageSplitter::assignSegments() {
@@ -386,13 +389,17 @@ LogicalResult StageSplitter::buildMicroPieces() {
     for (Operation *user : arg.getUsers())
       if (!isa<func::ReturnOp>(user))
         stages.insert(stageOfSegment(segOf.lookup(user)));
-    if (stages.size() > 1)
-      return micro.emitError()
-             << "pipeline stages: '" << name.getValue()
-             << "' is read on stages " << *stages.begin() << " and "
-             << *stages.rbegin()
-             << "; a parameter shared by two stages (a tied embedding) is "
-                "not supported yet: untie it or put its readers on one stage";
+    if (stages.size() > 1) {
+      if (!nn::paramAttr.getArg(micro, arg.getArgNumber()))
+        return micro.emitError()
+               << "pipeline stages: state '" << name.getValue()
+               << "' is read on stages " << *stages.begin() << " and "
+               << *stages.rbegin()
+               << "; only parameters may be shared by stages";
+      // Each stage that reads it holds a copy (splitStep).
+      sharedParams[name.getValue().str()] = stages;
+      continue;
+    }
     if (!stages.empty()) {
       auto [it, added] = stageOfName.try_emplace(name.getValue(), *stages.begin());
       if (!added && it->second != *stages.begin())
@@ -431,14 +438,18 @@ LogicalResult StageSplitter::splitStep() {
       int64_t vs = stageOfValue.lookup(v);
       if (vs < 0)
         continue;
-      if (s >= 0 && s != vs)
-        return op.emitError()
-               << "pipeline stages: the once-per-step update reads values "
-                  "of stages "
-               << std::min(s, vs) << " and " << std::max(s, vs)
-               << " together; a step whose update spans stages (clipping by "
-                  "the global gradient norm) is not supported with "
-                  "pipeline stages yet";
+      if (s >= 0 && s != vs) {
+        // At the step (the model's function): the op may carry only a name.
+        InFlightDiagnostic diag = step.emitError();
+        diag << "pipeline stages: '" << op.getName()
+             << "' in the once-per-step update reads values of stages "
+             << std::min(s, vs) << " and " << std::max(s, vs)
+             << " together; a step whose update spans stages (clipping by "
+                "the global gradient norm) is not supported with pipeline "
+                "stages yet";
+        diag.attachNote(op.getLoc()) << "the op";
+        return diag;
+      }
       s = vs;
     }
     for (Value r : op.getResults())
@@ -461,6 +472,25 @@ LogicalResult StageSplitter::splitStep() {
     if (stages.size() == 1)
       argStage[i] = *stages.begin();
   }
+
+  // A shared parameter is updated where its gradient is (its owner), and
+  // the new value goes to the other stages that read it: every stage runs
+  // an all_reduce over the pipeline axis of it (the owner) or of zeros, so
+  // that the collectives match, in name order.
+  std::map<std::string, std::pair<unsigned, int64_t>> sharedResult;
+  for (auto &[name, readers] : sharedParams) {
+    for (unsigned i = 0; i < step.getNumResults(); ++i) {
+      StringAttr param = nn::paramAttr.getResult(step, i);
+      if (param && param.getValue() == name)
+        sharedResult[name] = {i, stageOfValue.lookup(ret.getOperand(i))};
+    }
+    auto it = sharedResult.find(name);
+    if (it == sharedResult.end() || it->second.second < 0)
+      return step.emitError()
+             << "pipeline stages: parameter '" << name
+             << "' is read on several stages but no stage updates it";
+  }
+  auto meshName = step->getAttrOfType<FlatSymbolRefAttr>("dist.mesh");
 
   for (int64_t t = 0; t < P; ++t) {
     Piece piece(ctx);
@@ -501,9 +531,24 @@ LogicalResult StageSplitter::splitStep() {
         return an == name;
       });
     };
+    // A stage reading a shared parameter holds it.
+    for (BlockArgument arg : step.getArguments())
+      if (StringAttr name = nn::paramAttr.getArg(step, arg.getArgNumber()))
+        if (auto it = sharedParams.find(name.getValue().str());
+            it != sharedParams.end() && it->second.count(t))
+          args.insert(arg.getArgNumber());
+    auto isShared = [&](unsigned i) {
+      StringAttr name = nn::paramAttr.getResult(step, i);
+      return name && sharedParams.count(name.getValue().str());
+    };
     SmallVector<unsigned> resultIndices;
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       int64_t s = stageOfValue.lookup(v);
+      if (isShared(i)) {
+        if (s == t)
+          need(v);
+        continue;
+      }
       if (s == t || (s < 0 && keeps(i))) {
         resultIndices.push_back(i);
         need(v);
@@ -543,6 +588,34 @@ LogicalResult StageSplitter::splitStep() {
       piece.results.push_back(mapped);
       piece.resultAttrs.push_back(step.getResultAttrDict(i));
     }
+    for (auto &[name, readers] : sharedParams) {
+      auto [i, owner] = sharedResult[name];
+      Value v = ret.getOperand(i);
+      Location loc = v.getLoc();
+      Value send;
+      if (owner == t) {
+        send = lookupOrClone(piece, v, stageless);
+        if (!send)
+          return step.emitError() << "pipeline stages: internal error: the "
+                                     "update of '"
+                                  << name << "' does not reach stage " << t;
+      } else {
+        auto type = cast<RankedTensorType>(v.getType());
+        Attribute zero = isa<FloatType>(type.getElementType())
+                             ? Attribute(FloatAttr::get(type.getElementType(), 0.0))
+                             : Attribute(IntegerAttr::get(type.getElementType(), 0));
+        send = nn::ConstantOp::create(piece.builder, loc, type,
+                                      DenseElementsAttr::get(type, zero));
+      }
+      Value received = dist::AllReduceOp::create(
+          piece.builder, loc, v.getType(), send, meshName,
+          piece.builder.getStrArrayAttr({pipeline::kPipelineAxis}),
+          dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
+      if (owner == t || readers.count(t)) {
+        piece.results.push_back(received);
+        piece.resultAttrs.push_back(step.getResultAttrDict(i));
+      }
+    }
     finish(piece, ret.getLoc());
     stepFuncs[t] = func;
   }
@@ -581,8 +654,8 @@ LogicalResult StageSplitter::run() {
   backwardFuncs.resize(P);
   stepFuncs.resize(P);
   if (failed(assignSegments()) || failed(findTransfers()) ||
-      failed(buildMicroPieces()) || failed(splitStep()) ||
-      failed(addPipelineAxis()))
+      failed(addPipelineAxis()) || failed(buildMicroPieces()) ||
+      failed(splitStep()))
     return failure();
   // The pieces replace both functions; stage 0's update takes the step's
   // name and lists every stage's functions.
