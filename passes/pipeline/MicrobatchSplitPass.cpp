@@ -242,21 +242,30 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
   if (m == 1) {
     points.clear();
     reductionOps.clear();
-    llvm::DenseSet<Operation *> update;
+    // Only what the batch reaches is per microbatch: a slice of a parameter
+    // for a sharded update stays in the update.
+    llvm::DenseSet<Operation *> update, fromBatch;
     for (Operation &op : body) {
-      bool readsUpdate = llvm::any_of(op.getOperands(), [&](Value v) {
+      bool readsUpdate = false, readsBatch = false;
+      for (Value v : op.getOperands()) {
         Operation *def = v.getDefiningOp();
-        return def && update.contains(def);
-      });
+        readsUpdate |= def && update.contains(def);
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          readsBatch |= nn::inputAttr.onArg(step, arg.getArgNumber());
+        else
+          readsBatch |= fromBatch.contains(def);
+      }
       if (nn::getGradKind(&op) == nn::GradKind::Update || readsUpdate)
         update.insert(&op);
+      else if (readsBatch)
+        fromBatch.insert(&op);
     }
     for (Operation &op : body) {
       if (!update.contains(&op) && !isa<func::ReturnOp>(op))
         continue;
       for (Value v : op.getOperands()) {
         Operation *def = v.getDefiningOp();
-        if (def && !update.contains(def) && def->getNumOperands() > 0)
+        if (def && fromBatch.contains(def))
           points.insert(v);
       }
     }

@@ -168,16 +168,19 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     contributions meet on the stage that sums them, which updates it, and
     every stage then runs an all_reduce over `pp` of the new value (that
     stage) or zeros (the others), which the readers take as their copy.
+    A sum over stages (clipping's squared gradient norm) is computed on
+    every stage, in the step's order, from its terms, which each stage
+    receives exactly by an all_reduce over `pp` of the term or zeros.
     Stage 0's keeps the step's
     name (`@<step>.s<s>` for the others); every stage's takes all of the
     step's inputs (the whole batch). The step then carries
     `dist.stage_programs` (per stage `{forward, backward, step}`) and
     `dist.schedule`, and the mesh gains the major-most axis `pp` of size P.
 
-    Diagnostics: an op reading a value computed later in a microbatch's
-    order; optimizer state read on two stages; an update reading values of
-    two stages (global-norm clipping; not yet); a mesh that already has a
-    `pp` axis or an explicit device order.
+    Diagnostics: optimizer state read per microbatch on two stages; a
+    parameter read on several stages that no stage updates; an update op
+    reading values of two stages other than through a sum; a mesh that
+    already has a `pp` axis or an explicit device order.
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",

@@ -151,15 +151,11 @@ LogicalResult StageSplitter::assignSegments() {
       if (*s < 0 || *s >= P)
         return op.emitError() << "pipeline stages: dist.stage " << *s
                               << " is outside 0.." << P - 1;
-      seg = segment(backward, *s);
-      if (seg < earliest)
-        return op.emitError()
-               << "pipeline stages: runs in " << segmentName(seg)
-               << " but reads a value computed later in a microbatch's "
-                  "order, in "
-               << segmentName(earliest)
-               << " (a microbatch runs the forwards of stages 0.."
-               << P - 1 << ", then their backwards in reverse)";
+      // No earlier than what it reads: a collective the partitioner built
+      // for an op that sums over stages carries the latest stage, which is
+      // an early segment in backward. (dist-pipeline-split has checked the
+      // forward's stages against dataflow.)
+      seg = std::max(segment(backward, *s), earliest);
     } else if (earliest < 0) {
       deferred.push_back(&op);
       continue;
@@ -428,29 +424,44 @@ LogicalResult StageSplitter::splitStep() {
         argStage[i] = it->second;
     stageOfValue[arg] = argStage[i];
   }
-  llvm::DenseSet<Operation *> stageless;
+  // A sum over stages (clipping's squared gradient norm: an nn.add of values
+  // of two stages, or of one stage's and such a sum) is global: every stage
+  // computes it, in the step's order, from its terms ("leaves"), which each
+  // stage receives exactly by an all_reduce over pp of the term (its own
+  // stage) or zeros (the others). What reads only global and stageless
+  // values is global too; kGlobal marks them.
+  constexpr int64_t kGlobal = -2;
+  llvm::DenseSet<Operation *> stageless; // cloned where needed
   llvm::DenseMap<Operation *, int64_t> opStage;
+  SetVector<Value> leaves;
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       continue;
-    int64_t s = -1;
+    std::set<int64_t> stages;
+    bool global = false;
     for (Value v : op.getOperands()) {
       int64_t vs = stageOfValue.lookup(v);
-      if (vs < 0)
-        continue;
-      if (s >= 0 && s != vs) {
+      if (vs >= 0)
+        stages.insert(vs);
+      global |= vs == kGlobal;
+    }
+    int64_t s = stages.empty() ? (global ? kGlobal : -1) : *stages.begin();
+    if (stages.size() > 1 || (global && !stages.empty() && isa<nn::AddOp>(op))) {
+      if (!isa<nn::AddOp>(op)) {
         // At the step (the model's function): the op may carry only a name.
         InFlightDiagnostic diag = step.emitError();
         diag << "pipeline stages: '" << op.getName()
              << "' in the once-per-step update reads values of stages "
-             << std::min(s, vs) << " and " << std::max(s, vs)
-             << " together; a step whose update spans stages (clipping by "
-                "the global gradient norm) is not supported with pipeline "
-                "stages yet";
+             << *stages.begin() << " and " << *stages.rbegin()
+             << " together; only sums over stages (a global gradient norm) "
+                "may span stages";
         diag.attachNote(op.getLoc()) << "the op";
         return diag;
       }
-      s = vs;
+      for (Value v : op.getOperands())
+        if (stageOfValue.lookup(v) >= 0)
+          leaves.insert(v);
+      s = kGlobal;
     }
     for (Value r : op.getResults())
       stageOfValue[r] = s;
@@ -459,6 +470,11 @@ LogicalResult StageSplitter::splitStep() {
     else
       opStage[&op] = s;
   }
+  auto readsGlobal = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      return stageOfValue.lookup(v) == kGlobal;
+    });
+  };
   // An argument read by the update but not per microbatch (Adam's moments)
   // takes the stage of its readers.
   for (BlockArgument arg : step.getArguments()) {
@@ -568,10 +584,47 @@ LogicalResult StageSplitter::splitStep() {
     func::FuncOp func = createFunc(name, types, attrs, piece);
     for (auto [n, i] : llvm::enumerate(sorted))
       piece.map.map(step.getArgument(i), func.getArgument(n));
+    // The global sums' terms, on every stage in one order, before the
+    // first op that reads a global value (each stage's terms precede it in
+    // the step's order).
+    bool haveLeaves = false;
+    auto shareLeaves = [&]() -> LogicalResult {
+      if (haveLeaves)
+        return success();
+      haveLeaves = true;
+      for (Value leaf : leaves) {
+        Value send;
+        if (stageOfValue.lookup(leaf) == t) {
+          send = lookupOrClone(piece, leaf, stageless);
+          if (!send)
+            return step.emitError() << "pipeline stages: internal error: a "
+                                       "term of a sum over stages does not "
+                                       "reach stage "
+                                    << t;
+        } else {
+          auto type = cast<RankedTensorType>(leaf.getType());
+          send = nn::ConstantOp::create(
+              piece.builder, leaf.getLoc(), type,
+              DenseElementsAttr::get(
+                  type, piece.builder.getZeroAttr(type.getElementType())));
+        }
+        piece.map.map(leaf,
+                      dist::AllReduceOp::create(
+                          piece.builder, leaf.getLoc(), leaf.getType(), send,
+                          meshName,
+                          piece.builder.getStrArrayAttr(
+                              {pipeline::kPipelineAxis}),
+                          dist::ReductionKindAttr::get(
+                              ctx, dist::ReductionKind::Sum)));
+      }
+      return success();
+    };
     for (Operation &op : body) {
       auto it = opStage.find(&op);
       if (it == opStage.end() || it->second != t)
         continue;
+      if (readsGlobal(&op) && failed(shareLeaves()))
+        return failure();
       for (Value v : op.getOperands())
         if (!lookupOrClone(piece, v, stageless))
           return op.emitError() << "pipeline stages: internal error: an "
@@ -580,6 +633,8 @@ LogicalResult StageSplitter::splitStep() {
                                 << t;
       piece.builder.clone(op, piece.map);
     }
+    if (failed(shareLeaves()))
+      return failure();
     for (unsigned i : resultIndices) {
       Value mapped = lookupOrClone(piece, ret.getOperand(i), stageless);
       if (!mapped)
