@@ -14,6 +14,7 @@
 #include "passes/plan/PlanExplain.h"
 
 #include "partita/runtime/Executor.h"
+#include "partita/runtime/PipelineSchedule.h"
 #include "passes/sharding/ModelStateMemory.h"
 #include "runtime/plan/PlanMemory.h"
 
@@ -525,10 +526,18 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
   }
   os << ")\n";
   if (proto.has_pipeline() && &program == &proto.programs(0) &&
-      proto.pipeline().ranks() == 1)
+      proto.pipeline().ranks() == 1 &&
+      (proto.pipeline().stages().empty() ||
+       proto.pipeline().stages(0).backward() < 0))
     os << "microbatches: " << proto.pipeline().microbatches()
        << " per step (gradients accumulated in microbatch order; the "
           "data-parallel reductions and the optimizer run once per step)\n";
+  else if (proto.has_pipeline() && &program == &proto.programs(0))
+    os << "pipeline: " << proto.pipeline().ranks() << " stages along \""
+       << proto.pipeline().axis() << "\", " << proto.pipeline().microbatches()
+       << " microbatches per step, schedule '" << proto.pipeline().kind()
+       << "'; below, stage 0 (its update is this program; "
+          "`partita explain --schedule` draws every rank's actions)\n";
 
   // Buffer roles: results are ACTIVATION buffers too, counted as outputs.
   std::vector<bool> isResult(program.buffers().size(), false);
@@ -645,6 +654,80 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
       os << " + scratch " << bytesText(mo.scratch);
     os << "\n";
   }
+  // A pipelined step: stage 0's forward and backward programs, and the
+  // slots its rank holds for the microbatches in flight (what the
+  // executor allocates, Executor.cpp's Pipe).
+  int64_t stageBytes = 0, slotBytes = 0;
+  bool pipelined = proto.has_pipeline() && proto.pipeline().stages_size() > 0 &&
+                   proto.pipeline().stages(0).backward() >= 0 &&
+                   &program == &proto.programs(0);
+  if (pipelined) {
+    const plan::PipelineSchedule &schedule = proto.pipeline();
+    const plan::PipelineStage &stage = schedule.stages(0);
+    int64_t kindBytes[5] = {}; // activation in, out, stash, gradient in, out
+    auto prefixed = [](const std::string &name, StringRef prefix) {
+      return StringRef(name).starts_with(prefix);
+    };
+    for (int index : {stage.forward(), stage.backward()}) {
+      if (index < 0 || index >= proto.programs_size())
+        continue;
+      const plan::Program &part = proto.programs(index);
+      bool forward = index == stage.forward();
+      int64_t inputs = 0;
+      for (const plan::Buffer &buffer : part.buffers())
+        if (buffer.role() == plan::INPUT) {
+          inputs += localBytes(buffer);
+          if (prefixed(buffer.name(), "pp.activation."))
+            kindBytes[0] += localBytes(buffer);
+          else if (prefixed(buffer.name(), "pp.gradient."))
+            kindBytes[3] += localBytes(buffer);
+        }
+      for (int64_t id : part.results()) {
+        const plan::Buffer &buffer = part.buffers(id);
+        if (forward && prefixed(buffer.name(), "pp.activation."))
+          kindBytes[1] += localBytes(buffer);
+        else if (forward && prefixed(buffer.name(), "pp.stash."))
+          kindBytes[2] += localBytes(buffer);
+        else if (!forward && prefixed(buffer.name(), "pp.gradient."))
+          kindBytes[4] += localBytes(buffer);
+      }
+      OutsideArena po = outsideArenaBytes(proto, part);
+      int64_t bytes = part.arena_bytes() + part.host_arena_bytes() + inputs +
+                      po.bucketBound() + po.scratch;
+      stageBytes += bytes;
+      os << "  " << left_justify(forward ? "forward" : "backward", 12) << " "
+         << bytesText(bytes) << " = program '" << part.name()
+         << "' (stage 0's " << (forward ? "forward" : "backward")
+         << " of one microbatch): arena peak " << bytesText(part.arena_bytes())
+         << " + inputs " << bytesText(inputs);
+      if (po.bucketBound())
+        os << " + buckets " << bytesText(po.bucketBound());
+      if (po.scratch)
+        os << " + scratch " << bytesText(po.scratch);
+      os << "\n";
+    }
+    namespace pl = runtime::pipeline;
+    pl::SlotPeaks peaks = pl::slotPeaks(pl::fromProto(schedule), 0);
+    int peak[5] = {peaks.activationIn, peaks.activationOut, peaks.stash,
+                   peaks.gradientIn, peaks.gradientOut};
+    const char *names[5] = {"received activations", "sent activations",
+                            "stash", "received gradients", "sent gradients"};
+    std::string formula;
+    for (int k = 0; k < 5; ++k) {
+      slotBytes += peak[k] * kindBytes[k];
+      if (peak[k] && kindBytes[k])
+        formula += std::string(formula.empty() ? "" : " + ") + names[k] +
+                   " " + std::to_string(peak[k]) + " x " +
+                   bytesText(kindBytes[k]);
+    }
+    os << "  " << left_justify("pipeline", 12) << " " << bytesText(slotBytes)
+       << " = " << (formula.empty() ? "nothing in flight" : formula)
+       << " (stage 0's microbatches in flight under '" << schedule.kind()
+       << "': the most its action list holds at once, times the bytes per "
+          "microbatch)\n";
+  }
+  memory.stagePrograms = stageBytes;
+  memory.pipelineSlots = slotBytes;
   memory.accumulators = total[kAccumulator];
   memory.microbatch = microBytes;
   memory.parameters = total[kParam];
@@ -660,7 +743,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
   memory.total = total[kParam] + total[kInput] + total[kConstant] +
                  total[kState] + program.arena_bytes() +
                  program.host_arena_bytes() + bucketBytes + scratchBytes +
-                 total[kAccumulator] + microBytes;
+                 total[kAccumulator] + microBytes + stageBytes + slotBytes;
   os << "  " << left_justify("total", 12) << " " << bytesText(memory.total)
      << " = parameters + inputs + constants"
      << (count[kState] ? " + state" : "") << " + arena peak"
@@ -668,6 +751,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
      << (bucketBytes ? " + buckets" : "") << (scratchBytes ? " + scratch" : "")
      << (count[kAccumulator] ? " + accumulators" : "")
      << (micro ? " + microbatch" : "")
+     << (pipelined ? " + forward + backward + pipeline" : "")
      << " (what the runtime allocates; partita run --report-memory measures "
         "it)\n";
 

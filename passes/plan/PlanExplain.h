@@ -30,6 +30,11 @@ struct PlanMemory {
   /// `accumulator`), and the per-microbatch program's arena, inputs and
   /// collective buffers.
   int64_t accumulators = 0, microbatch = 0;
+  /// A pipelined step's stage 0 (program 0 is its update): its forward and
+  /// backward programs' arenas, inputs and collective buffers, and the
+  /// slots of the microbatches in flight (pipeline::slotPeaks times each
+  /// kind's bytes per microbatch).
+  int64_t stagePrograms = 0, pipelineSlots = 0;
   /// The static arena's peak (memory plan), and the same over activations
   /// kept in host memory.
   int64_t arenaPeak = 0, hostArena = 0;
@@ -37,7 +42,8 @@ struct PlanMemory {
   /// flight) and the collectives' one transposition buffer.
   int64_t buckets = 0, scratch = 0;
   /// parameters + inputs + constants + state + arena peak + host arena +
-  /// buckets + scratch (+ accumulators + microbatch): what the runtime
+  /// buckets + scratch (+ accumulators + microbatch + stagePrograms +
+  /// pipelineSlots): what the runtime
   /// allocates.
   int64_t total = 0;
   /// A train step's model state (only when `hasModelState`).

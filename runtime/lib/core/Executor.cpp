@@ -20,6 +20,7 @@
 
 #include "PlanInternal.h"
 #include "partita/runtime/KernelRegistry.h"
+#include "partita/runtime/PipelineSchedule.h"
 #include "runtime/lib/cuda/PlanChecks.h"
 #include "runtime/plan/PlanMemory.h"
 
@@ -1530,6 +1531,33 @@ static void buildPipelined(Executor::Impl &s,
   };
   sameSizes(*p.forward, p.stashOut, *p.backward, p.stashIn,
             "stage " + std::to_string(p.stage) + "'s stash");
+  // The slots of the microbatches in flight, allocated now: as many of each
+  // kind as the action list holds at once (pipeline::slotPeaks, which
+  // explain counts too).
+  {
+    pipeline::SlotPeaks peaks =
+        pipeline::slotPeaks(pipeline::fromProto(schedule), p.stage);
+    auto reserve = [&](Pipe::Kind kind, int count, Executor::Impl &program,
+                       const std::vector<int64_t> &ids) {
+      for (int k = 0; k < count; ++k) {
+        std::vector<DeviceBuffer> slot;
+        for (int64_t id : ids) {
+          size_t bytes = program.views[id].numBytes();
+          slot.push_back(s.device->allocateBuffer(bytes));
+          s.memory.pipelineSlots += int64_t(bytes);
+          s.hold(int64_t(bytes));
+        }
+        p.spare[kind].push_back(std::move(slot));
+      }
+    };
+    reserve(Pipe::ActivationIn, peaks.activationIn, *p.forward,
+            p.activationIn);
+    reserve(Pipe::ActivationOut, peaks.activationOut, *p.forward,
+            p.activationOut);
+    reserve(Pipe::Stash, peaks.stash, *p.forward, p.stashOut);
+    reserve(Pipe::GradientIn, peaks.gradientIn, *p.backward, p.gradientIn);
+    reserve(Pipe::GradientOut, peaks.gradientOut, *p.backward, p.gradientOut);
+  }
   // The pipeline axis's group: the devices differing only in their stage.
   google::protobuf::RepeatedPtrField<std::string> axis;
   axis.Add()->assign(schedule.axis());

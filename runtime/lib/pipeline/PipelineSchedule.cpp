@@ -990,6 +990,51 @@ void toProto(const Schedule &sched, plan::PipelineSchedule &proto) {
   }
 }
 
+SlotPeaks slotPeaks(const Schedule &schedule, int rank) {
+  SlotPeaks peaks;
+  int held[5] = {}; // activation in, out, stash, gradient in, out
+  int *peak[5] = {&peaks.activationIn, &peaks.activationOut, &peaks.stash,
+                  &peaks.gradientIn, &peaks.gradientOut};
+  auto take = [&](int k) { *peak[k] = std::max(*peak[k], ++held[k]); };
+  auto release = [&](int k) { held[k] = std::max(0, held[k] - 1); };
+  if (rank < 0 || rank >= int(schedule.actions.size()))
+    return peaks;
+  bool first = rank == 0, last = rank + 1 == schedule.ranks;
+  for (const Action &a : schedule.actions[rank]) {
+    switch (a.kind) {
+    case ActionKind::Forward:
+      if (!first)
+        release(0);
+      if (!last)
+        take(1);
+      take(2);
+      break;
+    case ActionKind::Backward:
+      release(2);
+      if (!last)
+        release(3);
+      if (!first)
+        take(4);
+      break;
+    case ActionKind::SendActivation:
+      release(1);
+      break;
+    case ActionKind::RecvActivation:
+      take(0);
+      break;
+    case ActionKind::SendGradient:
+      release(4);
+      break;
+    case ActionKind::RecvGradient:
+      take(3);
+      break;
+    default:
+      break;
+    }
+  }
+  return peaks;
+}
+
 Schedule fromProto(const plan::PipelineSchedule &proto) {
   Schedule sched;
   sched.kind = proto.kind();

@@ -668,6 +668,8 @@ std::string formatMemory(const ExecutorMemory &m) {
       std::to_string(m.bucketBuffers) + " + scratch " +
       std::to_string(m.collectiveScratch) + " + staging " +
       std::to_string(m.staging) +
+      (m.pipelineSlots ? " + pipeline slots " + std::to_string(m.pipelineSlots)
+                       : std::string()) +
       " (bytes the executor allocated from its device); largest gather " +
       std::to_string(m.largestGather) + " B, outside the steps\n";
   // The process: every local rank, the plan, BLAS and thread stacks.

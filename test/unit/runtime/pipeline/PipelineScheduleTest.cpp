@@ -520,6 +520,30 @@ TEST(PipelineSchedule, PeakInFlight) {
     }
 }
 
+// Tests that the slots a rank holds (what the executor allocates) match the
+// simulation's in-flight count for the stash, gpipe m and 1f1b min(m, p - s),
+// and that messages wait in at most one slot each way for these lists
+// (each send and receive sits next to its compute).
+TEST(PipelineSchedule, SlotPeaks) {
+  for (int p : kRanks)
+    for (int m : microbatchCounts(p))
+      for (const char *kind : {"gpipe", "1f1b"}) {
+        Schedule sched = makeSchedule(kind, p, m);
+        Simulation sim = simulate(sched);
+        for (int r = 0; r < p; ++r) {
+          SlotPeaks peaks = slotPeaks(sched, r);
+          SCOPED_TRACE(std::string(kind) + " p=" + std::to_string(p) +
+                       " m=" + std::to_string(m) + " r=" + std::to_string(r));
+          EXPECT_EQ(peaks.stash, sim.peakInFlight[r]);
+          EXPECT_EQ(peaks.activationIn, r > 0 ? 1 : 0);
+          EXPECT_EQ(peaks.gradientOut, r > 0 ? 1 : 0);
+          EXPECT_EQ(peaks.activationOut, r + 1 < p ? 1 : 0);
+          EXPECT_EQ(peaks.gradientIn, r + 1 < p ? 1 : 0);
+        }
+      }
+  EXPECT_EQ(slotPeaks(makeSchedule("1f1b", 2, 2), 5).stash, 0);
+}
+
 // Tests that the simulation takes other costs: with F = 2, B = 3, W = 1
 // the 1f1b bubble is still (p - 1) / (m + p - 1), and a send cost shows up
 // in the makespan.
