@@ -417,6 +417,25 @@ struct Executor::Impl {
     bool direct = false;
   };
   std::vector<std::shared_ptr<Bucket>> buckets;
+  // ExecutorOptions::trace: the spans so far, and run() calls so far.
+  bool tracing = false;
+  std::vector<TraceEvent> traceEvents;
+  int64_t runs = 0;
+  /// Runs `work`, recording it as a span named `name` when tracing.
+  template <typename Work>
+  void traced(const std::string &name, bool compute, Work &&work) {
+    if (!tracing)
+      return (void)work();
+    double begin = traceClock();
+    work();
+    traceEvents.push_back({name, begin, traceClock(), runs, compute});
+  }
+  static double traceClock() {
+    static const auto epoch = std::chrono::steady_clock::now();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         epoch)
+        .count();
+  }
   // ExecutorOptions::profile: seconds and calls per label.
   bool profiling = false;
   std::vector<ProfileEntry> profileSlots;
@@ -1227,6 +1246,7 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   // Appends instruction i's step: it first finishes every bucket whose
   // output it is the first to read.
   s.profiling = options.profile;
+  s.tracing = options.trace;
   s.waitSlot = s.profileSlot("gradient buckets: wait and unpack");
   s.copyBackSlot = s.profileSlot("copy back updated parameters and state");
   // `drains`: a collective the main thread issues itself, after every
@@ -1394,23 +1414,6 @@ struct Executor::Impl::Pipe {
   std::map<int, std::vector<std::vector<DeviceBuffer>>> spare; // by kind
 };
 
-/// The mesh coordinate of `rank` along `axis` in `proto`'s mesh.
-static int64_t coordinateOf(const plan::Plan &proto, int rank,
-                            const std::string &axis) {
-  const plan::Mesh &mesh = proto.mesh();
-  int64_t position = rank;
-  for (int k = 0; k < mesh.devices_size(); ++k)
-    if (mesh.devices(k) == rank)
-      position = k;
-  for (int i = mesh.axes_size() - 1; i >= 0; --i) {
-    int64_t size = mesh.axes(i).size();
-    if (mesh.axes(i).name() == axis)
-      return position % size;
-    position /= size;
-  }
-  throw Error("the plan's mesh has no axis '" + axis + "'");
-}
-
 /// Builds `s` as this rank's stage of a pipelined plan (see Impl::Pipe).
 static void buildPipelined(Executor::Impl &s,
                            std::shared_ptr<const PlanFile> plan,
@@ -1430,7 +1433,7 @@ static void buildPipelined(Executor::Impl &s,
   Pipe &p = *pipe;
   p.ranks = schedule.ranks();
   p.microbatches = schedule.microbatches();
-  p.stage = int(coordinateOf(proto, comm->rank(), schedule.axis()));
+  p.stage = plan->pipelineStageOf(comm->rank());
   const plan::PipelineStage &stage = proto.pipeline().stages(p.stage);
   buildImpl(s, plan, proto.programs(stage.optimizer()).name(), comm, backend,
             options, nullptr);
@@ -1748,7 +1751,11 @@ static void runSteps(Executor::Impl &s);
 
 void Executor::run() {
   Impl &s = *pimpl;
-  runSteps(s);
+  if (s.pipe)
+    runSteps(s); // its actions are the spans
+  else
+    s.traced("step", true, [&] { runSteps(s); });
+  ++s.runs;
   // The step is done when its work is: a GPU's compute stream runs ahead of
   // the host, and a step timed around run() would otherwise time only the
   // queuing (the cpu device's stream runs in line: nothing to wait for).
@@ -1846,6 +1853,25 @@ static void runPipelined(Executor::Impl &s) {
   bool first = p.stage == 0, last = p.stage + 1 == p.ranks;
   for (const plan::PipelineAction &a : p.actions) {
     int mb = a.microbatch();
+    std::string name;
+    bool compute = true;
+    if (s.tracing) {
+      std::string n = std::to_string(mb);
+      switch (a.kind()) {
+      case plan::PipelineAction::FORWARD: name = "F" + n; break;
+      case plan::PipelineAction::BACKWARD: name = "B" + n; break;
+      case plan::PipelineAction::SEND_ACTIVATION: name = "send activation " + n; break;
+      case plan::PipelineAction::RECV_ACTIVATION: name = "recv activation " + n; break;
+      case plan::PipelineAction::SEND_GRADIENT: name = "send gradient " + n; break;
+      case plan::PipelineAction::RECV_GRADIENT: name = "recv gradient " + n; break;
+      case plan::PipelineAction::OPTIMIZER: name = "update"; break;
+      default: break;
+      }
+      compute = a.kind() == plan::PipelineAction::FORWARD ||
+                a.kind() == plan::PipelineAction::BACKWARD ||
+                a.kind() == plan::PipelineAction::OPTIMIZER;
+    }
+    double begin = s.tracing ? Executor::Impl::traceClock() : 0;
     switch (a.kind()) {
     case plan::PipelineAction::FORWARD:
       copyMicrobatchInputs(s, *p.forward, p.forwardInputs, mb);
@@ -1898,6 +1924,9 @@ static void runPipelined(Executor::Impl &s) {
       // REDUCE_GRADIENTS: the once-per-step program's first instructions.
       break;
     }
+    if (s.tracing && !name.empty())
+      s.traceEvents.push_back(
+          {name, begin, Executor::Impl::traceClock(), s.runs, compute});
   }
 }
 
@@ -1975,6 +2004,8 @@ std::vector<ProfileEntry> Executor::profile() const {
                    });
   return entries;
 }
+
+std::vector<TraceEvent> Executor::trace() const { return pimpl->traceEvents; }
 
 std::vector<Tensor> Executor::gatherResults() {
   std::vector<Tensor> results;

@@ -952,6 +952,27 @@ PlanFile::persistent(const std::string &name) const {
   return values;
 }
 
+bool PlanFile::isPipelined() const { return runtime::isPipelined(pimpl->proto); }
+
+pipeline::Schedule PlanFile::pipelineSchedule() const {
+  return pipeline::fromProto(pimpl->proto.pipeline());
+}
+
+int PlanFile::pipelineStageOf(int rank) const {
+  const plan::Mesh &mesh = pimpl->proto.mesh();
+  int64_t position = rank;
+  for (int k = 0; k < mesh.devices_size(); ++k)
+    if (mesh.devices(k) == rank)
+      position = k;
+  for (int i = mesh.axes_size() - 1; i >= 0; --i) {
+    int64_t size = mesh.axes(i).size();
+    if (mesh.axes(i).name() == pimpl->proto.pipeline().axis())
+      return int(position % size);
+    position /= size;
+  }
+  return 0;
+}
+
 bool isPipelined(const plan::Plan &plan) {
   return plan.has_pipeline() && plan.pipeline().stages_size() > 0 &&
          plan.pipeline().stages(0).backward() >= 0;
@@ -960,7 +981,7 @@ bool isPipelined(const plan::Plan &plan) {
 std::vector<const plan::Program *>
 PlanFile::Impl::stepPrograms(const std::string &name) const {
   const plan::Program &named = program(name);
-  if (!isPipelined(proto) || &named != &proto.programs(0))
+  if (!runtime::isPipelined(proto) || &named != &proto.programs(0))
     return {&named};
   std::vector<const plan::Program *> programs;
   for (const plan::PipelineStage &stage : proto.pipeline().stages())

@@ -153,6 +153,12 @@ const OptionSpec kOptions[] = {
      "Run each gradient bucket's communicator call in line instead of on a "
      "communication thread that overlaps it with the rest of backward (same "
      "results; for measuring the overlap)"},
+    {"trace", "file",
+     "Record when each step, and each forward, backward, send and receive "
+     "of a pipelined step, begins and ends on every rank, and write them to "
+     "file in Chrome's trace format (open in Perfetto); a pipelined run also "
+     "prints its measured bubble beside the schedule's simulation. Under "
+     "mpi each process writes file.rank<r>"},
     {"profile", nullptr,
      "Time every instruction; print rank 0's time per step for each kernel "
      "kind and collective, largest first"},
@@ -569,6 +575,7 @@ int Tool::run() {
   ranksOptions.timeout = std::chrono::milliseconds(timeoutMs);
   ranksOptions.overlapBuckets = !args.flags.count("sync-comm");
   ranksOptions.profile = args.flags.count("profile");
+  ranksOptions.trace = args.has("trace");
   ranksOptions.failRank = int(failRank);
   ranksOptions.failStep = int(failStep);
   ranksOptions.toolName = name;
@@ -791,6 +798,15 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
       std::cout << source.formatTokens(step, batch);
     };
   TrainRun run = train(plan, program, source, options, ranksOptions);
+  if (std::optional<std::string> file = args.get("trace")) {
+    std::string path = *file + (mpi ? ".rank" + std::to_string(mpi->rank()) : "");
+    std::ofstream out(path);
+    out << formatChromeTrace(run.traces);
+    if (!out.good())
+      return fail("--trace: cannot write '" + path + "'");
+    if (printer && !mpi)
+      std::cout << formatBubble(*plan, run.traces);
+  }
   if (!printer)
     return 0;
   std::vector<ProgramValue> values = plan->results(program);

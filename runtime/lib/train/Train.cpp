@@ -58,6 +58,7 @@ ExecutorOptions executorOptions(const RunOptions &options) {
   ExecutorOptions out;
   out.overlapBuckets = options.overlapBuckets;
   out.profile = options.profile;
+  out.trace = options.trace;
   return out;
 }
 
@@ -392,6 +393,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   int gradNormIndex = resultIndex(*plan, program, "grad_norm");
   TrainRun out;
   std::vector<int64_t> readByRank; // under MPI, this process's rank only
+  std::vector<std::vector<TraceEvent>> traces;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
     auto backend = createRankBackend(ranks);
@@ -477,6 +479,11 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
       if (readByRank.size() <= size_t(rank))
         readByRank.resize(size_t(rank) + 1, 0);
       readByRank[size_t(rank)] = tokensRead;
+      if (ranks.trace) {
+        if (traces.size() <= size_t(rank))
+          traces.resize(size_t(rank) + 1);
+        traces[size_t(rank)] = executor.trace();
+      }
     }
     if (printer) {
       std::lock_guard<std::mutex> lock(mutex);
@@ -487,7 +494,91 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   };
   onEveryRank(*plan, program, ranks, body);
   out.tokensRead = std::move(readByRank);
+  out.traces = std::move(traces);
   return out;
+}
+
+std::string
+formatChromeTrace(const std::vector<std::vector<TraceEvent>> &traces) {
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  for (size_t rank = 0; rank < traces.size(); ++rank) {
+    if (traces[rank].empty())
+      continue;
+    out += std::string(first ? "" : ",\n") +
+           "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+           "\"tid\": " + std::to_string(rank) +
+           ", \"args\": {\"name\": \"rank " + std::to_string(rank) + "\"}}";
+    first = false;
+    for (const TraceEvent &e : traces[rank])
+      out += ",\n{\"name\": \"" + e.name + "\", \"cat\": \"" +
+             (e.compute ? "compute" : "comm") +
+             "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " +
+             std::to_string(rank) + ", \"ts\": " +
+             format("%.3f", e.begin * 1e6) + ", \"dur\": " +
+             format("%.3f", (e.end - e.begin) * 1e6) +
+             ", \"args\": {\"step\": " + std::to_string(e.step + 1) + "}}";
+  }
+  return out + "\n]}\n";
+}
+
+std::string formatBubble(const PlanFile &plan,
+                         const std::vector<std::vector<TraceEvent>> &traces) {
+  if (!plan.isPipelined())
+    return "";
+  pipeline::Schedule schedule = plan.pipelineSchedule();
+  int64_t steps = 0;
+  for (const auto &events : traces)
+    for (const TraceEvent &e : events)
+      steps = std::max(steps, e.step + 1);
+  if (steps < 2)
+    return "";
+  // Measured, per step after the first: idle over ranks x step time.
+  std::vector<double> bubbles;
+  int ranks = 0;
+  for (const auto &events : traces)
+    ranks += !events.empty();
+  for (int64_t step = 1; step < steps; ++step) {
+    double begin = INFINITY, end = -INFINITY, busy = 0;
+    for (const auto &events : traces)
+      for (const TraceEvent &e : events)
+        if (e.step == step) {
+          begin = std::min(begin, e.begin);
+          end = std::max(end, e.end);
+          if (e.compute)
+            busy += e.end - e.begin;
+        }
+    if (end > begin)
+      bubbles.push_back(1 - busy / (ranks * (end - begin)));
+  }
+  std::sort(bubbles.begin(), bubbles.end());
+  double measured = bubbles[bubbles.size() / 2];
+  // Simulated with each stage's mean measured times (a full backward is
+  // B + W in the simulation: half each).
+  std::vector<double> sum(size_t(schedule.ranks) * 3, 0), count(sum.size(), 0);
+  for (size_t rank = 0; rank < traces.size(); ++rank)
+    for (const TraceEvent &e : traces[rank]) {
+      if (e.step == 0 || !e.compute)
+        continue;
+      int kind = e.name[0] == 'F' ? 0 : e.name[0] == 'B' ? 1 : 2;
+      size_t k = size_t(plan.pipelineStageOf(int(rank))) * 3 + kind;
+      sum[k] += e.end - e.begin;
+      count[k] += 1;
+    }
+  std::vector<pipeline::ActionCosts> costs(size_t(schedule.ranks));
+  auto mean = [&](size_t k) { return count[k] ? sum[k] / count[k] : 0.0; };
+  for (size_t st = 0; st < costs.size(); ++st) {
+    costs[st].forward = mean(st * 3);
+    costs[st].backwardInput = costs[st].backwardWeight = mean(st * 3 + 1) / 2;
+    costs[st].optimizer = mean(st * 3 + 2);
+  }
+  pipeline::Simulation sim = pipeline::simulate(schedule, costs);
+  return "pipeline bubble: measured " + format("%.4f", measured) +
+         " (median over steps 2.." + std::to_string(steps) +
+         "), simulated " + format("%.4f", sim.bubbleFraction) + " ('" +
+         schedule.kind + "' with each stage's measured mean forward, "
+         "backward and update times); measured/simulated " +
+         format("%.3f", measured / sim.bubbleFraction) + "\n";
 }
 
 std::vector<std::string> updatedParameters(const PlanFile &plan,

@@ -40,6 +40,7 @@
 
 #include "partita/runtime/Backend.h"
 #include "partita/runtime/Communicator.h"
+#include "partita/runtime/PipelineSchedule.h"
 #include "partita/runtime/Tensor.h"
 
 #include <cstdint>
@@ -93,6 +94,11 @@ public:
   /// order.
   std::vector<ProgramValue> persistent(const std::string &program) const;
   int64_t arenaBytes(const std::string &program) const;
+  /// Whether program 0 is a pipelined step (stages with programs of their
+  /// own; see docs/pipeline.md), its schedule, and the stage `rank` runs.
+  bool isPipelined() const;
+  pipeline::Schedule pipelineSchedule() const;
+  int pipelineStageOf(int rank) const;
 
   struct Impl;
   const Impl &impl() const { return *pimpl; }
@@ -153,6 +159,22 @@ struct ExecutorOptions {
   /// stream is drained around each, so a GPU's kernels are timed, not
   /// their launches.
   bool profile = false;
+  /// Record when each step (and each action of a pipelined step) begins
+  /// and ends (Executor::trace).
+  bool trace = false;
+};
+
+/// One span of Executor::trace: "F3" / "B3" (a pipelined step's forward or
+/// backward of microbatch 3), "send activation 3", "recv gradient 3",
+/// "update", or "step" (a whole run() of an unpipelined plan); seconds on
+/// a steady clock shared by the process (so local ranks line up), and the
+/// run() it belongs to, from 0.
+struct TraceEvent {
+  std::string name;
+  double begin = 0, end = 0;
+  int64_t step = 0;
+  /// "compute" (F, B, update, step) or "comm" (a send or receive).
+  bool compute = true;
 };
 
 /// One line of Executor::profile: a kernel kind ("einsum"), a collective
@@ -257,6 +279,8 @@ public:
   /// instruction, summed over every run() so far, largest first. Empty
   /// without it.
   std::vector<ProfileEntry> profile() const;
+  /// With ExecutorOptions::trace: every span recorded so far, in order.
+  std::vector<TraceEvent> trace() const;
 
   struct Impl;
 

@@ -80,6 +80,8 @@ struct RunOptions {
   /// ExecutorOptions of the program's executors.
   bool overlapBuckets = true;
   bool profile = false;
+  /// Record spans (ExecutorOptions::trace): TrainRun::traces.
+  bool trace = false;
   /// Testing: rank `failRank` fails before step `failStep` (1-based) of a
   /// partitioned program (local: throws; mpi: the process exits after
   /// printing "<toolName>: rank N: injected failure, exiting"), so the
@@ -129,6 +131,9 @@ struct ProgramRun {
   std::vector<Tensor> results;
   std::vector<double> seconds; // per step
   std::vector<ProfileEntry> profile;
+  /// With RunOptions::trace: each rank's spans, by rank (under MPI only
+  /// this process's entry).
+  std::vector<std::vector<TraceEvent>> traces;
   ExecutorMemory memory; // rank 0's executor
 };
 
@@ -271,6 +276,9 @@ struct TrainRun {
   bool stopped = false;
   std::vector<Tensor> finalResults;
   std::vector<ProfileEntry> profile;
+  /// With RunOptions::trace: each rank's spans, by rank (under MPI only
+  /// this process's entry).
+  std::vector<std::vector<TraceEvent>> traces;
   ExecutorMemory memory; // rank 0's executor
   /// Tokens each rank read from the training data over the run, by rank
   /// (under MPI only this process's entry is filled; 0 without token
@@ -283,6 +291,16 @@ struct TrainRun {
 TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
                const BatchSource &source, const TrainOptions &options,
                const RunOptions &ranks);
+
+/// `traces` (TrainRun::traces) in Chrome's trace event format (one thread
+/// per rank; viewable in Perfetto or chrome://tracing).
+std::string formatChromeTrace(const std::vector<std::vector<TraceEvent>> &traces);
+/// For a pipelined plan: the bubble measured in `traces` (idle time over
+/// ranks x step time, the median over the steps after the first) beside
+/// the schedule's simulation with each stage's measured mean forward,
+/// backward and update times; "" for another plan or too few steps.
+std::string formatBubble(const PlanFile &plan,
+                         const std::vector<std::vector<TraceEvent>> &traces);
 
 /// Index of a train step's "loss" result (the last one when none is named
 /// so).
