@@ -725,6 +725,17 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
        << " (stage 0's microbatches in flight under '" << schedule.kind()
        << "': the most its action list holds at once, times the bytes per "
           "microbatch)\n";
+    // What stage 0's sends move per step (point to point, outside the
+    // collectives below).
+    int64_t m = schedule.microbatches();
+    memory.pipelineSends = m * (kindBytes[1] + kindBytes[4]);
+    os << "  " << left_justify("sends", 12) << " "
+       << bytesText(m * (kindBytes[1] + kindBytes[4]))
+       << " per step = " << m << " microbatches x ("
+       << bytesText(kindBytes[1]) << " of activations to the next stage + "
+       << bytesText(kindBytes[4])
+       << " of gradients to the previous one), point to point along \""
+       << schedule.axis() << "\" (not in the total)\n";
   }
   memory.stagePrograms = stageBytes;
   memory.pipelineSlots = slotBytes;
@@ -853,6 +864,35 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
       os << "  bucket " << b.id << ": " << b.members << " "
          << rt::collectiveKindName(b.kind) << (b.members == 1 ? "" : "s")
          << ", " << bytesText(b.bytes) << "\n";
+  }
+  // A pipelined step: stage 0's forward and backward collectives run once
+  // per microbatch, and its sends move activations and gradients.
+  if (pipelined) {
+    const plan::PipelineSchedule &schedule = proto.pipeline();
+    int64_t m = schedule.microbatches();
+    double perMicrobatch = 0;
+    for (int index : {schedule.stages(0).forward(), schedule.stages(0).backward()})
+      for (const plan::Instruction &inst : proto.programs(index).instructions()) {
+        if (!inst.has_collective() ||
+            !rt::collectiveCommunicates(inst.collective().kind()))
+          continue;
+        const plan::Collective &c = inst.collective();
+        const plan::Program &part = proto.programs(index);
+        int64_t group = 1;
+        for (const std::string &axis : c.axes())
+          group *= axisSize.count(axis) ? axisSize[axis] : 1;
+        double wire = wireBytes(
+            c.kind(), localBytes(part.buffers(c.input())),
+            c.output() >= 0 ? localBytes(part.buffers(c.output())) : 0, group);
+        trafficByAxes[axesText(c.axes())] += m * wire;
+        perMicrobatch += wire;
+      }
+    os << "\nstage 0's forward and backward collectives: "
+       << wireText(perMicrobatch) << " on the wire per microbatch, x " << m
+       << " microbatches in the traffic below\n";
+    double sends = double(memory.pipelineSends);
+    if (sends > 0)
+      trafficByAxes["{\"" + schedule.axis() + "\"} (sends)"] += sends;
   }
   printTraffic(os, proto, program, trafficByAxes);
   return memory;

@@ -35,6 +35,8 @@ struct PlanMemory {
   /// slots of the microbatches in flight (pipeline::slotPeaks times each
   /// kind's bytes per microbatch).
   int64_t stagePrograms = 0, pipelineSlots = 0;
+  /// Bytes stage 0 sends point to point per step (not memory).
+  int64_t pipelineSends = 0;
   /// The static arena's peak (memory plan), and the same over activations
   /// kept in host memory.
   int64_t arenaPeak = 0, hostArena = 0;
