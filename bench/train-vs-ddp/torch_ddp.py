@@ -64,26 +64,37 @@ class GPT(nn.Module):
         # cannot broadcast bool tensors.
         self.mask = torch.ones(S, S, dtype=torch.bool).triu(1)
 
-    def forward(self, ids, labels):
-        B, S = ids.shape
-        H = self.wte.shape[1]
-        x = self.wte[ids] + self.wpe
-        for l in self.layers:
-            d = l["wq"].shape[2]
-            h = F.layer_norm(x, (H,), l["ln1_g"], l["ln1_b"], 1e-5)
-            q = (torch.einsum("bsh,hnd->bsnd", h, l["wq"]) + l["bq"]).transpose(1, 2)
-            k = (torch.einsum("bsh,hnd->bsnd", h, l["wk"]) + l["bk"]).transpose(1, 2)
-            v = (torch.einsum("bsh,hnd->bsnd", h, l["wv"]) + l["bv"]).transpose(1, 2)
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
-            scores = scores.masked_fill(self.mask, float("-inf"))
-            attn = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)
-            x = x + torch.einsum("bsnd,ndh->bsh", attn, l["wo"]) + l["bo"]
-            h = F.layer_norm(x, (H,), l["ln2_g"], l["ln2_b"], 1e-5)
-            h = F.gelu(h @ l["w1"] + l["b1"], approximate="tanh")
-            x = x + h @ l["w2"] + l["b2"]
+    # The forward in three parts, so that a pipeline (bench/pipeline) can
+    # run them on different ranks.
+    def embed(self, ids):
+        return self.wte[ids] + self.wpe
+
+    def block(self, l, x):
+        H = x.shape[-1]
+        d = l["wq"].shape[2]
+        h = F.layer_norm(x, (H,), l["ln1_g"], l["ln1_b"], 1e-5)
+        q = (torch.einsum("bsh,hnd->bsnd", h, l["wq"]) + l["bq"]).transpose(1, 2)
+        k = (torch.einsum("bsh,hnd->bsnd", h, l["wk"]) + l["bk"]).transpose(1, 2)
+        v = (torch.einsum("bsh,hnd->bsnd", h, l["wv"]) + l["bv"]).transpose(1, 2)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+        scores = scores.masked_fill(self.mask, float("-inf"))
+        attn = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)
+        x = x + torch.einsum("bsnd,ndh->bsh", attn, l["wo"]) + l["bo"]
+        h = F.layer_norm(x, (H,), l["ln2_g"], l["ln2_b"], 1e-5)
+        h = F.gelu(h @ l["w1"] + l["b1"], approximate="tanh")
+        return x + h @ l["w2"] + l["b2"]
+
+    def head(self, x, labels):
+        B, S, H = x.shape
         x = F.layer_norm(x, (H,), self.lnf_g, self.lnf_b, 1e-5)
         logits = x @ self.lm_head.t()
         return F.cross_entropy(logits.reshape(B * S, -1), labels.reshape(B * S))
+
+    def forward(self, ids, labels):
+        x = self.embed(ids)
+        for l in self.layers:
+            x = self.block(l, x)
+        return self.head(x, labels)
 
 
 def worker(rank, a, store):
