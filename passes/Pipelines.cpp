@@ -59,8 +59,8 @@ void buildTrainStepPassPipeline(OpPassManager &pm,
                                 const CompilerOptions &options) {
   // Forward ops first, so nn-autodiff gives each backward op its forward
   // op's stage; then the updates and constants the train step adds.
-  pipeline::DistPipelineSplitOptions split{options.pipelineStages,
-                                           options.stagesBy};
+  pipeline::DistPipelineSplitOptions split{
+      options.pipelineStages * options.pipelineChunks, options.stagesBy};
   if (options.pipelineSplit)
     pm.addPass(pipeline::createDistPipelineSplit(split));
   pm.addPass(autodiff::createNNAutodiff(options.autodiff));
@@ -108,7 +108,8 @@ void buildFusePassPipeline(OpPassManager &pm, const CompilerOptions &options) {
   // Last: each stage's functions from the fused per-microbatch program.
   if (options.train && options.pipelineSplit)
     pm.addPass(pipeline::createDistStageSplit(
-        pipeline::DistStageSplitOptions{options.schedule}));
+        pipeline::DistStageSplitOptions{options.schedule,
+                                        options.pipelineChunks}));
 }
 
 void buildStagePassPipeline(OpPassManager &pm, CompileStage stage,

@@ -84,6 +84,9 @@ struct CompilerOptions {
   int64_t pipelineStages = 0;
   std::string stagesBy = "annotation";
   std::string schedule = "1f1b";
+  /// Model chunks per pipeline rank (interleaved); the stages are
+  /// pipelineStages x pipelineChunks.
+  int64_t pipelineChunks = 1;
   /// Plan lowering: the parameter initializer's seed and weight std.
   uint64_t seed = 0;
   double initStd = 0.02;

@@ -34,6 +34,9 @@ inline constexpr llvm::StringLiteral kPipelineStagesAttrName =
 inline constexpr llvm::StringLiteral kStageProgramsAttrName =
     "dist.stage_programs";
 inline constexpr llvm::StringLiteral kScheduleAttrName = "dist.schedule";
+/// On the step after dist-stage-split: model chunks per pipeline rank (i64).
+inline constexpr llvm::StringLiteral kPipelineChunksAttrName =
+    "dist.pipeline_chunks";
 /// The mesh axis the pipeline stages lie along (major-most).
 inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 

@@ -175,16 +175,25 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     name (`@<step>.s<s>` for the others); every stage's takes all of the
     step's inputs (the whole batch). The step then carries
     `dist.stage_programs` (per stage `{forward, backward, step}`) and
-    `dist.schedule`, and the mesh gains the major-most axis `pp` of size P.
+    `dist.schedule` (and `dist.pipeline_chunks`), and the mesh gains the
+    major-most axis `pp` of size P / chunks: with `chunks` = v > 1
+    (interleaved) stage s runs on pipeline rank s mod (P / v), as chunk
+    s / (P / v) of it.
 
     Diagnostics: optimizer state read per microbatch on two stages; a
     parameter read on several stages that no stage updates; an update op
     reading values of two stages other than through a sum; a mesh that
-    already has a `pp` axis or an explicit device order.
+    already has a `pp` axis or an explicit device order; a stage count that
+    `chunks` does not divide; with `chunks` > 1, a shared parameter or a sum
+    over stages (each chunk of a rank updates apart, so their collectives
+    over `pp` would not meet).
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "The schedule that runs the stages: gpipe or 1f1b">,
+           "The schedule that runs the stages: gpipe, 1f1b or interleaved">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank (interleaved): the stages are "
+           "ranks x chunks, stage s on rank s % ranks">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect",
                            "::partita::nn::NNDialect"];

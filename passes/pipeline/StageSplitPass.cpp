@@ -80,9 +80,9 @@ struct Piece {
 class StageSplitter {
 public:
   StageSplitter(ModuleOp module, func::FuncOp step, func::FuncOp micro,
-                int64_t stages, StringRef schedule)
+                int64_t stages, StringRef schedule, int64_t chunks)
       : module(module), step(step), micro(micro), P(stages),
-        schedule(schedule), ctx(module.getContext()) {}
+        schedule(schedule), chunks(chunks), ctx(module.getContext()) {}
 
   LogicalResult run();
 
@@ -118,8 +118,9 @@ private:
 
   ModuleOp module;
   func::FuncOp step, micro;
-  int64_t P;
+  int64_t P; // stages
   StringRef schedule;
+  int64_t chunks; // per pipeline rank: P / chunks ranks
   MLIRContext *ctx;
 
   llvm::DenseMap<Operation *, int64_t> segOf;
@@ -470,6 +471,16 @@ LogicalResult StageSplitter::splitStep() {
     else
       opStage[&op] = s;
   }
+  if (chunks > 1 && (!leaves.empty() || !sharedParams.empty()))
+    return step.emitError()
+           << "pipeline stages: with " << chunks
+           << " chunks per rank, "
+           << (sharedParams.empty()
+                   ? std::string("a sum over stages (clipping by the global "
+                                 "gradient norm)")
+                   : "parameter '" + sharedParams.begin()->first +
+                         "', read on several stages,")
+           << " is not supported yet: each chunk of a rank updates apart";
   auto readsGlobal = [&](Operation *op) {
     return llvm::any_of(op->getOperands(), [&](Value v) {
       return stageOfValue.lookup(v) == kGlobal;
@@ -699,12 +710,16 @@ LogicalResult StageSplitter::addPipelineAxis() {
     return meshOp.emitError() << "pipeline stages: a mesh with an explicit "
                                  "device order cannot take a pipeline axis";
   mesh->axes.insert(mesh->axes.begin(),
-                    dist::MeshAxis{pipeline::kPipelineAxis.str(), P});
+                    dist::MeshAxis{pipeline::kPipelineAxis.str(), P / chunks});
   meshOp.setMeshAttr(dist::meshToAttr(ctx, *mesh));
   return success();
 }
 
 LogicalResult StageSplitter::run() {
+  if (chunks < 1 || P % chunks != 0)
+    return step.emitError() << "pipeline stages: " << P
+                            << " stages do not divide into " << chunks
+                            << " chunks per pipeline rank";
   forwardFuncs.resize(P);
   backwardFuncs.resize(P);
   stepFuncs.resize(P);
@@ -735,6 +750,8 @@ LogicalResult StageSplitter::run() {
   first.setSymName(stepName);
   first->setAttr(pipeline::kStageProgramsAttrName, ArrayAttr::get(ctx, stages));
   first->setAttr(pipeline::kScheduleAttrName, StringAttr::get(ctx, schedule));
+  first->setAttr(pipeline::kPipelineChunksAttrName,
+                 IntegerAttr::get(IntegerType::get(ctx, 64), chunks));
   return success();
 }
 
@@ -762,7 +779,8 @@ struct DistStageSplitPass
                          << " and the per-microbatch function it names";
         return signalPassFailure();
       }
-      if (failed(StageSplitter(module, step, micro, stages.getInt(), schedule)
+      if (failed(StageSplitter(module, step, micro, stages.getInt(), schedule,
+                               chunks)
                      .run()))
         return signalPassFailure();
     }

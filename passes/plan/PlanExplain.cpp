@@ -707,7 +707,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
       os << "\n";
     }
     namespace pl = runtime::pipeline;
-    pl::SlotPeaks peaks = pl::slotPeaks(pl::fromProto(schedule), 0);
+    pl::SlotPeaks peaks = pl::slotPeaks(pl::fromProto(schedule), 0, 0);
     int peak[5] = {peaks.activationIn, peaks.activationOut, peaks.stash,
                    peaks.gradientIn, peaks.gradientOut};
     const char *names[5] = {"received activations", "sent activations",
@@ -765,6 +765,11 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
      << (pipelined ? " + forward + backward + pipeline" : "")
      << " (what the runtime allocates; partita run --report-memory measures "
         "it)\n";
+  if (pipelined && proto.pipeline().chunks() > 1)
+    os << "  (interleaved: rank 0 also runs stages "
+       << proto.pipeline().ranks() << ", " << 2 * proto.pipeline().ranks()
+       << ", ... as its other chunks, whose programs, parameters and slots "
+          "this total leaves out)\n";
 
   printModelState(os, proto, program, memory);
   printLayerActivations(os, program, memory);

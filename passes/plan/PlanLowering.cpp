@@ -1205,18 +1205,38 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
     return index;
   };
   pb::PipelineSchedule &schedule = *plan.mutable_pipeline();
-  int64_t ranks = int64_t(stages.size());
+  auto chunksAttr = main->getAttrOfType<IntegerAttr>("dist.pipeline_chunks");
+  int64_t chunks = chunksAttr ? chunksAttr.getInt() : 1;
+  int64_t m = count.getInt();
+  if (chunks < 1 || int64_t(stages.size()) % chunks != 0)
+    return main.emitError() << "dist.pipeline_chunks " << chunks
+                            << " does not divide the " << stages.size()
+                            << " stages";
+  int64_t ranks = int64_t(stages.size()) / chunks;
   // What makeSchedule would throw for (passes build without exceptions).
-  if ((kind.getValue() != "gpipe" && kind.getValue() != "1f1b") ||
-      ranks * count.getInt() > (int64_t(1) << 20))
-    return main.emitError() << "pipeline schedule '" << kind.getValue()
-                            << "' for " << ranks << " stages and "
-                            << count.getInt()
-                            << " microbatches: plans run gpipe or 1f1b, up "
-                               "to 2^20 stage-microbatches";
+  StringRef name = kind.getValue();
+  if (name != "gpipe" && name != "1f1b" && name != "interleaved")
+    return main.emitError() << "pipeline schedule '" << name
+                            << "': plans run gpipe, 1f1b or interleaved";
+  if ((chunks > 1) != (name == "interleaved"))
+    return main.emitError() << "pipeline schedule '" << name << "' with "
+                            << chunks
+                            << " chunks per rank: only interleaved runs "
+                               "several, and it needs more than one";
+  if (name == "interleaved" && (ranks < 2 || m % ranks != 0))
+    return main.emitError()
+           << "pipeline schedule 'interleaved' needs at least 2 pipeline "
+              "ranks and a microbatch count that is a multiple of them (as "
+              "Megatron-LM's), got "
+           << ranks << " ranks and " << m << " microbatches";
+  if (int64_t(stages.size()) * m > (int64_t(1) << 20))
+    return main.emitError() << "pipeline schedule '" << name << "' for "
+                            << stages.size() << " stages and " << m
+                            << " microbatches: at most 2^20 "
+                               "stage-microbatches";
   runtime::pipeline::toProto(
-      runtime::pipeline::makeSchedule(kind.getValue().str(), int(ranks),
-                                      int(count.getInt())),
+      runtime::pipeline::makeSchedule(name.str(), int(ranks), int(m),
+                                      int(chunks)),
       schedule);
   schedule.set_axis("pp");
   for (Attribute stage : stages) {

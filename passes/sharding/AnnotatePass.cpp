@@ -50,8 +50,8 @@ struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
     if (failed(meshOp) || failed(checkAxes(*recipe, *meshOp)))
       return signalPassFailure();
 
-    AnnotateOptions options{meshName, meshOp->getMesh(), dataAxis, tensorAxis,
-                            contextAxis};
+    AnnotateOptions options{meshName,   meshOp->getMesh(), dataAxis,
+                            tensorAxis, contextAxis,       regatherNormOutputs};
     for (auto func : module.getOps<FunctionOpInterface>())
       if (failed(annotateFunction(func, *recipe, options)))
         return signalPassFailure();

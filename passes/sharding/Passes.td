@@ -52,6 +52,9 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
     and the value partial over the tensor axis. After `dist-propagate` and `dist-partition`, each
     block's two all-reduces become reduce-scatter + all-gather pairs. A
     sequence length the tensor axis does not divide is an error at the norm.
+    The backward reads each norm's output from its sequence shard and
+    gathers it again (Korthikanti et al. 2022, 4.2.2) unless
+    `regather-norm-outputs` is false.
 
     Preconditions: the module holds a mesh named `mesh-name` with the axes the
     strategy needs, or `mesh` says how to create it. Afterwards the arguments
@@ -77,6 +80,13 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
     Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
            "Also split the residual stream on the sequence over the tensor "
            "axis (Megatron sequence parallelism; megatron strategies only)">,
+    Option<"regatherNormOutputs", "regather-norm-outputs", "bool",
+           /*default=*/"true",
+           "With sequence-parallel: the backward gathers each norm's output "
+           "again from its sequence shard, as Megatron does; false keeps the "
+           "forward's gathered output for the backward (two all-gathers per "
+           "layer fewer, the whole sequence of each norm's output live "
+           "between forward and backward)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

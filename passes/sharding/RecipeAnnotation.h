@@ -30,6 +30,10 @@ struct AnnotateOptions {
   llvm::StringRef dataAxis;
   llvm::StringRef tensorAxis;
   llvm::StringRef contextAxis = "cp";
+  /// Sequence parallelism: the backward gathers each norm's output again
+  /// from its sequence shard (Megatron's), instead of keeping the forward's
+  /// gathered output.
+  bool regatherNormOutputs = true;
 };
 
 /// The dimension a ZeRO stage splits over the data axis of size `dataSize`:

@@ -155,7 +155,7 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
     // constraints before the first backward reader: the shard (a value of
     // its own, so the forward's gather is not reused), then the whole
     // sequence, which the partitioner makes with a new all_gather there.
-    if (nn::getGradKind(norm))
+    if (nn::getGradKind(norm) || !options.regatherNormOutputs)
       continue;
     Value output = norm->getResult(0);
     SmallVector<OpOperand *> backwardUses;

@@ -126,6 +126,12 @@ cl::opt<bool> sequenceParallel(
     "sequence-parallel", cl::sub(planCommand),
     cl::desc("With megatron or dp+megatron: also split the residual stream on "
              "the sequence over tp (Megatron sequence parallelism)"));
+cl::opt<bool> regatherNormOutputs(
+    "regather-norm-outputs", cl::sub(planCommand), cl::init(true),
+    cl::desc("With --sequence-parallel: the backward gathers each norm's "
+             "output again from its sequence shard, as Megatron does "
+             "(default); =false keeps the forward's gathered output instead "
+             "(two all-gathers per layer fewer, more activation memory)"));
 cl::opt<bool> overlapComm(
     "overlap-comm", cl::sub(planCommand), cl::init(true),
     cl::desc("--train: after partitioning, issue each gradient all_reduce / "
@@ -151,8 +157,12 @@ cl::opt<int64_t> ppArg(
              "programs; --emit differentiated shows dist.stage)"));
 cl::opt<std::string> scheduleArg(
     "schedule", cl::sub(planCommand), cl::init("1f1b"),
-    cl::value_desc("gpipe|1f1b"),
+    cl::value_desc("gpipe|1f1b|interleaved"),
     cl::desc("With --pp: the pipeline schedule (default 1f1b)"));
+cl::opt<int64_t> chunksArg(
+    "chunks", cl::sub(planCommand), cl::init(2), cl::value_desc("v"),
+    cl::desc("With --schedule interleaved: model chunks per pipeline rank "
+             "(default 2; the model is split into --pp x v stages)"));
 cl::opt<std::string> stagesByArg(
     "stages-by", cl::sub(planCommand), cl::init("layers"),
     cl::value_desc("layers|cost|annotation"),
@@ -478,6 +488,10 @@ int runPlan() {
   options.annotate.mesh = mesh;
   options.annotate.meshName = kMeshName.str();
   options.annotate.sequenceParallel = sequenceParallel;
+  if (regatherNormOutputs.getNumOccurrences() && !sequenceParallel)
+    return reportError(kCommand, "--regather-norm-outputs needs "
+                                 "--sequence-parallel");
+  options.annotate.regatherNormOutputs = regatherNormOutputs;
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;
   options.optimizeComm.bucketBytes = 25 << 20;
@@ -509,20 +523,29 @@ int runPlan() {
     if (!options.pipelineSplit)
       return reportError(kCommand, "--schedule needs --pp (it orders the "
                                    "pipeline stages' work)");
-    if (scheduleArg == "interleaved" || scheduleArg == "zb-h1")
+    if (scheduleArg == "zb-h1")
       return reportError(kCommand,
-                         "--schedule " + scheduleArg +
-                             ": plans run gpipe and 1f1b so far (" +
-                             scheduleArg +
-                             " needs " +
-                             (scheduleArg == "zb-h1"
-                                  ? "backward split into B and W programs"
-                                  : "several model chunks per rank") +
-                             "); partita explain --schedule draws it");
-    if (scheduleArg != "gpipe" && scheduleArg != "1f1b")
-      return reportError(kCommand, "--schedule must be gpipe or 1f1b, not '" +
-                                       scheduleArg + "'");
+                         "--schedule zb-h1: plans run gpipe, 1f1b and "
+                         "interleaved so far (zb-h1 needs backward split "
+                         "into B and W programs); partita explain "
+                         "--schedule draws it");
+    if (scheduleArg != "gpipe" && scheduleArg != "1f1b" &&
+        scheduleArg != "interleaved")
+      return reportError(kCommand,
+                         "--schedule must be gpipe, 1f1b or interleaved, "
+                         "not '" +
+                             scheduleArg + "'");
     options.schedule = scheduleArg;
+  }
+  if (chunksArg.getNumOccurrences() && options.schedule != "interleaved")
+    return reportError(kCommand, "--chunks needs --schedule interleaved (the "
+                                 "other schedules run one chunk per rank)");
+  if (options.schedule == "interleaved") {
+    if (chunksArg < 2)
+      return reportError(kCommand, "--chunks must be at least 2 for "
+                                   "interleaved, got " +
+                                       std::to_string(chunksArg));
+    options.pipelineChunks = chunksArg;
   }
   if (bucketBytesArg.getNumOccurrences()) {
     if (!options.train)

@@ -1387,39 +1387,56 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   }
 }
 
-/// A pipelined step on this rank: its stage's forward and backward
-/// programs (sharing the stage's persistent buffers), the rank's action
-/// list, and where each program's pipeline values are. A microbatch's
-/// messages and stash are copied out of the program that made them into
-/// slots of their own (one per value, per kind and microbatch, recycled),
-/// so any number of microbatches may be in flight.
+/// A pipelined step on this rank: per model chunk (one, or v under
+/// interleaved: chunk c is stage c x ranks + this rank), the stage's
+/// once-per-step, forward and backward programs (the last two sharing the
+/// first's persistent buffers), the rank's action list, and where each
+/// program's pipeline values are. A microbatch's messages and stash are
+/// copied out of the program that made them into slots of their own (one
+/// per value, per kind, chunk and microbatch, recycled), so any number of
+/// microbatches may be in flight.
 struct Executor::Impl::Pipe {
-  int stage = 0, ranks = 1, microbatches = 1;
-  std::unique_ptr<Impl> forward, backward;
+  int ranks = 1, stages = 1, microbatches = 1;
+  struct Chunk {
+    int stage = 0;
+    Impl *step = nullptr;          // chunk 0: the executor's own Impl
+    std::unique_ptr<Impl> ownStep; // chunks >= 1
+    std::unique_ptr<Impl> forward, backward;
+    /// (step input, microbatch input) pairs, as Impl::microInputs.
+    std::vector<std::pair<int64_t, int64_t>> forwardInputs, backwardInputs;
+    /// Buffer ids of "pp.activation.k" (forward arguments and results),
+    /// "pp.stash.k" (forward results, backward arguments) and
+    /// "pp.gradient.k" (backward arguments and results), in k order.
+    std::vector<int64_t> activationIn, activationOut, stashOut, stashIn,
+        gradientIn, gradientOut;
+  };
+  std::vector<Chunk> chunks;
   std::vector<plan::PipelineAction> actions;
-  /// (step input, microbatch input) pairs, as Impl::microInputs.
-  std::vector<std::pair<int64_t, int64_t>> forwardInputs, backwardInputs;
-  /// Buffer ids of "pp.activation.k" (forward arguments and results),
-  /// "pp.stash.k" (forward results, backward arguments) and
-  /// "pp.gradient.k" (backward arguments and results), in k order.
-  std::vector<int64_t> activationIn, activationOut, stashOut, stashIn,
-      gradientIn, gradientOut;
-  std::shared_ptr<CommGroup> group; // the pipeline axis: position = stage
+  std::shared_ptr<CommGroup> group; // the pipeline axis: position = rank
   /// The step's results (PlanFile::results order): (stage, its position
   /// in that stage's once-per-step program's results).
   std::vector<std::pair<int, int>> results;
   /// What a slot holds: a message or the stash of one microbatch.
   enum Kind { ActivationIn, ActivationOut, Stash, GradientIn, GradientOut };
-  std::map<std::pair<int, int>, std::vector<DeviceBuffer>> slots;
-  std::map<int, std::vector<std::vector<DeviceBuffer>>> spare; // by kind
+  /// (kind, chunk, microbatch) -> its slot; spare ones by (kind, chunk).
+  std::map<std::tuple<int, int, int>, std::vector<DeviceBuffer>> slots;
+  std::map<std::pair<int, int>, std::vector<std::vector<DeviceBuffer>>> spare;
+  /// This rank's Impl of `stage`'s once-per-step program, or null.
+  Impl *stepOf(int stage) const {
+    for (const Chunk &c : chunks)
+      if (c.stage == stage)
+        return c.step;
+    return nullptr;
+  }
 };
 
-/// Builds `s` as this rank's stage of a pipelined plan (see Impl::Pipe).
+/// Builds `s` as this rank's stages of a pipelined plan (see Impl::Pipe).
 static void buildPipelined(Executor::Impl &s,
                            std::shared_ptr<const PlanFile> plan,
                            Communicator *comm, Backend &backend,
                            const ExecutorOptions &options) {
   using Pipe = Executor::Impl::Pipe;
+  using Impl = Executor::Impl;
   const plan::Plan &proto = plan->impl().proto;
   if (!plan->impl().pipelineUnrunnable.empty())
     throw Error(plan->impl().pipelineUnrunnable);
@@ -1432,23 +1449,36 @@ static void buildPipelined(Executor::Impl &s,
   auto pipe = std::make_unique<Pipe>();
   Pipe &p = *pipe;
   p.ranks = schedule.ranks();
+  p.stages = schedule.stages_size();
   p.microbatches = schedule.microbatches();
-  p.stage = plan->pipelineStageOf(comm->rank());
-  const plan::PipelineStage &stage = proto.pipeline().stages(p.stage);
-  buildImpl(s, plan, proto.programs(stage.optimizer()).name(), comm, backend,
-            options, nullptr);
-  s.pipelineAxis = schedule.axis();
-  p.forward = std::make_unique<Executor::Impl>();
-  buildImpl(*p.forward, plan, proto.programs(stage.forward()).name(), comm,
-            backend, options, &s);
-  p.backward = std::make_unique<Executor::Impl>();
-  buildImpl(*p.backward, plan, proto.programs(stage.backward()).name(), comm,
-            backend, options, &s);
-  p.actions.assign(schedule.rank_actions(p.stage).actions().begin(),
-                   schedule.rank_actions(p.stage).actions().end());
-  for (int64_t id = 0; id < s.program->buffers_size(); ++id)
-    if (s.buffer(id).accumulator())
-      s.accumulators.push_back(id);
+  int rank = plan->pipelineStageOf(comm->rank());
+  p.chunks.resize(size_t(schedule.chunks()));
+  for (int c = 0; c < schedule.chunks(); ++c) {
+    Pipe::Chunk &chunk = p.chunks[size_t(c)];
+    chunk.stage = c * p.ranks + rank;
+    const plan::PipelineStage &stage = schedule.stages(chunk.stage);
+    if (c == 0) {
+      chunk.step = &s;
+    } else {
+      chunk.ownStep = std::make_unique<Impl>();
+      chunk.step = chunk.ownStep.get();
+    }
+    buildImpl(*chunk.step, plan, proto.programs(stage.optimizer()).name(),
+              comm, backend, options, nullptr);
+    chunk.step->pipelineAxis = schedule.axis();
+    chunk.forward = std::make_unique<Impl>();
+    buildImpl(*chunk.forward, plan, proto.programs(stage.forward()).name(),
+              comm, backend, options, chunk.step);
+    chunk.backward = std::make_unique<Impl>();
+    buildImpl(*chunk.backward, plan, proto.programs(stage.backward()).name(),
+              comm, backend, options, chunk.step);
+    Impl &step = *chunk.step;
+    for (int64_t id = 0; id < step.program->buffers_size(); ++id)
+      if (step.buffer(id).accumulator())
+        step.accumulators.push_back(id);
+  }
+  p.actions.assign(schedule.rank_actions(rank).actions().begin(),
+                   schedule.rank_actions(rank).actions().end());
   // Each program's pipeline values by name, and its microbatch inputs.
   auto sorted = [](std::map<int64_t, int64_t> &byIndex) {
     std::vector<int64_t> ids;
@@ -1460,7 +1490,7 @@ static void buildPipelined(Executor::Impl &s,
     }
     return ids;
   };
-  auto scan = [&](Executor::Impl &program, const std::string &argPrefix1,
+  auto scan = [&](Impl &step, Impl &program, const std::string &argPrefix1,
                   std::vector<int64_t> &args1, const std::string &argPrefix2,
                   std::vector<int64_t> &args2, const std::string &resPrefix1,
                   std::vector<int64_t> &res1, const std::string &resPrefix2,
@@ -1489,14 +1519,14 @@ static void buildPipelined(Executor::Impl &s,
         continue;
       }
       int64_t whole = -1;
-      for (int64_t sid : s.program->arguments())
-        if (s.buffer(sid).role() == plan::INPUT &&
-            s.buffer(sid).name() == b.name())
+      for (int64_t sid : step.program->arguments())
+        if (step.buffer(sid).role() == plan::INPUT &&
+            step.buffer(sid).name() == b.name())
           whole = sid;
       std::vector<int64_t> want = program.views[id].shape;
       if (whole < 0 || want.empty() ||
-          s.views[whole].dtype != program.views[id].dtype ||
-          (want[0] *= m, want != s.views[whole].shape))
+          step.views[whole].dtype != program.views[id].dtype ||
+          (want[0] *= m, want != step.views[whole].shape))
         throw Error("program '" + program.program->name() + "': input '" +
                     b.name() +
                     "' is not a microbatch of the step's input of that name");
@@ -1515,32 +1545,33 @@ static void buildPipelined(Executor::Impl &s,
     res1 = sorted(r1);
     res2 = sorted(r2);
   };
-  std::vector<int64_t> none;
-  scan(*p.forward, "pp.activation.", p.activationIn, "", none,
-       "pp.activation.", p.activationOut, "pp.stash.", p.stashOut,
-       p.forwardInputs);
-  scan(*p.backward, "pp.stash.", p.stashIn, "pp.gradient.", p.gradientIn,
-       "pp.gradient.", p.gradientOut, "", none, p.backwardInputs);
-  auto sameSizes = [&](Executor::Impl &a, const std::vector<int64_t> &x,
-                       Executor::Impl &b, const std::vector<int64_t> &y,
-                       const std::string &what) {
-    if (x.size() != y.size())
-      throw Error(what + ": " + std::to_string(x.size()) + " values made, " +
-                  std::to_string(y.size()) + " read");
-    for (size_t k = 0; k < x.size(); ++k)
-      if (a.views[x[k]].numBytes() != b.views[y[k]].numBytes())
-        throw Error(what + " value " + std::to_string(k) +
+  pipeline::Schedule generated = pipeline::fromProto(schedule);
+  for (size_t c = 0; c < p.chunks.size(); ++c) {
+    Pipe::Chunk &chunk = p.chunks[c];
+    std::vector<int64_t> none;
+    // The whole batch the callers set is chunk 0's (`s`): every stage's
+    // once-per-step program takes all of the step's inputs.
+    scan(s, *chunk.forward, "pp.activation.", chunk.activationIn, "",
+         none, "pp.activation.", chunk.activationOut, "pp.stash.",
+         chunk.stashOut, chunk.forwardInputs);
+    scan(s, *chunk.backward, "pp.stash.", chunk.stashIn,
+         "pp.gradient.", chunk.gradientIn, "pp.gradient.", chunk.gradientOut,
+         "", none, chunk.backwardInputs);
+    if (chunk.stashOut.size() != chunk.stashIn.size())
+      throw Error("stage " + std::to_string(chunk.stage) + "'s stash: " +
+                  std::to_string(chunk.stashOut.size()) + " values made, " +
+                  std::to_string(chunk.stashIn.size()) + " read");
+    for (size_t k = 0; k < chunk.stashOut.size(); ++k)
+      if (chunk.forward->views[chunk.stashOut[k]].numBytes() !=
+          chunk.backward->views[chunk.stashIn[k]].numBytes())
+        throw Error("stage " + std::to_string(chunk.stage) +
+                    "'s stash value " + std::to_string(k) +
                     " differs in size between its programs");
-  };
-  sameSizes(*p.forward, p.stashOut, *p.backward, p.stashIn,
-            "stage " + std::to_string(p.stage) + "'s stash");
-  // The slots of the microbatches in flight, allocated now: as many of each
-  // kind as the action list holds at once (pipeline::slotPeaks, which
-  // explain counts too).
-  {
-    pipeline::SlotPeaks peaks =
-        pipeline::slotPeaks(pipeline::fromProto(schedule), p.stage);
-    auto reserve = [&](Pipe::Kind kind, int count, Executor::Impl &program,
+    // The slots of the microbatches in flight, allocated now: as many of
+    // each kind as the action list holds at once (pipeline::slotPeaks,
+    // which explain counts too).
+    pipeline::SlotPeaks peaks = pipeline::slotPeaks(generated, rank, int(c));
+    auto reserve = [&](Pipe::Kind kind, int count, Impl &program,
                        const std::vector<int64_t> &ids) {
       for (int k = 0; k < count; ++k) {
         std::vector<DeviceBuffer> slot;
@@ -1550,16 +1581,18 @@ static void buildPipelined(Executor::Impl &s,
           s.memory.pipelineSlots += int64_t(bytes);
           s.hold(int64_t(bytes));
         }
-        p.spare[kind].push_back(std::move(slot));
+        p.spare[{int(kind), int(c)}].push_back(std::move(slot));
       }
     };
-    reserve(Pipe::ActivationIn, peaks.activationIn, *p.forward,
-            p.activationIn);
-    reserve(Pipe::ActivationOut, peaks.activationOut, *p.forward,
-            p.activationOut);
-    reserve(Pipe::Stash, peaks.stash, *p.forward, p.stashOut);
-    reserve(Pipe::GradientIn, peaks.gradientIn, *p.backward, p.gradientIn);
-    reserve(Pipe::GradientOut, peaks.gradientOut, *p.backward, p.gradientOut);
+    reserve(Pipe::ActivationIn, peaks.activationIn, *chunk.forward,
+            chunk.activationIn);
+    reserve(Pipe::ActivationOut, peaks.activationOut, *chunk.forward,
+            chunk.activationOut);
+    reserve(Pipe::Stash, peaks.stash, *chunk.forward, chunk.stashOut);
+    reserve(Pipe::GradientIn, peaks.gradientIn, *chunk.backward,
+            chunk.gradientIn);
+    reserve(Pipe::GradientOut, peaks.gradientOut, *chunk.backward,
+            chunk.gradientOut);
   }
   // The pipeline axis's group: the devices differing only in their stage.
   google::protobuf::RepeatedPtrField<std::string> axis;
@@ -1646,12 +1679,14 @@ double Executor::learningRate() const {
 int64_t Executor::arenaBytes() const {
   // A microbatched step holds both programs' arenas.
   // A pipelined stage holds its three programs' arenas.
-  const Impl::Pipe *pipe = pimpl->pipe.get();
-  return pimpl->program->arena_bytes() +
-         (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0) +
-         (pipe ? pipe->forward->program->arena_bytes() +
-                     pipe->backward->program->arena_bytes()
-               : 0);
+  int64_t bytes = pimpl->program->arena_bytes() +
+                  (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0);
+  if (const Impl::Pipe *pipe = pimpl->pipe.get())
+    for (const Impl::Pipe::Chunk &c : pipe->chunks)
+      bytes += c.forward->program->arena_bytes() +
+               c.backward->program->arena_bytes() +
+               (c.ownStep ? c.ownStep->program->arena_bytes() : 0);
+  return bytes;
 }
 
 ExecutorMemory Executor::memory() const {
@@ -1659,10 +1694,11 @@ ExecutorMemory Executor::memory() const {
   std::vector<const Impl *> parts;
   if (pimpl->micro)
     parts.push_back(pimpl->micro.get());
-  if (pimpl->pipe) {
-    parts.push_back(pimpl->pipe->forward.get());
-    parts.push_back(pimpl->pipe->backward.get());
-  }
+  if (pimpl->pipe)
+    for (const Impl::Pipe::Chunk &c : pimpl->pipe->chunks) {
+      parts.push_back(c.forward.get());
+      parts.push_back(c.backward.get());
+    }
   for (const Impl *micro : parts) {
     // Its own arena, inputs and collective buffers; parameters and state
     // are the step's. Both live as long as the executor.
@@ -1675,6 +1711,21 @@ ExecutorMemory Executor::memory() const {
     m.highWaterMark += u.highWaterMark;
     m.largestGather = std::max(m.largestGather, u.largestGather);
   }
+  // An interleaved rank's other chunks hold their stages' parameters and
+  // state too.
+  if (pimpl->pipe)
+    for (const Impl::Pipe::Chunk &c : pimpl->pipe->chunks)
+      if (c.ownStep) {
+        const ExecutorMemory &u = c.ownStep->memory;
+        m.parameters += u.parameters;
+        m.state += u.state;
+        m.arena += u.arena;
+        m.inputs += u.inputs;
+        m.bucketBuffers += u.bucketBuffers;
+        m.collectiveScratch += u.collectiveScratch;
+        m.staging += u.staging;
+        m.highWaterMark += u.highWaterMark;
+      }
   return m;
 }
 
@@ -1779,17 +1830,22 @@ static void copyMicrobatchInputs(
 /// Runs this rank's action list of a pipelined step (see Impl::Pipe).
 static void runPipelined(Executor::Impl &s) {
   using Pipe = Executor::Impl::Pipe;
+  using Impl = Executor::Impl;
   Pipe &p = *s.pipe;
-  for (int64_t id : s.accumulators)
-    s.writeFromHost(s.views[id].data, s.views[id].numBytes(),
-                    [&](unsigned char *dst) {
-                      std::memset(dst, 0, s.views[id].numBytes());
-                    });
+  for (Pipe::Chunk &c : p.chunks)
+    for (int64_t id : c.step->accumulators)
+      c.step->writeFromHost(c.step->views[id].data,
+                            c.step->views[id].numBytes(),
+                            [&](unsigned char *dst) {
+                              std::memset(dst, 0,
+                                          c.step->views[id].numBytes());
+                            });
   // A slot: one buffer per value of `ids` in `program`.
-  auto take = [&](Pipe::Kind kind, int mb, Executor::Impl &program,
-                  const std::vector<int64_t> &ids) -> std::vector<DeviceBuffer> & {
+  auto take = [&](Pipe::Kind kind, int chunk, int mb, Impl &program,
+                  const std::vector<int64_t> &ids)
+      -> std::vector<DeviceBuffer> & {
     std::vector<DeviceBuffer> slot;
-    auto &spare = p.spare[kind];
+    auto &spare = p.spare[{int(kind), chunk}];
     if (!spare.empty()) {
       slot = std::move(spare.back());
       spare.pop_back();
@@ -1801,42 +1857,44 @@ static void runPipelined(Executor::Impl &s) {
         s.hold(int64_t(bytes));
       }
     }
-    auto [it, added] = p.slots.emplace(std::make_pair(int(kind), mb),
-                                       std::move(slot));
+    auto [it, added] =
+        p.slots.emplace(std::make_tuple(int(kind), chunk, mb), std::move(slot));
     if (!added)
       throw Error("microbatch " + std::to_string(mb) +
                   " has a pipeline slot of this kind already");
     return it->second;
   };
-  auto find = [&](Pipe::Kind kind, int mb) -> std::vector<DeviceBuffer> & {
-    auto it = p.slots.find({int(kind), mb});
+  auto find = [&](Pipe::Kind kind, int chunk,
+                  int mb) -> std::vector<DeviceBuffer> & {
+    auto it = p.slots.find({int(kind), chunk, mb});
     if (it == p.slots.end())
       throw Error("microbatch " + std::to_string(mb) +
                   ": a pipeline value is read before it arrives");
     return it->second;
   };
-  auto release = [&](Pipe::Kind kind, int mb) {
-    auto it = p.slots.find({int(kind), mb});
-    p.spare[kind].push_back(std::move(it->second));
+  auto release = [&](Pipe::Kind kind, int chunk, int mb) {
+    auto it = p.slots.find({int(kind), chunk, mb});
+    p.spare[{int(kind), chunk}].push_back(std::move(it->second));
     p.slots.erase(it);
   };
-  auto copyOut = [&](Executor::Impl &program, const std::vector<int64_t> &ids,
+  auto copyOut = [&](Impl &program, const std::vector<int64_t> &ids,
                      std::vector<DeviceBuffer> &slot) {
     for (size_t k = 0; k < ids.size(); ++k)
       s.device->copy(slot[k].get(), program.views[ids[k]].data,
                      program.views[ids[k]].numBytes(), *s.compute);
   };
-  auto copyIn = [&](Executor::Impl &program, const std::vector<int64_t> &ids,
+  auto copyIn = [&](Impl &program, const std::vector<int64_t> &ids,
                     std::vector<DeviceBuffer> &slot) {
     for (size_t k = 0; k < ids.size(); ++k)
       s.device->copy(program.views[ids[k]].data, slot[k].get(),
                      program.views[ids[k]].numBytes(), *s.compute);
   };
   // Messages: tag 2 x sending stage + direction (0 forward, 1 backward),
-  // so that the messages of one tag arrive in microbatch order.
+  // so that the messages of one tag arrive in microbatch order; the peer is
+  // the rank of the stage before or after (its position in the group).
   auto exchange = [&](bool send, std::vector<DeviceBuffer> &slot,
-                      Executor::Impl &program, const std::vector<int64_t> &ids,
-                      int peer, int tag) {
+                      Impl &program, const std::vector<int64_t> &ids,
+                      int peerStage, int tag) {
     for (size_t k = 0; k < ids.size(); ++k) {
       const TensorView &v = program.views[ids[k]];
       CollectiveArgs args;
@@ -1845,18 +1903,20 @@ static void runPipelined(Executor::Impl &s) {
       args.recv = slot[k].get();
       args.count = size_t(v.numElements());
       args.dtype = v.dtype;
-      args.peer = peer;
+      args.peer = peerStage % p.ranks;
       args.tag = tag;
       s.runComm(args, *p.group);
     }
   };
-  bool first = p.stage == 0, last = p.stage + 1 == p.ranks;
   for (const plan::PipelineAction &a : p.actions) {
-    int mb = a.microbatch();
+    int mb = a.microbatch(), ci = a.chunk();
+    Pipe::Chunk &c = p.chunks[size_t(ci)];
+    bool first = c.stage == 0, last = c.stage + 1 == p.stages;
     std::string name;
     bool compute = true;
     if (s.tracing) {
-      std::string n = std::to_string(mb);
+      std::string n = std::to_string(mb) +
+                      (p.chunks.size() > 1 ? " c" + std::to_string(ci) : "");
       switch (a.kind()) {
       case plan::PipelineAction::FORWARD: name = "F" + n; break;
       case plan::PipelineAction::BACKWARD: name = "B" + n; break;
@@ -1864,69 +1924,72 @@ static void runPipelined(Executor::Impl &s) {
       case plan::PipelineAction::RECV_ACTIVATION: name = "recv activation " + n; break;
       case plan::PipelineAction::SEND_GRADIENT: name = "send gradient " + n; break;
       case plan::PipelineAction::RECV_GRADIENT: name = "recv gradient " + n; break;
-      case plan::PipelineAction::OPTIMIZER: name = "update"; break;
+      case plan::PipelineAction::OPTIMIZER:
+        name = "update" + std::string(p.chunks.size() > 1 ? " c" + std::to_string(ci) : "");
+        break;
       default: break;
       }
       compute = a.kind() == plan::PipelineAction::FORWARD ||
                 a.kind() == plan::PipelineAction::BACKWARD ||
                 a.kind() == plan::PipelineAction::OPTIMIZER;
     }
-    double begin = s.tracing ? Executor::Impl::traceClock() : 0;
+    double begin = s.tracing ? Impl::traceClock() : 0;
     switch (a.kind()) {
     case plan::PipelineAction::FORWARD:
-      copyMicrobatchInputs(s, *p.forward, p.forwardInputs, mb);
+      copyMicrobatchInputs(s, *c.forward, c.forwardInputs, mb);
       if (!first) {
-        copyIn(*p.forward, p.activationIn, find(Pipe::ActivationIn, mb));
-        release(Pipe::ActivationIn, mb);
+        copyIn(*c.forward, c.activationIn, find(Pipe::ActivationIn, ci, mb));
+        release(Pipe::ActivationIn, ci, mb);
       }
-      runProgram(*p.forward);
+      runProgram(*c.forward);
       if (!last)
-        copyOut(*p.forward, p.activationOut,
-                take(Pipe::ActivationOut, mb, *p.forward, p.activationOut));
-      copyOut(*p.forward, p.stashOut,
-              take(Pipe::Stash, mb, *p.forward, p.stashOut));
+        copyOut(*c.forward, c.activationOut,
+                take(Pipe::ActivationOut, ci, mb, *c.forward, c.activationOut));
+      copyOut(*c.forward, c.stashOut,
+              take(Pipe::Stash, ci, mb, *c.forward, c.stashOut));
       break;
     case plan::PipelineAction::BACKWARD:
-      copyMicrobatchInputs(s, *p.backward, p.backwardInputs, mb);
-      copyIn(*p.backward, p.stashIn, find(Pipe::Stash, mb));
-      release(Pipe::Stash, mb);
+      copyMicrobatchInputs(s, *c.backward, c.backwardInputs, mb);
+      copyIn(*c.backward, c.stashIn, find(Pipe::Stash, ci, mb));
+      release(Pipe::Stash, ci, mb);
       if (!last) {
-        copyIn(*p.backward, p.gradientIn, find(Pipe::GradientIn, mb));
-        release(Pipe::GradientIn, mb);
+        copyIn(*c.backward, c.gradientIn, find(Pipe::GradientIn, ci, mb));
+        release(Pipe::GradientIn, ci, mb);
       }
-      runProgram(*p.backward);
+      runProgram(*c.backward);
       if (!first)
-        copyOut(*p.backward, p.gradientOut,
-                take(Pipe::GradientOut, mb, *p.backward, p.gradientOut));
+        copyOut(*c.backward, c.gradientOut,
+                take(Pipe::GradientOut, ci, mb, *c.backward, c.gradientOut));
       break;
     case plan::PipelineAction::SEND_ACTIVATION:
-      exchange(true, find(Pipe::ActivationOut, mb), *p.forward,
-               p.activationOut, p.stage + 1, 2 * p.stage);
-      release(Pipe::ActivationOut, mb);
+      exchange(true, find(Pipe::ActivationOut, ci, mb), *c.forward,
+               c.activationOut, c.stage + 1, 2 * c.stage);
+      release(Pipe::ActivationOut, ci, mb);
       break;
     case plan::PipelineAction::RECV_ACTIVATION:
-      exchange(false, take(Pipe::ActivationIn, mb, *p.forward, p.activationIn),
-               *p.forward, p.activationIn, p.stage - 1, 2 * (p.stage - 1));
+      exchange(false,
+               take(Pipe::ActivationIn, ci, mb, *c.forward, c.activationIn),
+               *c.forward, c.activationIn, c.stage - 1, 2 * (c.stage - 1));
       break;
     case plan::PipelineAction::SEND_GRADIENT:
-      exchange(true, find(Pipe::GradientOut, mb), *p.backward, p.gradientOut,
-               p.stage - 1, 2 * p.stage + 1);
-      release(Pipe::GradientOut, mb);
+      exchange(true, find(Pipe::GradientOut, ci, mb), *c.backward,
+               c.gradientOut, c.stage - 1, 2 * c.stage + 1);
+      release(Pipe::GradientOut, ci, mb);
       break;
     case plan::PipelineAction::RECV_GRADIENT:
-      exchange(false, take(Pipe::GradientIn, mb, *p.backward, p.gradientIn),
-               *p.backward, p.gradientIn, p.stage + 1, 2 * (p.stage + 1) + 1);
+      exchange(false,
+               take(Pipe::GradientIn, ci, mb, *c.backward, c.gradientIn),
+               *c.backward, c.gradientIn, c.stage + 1, 2 * (c.stage + 1) + 1);
       break;
     case plan::PipelineAction::OPTIMIZER:
-      runProgram(s);
+      runProgram(*c.step);
       break;
     default:
       // REDUCE_GRADIENTS: the once-per-step program's first instructions.
       break;
     }
     if (s.tracing && !name.empty())
-      s.traceEvents.push_back(
-          {name, begin, Executor::Impl::traceClock(), s.runs, compute});
+      s.traceEvents.push_back({name, begin, Impl::traceClock(), s.runs, compute});
   }
 }
 
@@ -2031,9 +2094,10 @@ Tensor Executor::gatherResult(size_t index) {
   const plan::Program &program =
       s.plan->impl().proto.programs(schedule.stages(stage).optimizer());
   const plan::Buffer &b = program.buffers(program.results(j));
+  const Impl *owner = s.pipe->stepOf(stage);
   const void *data =
-      stage == s.pipe->stage ? s.views[s.program->results(j)].data : nullptr;
-  return s.gatherBuffer(b, data, stage);
+      owner ? owner->views[owner->program->results(j)].data : nullptr;
+  return s.gatherBuffer(b, data, stage % s.pipe->ranks);
 }
 
 Tensor Executor::gatherPersistent(const std::string &name) {
@@ -2047,10 +2111,12 @@ Tensor Executor::gatherPersistent(const std::string &name) {
         proto.programs(proto.pipeline().stages(t).optimizer());
     for (const plan::Buffer &b : program.buffers())
       if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
-          b.name() == name)
+          b.name() == name) {
+        const Impl *owner = s.pipe->stepOf(t);
         return s.gatherBuffer(
-            b, t == s.pipe->stage ? s.views[s.persistentId(name)].data : nullptr,
-            t);
+            b, owner ? owner->views[owner->persistentId(name)].data : nullptr,
+            t % s.pipe->ranks);
+      }
   }
   throw Error("the program has no parameter or state buffer '" + name + "'");
 }

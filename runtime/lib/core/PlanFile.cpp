@@ -711,11 +711,10 @@ std::string pipelineUnrunnable(const plan::Plan &p, const std::string &what) {
     if (isPipelined(p)) {
       // Stages with programs of their own (dist-stage-split), any number of
       // pipeline ranks: validate() proved the action lists.
-      if (s.chunks() != 1)
-        bad("runs " + std::to_string(s.chunks()) +
-            " model chunks per rank; this runtime runs one");
-      if (s.stages_size() != s.ranks() || s.rank_actions_size() != s.ranks())
-        bad("needs one stage and one action list per pipeline rank");
+      if (s.stages_size() != s.ranks() * s.chunks() ||
+          s.rank_actions_size() != s.ranks())
+        bad("needs one stage per pipeline rank and chunk, and one action "
+            "list per pipeline rank");
       int64_t axisSize = 0;
       for (const plan::MeshAxis &axis : p.mesh().axes())
         if (axis.name() == s.axis())

@@ -990,7 +990,7 @@ void toProto(const Schedule &sched, plan::PipelineSchedule &proto) {
   }
 }
 
-SlotPeaks slotPeaks(const Schedule &schedule, int rank) {
+SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
   SlotPeaks peaks;
   int held[5] = {}; // activation in, out, stash, gradient in, out
   int *peak[5] = {&peaks.activationIn, &peaks.activationOut, &peaks.stash,
@@ -999,8 +999,11 @@ SlotPeaks slotPeaks(const Schedule &schedule, int rank) {
   auto release = [&](int k) { held[k] = std::max(0, held[k] - 1); };
   if (rank < 0 || rank >= int(schedule.actions.size()))
     return peaks;
-  bool first = rank == 0, last = rank + 1 == schedule.ranks;
+  int stage = chunk * schedule.ranks + rank;
+  bool first = stage == 0, last = stage + 1 == schedule.ranks * schedule.chunks;
   for (const Action &a : schedule.actions[rank]) {
+    if (a.chunk != chunk)
+      continue;
     switch (a.kind) {
     case ActionKind::Forward:
       if (!first)

@@ -555,17 +555,22 @@ std::string formatBubble(const PlanFile &plan,
   double measured = bubbles[bubbles.size() / 2];
   // Simulated with each stage's mean measured times (a full backward is
   // B + W in the simulation: half each).
-  std::vector<double> sum(size_t(schedule.ranks) * 3, 0), count(sum.size(), 0);
+  size_t stages = size_t(schedule.ranks) * size_t(schedule.chunks);
+  std::vector<double> sum(stages * 3, 0), count(sum.size(), 0);
   for (size_t rank = 0; rank < traces.size(); ++rank)
     for (const TraceEvent &e : traces[rank]) {
       if (e.step == 0 || !e.compute)
         continue;
       int kind = e.name[0] == 'F' ? 0 : e.name[0] == 'B' ? 1 : 2;
-      size_t k = size_t(plan.pipelineStageOf(int(rank))) * 3 + kind;
+      // "F3 c1": chunk 1's stage (interleaved).
+      size_t at = e.name.rfind(" c");
+      int chunk = at == std::string::npos ? 0 : std::stoi(e.name.substr(at + 2));
+      size_t k = size_t(chunk * schedule.ranks + plan.pipelineStageOf(int(rank))) * 3 +
+                 size_t(kind);
       sum[k] += e.end - e.begin;
       count[k] += 1;
     }
-  std::vector<pipeline::ActionCosts> costs(size_t(schedule.ranks));
+  std::vector<pipeline::ActionCosts> costs(stages);
   auto mean = [&](size_t k) { return count[k] ? sum[k] / count[k] : 0.0; };
   for (size_t st = 0; st < costs.size(); ++st) {
     costs[st].forward = mean(st * 3);

@@ -153,8 +153,8 @@ Simulation simulate(const Schedule &schedule,
                     const std::vector<ActionCosts> &stageCosts,
                     SendMode mode = SendMode::Rendezvous);
 
-/// What a rank of a pipelined step holds at once, per kind of value, in
-/// microbatches, walking its list as the executor does (one chunk): a
+/// What a rank of a pipelined step holds at once for one of its chunks, per
+/// kind of value, in microbatches, walking its list as the executor does: a
 /// received activation from its RECV_ACTIVATION to its FORWARD; a
 /// forward's outgoing activation to its SEND_ACTIVATION and its stash to
 /// its BACKWARD; a received gradient from its RECV_GRADIENT to its
@@ -165,7 +165,7 @@ struct SlotPeaks {
   int activationIn = 0, activationOut = 0, stash = 0, gradientIn = 0,
       gradientOut = 0;
 };
-SlotPeaks slotPeaks(const Schedule &schedule, int rank);
+SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk = 0);
 
 /// To and from the plan (from validates ranks, chunks and kinds).
 void toProto(const Schedule &schedule, plan::PipelineSchedule &proto);
