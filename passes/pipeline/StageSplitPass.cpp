@@ -67,6 +67,16 @@ bool isBackwardOp(Operation *op) {
          nn::isRecomputed(op);
 }
 
+/// The types and attributes of `func`'s arguments `indices`, appended.
+void appendArguments(func::FuncOp func, ArrayRef<unsigned> indices,
+                     SmallVectorImpl<Type> &types,
+                     SmallVectorImpl<DictionaryAttr> &attrs) {
+  for (unsigned i : indices) {
+    types.push_back(func.getArgument(i).getType());
+    attrs.push_back(func.getArgAttrDict(i));
+  }
+}
+
 /// The function a segment becomes, being built.
 struct Piece {
   func::FuncOp func;
@@ -294,10 +304,7 @@ LogicalResult StageSplitter::buildMicroPieces() {
     llvm::sort(usedArgs);
     SmallVector<Type> types;
     SmallVector<DictionaryAttr> attrs;
-    for (unsigned i : usedArgs) {
-      types.push_back(micro.getArgument(i).getType());
-      attrs.push_back(micro.getArgAttrDict(i));
-    }
+    appendArguments(micro, usedArgs, types, attrs);
     SmallVector<std::pair<Value, std::string>> incoming;
     if (!backward && t > 0)
       for (auto [k, v] : llvm::enumerate(forwardOut[t - 1]))
@@ -585,10 +592,7 @@ LogicalResult StageSplitter::splitStep() {
     llvm::sort(sorted);
     SmallVector<Type> types;
     SmallVector<DictionaryAttr> attrs;
-    for (unsigned i : sorted) {
-      types.push_back(step.getArgument(i).getType());
-      attrs.push_back(step.getArgAttrDict(i));
-    }
+    appendArguments(step, sorted, types, attrs);
     std::string name =
         t == 0 ? (step.getName() + ".pipelined").str()
                : (step.getName() + ".s" + Twine(t)).str();
