@@ -113,6 +113,10 @@ def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
     `dist.shared_params` on the function lists such parameters by name.
     Values may skip stages.
 
+    The function also gets `dist.stage_costs`: each stage's predicted
+    seconds under the cost split's measure (its forward ops' roofline x 3),
+    whichever way it was split, so that splits can be compared.
+
     Diagnostics: a forward op on an earlier stage than one of its operands
     (stages out of dataflow order); more stages than layers (`layers`) or
     than forward ops (`cost`); no annotation to split by (`annotation`).

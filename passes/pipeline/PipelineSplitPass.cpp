@@ -163,10 +163,13 @@ void DistPipelineSplitPass::runOnOperation() {
   for (Operation &op : body.without_terminator())
     (nn::getGradKind(&op) ? rest : fwd).push_back(&op);
   int64_t numStages = stages;
-  if (auto have = func->getAttrOfType<IntegerAttr>(pipeline::kPipelineStagesAttrName))
+  bool firstRun = true;
+  if (auto have = func->getAttrOfType<IntegerAttr>(pipeline::kPipelineStagesAttrName)) {
     numStages = have.getInt(); // a second run (after nn-autodiff)
-  else if (failed(assignForward(func, fwd, numStages)))
+    firstRun = false;
+  } else if (failed(assignForward(func, fwd, numStages))) {
     return signalPassFailure();
+  }
 
   // Dataflow order: no forward op before one of its operands.
   for (Operation *op : fwd) {
@@ -224,6 +227,19 @@ void DistPipelineSplitPass::runOnOperation() {
           }))
         ++numCrossStageValues;
   func->setAttr(pipeline::kPipelineStagesAttrName, b.getI64IntegerAttr(numStages));
+  // Each stage's predicted time (the cost split's measure, whatever split
+  // was made): its forward ops' roofline seconds x 3 for forward and
+  // backward. For comparing splits (`--emit differentiated` shows it).
+  if (firstRun) {
+    SmallVector<double> costs(size_t(std::max<int64_t>(numStages, 0)), 0.0);
+    for (Operation *op : fwd)
+      if (std::optional<int64_t> st = stageOf(op); st && *st < numStages)
+        costs[size_t(*st)] += 3 * roofline(op);
+    func->setAttr(pipeline::kStageCostsAttrName,
+                  b.getArrayAttr(llvm::map_to_vector(costs, [&](double c) {
+                    return Attribute(b.getF64FloatAttr(c));
+                  })));
+  }
   if (!shared.empty())
     func->setAttr("dist.shared_params", b.getArrayAttr(shared));
 }
