@@ -6,7 +6,10 @@
 #include "dialects/dist/IR/DistDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Operation.h"
 #include "mlir/Pass/Pass.h"
+
+#include <optional>
 
 namespace partita::pipeline {
 /// The mesh axis a microbatched step is split along while it is compiled.
@@ -22,6 +25,12 @@ inline constexpr llvm::StringLiteral kMicrobatchStepAttrName =
 /// backward ops it builds for an op).
 inline constexpr llvm::StringLiteral kStageAttrName =
     dist::DistDialect::kStageAttrName;
+/// `op`'s pipeline stage (kStageAttrName), if it has one.
+inline std::optional<int64_t> getStage(mlir::Operation *op) {
+  if (auto a = op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName))
+    return a.getInt();
+  return std::nullopt;
+}
 /// Argument attribute (unit): a gradient accumulator of a microbatched step.
 inline constexpr llvm::StringLiteral kAccumulatorAttrName = "dist.accumulator";
 /// Function attribute: the pipeline stage count (i64), written by

@@ -31,11 +31,7 @@ namespace {
 
 constexpr StringLiteral kStage = pipeline::kStageAttrName;
 
-std::optional<int64_t> stageOf(Operation *op) {
-  if (auto a = op->getAttrOfType<IntegerAttr>(kStage))
-    return a.getInt();
-  return std::nullopt;
-}
+std::optional<int64_t> stageOf(Operation *op) { return pipeline::getStage(op); }
 
 void setStage(Operation *op, int64_t stage) {
   op->setAttr(kStage, IntegerAttr::get(IntegerType::get(op->getContext(), 64),

@@ -47,6 +47,13 @@ using namespace partita;
 
 namespace {
 
+// The names of the values stages exchange: the plan format's
+// runtime::pipeline::k*ValuePrefix (PipelineSchedule.h), which the executor
+// and `partita explain` read (this library does not link the runtime).
+const std::string kActivation = "pp.activation.";
+const std::string kStash = "pp.stash.";
+const std::string kGradient = "pp.gradient.";
+
 /// An op with no operands (a constant, an axis index): cloned into every
 /// function that reads it instead of travelling between stages.
 bool isFree(Operation *op) {
@@ -54,10 +61,17 @@ bool isFree(Operation *op) {
          !op->hasTrait<OpTrait::IsTerminator>();
 }
 
-std::optional<int64_t> stageAttr(Operation *op) {
-  if (auto a = op->getAttrOfType<IntegerAttr>(pipeline::kStageAttrName))
-    return a.getInt();
-  return std::nullopt;
+/// The name of a parameter or optimizer state argument or result of
+/// `func` (nn.param, else nn.state), or null.
+StringAttr persistentArgName(func::FuncOp func, unsigned i) {
+  if (StringAttr name = nn::paramAttr.getArg(func, i))
+    return name;
+  return nn::stateAttr.getArg(func, i);
+}
+StringAttr persistentResultName(func::FuncOp func, unsigned i) {
+  if (StringAttr name = nn::paramAttr.getResult(func, i))
+    return name;
+  return nn::stateAttr.getResult(func, i);
 }
 
 /// Whether nn-autodiff built `op` for the backward pass.
@@ -125,6 +139,10 @@ private:
   Value lookupOrClone(Piece &piece, Value v,
                       const llvm::DenseSet<Operation *> &clonable);
   void finish(Piece &piece, Location loc);
+  /// In `piece`: an all_reduce over the pipeline axis of `mine` (this
+  /// stage's value), or, null, of zeros of `type`: the stage holding a
+  /// value sends it to every stage, each of which runs the same collective.
+  Value shareOverPipeline(Piece &piece, Value mine, Type type, Location loc);
 
   ModuleOp module;
   func::FuncOp step, micro;
@@ -158,7 +176,7 @@ LogicalResult StageSplitter::assignSegments() {
         earliest = std::max(earliest, segOf.lookup(def));
     bool backward = isBackwardOp(&op) || isBackwardSegment(earliest);
     int64_t seg;
-    if (std::optional<int64_t> s = stageAttr(&op)) {
+    if (std::optional<int64_t> s = pipeline::getStage(&op)) {
       if (*s < 0 || *s >= P)
         return op.emitError() << "pipeline stages: dist.stage " << *s
                               << " is outside 0.." << P - 1;
@@ -278,6 +296,21 @@ void StageSplitter::finish(Piece &piece, Location loc) {
       piece.func.setResultAttrs(i, a);
 }
 
+Value StageSplitter::shareOverPipeline(Piece &piece, Value mine, Type type,
+                                       Location loc) {
+  OpBuilder &b = piece.builder;
+  if (!mine) {
+    auto tensor = cast<RankedTensorType>(type);
+    mine = nn::ConstantOp::create(
+        b, loc, tensor,
+        DenseElementsAttr::get(tensor, b.getZeroAttr(tensor.getElementType())));
+  }
+  return dist::AllReduceOp::create(
+      b, loc, type, mine, step->getAttrOfType<FlatSymbolRefAttr>("dist.mesh"),
+      b.getStrArrayAttr({pipeline::kPipelineAxis}),
+      dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
+}
+
 LogicalResult StageSplitter::buildMicroPieces() {
   Block &body = micro.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -308,13 +341,13 @@ LogicalResult StageSplitter::buildMicroPieces() {
     SmallVector<std::pair<Value, std::string>> incoming;
     if (!backward && t > 0)
       for (auto [k, v] : llvm::enumerate(forwardOut[t - 1]))
-        incoming.push_back({v, "pp.activation." + std::to_string(k)});
+        incoming.push_back({v, kActivation + std::to_string(k)});
     if (backward) {
       for (auto [k, v] : llvm::enumerate(stash[t]))
-        incoming.push_back({v, "pp.stash." + std::to_string(k)});
+        incoming.push_back({v, kStash + std::to_string(k)});
       if (t + 1 < P)
         for (auto [k, v] : llvm::enumerate(backwardOut[t + 1]))
-          incoming.push_back({v, "pp.gradient." + std::to_string(k)});
+          incoming.push_back({v, kGradient + std::to_string(k)});
     }
     for (auto &[v, name] : incoming) {
       types.push_back(v.getType());
@@ -354,13 +387,13 @@ LogicalResult StageSplitter::buildMicroPieces() {
       if (t + 1 < P)
         for (auto [k, v] : llvm::enumerate(forwardOut[t]))
           addResult(v, named(nn::outputAttr.getName(),
-                             "pp.activation." + Twine(k)));
+                             kActivation + Twine(k)));
       for (auto [k, v] : llvm::enumerate(stash[t]))
-        addResult(v, named(nn::outputAttr.getName(), "pp.stash." + Twine(k)));
+        addResult(v, named(nn::outputAttr.getName(), kStash + Twine(k)));
     } else if (t > 0) {
       for (auto [k, v] : llvm::enumerate(backwardOut[t]))
         addResult(v,
-                  named(nn::outputAttr.getName(), "pp.gradient." + Twine(k)));
+                  named(nn::outputAttr.getName(), kGradient + Twine(k)));
     }
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Operation *def = v.getDefiningOp();
@@ -382,11 +415,9 @@ LogicalResult StageSplitter::buildMicroPieces() {
                                   "computed by a stage";
   }
   // Parameters and state read per microbatch belong to the stage reading
-  // them; one read on two stages (a tied embedding) is not split yet.
+  // them; a parameter read on several (a tied embedding) is held by each.
   for (BlockArgument arg : micro.getArguments()) {
-    StringAttr name = nn::paramAttr.getArg(micro, arg.getArgNumber());
-    if (!name)
-      name = nn::stateAttr.getArg(micro, arg.getArgNumber());
+    StringAttr name = persistentArgName(micro, arg.getArgNumber());
     if (!name)
       continue;
     std::set<int64_t> stages;
@@ -424,10 +455,7 @@ LogicalResult StageSplitter::splitStep() {
   SmallVector<int64_t> argStage(step.getNumArguments(), -1);
   for (BlockArgument arg : step.getArguments()) {
     unsigned i = arg.getArgNumber();
-    StringAttr name = nn::paramAttr.getArg(step, i);
-    if (!name)
-      name = nn::stateAttr.getArg(step, i);
-    if (name)
+    if (StringAttr name = persistentArgName(step, i))
       if (auto it = stageOfName.find(name.getValue()); it != stageOfName.end())
         argStage[i] = it->second;
     stageOfValue[arg] = argStage[i];
@@ -524,8 +552,6 @@ LogicalResult StageSplitter::splitStep() {
              << "pipeline stages: parameter '" << name
              << "' is read on several stages but no stage updates it";
   }
-  auto meshName = step->getAttrOfType<FlatSymbolRefAttr>("dist.mesh");
-
   for (int64_t t = 0; t < P; ++t) {
     Piece piece(ctx);
     // Arguments: every input (the whole batch, which the stage's forward and
@@ -553,16 +579,11 @@ LogicalResult StageSplitter::splitStep() {
           need(v);
     // Stageless state (a step counter) is updated where it is an argument.
     auto keeps = [&](unsigned i) {
-      StringAttr name = nn::paramAttr.getResult(step, i);
-      if (!name)
-        name = nn::stateAttr.getResult(step, i);
+      StringAttr name = persistentResultName(step, i);
       if (!name)
         return t == 0; // an output computed from nothing staged
       return llvm::any_of(args, [&](unsigned a) {
-        StringAttr an = nn::paramAttr.getArg(step, a);
-        if (!an)
-          an = nn::stateAttr.getArg(step, a);
-        return an == name;
+        return persistentArgName(step, a) == name;
       });
     };
     // A stage reading a shared parameter holds it.
@@ -608,29 +629,17 @@ LogicalResult StageSplitter::splitStep() {
         return success();
       haveLeaves = true;
       for (Value leaf : leaves) {
-        Value send;
+        Value mine;
         if (stageOfValue.lookup(leaf) == t) {
-          send = lookupOrClone(piece, leaf, stageless);
-          if (!send)
+          mine = lookupOrClone(piece, leaf, stageless);
+          if (!mine)
             return step.emitError() << "pipeline stages: internal error: a "
                                        "term of a sum over stages does not "
                                        "reach stage "
                                     << t;
-        } else {
-          auto type = cast<RankedTensorType>(leaf.getType());
-          send = nn::ConstantOp::create(
-              piece.builder, leaf.getLoc(), type,
-              DenseElementsAttr::get(
-                  type, piece.builder.getZeroAttr(type.getElementType())));
         }
-        piece.map.map(leaf,
-                      dist::AllReduceOp::create(
-                          piece.builder, leaf.getLoc(), leaf.getType(), send,
-                          meshName,
-                          piece.builder.getStrArrayAttr(
-                              {pipeline::kPipelineAxis}),
-                          dist::ReductionKindAttr::get(
-                              ctx, dist::ReductionKind::Sum)));
+        piece.map.map(leaf, shareOverPipeline(piece, mine, leaf.getType(),
+                                              leaf.getLoc()));
       }
       return success();
     };
@@ -661,26 +670,15 @@ LogicalResult StageSplitter::splitStep() {
     for (auto &[name, readers] : sharedParams) {
       auto [i, owner] = sharedResult[name];
       Value v = ret.getOperand(i);
-      Location loc = v.getLoc();
-      Value send;
+      Value mine;
       if (owner == t) {
-        send = lookupOrClone(piece, v, stageless);
-        if (!send)
+        mine = lookupOrClone(piece, v, stageless);
+        if (!mine)
           return step.emitError() << "pipeline stages: internal error: the "
                                      "update of '"
                                   << name << "' does not reach stage " << t;
-      } else {
-        auto type = cast<RankedTensorType>(v.getType());
-        Attribute zero = isa<FloatType>(type.getElementType())
-                             ? Attribute(FloatAttr::get(type.getElementType(), 0.0))
-                             : Attribute(IntegerAttr::get(type.getElementType(), 0));
-        send = nn::ConstantOp::create(piece.builder, loc, type,
-                                      DenseElementsAttr::get(type, zero));
       }
-      Value received = dist::AllReduceOp::create(
-          piece.builder, loc, v.getType(), send, meshName,
-          piece.builder.getStrArrayAttr({pipeline::kPipelineAxis}),
-          dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
+      Value received = shareOverPipeline(piece, mine, v.getType(), v.getLoc());
       if (owner == t || readers.count(t)) {
         piece.results.push_back(received);
         piece.resultAttrs.push_back(step.getResultAttrDict(i));

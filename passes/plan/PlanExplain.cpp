@@ -677,18 +677,18 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
       for (const plan::Buffer &buffer : part.buffers())
         if (buffer.role() == plan::INPUT) {
           inputs += localBytes(buffer);
-          if (prefixed(buffer.name(), "pp.activation."))
+          if (prefixed(buffer.name(), runtime::pipeline::kActivationValuePrefix))
             kindBytes[0] += localBytes(buffer);
-          else if (prefixed(buffer.name(), "pp.gradient."))
+          else if (prefixed(buffer.name(), runtime::pipeline::kGradientValuePrefix))
             kindBytes[3] += localBytes(buffer);
         }
       for (int64_t id : part.results()) {
         const plan::Buffer &buffer = part.buffers(id);
-        if (forward && prefixed(buffer.name(), "pp.activation."))
+        if (forward && prefixed(buffer.name(), runtime::pipeline::kActivationValuePrefix))
           kindBytes[1] += localBytes(buffer);
-        else if (forward && prefixed(buffer.name(), "pp.stash."))
+        else if (forward && prefixed(buffer.name(), runtime::pipeline::kStashValuePrefix))
           kindBytes[2] += localBytes(buffer);
-        else if (!forward && prefixed(buffer.name(), "pp.gradient."))
+        else if (!forward && prefixed(buffer.name(), runtime::pipeline::kGradientValuePrefix))
           kindBytes[4] += localBytes(buffer);
       }
       OutsideArena po = outsideArenaBytes(proto, part);

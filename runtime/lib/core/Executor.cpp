@@ -620,13 +620,7 @@ struct Executor::Impl {
   }
 
   std::map<std::string, int64_t> coordsOf(int position) const {
-    std::map<std::string, int64_t> c;
-    for (auto it = axisOrder.rbegin(); it != axisOrder.rend(); ++it) {
-      int64_t size = axisSizes.at(*it);
-      c[*it] = position % size;
-      position /= size;
-    }
-    return c;
+    return meshCoordinates(plan->impl().proto.mesh(), position);
   }
 
   int positionOf(const std::map<std::string, int64_t> &c) const {
@@ -1430,6 +1424,29 @@ struct Executor::Impl::Pipe {
   }
 };
 
+/// The buffer of `step` (a microbatched step's once-per-step program, which
+/// holds this rank's whole batch) that input `id` of `program` is a
+/// microbatch of: the input of the same name and dtype whose dimension 0 is
+/// `m` times as large (microbatch k is its block k). Throws otherwise.
+static int64_t wholeInputOf(const Executor::Impl &step,
+                            const Executor::Impl &program, int64_t id,
+                            int64_t m) {
+  const plan::Buffer &b = program.buffer(id);
+  int64_t whole = -1;
+  for (int64_t sid : step.program->arguments())
+    if (step.buffer(sid).role() == plan::INPUT &&
+        step.buffer(sid).name() == b.name())
+      whole = sid;
+  std::vector<int64_t> want = program.views[id].shape;
+  if (whole < 0 || want.empty() ||
+      step.views[whole].dtype != program.views[id].dtype ||
+      (want[0] *= m, want != step.views[whole].shape))
+    throw Error("program '" + program.program->name() + "': input '" +
+                b.name() +
+                "' is not a microbatch of the step's input of that name");
+  return whole;
+}
+
 /// Builds `s` as this rank's stages of a pipelined plan (see Impl::Pipe).
 static void buildPipelined(Executor::Impl &s,
                            std::shared_ptr<const PlanFile> plan,
@@ -1518,19 +1535,7 @@ static void buildPipelined(Executor::Impl &s,
         a2[k] = id;
         continue;
       }
-      int64_t whole = -1;
-      for (int64_t sid : step.program->arguments())
-        if (step.buffer(sid).role() == plan::INPUT &&
-            step.buffer(sid).name() == b.name())
-          whole = sid;
-      std::vector<int64_t> want = program.views[id].shape;
-      if (whole < 0 || want.empty() ||
-          step.views[whole].dtype != program.views[id].dtype ||
-          (want[0] *= m, want != step.views[whole].shape))
-        throw Error("program '" + program.program->name() + "': input '" +
-                    b.name() +
-                    "' is not a microbatch of the step's input of that name");
-      inputs.push_back({whole, id});
+      inputs.push_back({wholeInputOf(step, program, id, m), id});
     }
     for (int64_t id : program.program->results()) {
       const std::string &name = program.buffer(id).name();
@@ -1551,11 +1556,13 @@ static void buildPipelined(Executor::Impl &s,
     std::vector<int64_t> none;
     // The whole batch the callers set is chunk 0's (`s`): every stage's
     // once-per-step program takes all of the step's inputs.
-    scan(s, *chunk.forward, "pp.activation.", chunk.activationIn, "",
-         none, "pp.activation.", chunk.activationOut, "pp.stash.",
+    using namespace pipeline;
+    scan(s, *chunk.forward, kActivationValuePrefix, chunk.activationIn, "",
+         none, kActivationValuePrefix, chunk.activationOut, kStashValuePrefix,
          chunk.stashOut, chunk.forwardInputs);
-    scan(s, *chunk.backward, "pp.stash.", chunk.stashIn,
-         "pp.gradient.", chunk.gradientIn, "pp.gradient.", chunk.gradientOut,
+    scan(s, *chunk.backward, kStashValuePrefix, chunk.stashIn,
+         kGradientValuePrefix, chunk.gradientIn, kGradientValuePrefix,
+         chunk.gradientOut,
          "", none, chunk.backwardInputs);
     if (chunk.stashOut.size() != chunk.stashIn.size())
       throw Error("stage " + std::to_string(chunk.stage) + "'s stash: " +
@@ -1641,25 +1648,9 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
     if (s.buffer(id).accumulator())
       s.accumulators.push_back(id);
   int64_t m = schedule.microbatches();
-  for (int64_t id : s.micro->program->arguments()) {
-    const plan::Buffer &mb = s.micro->buffer(id);
-    if (mb.role() != plan::INPUT)
-      continue;
-    int64_t whole = -1;
-    for (int64_t sid : s.program->arguments())
-      if (s.buffer(sid).role() == plan::INPUT &&
-          s.buffer(sid).name() == mb.name())
-        whole = sid;
-    // Microbatch k is block k of dimension 0 of this rank's batch.
-    std::vector<int64_t> want = s.micro->views[id].shape;
-    if (whole < 0 || want.empty() ||
-        s.views[whole].dtype != s.micro->views[id].dtype ||
-        (want[0] *= m, want != s.views[whole].shape))
-      throw Error("program '" + microProgram.name() + "': input '" +
-                  mb.name() + "' is not a microbatch of the step's input of "
-                              "that name");
-    s.microInputs.push_back({whole, id});
-  }
+  for (int64_t id : s.micro->program->arguments())
+    if (s.micro->buffer(id).role() == plan::INPUT)
+      s.microInputs.push_back({wholeInputOf(s, *s.micro, id, m), id});
 }
 
 Executor::~Executor() = default;
@@ -2006,13 +1997,7 @@ static void runSteps(Executor::Impl &s) {
   for (const plan::PipelineAction &a : s.actions) {
     switch (a.kind()) {
     case plan::PipelineAction::FORWARD:
-      for (auto [whole, part] : s.microInputs) {
-        size_t bytes = s.micro->views[part].numBytes();
-        s.device->copy(s.micro->views[part].data,
-                       static_cast<unsigned char *>(s.views[whole].data) +
-                           bytes * a.microbatch(),
-                       bytes, *s.compute);
-      }
+      copyMicrobatchInputs(s, *s.micro, s.microInputs, a.microbatch());
       runProgram(*s.micro);
       break;
     case plan::PipelineAction::OPTIMIZER:

@@ -959,17 +959,28 @@ pipeline::Schedule PlanFile::pipelineSchedule() const {
 
 int PlanFile::pipelineStageOf(int rank) const {
   const plan::Mesh &mesh = pimpl->proto.mesh();
-  int64_t position = rank;
+  std::map<std::string, int64_t> coords =
+      meshCoordinates(mesh, meshPosition(mesh, rank));
+  auto it = coords.find(pimpl->proto.pipeline().axis());
+  return it == coords.end() ? 0 : int(it->second);
+}
+
+int64_t meshPosition(const plan::Mesh &mesh, int rank) {
   for (int k = 0; k < mesh.devices_size(); ++k)
     if (mesh.devices(k) == rank)
-      position = k;
+      return k;
+  return rank;
+}
+
+std::map<std::string, int64_t> meshCoordinates(const plan::Mesh &mesh,
+                                               int64_t position) {
+  std::map<std::string, int64_t> c;
   for (int i = mesh.axes_size() - 1; i >= 0; --i) {
     int64_t size = mesh.axes(i).size();
-    if (mesh.axes(i).name() == pimpl->proto.pipeline().axis())
-      return int(position % size);
+    c[mesh.axes(i).name()] = position % size;
     position /= size;
   }
-  return 0;
+  return c;
 }
 
 bool isPipelined(const plan::Plan &plan) {

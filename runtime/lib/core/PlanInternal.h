@@ -47,6 +47,14 @@ struct PlanFile::Impl {
   std::vector<const plan::Program *> stepPrograms(const std::string &name) const;
 };
 
+/// The mesh position of device `rank`: its index in Mesh.devices, or the
+/// rank itself when the mesh gives no device order.
+int64_t meshPosition(const plan::Mesh &mesh, int rank);
+/// A mesh position's coordinate along each axis (row-major, the first axis
+/// major).
+std::map<std::string, int64_t> meshCoordinates(const plan::Mesh &mesh,
+                                               int64_t position);
+
 /// Whether `plan` is pipelined: its schedule's stages have backward
 /// programs of their own (dist-stage-split). A microbatched one-rank step
 /// whose forward program runs the backward too is not.

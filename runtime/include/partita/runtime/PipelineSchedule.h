@@ -65,6 +65,15 @@ bool isCommunication(ActionKind kind);
 /// "FORWARD of microbatch 2 (chunk 0)", for messages.
 std::string describe(const Action &action);
 
+/// What a pipelined plan names the values its stages exchange: buffers
+/// "<prefix><k>" of a stage's programs (dist-stage-split writes them, the
+/// executor and `partita explain` read them): the activations a forward
+/// receives and sends, what it keeps for its backward, and the gradients a
+/// backward receives and sends.
+inline constexpr char kActivationValuePrefix[] = "pp.activation.";
+inline constexpr char kStashValuePrefix[] = "pp.stash.";
+inline constexpr char kGradientValuePrefix[] = "pp.gradient.";
+
 struct Schedule {
   std::string kind;
   int ranks = 1;
