@@ -6,4 +6,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 cd "$root/build"
-ctest --output-on-failure "$@"
+rm -f test/lit-results.json
+status=0
+ctest --output-on-failure "$@" || status=$?
+if [[ $status -ne 0 && -f test/lit-results.json ]]; then
+  python3 "$root/scripts/lit-failures.py" test/lit-results.json
+fi
+exit $status

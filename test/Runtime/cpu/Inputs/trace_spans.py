@@ -20,7 +20,7 @@ for tid in sorted(spans):
         name = e["name"]
         kind = name.split(" ")[0] if " " in name else (name if name in ("update", "step") else name[0])
         kinds[kind] += 1
-        if e["ts"] + 1e-3 < last_end:
+        if e["ts"] + 2e-3 < last_end:
             ordered = False
         last_end = e["ts"] + e["dur"]
     n = len(steps)
