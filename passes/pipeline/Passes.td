@@ -163,7 +163,15 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     sends, then `"pp.stash.k"`, then accumulators it updates) and
     `@<step>.s<s>.backward` (arguments: what it reads, `"pp.stash.k"`, then
     `"pp.gradient.k"` arriving from stage s+1; results: `"pp.gradient.k"`
-    for stage s-1, then accumulators). The once-per-step function (gradient
+    for stage s-1, then accumulators). With `schedule` = zb-h1 each
+    backward is split in two: `@<step>.s<s>.backward_input` (B) holds what
+    the gradients sent to stage s-1 need and every op nn-autodiff built
+    for an input gradient (or recomputed), with the ops of the segment
+    they read; `@<step>.s<s>.backward_weight` (W) holds the rest (the
+    weight gradients and their accumulation). W reads what the forward
+    keeps for it (`"pp.wstash.k"`, which B may read too, instead of
+    `"pp.stash.k"`), what B keeps for it (B's results `"pp.deferred.k"`)
+    and the gradients received from stage s+1. The once-per-step function (gradient
     reductions, the optimizer) is cut by the stage of what each op reads:
     an accumulator or a parameter belongs to the stage that reads it per
     microbatch; ops reading nothing staged (AdamW's step counter) are
@@ -178,7 +186,8 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     Stage 0's keeps the step's
     name (`@<step>.s<s>` for the others); every stage's takes all of the
     step's inputs (the whole batch). The step then carries
-    `dist.stage_programs` (per stage `{forward, backward, step}`) and
+    `dist.stage_programs` (per stage `{forward, backward, step}`, or
+    `{forward, backward_input, backward_weight, step}` under zb-h1) and
     `dist.schedule` (and `dist.pipeline_chunks`), and the mesh gains the
     major-most axis `pp` of size P / chunks: with `chunks` = v > 1
     (interleaved) stage s runs on pipeline rank s mod (P / v), as chunk
@@ -194,7 +203,8 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "The schedule that runs the stages: gpipe, 1f1b or interleaved">,
+           "The schedule that runs the stages: gpipe, 1f1b, interleaved "
+           "or zb-h1 (which splits each backward into B and W)">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "Model chunks per pipeline rank (interleaved): the stages are "
            "ranks x chunks, stage s on rank s % ranks">,

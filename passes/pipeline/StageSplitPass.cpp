@@ -52,7 +52,9 @@ namespace {
 // and `partita explain` read (this library does not link the runtime).
 const std::string kActivation = "pp.activation.";
 const std::string kStash = "pp.stash.";
+const std::string kWeightStash = "pp.wstash.";
 const std::string kGradient = "pp.gradient.";
+const std::string kDeferred = "pp.deferred.";
 
 /// An op with no operands (a constant, an axis index): cloned into every
 /// function that reads it instead of travelling between stages.
@@ -127,6 +129,16 @@ private:
 
   LogicalResult assignSegments();
   LogicalResult findTransfers();
+  /// zb-h1: splits each backward segment into the input gradient B (what
+  /// the gradients sent down need, and every op nn-autodiff built for an
+  /// input gradient, with what they read there) and the weight gradient W
+  /// (the rest), and finds what W reads of the forward (the weight stash)
+  /// and of B (the deferred values).
+  void splitBackwards();
+  /// Whether `op` (of a backward segment) is in W.
+  bool inWeight(Operation *op) const {
+    return splitBackward && weightOps.contains(op);
+  }
   LogicalResult buildMicroPieces();
   LogicalResult splitStep();
   LogicalResult addPipelineAxis();
@@ -153,10 +165,17 @@ private:
 
   llvm::DenseMap<Operation *, int64_t> segOf;
   // Per stage: values sent forward to the next stage, kept from forward to
-  // backward, sent back to the previous stage (each in program order).
-  std::vector<SetVector<Value>> forwardOut, stash, backwardOut;
+  // backward (to B when split), sent back to the previous stage (each in
+  // program order); when split, kept from forward to W (B may read them
+  // too) and from B to W.
+  std::vector<SetVector<Value>> forwardOut, stash, backwardOut, weightStash,
+      deferred;
+  // zb-h1: the backward segments are split into B and W; the ops of W.
+  bool splitBackward = false;
+  llvm::DenseSet<Operation *> weightOps;
   // The functions, per stage.
-  std::vector<func::FuncOp> forwardFuncs, backwardFuncs, stepFuncs;
+  std::vector<func::FuncOp> forwardFuncs, backwardFuncs, weightFuncs,
+      stepFuncs;
   // Accumulators and parameters (by name) -> their stage.
   llvm::StringMap<int64_t> stageOfName;
   // Parameters read per microbatch on several stages (a tied embedding) ->
@@ -250,6 +269,62 @@ LogicalResult StageSplitter::findTransfers() {
   return success();
 }
 
+void StageSplitter::splitBackwards() {
+  weightStash.resize(P);
+  deferred.resize(P);
+  if (!splitBackward)
+    return;
+  Block &body = micro.getBody().front();
+  for (int64_t t = 0; t < P; ++t) {
+    int64_t seg = segment(true, t);
+    auto inSeg = [&](Operation *op) {
+      return op && !isFree(op) && segOf.lookup(op) == seg;
+    };
+    // B: the ops that make what is sent down, the input-gradient and
+    // recomputed ops, and every op of the segment they read.
+    llvm::DenseSet<Operation *> input;
+    SmallVector<Operation *> work;
+    auto add = [&](Operation *op) {
+      if (inSeg(op) && input.insert(op).second)
+        work.push_back(op);
+    };
+    if (t > 0)
+      for (Value v : backwardOut[t])
+        add(v.getDefiningOp());
+    for (Operation &op : body)
+      if (inSeg(&op) && (nn::getGradKind(&op) == nn::GradKind::Input ||
+                         nn::isRecomputed(&op)))
+        add(&op);
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      for (Value v : op->getOperands())
+        add(v.getDefiningOp());
+    }
+    for (Operation &op : body)
+      if (inSeg(&op) && !input.contains(&op))
+        weightOps.insert(&op);
+    // What W reads: of the stash, moved to the weight stash (B reads it
+    // there too); of B, deferred.
+    SetVector<Value> keptForB;
+    for (Value v : stash[t]) {
+      bool readByW = llvm::any_of(v.getUsers(), [&](Operation *user) {
+        return inSeg(user) && weightOps.contains(user);
+      });
+      (readByW ? weightStash[t] : keptForB).insert(v);
+    }
+    stash[t] = std::move(keptForB);
+    for (Operation &op : body) {
+      if (!inSeg(&op) || weightOps.contains(&op))
+        continue;
+      for (Value v : op.getResults())
+        if (llvm::any_of(v.getUsers(), [&](Operation *user) {
+              return inSeg(user) && weightOps.contains(user);
+            }))
+          deferred[t].insert(v);
+    }
+  }
+}
+
 func::FuncOp StageSplitter::createFunc(StringRef name, ArrayRef<Type> types,
                                        ArrayRef<DictionaryAttr> attrs,
                                        Piece &piece) {
@@ -320,13 +395,64 @@ LogicalResult StageSplitter::buildMicroPieces() {
         ctx, {NamedAttribute(StringAttr::get(ctx, attr),
                              StringAttr::get(ctx, name))});
   };
-  for (int64_t seg = 0; seg < 2 * P; ++seg) {
+  // The pieces: per segment one function, but a split backward two (B,
+  // then W).
+  enum class Part { Forward, Backward, Input, Weight };
+  auto buildPiece = [&](int64_t seg, Part part) -> LogicalResult {
     int64_t t = stageOfSegment(seg);
-    bool backward = isBackwardSegment(seg);
+    bool backward = part != Part::Forward;
     SmallVector<Operation *> ops;
     for (Operation &op : body)
-      if (!isFree(&op) && !isa<func::ReturnOp>(op) && segOf.lookup(&op) == seg)
+      if (!isFree(&op) && !isa<func::ReturnOp>(op) &&
+          segOf.lookup(&op) == seg &&
+          (part == Part::Forward || part == Part::Backward ||
+           inWeight(&op) == (part == Part::Weight)))
         ops.push_back(&op);
+    // What leaves to other pieces (before the accumulators updated).
+    SmallVector<std::pair<Value, std::string>> outgoing;
+    if (part == Part::Forward) {
+      if (t + 1 < P)
+        for (auto [k, v] : llvm::enumerate(forwardOut[t]))
+          outgoing.push_back({v, kActivation + std::to_string(k)});
+      for (auto [k, v] : llvm::enumerate(stash[t]))
+        outgoing.push_back({v, kStash + std::to_string(k)});
+      for (auto [k, v] : llvm::enumerate(weightStash[t]))
+        outgoing.push_back({v, kWeightStash + std::to_string(k)});
+    } else if (part != Part::Weight) {
+      if (t > 0)
+        for (auto [k, v] : llvm::enumerate(backwardOut[t]))
+          outgoing.push_back({v, kGradient + std::to_string(k)});
+      for (auto [k, v] : llvm::enumerate(deferred[t]))
+        outgoing.push_back({v, kDeferred + std::to_string(k)});
+    }
+    // What arrives: B and W take only what they read or pass on.
+    SmallVector<std::pair<Value, std::string>> incoming;
+    if (part == Part::Forward && t > 0)
+      for (auto [k, v] : llvm::enumerate(forwardOut[t - 1]))
+        incoming.push_back({v, kActivation + std::to_string(k)});
+    if (backward) {
+      for (auto [k, v] : llvm::enumerate(stash[t]))
+        incoming.push_back({v, kStash + std::to_string(k)});
+      for (auto [k, v] : llvm::enumerate(weightStash[t]))
+        incoming.push_back({v, kWeightStash + std::to_string(k)});
+      if (t + 1 < P)
+        for (auto [k, v] : llvm::enumerate(backwardOut[t + 1]))
+          incoming.push_back({v, kGradient + std::to_string(k)});
+      for (auto [k, v] : llvm::enumerate(deferred[t]))
+        if (part == Part::Weight)
+          incoming.push_back({v, kDeferred + std::to_string(k)});
+    }
+    if (part == Part::Input || part == Part::Weight) {
+      llvm::DenseSet<Value> needed;
+      for (Operation *op : ops)
+        for (Value v : op->getOperands())
+          needed.insert(v);
+      for (auto &out : outgoing)
+        needed.insert(out.first);
+      llvm::erase_if(incoming, [&](const auto &in) {
+        return !needed.contains(in.first);
+      });
+    }
     // Arguments: the step's that these ops read, then what arrives.
     llvm::SetVector<unsigned> used;
     for (Operation *op : ops)
@@ -338,24 +464,16 @@ LogicalResult StageSplitter::buildMicroPieces() {
     SmallVector<Type> types;
     SmallVector<DictionaryAttr> attrs;
     appendArguments(micro, usedArgs, types, attrs);
-    SmallVector<std::pair<Value, std::string>> incoming;
-    if (!backward && t > 0)
-      for (auto [k, v] : llvm::enumerate(forwardOut[t - 1]))
-        incoming.push_back({v, kActivation + std::to_string(k)});
-    if (backward) {
-      for (auto [k, v] : llvm::enumerate(stash[t]))
-        incoming.push_back({v, kStash + std::to_string(k)});
-      if (t + 1 < P)
-        for (auto [k, v] : llvm::enumerate(backwardOut[t + 1]))
-          incoming.push_back({v, kGradient + std::to_string(k)});
-    }
     for (auto &[v, name] : incoming) {
       types.push_back(v.getType());
       attrs.push_back(named(nn::inputAttr.getName(), name));
     }
-    std::string name = (step.getName() + ".s" + Twine(t) +
-                        (backward ? ".backward" : ".forward"))
-                           .str();
+    const char *suffix = part == Part::Forward    ? ".forward"
+                         : part == Part::Backward ? ".backward"
+                         : part == Part::Input    ? ".backward_input"
+                                                  : ".backward_weight";
+    std::string name =
+        (step.getName() + ".s" + Twine(t) + suffix).str();
     Piece piece(ctx);
     func::FuncOp func = createFunc(name, types, attrs, piece);
     for (auto [n, i] : llvm::enumerate(usedArgs))
@@ -374,37 +492,60 @@ LogicalResult StageSplitter::buildMicroPieces() {
     // Results: what leaves (a copy where it is an argument or already
     // returned: each result its own buffer), then the accumulators updated.
     llvm::DenseSet<Value> returned;
-    auto addResult = [&](Value v, DictionaryAttr attr) {
+    auto addResult = [&](Value v, DictionaryAttr attr) -> LogicalResult {
       Value mapped = lookupOrClone(piece, v, none);
+      if (!mapped)
+        return micro.emitError()
+               << "pipeline stages: internal error: a value leaving "
+               << segmentName(seg) << " is not computed there";
       if (isa<BlockArgument>(mapped) || returned.contains(mapped))
         mapped = nn::ReshapeOp::create(piece.builder, v.getLoc(),
                                        mapped.getType(), mapped);
       returned.insert(mapped);
       piece.results.push_back(mapped);
       piece.resultAttrs.push_back(attr);
+      return success();
     };
-    if (!backward) {
-      if (t + 1 < P)
-        for (auto [k, v] : llvm::enumerate(forwardOut[t]))
-          addResult(v, named(nn::outputAttr.getName(),
-                             kActivation + Twine(k)));
-      for (auto [k, v] : llvm::enumerate(stash[t]))
-        addResult(v, named(nn::outputAttr.getName(), kStash + Twine(k)));
-    } else if (t > 0) {
-      for (auto [k, v] : llvm::enumerate(backwardOut[t]))
-        addResult(v,
-                  named(nn::outputAttr.getName(), kGradient + Twine(k)));
-    }
+    for (auto &[v, name] : outgoing)
+      if (failed(addResult(v, named(nn::outputAttr.getName(), name))))
+        return failure();
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Operation *def = v.getDefiningOp();
-      if (!def || isFree(def) || segOf.lookup(def) != seg)
+      if (!def || isFree(def) || segOf.lookup(def) != seg ||
+          (backward && part != Part::Backward &&
+           inWeight(def) != (part == Part::Weight)))
         continue;
-      addResult(v, micro.getResultAttrDict(i));
+      if (failed(addResult(v, micro.getResultAttrDict(i))))
+        return failure();
       if (StringAttr state = nn::stateAttr.getResult(micro, i))
         stageOfName[state.getValue()] = t;
     }
     finish(piece, ret.getLoc());
-    (backward ? backwardFuncs : forwardFuncs)[t] = func;
+    switch (part) {
+    case Part::Forward:
+      forwardFuncs[t] = func;
+      break;
+    case Part::Backward:
+    case Part::Input:
+      backwardFuncs[t] = func;
+      break;
+    case Part::Weight:
+      weightFuncs[t] = func;
+      break;
+    }
+    return success();
+  };
+  for (int64_t seg = 0; seg < 2 * P; ++seg) {
+    if (!isBackwardSegment(seg)) {
+      if (failed(buildPiece(seg, Part::Forward)))
+        return failure();
+    } else if (!splitBackward) {
+      if (failed(buildPiece(seg, Part::Backward)))
+        return failure();
+    } else if (failed(buildPiece(seg, Part::Input)) ||
+               failed(buildPiece(seg, Part::Weight))) {
+      return failure();
+    }
   }
   // Every returned value must have been placed.
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -724,9 +865,13 @@ LogicalResult StageSplitter::run() {
                             << " chunks per pipeline rank";
   forwardFuncs.resize(P);
   backwardFuncs.resize(P);
+  weightFuncs.resize(P);
   stepFuncs.resize(P);
-  if (failed(assignSegments()) || failed(findTransfers()) ||
-      failed(addPipelineAxis()) || failed(buildMicroPieces()) ||
+  splitBackward = schedule == "zb-h1";
+  if (failed(assignSegments()) || failed(findTransfers()))
+    return failure();
+  splitBackwards();
+  if (failed(addPipelineAxis()) || failed(buildMicroPieces()) ||
       failed(splitStep()))
     return failure();
   // The pieces replace both functions; stage 0's update takes the step's
@@ -740,12 +885,19 @@ LogicalResult StageSplitter::run() {
                                              ? StringRef(stepName)
                                              : f.getName());
     };
-    stages.push_back(DictionaryAttr::get(
-        ctx, {NamedAttribute(StringAttr::get(ctx, "forward"),
-                             ref(forwardFuncs[t])),
-              NamedAttribute(StringAttr::get(ctx, "backward"),
-                             ref(backwardFuncs[t])),
-              NamedAttribute(StringAttr::get(ctx, "step"), ref(stepFuncs[t]))}));
+    SmallVector<NamedAttribute> programs = {
+        NamedAttribute(StringAttr::get(ctx, "forward"), ref(forwardFuncs[t])),
+        NamedAttribute(StringAttr::get(ctx, "step"), ref(stepFuncs[t]))};
+    if (splitBackward) {
+      programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward_input"),
+                                        ref(backwardFuncs[t])));
+      programs.push_back(NamedAttribute(
+          StringAttr::get(ctx, "backward_weight"), ref(weightFuncs[t])));
+    } else {
+      programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward"),
+                                        ref(backwardFuncs[t])));
+    }
+    stages.push_back(DictionaryAttr::get(ctx, programs));
   }
   micro.erase();
   step.erase();

@@ -528,7 +528,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
   if (proto.has_pipeline() && &program == &proto.programs(0) &&
       proto.pipeline().ranks() == 1 &&
       (proto.pipeline().stages().empty() ||
-       proto.pipeline().stages(0).backward() < 0))
+       !runtime::pipeline::isPipelinedStage(proto.pipeline().stages(0))))
     os << "microbatches: " << proto.pipeline().microbatches()
        << " per step (gradients accumulated in microbatch order; the "
           "data-parallel reductions and the optimizer run once per step)\n";
@@ -658,46 +658,47 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
   // slots its rank holds for the microbatches in flight (what the
   // executor allocates, Executor.cpp's Pipe).
   int64_t stageBytes = 0, slotBytes = 0;
-  bool pipelined = proto.has_pipeline() && proto.pipeline().stages_size() > 0 &&
-                   proto.pipeline().stages(0).backward() >= 0 &&
-                   &program == &proto.programs(0);
+  bool pipelined = &program == &proto.programs(0) && proto.has_pipeline() &&
+                   proto.pipeline().stages_size() > 0 &&
+                   runtime::pipeline::isPipelinedStage(
+                       proto.pipeline().stages(0));
   if (pipelined) {
+    namespace pl = runtime::pipeline;
     const plan::PipelineSchedule &schedule = proto.pipeline();
     const plan::PipelineStage &stage = schedule.stages(0);
-    int64_t kindBytes[5] = {}; // activation in, out, stash, gradient in, out
-    auto prefixed = [](const std::string &name, StringRef prefix) {
-      return StringRef(name).starts_with(prefix);
-    };
-    for (int index : {stage.forward(), stage.backward()}) {
-      if (index < 0 || index >= proto.programs_size())
+    // Per slot kind, the bytes of one microbatch's values (each value
+    // once, however many programs read it).
+    std::map<std::pair<int, int>, int64_t> valueBytes;
+    for (int index : pl::microbatchPrograms(stage)) {
+      if (index >= proto.programs_size())
         continue;
       const plan::Program &part = proto.programs(index);
-      bool forward = index == stage.forward();
+      const char *what = index == stage.forward()    ? "forward"
+                         : index == stage.backward() ? "backward"
+                         : index == stage.backward_input()
+                             ? "input-gradient backward (B)"
+                             : "weight-gradient backward (W)";
+      const char *label = index == stage.forward()    ? "forward"
+                          : index == stage.backward() ? "backward"
+                          : index == stage.backward_input() ? "backward B"
+                                                            : "backward W";
       int64_t inputs = 0;
-      for (const plan::Buffer &buffer : part.buffers())
-        if (buffer.role() == plan::INPUT) {
+      for (int64_t id = 0; id < part.buffers_size(); ++id) {
+        const plan::Buffer &buffer = part.buffers(int(id));
+        bool result = llvm::is_contained(part.results(), id);
+        if (buffer.role() == plan::INPUT)
           inputs += localBytes(buffer);
-          if (prefixed(buffer.name(), runtime::pipeline::kActivationValuePrefix))
-            kindBytes[0] += localBytes(buffer);
-          else if (prefixed(buffer.name(), runtime::pipeline::kGradientValuePrefix))
-            kindBytes[3] += localBytes(buffer);
-        }
-      for (int64_t id : part.results()) {
-        const plan::Buffer &buffer = part.buffers(id);
-        if (forward && prefixed(buffer.name(), runtime::pipeline::kActivationValuePrefix))
-          kindBytes[1] += localBytes(buffer);
-        else if (forward && prefixed(buffer.name(), runtime::pipeline::kStashValuePrefix))
-          kindBytes[2] += localBytes(buffer);
-        else if (!forward && prefixed(buffer.name(), runtime::pipeline::kGradientValuePrefix))
-          kindBytes[4] += localBytes(buffer);
+        else if (!result)
+          continue;
+        if (auto slot = pl::slotOfValue(buffer.name(), result))
+          valueBytes[{int(slot->first), slot->second}] = localBytes(buffer);
       }
       OutsideArena po = outsideArenaBytes(proto, part);
       int64_t bytes = part.arena_bytes() + part.host_arena_bytes() + inputs +
                       po.bucketBound() + po.scratch;
       stageBytes += bytes;
-      os << "  " << left_justify(forward ? "forward" : "backward", 12) << " "
-         << bytesText(bytes) << " = program '" << part.name()
-         << "' (stage 0's " << (forward ? "forward" : "backward")
+      os << "  " << left_justify(label, 12) << " " << bytesText(bytes)
+         << " = program '" << part.name() << "' (stage 0's " << what
          << " of one microbatch): arena peak " << bytesText(part.arena_bytes())
          << " + inputs " << bytesText(inputs);
       if (po.bucketBound())
@@ -706,34 +707,35 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
         os << " + scratch " << bytesText(po.scratch);
       os << "\n";
     }
-    namespace pl = runtime::pipeline;
+    int64_t kindBytes[pl::kSlotKinds] = {};
+    for (auto &[key, bytes] : valueBytes)
+      kindBytes[key.first] += bytes;
     pl::SlotPeaks peaks = pl::slotPeaks(pl::fromProto(schedule), 0, 0);
-    int peak[5] = {peaks.activationIn, peaks.activationOut, peaks.stash,
-                   peaks.gradientIn, peaks.gradientOut};
-    const char *names[5] = {"received activations", "sent activations",
-                            "stash", "received gradients", "sent gradients"};
     std::string formula;
-    for (int k = 0; k < 5; ++k) {
-      slotBytes += peak[k] * kindBytes[k];
-      if (peak[k] && kindBytes[k])
-        formula += std::string(formula.empty() ? "" : " + ") + names[k] +
-                   " " + std::to_string(peak[k]) + " x " +
-                   bytesText(kindBytes[k]);
+    for (int k = 0; k < pl::kSlotKinds; ++k) {
+      int peak = peaks.of(pl::SlotKind(k));
+      slotBytes += peak * kindBytes[k];
+      if (peak && kindBytes[k])
+        formula += std::string(formula.empty() ? "" : " + ") +
+                   pl::describe(pl::SlotKind(k)) + " " + std::to_string(peak) +
+                   " x " + bytesText(kindBytes[k]);
     }
     os << "  " << left_justify("pipeline", 12) << " " << bytesText(slotBytes)
        << " = " << (formula.empty() ? "nothing in flight" : formula)
        << " (stage 0's microbatches in flight under '" << schedule.kind()
        << "': the most its action list holds at once, times the bytes per "
           "microbatch)\n";
+    int64_t sentActivations = kindBytes[int(pl::SlotKind::ActivationOut)];
+    int64_t sentGradients = kindBytes[int(pl::SlotKind::GradientOut)];
     // What stage 0's sends move per step (point to point, outside the
     // collectives below).
     int64_t m = schedule.microbatches();
-    memory.pipelineSends = m * (kindBytes[1] + kindBytes[4]);
+    memory.pipelineSends = m * (sentActivations + sentGradients);
     os << "  " << left_justify("sends", 12) << " "
-       << bytesText(m * (kindBytes[1] + kindBytes[4]))
+       << bytesText(m * (sentActivations + sentGradients))
        << " per step = " << m << " microbatches x ("
-       << bytesText(kindBytes[1]) << " of activations to the next stage + "
-       << bytesText(kindBytes[4])
+       << bytesText(sentActivations) << " of activations to the next stage + "
+       << bytesText(sentGradients)
        << " of gradients to the previous one), point to point along \""
        << schedule.axis() << "\" (not in the total)\n";
   }
@@ -876,7 +878,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     const plan::PipelineSchedule &schedule = proto.pipeline();
     int64_t m = schedule.microbatches();
     double perMicrobatch = 0;
-    for (int index : {schedule.stages(0).forward(), schedule.stages(0).backward()})
+    for (int index : runtime::pipeline::microbatchPrograms(schedule.stages(0)))
       for (const plan::Instruction &inst : proto.programs(index).instructions()) {
         if (!inst.has_collective() ||
             !rt::collectiveCommunicates(inst.collective().kind()))

@@ -1172,7 +1172,8 @@ static LogicalResult lowerMicrobatchProgram(ModuleOp module, func::FuncOp main,
 }
 
 /// A pipelined step (dist-stage-split): program 0 is stage 0's update;
-/// then, per stage, its update (stages >= 1), forward and backward, and the
+/// then, per stage, its update (stages >= 1), forward and backward (under
+/// zb-h1 its input- and weight-gradient backwards), and the
 /// schedule's action list for every pipeline rank. Every stage's update
 /// takes the step's inputs (the whole batch), whose bounds its forward and
 /// backward give.
@@ -1215,9 +1216,11 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
   int64_t ranks = int64_t(stages.size()) / chunks;
   // What makeSchedule would throw for (passes build without exceptions).
   StringRef name = kind.getValue();
-  if (name != "gpipe" && name != "1f1b" && name != "interleaved")
+  if (name != "gpipe" && name != "1f1b" && name != "interleaved" &&
+      name != "zb-h1")
     return main.emitError() << "pipeline schedule '" << name
-                            << "': plans run gpipe, 1f1b or interleaved";
+                            << "': plans run gpipe, 1f1b, interleaved or "
+                               "zb-h1";
   if ((chunks > 1) != (name == "interleaved"))
     return main.emitError() << "pipeline schedule '" << name << "' with "
                             << chunks
@@ -1246,14 +1249,21 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
     FailureOr<int32_t> forward = lower(stage, "forward");
     if (failed(forward))
       return failure();
-    FailureOr<int32_t> backward = lower(stage, "backward");
-    if (failed(backward))
+    // A full backward, or (zb-h1) the input- and weight-gradient halves.
+    bool split = name == "zb-h1";
+    FailureOr<int32_t> backward =
+        split ? FailureOr<int32_t>(-1) : lower(stage, "backward");
+    FailureOr<int32_t> input =
+        split ? lower(stage, "backward_input") : FailureOr<int32_t>(-1);
+    FailureOr<int32_t> weight =
+        split ? lower(stage, "backward_weight") : FailureOr<int32_t>(-1);
+    if (failed(backward) || failed(input) || failed(weight))
       return failure();
     pb::PipelineStage &s = *schedule.add_stages();
     s.set_forward(*forward);
     s.set_backward(*backward);
-    s.set_backward_input(-1);
-    s.set_backward_weight(-1);
+    s.set_backward_input(*input);
+    s.set_backward_weight(*weight);
     s.set_optimizer(*step);
   }
   // Input bounds: what any stage's forward or backward gave, on every

@@ -157,7 +157,7 @@ cl::opt<int64_t> ppArg(
              "programs; --emit differentiated shows dist.stage)"));
 cl::opt<std::string> scheduleArg(
     "schedule", cl::sub(planCommand), cl::init("1f1b"),
-    cl::value_desc("gpipe|1f1b|interleaved"),
+    cl::value_desc("gpipe|1f1b|interleaved|zb-h1"),
     cl::desc("With --pp: the pipeline schedule (default 1f1b)"));
 cl::opt<int64_t> chunksArg(
     "chunks", cl::sub(planCommand), cl::init(2), cl::value_desc("v"),
@@ -523,17 +523,11 @@ int runPlan() {
     if (!options.pipelineSplit)
       return reportError(kCommand, "--schedule needs --pp (it orders the "
                                    "pipeline stages' work)");
-    if (scheduleArg == "zb-h1")
-      return reportError(kCommand,
-                         "--schedule zb-h1: plans run gpipe, 1f1b and "
-                         "interleaved so far (zb-h1 needs backward split "
-                         "into B and W programs); partita explain "
-                         "--schedule draws it");
     if (scheduleArg != "gpipe" && scheduleArg != "1f1b" &&
-        scheduleArg != "interleaved")
+        scheduleArg != "interleaved" && scheduleArg != "zb-h1")
       return reportError(kCommand,
-                         "--schedule must be gpipe, 1f1b or interleaved, "
-                         "not '" +
+                         "--schedule must be gpipe, 1f1b, interleaved or "
+                         "zb-h1, not '" +
                              scheduleArg + "'");
     options.schedule = scheduleArg;
   }

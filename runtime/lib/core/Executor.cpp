@@ -25,10 +25,12 @@
 #include "runtime/plan/PlanMemory.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -1383,26 +1385,49 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
 
 /// A pipelined step on this rank: per model chunk (one, or v under
 /// interleaved: chunk c is stage c x ranks + this rank), the stage's
-/// once-per-step, forward and backward programs (the last two sharing the
+/// once-per-step program and its per-microbatch ones (forward, and a full
+/// backward or the input- and weight-gradient B and W, all sharing the
 /// first's persistent buffers), the rank's action list, and where each
-/// program's pipeline values are. A microbatch's messages and stash are
-/// copied out of the program that made them into slots of their own (one
-/// per value, per kind, chunk and microbatch, recycled), so any number of
-/// microbatches may be in flight.
+/// program's pipeline values are. A microbatch's messages, stashes and
+/// deferred values are copied out of the program that made them into
+/// slots of their own (one buffer per value, per kind, chunk and
+/// microbatch, recycled), so any number of microbatches may be in flight.
 struct Executor::Impl::Pipe {
+  using SlotKind = pipeline::SlotKind;
+  static constexpr int kKinds = pipeline::kSlotKinds;
   int ranks = 1, stages = 1, microbatches = 1;
+  /// A program's pipeline values of one slot kind: (k, buffer id).
+  using Port = std::vector<std::pair<int, int64_t>>;
+  /// One per-microbatch program and where its values are.
+  struct Part {
+    std::unique_ptr<Impl> program;
+    /// (step input, microbatch input) pairs, as Impl::microInputs.
+    std::vector<std::pair<int64_t, int64_t>> inputs;
+    /// Per slot kind, the values it reads (arguments) and makes (results).
+    std::array<Port, kKinds> in, out;
+    explicit operator bool() const { return bool(program); }
+  };
+  /// The shape of one value of a slot.
+  struct Value {
+    DType dtype = DType::F32;
+    size_t elements = 0, bytes = 0;
+  };
   struct Chunk {
     int stage = 0;
     Impl *step = nullptr;          // chunk 0: the executor's own Impl
     std::unique_ptr<Impl> ownStep; // chunks >= 1
-    std::unique_ptr<Impl> forward, backward;
-    /// (step input, microbatch input) pairs, as Impl::microInputs.
-    std::vector<std::pair<int64_t, int64_t>> forwardInputs, backwardInputs;
-    /// Buffer ids of "pp.activation.k" (forward arguments and results),
-    /// "pp.stash.k" (forward results, backward arguments) and
-    /// "pp.gradient.k" (backward arguments and results), in k order.
-    std::vector<int64_t> activationIn, activationOut, stashOut, stashIn,
-        gradientIn, gradientOut;
+    /// `backward` when the stage has one backward program; `input` (B) and
+    /// `weight` (W) when it is split.
+    Part forward, backward, input, weight;
+    /// Per slot kind, its values in k order.
+    std::array<std::vector<Value>, kKinds> values;
+    std::vector<const Part *> parts() const {
+      std::vector<const Part *> out;
+      for (const Part *p : {&forward, &backward, &input, &weight})
+        if (*p)
+          out.push_back(p);
+      return out;
+    }
   };
   std::vector<Chunk> chunks;
   std::vector<plan::PipelineAction> actions;
@@ -1410,8 +1435,6 @@ struct Executor::Impl::Pipe {
   /// The step's results (PlanFile::results order): (stage, its position
   /// in that stage's once-per-step program's results).
   std::vector<std::pair<int, int>> results;
-  /// What a slot holds: a message or the stash of one microbatch.
-  enum Kind { ActivationIn, ActivationOut, Stash, GradientIn, GradientOut };
   /// (kind, chunk, microbatch) -> its slot; spare ones by (kind, chunk).
   std::map<std::tuple<int, int, int>, std::vector<DeviceBuffer>> slots;
   std::map<std::pair<int, int>, std::vector<std::vector<DeviceBuffer>>> spare;
@@ -1483,12 +1506,17 @@ static void buildPipelined(Executor::Impl &s,
     buildImpl(*chunk.step, plan, proto.programs(stage.optimizer()).name(),
               comm, backend, options, nullptr);
     chunk.step->pipelineAxis = schedule.axis();
-    chunk.forward = std::make_unique<Impl>();
-    buildImpl(*chunk.forward, plan, proto.programs(stage.forward()).name(),
-              comm, backend, options, chunk.step);
-    chunk.backward = std::make_unique<Impl>();
-    buildImpl(*chunk.backward, plan, proto.programs(stage.backward()).name(),
-              comm, backend, options, chunk.step);
+    auto build = [&](Pipe::Part &part, int index) {
+      if (index < 0)
+        return;
+      part.program = std::make_unique<Impl>();
+      buildImpl(*part.program, plan, proto.programs(index).name(), comm,
+                backend, options, chunk.step);
+    };
+    build(chunk.forward, stage.forward());
+    build(chunk.backward, stage.backward());
+    build(chunk.input, stage.backward_input());
+    build(chunk.weight, stage.backward_weight());
     Impl &step = *chunk.step;
     for (int64_t id = 0; id < step.program->buffers_size(); ++id)
       if (step.buffer(id).accumulator())
@@ -1496,110 +1524,78 @@ static void buildPipelined(Executor::Impl &s,
   }
   p.actions.assign(schedule.rank_actions(rank).actions().begin(),
                    schedule.rank_actions(rank).actions().end());
-  // Each program's pipeline values by name, and its microbatch inputs.
-  auto sorted = [](std::map<int64_t, int64_t> &byIndex) {
-    std::vector<int64_t> ids;
-    for (auto [k, id] : byIndex) {
-      if (k != int64_t(ids.size()))
-        throw Error("pipeline value " + std::to_string(ids.size()) +
-                    " is missing");
-      ids.push_back(id);
-    }
-    return ids;
-  };
-  auto scan = [&](Impl &step, Impl &program, const std::string &argPrefix1,
-                  std::vector<int64_t> &args1, const std::string &argPrefix2,
-                  std::vector<int64_t> &args2, const std::string &resPrefix1,
-                  std::vector<int64_t> &res1, const std::string &resPrefix2,
-                  std::vector<int64_t> &res2,
-                  std::vector<std::pair<int64_t, int64_t>> &inputs) {
-    std::map<int64_t, int64_t> a1, a2, r1, r2;
-    auto indexAfter = [](const std::string &name, const std::string &prefix,
-                         int64_t &k) {
-      if (prefix.empty() || name.compare(0, prefix.size(), prefix) != 0)
-        return false;
-      k = std::stoll(name.substr(prefix.size()));
-      return true;
-    };
-    int64_t m = p.microbatches;
-    for (int64_t id : program.program->arguments()) {
-      const plan::Buffer &b = program.buffer(id);
-      if (b.role() != plan::INPUT)
-        continue;
-      int64_t k;
-      if (indexAfter(b.name(), argPrefix1, k)) {
-        a1[k] = id;
-        continue;
-      }
-      if (indexAfter(b.name(), argPrefix2, k)) {
-        a2[k] = id;
-        continue;
-      }
-      inputs.push_back({wholeInputOf(step, program, id, m), id});
-    }
-    for (int64_t id : program.program->results()) {
-      const std::string &name = program.buffer(id).name();
-      int64_t k;
-      if (indexAfter(name, resPrefix1, k))
-        r1[k] = id;
-      else if (indexAfter(name, resPrefix2, k))
-        r2[k] = id;
-    }
-    args1 = sorted(a1);
-    args2 = sorted(a2);
-    res1 = sorted(r1);
-    res2 = sorted(r2);
-  };
+  // Each program's pipeline values by slot kind (pipeline::slotOfValue),
+  // and its microbatch inputs; each slot value's shape, the same in every
+  // program that reads or makes it.
   pipeline::Schedule generated = pipeline::fromProto(schedule);
   for (size_t c = 0; c < p.chunks.size(); ++c) {
     Pipe::Chunk &chunk = p.chunks[c];
-    std::vector<int64_t> none;
-    // The whole batch the callers set is chunk 0's (`s`): every stage's
-    // once-per-step program takes all of the step's inputs.
-    using namespace pipeline;
-    scan(s, *chunk.forward, kActivationValuePrefix, chunk.activationIn, "",
-         none, kActivationValuePrefix, chunk.activationOut, kStashValuePrefix,
-         chunk.stashOut, chunk.forwardInputs);
-    scan(s, *chunk.backward, kStashValuePrefix, chunk.stashIn,
-         kGradientValuePrefix, chunk.gradientIn, kGradientValuePrefix,
-         chunk.gradientOut,
-         "", none, chunk.backwardInputs);
-    if (chunk.stashOut.size() != chunk.stashIn.size())
-      throw Error("stage " + std::to_string(chunk.stage) + "'s stash: " +
-                  std::to_string(chunk.stashOut.size()) + " values made, " +
-                  std::to_string(chunk.stashIn.size()) + " read");
-    for (size_t k = 0; k < chunk.stashOut.size(); ++k)
-      if (chunk.forward->views[chunk.stashOut[k]].numBytes() !=
-          chunk.backward->views[chunk.stashIn[k]].numBytes())
-        throw Error("stage " + std::to_string(chunk.stage) +
-                    "'s stash value " + std::to_string(k) +
-                    " differs in size between its programs");
+    std::string where = "stage " + std::to_string(chunk.stage) + "'s ";
+    std::array<std::map<int, Pipe::Value>, Pipe::kKinds> shapes;
+    auto note = [&](Pipe::SlotKind kind, int k, const TensorView &v) {
+      Pipe::Value value{v.dtype, size_t(v.numElements()), v.numBytes()};
+      auto [it, added] = shapes[int(kind)].emplace(k, value);
+      if (!added && (it->second.bytes != value.bytes ||
+                     it->second.dtype != value.dtype))
+        throw Error(where + pipeline::describe(kind) + " value " +
+                    std::to_string(k) + " differs in shape between its "
+                    "programs");
+    };
+    for (Pipe::Part *part :
+         {&chunk.forward, &chunk.backward, &chunk.input, &chunk.weight}) {
+      if (!*part)
+        continue;
+      Impl &program = *part->program;
+      auto slotOf = [&](int64_t id, bool result) {
+        try {
+          return pipeline::slotOfValue(program.buffer(id).name(), result);
+        } catch (const Error &e) {
+          throw Error("program '" + program.program->name() + "': " +
+                      e.what());
+        }
+      };
+      // The whole batch the callers set is chunk 0's (`s`): every stage's
+      // once-per-step program takes all of the step's inputs.
+      for (int64_t id : program.program->arguments()) {
+        if (program.buffer(id).role() != plan::INPUT)
+          continue;
+        if (auto slot = slotOf(id, false)) {
+          part->in[int(slot->first)].push_back({slot->second, id});
+          note(slot->first, slot->second, program.views[id]);
+        } else {
+          part->inputs.push_back(
+              {wholeInputOf(s, program, id, p.microbatches), id});
+        }
+      }
+      for (int64_t id : program.program->results())
+        if (auto slot = slotOf(id, true)) {
+          part->out[int(slot->first)].push_back({slot->second, id});
+          note(slot->first, slot->second, program.views[id]);
+        }
+    }
+    for (int kind = 0; kind < Pipe::kKinds; ++kind) {
+      for (auto &[k, value] : shapes[kind]) {
+        if (k != int(chunk.values[kind].size()))
+          throw Error(where + pipeline::describe(Pipe::SlotKind(kind)) +
+                      " value " + std::to_string(chunk.values[kind].size()) +
+                      " is missing");
+        chunk.values[kind].push_back(value);
+      }
+    }
     // The slots of the microbatches in flight, allocated now: as many of
     // each kind as the action list holds at once (pipeline::slotPeaks,
     // which explain counts too).
     pipeline::SlotPeaks peaks = pipeline::slotPeaks(generated, rank, int(c));
-    auto reserve = [&](Pipe::Kind kind, int count, Impl &program,
-                       const std::vector<int64_t> &ids) {
-      for (int k = 0; k < count; ++k) {
+    for (int kind = 0; kind < Pipe::kKinds; ++kind)
+      for (int n = 0; n < peaks.of(Pipe::SlotKind(kind)); ++n) {
         std::vector<DeviceBuffer> slot;
-        for (int64_t id : ids) {
-          size_t bytes = program.views[id].numBytes();
-          slot.push_back(s.device->allocateBuffer(bytes));
-          s.memory.pipelineSlots += int64_t(bytes);
-          s.hold(int64_t(bytes));
+        for (const Pipe::Value &v : chunk.values[kind]) {
+          slot.push_back(s.device->allocateBuffer(v.bytes));
+          s.memory.pipelineSlots += int64_t(v.bytes);
+          s.hold(int64_t(v.bytes));
         }
-        p.spare[{int(kind), int(c)}].push_back(std::move(slot));
+        p.spare[{kind, int(c)}].push_back(std::move(slot));
       }
-    };
-    reserve(Pipe::ActivationIn, peaks.activationIn, *chunk.forward,
-            chunk.activationIn);
-    reserve(Pipe::ActivationOut, peaks.activationOut, *chunk.forward,
-            chunk.activationOut);
-    reserve(Pipe::Stash, peaks.stash, *chunk.forward, chunk.stashOut);
-    reserve(Pipe::GradientIn, peaks.gradientIn, *chunk.backward,
-            chunk.gradientIn);
-    reserve(Pipe::GradientOut, peaks.gradientOut, *chunk.backward,
-            chunk.gradientOut);
   }
   // The pipeline axis's group: the devices differing only in their stage.
   google::protobuf::RepeatedPtrField<std::string> axis;
@@ -1669,14 +1665,15 @@ double Executor::learningRate() const {
 
 int64_t Executor::arenaBytes() const {
   // A microbatched step holds both programs' arenas.
-  // A pipelined stage holds its three programs' arenas.
+  // A pipelined stage holds all its programs' arenas.
   int64_t bytes = pimpl->program->arena_bytes() +
                   (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0);
   if (const Impl::Pipe *pipe = pimpl->pipe.get())
-    for (const Impl::Pipe::Chunk &c : pipe->chunks)
-      bytes += c.forward->program->arena_bytes() +
-               c.backward->program->arena_bytes() +
-               (c.ownStep ? c.ownStep->program->arena_bytes() : 0);
+    for (const Impl::Pipe::Chunk &c : pipe->chunks) {
+      for (const Impl::Pipe::Part *part : c.parts())
+        bytes += part->program->program->arena_bytes();
+      bytes += c.ownStep ? c.ownStep->program->arena_bytes() : 0;
+    }
   return bytes;
 }
 
@@ -1686,10 +1683,9 @@ ExecutorMemory Executor::memory() const {
   if (pimpl->micro)
     parts.push_back(pimpl->micro.get());
   if (pimpl->pipe)
-    for (const Impl::Pipe::Chunk &c : pimpl->pipe->chunks) {
-      parts.push_back(c.forward.get());
-      parts.push_back(c.backward.get());
-    }
+    for (const Impl::Pipe::Chunk &c : pimpl->pipe->chunks)
+      for (const Impl::Pipe::Part *part : c.parts())
+        parts.push_back(part->program.get());
   for (const Impl *micro : parts) {
     // Its own arena, inputs and collective buffers; parameters and state
     // are the step's. Both live as long as the executor.
@@ -1821,6 +1817,7 @@ static void copyMicrobatchInputs(
 /// Runs this rank's action list of a pipelined step (see Impl::Pipe).
 static void runPipelined(Executor::Impl &s) {
   using Pipe = Executor::Impl::Pipe;
+  using Kind = Pipe::SlotKind;
   using Impl = Executor::Impl;
   Pipe &p = *s.pipe;
   for (Pipe::Chunk &c : p.chunks)
@@ -1831,73 +1828,122 @@ static void runPipelined(Executor::Impl &s) {
                               std::memset(dst, 0,
                                           c.step->views[id].numBytes());
                             });
-  // A slot: one buffer per value of `ids` in `program`.
-  auto take = [&](Pipe::Kind kind, int chunk, int mb, Impl &program,
-                  const std::vector<int64_t> &ids)
-      -> std::vector<DeviceBuffer> & {
+  // Sends are posted and left running (on host memory; staged ones block):
+  // a send's slot returns to its pool once the send completes, which the
+  // rank waits for only when it needs that slot again or at the end of
+  // the step. So a rank goes on computing while its peer has not yet
+  // posted the receive (the lists were proven free of deadlock with
+  // blocking sends, which wait earlier).
+  struct PendingSend {
+    std::vector<std::unique_ptr<CommRequest>> requests;
+    Kind kind;
+    int chunk, mb;
+  };
+  std::deque<PendingSend> pending;
+  bool asyncSends = !s.staged && s.device->isHostAccessible();
+  std::function<void(Kind, int, int)> release;
+  auto complete = [&](std::deque<PendingSend>::iterator it) {
+    for (auto &request : it->requests)
+      request->wait(CommRequest::Clock::now() + s.comm->getTimeout());
+    PendingSend done = std::move(*it);
+    pending.erase(it);
+    release(done.kind, done.chunk, done.mb);
+  };
+  // A slot: one buffer per value of its kind.
+  auto take = [&](Kind kind, int chunk,
+                  int mb) -> std::vector<DeviceBuffer> & {
     std::vector<DeviceBuffer> slot;
     auto &spare = p.spare[{int(kind), chunk}];
+    if (spare.empty())
+      for (auto it = pending.begin(); it != pending.end(); ++it)
+        if (it->kind == kind && it->chunk == chunk) {
+          complete(it);
+          break;
+        }
     if (!spare.empty()) {
       slot = std::move(spare.back());
       spare.pop_back();
     } else {
-      for (int64_t id : ids) {
-        size_t bytes = program.views[id].numBytes();
-        slot.push_back(s.device->allocateBuffer(bytes));
-        s.memory.pipelineSlots += int64_t(bytes);
-        s.hold(int64_t(bytes));
+      for (const Pipe::Value &v : p.chunks[size_t(chunk)].values[int(kind)]) {
+        slot.push_back(s.device->allocateBuffer(v.bytes));
+        s.memory.pipelineSlots += int64_t(v.bytes);
+        s.hold(int64_t(v.bytes));
       }
     }
     auto [it, added] =
         p.slots.emplace(std::make_tuple(int(kind), chunk, mb), std::move(slot));
     if (!added)
-      throw Error("microbatch " + std::to_string(mb) +
-                  " has a pipeline slot of this kind already");
+      throw Error("microbatch " + std::to_string(mb) + " has a pipeline " +
+                  pipeline::describe(kind) + " slot already");
     return it->second;
   };
-  auto find = [&](Pipe::Kind kind, int chunk,
-                  int mb) -> std::vector<DeviceBuffer> & {
+  auto find = [&](Kind kind, int chunk, int mb) -> std::vector<DeviceBuffer> & {
     auto it = p.slots.find({int(kind), chunk, mb});
     if (it == p.slots.end())
-      throw Error("microbatch " + std::to_string(mb) +
-                  ": a pipeline value is read before it arrives");
+      throw Error("microbatch " + std::to_string(mb) + ": its " +
+                  pipeline::describe(kind) + " are read before they arrive");
     return it->second;
   };
-  auto release = [&](Pipe::Kind kind, int chunk, int mb) {
+  release = [&](Kind kind, int chunk, int mb) {
     auto it = p.slots.find({int(kind), chunk, mb});
+    if (it == p.slots.end())
+      throw Error("microbatch " + std::to_string(mb) + ": its " +
+                  pipeline::describe(kind) + " are released before they "
+                  "were made");
     p.spare[{int(kind), chunk}].push_back(std::move(it->second));
     p.slots.erase(it);
   };
-  auto copyOut = [&](Impl &program, const std::vector<int64_t> &ids,
-                     std::vector<DeviceBuffer> &slot) {
-    for (size_t k = 0; k < ids.size(); ++k)
-      s.device->copy(slot[k].get(), program.views[ids[k]].data,
-                     program.views[ids[k]].numBytes(), *s.compute);
+  // Copies between a program's buffers and a slot, for the values of
+  // `kind` it reads (in) or makes (out).
+  auto copyIn = [&](const Pipe::Part &part, Kind kind, int chunk, int mb) {
+    const Pipe::Port &port = part.in[int(kind)];
+    if (port.empty())
+      return;
+    std::vector<DeviceBuffer> &slot = find(kind, chunk, mb);
+    for (auto [k, id] : port)
+      s.device->copy(part.program->views[id].data, slot[size_t(k)].get(),
+                     part.program->views[id].numBytes(), *s.compute);
   };
-  auto copyIn = [&](Impl &program, const std::vector<int64_t> &ids,
-                    std::vector<DeviceBuffer> &slot) {
-    for (size_t k = 0; k < ids.size(); ++k)
-      s.device->copy(program.views[ids[k]].data, slot[k].get(),
-                     program.views[ids[k]].numBytes(), *s.compute);
+  auto copyOut = [&](const Pipe::Part &part, Kind kind, int chunk, int mb) {
+    std::vector<DeviceBuffer> &slot = take(kind, chunk, mb);
+    for (auto [k, id] : part.out[int(kind)])
+      s.device->copy(slot[size_t(k)].get(), part.program->views[id].data,
+                     part.program->views[id].numBytes(), *s.compute);
+  };
+  auto run = [&](const Pipe::Part &part, int ci, int mb,
+                 std::initializer_list<Kind> reads) {
+    copyMicrobatchInputs(s, *part.program, part.inputs, mb);
+    for (Kind kind : reads)
+      copyIn(part, kind, ci, mb);
+    runProgram(*part.program);
   };
   // Messages: tag 2 x sending stage + direction (0 forward, 1 backward),
   // so that the messages of one tag arrive in microbatch order; the peer is
   // the rank of the stage before or after (its position in the group).
-  auto exchange = [&](bool send, std::vector<DeviceBuffer> &slot,
-                      Impl &program, const std::vector<int64_t> &ids,
-                      int peerStage, int tag) {
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const TensorView &v = program.views[ids[k]];
+  auto exchange = [&](bool send, Kind kind, int ci, int mb, int peerStage,
+                      int tag) {
+    std::vector<DeviceBuffer> &slot = send ? find(kind, ci, mb)
+                                           : take(kind, ci, mb);
+    const std::vector<Pipe::Value> &values = p.chunks[size_t(ci)].values[int(kind)];
+    PendingSend posted{{}, kind, ci, mb};
+    for (size_t k = 0; k < values.size(); ++k) {
       CollectiveArgs args;
       args.kind = send ? CollectiveKind::Send : CollectiveKind::Recv;
       args.send = slot[k].get();
       args.recv = slot[k].get();
-      args.count = size_t(v.numElements());
-      args.dtype = v.dtype;
+      args.count = values[k].elements;
+      args.dtype = values[k].dtype;
       args.peer = peerStage % p.ranks;
       args.tag = tag;
-      s.runComm(args, *p.group);
+      if (send && asyncSends)
+        posted.requests.push_back(s.comm->start(args, *p.group));
+      else
+        s.runComm(args, *p.group);
     }
+    if (send && asyncSends)
+      pending.push_back(std::move(posted));
+    else if (send)
+      release(kind, ci, mb);
   };
   for (const plan::PipelineAction &a : p.actions) {
     int mb = a.microbatch(), ci = a.chunk();
@@ -1911,6 +1957,8 @@ static void runPipelined(Executor::Impl &s) {
       switch (a.kind()) {
       case plan::PipelineAction::FORWARD: name = "F" + n; break;
       case plan::PipelineAction::BACKWARD: name = "B" + n; break;
+      case plan::PipelineAction::BACKWARD_INPUT: name = "B" + n; break;
+      case plan::PipelineAction::BACKWARD_WEIGHT: name = "W" + n; break;
       case plan::PipelineAction::SEND_ACTIVATION: name = "send activation " + n; break;
       case plan::PipelineAction::RECV_ACTIVATION: name = "recv activation " + n; break;
       case plan::PipelineAction::SEND_GRADIENT: name = "send gradient " + n; break;
@@ -1922,55 +1970,62 @@ static void runPipelined(Executor::Impl &s) {
       }
       compute = a.kind() == plan::PipelineAction::FORWARD ||
                 a.kind() == plan::PipelineAction::BACKWARD ||
+                a.kind() == plan::PipelineAction::BACKWARD_INPUT ||
+                a.kind() == plan::PipelineAction::BACKWARD_WEIGHT ||
                 a.kind() == plan::PipelineAction::OPTIMIZER;
     }
     double begin = s.tracing ? Impl::traceClock() : 0;
     switch (a.kind()) {
     case plan::PipelineAction::FORWARD:
-      copyMicrobatchInputs(s, *c.forward, c.forwardInputs, mb);
-      if (!first) {
-        copyIn(*c.forward, c.activationIn, find(Pipe::ActivationIn, ci, mb));
-        release(Pipe::ActivationIn, ci, mb);
-      }
-      runProgram(*c.forward);
+      run(c.forward, ci, mb, {Kind::ActivationIn});
+      if (!first)
+        release(Kind::ActivationIn, ci, mb);
       if (!last)
-        copyOut(*c.forward, c.activationOut,
-                take(Pipe::ActivationOut, ci, mb, *c.forward, c.activationOut));
-      copyOut(*c.forward, c.stashOut,
-              take(Pipe::Stash, ci, mb, *c.forward, c.stashOut));
+        copyOut(c.forward, Kind::ActivationOut, ci, mb);
+      copyOut(c.forward, Kind::Stash, ci, mb);
+      copyOut(c.forward, Kind::WeightStash, ci, mb);
       break;
     case plan::PipelineAction::BACKWARD:
-      copyMicrobatchInputs(s, *c.backward, c.backwardInputs, mb);
-      copyIn(*c.backward, c.stashIn, find(Pipe::Stash, ci, mb));
-      release(Pipe::Stash, ci, mb);
-      if (!last) {
-        copyIn(*c.backward, c.gradientIn, find(Pipe::GradientIn, ci, mb));
-        release(Pipe::GradientIn, ci, mb);
-      }
-      runProgram(*c.backward);
+      run(c.backward, ci, mb,
+          {Kind::Stash, Kind::WeightStash, Kind::GradientIn});
+      release(Kind::Stash, ci, mb);
+      release(Kind::WeightStash, ci, mb);
+      if (!last)
+        release(Kind::GradientIn, ci, mb);
       if (!first)
-        copyOut(*c.backward, c.gradientOut,
-                take(Pipe::GradientOut, ci, mb, *c.backward, c.gradientOut));
+        copyOut(c.backward, Kind::GradientOut, ci, mb);
+      break;
+    case plan::PipelineAction::BACKWARD_INPUT:
+      // The received gradient and the weight stash stay for W.
+      run(c.input, ci, mb,
+          {Kind::Stash, Kind::WeightStash, Kind::GradientIn});
+      release(Kind::Stash, ci, mb);
+      if (!first)
+        copyOut(c.input, Kind::GradientOut, ci, mb);
+      copyOut(c.input, Kind::Deferred, ci, mb);
+      break;
+    case plan::PipelineAction::BACKWARD_WEIGHT:
+      run(c.weight, ci, mb,
+          {Kind::WeightStash, Kind::GradientIn, Kind::Deferred});
+      release(Kind::WeightStash, ci, mb);
+      if (!last)
+        release(Kind::GradientIn, ci, mb);
+      release(Kind::Deferred, ci, mb);
       break;
     case plan::PipelineAction::SEND_ACTIVATION:
-      exchange(true, find(Pipe::ActivationOut, ci, mb), *c.forward,
-               c.activationOut, c.stage + 1, 2 * c.stage);
-      release(Pipe::ActivationOut, ci, mb);
+      exchange(true, Kind::ActivationOut, ci, mb, c.stage + 1, 2 * c.stage);
       break;
     case plan::PipelineAction::RECV_ACTIVATION:
-      exchange(false,
-               take(Pipe::ActivationIn, ci, mb, *c.forward, c.activationIn),
-               *c.forward, c.activationIn, c.stage - 1, 2 * (c.stage - 1));
+      exchange(false, Kind::ActivationIn, ci, mb, c.stage - 1,
+               2 * (c.stage - 1));
       break;
     case plan::PipelineAction::SEND_GRADIENT:
-      exchange(true, find(Pipe::GradientOut, ci, mb), *c.backward,
-               c.gradientOut, c.stage - 1, 2 * c.stage + 1);
-      release(Pipe::GradientOut, ci, mb);
+      exchange(true, Kind::GradientOut, ci, mb, c.stage - 1,
+               2 * c.stage + 1);
       break;
     case plan::PipelineAction::RECV_GRADIENT:
-      exchange(false,
-               take(Pipe::GradientIn, ci, mb, *c.backward, c.gradientIn),
-               *c.backward, c.gradientIn, c.stage + 1, 2 * (c.stage + 1) + 1);
+      exchange(false, Kind::GradientIn, ci, mb, c.stage + 1,
+               2 * (c.stage + 1) + 1);
       break;
     case plan::PipelineAction::OPTIMIZER:
       runProgram(*c.step);
@@ -1982,6 +2037,8 @@ static void runPipelined(Executor::Impl &s) {
     if (s.tracing && !name.empty())
       s.traceEvents.push_back({name, begin, Impl::traceClock(), s.runs, compute});
   }
+  while (!pending.empty())
+    complete(pending.begin());
 }
 
 static void runSteps(Executor::Impl &s) {

@@ -725,22 +725,39 @@ std::string pipelineUnrunnable(const plan::Plan &p, const std::string &what) {
       for (int t = 0; t < s.stages_size(); ++t) {
         const plan::PipelineStage &st = s.stages(t);
         std::string where = "stage " + std::to_string(t) + ": ";
-        for (int index : {st.forward(), st.backward(), st.optimizer()})
+        bool split = st.backward() == -1;
+        if (!split && (st.backward_input() != -1 || st.backward_weight() != -1))
+          bad(where + "has a full backward program and input- or "
+                      "weight-gradient ones");
+        for (int index : {st.forward(), st.optimizer(),
+                          split ? st.backward_input() : st.backward(),
+                          split ? st.backward_weight() : st.backward()})
           if (index < 0 || index >= p.programs_size())
             bad(where + "program " + std::to_string(index) +
                 " is not a program of the plan");
-        if (st.backward_input() != -1 || st.backward_weight() != -1)
-          bad(where + "separate input- and weight-gradient programs are not "
-                      "supported yet");
         if ((t == 0) != (st.optimizer() == 0))
           bad(where + "only stage 0's once-per-step program is program 0");
       }
-      for (const plan::PipelineRank &rank : s.rank_actions())
-        for (const plan::PipelineAction &a : rank.actions())
-          if (a.kind() == plan::PipelineAction::BACKWARD_INPUT ||
-              a.kind() == plan::PipelineAction::BACKWARD_WEIGHT)
-            bad("its actions split the backward into B and W; this runtime "
-                "runs full backwards");
+      // A stage runs the backward its programs make: full, or B and W.
+      for (int r = 0; r < s.rank_actions_size(); ++r) {
+        const auto &actions = s.rank_actions(r).actions();
+        for (int i = 0; i < actions.size(); ++i) {
+          const plan::PipelineAction &a = actions[i];
+          bool full = a.kind() == plan::PipelineAction::BACKWARD;
+          bool part = a.kind() == plan::PipelineAction::BACKWARD_INPUT ||
+                      a.kind() == plan::PipelineAction::BACKWARD_WEIGHT;
+          int64_t stage = int64_t(a.chunk()) * s.ranks() + r;
+          if ((!full && !part) || stage < 0 || stage >= s.stages_size())
+            continue;
+          bool split = s.stages(int(stage)).backward() == -1;
+          if (full == split)
+            bad("rank " + std::to_string(r) + " action " + std::to_string(i) +
+                ": " + plan::PipelineAction::Kind_Name(a.kind()) +
+                " on stage " + std::to_string(stage) + ", whose backward is " +
+                (split ? "split into input- and weight-gradient programs"
+                       : "one program"));
+        }
+      }
       return "";
     }
     if (s.ranks() != 1 || s.chunks() != 1)
@@ -985,7 +1002,7 @@ std::map<std::string, int64_t> meshCoordinates(const plan::Mesh &mesh,
 
 bool isPipelined(const plan::Plan &plan) {
   return plan.has_pipeline() && plan.pipeline().stages_size() > 0 &&
-         plan.pipeline().stages(0).backward() >= 0;
+         pipeline::isPipelinedStage(plan.pipeline().stages(0));
 }
 
 std::vector<const plan::Program *>

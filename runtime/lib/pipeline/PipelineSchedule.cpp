@@ -990,13 +990,102 @@ void toProto(const Schedule &sched, plan::PipelineSchedule &proto) {
   }
 }
 
+const char *describe(SlotKind kind) {
+  switch (kind) {
+  case SlotKind::ActivationIn:
+    return "received activations";
+  case SlotKind::ActivationOut:
+    return "sent activations";
+  case SlotKind::Stash:
+    return "stash";
+  case SlotKind::WeightStash:
+    return "weight stash";
+  case SlotKind::GradientIn:
+    return "received gradients";
+  case SlotKind::GradientOut:
+    return "sent gradients";
+  case SlotKind::Deferred:
+    return "deferred";
+  }
+  return "?";
+}
+
+std::optional<std::pair<SlotKind, int>> slotOfValue(const std::string &name,
+                                                    bool result) {
+  struct Prefix {
+    const char *text;
+    SlotKind argument, result;
+  };
+  static const Prefix prefixes[] = {
+      {kActivationValuePrefix, SlotKind::ActivationIn, SlotKind::ActivationOut},
+      {kStashValuePrefix, SlotKind::Stash, SlotKind::Stash},
+      {kWeightStashValuePrefix, SlotKind::WeightStash, SlotKind::WeightStash},
+      {kGradientValuePrefix, SlotKind::GradientIn, SlotKind::GradientOut},
+      {kDeferredValuePrefix, SlotKind::Deferred, SlotKind::Deferred},
+  };
+  for (const Prefix &p : prefixes) {
+    size_t n = std::char_traits<char>::length(p.text);
+    if (name.compare(0, n, p.text) != 0)
+      continue;
+    std::string digits = name.substr(n);
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(),
+                     [](char c) { return std::isdigit((unsigned char)c); }))
+      throw Error("pipeline value '" + name + "': expected a number after '" +
+                  p.text + "'");
+    return std::make_pair(result ? p.result : p.argument, std::stoi(digits));
+  }
+  return std::nullopt;
+}
+
+bool isPipelinedStage(const plan::PipelineStage &stage) {
+  return stage.backward() >= 0 || stage.backward_input() >= 0;
+}
+
+std::vector<int> microbatchPrograms(const plan::PipelineStage &stage) {
+  std::vector<int> programs;
+  for (int index : {stage.forward(), stage.backward(), stage.backward_input(),
+                    stage.backward_weight()})
+    if (index >= 0)
+      programs.push_back(index);
+  return programs;
+}
+
+int SlotPeaks::of(SlotKind kind) const {
+  switch (kind) {
+  case SlotKind::ActivationIn:
+    return activationIn;
+  case SlotKind::ActivationOut:
+    return activationOut;
+  case SlotKind::Stash:
+    return stash;
+  case SlotKind::WeightStash:
+    return weightStash;
+  case SlotKind::GradientIn:
+    return gradientIn;
+  case SlotKind::GradientOut:
+    return gradientOut;
+  case SlotKind::Deferred:
+    return deferred;
+  }
+  return 0;
+}
+
 SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
   SlotPeaks peaks;
-  int held[5] = {}; // activation in, out, stash, gradient in, out
-  int *peak[5] = {&peaks.activationIn, &peaks.activationOut, &peaks.stash,
-                  &peaks.gradientIn, &peaks.gradientOut};
-  auto take = [&](int k) { *peak[k] = std::max(*peak[k], ++held[k]); };
-  auto release = [&](int k) { held[k] = std::max(0, held[k] - 1); };
+  int held[kSlotKinds] = {};
+  int *peak[kSlotKinds] = {&peaks.activationIn, &peaks.activationOut,
+                           &peaks.stash,        &peaks.weightStash,
+                           &peaks.gradientIn,   &peaks.gradientOut,
+                           &peaks.deferred};
+  auto take = [&](SlotKind k) {
+    int i = int(k);
+    *peak[i] = std::max(*peak[i], ++held[i]);
+  };
+  auto release = [&](SlotKind k) {
+    int i = int(k);
+    held[i] = std::max(0, held[i] - 1);
+  };
   if (rank < 0 || rank >= int(schedule.actions.size()))
     return peaks;
   int stage = chunk * schedule.ranks + rank;
@@ -1007,29 +1096,44 @@ SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
     switch (a.kind) {
     case ActionKind::Forward:
       if (!first)
-        release(0);
+        release(SlotKind::ActivationIn);
       if (!last)
-        take(1);
-      take(2);
+        take(SlotKind::ActivationOut);
+      take(SlotKind::Stash);
+      take(SlotKind::WeightStash);
       break;
     case ActionKind::Backward:
-      release(2);
+      release(SlotKind::Stash);
+      release(SlotKind::WeightStash);
       if (!last)
-        release(3);
+        release(SlotKind::GradientIn);
       if (!first)
-        take(4);
+        take(SlotKind::GradientOut);
+      break;
+    case ActionKind::BackwardInput:
+      // W reads the received gradient too: it is held until W.
+      release(SlotKind::Stash);
+      if (!first)
+        take(SlotKind::GradientOut);
+      take(SlotKind::Deferred);
+      break;
+    case ActionKind::BackwardWeight:
+      release(SlotKind::WeightStash);
+      if (!last)
+        release(SlotKind::GradientIn);
+      release(SlotKind::Deferred);
       break;
     case ActionKind::SendActivation:
-      release(1);
+      release(SlotKind::ActivationOut);
       break;
     case ActionKind::RecvActivation:
-      take(0);
+      take(SlotKind::ActivationIn);
       break;
     case ActionKind::SendGradient:
-      release(4);
+      release(SlotKind::GradientOut);
       break;
     case ActionKind::RecvGradient:
-      take(3);
+      take(SlotKind::GradientIn);
       break;
     default:
       break;

@@ -553,19 +553,20 @@ std::string formatBubble(const PlanFile &plan,
   }
   std::sort(bubbles.begin(), bubbles.end());
   double measured = bubbles[bubbles.size() / 2];
-  // Simulated with each stage's mean measured times (a full backward is
-  // B + W in the simulation: half each).
+  // Simulated with each stage's mean measured times: F, B (a full
+  // backward, or zb-h1's input gradient), W and the update; a full
+  // backward is B + W in the simulation, half each.
   size_t stages = size_t(schedule.ranks) * size_t(schedule.chunks);
-  std::vector<double> sum(stages * 3, 0), count(sum.size(), 0);
+  std::vector<double> sum(stages * 4, 0), count(sum.size(), 0);
   for (size_t rank = 0; rank < traces.size(); ++rank)
     for (const TraceEvent &e : traces[rank]) {
       if (e.step == 0 || !e.compute)
         continue;
-      int kind = e.name[0] == 'F' ? 0 : e.name[0] == 'B' ? 1 : 2;
+      int kind = e.name[0] == 'F' ? 0 : e.name[0] == 'B' ? 1 : e.name[0] == 'W' ? 2 : 3;
       // "F3 c1": chunk 1's stage (interleaved).
       size_t at = e.name.rfind(" c");
       int chunk = at == std::string::npos ? 0 : std::stoi(e.name.substr(at + 2));
-      size_t k = size_t(chunk * schedule.ranks + plan.pipelineStageOf(int(rank))) * 3 +
+      size_t k = size_t(chunk * schedule.ranks + plan.pipelineStageOf(int(rank))) * 4 +
                  size_t(kind);
       sum[k] += e.end - e.begin;
       count[k] += 1;
@@ -573,16 +574,24 @@ std::string formatBubble(const PlanFile &plan,
   std::vector<pipeline::ActionCosts> costs(stages);
   auto mean = [&](size_t k) { return count[k] ? sum[k] / count[k] : 0.0; };
   for (size_t st = 0; st < costs.size(); ++st) {
-    costs[st].forward = mean(st * 3);
-    costs[st].backwardInput = costs[st].backwardWeight = mean(st * 3 + 1) / 2;
-    costs[st].optimizer = mean(st * 3 + 2);
+    costs[st].forward = mean(st * 4);
+    if (count[st * 4 + 2]) {
+      costs[st].backwardInput = mean(st * 4 + 1);
+      costs[st].backwardWeight = mean(st * 4 + 2);
+    } else {
+      costs[st].backwardInput = costs[st].backwardWeight = mean(st * 4 + 1) / 2;
+    }
+    costs[st].optimizer = mean(st * 4 + 3);
   }
-  pipeline::Simulation sim = pipeline::simulate(schedule, costs);
+  // The executor posts its sends and goes on (it waits for one only when
+  // it needs the slot again): buffered sends.
+  pipeline::Simulation sim =
+      pipeline::simulate(schedule, costs, pipeline::SendMode::Buffered);
   return "pipeline bubble: measured " + format("%.4f", measured) +
          " (median over steps 2.." + std::to_string(steps) +
          "), simulated " + format("%.4f", sim.bubbleFraction) + " ('" +
          schedule.kind + "' with each stage's measured mean forward, "
-         "backward and update times); measured/simulated " +
+         "backward and update times, sends buffered); measured/simulated " +
          format("%.3f", measured / sim.bubbleFraction) + "\n";
 }
 

@@ -27,10 +27,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace partita::plan {
 class PipelineSchedule;
+class PipelineStage;
 } // namespace partita::plan
 
 namespace partita::runtime::pipeline {
@@ -68,11 +70,44 @@ std::string describe(const Action &action);
 /// What a pipelined plan names the values its stages exchange: buffers
 /// "<prefix><k>" of a stage's programs (dist-stage-split writes them, the
 /// executor and `partita explain` read them): the activations a forward
-/// receives and sends, what it keeps for its backward, and the gradients a
-/// backward receives and sends.
+/// receives and sends, what it keeps for its backward (for the input-
+/// gradient backward B or a full one; for the weight-gradient backward W,
+/// which B may read too), the gradients a backward receives and sends, and
+/// what B keeps for W (a split backward, zb-h1).
 inline constexpr char kActivationValuePrefix[] = "pp.activation.";
 inline constexpr char kStashValuePrefix[] = "pp.stash.";
+inline constexpr char kWeightStashValuePrefix[] = "pp.wstash.";
 inline constexpr char kGradientValuePrefix[] = "pp.gradient.";
+inline constexpr char kDeferredValuePrefix[] = "pp.deferred.";
+
+/// The slots a rank keeps for a microbatch in flight, one kind per way a
+/// value travels: received and sent activations, the stash (forward to B or
+/// full backward), the weight stash (forward to W), received and sent
+/// gradients, and the deferred values (B to W).
+enum class SlotKind {
+  ActivationIn,
+  ActivationOut,
+  Stash,
+  WeightStash,
+  GradientIn,
+  GradientOut,
+  Deferred,
+};
+inline constexpr int kSlotKinds = 7;
+/// "received activations", "stash", ... for messages and explain.
+const char *describe(SlotKind kind);
+/// The slot kind and index k of a stage program's argument (`result`
+/// false) or result named `name`, or nullopt for another buffer. Throws
+/// Error for a pipeline prefix without a number after it.
+std::optional<std::pair<SlotKind, int>> slotOfValue(const std::string &name,
+                                                    bool result);
+/// Whether a stage has backward programs of its own (a pipelined step, cut
+/// by dist-stage-split), not only a forward that runs the backward too (a
+/// microbatched step's one stage).
+bool isPipelinedStage(const plan::PipelineStage &stage);
+/// A stage's per-microbatch programs (indices into Plan.programs): its
+/// forward, then its full backward or its B and W, those that are >= 0.
+std::vector<int> microbatchPrograms(const plan::PipelineStage &stage);
 
 struct Schedule {
   std::string kind;
@@ -163,16 +198,19 @@ Simulation simulate(const Schedule &schedule,
                     SendMode mode = SendMode::Rendezvous);
 
 /// What a rank of a pipelined step holds at once for one of its chunks, per
-/// kind of value, in microbatches, walking its list as the executor does: a
+/// slot kind, in microbatches, walking its list as the executor does: a
 /// received activation from its RECV_ACTIVATION to its FORWARD; a
-/// forward's outgoing activation to its SEND_ACTIVATION and its stash to
-/// its BACKWARD; a received gradient from its RECV_GRADIENT to its
-/// BACKWARD; a backward's outgoing gradient to its SEND_GRADIENT. The
-/// executor keeps that many slots of each (its pools grow to the peak), so
-/// the peaks times the per-microbatch bytes are its pipeline memory.
+/// forward's outgoing activation to its SEND_ACTIVATION, its stash to its
+/// BACKWARD or BACKWARD_INPUT and its weight stash to its BACKWARD or
+/// BACKWARD_WEIGHT; a received gradient from its RECV_GRADIENT to its
+/// BACKWARD or BACKWARD_WEIGHT; a backward's outgoing gradient to its
+/// SEND_GRADIENT; B's deferred values to its W. The executor allocates
+/// that many slots of each kind, so the peaks times the per-microbatch
+/// bytes are its pipeline memory.
 struct SlotPeaks {
-  int activationIn = 0, activationOut = 0, stash = 0, gradientIn = 0,
-      gradientOut = 0;
+  int activationIn = 0, activationOut = 0, stash = 0, weightStash = 0,
+      gradientIn = 0, gradientOut = 0, deferred = 0;
+  int of(SlotKind kind) const;
 };
 SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk = 0);
 

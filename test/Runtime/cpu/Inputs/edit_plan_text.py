@@ -1,5 +1,6 @@
 """Edits a plan as protobuf text: decodes it with protoc, replaces the first
-occurrence of OLD with NEW in the text, encodes it and reseals it (checksum
+occurrence of OLD with NEW in the text (a "\\n" in either stands for a line
+break), encodes it and reseals it (checksum
 recomputed, as mutate_plans.py does), so a test can hand the runtime a plan
 that is well formed but wrong in one field."""
 import subprocess
@@ -11,6 +12,7 @@ from mutate_plans import reseal  # noqa: E402
 
 def main():
     protoc, proto, src, dst, old, new = sys.argv[1:7]
+    old, new = old.replace("\\n", "\n"), new.replace("\\n", "\n")
     include = __import__("os").path.dirname(proto)
     text = subprocess.run([protoc, "-I", include, "--decode=partita.plan.Plan",
                            proto], stdin=open(src, "rb"), capture_output=True,

@@ -1,5 +1,5 @@
 """trace_spans.py TRACE: per rank, the steps and the spans per step
-by kind (F, B, send, recv, update, step) of a --trace file; and whether each
+by kind (F, B, W, send, recv, update, step) of a --trace file; and whether each
 rank's spans follow one another in time."""
 import collections
 import json
@@ -24,6 +24,6 @@ for tid in sorted(spans):
             ordered = False
         last_end = e["ts"] + e["dur"]
     n = len(steps)
-    per = " ".join(f"{k} {kinds[k] // n}" for k in ("F", "B", "send", "recv", "update", "step") if kinds[k])
+    per = " ".join(f"{k} {kinds[k] // n}" for k in ("F", "B", "W", "send", "recv", "update", "step") if kinds[k])
     print(f"rank {tid}: steps {n}, per step {per}")
 print("spans nest in time: " + ("ok" if ordered else "OVERLAP"))

@@ -544,6 +544,34 @@ TEST(PipelineSchedule, SlotPeaks) {
   EXPECT_EQ(slotPeaks(makeSchedule("1f1b", 2, 2), 5).stash, 0);
 }
 
+// Tests zb-h1's slots against 1f1b's: what the forward keeps for B (the
+// stash) is held for at most as many microbatches as 1f1b's stash on the
+// same rank; what it keeps for W (the weight stash, held until the
+// deferred W) for at most as many as 1f1b's largest, rank 0's min(m, p)
+// (zero-bubble H1's bound, arXiv 2401.10241: the later ranks defer W into
+// the room the earlier ones use); B's values wait for W in at most r + 1
+// slots on rank r (the list scheduler lets that many Ws wait); a full
+// backward's lists hold no deferred values.
+TEST(PipelineSchedule, ZeroBubbleSlotPeaks) {
+  for (int p : kRanks)
+    for (int m : microbatchCounts(p)) {
+      Schedule zb = makeSchedule("zb-h1", p, m);
+      Schedule onef = makeSchedule("1f1b", p, m);
+      for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                     " r=" + std::to_string(r));
+        SlotPeaks z = slotPeaks(zb, r), o = slotPeaks(onef, r);
+        EXPECT_LE(z.stash, o.stash);
+        EXPECT_LE(z.weightStash, slotPeaks(onef, 0).stash);
+        EXPECT_EQ(slotPeaks(onef, 0).stash, std::min(m, p));
+        EXPECT_GE(z.deferred, 1);
+        EXPECT_LE(z.deferred, r + 1);
+        EXPECT_EQ(o.deferred, 0);
+        EXPECT_EQ(o.weightStash, o.stash);
+      }
+    }
+}
+
 // Tests that the simulation takes other costs: with F = 2, B = 3, W = 1
 // the 1f1b bubble is still (p - 1) / (m + p - 1), and a send cost shows up
 // in the makespan.
