@@ -109,6 +109,7 @@ void buildFusePassPipeline(OpPassManager &pm, const CompilerOptions &options) {
   if (options.train && options.pipelineSplit)
     pm.addPass(pipeline::createDistStageSplit(
         pipeline::DistStageSplitOptions{options.schedule,
+                                        options.splitBackward,
                                         options.pipelineChunks}));
 }
 
@@ -152,6 +153,7 @@ static LogicalResult lowerWithReference(ModuleOp module, ModuleOp reference,
   lowering.function = getStepFunctionName(options).str();
   lowering.seed = options.seed;
   lowering.initStd = options.initStd;
+  lowering.schedule = options.handSchedule.get();
   FailureOr<partita::plan::Plan> lowered =
       plan_lowering::lowerToPlan(module, lowering);
   if (failed(lowered))

@@ -38,6 +38,7 @@
 #include "passes/partition/Passes.h"
 #include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
+#include "partita/runtime/PipelineSchedule.h"
 #include "runtime/plan/plan.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -48,6 +49,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace partita {
@@ -79,11 +81,18 @@ struct CompilerOptions {
   /// from the annotations. `pipelineSplit` false: no split.
   /// The microbatch passes then run even at one microbatch, and
   /// dist-stage-split gives each stage its forward, backward and update
-  /// functions, run by `schedule` ("gpipe" or "1f1b").
+  /// functions, run by `schedule` ("gpipe", "1f1b", "interleaved", "zb-h1",
+  /// or "file": `handSchedule`).
   bool pipelineSplit = false;
   int64_t pipelineStages = 0;
   std::string stagesBy = "annotation";
   std::string schedule = "1f1b";
+  /// With schedule "file": the hand-written schedule (--schedule-file),
+  /// validated by the caller, which plan lowering writes into the plan.
+  std::shared_ptr<const runtime::pipeline::Schedule> handSchedule;
+  /// Each stage's backward split into B and W programs (zb-h1 always; a
+  /// hand-written schedule with BACKWARD_INPUT and BACKWARD_WEIGHT).
+  bool splitBackward = false;
   /// Model chunks per pipeline rank (interleaved); the stages are
   /// pipelineStages x pipelineChunks.
   int64_t pipelineChunks = 1;

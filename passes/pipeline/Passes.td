@@ -205,6 +205,10 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "The schedule that runs the stages: gpipe, 1f1b, interleaved "
            "or zb-h1 (which splits each backward into B and W)">,
+    Option<"splitBackward", "split-backward", "bool", /*default=*/"false",
+           "Split each backward into B and W as zb-h1 does, for another "
+           "schedule (a hand-written one with BACKWARD_INPUT and "
+           "BACKWARD_WEIGHT actions)">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "Model chunks per pipeline rank (interleaved): the stages are "
            "ranks x chunks, stage s on rank s % ranks">,

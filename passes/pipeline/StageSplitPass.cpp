@@ -106,9 +106,11 @@ struct Piece {
 class StageSplitter {
 public:
   StageSplitter(ModuleOp module, func::FuncOp step, func::FuncOp micro,
-                int64_t stages, StringRef schedule, int64_t chunks)
+                int64_t stages, StringRef schedule, int64_t chunks,
+                bool splitBackward)
       : module(module), step(step), micro(micro), P(stages),
-        schedule(schedule), chunks(chunks), ctx(module.getContext()) {}
+        schedule(schedule), chunks(chunks), ctx(module.getContext()),
+        splitBackward(splitBackward || schedule == "zb-h1") {}
 
   LogicalResult run();
 
@@ -162,6 +164,9 @@ private:
   StringRef schedule;
   int64_t chunks; // per pipeline rank: P / chunks ranks
   MLIRContext *ctx;
+  // zb-h1 (or a hand-written schedule with B and W actions): the backward
+  // segments are split into B and W.
+  bool splitBackward;
 
   llvm::DenseMap<Operation *, int64_t> segOf;
   // Per stage: values sent forward to the next stage, kept from forward to
@@ -170,8 +175,7 @@ private:
   // too) and from B to W.
   std::vector<SetVector<Value>> forwardOut, stash, backwardOut, weightStash,
       deferred;
-  // zb-h1: the backward segments are split into B and W; the ops of W.
-  bool splitBackward = false;
+  // The ops of W.
   llvm::DenseSet<Operation *> weightOps;
   // The functions, per stage.
   std::vector<func::FuncOp> forwardFuncs, backwardFuncs, weightFuncs,
@@ -867,7 +871,6 @@ LogicalResult StageSplitter::run() {
   backwardFuncs.resize(P);
   weightFuncs.resize(P);
   stepFuncs.resize(P);
-  splitBackward = schedule == "zb-h1";
   if (failed(assignSegments()) || failed(findTransfers()))
     return failure();
   splitBackwards();
@@ -934,7 +937,7 @@ struct DistStageSplitPass
         return signalPassFailure();
       }
       if (failed(StageSplitter(module, step, micro, stages.getInt(), schedule,
-                               chunks)
+                               chunks, splitBackward)
                      .run()))
         return signalPassFailure();
     }

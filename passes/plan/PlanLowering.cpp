@@ -1214,14 +1214,30 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
                             << " does not divide the " << stages.size()
                             << " stages";
   int64_t ranks = int64_t(stages.size()) / chunks;
-  // What makeSchedule would throw for (passes build without exceptions).
   StringRef name = kind.getValue();
+  if (name == "file") {
+    // A hand-written schedule (--schedule-file), parsed and validated by
+    // the caller, for these sizes.
+    const runtime::pipeline::Schedule *hand = options.schedule;
+    if (!hand)
+      return main.emitError() << "pipeline schedule 'file': the lowering was "
+                                 "given no hand-written schedule";
+    if (hand->ranks != ranks || hand->chunks != chunks ||
+        hand->microbatches != m)
+      return main.emitError()
+             << "the hand-written pipeline schedule is for " << hand->ranks
+             << " ranks x " << hand->chunks << " chunks and "
+             << hand->microbatches << " microbatches, the step has " << ranks
+             << " x " << chunks << " and " << m;
+    runtime::pipeline::toProto(*hand, schedule);
+  }
+  // What makeSchedule would throw for (passes build without exceptions).
   if (name != "gpipe" && name != "1f1b" && name != "interleaved" &&
-      name != "zb-h1")
+      name != "zb-h1" && name != "file")
     return main.emitError() << "pipeline schedule '" << name
-                            << "': plans run gpipe, 1f1b, interleaved or "
-                               "zb-h1";
-  if ((chunks > 1) != (name == "interleaved"))
+                            << "': plans run gpipe, 1f1b, interleaved, "
+                               "zb-h1 or a hand-written one";
+  if (name != "file" && (chunks > 1) != (name == "interleaved"))
     return main.emitError() << "pipeline schedule '" << name << "' with "
                             << chunks
                             << " chunks per rank: only interleaved runs "
@@ -1237,10 +1253,11 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
                             << stages.size() << " stages and " << m
                             << " microbatches: at most 2^20 "
                                "stage-microbatches";
-  runtime::pipeline::toProto(
-      runtime::pipeline::makeSchedule(name.str(), int(ranks), int(m),
-                                      int(chunks)),
-      schedule);
+  if (name != "file")
+    runtime::pipeline::toProto(
+        runtime::pipeline::makeSchedule(name.str(), int(ranks), int(m),
+                                        int(chunks)),
+        schedule);
   schedule.set_axis("pp");
   for (Attribute stage : stages) {
     FailureOr<int32_t> step = lower(stage, "step");
@@ -1250,7 +1267,8 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
     if (failed(forward))
       return failure();
     // A full backward, or (zb-h1) the input- and weight-gradient halves.
-    bool split = name == "zb-h1";
+    auto dict = dyn_cast<DictionaryAttr>(stage);
+    bool split = dict && dict.contains("backward_input");
     FailureOr<int32_t> backward =
         split ? FailureOr<int32_t>(-1) : lower(stage, "backward");
     FailureOr<int32_t> input =

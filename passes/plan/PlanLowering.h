@@ -18,6 +18,10 @@
 
 #include <string>
 
+namespace partita::runtime::pipeline {
+struct Schedule;
+} // namespace partita::runtime::pipeline
+
 namespace partita::plan_lowering {
 
 struct LowerToPlanOptions {
@@ -30,6 +34,9 @@ struct LowerToPlanOptions {
   uint64_t seed = 0;
   /// Standard deviation of the normal initializer of weights.
   double initStd = 0.02;
+  /// A pipelined step with `dist.schedule` "file": the hand-written
+  /// schedule to write into the plan (validated by the caller).
+  const partita::runtime::pipeline::Schedule *schedule = nullptr;
 };
 
 /// Byte alignment of every arena offset.

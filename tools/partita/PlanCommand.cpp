@@ -15,6 +15,7 @@
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
 #include "tools/partita/ModelInput.h"
+#include "tools/partita/ScheduleFile.h"
 #ifdef PARTITA_DRIVER_TEST_DIALECT
 #include "test/lib/TestDialect.h"
 #endif
@@ -159,10 +160,18 @@ cl::opt<std::string> scheduleArg(
     "schedule", cl::sub(planCommand), cl::init("1f1b"),
     cl::value_desc("gpipe|1f1b|interleaved|zb-h1"),
     cl::desc("With --pp: the pipeline schedule (default 1f1b)"));
+cl::opt<std::string> scheduleFileArg(
+    "schedule-file", cl::sub(planCommand), cl::value_desc("file"),
+    cl::desc("With --pp: a hand-written schedule instead of a named one, one "
+             "action per line, 'rank KIND microbatch [chunk]' "
+             "(docs/pipeline.md); with BACKWARD_INPUT and BACKWARD_WEIGHT "
+             "actions each backward is split into B and W. Validated now "
+             "and again before it runs"));
 cl::opt<int64_t> chunksArg(
     "chunks", cl::sub(planCommand), cl::init(2), cl::value_desc("v"),
-    cl::desc("With --schedule interleaved: model chunks per pipeline rank "
-             "(default 2; the model is split into --pp x v stages)"));
+    cl::desc("With --schedule interleaved (default 2) or --schedule-file "
+             "(default 1): model chunks per pipeline rank (the model is "
+             "split into --pp x v stages)"));
 cl::opt<std::string> stagesByArg(
     "stages-by", cl::sub(planCommand), cl::init("layers"),
     cl::value_desc("layers|cost|annotation"),
@@ -531,9 +540,53 @@ int runPlan() {
                              scheduleArg + "'");
     options.schedule = scheduleArg;
   }
-  if (chunksArg.getNumOccurrences() && options.schedule != "interleaved")
-    return reportError(kCommand, "--chunks needs --schedule interleaved (the "
-                                 "other schedules run one chunk per rank)");
+  if (scheduleFileArg.getNumOccurrences()) {
+    if (!options.pipelineSplit || ppArg < 1)
+      return reportError(kCommand, "--schedule-file needs --pp n with n at "
+                                   "least 1 (the file's pipeline ranks)");
+    if (scheduleArg.getNumOccurrences())
+      return reportError(kCommand, "--schedule-file and --schedule both "
+                                   "given: give one schedule");
+    options.schedule = "file";
+    int64_t chunks = chunksArg.getNumOccurrences() ? chunksArg : 1;
+    if (chunks < 1)
+      return reportError(kCommand, "--chunks must be at least 1, got " +
+                                       std::to_string(chunks));
+    options.pipelineChunks = chunks;
+    namespace pl = partita::runtime::pipeline;
+    auto small = [](int64_t x) { return x <= (1 << 20); };
+    if (!small(ppArg) || !small(chunks) || !small(options.microbatches))
+      return reportError(kCommand, "--pp, --chunks and --microbatches must "
+                                   "be at most 1048576 with --schedule-file");
+    std::string error;
+    std::shared_ptr<const pl::Schedule> hand =
+        readScheduleFile(scheduleFileArg, int(ppArg),
+                         int(options.microbatches), int(chunks), error);
+    if (!hand)
+      return reportError(kCommand, error);
+    {
+      bool full = false, split = false;
+      for (const auto &actions : hand->actions)
+        for (const pl::Action &a : actions) {
+          full |= a.kind == pl::ActionKind::Backward;
+          split |= a.kind == pl::ActionKind::BackwardInput ||
+                   a.kind == pl::ActionKind::BackwardWeight;
+        }
+      if (full && split)
+        return reportError(kCommand,
+                           scheduleFileArg +
+                               ": mixes BACKWARD with BACKWARD_INPUT and "
+                               "BACKWARD_WEIGHT actions; a plan's stages "
+                               "run either full backwards or B and W");
+      options.splitBackward = split;
+      options.handSchedule = std::move(hand);
+    }
+  }
+  if (chunksArg.getNumOccurrences() && options.schedule != "interleaved" &&
+      options.schedule != "file")
+    return reportError(kCommand, "--chunks needs --schedule interleaved or "
+                                 "--schedule-file (the other schedules run "
+                                 "one chunk per rank)");
   if (options.schedule == "interleaved") {
     if (chunksArg < 2)
       return reportError(kCommand, "--chunks must be at least 2 for "

@@ -1,0 +1,28 @@
+//===- ScheduleFile.cpp - a hand-written pipeline schedule for the driver -===//
+
+#include "tools/partita/ScheduleFile.h"
+
+#include "partita/runtime/Tensor.h"
+
+namespace partita::driver {
+
+std::shared_ptr<const runtime::pipeline::Schedule>
+readScheduleFile(const std::string &path, int ranks, int microbatches,
+                 int chunks, std::string &error) {
+  namespace pl = runtime::pipeline;
+  try {
+    auto schedule = std::make_shared<pl::Schedule>(
+        pl::parseScheduleFile(path, ranks, microbatches, chunks));
+    if (std::optional<pl::ScheduleError> invalid = pl::validate(*schedule)) {
+      error = "invalid pipeline schedule (" + path + "): " +
+              pl::toString(*invalid);
+      return nullptr;
+    }
+    return schedule;
+  } catch (const runtime::Error &e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
+} // namespace partita::driver
