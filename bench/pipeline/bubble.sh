@@ -6,27 +6,27 @@
 # bubble (idle time over ranks x step time, median over the steps after the
 # first) beside the schedule simulated with the measured mean F, B, W and
 # update times of each stage. Rounds alternate the schedules.
-#   bench/pipeline/bubble.sh [RANKS] [MICROBATCHES] [STEPS]
-# Environment: BUILD (default build), LAYERS (8), HIDDEN (256), BATCH (256),
+#   bench/pipeline/bubble.sh [RANKS (2)] [MICROBATCHES (4)] [STEPS (12)]
+# Environment: BUILD (default build), LAYERS (8), HIDDEN (512), BATCH (256),
 # VOCAB (256), ROUNDS (3), SCHEDULES ("gpipe 1f1b zb-h1").
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
 ranks=${1:-2}
-m=${2:-8}
+m=${2:-4}
 steps=${3:-12}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 schedules=${SCHEDULES:-gpipe 1f1b zb-h1}
 
-"$build/bin/partita" model mlp --layers "${LAYERS:-8}" --hidden "${HIDDEN:-256}" \
+"$build/bin/partita" model mlp --layers "${LAYERS:-8}" --hidden "${HIDDEN:-512}" \
   --batch "${BATCH:-256}" --vocab "${VOCAB:-256}" -o "$tmp/mlp.mlir"
 for s in $schedules; do
   "$build/bin/partita" plan "$tmp/mlp.mlir" --train adamw --strategy none \
     --pp "$ranks" --microbatches "$m" --schedule "$s" --quiet -o "$tmp/$s.pb"
   : > "$tmp/$s.txt"
 done
-echo "bench/pipeline/bubble.sh: mlp ${LAYERS:-8} layers, hidden ${HIDDEN:-256}, batch ${BATCH:-256}; pp $ranks, m $m, $steps steps x ${ROUNDS:-3} rounds, 1 BLAS thread per rank; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench/pipeline/bubble.sh: mlp ${LAYERS:-8} layers, hidden ${HIDDEN:-512}, batch ${BATCH:-256}; pp $ranks, m $m, $steps steps x ${ROUNDS:-3} rounds, 1 BLAS thread per rank; load $(cut -d' ' -f1-3 /proc/loadavg)"
 round=0
 while [ "$round" -lt "${ROUNDS:-3}" ]; do
   for s in $schedules; do
