@@ -506,6 +506,19 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
 PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
                        StringRef source, raw_ostream &os) {
   PlanMemory memory;
+  // A pipelined step: the stage whose once-per-step program this is (its
+  // update; stage 0's is program 0), or -1.
+  int stageIndex = -1;
+  if (proto.has_pipeline() && proto.pipeline().stages_size() > 0 &&
+      runtime::pipeline::isPipelinedStage(proto.pipeline().stages(0)))
+    for (int t = 0; t < proto.pipeline().stages_size(); ++t) {
+      int index = proto.pipeline().stages(t).optimizer();
+      if (index >= 0 && index < proto.programs_size() &&
+          &proto.programs(index) == &program)
+        stageIndex = t;
+    }
+  const std::string stageName =
+      "stage " + std::to_string(std::max(stageIndex, 0));
   int64_t devices = 1;
   os << "plan " << source << ": program '" << program.name() << "' ("
      << (program.partitioned() ? "partitioned" : "not partitioned") << ")\n";
@@ -532,11 +545,18 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     os << "microbatches: " << proto.pipeline().microbatches()
        << " per step (gradients accumulated in microbatch order; the "
           "data-parallel reductions and the optimizer run once per step)\n";
-  else if (proto.has_pipeline() && &program == &proto.programs(0))
-    os << "pipeline: " << proto.pipeline().ranks() << " stages along \""
-       << proto.pipeline().axis() << "\", " << proto.pipeline().microbatches()
-       << " microbatches per step, schedule '" << proto.pipeline().kind()
-       << "'; below, stage 0 (its update is this program; "
+  else if (stageIndex >= 0)
+    os << "pipeline: " << proto.pipeline().stages_size()
+       << " stages along \"" << proto.pipeline().axis() << "\""
+       << (proto.pipeline().chunks() > 1
+               ? " (" + std::to_string(proto.pipeline().ranks()) +
+                     " ranks x " + std::to_string(proto.pipeline().chunks()) +
+                     " chunks)"
+               : std::string())
+       << ", " << proto.pipeline().microbatches()
+       << " microbatches per step, schedule '"
+       << proto.pipeline().kind() << "'; below, " << stageName
+       << " (its update is this program; --stage S explains another; "
           "`partita explain --schedule` draws every rank's actions)\n";
 
   // Buffer roles: results are ACTIVATION buffers too, counted as outputs.
@@ -654,18 +674,15 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
       os << " + scratch " << bytesText(mo.scratch);
     os << "\n";
   }
-  // A pipelined step: stage 0's forward and backward programs, and the
+  // A pipelined step: the stage's forward and backward programs, and the
   // slots its rank holds for the microbatches in flight (what the
   // executor allocates, Executor.cpp's Pipe).
   int64_t stageBytes = 0, slotBytes = 0;
-  bool pipelined = &program == &proto.programs(0) && proto.has_pipeline() &&
-                   proto.pipeline().stages_size() > 0 &&
-                   runtime::pipeline::isPipelinedStage(
-                       proto.pipeline().stages(0));
+  bool pipelined = stageIndex >= 0;
   if (pipelined) {
     namespace pl = runtime::pipeline;
     const plan::PipelineSchedule &schedule = proto.pipeline();
-    const plan::PipelineStage &stage = schedule.stages(0);
+    const plan::PipelineStage &stage = schedule.stages(stageIndex);
     // Per slot kind, the bytes of one microbatch's values (each value
     // once, however many programs read it).
     std::map<std::pair<int, int>, int64_t> valueBytes;
@@ -698,7 +715,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
                       po.bucketBound() + po.scratch;
       stageBytes += bytes;
       os << "  " << left_justify(label, 12) << " " << bytesText(bytes)
-         << " = program '" << part.name() << "' (stage 0's " << what
+         << " = program '" << part.name() << "' (" << stageName << "'s " << what
          << " of one microbatch): arena peak " << bytesText(part.arena_bytes())
          << " + inputs " << bytesText(inputs);
       if (po.bucketBound())
@@ -710,7 +727,9 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     int64_t kindBytes[pl::kSlotKinds] = {};
     for (auto &[key, bytes] : valueBytes)
       kindBytes[key.first] += bytes;
-    pl::SlotPeaks peaks = pl::slotPeaks(pl::fromProto(schedule), 0, 0);
+    pl::SlotPeaks peaks =
+        pl::slotPeaks(pl::fromProto(schedule), stageIndex % schedule.ranks(),
+                      stageIndex / schedule.ranks());
     std::string formula;
     for (int k = 0; k < pl::kSlotKinds; ++k) {
       int peak = peaks.of(pl::SlotKind(k));
@@ -722,12 +741,12 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
     }
     os << "  " << left_justify("pipeline", 12) << " " << bytesText(slotBytes)
        << " = " << (formula.empty() ? "nothing in flight" : formula)
-       << " (stage 0's microbatches in flight under '" << schedule.kind()
+       << " (" << stageName << "'s microbatches in flight under '" << schedule.kind()
        << "': the most its action list holds at once, times the bytes per "
           "microbatch)\n";
     int64_t sentActivations = kindBytes[int(pl::SlotKind::ActivationOut)];
     int64_t sentGradients = kindBytes[int(pl::SlotKind::GradientOut)];
-    // What stage 0's sends move per step (point to point, outside the
+    // What the stage's sends move per step (point to point, outside the
     // collectives below).
     int64_t m = schedule.microbatches();
     memory.pipelineSends = m * (sentActivations + sentGradients);
@@ -767,11 +786,18 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
      << (pipelined ? " + forward + backward + pipeline" : "")
      << " (what the runtime allocates; partita run --report-memory measures "
         "it)\n";
-  if (pipelined && proto.pipeline().chunks() > 1)
-    os << "  (interleaved: rank 0 also runs stages "
-       << proto.pipeline().ranks() << ", " << 2 * proto.pipeline().ranks()
-       << ", ... as its other chunks, whose programs, parameters and slots "
-          "this total leaves out)\n";
+  if (pipelined && proto.pipeline().chunks() > 1) {
+    int ranks = proto.pipeline().ranks(), rank = stageIndex % ranks;
+    std::string others;
+    int count = 0;
+    for (int t = rank; t < proto.pipeline().stages_size(); t += ranks)
+      if (t != stageIndex)
+        others += (count++ ? ", " : "") + std::to_string(t);
+    os << "  (interleaved: its rank " << rank << " also runs stage"
+       << (count == 1 ? " " : "s ") << others << " as its other chunk"
+       << (count == 1 ? "" : "s")
+       << ", whose programs, parameters and slots this total leaves out)\n";
+  }
 
   printModelState(os, proto, program, memory);
   printLayerActivations(os, program, memory);
@@ -872,13 +898,14 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
          << rt::collectiveKindName(b.kind) << (b.members == 1 ? "" : "s")
          << ", " << bytesText(b.bytes) << "\n";
   }
-  // A pipelined step: stage 0's forward and backward collectives run once
-  // per microbatch, and its sends move activations and gradients.
+  // A pipelined step: the stage's forward and backward collectives run
+  // once per microbatch, and its sends move activations and gradients.
   if (pipelined) {
     const plan::PipelineSchedule &schedule = proto.pipeline();
     int64_t m = schedule.microbatches();
     double perMicrobatch = 0;
-    for (int index : runtime::pipeline::microbatchPrograms(schedule.stages(0)))
+    for (int index :
+         runtime::pipeline::microbatchPrograms(schedule.stages(stageIndex)))
       for (const plan::Instruction &inst : proto.programs(index).instructions()) {
         if (!inst.has_collective() ||
             !rt::collectiveCommunicates(inst.collective().kind()))
@@ -894,7 +921,7 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
         trafficByAxes[axesText(c.axes())] += m * wire;
         perMicrobatch += wire;
       }
-    os << "\nstage 0's forward and backward collectives: "
+    os << "\n" << stageName << "'s forward and backward collectives: "
        << wireText(perMicrobatch) << " on the wire per microbatch, x " << m
        << " microbatches in the traffic below\n";
     double sends = double(memory.pipelineSends);

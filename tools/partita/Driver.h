@@ -39,9 +39,11 @@ Command getExplainCommand();
 Command getGradcheckCommand();
 Command getTrainCommand();
 
-/// `partita explain PATH`'s report of a plan file on stdout. Returns 1 after
-/// reporting when the plan does not load.
-int explainPlanFile(llvm::StringRef path);
+/// `partita explain PATH`'s report of a plan file on stdout (of pipeline
+/// stage `stage` of a pipelined plan; -1: its first program, stage 0's
+/// update). Returns 1 after reporting when the plan does not load or has
+/// no such stage.
+int explainPlanFile(llvm::StringRef path, int stage = -1);
 
 /// Prints "partita <command>: error: <message>" on stderr; returns 1, the
 /// exit code of every failure.

@@ -60,6 +60,10 @@ cl::opt<std::string> chunksArg(
     "chunks", cl::sub(explainCommand),
     cl::desc("Model chunks per rank (interleaved; default 2 for it, else 1)"),
     cl::value_desc("V"));
+cl::opt<int> stageArg(
+    "stage", cl::sub(explainCommand), cl::init(-1), cl::value_desc("S"),
+    cl::desc("A pipelined plan: explain stage S (its update, forward and "
+             "backward programs, slots and traffic; default stage 0)"));
 cl::opt<std::string> svgArg("svg", cl::sub(explainCommand),
                             cl::desc("Also draw the schedule as SVG"),
                             cl::value_desc("file.svg"));
@@ -207,11 +211,12 @@ int runExplain() {
   if (planFile.empty())
     return reportError(kCommand, "missing the plan file (partita explain "
                                  "PLAN.pb)");
-  return explainPlanFile(planFile);
+  return explainPlanFile(planFile, stageArg.getNumOccurrences() ? stageArg
+                                                                 : -1);
 }
 } // namespace
 
-int explainPlanFile(StringRef path) {
+int explainPlanFile(StringRef path, int stage) {
   std::string planFile = path.str();
   plan::Plan proto;
   std::string programName;
@@ -234,6 +239,23 @@ int explainPlanFile(StringRef path) {
   for (const plan::Program &p : proto.programs())
     if (p.name() == programName)
       program = &p;
+  if (stage >= 0 || stageArg.getNumOccurrences()) {
+    // A pipelined plan's stage: its once-per-step program (the plan is
+    // valid, so the index is a program).
+    bool pipelined =
+        proto.has_pipeline() && proto.pipeline().stages_size() > 0 &&
+        rt::pipeline::isPipelinedStage(proto.pipeline().stages(0));
+    if (!pipelined)
+      return reportError(kCommand, "--stage " + std::to_string(stage) +
+                                       ": " + planFile +
+                                       " is not a pipelined plan");
+    if (stage < 0 || stage >= proto.pipeline().stages_size())
+      return reportError(kCommand,
+                         "--stage " + std::to_string(stage) +
+                             ": the plan has stages 0.." +
+                             std::to_string(proto.pipeline().stages_size() - 1));
+    program = &proto.programs(proto.pipeline().stages(stage).optimizer());
+  }
   if (!program)
     return reportError(kCommand, "the plan has no program '" + programName + "'");
   plan_lowering::explainPlan(proto, *program, planFile, outs());

@@ -163,10 +163,11 @@ const OptionSpec kOptions[] = {
      "Time every instruction; print rank 0's time per step for each kernel "
      "kind and collective, largest first"},
     {"report-memory", nullptr,
-     "Print rank 0's memory high-water mark: the bytes its executor "
-     "allocated (arena, parameters, state, inputs, gradient buckets, "
-     "collective scratch), which partita explain's total predicts, and the "
-     "process's peak resident set"},
+     "Print rank 0's memory high-water mark (and, pipelined, one rank's "
+     "of each stage): the bytes its executor allocated (arena, "
+     "parameters, state, inputs, gradient buckets, collective scratch), "
+     "which partita explain's total predicts, and the process's peak "
+     "resident set"},
     {"report-data", nullptr,
      "Training: print the tokens each rank read from the data (local ranks; "
      "under MPI this process's) over the run: a data-parallel rank reads "
@@ -690,7 +691,7 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
               << " s\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
   if (args.flags.count("report-memory"))
-    std::cout << formatMemory(run.memory);
+    std::cout << formatMemory(*plan, run.memory, run.memoryByRank);
   std::optional<std::string> outputs = args.get("outputs");
   for (size_t i = 0; i < values.size() && i < run.results.size(); ++i) {
     const Tensor &t = run.results[i];
@@ -869,7 +870,7 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
               << ")\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
   if (args.flags.count("report-memory"))
-    std::cout << formatMemory(run.memory);
+    std::cout << formatMemory(*plan, run.memory, run.memoryByRank);
   if (args.flags.count("report-data")) {
     std::cout << name << ": tokens read from the data per rank:";
     for (int64_t n : run.tokensRead)

@@ -218,6 +218,13 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
       seconds.push_back(secondsSince(start));
     }
     std::vector<Tensor> gathered = executor.gatherResults();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      size_t rank = comm ? size_t(comm->rank()) : 0;
+      if (out.memoryByRank.size() <= rank)
+        out.memoryByRank.resize(rank + 1);
+      out.memoryByRank[rank] = executor.memory();
+    }
     if (!comm || comm->rank() == 0) {
       std::lock_guard<std::mutex> lock(mutex);
       out.profile = executor.profile();
@@ -393,6 +400,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   int gradNormIndex = resultIndex(*plan, program, "grad_norm");
   TrainRun out;
   std::vector<int64_t> readByRank; // under MPI, this process's rank only
+  std::vector<ExecutorMemory> memoryByRank; // likewise
   std::vector<std::vector<TraceEvent>> traces;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
@@ -479,6 +487,9 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
       if (readByRank.size() <= size_t(rank))
         readByRank.resize(size_t(rank) + 1, 0);
       readByRank[size_t(rank)] = tokensRead;
+      if (memoryByRank.size() <= size_t(rank))
+        memoryByRank.resize(size_t(rank) + 1);
+      memoryByRank[size_t(rank)] = executor.memory();
       if (ranks.trace) {
         if (traces.size() <= size_t(rank))
           traces.resize(size_t(rank) + 1);
@@ -495,6 +506,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   onEveryRank(*plan, program, ranks, body);
   out.tokensRead = std::move(readByRank);
   out.traces = std::move(traces);
+  out.memoryByRank = std::move(memoryByRank);
   return out;
 }
 
@@ -764,9 +776,10 @@ CheckReport compareTraining(const PlanFile &plan, const std::string &program,
   return report;
 }
 
-std::string formatMemory(const ExecutorMemory &m) {
-  std::string text =
-      "memory (rank 0): high-water mark " + std::to_string(m.highWaterMark) +
+static std::string formatRankMemory(const ExecutorMemory &m,
+                                    const std::string &who) {
+  return "memory (" + who + "): high-water mark " +
+         std::to_string(m.highWaterMark) +
       " B = arena " + std::to_string(m.arena) + " + parameters " +
       std::to_string(m.parameters) + " + state " + std::to_string(m.state) +
       " + inputs " + std::to_string(m.inputs) + " + buckets " +
@@ -777,12 +790,45 @@ std::string formatMemory(const ExecutorMemory &m) {
                        : std::string()) +
       " (bytes the executor allocated from its device); largest gather " +
       std::to_string(m.largestGather) + " B, outside the steps\n";
-  // The process: every local rank, the plan, BLAS and thread stacks.
+}
+
+/// The process: every local rank, the plan, BLAS and thread stacks.
+static std::string formatProcessMemory() {
+  std::string text;
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0)
     text += "memory (process): peak resident set " +
             std::to_string(int64_t(usage.ru_maxrss) * 1024) + " B\n";
   return text;
+}
+
+std::string formatMemory(const ExecutorMemory &m) {
+  return formatRankMemory(m, "rank 0") + formatProcessMemory();
+}
+
+std::string formatMemory(const PlanFile &plan, const ExecutorMemory &m,
+                         const std::vector<ExecutorMemory> &byRank) {
+  std::string text = formatRankMemory(m, "rank 0");
+  if (plan.isPipelined()) {
+    pipeline::Schedule schedule = plan.pipelineSchedule();
+    // The first rank of each pipeline rank after 0 (its other mesh
+    // positions hold the same stages, sharded alike).
+    std::vector<bool> shown(size_t(schedule.ranks), false);
+    shown[0] = true;
+    for (size_t rank = 1; rank < byRank.size(); ++rank) {
+      int p = plan.pipelineStageOf(int(rank));
+      if (p < 0 || p >= schedule.ranks || shown[size_t(p)])
+        continue;
+      shown[size_t(p)] = true;
+      std::string stages;
+      for (int c = 0; c < schedule.chunks; ++c)
+        stages += (c ? ", " : "") + std::to_string(c * schedule.ranks + p);
+      text += formatRankMemory(byRank[rank],
+                               "rank " + std::to_string(rank) + ", stage" +
+                                   (schedule.chunks > 1 ? "s " : " ") + stages);
+    }
+  }
+  return text + formatProcessMemory();
 }
 
 std::string formatProfile(const std::vector<ProfileEntry> &profile,

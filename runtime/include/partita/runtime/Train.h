@@ -135,6 +135,8 @@ struct ProgramRun {
   /// this process's entry).
   std::vector<std::vector<TraceEvent>> traces;
   ExecutorMemory memory; // rank 0's executor
+  /// Every rank's executor's, by rank (under MPI only this process's).
+  std::vector<ExecutorMemory> memoryByRank;
 };
 
 /// Runs `program` of `plan` `steps` times on the inputs (global arrays, in
@@ -280,6 +282,8 @@ struct TrainRun {
   /// this process's entry).
   std::vector<std::vector<TraceEvent>> traces;
   ExecutorMemory memory; // rank 0's executor
+  /// Every rank's executor's, by rank (under MPI only this process's).
+  std::vector<ExecutorMemory> memoryByRank;
   /// Tokens each rank read from the training data over the run, by rank
   /// (under MPI only this process's entry is filled; 0 without token
   /// data): a data-parallel rank reads its rows only.
@@ -348,6 +352,12 @@ CheckReport compareTraining(const PlanFile &plan, const std::string &program,
 /// `partita run --report-memory`: what rank 0's executor allocated, by what
 /// for, its high-water mark, and the process's peak resident set.
 std::string formatMemory(const ExecutorMemory &memory);
+/// The same for a pipelined plan: rank 0's line, then one for the first
+/// rank of each other pipeline rank ("memory (rank 1, stage 1)"; its
+/// stages with chunks), from `byRank` where it was measured, then the
+/// process's line.
+std::string formatMemory(const PlanFile &plan, const ExecutorMemory &memory,
+                         const std::vector<ExecutorMemory> &byRank);
 
 /// The profile table: a line per entry with its calls and time per step
 /// beside the measured step time. Empty without entries.
