@@ -714,6 +714,13 @@ struct Executor::Impl {
   void scatterInto(int64_t id, const TensorView &t, const std::string &what);
   /// The PARAMETER or STATE buffer named `name`; throws naming it.
   int64_t persistentId(const std::string &name) const;
+  /// Whether the program has a parameter or state buffer `name`.
+  bool holdsPersistent(const std::string &name) const;
+  /// The Impl of this rank holding parameter or state `name`: this one, or
+  /// for a pipelined rank the chunk whose stage holds it (null: another
+  /// stage's); `ownerStage` is then whether that stage is the first that
+  /// holds it (a tied parameter and the step counter are on several).
+  Impl *holderOf(const std::string &name, bool &ownerStage);
 };
 
 /// What Executor::profile calls an instruction (a custom kernel by its
@@ -1747,6 +1754,44 @@ void Executor::Impl::scatterInto(int64_t id, const TensorView &t,
   });
 }
 
+bool Executor::Impl::holdsPersistent(const std::string &name) const {
+  for (int64_t id = 0; id < program->buffers_size(); ++id) {
+    const plan::Buffer &b = buffer(id);
+    if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+        b.name() == name)
+      return true;
+  }
+  return false;
+}
+
+Executor::Impl *Executor::Impl::holderOf(const std::string &name,
+                                         bool &ownerStage) {
+  ownerStage = true;
+  if (!pipe) {
+    persistentId(name); // throws for a name it does not have
+    return this;
+  }
+  const plan::Plan &proto = plan->impl().proto;
+  int first = -1;
+  for (int t = 0; t < proto.pipeline().stages_size() && first < 0; ++t)
+    for (const plan::Buffer &b :
+         proto.programs(proto.pipeline().stages(t).optimizer()).buffers())
+      if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+          b.name() == name) {
+        first = t;
+        break;
+      }
+  if (first < 0)
+    throw Error("the program has no parameter or state buffer '" + name + "'");
+  for (Pipe::Chunk &c : pipe->chunks)
+    if (c.step->holdsPersistent(name)) {
+      ownerStage = c.stage == first;
+      return c.step;
+    }
+  ownerStage = false;
+  return nullptr;
+}
+
 int64_t Executor::Impl::persistentId(const std::string &name) const {
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     const plan::Buffer &b = buffer(id);
@@ -2169,11 +2214,16 @@ void Executor::setPersistent(const std::string &name, const Tensor &global) {
 
 void Executor::setPersistentView(const std::string &name,
                                  const TensorView &global) {
-  int64_t id = pimpl->persistentId(name);
-  pimpl->scatterInto(id, global,
-                     (pimpl->buffer(id).role() == plan::STATE ? "state '"
-                                                              : "parameter '") +
-                         name + "'");
+  bool ownerStage;
+  Impl *holder = pimpl->holderOf(name, ownerStage);
+  if (!holder)
+    return; // a pipelined rank: another stage's
+  int64_t id = holder->persistentId(name);
+  holder->scatterInto(id, global,
+                      (holder->buffer(id).role() == plan::STATE
+                           ? "state '"
+                           : "parameter '") +
+                          name + "'");
 }
 
 Tensor Executor::Impl::gatherBuffer(int64_t id) {
@@ -2324,7 +2374,22 @@ static Executor::Block localBlock(const Executor::Impl &s,
 
 // Checkpoint shards: this rank's block with its place in the global array.
 Executor::Block Executor::persistentBlock(const std::string &name) const {
-  const Impl &s = *pimpl;
+  bool ownerStage;
+  const Impl *holder = pimpl->holderOf(name, ownerStage);
+  if (!holder) {
+    // A pipelined rank: another stage's value, an empty block here.
+    Block block;
+    const plan::Plan &proto = pimpl->plan->impl().proto;
+    for (const plan::PipelineStage &stage : proto.pipeline().stages())
+      for (const plan::Buffer &b : proto.programs(stage.optimizer()).buffers())
+        if (b.name() == name && block.globalShape.empty())
+          block.globalShape = toVector(b.global_shape());
+    block.offsets.assign(block.globalShape.size(), 0);
+    block.shape.assign(block.globalShape.size(), 0);
+    block.owner = false;
+    return block;
+  }
+  const Impl &s = *holder;
   const plan::Buffer &b = s.buffer(s.persistentId(name));
   if (b.partial_axes_size() > 0)
     throw Error("'" + name + "' holds partial values: it has no block to " +
@@ -2334,10 +2399,14 @@ Executor::Block Executor::persistentBlock(const std::string &name) const {
   for (const plan::DimSharding &dim : b.sharding())
     for (const std::string &axis : dim.axes())
       used[axis] = true;
+  // One owner per block: coordinate 0 of every axis the value is replicated
+  // over; a pipelined value's stage instead of the pipeline axis.
   if (s.program->partitioned())
     for (const std::string &axis : s.axisOrder)
-      if (!used.count(axis) && s.coords.at(axis) != 0)
+      if (!used.count(axis) && axis != s.pipelineAxis &&
+          s.coords.at(axis) != 0)
         block.owner = false;
+  block.owner = block.owner && ownerStage;
   return block;
 }
 
@@ -2417,9 +2486,13 @@ void Executor::setInputBlock(size_t index, const TensorView &data) {
 }
 
 Tensor Executor::readPersistentBlock(const std::string &name) const {
-  Impl &s = *pimpl;
-  const TensorView &view = s.views[s.persistentId(name)];
+  bool ownerStage;
   Block block = persistentBlock(name);
+  Impl *holder = pimpl->holderOf(name, ownerStage);
+  if (!holder) // a pipelined rank: another stage's, an empty block
+    return Tensor(DType::F32, block.shape);
+  Impl &s = *holder;
+  const TensorView &view = s.views[s.persistentId(name)];
   Tensor t(view.dtype, block.shape);
   std::vector<unsigned char> staging;
   const unsigned char *from = s.readToHost(view.data, view.numBytes(), staging);
@@ -2433,9 +2506,17 @@ Tensor Executor::readPersistentBlock(const std::string &name) const {
 
 void Executor::writePersistentBlock(const std::string &name,
                                     const Tensor &data) {
-  Impl &s = *pimpl;
-  const TensorView &view = s.views[s.persistentId(name)];
+  bool ownerStage;
   Block block = persistentBlock(name);
+  Impl *holder = pimpl->holderOf(name, ownerStage);
+  if (!holder) { // a pipelined rank: another stage's
+    if (data.numElements() != 0)
+      throw Error("'" + name + "' is another pipeline stage's: this rank "
+                  "holds no block of it");
+    return;
+  }
+  Impl &s = *holder;
+  const TensorView &view = s.views[s.persistentId(name)];
   if (data.getDType() != view.dtype || data.getShape() != block.shape)
     throw Error("the data for the block of '" + name + "' on this rank " +
                 "differs from it in dtype or shape");

@@ -568,16 +568,6 @@ int Tool::run() {
                 std::to_string(devices) + " rank" + (devices == 1 ? "" : "s") +
                 (partitioned ? " (its mesh)" : " (it is not partitioned)") +
                 ", but --ranks is " + std::to_string(ranks));
-  // Each stage of a pipelined plan holds only its own parameters; the
-  // checkpoint code reads and writes every one on every rank.
-  if (plan->isPipelined())
-    for (const char *option : {"save-checkpoint", "load-checkpoint",
-                               "load-params"})
-      if (args.has(option))
-        return fail(std::string("--") + option +
-                    " does not take a pipelined plan yet (each stage holds "
-                    "only its own parameters); --save-params writes a "
-                    "pipelined run's parameters");
   if (args.flags.count("check") && !plan->hasProgram("reference"))
     return fail("--check needs a program named 'reference' in the plan "
                 "(partita plan writes one)");
