@@ -503,8 +503,18 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
 }
 } // namespace
 
+/// explainPlan; `rankTotal`: for a stage of an interleaved rank, also the
+/// rank's total over its chunks (each chunk explained to nowhere).
+static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
+                          StringRef source, raw_ostream &os, bool rankTotal);
+
 PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
                        StringRef source, raw_ostream &os) {
+  return explain(proto, program, source, os, /*rankTotal=*/true);
+}
+
+static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
+                          StringRef source, raw_ostream &os, bool rankTotal) {
   PlanMemory memory;
   // A pipelined step: the stage whose once-per-step program this is (its
   // update; stage 0's is program 0), or -1.
@@ -797,6 +807,26 @@ PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,
        << (count == 1 ? " " : "s ") << others << " as its other chunk"
        << (count == 1 ? "" : "s")
        << ", whose programs, parameters and slots this total leaves out)\n";
+    if (rankTotal) {
+      // The rank holds every chunk's programs, parameters and slots.
+      int64_t sum = 0;
+      std::string terms;
+      for (int t = rank; t < proto.pipeline().stages_size(); t += ranks) {
+        int64_t stageTotal =
+            t == stageIndex
+                ? memory.total
+                : explain(proto,
+                          proto.programs(proto.pipeline().stages(t).optimizer()),
+                          source, llvm::nulls(), /*rankTotal=*/false)
+                      .total;
+        sum += stageTotal;
+        terms += (terms.empty() ? "" : " + ") + std::string("stage ") +
+                 std::to_string(t) + " " + std::to_string(stageTotal);
+      }
+      os << "  " << left_justify("rank total", 12) << " " << bytesText(sum)
+         << " = " << terms << " (rank " << rank
+         << "'s chunks together: what its executor allocates)\n";
+    }
   }
 
   printModelState(os, proto, program, memory);

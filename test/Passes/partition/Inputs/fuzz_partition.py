@@ -116,13 +116,15 @@ def main():
         partition = "--dist-partition"
         if options:
             partition += "=" + " ".join(options)
+        # A case takes about 0.2 s; the timeout only catches a hang (60 s
+        # was reached once on a machine running ctest -j2 beside lit).
         run = subprocess.run(
             [args.partita_opt, "-", "--dist-propagate", partition],
-            input=text, capture_output=True, text=True, timeout=60)
+            input=text, capture_output=True, text=True, timeout=300)
         bad = None
         if run.returncode == 0:
             again = subprocess.run([args.partita_opt, "-"], input=run.stdout,
-                                   capture_output=True, text=True, timeout=60)
+                                   capture_output=True, text=True, timeout=300)
             if again.returncode != 0:
                 bad = "output does not verify:\n" + again.stderr
             elif "dist.mesh = @mesh" not in run.stdout:
