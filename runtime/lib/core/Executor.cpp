@@ -1955,13 +1955,6 @@ static void runPipelined(Executor::Impl &s) {
       s.device->copy(slot[size_t(k)].get(), part.program->views[id].data,
                      part.program->views[id].numBytes(), *s.compute);
   };
-  auto run = [&](const Pipe::Part &part, int ci, int mb,
-                 std::initializer_list<Kind> reads) {
-    copyMicrobatchInputs(s, *part.program, part.inputs, mb);
-    for (Kind kind : reads)
-      copyIn(part, kind, ci, mb);
-    runProgram(*part.program);
-  };
   // Messages: tag 2 x sending stage + direction (0 forward, 1 backward),
   // so that the messages of one tag arrive in microbatch order; the peer is
   // the rank of the stage before or after (its position in the group).
@@ -2020,43 +2013,30 @@ static void runPipelined(Executor::Impl &s) {
                 a.kind() == plan::PipelineAction::OPTIMIZER;
     }
     double begin = s.tracing ? Impl::traceClock() : 0;
+    pipeline::ActionKind kind = pipeline::ActionKind(int(a.kind()));
     switch (a.kind()) {
     case plan::PipelineAction::FORWARD:
-      run(c.forward, ci, mb, {Kind::ActivationIn});
-      if (!first)
-        release(Kind::ActivationIn, ci, mb);
-      if (!last)
-        copyOut(c.forward, Kind::ActivationOut, ci, mb);
-      copyOut(c.forward, Kind::Stash, ci, mb);
-      copyOut(c.forward, Kind::WeightStash, ci, mb);
-      break;
     case plan::PipelineAction::BACKWARD:
-      run(c.backward, ci, mb,
-          {Kind::Stash, Kind::WeightStash, Kind::GradientIn});
-      release(Kind::Stash, ci, mb);
-      release(Kind::WeightStash, ci, mb);
-      if (!last)
-        release(Kind::GradientIn, ci, mb);
-      if (!first)
-        copyOut(c.backward, Kind::GradientOut, ci, mb);
-      break;
     case plan::PipelineAction::BACKWARD_INPUT:
-      // The received gradient and the weight stash stay for W.
-      run(c.input, ci, mb,
-          {Kind::Stash, Kind::WeightStash, Kind::GradientIn});
-      release(Kind::Stash, ci, mb);
-      if (!first)
-        copyOut(c.input, Kind::GradientOut, ci, mb);
-      copyOut(c.input, Kind::Deferred, ci, mb);
+    case plan::PipelineAction::BACKWARD_WEIGHT: {
+      // The slots it reads, frees and fills: pipeline::slotUse, which
+      // slotPeaks (and so the slots allocated, and explain) follows too.
+      const Pipe::Part &part =
+          kind == pipeline::ActionKind::Forward    ? c.forward
+          : kind == pipeline::ActionKind::Backward ? c.backward
+          : kind == pipeline::ActionKind::BackwardInput ? c.input
+                                                        : c.weight;
+      pipeline::SlotUse use = pipeline::slotUse(kind, first, last);
+      copyMicrobatchInputs(s, *part.program, part.inputs, mb);
+      for (Kind k : use.reads)
+        copyIn(part, k, ci, mb);
+      runProgram(*part.program);
+      for (Kind k : use.releases)
+        release(k, ci, mb);
+      for (Kind k : use.takes)
+        copyOut(part, k, ci, mb);
       break;
-    case plan::PipelineAction::BACKWARD_WEIGHT:
-      run(c.weight, ci, mb,
-          {Kind::WeightStash, Kind::GradientIn, Kind::Deferred});
-      release(Kind::WeightStash, ci, mb);
-      if (!last)
-        release(Kind::GradientIn, ci, mb);
-      release(Kind::Deferred, ci, mb);
-      break;
+    }
     case plan::PipelineAction::SEND_ACTIVATION:
       exchange(true, Kind::ActivationOut, ci, mb, c.stage + 1, 2 * c.stage);
       break;

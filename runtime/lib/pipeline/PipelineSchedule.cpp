@@ -1071,6 +1071,60 @@ int SlotPeaks::of(SlotKind kind) const {
   return 0;
 }
 
+SlotUse slotUse(ActionKind kind, bool first, bool last) {
+  using K = SlotKind;
+  SlotUse use;
+  auto unless = [](bool skip, std::vector<SlotKind> &list, SlotKind k) {
+    if (!skip)
+      list.push_back(k);
+  };
+  switch (kind) {
+  case ActionKind::Forward:
+    unless(first, use.reads, K::ActivationIn);
+    unless(first, use.releases, K::ActivationIn);
+    unless(last, use.takes, K::ActivationOut);
+    use.takes.push_back(K::Stash);
+    use.takes.push_back(K::WeightStash);
+    break;
+  case ActionKind::Backward:
+    use.reads = {K::Stash, K::WeightStash};
+    unless(last, use.reads, K::GradientIn);
+    use.releases = {K::Stash, K::WeightStash};
+    unless(last, use.releases, K::GradientIn);
+    unless(first, use.takes, K::GradientOut);
+    break;
+  case ActionKind::BackwardInput:
+    // W reads the received gradient and the weight stash too: they stay.
+    use.reads = {K::Stash, K::WeightStash};
+    unless(last, use.reads, K::GradientIn);
+    use.releases = {K::Stash};
+    unless(first, use.takes, K::GradientOut);
+    use.takes.push_back(K::Deferred);
+    break;
+  case ActionKind::BackwardWeight:
+    use.reads = {K::WeightStash};
+    unless(last, use.reads, K::GradientIn);
+    use.reads.push_back(K::Deferred);
+    use.releases = use.reads;
+    break;
+  case ActionKind::SendActivation:
+    use.releases = {K::ActivationOut};
+    break;
+  case ActionKind::RecvActivation:
+    use.takes = {K::ActivationIn};
+    break;
+  case ActionKind::SendGradient:
+    use.releases = {K::GradientOut};
+    break;
+  case ActionKind::RecvGradient:
+    use.takes = {K::GradientIn};
+    break;
+  default:
+    break;
+  }
+  return use;
+}
+
 SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
   SlotPeaks peaks;
   int held[kSlotKinds] = {};
@@ -1078,14 +1132,6 @@ SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
                            &peaks.stash,        &peaks.weightStash,
                            &peaks.gradientIn,   &peaks.gradientOut,
                            &peaks.deferred};
-  auto take = [&](SlotKind k) {
-    int i = int(k);
-    *peak[i] = std::max(*peak[i], ++held[i]);
-  };
-  auto release = [&](SlotKind k) {
-    int i = int(k);
-    held[i] = std::max(0, held[i] - 1);
-  };
   if (rank < 0 || rank >= int(schedule.actions.size()))
     return peaks;
   int stage = chunk * schedule.ranks + rank;
@@ -1093,51 +1139,11 @@ SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
   for (const Action &a : schedule.actions[rank]) {
     if (a.chunk != chunk)
       continue;
-    switch (a.kind) {
-    case ActionKind::Forward:
-      if (!first)
-        release(SlotKind::ActivationIn);
-      if (!last)
-        take(SlotKind::ActivationOut);
-      take(SlotKind::Stash);
-      take(SlotKind::WeightStash);
-      break;
-    case ActionKind::Backward:
-      release(SlotKind::Stash);
-      release(SlotKind::WeightStash);
-      if (!last)
-        release(SlotKind::GradientIn);
-      if (!first)
-        take(SlotKind::GradientOut);
-      break;
-    case ActionKind::BackwardInput:
-      // W reads the received gradient too: it is held until W.
-      release(SlotKind::Stash);
-      if (!first)
-        take(SlotKind::GradientOut);
-      take(SlotKind::Deferred);
-      break;
-    case ActionKind::BackwardWeight:
-      release(SlotKind::WeightStash);
-      if (!last)
-        release(SlotKind::GradientIn);
-      release(SlotKind::Deferred);
-      break;
-    case ActionKind::SendActivation:
-      release(SlotKind::ActivationOut);
-      break;
-    case ActionKind::RecvActivation:
-      take(SlotKind::ActivationIn);
-      break;
-    case ActionKind::SendGradient:
-      release(SlotKind::GradientOut);
-      break;
-    case ActionKind::RecvGradient:
-      take(SlotKind::GradientIn);
-      break;
-    default:
-      break;
-    }
+    SlotUse use = slotUse(a.kind, first, last);
+    for (SlotKind k : use.releases)
+      held[int(k)] = std::max(0, held[int(k)] - 1);
+    for (SlotKind k : use.takes)
+      *peak[int(k)] = std::max(*peak[int(k)], ++held[int(k)]);
   }
   return peaks;
 }

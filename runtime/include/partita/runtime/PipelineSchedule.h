@@ -207,6 +207,16 @@ Simulation simulate(const Schedule &schedule,
 /// SEND_GRADIENT; B's deferred values to its W. The executor allocates
 /// that many slots of each kind, so the peaks times the per-microbatch
 /// bytes are its pipeline memory.
+/// What an action of a stage does with its slots, the one rule the executor
+/// and slotPeaks share: a compute action reads the values of `reads`,
+/// then frees the slots of `releases` and fills new ones of `takes`; a
+/// receive takes a slot and a send releases one. A first stage receives no
+/// activation and sends no gradient; a last stage the reverse.
+struct SlotUse {
+  std::vector<SlotKind> reads, releases, takes;
+};
+SlotUse slotUse(ActionKind kind, bool firstStage, bool lastStage);
+
 struct SlotPeaks {
   int activationIn = 0, activationOut = 0, stash = 0, weightStash = 0,
       gradientIn = 0, gradientOut = 0, deferred = 0;
