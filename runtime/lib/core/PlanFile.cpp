@@ -250,12 +250,19 @@ void validateInPlace(const plan::Program &program, const std::string &what) {
       bool ok = false;
       if (i == writer && n == 1 && inst.has_kernel()) {
         const plan::Kernel &k = inst.kernel();
-        std::vector<int> inputOfOutput;
-        if (k.kind() == plan::Kernel::ADAMW)
-          inputOfOutput = {0, 2, 3};
-        else if (k.kind() == plan::Kernel::SGD)
-          inputOfOutput = {0, 2};
-        for (size_t o = 0; o < inputOfOutput.size(); ++o)
+        // The input each output replaces: AdamW's parameter and moments,
+        // SGD's parameter and momentum.
+        static const int kAdamw[] = {0, 2, 3}, kSgd[] = {0, 2};
+        const int *inputOfOutput = nullptr;
+        size_t outputs = 0;
+        if (k.kind() == plan::Kernel::ADAMW) {
+          inputOfOutput = kAdamw;
+          outputs = 3;
+        } else if (k.kind() == plan::Kernel::SGD) {
+          inputOfOutput = kSgd;
+          outputs = 2;
+        }
+        for (size_t o = 0; o < outputs; ++o)
           if (int(o) < k.outputs_size() && k.outputs(int(o)) == b.id() &&
               inputOfOutput[o] < k.inputs_size() &&
               k.inputs(inputOfOutput[o]) == target)
