@@ -21,6 +21,7 @@
 
 #include "passes/autodiff/Autodiff.h"
 
+#include "dialects/dist/IR/DistDialect.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
 #include "dialects/nn/Interfaces/VJPInterface.h"
@@ -56,10 +57,10 @@ Value splat(OpBuilder &b, Location loc, Type like, double value) {
                              b.getFloatAttr(type.getElementType(), value)));
 }
 
-/// An op's pipeline stage (an i64), declared with dist-pipeline-split
-/// (passes/pipeline/Passes.h, kStageAttrName); copied from a forward op
-/// onto the backward ops built for it.
-constexpr llvm::StringLiteral kStageAttrName = "dist.stage";
+/// An op's pipeline stage (an i64, dist-pipeline-split's), copied from a
+/// forward op onto the backward ops built for it.
+constexpr llvm::StringLiteral kStageAttrName =
+    dist::DistDialect::kStageAttrName;
 
 /// Collects the ops a builder inserts, to tag them.
 struct Collector : public OpBuilder::Listener {
