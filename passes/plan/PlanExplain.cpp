@@ -696,6 +696,13 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
     // Per slot kind, the bytes of one microbatch's values (each value
     // once, however many programs read it).
     std::map<std::pair<int, int>, int64_t> valueBytes;
+    // The programs run one at a time and share one device arena, the
+    // largest of theirs (Executor.cpp's Pipe::Chunk::arena).
+    int64_t sharedArena = 0;
+    for (int index : pl::microbatchPrograms(stage))
+      if (index < proto.programs_size())
+        sharedArena = std::max(sharedArena,
+                               int64_t(proto.programs(index).arena_bytes()));
     for (int index : pl::microbatchPrograms(stage)) {
       if (index >= proto.programs_size())
         continue;
@@ -721,19 +728,24 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
           valueBytes[{int(slot->first), slot->second}] = localBytes(buffer);
       }
       OutsideArena po = outsideArenaBytes(proto, part);
-      int64_t bytes = part.arena_bytes() + part.host_arena_bytes() + inputs +
-                      po.bucketBound() + po.scratch;
+      int64_t bytes =
+          part.host_arena_bytes() + inputs + po.bucketBound() + po.scratch;
       stageBytes += bytes;
       os << "  " << left_justify(label, 12) << " " << bytesText(bytes)
          << " = program '" << part.name() << "' (" << stageName << "'s " << what
-         << " of one microbatch): arena peak " << bytesText(part.arena_bytes())
-         << " + inputs " << bytesText(inputs);
+         << " of one microbatch): inputs " << bytesText(inputs);
       if (po.bucketBound())
         os << " + buckets " << bytesText(po.bucketBound());
       if (po.scratch)
         os << " + scratch " << bytesText(po.scratch);
-      os << "\n";
+      os << "; arena peak " << bytesText(part.arena_bytes())
+         << " in the shared arena\n";
     }
+    stageBytes += sharedArena;
+    os << "  " << left_justify("stage arena", 12) << " "
+       << bytesText(sharedArena)
+       << " = the largest arena peak of these programs, which run one at a "
+          "time and share it\n";
     int64_t kindBytes[pl::kSlotKinds] = {};
     for (auto &[key, bytes] : valueBytes)
       kindBytes[key.first] += bytes;
@@ -793,7 +805,7 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
      << (bucketBytes ? " + buckets" : "") << (scratchBytes ? " + scratch" : "")
      << (count[kAccumulator] ? " + accumulators" : "")
      << (micro ? " + microbatch" : "")
-     << (pipelined ? " + forward + backward + pipeline" : "")
+     << (pipelined ? " + forward + backward + stage arena + pipeline" : "")
      << " (what the runtime allocates; partita run --report-memory measures "
         "it)\n";
   if (pipelined && proto.pipeline().chunks() > 1) {

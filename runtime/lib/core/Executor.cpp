@@ -229,6 +229,10 @@ struct Executor::Impl {
   std::vector<int> rankOfPosition;
 
   DeviceBuffer arena, hostArena; // the memory plan's, per memory space
+  /// Set before buildImpl: a device arena this program uses instead of its
+  /// own (a pipelined stage's per-microbatch programs, which run one at a
+  /// time, share the largest's; its owner counts it).
+  unsigned char *sharedArena = nullptr;
   std::vector<DeviceBuffer> persistent;
   /// What the executor holds, by what for (Executor::memory).
   ExecutorMemory memory;
@@ -1192,9 +1196,12 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   s.coords = s.coordsOf(s.program->partitioned() ? position : 0);
   s.makeGroups();
 
-  s.arena = s.device->allocateBuffer(s.program->arena_bytes());
-  s.memory.arena += s.program->arena_bytes();
-  s.hold(s.program->arena_bytes());
+  if (!s.sharedArena) {
+    s.arena = s.device->allocateBuffer(s.program->arena_bytes());
+    s.memory.arena += s.program->arena_bytes();
+    s.hold(s.program->arena_bytes());
+  }
+  unsigned char *deviceArena = s.sharedArena ? s.sharedArena : s.arena.get();
   if (s.program->host_arena_bytes() > 0) {
     s.hostArena = s.device->allocateBuffer(s.program->host_arena_bytes(),
                                            MemorySpace::Host);
@@ -1211,7 +1218,7 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
     if (b.in_place()) {
       continue; // below, once what it replaces has its address
     } else if (b.role() == plan::ACTIVATION) {
-      view.data = (host ? s.hostArena : s.arena).get() + b.offset();
+      view.data = (host ? s.hostArena.get() : deviceArena) + b.offset();
     } else {
       if (share &&
           (b.role() == plan::PARAMETER || b.role() == plan::STATE)) {
@@ -1426,6 +1433,10 @@ struct Executor::Impl::Pipe {
     /// `backward` when the stage has one backward program; `input` (B) and
     /// `weight` (W) when it is split.
     Part forward, backward, input, weight;
+    /// Their one device arena, the largest of theirs: they run one at a
+    /// time (counted in the executor's own memory).
+    DeviceBuffer arena;
+    int64_t arenaBytes = 0;
     /// Per slot kind, its values in k order.
     std::array<std::vector<Value>, kKinds> values;
     std::vector<const Part *> parts() const {
@@ -1513,10 +1524,17 @@ static void buildPipelined(Executor::Impl &s,
     buildImpl(*chunk.step, plan, proto.programs(stage.optimizer()).name(),
               comm, backend, options, nullptr);
     chunk.step->pipelineAxis = schedule.axis();
+    for (int index : pipeline::microbatchPrograms(stage))
+      chunk.arenaBytes =
+          std::max(chunk.arenaBytes, int64_t(proto.programs(index).arena_bytes()));
+    chunk.arena = s.device->allocateBuffer(size_t(chunk.arenaBytes));
+    s.memory.arena += chunk.arenaBytes;
+    s.hold(chunk.arenaBytes);
     auto build = [&](Pipe::Part &part, int index) {
       if (index < 0)
         return;
       part.program = std::make_unique<Impl>();
+      part.program->sharedArena = chunk.arena.get();
       buildImpl(*part.program, plan, proto.programs(index).name(), comm,
                 backend, options, chunk.step);
     };
@@ -1672,15 +1690,14 @@ double Executor::learningRate() const {
 
 int64_t Executor::arenaBytes() const {
   // A microbatched step holds both programs' arenas.
-  // A pipelined stage holds all its programs' arenas.
+  // A pipelined stage holds its update's arena and the one its
+  // per-microbatch programs share.
   int64_t bytes = pimpl->program->arena_bytes() +
                   (pimpl->micro ? pimpl->micro->program->arena_bytes() : 0);
   if (const Impl::Pipe *pipe = pimpl->pipe.get())
-    for (const Impl::Pipe::Chunk &c : pipe->chunks) {
-      for (const Impl::Pipe::Part *part : c.parts())
-        bytes += part->program->program->arena_bytes();
-      bytes += c.ownStep ? c.ownStep->program->arena_bytes() : 0;
-    }
+    for (const Impl::Pipe::Chunk &c : pipe->chunks)
+      bytes += c.arenaBytes +
+               (c.ownStep ? c.ownStep->program->arena_bytes() : 0);
   return bytes;
 }
 
