@@ -309,23 +309,20 @@ void StageSplitter::splitBackwards() {
         weightOps.insert(&op);
     // What W reads: of the stash, moved to the weight stash (B reads it
     // there too); of B, deferred.
-    SetVector<Value> keptForB;
-    for (Value v : stash[t]) {
-      bool readByW = llvm::any_of(v.getUsers(), [&](Operation *user) {
+    auto readByW = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *user) {
         return inSeg(user) && weightOps.contains(user);
       });
-      (readByW ? weightStash[t] : keptForB).insert(v);
-    }
+    };
+    SetVector<Value> keptForB;
+    for (Value v : stash[t])
+      (readByW(v) ? weightStash[t] : keptForB).insert(v);
     stash[t] = std::move(keptForB);
-    for (Operation &op : body) {
-      if (!inSeg(&op) || weightOps.contains(&op))
-        continue;
-      for (Value v : op.getResults())
-        if (llvm::any_of(v.getUsers(), [&](Operation *user) {
-              return inSeg(user) && weightOps.contains(user);
-            }))
-          deferred[t].insert(v);
-    }
+    for (Operation &op : body)
+      if (inSeg(&op) && !weightOps.contains(&op))
+        for (Value v : op.getResults())
+          if (readByW(v))
+            deferred[t].insert(v);
   }
 }
 
@@ -412,39 +409,36 @@ LogicalResult StageSplitter::buildMicroPieces() {
           (part == Part::Forward || part == Part::Backward ||
            inWeight(&op) == (part == Part::Weight)))
         ops.push_back(&op);
-    // What leaves to other pieces (before the accumulators updated).
-    SmallVector<std::pair<Value, std::string>> outgoing;
+    // What leaves to other pieces (before the accumulators updated) and
+    // what arrives, each value named "<prefix><its index in its list>".
+    using Named = SmallVector<std::pair<Value, std::string>>;
+    auto append = [](Named &to, const SetVector<Value> &values,
+                     const std::string &prefix) {
+      for (auto [k, v] : llvm::enumerate(values))
+        to.push_back({v, prefix + std::to_string(k)});
+    };
+    Named outgoing;
     if (part == Part::Forward) {
       if (t + 1 < P)
-        for (auto [k, v] : llvm::enumerate(forwardOut[t]))
-          outgoing.push_back({v, kActivation + std::to_string(k)});
-      for (auto [k, v] : llvm::enumerate(stash[t]))
-        outgoing.push_back({v, kStash + std::to_string(k)});
-      for (auto [k, v] : llvm::enumerate(weightStash[t]))
-        outgoing.push_back({v, kWeightStash + std::to_string(k)});
+        append(outgoing, forwardOut[t], kActivation);
+      append(outgoing, stash[t], kStash);
+      append(outgoing, weightStash[t], kWeightStash);
     } else if (part != Part::Weight) {
       if (t > 0)
-        for (auto [k, v] : llvm::enumerate(backwardOut[t]))
-          outgoing.push_back({v, kGradient + std::to_string(k)});
-      for (auto [k, v] : llvm::enumerate(deferred[t]))
-        outgoing.push_back({v, kDeferred + std::to_string(k)});
+        append(outgoing, backwardOut[t], kGradient);
+      append(outgoing, deferred[t], kDeferred);
     }
-    // What arrives: B and W take only what they read or pass on.
-    SmallVector<std::pair<Value, std::string>> incoming;
+    // B and W take only what they read or pass on (filtered below).
+    Named incoming;
     if (part == Part::Forward && t > 0)
-      for (auto [k, v] : llvm::enumerate(forwardOut[t - 1]))
-        incoming.push_back({v, kActivation + std::to_string(k)});
+      append(incoming, forwardOut[t - 1], kActivation);
     if (backward) {
-      for (auto [k, v] : llvm::enumerate(stash[t]))
-        incoming.push_back({v, kStash + std::to_string(k)});
-      for (auto [k, v] : llvm::enumerate(weightStash[t]))
-        incoming.push_back({v, kWeightStash + std::to_string(k)});
+      append(incoming, stash[t], kStash);
+      append(incoming, weightStash[t], kWeightStash);
       if (t + 1 < P)
-        for (auto [k, v] : llvm::enumerate(backwardOut[t + 1]))
-          incoming.push_back({v, kGradient + std::to_string(k)});
-      for (auto [k, v] : llvm::enumerate(deferred[t]))
-        if (part == Part::Weight)
-          incoming.push_back({v, kDeferred + std::to_string(k)});
+        append(incoming, backwardOut[t + 1], kGradient);
+      if (part == Part::Weight)
+        append(incoming, deferred[t], kDeferred);
     }
     if (part == Part::Input || part == Part::Weight) {
       llvm::DenseSet<Value> needed;

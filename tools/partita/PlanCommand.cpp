@@ -553,34 +553,16 @@ int runPlan() {
       return reportError(kCommand, "--chunks must be at least 1, got " +
                                        std::to_string(chunks));
     options.pipelineChunks = chunks;
-    namespace pl = partita::runtime::pipeline;
     auto small = [](int64_t x) { return x <= (1 << 20); };
     if (!small(ppArg) || !small(chunks) || !small(options.microbatches))
       return reportError(kCommand, "--pp, --chunks and --microbatches must "
                                    "be at most 1048576 with --schedule-file");
     std::string error;
-    std::shared_ptr<const pl::Schedule> hand =
-        readScheduleFile(scheduleFileArg, int(ppArg),
-                         int(options.microbatches), int(chunks), error);
-    if (!hand)
+    options.handSchedule =
+        readScheduleFile(scheduleFileArg, int(ppArg), int(options.microbatches),
+                         int(chunks), options.splitBackward, error);
+    if (!options.handSchedule)
       return reportError(kCommand, error);
-    {
-      bool full = false, split = false;
-      for (const auto &actions : hand->actions)
-        for (const pl::Action &a : actions) {
-          full |= a.kind == pl::ActionKind::Backward;
-          split |= a.kind == pl::ActionKind::BackwardInput ||
-                   a.kind == pl::ActionKind::BackwardWeight;
-        }
-      if (full && split)
-        return reportError(kCommand,
-                           scheduleFileArg +
-                               ": mixes BACKWARD with BACKWARD_INPUT and "
-                               "BACKWARD_WEIGHT actions; a plan's stages "
-                               "run either full backwards or B and W");
-      options.splitBackward = split;
-      options.handSchedule = std::move(hand);
-    }
   }
   if (chunksArg.getNumOccurrences() && options.schedule != "interleaved" &&
       options.schedule != "file")

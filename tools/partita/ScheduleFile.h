@@ -18,11 +18,12 @@
 namespace partita::driver {
 
 /// The schedule in `path` for `ranks` x `chunks` stages and `microbatches`,
-/// validated; null with `error` set (naming the file, and the line or the
-/// rank and step) otherwise.
+/// validated, with `splitBackward` set when its backwards are B and W
+/// actions; null with `error` set (naming the file, and the line or the
+/// rank and step; or that it mixes full backwards with B and W) otherwise.
 std::shared_ptr<const runtime::pipeline::Schedule>
 readScheduleFile(const std::string &path, int ranks, int microbatches,
-                 int chunks, std::string &error);
+                 int chunks, bool &splitBackward, std::string &error);
 
 } // namespace partita::driver
 

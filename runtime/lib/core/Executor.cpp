@@ -718,8 +718,8 @@ struct Executor::Impl {
   void scatterInto(int64_t id, const TensorView &t, const std::string &what);
   /// The PARAMETER or STATE buffer named `name`; throws naming it.
   int64_t persistentId(const std::string &name) const;
-  /// Whether the program has a parameter or state buffer `name`.
-  bool holdsPersistent(const std::string &name) const;
+  /// The PARAMETER or STATE buffer named `name`, or -1.
+  int64_t findPersistent(const std::string &name) const;
   /// The Impl of this rank holding parameter or state `name`: this one, or
   /// for a pipelined rank the chunk whose stage holds it (null: another
   /// stage's); `ownerStage` is then whether that stage is the first that
@@ -1488,6 +1488,18 @@ static int64_t wholeInputOf(const Executor::Impl &step,
   return whole;
 }
 
+/// A new pipeline slot: one buffer per value, counted in `s`'s memory.
+static std::vector<DeviceBuffer>
+newSlot(Executor::Impl &s, const std::vector<Executor::Impl::Pipe::Value> &values) {
+  std::vector<DeviceBuffer> slot;
+  for (const Executor::Impl::Pipe::Value &v : values) {
+    slot.push_back(s.device->allocateBuffer(v.bytes));
+    s.memory.pipelineSlots += int64_t(v.bytes);
+    s.hold(int64_t(v.bytes));
+  }
+  return slot;
+}
+
 /// Builds `s` as this rank's stages of a pipelined plan (see Impl::Pipe).
 static void buildPipelined(Executor::Impl &s,
                            std::shared_ptr<const PlanFile> plan,
@@ -1612,15 +1624,8 @@ static void buildPipelined(Executor::Impl &s,
     // which explain counts too).
     pipeline::SlotPeaks peaks = pipeline::slotPeaks(generated, rank, int(c));
     for (int kind = 0; kind < Pipe::kKinds; ++kind)
-      for (int n = 0; n < peaks.of(Pipe::SlotKind(kind)); ++n) {
-        std::vector<DeviceBuffer> slot;
-        for (const Pipe::Value &v : chunk.values[kind]) {
-          slot.push_back(s.device->allocateBuffer(v.bytes));
-          s.memory.pipelineSlots += int64_t(v.bytes);
-          s.hold(int64_t(v.bytes));
-        }
-        p.spare[{kind, int(c)}].push_back(std::move(slot));
-      }
+      for (int n = 0; n < peaks.of(Pipe::SlotKind(kind)); ++n)
+        p.spare[{kind, int(c)}].push_back(newSlot(s, chunk.values[kind]));
   }
   // The pipeline axis's group: the devices differing only in their stage.
   google::protobuf::RepeatedPtrField<std::string> axis;
@@ -1771,14 +1776,19 @@ void Executor::Impl::scatterInto(int64_t id, const TensorView &t,
   });
 }
 
-bool Executor::Impl::holdsPersistent(const std::string &name) const {
-  for (int64_t id = 0; id < program->buffers_size(); ++id) {
-    const plan::Buffer &b = buffer(id);
-    if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
-        b.name() == name)
-      return true;
-  }
-  return false;
+/// A pipelined plan's parameter or state `name` in the first stage that
+/// holds it (a tied parameter and the step counter are on several), and
+/// that stage; throws when no stage has it.
+static const plan::Buffer &firstStageBuffer(const plan::Plan &proto,
+                                            const std::string &name,
+                                            int &stage) {
+  for (stage = 0; stage < proto.pipeline().stages_size(); ++stage)
+    for (const plan::Buffer &b :
+         proto.programs(proto.pipeline().stages(stage).optimizer()).buffers())
+      if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
+          b.name() == name)
+        return b;
+  throw Error("the program has no parameter or state buffer '" + name + "'");
 }
 
 Executor::Impl *Executor::Impl::holderOf(const std::string &name,
@@ -1788,20 +1798,10 @@ Executor::Impl *Executor::Impl::holderOf(const std::string &name,
     persistentId(name); // throws for a name it does not have
     return this;
   }
-  const plan::Plan &proto = plan->impl().proto;
-  int first = -1;
-  for (int t = 0; t < proto.pipeline().stages_size() && first < 0; ++t)
-    for (const plan::Buffer &b :
-         proto.programs(proto.pipeline().stages(t).optimizer()).buffers())
-      if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
-          b.name() == name) {
-        first = t;
-        break;
-      }
-  if (first < 0)
-    throw Error("the program has no parameter or state buffer '" + name + "'");
+  int first;
+  firstStageBuffer(plan->impl().proto, name, first);
   for (Pipe::Chunk &c : pipe->chunks)
-    if (c.step->holdsPersistent(name)) {
+    if (c.step->findPersistent(name) >= 0) {
       ownerStage = c.stage == first;
       return c.step;
     }
@@ -1809,14 +1809,22 @@ Executor::Impl *Executor::Impl::holderOf(const std::string &name,
   return nullptr;
 }
 
-int64_t Executor::Impl::persistentId(const std::string &name) const {
+int64_t Executor::Impl::findPersistent(const std::string &name) const {
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     const plan::Buffer &b = buffer(id);
     if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
         b.name() == name)
       return id;
   }
-  throw Error("the program has no parameter or state buffer '" + name + "'");
+  return -1;
+}
+
+int64_t Executor::Impl::persistentId(const std::string &name) const {
+  int64_t id = findPersistent(name);
+  if (id < 0)
+    throw Error("the program has no parameter or state buffer '" + name +
+                "'");
+  return id;
 }
 
 void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
@@ -1926,11 +1934,7 @@ static void runPipelined(Executor::Impl &s) {
       slot = std::move(spare.back());
       spare.pop_back();
     } else {
-      for (const Pipe::Value &v : p.chunks[size_t(chunk)].values[int(kind)]) {
-        slot.push_back(s.device->allocateBuffer(v.bytes));
-        s.memory.pipelineSlots += int64_t(v.bytes);
-        s.hold(int64_t(v.bytes));
-      }
+      slot = newSlot(s, p.chunks[size_t(chunk)].values[int(kind)]);
     }
     auto [it, added] =
         p.slots.emplace(std::make_tuple(int(kind), chunk, mb), std::move(slot));
@@ -2188,21 +2192,13 @@ Tensor Executor::gatherPersistent(const std::string &name) {
   Impl &s = *pimpl;
   if (!s.pipe)
     return s.gatherBuffer(s.persistentId(name));
-  // The first stage that holds it (a step counter is on every stage).
-  const plan::Plan &proto = s.plan->impl().proto;
-  for (int t = 0; t < proto.pipeline().stages_size(); ++t) {
-    const plan::Program &program =
-        proto.programs(proto.pipeline().stages(t).optimizer());
-    for (const plan::Buffer &b : program.buffers())
-      if ((b.role() == plan::PARAMETER || b.role() == plan::STATE) &&
-          b.name() == name) {
-        const Impl *owner = s.pipe->stepOf(t);
-        return s.gatherBuffer(
-            b, owner ? owner->views[owner->persistentId(name)].data : nullptr,
-            t % s.pipe->ranks);
-      }
-  }
-  throw Error("the program has no parameter or state buffer '" + name + "'");
+  // From the first stage that holds it (a step counter is on every stage).
+  int t;
+  const plan::Buffer &b = firstStageBuffer(s.plan->impl().proto, name, t);
+  const Impl *owner = s.pipe->stepOf(t);
+  return s.gatherBuffer(
+      b, owner ? owner->views[owner->persistentId(name)].data : nullptr,
+      t % s.pipe->ranks);
 }
 
 void Executor::setPersistent(const std::string &name, const Tensor &global) {
@@ -2376,11 +2372,9 @@ Executor::Block Executor::persistentBlock(const std::string &name) const {
   if (!holder) {
     // A pipelined rank: another stage's value, an empty block here.
     Block block;
-    const plan::Plan &proto = pimpl->plan->impl().proto;
-    for (const plan::PipelineStage &stage : proto.pipeline().stages())
-      for (const plan::Buffer &b : proto.programs(stage.optimizer()).buffers())
-        if (b.name() == name && block.globalShape.empty())
-          block.globalShape = toVector(b.global_shape());
+    int first;
+    block.globalShape = toVector(
+        firstStageBuffer(pimpl->plan->impl().proto, name, first).global_shape());
     block.offsets.assign(block.globalShape.size(), 0);
     block.shape.assign(block.globalShape.size(), 0);
     block.owner = false;
