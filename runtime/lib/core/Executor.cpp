@@ -1583,13 +1583,9 @@ static void buildPipelined(Executor::Impl &s,
       if (!*part)
         continue;
       Impl &program = *part->program;
+      // PlanFile has checked the names (validatePipeline).
       auto slotOf = [&](int64_t id, bool result) {
-        try {
-          return pipeline::slotOfValue(program.buffer(id).name(), result);
-        } catch (const Error &e) {
-          throw Error("program '" + program.program->name() + "': " +
-                      e.what());
-        }
+        return pipeline::slotOfValue(program.buffer(id).name(), result);
       };
       // The whole batch the callers set is chunk 0's (`s`): every stage's
       // once-per-step program takes all of the step's inputs.

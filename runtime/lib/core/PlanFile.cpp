@@ -693,6 +693,21 @@ void validatePipeline(const plan::Plan &p, const std::string &what) {
   }
   if (!invalid.empty())
     fail(what, invalid);
+  // The values stages exchange are named "<prefix><k>" (slotOfValue): a
+  // name with a pipeline prefix and no number is refused here, where the
+  // executor and `partita explain` both meet it.
+  for (const plan::PipelineStage &stage : s.stages())
+    for (int index : pipeline::microbatchPrograms(stage)) {
+      if (index >= p.programs_size())
+        continue; // pipelineUnrunnable names it
+      const plan::Program &program = p.programs(index);
+      for (const plan::Buffer &b : program.buffers())
+        try {
+          pipeline::slotOfValue(b.name(), false);
+        } catch (const Error &e) {
+          fail(what, "program '" + program.name() + "': " + e.what());
+        }
+    }
 }
 
 } // namespace
