@@ -154,6 +154,7 @@ static LogicalResult lowerWithReference(ModuleOp module, ModuleOp reference,
   lowering.seed = options.seed;
   lowering.initStd = options.initStd;
   lowering.schedule = options.handSchedule.get();
+  lowering.stageMemoryLimit = options.stageMemoryLimit;
   FailureOr<partita::plan::Plan> lowered =
       plan_lowering::lowerToPlan(module, lowering);
   if (failed(lowered))

@@ -38,6 +38,7 @@
 #include "passes/partition/Passes.h"
 #include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
+#include "passes/plan/PlanLowering.h"
 #include "partita/runtime/PipelineSchedule.h"
 #include "runtime/plan/plan.pb.h"
 
@@ -93,6 +94,11 @@ struct CompilerOptions {
   /// Each stage's backward split into B and W programs (zb-h1 always; a
   /// hand-written schedule with BACKWARD_INPUT and BACKWARD_WEIGHT).
   bool splitBackward = false;
+  /// The most activation bytes a pipeline stage may hold (plan lowering's
+  /// LowerToPlanOptions::stageMemoryLimit: bytes,
+  /// plan_lowering::kStageMemoryLimit1F1B or kStageMemoryLimitNone; unset:
+  /// none).
+  std::optional<int64_t> stageMemoryLimit;
   /// Model chunks per pipeline rank (interleaved); the stages are
   /// pipelineStages x pipelineChunks.
   int64_t pipelineChunks = 1;

@@ -347,15 +347,30 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
     microAccs.push_back(mfunc.getArgument(firstAcc + k));
   }
 
-  // Micro: acc + value, returned to replace each accumulator.
+  // Micro: acc + value, returned to replace each accumulator. Each sum
+  // right after its value is made, so a gradient dies as soon as it is
+  // added (at the return, every gradient of the microbatch would be live
+  // at once: the backward's arena held all of a stage's weight gradients).
   auto mret = cast<func::ReturnOp>(mbody.getTerminator());
-  b.setInsertionPoint(mret);
   SmallVector<Value> sums;
   for (auto [k, p] : llvm::enumerate(points)) {
     Value v = toClone.lookup(p);
+    b.setInsertionPointAfterValue(v);
+    // After the whole bucket when v is a bucketed reduction's (a bucket's
+    // members stay adjacent: they are one communicator call).
+    if (Operation *def = v.getDefiningOp()) {
+      Attribute bucket = def->getAttr(dist::DistDialect::kBucketAttrName);
+      Operation *last = def;
+      while (bucket && last->getNextNode() &&
+             last->getNextNode()->getAttr(dist::DistDialect::kBucketAttrName) ==
+                 bucket)
+        last = last->getNextNode();
+      b.setInsertionPointAfter(last);
+    }
     sums.push_back(
         nn::AddOp::create(b, p.getLoc(), v.getType(), microAccs[k], v));
   }
+  b.setInsertionPoint(mret);
   func::ReturnOp::create(b, mret.getLoc(), sums);
   mret.erase();
   // The clone's ops match the step's by position (the last is the return).

@@ -178,8 +178,11 @@ private:
   // The ops of W.
   llvm::DenseSet<Operation *> weightOps;
   // The functions, per stage.
+  // zb-h1: each split stage's B and W also as one backward (reading the
+  // stash and the weight stash, B's deferred values kept inside), which
+  // plan lowering runs where the memory limit lets the rank defer no W.
   std::vector<func::FuncOp> forwardFuncs, backwardFuncs, weightFuncs,
-      stepFuncs;
+      fusedFuncs, stepFuncs;
   // Accumulators and parameters (by name) -> their stage.
   llvm::StringMap<int64_t> stageOfName;
   // Parameters read per microbatch on several stages (a tied embedding) ->
@@ -426,7 +429,8 @@ LogicalResult StageSplitter::buildMicroPieces() {
     } else if (part != Part::Weight) {
       if (t > 0)
         append(outgoing, backwardOut[t], kGradient);
-      append(outgoing, deferred[t], kDeferred);
+      if (part == Part::Input)
+        append(outgoing, deferred[t], kDeferred);
     }
     // B and W take only what they read or pass on (filtered below).
     Named incoming;
@@ -524,6 +528,8 @@ LogicalResult StageSplitter::buildMicroPieces() {
       forwardFuncs[t] = func;
       break;
     case Part::Backward:
+      (splitBackward ? fusedFuncs : backwardFuncs)[t] = func;
+      break;
     case Part::Input:
       backwardFuncs[t] = func;
       break;
@@ -541,7 +547,9 @@ LogicalResult StageSplitter::buildMicroPieces() {
       if (failed(buildPiece(seg, Part::Backward)))
         return failure();
     } else if (failed(buildPiece(seg, Part::Input)) ||
-               failed(buildPiece(seg, Part::Weight))) {
+               failed(buildPiece(seg, Part::Weight)) ||
+               (schedule == "zb-h1" &&
+                failed(buildPiece(seg, Part::Backward)))) {
       return failure();
     }
   }
@@ -864,6 +872,7 @@ LogicalResult StageSplitter::run() {
   forwardFuncs.resize(P);
   backwardFuncs.resize(P);
   weightFuncs.resize(P);
+  fusedFuncs.resize(P);
   stepFuncs.resize(P);
   if (failed(assignSegments()) || failed(findTransfers()))
     return failure();
@@ -890,6 +899,9 @@ LogicalResult StageSplitter::run() {
                                         ref(backwardFuncs[t])));
       programs.push_back(NamedAttribute(
           StringAttr::get(ctx, "backward_weight"), ref(weightFuncs[t])));
+      if (fusedFuncs[t])
+        programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward"),
+                                          ref(fusedFuncs[t])));
     } else {
       programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward"),
                                         ref(backwardFuncs[t])));

@@ -693,9 +693,6 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
     namespace pl = runtime::pipeline;
     const plan::PipelineSchedule &schedule = proto.pipeline();
     const plan::PipelineStage &stage = schedule.stages(stageIndex);
-    // Per slot kind, the bytes of one microbatch's values (each value
-    // once, however many programs read it).
-    std::map<std::pair<int, int>, int64_t> valueBytes;
     // The programs run one at a time and share one device arena, the
     // largest of theirs (Executor.cpp's Pipe::Chunk::arena).
     int64_t sharedArena = 0;
@@ -717,16 +714,9 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
                           : index == stage.backward_input() ? "backward B"
                                                             : "backward W";
       int64_t inputs = 0;
-      for (int64_t id = 0; id < part.buffers_size(); ++id) {
-        const plan::Buffer &buffer = part.buffers(int(id));
-        bool result = llvm::is_contained(part.results(), id);
+      for (const plan::Buffer &buffer : part.buffers())
         if (buffer.role() == plan::INPUT)
           inputs += localBytes(buffer);
-        else if (!result)
-          continue;
-        if (auto slot = pl::slotOfValue(buffer.name(), result))
-          valueBytes[{int(slot->first), slot->second}] = localBytes(buffer);
-      }
       OutsideArena po = outsideArenaBytes(proto, part);
       int64_t bytes =
           part.host_arena_bytes() + inputs + po.bucketBound() + po.scratch;
@@ -746,9 +736,12 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
        << bytesText(sharedArena)
        << " = the largest arena peak of these programs, which run one at a "
           "time and share it\n";
-    int64_t kindBytes[pl::kSlotKinds] = {};
-    for (auto &[key, bytes] : valueBytes)
-      kindBytes[key.first] += bytes;
+    // Per slot kind, the bytes of one microbatch's values.
+    std::vector<const plan::Program *> parts;
+    for (int index : pl::microbatchPrograms(stage))
+      if (index < proto.programs_size())
+        parts.push_back(&proto.programs(index));
+    pl::SlotBytes kindBytes = pl::slotBytes(parts);
     pl::SlotPeaks peaks =
         pl::slotPeaks(pl::fromProto(schedule), stageIndex % schedule.ranks(),
                       stageIndex / schedule.ranks());

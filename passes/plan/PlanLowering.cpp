@@ -986,29 +986,11 @@ void donateUpdatedBuffers(pb::Program &program) {
     int64_t target = it->second, def = b.first_use();
     if (lastRead[target] > def)
       continue; // the old value is still read after the update
-    if (lastRead[target] == def) {
-      // The writer reads the old value too: only an update kernel, reading
-      // it exactly where it writes the new one, elementwise.
-      const pb::Instruction &inst = program.instructions(def);
-      if (!inst.has_kernel())
-        continue;
-      const pb::Kernel &k = inst.kernel();
-      SmallVector<int> inputOfOutput;
-      if (k.kind() == pb::Kernel::ADAMW)
-        inputOfOutput = {0, 2, 3};
-      else if (k.kind() == pb::Kernel::SGD)
-        inputOfOutput = {0, 2};
-      else
-        continue;
-      bool matches = false;
-      for (auto [o, out] : llvm::enumerate(k.outputs()))
-        if (out == id && o < inputOfOutput.size())
-          matches = k.inputs_size() > inputOfOutput[o] &&
-                    k.inputs(inputOfOutput[o]) == target;
-      // Read at that position and nowhere else.
-      if (!matches || llvm::count(k.inputs(), target) != 1)
-        continue;
-    }
+    // The writer reads the old value too: only where it may write over it.
+    if (lastRead[target] == def &&
+        !pb::writesOverOldValue(program, program.instructions(def), id,
+                                target))
+      continue;
     b.set_in_place(true);
   }
 }
@@ -1189,7 +1171,11 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
     return main.emitError() << "a pipelined step needs dist.stage_programs, "
                                "a positive dist.microbatches and "
                                "dist.schedule";
-  auto lower = [&](Attribute stage, StringRef field) -> FailureOr<int32_t> {
+  // A stage function lowered on its own (kIsMain: the step's program 0);
+  // appended to the plan once the schedule has chosen what runs.
+  constexpr int32_t kIsMain = -2;
+  auto lower = [&](Attribute stage, StringRef field,
+                   pb::Program &into) -> FailureOr<int32_t> {
     auto dict = dyn_cast<DictionaryAttr>(stage);
     auto symbol = dict ? dict.getAs<FlatSymbolRefAttr>(field) : nullptr;
     auto func = symbol ? module.lookupSymbol<func::FuncOp>(symbol.getAttr())
@@ -1198,12 +1184,11 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
       return main.emitError() << "dist.stage_programs: a stage names no '"
                               << field << "' function that exists";
     if (func == main)
-      return 0;
-    int32_t index = plan.programs_size();
+      return kIsMain;
     if (failed(lowerFunction(func, options, *plan.mutable_mesh(), haveMesh,
-                             *plan.add_programs())))
+                             into)))
       return failure();
-    return index;
+    return 0;
   };
   pb::PipelineSchedule &schedule = *plan.mutable_pipeline();
   auto chunksAttr = main->getAttrOfType<IntegerAttr>("dist.pipeline_chunks");
@@ -1253,37 +1238,121 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
                             << stages.size() << " stages and " << m
                             << " microbatches: at most 2^20 "
                                "stage-microbatches";
-  if (name != "file")
-    runtime::pipeline::toProto(
-        runtime::pipeline::makeSchedule(name.str(), int(ranks), int(m),
-                                        int(chunks)),
-        schedule);
-  schedule.set_axis("pp");
-  for (Attribute stage : stages) {
-    FailureOr<int32_t> step = lower(stage, "step");
-    if (failed(step))
-      return failure();
-    FailureOr<int32_t> forward = lower(stage, "forward");
-    if (failed(forward))
-      return failure();
-    // A full backward, or (zb-h1) the input- and weight-gradient halves.
+  namespace pl = runtime::pipeline;
+  // Per stage: its update, forward and backward programs (a full backward,
+  // or B and W, or under zb-h1 both: the schedule picks per rank).
+  struct StagePrograms {
+    pb::Program step, forward, backward, input, weight;
+    int32_t stepIndex = 0;
+    bool full = false, split = false;
+  };
+  std::vector<StagePrograms> lowered(stages.size());
+  for (auto [t, stage] : llvm::enumerate(stages)) {
+    StagePrograms &sp = lowered[t];
     auto dict = dyn_cast<DictionaryAttr>(stage);
-    bool split = dict && dict.contains("backward_input");
-    FailureOr<int32_t> backward =
-        split ? FailureOr<int32_t>(-1) : lower(stage, "backward");
-    FailureOr<int32_t> input =
-        split ? lower(stage, "backward_input") : FailureOr<int32_t>(-1);
-    FailureOr<int32_t> weight =
-        split ? lower(stage, "backward_weight") : FailureOr<int32_t>(-1);
-    if (failed(backward) || failed(input) || failed(weight))
+    sp.split = dict && dict.contains("backward_input");
+    sp.full = !sp.split || dict.contains("backward");
+    FailureOr<int32_t> step = lower(stage, "step", sp.step);
+    if (failed(step) || failed(lower(stage, "forward", sp.forward)) ||
+        (sp.full && failed(lower(stage, "backward", sp.backward))) ||
+        (sp.split && (failed(lower(stage, "backward_input", sp.input)) ||
+                      failed(lower(stage, "backward_weight", sp.weight)))))
       return failure();
-    pb::PipelineStage &s = *schedule.add_stages();
-    s.set_forward(*forward);
-    s.set_backward(*backward);
-    s.set_backward_input(*input);
-    s.set_backward_weight(*weight);
-    s.set_optimizer(*step);
+    sp.stepIndex = *step;
   }
+  // What each stage holds per microbatch (the slots and arena the executor
+  // allocates), split and whole as lowered.
+  std::vector<pl::StageMemory> memory(lowered.size());
+  for (auto [t, sp] : llvm::enumerate(lowered)) {
+    if (sp.split) {
+      memory[t].split = pl::slotBytes({&sp.forward, &sp.input, &sp.weight});
+      memory[t].splitArena =
+          std::max({sp.forward.arena_bytes(), sp.input.arena_bytes(),
+                    sp.weight.arena_bytes()});
+    }
+    if (sp.full) {
+      memory[t].fused = pl::slotBytes({&sp.forward, &sp.backward});
+      memory[t].fusedArena =
+          std::max(sp.forward.arena_bytes(), sp.backward.arena_bytes());
+    }
+  }
+  // The limit: bytes, kStageMemoryLimit1F1B (1f1b's busiest stage) or
+  // none (the default).
+  int64_t limit = options.stageMemoryLimit.value_or(kStageMemoryLimitNone);
+  if (limit == kStageMemoryLimit1F1B) {
+    if (chunks != 1)
+      return main.emitError()
+             << "a stage memory limit of '1f1b' needs one chunk per pipeline "
+                "rank; give the limit in bytes for '"
+             << name << "' with " << chunks << " chunks";
+    pl::Schedule onef = pl::makeSchedule("1f1b", int(ranks), int(m));
+    int64_t most = 0;
+    for (int64_t t = 0; t < ranks; ++t) {
+      if (!lowered[t].full)
+        return main.emitError()
+               << "a stage memory limit of '1f1b': stage " << t
+               << " has no whole backward to measure 1f1b by";
+      most = std::max(most, pl::activationBytes(onef, int(t), 0, memory[t]));
+    }
+    limit = std::max<int64_t>(most, 1); // 0 would read as none
+  }
+  if (name == "zb-h1") {
+    for (auto [t, sp] : llvm::enumerate(lowered))
+      if (!sp.split || !sp.full)
+        return main.emitError()
+               << "pipeline schedule 'zb-h1': stage " << t
+               << " needs its backward both split (B and W) and whole";
+    // Each rank defers as many Ws as fit the limit.
+    pl::toProto(pl::makeBoundedZeroBubbleH1(
+                    int(ranks), int(m), memory,
+                    limit == kStageMemoryLimitNone ? INT64_MAX : limit),
+                schedule);
+  } else if (name != "file") {
+    pl::toProto(pl::makeSchedule(name.str(), int(ranks), int(m), int(chunks)),
+                schedule);
+  }
+  schedule.set_axis("pp");
+  pl::Schedule chosen = pl::fromProto(schedule);
+  auto append = [&](pb::Program &program) {
+    int32_t index = plan.programs_size();
+    *plan.add_programs() = std::move(program);
+    return index;
+  };
+  for (auto [t, sp] : llvm::enumerate(lowered)) {
+    // B and W where the stage's rank runs them, else the whole backward.
+    bool split = sp.split;
+    if (sp.split && sp.full) {
+      split = false;
+      for (const pl::Action &a : chosen.actions[t % ranks])
+        split |= a.chunk == int(t / ranks) &&
+                 a.kind == pl::ActionKind::BackwardInput;
+    }
+    int32_t step = sp.stepIndex == kIsMain ? 0 : append(sp.step);
+    int32_t forward = append(sp.forward);
+    int32_t backward = split ? -1 : append(sp.backward);
+    int32_t input = split ? append(sp.input) : -1;
+    int32_t weight = split ? append(sp.weight) : -1;
+    pb::PipelineStage &s = *schedule.add_stages();
+    s.set_forward(forward);
+    s.set_backward(backward);
+    s.set_backward_input(input);
+    s.set_backward_weight(weight);
+    s.set_optimizer(step);
+  }
+  if (limit != kStageMemoryLimitNone)
+    for (auto [t, sp] : llvm::enumerate(lowered)) {
+      int64_t bytes = pl::activationBytes(chosen, int(t % ranks),
+                                          int(t / ranks), memory[t]);
+      if (bytes > limit)
+        return main.emitError()
+               << "pipeline schedule '" << name << "': stage " << t
+               << " holds " << bytes
+               << " bytes of activations (its microbatches' slots and its "
+                  "programs' arena), over the stage memory limit of "
+               << limit
+               << " bytes; hold fewer microbatches at once (1f1b or zb-h1, "
+                  "fewer microbatches), cut more stages, or raise the limit";
+    }
   // Input bounds: what any stage's forward or backward gave, on every
   // stage's copy of the whole batch.
   std::map<std::string, int64_t> bounds;

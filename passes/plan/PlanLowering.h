@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
+#include <optional>
 #include <string>
 
 namespace partita::runtime::pipeline {
@@ -37,7 +38,17 @@ struct LowerToPlanOptions {
   /// A pipelined step with `dist.schedule` "file": the hand-written
   /// schedule to write into the plan (validated by the caller).
   const partita::runtime::pipeline::Schedule *schedule = nullptr;
+  /// A pipelined step: the most activation bytes a stage may hold (its
+  /// microbatches' slots and its programs' shared arena, as the executor
+  /// allocates them), kStageMemoryLimit1F1B (what 1f1b holds on its
+  /// busiest stage) or kStageMemoryLimitNone (unset: none). zb-h1 defers
+  /// fewer weight gradients on a rank to keep within it; a stage of
+  /// another schedule over it is an error.
+  std::optional<int64_t> stageMemoryLimit;
 };
+
+inline constexpr int64_t kStageMemoryLimit1F1B = -1;
+inline constexpr int64_t kStageMemoryLimitNone = 0;
 
 /// Byte alignment of every arena offset.
 constexpr int64_t kArenaAlignment = 64;
@@ -61,8 +72,9 @@ lowerToPlan(mlir::ModuleOp module, const LowerToPlanOptions &options);
 /// Marks `in_place` (plan.proto) every ACTIVATION result that replaces a
 /// parameter or state buffer and may be written straight into it: no
 /// instruction after the one writing it reads the replaced buffer, and that
-/// instruction reads it only as an update kernel's old value at the
-/// matching position (sgd, adamw: elementwise, in place per element).
+/// instruction reads it only where it may write over it
+/// (plan::writesOverOldValue: an sgd or adamw update, or an elementwise
+/// `acc + g` of a gradient accumulator).
 /// Needs first_use set and `replaces` checked; run before planMemory.
 void donateUpdatedBuffers(partita::plan::Program &program);
 

@@ -42,6 +42,42 @@ bool mayWriteOverInput(const Instruction &inst) {
   }
 }
 
+bool writesOverOldValue(const Program &program, const Instruction &inst,
+                        int64_t output, int64_t target) {
+  if (!inst.has_kernel())
+    return false;
+  const Kernel &k = inst.kernel();
+  int reads = 0;
+  for (int64_t id : k.inputs())
+    reads += id == target;
+  if (reads != 1)
+    return false;
+  if (mayWriteOverInput(inst)) {
+    auto valid = [&](int64_t id) {
+      return id >= 0 && id < program.buffers_size();
+    };
+    return k.outputs(0) == output && valid(output) && valid(target) &&
+           localBytes(program.buffers(int(output))) ==
+               localBytes(program.buffers(int(target)));
+  }
+  // The input each output replaces.
+  static const int kAdamw[] = {0, 2, 3}, kSgd[] = {0, 2};
+  const int *inputOfOutput = nullptr;
+  int outputs = 0;
+  if (k.kind() == Kernel::ADAMW) {
+    inputOfOutput = kAdamw;
+    outputs = 3;
+  } else if (k.kind() == Kernel::SGD) {
+    inputOfOutput = kSgd;
+    outputs = 2;
+  }
+  for (int o = 0; o < outputs && o < k.outputs_size(); ++o)
+    if (k.outputs(o) == output && inputOfOutput[o] < k.inputs_size() &&
+        k.inputs(inputOfOutput[o]) == target)
+      return true;
+  return false;
+}
+
 bool readAfterBucket(const Buffer &output, int64_t end) {
   return output.role() != ACTIVATION || output.last_use() >= end;
 }

@@ -7,6 +7,8 @@
 // - which instructions may write their output over an input they read for
 //   the last time (Buffer.reuses in plan.proto: only those whose every
 //   output element depends on the input element at the same position);
+// - which instruction may write a donated update (Buffer.in_place) over
+//   the old value it reads;
 // - which gradient buckets reduce in their own output and so need none of
 //   the executor's recycled packing buffers (explain bounds the memory
 //   outside the arena by those buffers).
@@ -38,6 +40,17 @@ int64_t localBytes(const Buffer &buffer);
 /// packs the input before the call, or, alone in its bucket, reduces in
 /// the output itself).
 bool mayWriteOverInput(const Instruction &inst);
+
+/// Whether instruction `inst` of `program`, which reads persistent buffer
+/// `target` exactly once and writes buffer `output` replacing it, may
+/// write `output` straight over `target` (Buffer.in_place): an update
+/// kernel reading the old value at the position of the new one (AdamW's
+/// parameter and moments, SGD's parameter and momentum: the cpu and cuda
+/// kernels read every input of an element before they write it), or an
+/// elementwise kernel of mayWriteOverInput whose output has the target's
+/// size (a gradient accumulator's `acc + g`).
+bool writesOverOldValue(const Program &program, const Instruction &inst,
+                        int64_t output, int64_t target);
 
 /// Whether the output of a gradient bucket whose last member comes before
 /// instruction `end` is read after the bucket: a persistent buffer, or an

@@ -167,6 +167,15 @@ cl::opt<std::string> scheduleFileArg(
              "(docs/pipeline.md); with BACKWARD_INPUT and BACKWARD_WEIGHT "
              "actions each backward is split into B and W. Validated now "
              "and again before it runs"));
+cl::opt<std::string> stageMemoryLimitArg(
+    "stage-memory-limit", cl::sub(planCommand),
+    cl::value_desc("1f1b|none|bytes"),
+    cl::desc("With --pp: the most activation memory a stage may hold (its "
+             "in-flight microbatches' slots and its programs' arena, e.g. "
+             "512MiB), or '1f1b': what 1f1b holds on its busiest stage "
+             "(ZB-H1's bound). zb-h1 defers fewer weight gradients on a rank "
+             "to stay within it; a stage of another schedule over it is an "
+             "error (default none: zb-h1 defers as the published list does)"));
 cl::opt<int64_t> chunksArg(
     "chunks", cl::sub(planCommand), cl::init(2), cl::value_desc("v"),
     cl::desc("With --schedule interleaved (default 2) or --schedule-file "
@@ -263,7 +272,7 @@ std::string knownStrategies() {
   return known + (known.empty() ? "" : " or ") + "none";
 }
 
-/// "4096", "64KiB" or "25MiB" as bytes (at least 0).
+/// "4096", "64KiB", "25MiB" or "2GiB" as bytes (at least 0).
 Expected<int64_t> parseByteCount(StringRef text) {
   StringRef digits = text.trim();
   int64_t unit = 1;
@@ -271,12 +280,14 @@ Expected<int64_t> parseByteCount(StringRef text) {
     unit = 1 << 10;
   else if (digits.consume_back("MiB"))
     unit = 1 << 20;
+  else if (digits.consume_back("GiB"))
+    unit = int64_t(1) << 30;
   int64_t value;
   if (digits.getAsInteger(10, value) || value < 0 ||
       value > std::numeric_limits<int64_t>::max() / unit)
     return createStringError(
-        "expected a byte count of at least 0, optionally with KiB or MiB "
-        "(e.g. 65536, 64KiB, 25MiB), got '" +
+        "expected a byte count of at least 0, optionally with KiB, MiB or "
+        "GiB (e.g. 65536, 64KiB, 25MiB), got '" +
         text + "'");
   return value * unit;
 }
@@ -563,6 +574,24 @@ int runPlan() {
                          int(chunks), options.splitBackward, error);
     if (!options.handSchedule)
       return reportError(kCommand, error);
+  }
+  if (stageMemoryLimitArg.getNumOccurrences()) {
+    if (!options.pipelineSplit)
+      return reportError(kCommand, "--stage-memory-limit needs --pp n");
+    if (stageMemoryLimitArg == "1f1b") {
+      options.stageMemoryLimit = plan_lowering::kStageMemoryLimit1F1B;
+    } else if (stageMemoryLimitArg == "none") {
+      options.stageMemoryLimit = plan_lowering::kStageMemoryLimitNone;
+    } else {
+      Expected<int64_t> parsed = parseByteCount(stageMemoryLimitArg);
+      if (!parsed || *parsed == 0)
+        return reportError(
+            kCommand, "--stage-memory-limit: " +
+                          (parsed ? std::string("expected 1f1b, none or a "
+                                                "byte count above 0, got '0'")
+                                  : toString(parsed.takeError())));
+      options.stageMemoryLimit = *parsed;
+    }
   }
   if (chunksArg.getNumOccurrences() && options.schedule != "interleaved" &&
       options.schedule != "file")

@@ -206,10 +206,8 @@ void validateReplacements(const plan::Program &program,
 
 /// A donated result (Buffer.in_place) shares the address of the buffer it
 /// replaces from the instruction that writes it on: nothing may read the
-/// old value later, and that instruction only as an update kernel's old
-/// value at the position it writes the new one (the cpu sgd and adamw
-/// kernels read every input of an element before they write it). The same
-/// rule as the compiler's donateUpdatedBuffers (passes/plan/PlanLowering).
+/// old value later, and that instruction only where it may write over it
+/// (plan::writesOverOldValue, the compiler's rule too).
 void validateInPlace(const plan::Program &program, const std::string &what) {
   std::map<std::string, int64_t> persistent;
   for (const plan::Buffer &b : program.buffers())
@@ -247,27 +245,8 @@ void validateInPlace(const plan::Program &program, const std::string &what) {
       int64_t n = std::count(reads.begin(), reads.end(), target);
       if (n == 0)
         continue;
-      bool ok = false;
-      if (i == writer && n == 1 && inst.has_kernel()) {
-        const plan::Kernel &k = inst.kernel();
-        // The input each output replaces: AdamW's parameter and moments,
-        // SGD's parameter and momentum.
-        static const int kAdamw[] = {0, 2, 3}, kSgd[] = {0, 2};
-        const int *inputOfOutput = nullptr;
-        size_t outputs = 0;
-        if (k.kind() == plan::Kernel::ADAMW) {
-          inputOfOutput = kAdamw;
-          outputs = 3;
-        } else if (k.kind() == plan::Kernel::SGD) {
-          inputOfOutput = kSgd;
-          outputs = 2;
-        }
-        for (size_t o = 0; o < outputs; ++o)
-          if (int(o) < k.outputs_size() && k.outputs(int(o)) == b.id() &&
-              inputOfOutput[o] < k.inputs_size() &&
-              k.inputs(inputOfOutput[o]) == target)
-            ok = true;
-      }
+      bool ok = i == writer && n == 1 &&
+                plan::writesOverOldValue(program, inst, b.id(), target);
       if (!ok)
         fail(what, bw + " (shares the bytes of '" + b.replaces() +
                        "' from instruction " + std::to_string(writer) +

@@ -32,6 +32,7 @@
 #include "partita/runtime/PipelineSchedule.h"
 #include "partita/runtime/Tensor.h"
 #include "runtime/plan/plan.pb.h"
+#include "runtime/plan/PlanMemory.h"
 
 #include <algorithm>
 #include <cctype>
@@ -177,7 +178,7 @@ Order interleavedOrder(int ranks, int m, int v) {
   return order;
 }
 
-Order zeroBubbleH1Order(int ranks, int m) {
+Order zeroBubbleH1Order(int ranks, int m, const std::vector<int> &limits) {
   // The F / B order of 1F1B (B now the input gradient only); at each unit
   // of time W goes in where the next F or B waits for its input, or once
   // `cap` Ws are due.
@@ -195,8 +196,11 @@ Order zeroBubbleH1Order(int ranks, int m) {
     std::vector<std::pair<int, Action>> done;
     for (int r = 0; r < ranks; ++r) {
       // Rank r keeps at most r + 1 Ws waiting: the last rank, first to
-      // run ahead, defers the most, and the bubble still closes.
+      // run ahead, defers the most, and the bubble still closes. A limit
+      // keeps fewer (1: each W right after its B).
       int cap = r + 1;
+      if (r < int(limits.size()))
+        cap = std::max(1, std::min(cap, limits[r]));
       bool ready = false;
       if (next[r] < skeleton[r].size()) {
         const Action &a = skeleton[r][next[r]];
@@ -227,6 +231,26 @@ Order zeroBubbleH1Order(int ranks, int m) {
         ++doneB[r];
       }
     }
+  }
+  // A rank given limits that defers no W (rank 0 always) runs B and W as
+  // one backward.
+  for (int r = 0; r < int(limits.size()) && r < ranks; ++r) {
+    if (r > 0 && limits[r] > 1)
+      continue;
+    std::vector<Action> merged;
+    for (const Action &a : order[r]) {
+      if (a.kind == ActionKind::BackwardWeight) {
+        if (merged.empty() || merged.back().kind != ActionKind::Backward ||
+            merged.back().microbatch != a.microbatch)
+          throw Error("internal error: the zb-h1 scheduler parted a W from "
+                      "its B on a rank that defers none");
+        continue;
+      }
+      merged.push_back(a);
+      if (a.kind == ActionKind::BackwardInput)
+        merged.back().kind = ActionKind::Backward;
+    }
+    order[r] = std::move(merged);
   }
   return order;
 }
@@ -404,8 +428,11 @@ std::vector<std::vector<Action>> insertCommunication(const Order &order,
 
 } // namespace
 
-Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
-                      int chunks) {
+namespace {
+/// The named schedule's rule applied to `limits` (zb-h1's deferral per
+/// rank; empty for the published lists).
+Schedule generate(const std::string &kind, int ranks, int microbatches,
+                  int chunks, const std::vector<int> &limits) {
   if (kind != "gpipe" && kind != "1f1b" && kind != "interleaved" &&
       kind != "zb-h1")
     throw Error("unknown pipeline schedule '" + kind +
@@ -451,7 +478,7 @@ Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
   else if (kind == "interleaved")
     order = interleavedOrder(ranks, microbatches, chunks);
   else
-    order = zeroBubbleH1Order(ranks, microbatches);
+    order = zeroBubbleH1Order(ranks, microbatches, limits);
 
   Schedule schedule;
   schedule.kind = kind;
@@ -463,6 +490,85 @@ Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
     throw Error("internal error: generated schedule '" + kind +
                 "' is invalid: " + toString(*error));
   return schedule;
+}
+} // namespace
+
+Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
+                      int chunks) {
+  return generate(kind, ranks, microbatches, chunks, {});
+}
+
+Schedule makeZeroBubbleH1(int ranks, int microbatches,
+                          const std::vector<int> &deferLimit) {
+  return generate("zb-h1", ranks, microbatches, 1, deferLimit);
+}
+
+int64_t activationBytes(const Schedule &schedule, int rank, int chunk,
+                        const StageMemory &memory) {
+  bool split = false;
+  if (rank >= 0 && rank < int(schedule.actions.size()))
+    for (const Action &a : schedule.actions[rank])
+      split |= a.chunk == chunk && (a.kind == ActionKind::BackwardInput ||
+                                    a.kind == ActionKind::BackwardWeight);
+  const SlotBytes &bytes = split ? memory.split : memory.fused;
+  SlotPeaks peaks = slotPeaks(schedule, rank, chunk);
+  int64_t total = split ? memory.splitArena : memory.fusedArena;
+  for (int k = 0; k < kSlotKinds; ++k)
+    total += int64_t(peaks.of(SlotKind(k))) * bytes[k];
+  return total;
+}
+
+Schedule makeBoundedZeroBubbleH1(int ranks, int microbatches,
+                                 const std::vector<StageMemory> &memory,
+                                 int64_t limit) {
+  if (int(memory.size()) != ranks)
+    throw Error("zb-h1 under a memory limit: " + std::to_string(memory.size()) +
+                " stage sizes for " + std::to_string(ranks) + " ranks");
+  if (limit < 0) {
+    // 1f1b's busiest stage, each stage with its one backward.
+    Schedule onef = makeSchedule("1f1b", ranks, microbatches);
+    for (int r = 0; r < ranks; ++r)
+      limit = std::max(limit, activationBytes(onef, r, 0, memory[r]));
+  }
+  std::vector<int> limits(ranks);
+  for (int r = 0; r < ranks; ++r)
+    limits[r] = r + 1;
+  // Fewer Ws deferred on every rank over the limit, until none is or it
+  // defers none (each round lowers a limit, so at most sum r + 1 rounds;
+  // a rank's list also moves with its neighbours', so all are rechecked).
+  for (;;) {
+    Schedule schedule = makeZeroBubbleH1(ranks, microbatches, limits);
+    bool lowered = false;
+    for (int r = 0; r < ranks; ++r)
+      if (limits[r] > 1 && activationBytes(schedule, r, 0, memory[r]) > limit) {
+        --limits[r];
+        lowered = true;
+      }
+    if (!lowered)
+      return schedule;
+  }
+}
+
+SlotBytes slotBytes(const std::vector<const plan::Program *> &programs) {
+  std::map<std::pair<int, int>, int64_t> values;
+  for (const plan::Program *program : programs) {
+    if (!program)
+      continue;
+    for (int64_t id = 0; id < program->buffers_size(); ++id) {
+      const plan::Buffer &buffer = program->buffers(int(id));
+      bool result = std::find(program->results().begin(),
+                              program->results().end(),
+                              id) != program->results().end();
+      if (buffer.role() != plan::INPUT && !result)
+        continue;
+      if (auto slot = slotOfValue(buffer.name(), result))
+        values[{int(slot->first), slot->second}] = plan::localBytes(buffer);
+    }
+  }
+  SlotBytes bytes{};
+  for (const auto &[key, n] : values)
+    bytes[key.first] += n;
+  return bytes;
 }
 
 //===----------------------------------------------------------------------===//

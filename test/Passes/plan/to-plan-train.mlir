@@ -7,13 +7,12 @@
 // nn.param / nn.state records the buffer it replaces; and that adamw's
 // outputs are donated (in_place: written over w, w.m and w.v, which adamw
 // reads at the matching inputs and nothing reads later), so the memory plan
-// gives them no arena bytes, while the new step is not (nn.add reads the
-// old step as it writes the new one, and add is no update kernel): it
-// keeps its own bytes and is copied back. By hand, first fit with 64-byte
-// alignment: logits [0,24) live 0..3, loss at 64 (1..end), the constant one
-// at 128 (2..5), dlogits [192,216) (3..4), dw [0,48) (4..6, after logits
-// died), the new step at 192 (5..end, dlogits dead); arena 216 bytes (368
-// when w', m' and v' had bytes of their own at 128, 256 and 320).
+// gives them no arena bytes, and so is the new step (nn.add, elementwise,
+// reads the old step once, where it writes the new one, and nothing later).
+// By hand, first fit with 64-byte alignment: logits [0,24) live 0..3, loss
+// at 64 (1..end), the constant one at 128 (2..5), dlogits [192,216)
+// (3..4), dw [0,48) (4..6, after logits died); arena 216 bytes (368 when
+// w', m' and v' had bytes of their own at 128, 256 and 320).
 
 // CHECK-LABEL: name: "train_step"
 // CHECK-NOT:   partitioned
@@ -72,11 +71,10 @@
 // CHECK-NEXT:  buffers {
 // CHECK-NEXT:    id: 11
 // CHECK-NEXT:    name: "step"
-// CHECK-NEXT:    offset: 192
 // CHECK-NEXT:    first_use: 5
 // CHECK-NEXT:    last_use: 7
 // CHECK-NEXT:    replaces: "step"
-// CHECK-NOT:     in_place
+// CHECK-NEXT:    in_place: true
 // CHECK-NEXT:  }
 // CHECK-NEXT:  buffers {
 // CHECK-NEXT:    id: 12

@@ -24,6 +24,7 @@
 #ifndef PARTITA_RUNTIME_PIPELINESCHEDULE_H
 #define PARTITA_RUNTIME_PIPELINESCHEDULE_H
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@
 
 namespace partita::plan {
 class PipelineSchedule;
+class Program;
 class PipelineStage;
 } // namespace partita::plan
 
@@ -131,6 +133,47 @@ int peerRank(const Schedule &schedule, int rank, const Action &action);
 /// microbatch count to be a multiple of the ranks, as Megatron-LM does).
 Schedule makeSchedule(const std::string &kind, int ranks, int microbatches,
                       int chunks = 1);
+
+/// zb-h1 with rank r keeping at most deferLimit[r] weight-gradient
+/// backwards (W) waiting (clamped to 1..r+1, the published list's r + 1;
+/// missing entries: r + 1). A rank that defers none (a limit of 1, and
+/// rank 0, whose limit r + 1 is 1) runs each W right after its B, so its
+/// list has full backwards (BACKWARD) instead: the same times, and no
+/// slot for B's values to wait in.
+Schedule makeZeroBubbleH1(int ranks, int microbatches,
+                          const std::vector<int> &deferLimit);
+
+/// Per slot kind, the bytes of one microbatch's values on a stage.
+using SlotBytes = std::array<int64_t, kSlotKinds>;
+
+/// What one stage of a zb-h1 step holds per microbatch, with its backward
+/// split (B and W) and as one backward: the slot bytes and the arena its
+/// per-microbatch programs share.
+struct StageMemory {
+  SlotBytes split{}, fused{};
+  int64_t splitArena = 0, fusedArena = 0;
+};
+
+/// A stage's activation memory under `schedule`: the slots its rank holds
+/// for it at once (slotPeaks) times their bytes, plus its shared arena,
+/// split or fused as its list has B and W or full backwards.
+int64_t activationBytes(const Schedule &schedule, int rank, int chunk,
+                        const StageMemory &memory);
+
+/// zb-h1 under a memory limit (one chunk per rank, memory[r] of rank r's
+/// stage): each rank defers as many Ws as the published list does while
+/// its activationBytes stays within `limit`, fewer where not, none (full
+/// backwards) at worst. `limit` < 0: the most 1f1b holds on any stage, the
+/// bound ZB-H1 is named for (arXiv 2401.10241). A rank over the limit even
+/// with full backwards stays over it (the caller reports it).
+Schedule makeBoundedZeroBubbleH1(int ranks, int microbatches,
+                                 const std::vector<StageMemory> &memory,
+                                 int64_t limit);
+
+/// Per slot kind, the bytes of one microbatch's values in a stage's
+/// per-microbatch programs: each value (kind and index) once, however many
+/// of them read or write it.
+SlotBytes slotBytes(const std::vector<const plan::Program *> &programs);
 
 /// Why a schedule is not runnable: the rank, the index in its list and what
 /// is wrong (a missing receive, W before its B, a deadlock under

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 using namespace partita::runtime;
 using namespace partita::runtime::pipeline;
@@ -570,6 +571,81 @@ TEST(PipelineSchedule, ZeroBubbleSlotPeaks) {
         EXPECT_EQ(o.weightStash, o.stash);
       }
     }
+}
+
+// Tests zb-h1 with per-rank limits on the Ws it defers: a limit of 1 runs
+// each W right after its B as one full backward (BACKWARD actions, no
+// deferred slot, the rank's list 1f1b's), larger limits bound the deferred
+// slots, and every limited list is valid and keeps 1f1b's stash.
+TEST(PipelineSchedule, ZeroBubbleDeferLimits) {
+  for (int p : kRanks)
+    for (int m : microbatchCounts(p)) {
+      Schedule onef = makeSchedule("1f1b", p, m);
+      for (int limit = 1; limit <= p; ++limit) {
+        std::vector<int> limits(p, limit);
+        Schedule zb = makeZeroBubbleH1(p, m, limits); // validated inside
+        for (int r = 0; r < p; ++r) {
+          SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                       " limit=" + std::to_string(limit) +
+                       " r=" + std::to_string(r));
+          SlotPeaks z = slotPeaks(zb, r);
+          bool full = false, split = false;
+          for (const Action &a : zb.actions[r]) {
+            full |= a.kind == ActionKind::Backward;
+            split |= a.kind == ActionKind::BackwardInput ||
+                     a.kind == ActionKind::BackwardWeight;
+          }
+          EXPECT_NE(full, split);
+          EXPECT_EQ(full, limit == 1 || r == 0);
+          EXPECT_LE(z.deferred, std::min(limit, r + 1));
+          EXPECT_EQ(z.stash, slotPeaks(onef, r).stash);
+        }
+      }
+    }
+  EXPECT_THROW(makeZeroBubbleH1(0, 4, {}), Error);
+}
+
+// Tests zb-h1 under a memory limit on made-up stage sizes where a deferred
+// W costs more than 1f1b's room: the default limit (1f1b's busiest stage)
+// holds on every rank, the last rank defers fewer Ws than the published
+// list's p, an unlimited list is the published one (but for rank 0's
+// fused backward), and a limit below 1f1b's own leaves full backwards.
+TEST(PipelineSchedule, ZeroBubbleUnderMemoryLimit) {
+  const int p = 4, m = 8;
+  StageMemory stage;
+  stage.fused[int(SlotKind::Stash)] = 100;
+  stage.fused[int(SlotKind::WeightStash)] = 60;
+  stage.split = stage.fused;
+  stage.split[int(SlotKind::Deferred)] = 80;
+  stage.fusedArena = 50;
+  stage.splitArena = 40;
+  std::vector<StageMemory> memory(p, stage);
+  Schedule onef = makeSchedule("1f1b", p, m);
+  int64_t most = 0;
+  for (int r = 0; r < p; ++r)
+    most = std::max(most, activationBytes(onef, r, 0, memory[r]));
+  EXPECT_EQ(most, 4 * 160 + 50); // rank 0: min(m, p) microbatches
+  Schedule bounded = makeBoundedZeroBubbleH1(p, m, memory, -1);
+  Schedule published = makeSchedule("zb-h1", p, m);
+  bool fewer = false;
+  for (int r = 0; r < p; ++r) {
+    SCOPED_TRACE("r=" + std::to_string(r));
+    EXPECT_LE(activationBytes(bounded, r, 0, memory[r]), most);
+    fewer |= slotPeaks(bounded, r).deferred < slotPeaks(published, r).deferred;
+  }
+  EXPECT_GT(activationBytes(published, p - 1, 0, memory[p - 1]), most);
+  EXPECT_TRUE(fewer);
+  EXPECT_LT(simulate(bounded).bubbleFraction, simulate(onef).bubbleFraction);
+  Schedule unlimited =
+      makeBoundedZeroBubbleH1(p, m, memory, std::numeric_limits<int64_t>::max());
+  for (int r = 1; r < p; ++r)
+    EXPECT_EQ(slotPeaks(unlimited, r).deferred,
+              slotPeaks(published, r).deferred);
+  Schedule tight = makeBoundedZeroBubbleH1(p, m, memory, 1);
+  for (int r = 0; r < p; ++r)
+    for (const Action &a : tight.actions[r])
+      EXPECT_NE(a.kind, ActionKind::BackwardWeight);
+  EXPECT_THROW(makeBoundedZeroBubbleH1(p, m, {}, -1), Error);
 }
 
 // Tests that the simulation takes other costs: with F = 2, B = 3, W = 1
