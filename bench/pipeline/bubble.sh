@@ -8,7 +8,8 @@
 # update times of each stage. Rounds alternate the schedules.
 #   bench/pipeline/bubble.sh [RANKS (2)] [MICROBATCHES (4)] [STEPS (12)]
 # Environment: BUILD (default build), LAYERS (8), HIDDEN (512), BATCH (256),
-# VOCAB (256), ROUNDS (3), SCHEDULES ("gpipe 1f1b zb-h1").
+# VOCAB (256), ROUNDS (3), SCHEDULES ("gpipe 1f1b zb-h1 zb-h1@1f1b"; NAME@L
+# plans NAME with --stage-memory-limit L).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
@@ -17,13 +18,16 @@ m=${2:-4}
 steps=${3:-12}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-schedules=${SCHEDULES:-gpipe 1f1b zb-h1}
+schedules=${SCHEDULES:-gpipe 1f1b zb-h1 zb-h1@1f1b}
 
 "$build/bin/partita" model mlp --layers "${LAYERS:-8}" --hidden "${HIDDEN:-512}" \
   --batch "${BATCH:-256}" --vocab "${VOCAB:-256}" -o "$tmp/mlp.mlir"
 for s in $schedules; do
+  limit=
+  case $s in *@*) limit="--stage-memory-limit ${s#*@}" ;; esac
+  # shellcheck disable=SC2086
   "$build/bin/partita" plan "$tmp/mlp.mlir" --train adamw --strategy none \
-    --pp "$ranks" --microbatches "$m" --schedule "$s" --quiet -o "$tmp/$s.pb"
+    --pp "$ranks" --microbatches "$m" --schedule "${s%@*}" $limit --quiet -o "$tmp/$s.pb"
   : > "$tmp/$s.txt"
 done
 echo "bench/pipeline/bubble.sh: mlp ${LAYERS:-8} layers, hidden ${HIDDEN:-512}, batch ${BATCH:-256}; pp $ranks, m $m, $steps steps x ${ROUNDS:-3} rounds, 1 BLAS thread per rank; load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -48,9 +52,10 @@ for s in schedules:
     sim = statistics.median(float(b) for _, b in runs)
     ratios = [float(a) / float(b) for a, b in runs]
     measured[s] = meas
-    print(f"{s:6s} bubble measured {meas:.4f}, simulated {sim:.4f}, measured/simulated "
+    print(f"{s:10s} bubble measured {meas:.4f}, simulated {sim:.4f}, measured/simulated "
           f"{statistics.median(ratios):.3f} (rounds {', '.join(f'{r:.3f}' for r in ratios)}); "
           f"step median {statistics.median(steps):.1f} ms")
-if "zb-h1" in measured and "1f1b" in measured:
-    print(f"zb-h1 measured bubble / 1f1b's: {measured['zb-h1'] / measured['1f1b']:.3f}")
+for s in measured:
+    if s.startswith("zb-h1") and "1f1b" in measured:
+        print(f"{s} measured bubble / 1f1b's: {measured[s] / measured['1f1b']:.3f}")
 PY
