@@ -704,15 +704,14 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
       if (index >= proto.programs_size())
         continue;
       const plan::Program &part = proto.programs(index);
-      const char *what = index == stage.forward()    ? "forward"
-                         : index == stage.backward() ? "backward"
-                         : index == stage.backward_input()
-                             ? "input-gradient backward (B)"
-                             : "weight-gradient backward (W)";
-      const char *label = index == stage.forward()    ? "forward"
-                          : index == stage.backward() ? "backward"
-                          : index == stage.backward_input() ? "backward B"
-                                                            : "backward W";
+      // The program's row label and what it is.
+      auto [label, what] =
+          index == stage.forward()
+              ? std::pair("forward", "forward")
+          : index == stage.backward() ? std::pair("backward", "backward")
+          : index == stage.backward_input()
+              ? std::pair("backward B", "input-gradient backward (B)")
+              : std::pair("backward W", "weight-gradient backward (W)");
       int64_t inputs = 0;
       for (const plan::Buffer &buffer : part.buffers())
         if (buffer.role() == plan::INPUT)

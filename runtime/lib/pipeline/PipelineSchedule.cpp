@@ -1157,26 +1157,6 @@ std::vector<int> microbatchPrograms(const plan::PipelineStage &stage) {
   return programs;
 }
 
-int SlotPeaks::of(SlotKind kind) const {
-  switch (kind) {
-  case SlotKind::ActivationIn:
-    return activationIn;
-  case SlotKind::ActivationOut:
-    return activationOut;
-  case SlotKind::Stash:
-    return stash;
-  case SlotKind::WeightStash:
-    return weightStash;
-  case SlotKind::GradientIn:
-    return gradientIn;
-  case SlotKind::GradientOut:
-    return gradientOut;
-  case SlotKind::Deferred:
-    return deferred;
-  }
-  return 0;
-}
-
 SlotUse slotUse(ActionKind kind, bool first, bool last) {
   using K = SlotKind;
   SlotUse use;
@@ -1234,10 +1214,6 @@ SlotUse slotUse(ActionKind kind, bool first, bool last) {
 SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
   SlotPeaks peaks;
   int held[kSlotKinds] = {};
-  int *peak[kSlotKinds] = {&peaks.activationIn, &peaks.activationOut,
-                           &peaks.stash,        &peaks.weightStash,
-                           &peaks.gradientIn,   &peaks.gradientOut,
-                           &peaks.deferred};
   if (rank < 0 || rank >= int(schedule.actions.size()))
     return peaks;
   int stage = chunk * schedule.ranks + rank;
@@ -1249,7 +1225,7 @@ SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk) {
     for (SlotKind k : use.releases)
       held[int(k)] = std::max(0, held[int(k)] - 1);
     for (SlotKind k : use.takes)
-      *peak[int(k)] = std::max(*peak[int(k)], ++held[int(k)]);
+      peaks.most[int(k)] = std::max(peaks.most[int(k)], ++held[int(k)]);
   }
   return peaks;
 }

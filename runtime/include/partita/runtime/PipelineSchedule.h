@@ -261,9 +261,9 @@ struct SlotUse {
 SlotUse slotUse(ActionKind kind, bool firstStage, bool lastStage);
 
 struct SlotPeaks {
-  int activationIn = 0, activationOut = 0, stash = 0, weightStash = 0,
-      gradientIn = 0, gradientOut = 0, deferred = 0;
-  int of(SlotKind kind) const;
+  /// Per slot kind, the most slots held at once.
+  std::array<int, kSlotKinds> most{};
+  int of(SlotKind kind) const { return most[int(kind)]; }
 };
 SlotPeaks slotPeaks(const Schedule &schedule, int rank, int chunk = 0);
 

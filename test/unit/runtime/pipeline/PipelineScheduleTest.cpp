@@ -535,14 +535,14 @@ TEST(PipelineSchedule, SlotPeaks) {
           SlotPeaks peaks = slotPeaks(sched, r);
           SCOPED_TRACE(std::string(kind) + " p=" + std::to_string(p) +
                        " m=" + std::to_string(m) + " r=" + std::to_string(r));
-          EXPECT_EQ(peaks.stash, sim.peakInFlight[r]);
-          EXPECT_EQ(peaks.activationIn, r > 0 ? 1 : 0);
-          EXPECT_EQ(peaks.gradientOut, r > 0 ? 1 : 0);
-          EXPECT_EQ(peaks.activationOut, r + 1 < p ? 1 : 0);
-          EXPECT_EQ(peaks.gradientIn, r + 1 < p ? 1 : 0);
+          EXPECT_EQ(peaks.of(SlotKind::Stash), sim.peakInFlight[r]);
+          EXPECT_EQ(peaks.of(SlotKind::ActivationIn), r > 0 ? 1 : 0);
+          EXPECT_EQ(peaks.of(SlotKind::GradientOut), r > 0 ? 1 : 0);
+          EXPECT_EQ(peaks.of(SlotKind::ActivationOut), r + 1 < p ? 1 : 0);
+          EXPECT_EQ(peaks.of(SlotKind::GradientIn), r + 1 < p ? 1 : 0);
         }
       }
-  EXPECT_EQ(slotPeaks(makeSchedule("1f1b", 2, 2), 5).stash, 0);
+  EXPECT_EQ(slotPeaks(makeSchedule("1f1b", 2, 2), 5).of(SlotKind::Stash), 0);
 }
 
 // Tests zb-h1's slots against 1f1b's: what the forward keeps for B (the
@@ -562,13 +562,13 @@ TEST(PipelineSchedule, ZeroBubbleSlotPeaks) {
         SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
                      " r=" + std::to_string(r));
         SlotPeaks z = slotPeaks(zb, r), o = slotPeaks(onef, r);
-        EXPECT_LE(z.stash, o.stash);
-        EXPECT_LE(z.weightStash, slotPeaks(onef, 0).stash);
-        EXPECT_EQ(slotPeaks(onef, 0).stash, std::min(m, p));
-        EXPECT_GE(z.deferred, 1);
-        EXPECT_LE(z.deferred, r + 1);
-        EXPECT_EQ(o.deferred, 0);
-        EXPECT_EQ(o.weightStash, o.stash);
+        EXPECT_LE(z.of(SlotKind::Stash), o.of(SlotKind::Stash));
+        EXPECT_LE(z.of(SlotKind::WeightStash), slotPeaks(onef, 0).of(SlotKind::Stash));
+        EXPECT_EQ(slotPeaks(onef, 0).of(SlotKind::Stash), std::min(m, p));
+        EXPECT_GE(z.of(SlotKind::Deferred), 1);
+        EXPECT_LE(z.of(SlotKind::Deferred), r + 1);
+        EXPECT_EQ(o.of(SlotKind::Deferred), 0);
+        EXPECT_EQ(o.of(SlotKind::WeightStash), o.of(SlotKind::Stash));
       }
     }
 }
@@ -597,8 +597,8 @@ TEST(PipelineSchedule, ZeroBubbleDeferLimits) {
           }
           EXPECT_NE(full, split);
           EXPECT_EQ(full, limit == 1 || r == 0);
-          EXPECT_LE(z.deferred, std::min(limit, r + 1));
-          EXPECT_EQ(z.stash, slotPeaks(onef, r).stash);
+          EXPECT_LE(z.of(SlotKind::Deferred), std::min(limit, r + 1));
+          EXPECT_EQ(z.of(SlotKind::Stash), slotPeaks(onef, r).of(SlotKind::Stash));
         }
       }
     }
@@ -631,7 +631,7 @@ TEST(PipelineSchedule, ZeroBubbleUnderMemoryLimit) {
   for (int r = 0; r < p; ++r) {
     SCOPED_TRACE("r=" + std::to_string(r));
     EXPECT_LE(activationBytes(bounded, r, 0, memory[r]), most);
-    fewer |= slotPeaks(bounded, r).deferred < slotPeaks(published, r).deferred;
+    fewer |= slotPeaks(bounded, r).of(SlotKind::Deferred) < slotPeaks(published, r).of(SlotKind::Deferred);
   }
   EXPECT_GT(activationBytes(published, p - 1, 0, memory[p - 1]), most);
   EXPECT_TRUE(fewer);
@@ -639,8 +639,8 @@ TEST(PipelineSchedule, ZeroBubbleUnderMemoryLimit) {
   Schedule unlimited =
       makeBoundedZeroBubbleH1(p, m, memory, std::numeric_limits<int64_t>::max());
   for (int r = 1; r < p; ++r)
-    EXPECT_EQ(slotPeaks(unlimited, r).deferred,
-              slotPeaks(published, r).deferred);
+    EXPECT_EQ(slotPeaks(unlimited, r).of(SlotKind::Deferred),
+              slotPeaks(published, r).of(SlotKind::Deferred));
   Schedule tight = makeBoundedZeroBubbleH1(p, m, memory, 1);
   for (int r = 0; r < p; ++r)
     for (const Action &a : tight.actions[r])
