@@ -178,9 +178,10 @@ private:
   // The ops of W.
   llvm::DenseSet<Operation *> weightOps;
   // The functions, per stage.
-  // zb-h1: each split stage's B and W also as one backward (reading the
-  // stash and the weight stash, B's deferred values kept inside), which
-  // plan lowering runs where the memory limit lets the rank defer no W.
+  // A split backward's B and W also as one backward (reading the stash
+  // and the weight stash, B's deferred values kept inside): zb-h1 runs it
+  // on a rank that defers no W, and a stage memory limit of '1f1b'
+  // measures 1f1b by it.
   std::vector<func::FuncOp> forwardFuncs, backwardFuncs, weightFuncs,
       fusedFuncs, stepFuncs;
   // Accumulators and parameters (by name) -> their stage.
@@ -548,8 +549,7 @@ LogicalResult StageSplitter::buildMicroPieces() {
         return failure();
     } else if (failed(buildPiece(seg, Part::Input)) ||
                failed(buildPiece(seg, Part::Weight)) ||
-               (schedule == "zb-h1" &&
-                failed(buildPiece(seg, Part::Backward)))) {
+               failed(buildPiece(seg, Part::Backward))) {
       return failure();
     }
   }
