@@ -171,7 +171,11 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     weight gradients and their accumulation). W reads what the forward
     keeps for it (`"pp.wstash.k"`, which B may read too, instead of
     `"pp.stash.k"`), what B keeps for it (B's results `"pp.deferred.k"`)
-    and the gradients received from stage s+1. The once-per-step function (gradient
+    and the gradients received from stage s+1. A split stage also gets
+    `@<step>.s<s>.backward`, B and W as one function (reading the stash,
+    the weight stash and the gradients; B's values for W stay inside),
+    which plan lowering runs on a rank that defers no W and measures 1f1b's
+    memory by. The once-per-step function (gradient
     reductions, the optimizer) is cut by the stage of what each op reads:
     an accumulator or a parameter belongs to the stage that reads it per
     microbatch; ops reading nothing staged (AdamW's step counter) are
@@ -186,8 +190,8 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     Stage 0's keeps the step's
     name (`@<step>.s<s>` for the others); every stage's takes all of the
     step's inputs (the whole batch). The step then carries
-    `dist.stage_programs` (per stage `{forward, backward, step}`, or
-    `{forward, backward_input, backward_weight, step}` under zb-h1) and
+    `dist.stage_programs` (per stage `{forward, backward, step}`, split:
+    `{forward, backward, backward_input, backward_weight, step}`) and
     `dist.schedule` (and `dist.pipeline_chunks`), and the mesh gains the
     major-most axis `pp` of size P / chunks: with `chunks` = v > 1
     (interleaved) stage s runs on pipeline rank s mod (P / v), as chunk
