@@ -492,8 +492,16 @@ public:
       if (nativeBF16Gemm && call.kind == KernelKind::Einsum &&
           runEinsumBF16(call))
         return;
-      return runWidened(call, [this](const KernelCall &wide) { run(wide); });
+      return runWidened(call,
+                        [this](const KernelCall &wide) { dispatch(wide); });
     }
+    dispatch(call);
+  }
+
+private:
+  /// Runs the kernel of `call` (f32 and f64 operands, or kinds that handle
+  /// 16-bit ones themselves) under the caller's PoolScope.
+  void dispatch(const KernelCall &call) {
     switch (call.kind) {
     case KernelKind::Einsum:
       return runEinsum(call);
@@ -569,7 +577,6 @@ public:
                 std::to_string(static_cast<int>(call.kind)));
   }
 
-private:
   bool nativeBF16Gemm;
   std::unique_ptr<Device> dev = createCpuDevice();
   std::unique_ptr<ThreadPool> pool;
