@@ -9,7 +9,10 @@
 # default build/bin/partita-run), LAYERS HIDDEN HEADS SEQ BATCH VOCAB.
 # Each run drops its first step (warm-up: primitives and scratch are made
 # then). Fair method (bench/common/fair.sh): one OPENBLAS_CORETYPE for every
-# run, OPENBLAS_NUM_THREADS=THREADS, rounds alternating their order.
+# run, OPENBLAS_NUM_THREADS=THREADS, rounds alternating their order; at
+# THREADS > 1 every run has OMP_WAIT_POLICY=PASSIVE (set OMP_WAIT_POLICY to
+# override), without which the runtime runs oneDNN on one thread
+# (runtime/lib/cpu/OneDnnGemm.cpp); fp32 runs never start OpenMP threads.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 partita=${PARTITA:-$root/build/bin/partita}
@@ -24,6 +27,10 @@ trap 'rm -rf "$tmp"' EXIT
 . "$root/bench/common/fair.sh"
 fair_setup "$threads"
 export OPENBLAS_NUM_THREADS="$threads"
+if [ "$threads" -gt 1 ]; then
+  OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+  export OMP_WAIT_POLICY
+fi
 
 "$partita" model gpt --layers "$L" --hidden "$H" --heads "$N" --seq "$S" \
   --batch "$B" --vocab "$V" -o "$tmp/gpt.mlir"
@@ -32,7 +39,8 @@ export OPENBLAS_NUM_THREADS="$threads"
 "$partita" plan "$tmp/gpt.mlir" --train adamw --precision bf16-mixed \
   --strategy dp --mesh dp=1 --quiet -o "$tmp/bf16.pb"
 echo "bf16-step: gpt layers $L hidden $H heads $N seq $S batch $B vocab $V;" \
-  "threads $threads, $steps steps x $rounds rounds; $(date -u '+%F %H:%M UTC');" \
+  "threads $threads (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset})," \
+  "$steps steps x $rounds rounds; $(date -u '+%F %H:%M UTC');" \
   "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
 
 # side NAME: one run of that side, its steps after the first appended to

@@ -12,7 +12,14 @@
 // Threads: oneDNN (Debian's build) runs on OpenMP threads, so each call sets
 // the calling thread's OpenMP thread count to OpenBLAS's count at that
 // moment, the count the backend set for its rank (1 inside a
-// SerialBlasScope), and the primitive is keyed by it. The scratchpad is the
+// SerialBlasScope), and the primitive is keyed by it; but only when GNU
+// OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE or GOMP_SPINCOUNT=0
+// in the environment: GNU OpenMP reads them once, when it loads, before
+// main, so the runtime cannot set them). Spinning, they hold the cores the
+// next kernels need: the 2-layer test GPT of mixed-precision-bf16.test
+// (bf16-mixed) took 240 ms a step at 2 threads, against 1.8 ms passive and
+// 1.6 ms at 1 thread. Otherwise the matmuls run on the calling thread
+// alone. The scratchpad is the
 // caller's (a thread-local buffer), so ranks running as threads can call at
 // once. Results are deterministic for a given thread count: oneDNN's
 // blocking depends on the shape and thread count alone.
@@ -26,6 +33,7 @@
 #include "OneDnnGemm.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 
@@ -127,8 +135,21 @@ const Entry &entryFor(const Key &key) {
   return *slot;
 }
 
+/// Whether GNU OpenMP's idle threads sleep rather than spin (see above).
+bool openMPThreadsSleep() {
+  std::string policy, spin;
+  if (const char *v = std::getenv("OMP_WAIT_POLICY"))
+    policy = v;
+  if (const char *v = std::getenv("GOMP_SPINCOUNT"))
+    spin = v;
+  for (char &c : policy)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return policy == "passive" || spin == "0";
+}
+
 struct Availability {
   bool available = false;
+  bool threaded = false; // may use more than the calling thread
   std::string description;
 };
 
@@ -160,7 +181,11 @@ const Availability &availability() {
       return a;
     }
     a.available = true;
-    a.description = version + " bf16 matmul (" + impl + ")";
+    a.threaded = openMPThreadsSleep();
+    a.description = version + " bf16 matmul (" + impl + ")" +
+                    (a.threaded ? ""
+                                : ", on the calling thread only "
+                                  "(OMP_WAIT_POLICY is not PASSIVE)");
     return a;
   }();
   return result;
@@ -187,7 +212,8 @@ bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
     return false;
   if (batches <= 0 || m <= 0 || n <= 0 || k <= 0)
     return false; // the callers' empty cases, which have nothing to gain
-  int threads = std::max(1, openblas_get_num_threads());
+  int threads =
+      availability().threaded ? std::max(1, openblas_get_num_threads()) : 1;
   Key key{transA, transB, batches, m, n, k, lda, strideA, ldb,
           strideB, ldc, strideC, cType, threads};
   // oneDNN sizes its parallel regions (at creation and at execution) by the
