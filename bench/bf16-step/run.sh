@@ -6,7 +6,10 @@
 # what the step cost before oneDNN). Prints each median step and the ratios.
 #   bench/bf16-step/run.sh [THREADS] [STEPS] [ROUNDS]
 # Environment: PARTITA (compiler, default build/bin/partita), RUN (runner,
-# default build/bin/partita-run), LAYERS HIDDEN HEADS SEQ BATCH VOCAB.
+# default build/bin/partita-run), LAYERS HIDDEN HEADS SEQ BATCH VOCAB;
+# TORCH=1 also runs PyTorch's bf16 autocast step against its fp32 step on
+# the same model (torch_step.py, Debian's python3-torch), after Partita's
+# rounds, with the fair method's torch settings.
 # Each run drops its first step (warm-up: primitives and scratch are made
 # then). Fair method (bench/common/fair.sh): one OPENBLAS_CORETYPE for every
 # run, OPENBLAS_NUM_THREADS=THREADS, rounds alternating their order; at
@@ -78,4 +81,11 @@ print(f"bf16-mixed / fp32 step: {m['bf16'] / m['fp32']:.3f}")
 print(f"bf16-mixed widened (PARTITA_ONEDNN=OFF) / fp32 step: "
       f"{m['widened'] / m['fp32']:.3f}")
 PY
+if [ "${TORCH:-0}" = 1 ]; then
+  fair_require_torch
+  # shellcheck disable=SC2086
+  env $FAIR_TORCH_ENV /usr/bin/python3 "$root/bench/bf16-step/torch_step.py" \
+    --threads "$threads" --steps "$steps" --rounds "$rounds" --batch "$B" \
+    --seq "$S" --hidden "$H" --heads "$N" --layers "$L" --vocab "$V"
+fi
 echo "bf16-step: $(uptime | sed 's/.*load/load/')"
