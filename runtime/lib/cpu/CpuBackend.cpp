@@ -3,15 +3,16 @@
 // Kernels are single-threaded loops, except contractions, which go to
 // OpenBLAS (whose thread count the backend sets when asked: ranks run as
 // threads of one process, so the executor decides how many BLAS threads each
-// gets), or, with bf16 operands, to oneDNN on as many threads. Every kernel checks its call first and throws Error naming itself
-// and the mismatch, so a bad plan never reaches undefined behavior.
+// gets), or, with bf16 operands, to oneDNN on as many threads. Every kernel
+// checks its call first and throws Error naming itself and the mismatch, so a
+// bad plan never reaches undefined behavior.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
-#include "ThreadPool.h"
 #include "LowPrecision.h"
 #include "OneDnnGemm.h"
+#include "ThreadPool.h"
 #include "partita/runtime/KernelRegistry.h"
 
 #include <cblas.h>

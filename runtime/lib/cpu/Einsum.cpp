@@ -394,8 +394,7 @@ bool runEinsumBF16(const KernelCall &call) {
   auto oneDnn = [](bool transL, bool transR, int64_t batches, int64_t m,
                    int64_t n, int64_t k, const uint16_t *l, int64_t ldl,
                    int64_t strideL, const uint16_t *r, int64_t ldr,
-                   int64_t strideR, uint16_t *c, int64_t ldc,
-                   int64_t strideC) {
+                   int64_t strideR, uint16_t *c, int64_t ldc, int64_t strideC) {
     return gemmBF16(transL, transR, batches, m, n, k, l, ldl, strideL, r, ldr,
                     strideR, c, DType::BF16, ldc, strideC);
   };

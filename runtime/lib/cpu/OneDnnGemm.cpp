@@ -39,8 +39,8 @@
 
 #if PARTITA_HAVE_ONEDNN
 #include <cblas.h>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
 #include <memory>
@@ -167,8 +167,8 @@ const Availability &availability() {
       return a;
     }
     // A probe shape of the kind a training step runs.
-    Key probe{false, false, 1, 256, 256, 256, 256, 256 * 256, 256,
-              256 * 256, 256, 256 * 256, DType::BF16, 1};
+    Key probe{false,     false, 1,         256, 256,       256,         256,
+              256 * 256, 256,   256 * 256, 256, 256 * 256, DType::BF16, 1};
     std::string impl;
     try {
       impl = makeDesc(probe).impl_info_str();
@@ -176,8 +176,8 @@ const Availability &availability() {
       impl = std::string("none (") + e.what() + ")";
     }
     if (impl.find("amx") == std::string::npos) {
-      a.description = widened + version + " would run " + impl +
-                      " (no AMX on this CPU)";
+      a.description =
+          widened + version + " would run " + impl + " (no AMX on this CPU)";
       return a;
     }
     a.available = true;
@@ -214,8 +214,8 @@ bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
     return false; // the callers' empty cases, which have nothing to gain
   int threads =
       availability().threaded ? std::max(1, openblas_get_num_threads()) : 1;
-  Key key{transA, transB, batches, m, n, k, lda, strideA, ldb,
-          strideB, ldc, strideC, cType, threads};
+  Key key{transA,  transB, batches, m,   n,       k,     lda,
+          strideA, ldb,    strideB, ldc, strideC, cType, threads};
   // oneDNN sizes its parallel regions (at creation and at execution) by the
   // calling thread's OpenMP count.
   omp_set_num_threads(threads);
@@ -251,9 +251,9 @@ const std::string &describeNativeBF16Gemm() {
   return description;
 }
 
-bool gemmBF16(bool, bool, int64_t, int64_t, int64_t, int64_t,
-              const uint16_t *, int64_t, int64_t, const uint16_t *, int64_t,
-              int64_t, void *, DType, int64_t, int64_t) {
+bool gemmBF16(bool, bool, int64_t, int64_t, int64_t, int64_t, const uint16_t *,
+              int64_t, int64_t, const uint16_t *, int64_t, int64_t, void *,
+              DType, int64_t, int64_t) {
   return false;
 }
 

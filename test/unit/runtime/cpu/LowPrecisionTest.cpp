@@ -101,8 +101,8 @@ TEST(LowPrecisionTest, KernelsComputeOnWidenedValuesAndRoundOnce) {
     Tensor c(dtype, {4, 5});
     KernelAttrs einsum;
     einsum.spec = "mk,kn->mn";
-    widenedBackend->run(
-        KernelCall{KernelKind::Einsum, einsum, {a.view(), b.view()}, {c.view()}});
+    widenedBackend->run(KernelCall{
+        KernelKind::Einsum, einsum, {a.view(), b.view()}, {c.view()}});
     Tensor a32 = widened(a), b32 = widened(b), c32(DType::F32, {4, 5});
     runKernel(KernelKind::Einsum, einsum, {&a32, &b32}, {&c32});
     Tensor want = narrowed(c32, dtype);
@@ -151,11 +151,11 @@ TEST(LowPrecisionTest, LargeElementwiseCallsRoundOnceInPieces) {
         KernelAttrs attrs;
         bool binary;
       };
-      for (const Kind &k : {Kind{KernelKind::Add, {}, true},
-                            Kind{KernelKind::Mul, {}, true},
-                            Kind{KernelKind::Gelu, tanh, false},
-                            Kind{KernelKind::Exp, {}, false},
-                            Kind{KernelKind::GeluGrad, tanh, true}}) {
+      for (const Kind &k :
+           {Kind{KernelKind::Add, {}, true}, Kind{KernelKind::Mul, {}, true},
+            Kind{KernelKind::Gelu, tanh, false},
+            Kind{KernelKind::Exp, {}, false},
+            Kind{KernelKind::GeluGrad, tanh, true}}) {
         SCOPED_TRACE(toString(k.kind));
         std::vector<TensorView> in16{x.view()}, in32{x32.view()};
         if (k.binary) {

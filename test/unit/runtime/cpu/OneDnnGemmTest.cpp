@@ -28,7 +28,7 @@ bool native() { return describeBF16Gemm().rfind("oneDNN", 0) == 0; }
 
 #define SKIP_UNLESS_NATIVE()                                                   \
   if (!native())                                                               \
-  GTEST_SKIP() << "bf16 contractions are not native here: "                   \
+  GTEST_SKIP() << "bf16 contractions are not native here: "                    \
                << describeBF16Gemm()
 
 /// `t` (f32) rounded to bf16.
@@ -132,9 +132,9 @@ TEST(OneDnnGemmTest, EinsumMatchesTheWidenedPathWithinOneUlp) {
     total += want.numElements();
     // Run to run, the same bits.
     Tensor again = runOn(*nativeBackend, attrs, {&a, &b}, DType::BF16, c.c)[0];
-    EXPECT_EQ(std::memcmp(again.view().data, got.view().data,
-                          got.view().numBytes()),
-              0);
+    EXPECT_EQ(
+        std::memcmp(again.view().data, got.view().data, got.view().numBytes()),
+        0);
   }
   // For the record (the two need not differ at all).
   std::cout << "[          ] " << differ << " of " << total
@@ -152,68 +152,68 @@ TEST(OneDnnGemmTest, GemmBF16MatchesSgemmOnWidenedOperands) {
   using cpu::gemm;
   using cpu::gemmBF16;
   for (int64_t pad : {0, 8})
-  for (bool transA : {false, true})
-    for (bool transB : {false, true}) {
-      SCOPED_TRACE(std::string("transA ") + (transA ? "1" : "0") +
-                   " transB " + (transB ? "1" : "0") + " pad " +
-                   std::to_string(pad));
-      const int64_t batches = 3, m = 40, n = 72, k = 96;
-      // Stored shapes, with leading dimensions padded by `pad`.
-      int64_t rowsA = transA ? k : m, colsA = transA ? m : k;
-      int64_t rowsB = transB ? n : k, colsB = transB ? k : n;
-      int64_t lda = colsA + pad, ldb = colsB + pad, ldc = n + pad;
-      int64_t strideA = rowsA * lda, strideB = rowsB * ldb, strideC = m * ldc;
-      Tensor a = toBF16(randomTensor<float>({batches, rowsA, lda}, 11));
-      Tensor b = toBF16(randomTensor<float>({batches, rowsB, ldb}, 12));
-      Tensor a32 = toF32(a), b32 = toF32(b);
-      Tensor absA = toF32(a, true), absB = toF32(b, true);
-      Tensor c32(DType::F32, {batches, m, ldc}),
-          want(DType::F32, {batches, m, ldc}),
-          scale(DType::F32, {batches, m, ldc});
-      Tensor c16(DType::BF16, {batches, m, ldc});
-      bool ran32 = gemmBF16(transA, transB, batches, m, n, k,
-                            a.data<uint16_t>(), lda, strideA,
-                            b.data<uint16_t>(), ldb, strideB,
-                            c32.data<float>(), DType::F32, ldc, strideC);
-      bool ran16 = gemmBF16(transA, transB, batches, m, n, k,
-                            a.data<uint16_t>(), lda, strideA,
-                            b.data<uint16_t>(), ldb, strideB,
-                            c16.data<uint16_t>(), DType::BF16, ldc, strideC);
-      if (pad == 0) {
-        ASSERT_TRUE(ran32);
-        ASSERT_TRUE(ran16);
-      } else if (!ran32 || !ran16) {
-        continue;
+    for (bool transA : {false, true})
+      for (bool transB : {false, true}) {
+        SCOPED_TRACE(std::string("transA ") + (transA ? "1" : "0") +
+                     " transB " + (transB ? "1" : "0") + " pad " +
+                     std::to_string(pad));
+        const int64_t batches = 3, m = 40, n = 72, k = 96;
+        // Stored shapes, with leading dimensions padded by `pad`.
+        int64_t rowsA = transA ? k : m, colsA = transA ? m : k;
+        int64_t rowsB = transB ? n : k, colsB = transB ? k : n;
+        int64_t lda = colsA + pad, ldb = colsB + pad, ldc = n + pad;
+        int64_t strideA = rowsA * lda, strideB = rowsB * ldb, strideC = m * ldc;
+        Tensor a = toBF16(randomTensor<float>({batches, rowsA, lda}, 11));
+        Tensor b = toBF16(randomTensor<float>({batches, rowsB, ldb}, 12));
+        Tensor a32 = toF32(a), b32 = toF32(b);
+        Tensor absA = toF32(a, true), absB = toF32(b, true);
+        Tensor c32(DType::F32, {batches, m, ldc}),
+            want(DType::F32, {batches, m, ldc}),
+            scale(DType::F32, {batches, m, ldc});
+        Tensor c16(DType::BF16, {batches, m, ldc});
+        bool ran32 =
+            gemmBF16(transA, transB, batches, m, n, k, a.data<uint16_t>(), lda,
+                     strideA, b.data<uint16_t>(), ldb, strideB,
+                     c32.data<float>(), DType::F32, ldc, strideC);
+        bool ran16 =
+            gemmBF16(transA, transB, batches, m, n, k, a.data<uint16_t>(), lda,
+                     strideA, b.data<uint16_t>(), ldb, strideB,
+                     c16.data<uint16_t>(), DType::BF16, ldc, strideC);
+        if (pad == 0) {
+          ASSERT_TRUE(ran32);
+          ASSERT_TRUE(ran16);
+        } else if (!ran32 || !ran16) {
+          continue;
+        }
+        for (int64_t i = 0; i < batches; ++i) {
+          gemm(KernelKind::Einsum, transA, transB, m, n, k, 1.0f,
+               a32.data<float>() + i * strideA, lda,
+               b32.data<float>() + i * strideB, ldb, 0.0f,
+               want.data<float>() + i * strideC, ldc);
+          gemm(KernelKind::Einsum, transA, transB, m, n, k, 1.0f,
+               absA.data<float>() + i * strideA, lda,
+               absB.data<float>() + i * strideB, ldb, 0.0f,
+               scale.data<float>() + i * strideC, ldc);
+        }
+        int failures = 0;
+        for (int64_t i = 0; i < batches; ++i)
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t j = 0; j < n; ++j) {
+              int64_t e = i * strideC + r * ldc + j;
+              float w = want.data<float>()[e], s = scale.data<float>()[e];
+              float g32 = c32.data<float>()[e];
+              float g16 = widenFloat(c16.data<uint16_t>()[e], DType::BF16);
+              float w16 = widenFloat(narrowFloat(w, DType::BF16), DType::BF16);
+              // The bf16 result within one bf16 ulp of sgemm's rounded.
+              bool ok = std::fabs(g32 - w) <= 1e-6f * s &&
+                        std::fabs(g16 - w16) <=
+                            std::ldexp(std::fabs(w), -7) + 1e-6f * s;
+              if (!ok && ++failures <= 5)
+                ADD_FAILURE() << "batch " << i << " (" << r << ", " << j
+                              << "): f32 " << g32 << ", bf16 " << g16
+                              << ", sgemm " << w << " (sum |a||b| " << s << ")";
+            }
       }
-      for (int64_t i = 0; i < batches; ++i) {
-        gemm(KernelKind::Einsum, transA, transB, m, n, k, 1.0f,
-             a32.data<float>() + i * strideA, lda,
-             b32.data<float>() + i * strideB, ldb, 0.0f,
-             want.data<float>() + i * strideC, ldc);
-        gemm(KernelKind::Einsum, transA, transB, m, n, k, 1.0f,
-             absA.data<float>() + i * strideA, lda,
-             absB.data<float>() + i * strideB, ldb, 0.0f,
-             scale.data<float>() + i * strideC, ldc);
-      }
-      int failures = 0;
-      for (int64_t i = 0; i < batches; ++i)
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t j = 0; j < n; ++j) {
-            int64_t e = i * strideC + r * ldc + j;
-            float w = want.data<float>()[e], s = scale.data<float>()[e];
-            float g32 = c32.data<float>()[e];
-            float g16 = widenFloat(c16.data<uint16_t>()[e], DType::BF16);
-            float w16 = widenFloat(narrowFloat(w, DType::BF16), DType::BF16);
-            // The bf16 result within one bf16 ulp of sgemm's rounded.
-            bool ok = std::fabs(g32 - w) <= 1e-6f * s &&
-                      std::fabs(g16 - w16) <= std::ldexp(std::fabs(w), -7) +
-                                                  1e-6f * s;
-            if (!ok && ++failures <= 5)
-              ADD_FAILURE() << "batch " << i << " (" << r << ", " << j
-                            << "): f32 " << g32 << ", bf16 " << g16
-                            << ", sgemm " << w << " (sum |a||b| " << s << ")";
-          }
-    }
 }
 
 } // namespace
