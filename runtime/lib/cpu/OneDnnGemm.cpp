@@ -227,17 +227,23 @@ bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
   if (scratch.size() < scratchBytes)
     scratch.resize(scratchBytes);
   dnnl::engine &eng = engine();
-  dnnl::memory aMem(entry.pd.src_desc(), eng, const_cast<uint16_t *>(a));
-  dnnl::memory bMem(entry.pd.weights_desc(), eng, const_cast<uint16_t *>(b));
-  dnnl::memory cMem(entry.pd.dst_desc(), eng, c);
-  dnnl::memory scratchMem(entry.pd.scratchpad_desc(), eng,
-                          scratchBytes ? scratch.data() : nullptr);
-  dnnl::stream stream(eng);
-  entry.primitive.execute(stream, {{DNNL_ARG_SRC, aMem},
-                                   {DNNL_ARG_WEIGHTS, bMem},
-                                   {DNNL_ARG_DST, cMem},
-                                   {DNNL_ARG_SCRATCHPAD, scratchMem}});
-  stream.wait();
+  try {
+    dnnl::memory aMem(entry.pd.src_desc(), eng, const_cast<uint16_t *>(a));
+    dnnl::memory bMem(entry.pd.weights_desc(), eng, const_cast<uint16_t *>(b));
+    dnnl::memory cMem(entry.pd.dst_desc(), eng, c);
+    dnnl::memory scratchMem(entry.pd.scratchpad_desc(), eng,
+                            scratchBytes ? scratch.data() : nullptr);
+    dnnl::stream stream(eng);
+    entry.primitive.execute(stream, {{DNNL_ARG_SRC, aMem},
+                                     {DNNL_ARG_WEIGHTS, bMem},
+                                     {DNNL_ARG_DST, cMem},
+                                     {DNNL_ARG_SCRATCHPAD, scratchMem}});
+    stream.wait();
+  } catch (const dnnl::error &e) {
+    // The output may be partly written: an error, not a fallback.
+    throw Error(std::string("einsum: oneDNN's bf16 matmul (") + entry.impl +
+                ") failed: " + e.what());
+  }
   return true;
 }
 
