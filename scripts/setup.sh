@@ -8,6 +8,8 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev openmpi-bin libopenmpi-dev
+  # oneDNN: the cpu backend's bf16 contractions (PARTITA_ONEDNN, runtime/).
+  libdnnl-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
   python3-numpy python3-torch
   python3-venv python3-dev

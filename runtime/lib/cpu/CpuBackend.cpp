@@ -3,14 +3,16 @@
 // Kernels are single-threaded loops, except contractions, which go to
 // OpenBLAS (whose thread count the backend sets when asked: ranks run as
 // threads of one process, so the executor decides how many BLAS threads each
-// gets). Every kernel checks its call first and throws Error naming itself
-// and the mismatch, so a bad plan never reaches undefined behavior.
+// gets), or, with bf16 operands, to oneDNN on as many threads. Every kernel
+// checks its call first and throws Error naming itself and the mismatch, so a
+// bad plan never reaches undefined behavior.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
-#include "ThreadPool.h"
 #include "LowPrecision.h"
+#include "OneDnnGemm.h"
+#include "ThreadPool.h"
 #include "partita/runtime/KernelRegistry.h"
 
 #include <cblas.h>
@@ -465,7 +467,9 @@ void runCustom(const KernelCall &call) {
 
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(int numThreads) {
+  explicit CpuBackend(const CpuBackendOptions &options)
+      : nativeBF16Gemm(options.nativeBF16Gemm) {
+    int numThreads = options.numThreads;
     if (numThreads < 0)
       throw Error("cpu backend: numThreads must be >= 0 (0 = OpenBLAS's "
                   "default), got " +
@@ -483,9 +487,22 @@ public:
 
   void run(const KernelCall &call) override {
     PoolScope scope(pool.get());
-    // bf16 and f16: the f32 kernel on widened copies (LowPrecision.h).
-    if (needsWidening(call))
-      return runWidened(call, [this](const KernelCall &wide) { run(wide); });
+    // bf16 and f16: the f32 kernel on widened copies (LowPrecision.h),
+    // except bf16 contractions that oneDNN runs natively (OneDnnGemm.h).
+    if (needsWidening(call)) {
+      if (nativeBF16Gemm && call.kind == KernelKind::Einsum &&
+          runEinsumBF16(call))
+        return;
+      return runWidened(call,
+                        [this](const KernelCall &wide) { dispatch(wide); });
+    }
+    dispatch(call);
+  }
+
+private:
+  /// Runs the kernel of `call` (f32 and f64 operands, or kinds that handle
+  /// 16-bit ones themselves) under the caller's PoolScope.
+  void dispatch(const KernelCall &call) {
     switch (call.kind) {
     case KernelKind::Einsum:
       return runEinsum(call);
@@ -561,7 +578,7 @@ public:
                 std::to_string(static_cast<int>(call.kind)));
   }
 
-private:
+  bool nativeBF16Gemm;
   std::unique_ptr<Device> dev = createCpuDevice();
   std::unique_ptr<ThreadPool> pool;
 };
@@ -570,8 +587,16 @@ private:
 } // namespace cpu
 
 std::unique_ptr<Backend> createCpuBackend(int numThreads) {
-  configureBlasKernels();
-  return std::make_unique<cpu::CpuBackend>(numThreads);
+  CpuBackendOptions options;
+  options.numThreads = numThreads;
+  return createCpuBackend(options);
 }
+
+std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options) {
+  configureBlasKernels();
+  return std::make_unique<cpu::CpuBackend>(options);
+}
+
+const std::string &describeBF16Gemm() { return cpu::describeNativeBF16Gemm(); }
 
 } // namespace partita::runtime

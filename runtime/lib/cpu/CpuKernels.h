@@ -257,6 +257,11 @@ void rotate(const KernelCall &call, bool inverse);
 //===----------------------------------------------------------------------===//
 
 void runEinsum(const KernelCall &call);
+/// A two-operand einsum of bf16 operands into bf16 through oneDNN
+/// (OneDnnGemm.h), operands never widened; returns false, having written
+/// nothing, when it cannot (no oneDNN or AMX, other dtypes, a spec with
+/// summed letters, a shape oneDNN runs without AMX): the caller widens.
+bool runEinsumBF16(const KernelCall &call);
 void runBinary(const KernelCall &call);
 void runUnary(const KernelCall &call);
 void runFill(const KernelCall &call);

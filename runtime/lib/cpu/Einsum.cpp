@@ -13,12 +13,19 @@
 // (OpenBLAS 0.3.21 has no gemm_batch). Single-operand einsum is a sum over
 // the missing letters followed by a permutation.
 //
+// bf16 operands with a bf16 result (runEinsumBF16) take the same route with
+// 2-byte elements, permuted but never widened, and one batched oneDNN matmul
+// (OneDnnGemm.h) in place of the GEMM loop; a spec with summed letters, or a
+// shape oneDNN cannot run on AMX, is left to the widened f32 kernel.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "OneDnnGemm.h"
 
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 namespace partita::runtime::cpu {
 
@@ -160,19 +167,25 @@ void sumAndPermute(const T *in, const std::string &term, T *out,
   const T *source = in;
   std::vector<T> reduced;
   if (kept.size() != term.size()) {
-    std::vector<bool> mask;
-    for (char c : term)
-      mask.push_back(!has(outTerm, c));
-    T *target = out;
-    if (kept != outTerm) {
-      reduced.resize(countOf(kept, size));
-      target = reduced.data();
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<bool> mask;
+      for (char c : term)
+        mask.push_back(!has(outTerm, c));
+      T *target = out;
+      if (kept != outTerm) {
+        reduced.resize(countOf(kept, size));
+        target = reduced.data();
+      }
+      reduce(in, target, shape, mask, ReduceKind::Sum, 1.0);
+      if (kept == outTerm)
+        return;
+      source = reduced.data();
+      shape = shapeOf(kept, size);
+    } else {
+      // bf16 bits (uint16_t) are only permuted: runEinsumBF16 leaves specs
+      // with summed letters to the widened kernel.
+      fail(kEinsum, "cannot sum 16-bit operands without widening them");
     }
-    reduce(in, target, shape, mask, ReduceKind::Sum, 1.0);
-    if (kept == outTerm)
-      return;
-    source = reduced.data();
-    shape = shapeOf(kept, size);
   }
   if (kept == outTerm) {
     std::memcpy(out, source, countOf(kept, size) * sizeof(T));
@@ -214,9 +227,13 @@ void permuteOperand(Operand<T> &op, const std::string &target,
   op.term = target;
 }
 
-template <typename T>
-void einsumTwo(const KernelCall &call, const Spec &spec,
-               const LetterSizes &size) {
+/// `batchedGemm(transL, transR, batches, m, n, k, l, ldl, strideL, r, ldr,
+/// strideR, c, ldc, strideC)` runs the GEMMs and returns false when it
+/// cannot (nothing is written to the output then, and einsumTwo returns
+/// false).
+template <typename T, typename BatchedGemm>
+bool einsumTwo(const KernelCall &call, const Spec &spec,
+               const LetterSizes &size, BatchedGemm &&batchedGemm) {
   std::string result = dropUnitLetters(spec.result, size);
   Operand<T> ops[2];
   for (int i = 0; i < 2; ++i) {
@@ -226,11 +243,12 @@ void einsumTwo(const KernelCall &call, const Spec &spec,
   T *out = call.outputs[0].as<T>();
   int64_t outCount = call.outputs[0].numElements();
   if (outCount == 0)
-    return;
+    return true;
   if (call.inputs[0].numElements() == 0 || call.inputs[1].numElements() == 0) {
-    // A summed or contracted letter has size 0: an empty sum.
+    // A summed or contracted letter has size 0: an empty sum (all bits zero
+    // is +0 in bf16 too).
     std::fill(out, out + outCount, T(0));
-    return;
+    return true;
   }
 
   // Sum away letters that only one operand has.
@@ -238,8 +256,11 @@ void einsumTwo(const KernelCall &call, const Spec &spec,
     const std::string &other = ops[1 - i].term;
     std::string kept = lettersOf(
         ops[i].term, [&](char c) { return has(other, c) || has(result, c); });
-    if (kept != ops[i].term)
+    if (kept != ops[i].term) {
+      if constexpr (!std::is_floating_point_v<T>)
+        return false; // a sum: widen
       permuteOperand(ops[i], kept, size);
+    }
   }
   const std::string &a = ops[0].term, &b = ops[1].term;
   auto inA = [&](char c) { return has(a, c); };
@@ -299,11 +320,24 @@ void einsumTwo(const KernelCall &call, const Spec &spec,
     temp.resize(batches * m * n);
     c = temp.data();
   }
-  for (int64_t i = 0; i < batches; ++i)
-    gemm(kEinsum, transL, transR, m, n, k, T(1), left.data + i * m * k, ldl,
-         right.data + i * k * n, ldr, T(0), c + i * m * n, n);
+  if (!batchedGemm(transL, transR, batches, m, n, k, left.data, ldl, m * k,
+                   right.data, ldr, k * n, c, n, m * n))
+    return false;
   if (!resultDirect)
     sumAndPermute(temp.data(), batch + freeA + freeB, out, result, size);
+  return true;
+}
+
+/// One cblas_?gemm per batch element.
+template <typename T>
+bool blasGemms(bool transL, bool transR, int64_t batches, int64_t m, int64_t n,
+               int64_t k, const T *l, int64_t ldl, int64_t strideL, const T *r,
+               int64_t ldr, int64_t strideR, T *c, int64_t ldc,
+               int64_t strideC) {
+  for (int64_t i = 0; i < batches; ++i)
+    gemm(kEinsum, transL, transR, m, n, k, T(1), l + i * strideL, ldl,
+         r + i * strideR, ldr, T(0), c + i * strideC, ldc);
+  return true;
 }
 
 template <typename T>
@@ -343,8 +377,28 @@ void runEinsum(const KernelCall &call) {
     if (call.inputs.size() == 1)
       einsumOne<T>(call, spec, size);
     else
-      einsumTwo<T>(call, spec, size);
+      einsumTwo<T>(call, spec, size, blasGemms<T>);
   });
+}
+
+bool runEinsumBF16(const KernelCall &call) {
+  if (call.inputs.size() != 2 || call.outputs.size() != 1 ||
+      call.outputs[0].dtype != DType::BF16 ||
+      call.inputs[0].dtype != DType::BF16 ||
+      call.inputs[1].dtype != DType::BF16 || !nativeBF16GemmAvailable())
+    return false;
+  checkCall(call, 2, 1);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  Spec spec = parseSpec(call.attrs.spec, call.inputs.size());
+  LetterSizes size = bindSizes(call, spec);
+  auto oneDnn = [](bool transL, bool transR, int64_t batches, int64_t m,
+                   int64_t n, int64_t k, const uint16_t *l, int64_t ldl,
+                   int64_t strideL, const uint16_t *r, int64_t ldr,
+                   int64_t strideR, uint16_t *c, int64_t ldc, int64_t strideC) {
+    return gemmBF16(transL, transR, batches, m, n, k, l, ldl, strideL, r, ldr,
+                    strideR, c, DType::BF16, ldc, strideC);
+  };
+  return einsumTwo<uint16_t>(call, spec, size, oneDnn);
 }
 
 } // namespace partita::runtime::cpu

@@ -29,7 +29,11 @@ bool needsWidening(const KernelCall &call);
 /// Runs `call` through `runF32`: every bf16 or f16 input widened into f32
 /// scratch, every bf16 or f16 output computed into f32 scratch and narrowed
 /// into place afterwards. Other operands are passed as they are (an f32
-/// output written in place over its f32 input stays in place).
+/// output written in place over its f32 input stays in place). An
+/// elementwise call on large 16-bit tensors runs piece by piece over the
+/// intra-op pool, each piece through `runF32` with no pool (PoolScope of
+/// null), so `runF32` must dispatch under the caller's PoolScope rather
+/// than set one of its own.
 void runWidened(const KernelCall &call,
                 const std::function<void(const KernelCall &)> &runF32);
 

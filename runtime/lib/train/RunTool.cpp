@@ -674,7 +674,8 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
   std::cout << name << ": " << program << " on " << ranks << " rank"
             << (ranks == 1 ? "" : "s") << " (" << commName
             << "), arena " << plan->arenaBytes(program) << " bytes per rank\n"
-            << name << ": " << configureBlasKernels() << "\n";
+            << name << ": " << configureBlasKernels()
+            << "; bf16 GEMMs: " << describeBF16Gemm() << "\n";
   for (size_t step = 0; step < run.seconds.size(); ++step)
     // Steps count from 1, as the training lines and checkpoints count them.
     std::cout << "step " << step + 1 << ": " << format("%.6f", run.seconds[step])
@@ -735,7 +736,8 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
               << commName << "), arena "
               << plan->arenaBytes(program) << " bytes per rank; "
               << source.describeSource() << "\n"
-              << name << ": " << configureBlasKernels() << "\n";
+              << name << ": " << configureBlasKernels()
+              << "; bf16 GEMMs: " << describeBF16Gemm() << "\n";
     std::cout.flush();
   }
   std::optional<Checkpoint> start;

@@ -192,6 +192,22 @@ public:
 /// configureBlasKernels().
 std::unique_ptr<Backend> createCpuBackend(int numThreads = 0);
 
+struct CpuBackendOptions {
+  /// As createCpuBackend's `numThreads`.
+  int numThreads = 0;
+  /// bf16 contractions (einsum) as oneDNN bf16 matmuls where
+  /// describeBF16Gemm() says they can run so; false: always on f32 copies
+  /// through sgemm, as bf16 kernels of every other kind.
+  bool nativeBF16Gemm = true;
+};
+std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options);
+
+/// What runs the cpu backend's bf16 contractions: "oneDNN 2.6.3 bf16 matmul
+/// (brg:avx512_core_amx_bf16)" when this build has oneDNN and oneDNN runs
+/// bf16 matmuls on AMX here (and PARTITA_ONEDNN is not OFF in the
+/// environment), else "widened to f32 (OpenBLAS sgemm): " and why.
+const std::string &describeBF16Gemm();
+
 /// Once per process: when OpenBLAS (DYNAMIC_ARCH) has fallen back to kernels
 /// without AVX2 / AVX-512 on a CPU that has them (0.3.21 does not know
 /// Sapphire Rapids and picks Prescott) and OPENBLAS_CORETYPE is not set,

@@ -91,13 +91,18 @@ Tensor widened(const Tensor &t) {
 TEST(LowPrecisionTest, KernelsComputeOnWidenedValuesAndRoundOnce) {
   for (DType dtype : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(toString(dtype));
-    // A contraction (sgemm on widened copies) and a softmax.
+    // A contraction (sgemm on widened copies: a backend that runs bf16
+    // ones natively is tested in OneDnnGemmTest) and a softmax.
+    CpuBackendOptions widenedOnly;
+    widenedOnly.nativeBF16Gemm = false;
+    std::unique_ptr<Backend> widenedBackend = createCpuBackend(widenedOnly);
     Tensor a = narrowed(randomTensor<float>({4, 6}, 1), dtype);
     Tensor b = narrowed(randomTensor<float>({6, 5}, 2), dtype);
     Tensor c(dtype, {4, 5});
     KernelAttrs einsum;
     einsum.spec = "mk,kn->mn";
-    runKernel(KernelKind::Einsum, einsum, {&a, &b}, {&c});
+    widenedBackend->run(KernelCall{
+        KernelKind::Einsum, einsum, {a.view(), b.view()}, {c.view()}});
     Tensor a32 = widened(a), b32 = widened(b), c32(DType::F32, {4, 5});
     runKernel(KernelKind::Einsum, einsum, {&a32, &b32}, {&c32});
     Tensor want = narrowed(c32, dtype);
@@ -122,6 +127,60 @@ TEST(LowPrecisionTest, KernelsComputeOnWidenedValuesAndRoundOnce) {
     for (int64_t i = 0; i < x.numElements(); ++i)
       EXPECT_EQ(x.data<uint16_t>()[i], expWant.data<uint16_t>()[i]) << i;
   }
+}
+
+// Tests that elementwise kernels on 16-bit tensors larger than a piece
+// (widened, computed and narrowed piece by piece over the intra-op pool)
+// give exactly the f32 kernel's result on the widened values, rounded once:
+// binary, unary and gradient kinds, out of place and in place, at 1 and 3
+// threads, on a length that leaves a short last piece.
+TEST(LowPrecisionTest, LargeElementwiseCallsRoundOnceInPieces) {
+  const int64_t n = 3 * 8192 * 4 + 1234;
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(std::string(toString(dtype)) + " threads " +
+                   std::to_string(threads));
+      std::unique_ptr<Backend> backend = createCpuBackend(threads);
+      Tensor x = narrowed(randomTensor<float>({n}, 21, -3, 3), dtype);
+      Tensor y = narrowed(randomTensor<float>({n}, 22, -3, 3), dtype);
+      Tensor x32 = widened(x), y32 = widened(y);
+      KernelAttrs tanh;
+      tanh.tanh = true;
+      struct Kind {
+        KernelKind kind;
+        KernelAttrs attrs;
+        bool binary;
+      };
+      for (const Kind &k :
+           {Kind{KernelKind::Add, {}, true}, Kind{KernelKind::Mul, {}, true},
+            Kind{KernelKind::Gelu, tanh, false},
+            Kind{KernelKind::Exp, {}, false},
+            Kind{KernelKind::GeluGrad, tanh, true}}) {
+        SCOPED_TRACE(toString(k.kind));
+        std::vector<TensorView> in16{x.view()}, in32{x32.view()};
+        if (k.binary) {
+          in16.push_back(y.view());
+          in32.push_back(y32.view());
+        }
+        Tensor want32(DType::F32, {n});
+        KernelCall wide{k.kind, k.attrs, in32, {want32.view()}};
+        backend->run(wide);
+        Tensor want = narrowed(want32, dtype);
+        Tensor got(dtype, {n});
+        backend->run(KernelCall{k.kind, k.attrs, in16, {got.view()}});
+        EXPECT_EQ(std::memcmp(got.view().data, want.view().data,
+                              want.view().numBytes()),
+                  0);
+        // In place over the first input.
+        Tensor inPlace = narrowed(widened(x), dtype);
+        std::vector<TensorView> ins = in16;
+        ins[0] = inPlace.view();
+        backend->run(KernelCall{k.kind, k.attrs, ins, {inPlace.view()}});
+        EXPECT_EQ(std::memcmp(inPlace.view().data, want.view().data,
+                              want.view().numBytes()),
+                  0);
+      }
+    }
 }
 
 } // namespace
