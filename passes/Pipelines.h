@@ -96,9 +96,9 @@ struct CompilerOptions {
   bool splitBackward = false;
   /// The most activation bytes a pipeline stage may hold (plan lowering's
   /// LowerToPlanOptions::stageMemoryLimit: bytes,
-  /// plan_lowering::kStageMemoryLimit1F1B or kStageMemoryLimitNone; unset:
-  /// none).
-  std::optional<int64_t> stageMemoryLimit;
+  /// plan_lowering::kStageMemoryLimit1F1B or the default
+  /// kStageMemoryLimitNone).
+  int64_t stageMemoryLimit = plan_lowering::kStageMemoryLimitNone;
   /// Model chunks per pipeline rank (interleaved); the stages are
   /// pipelineStages x pipelineChunks.
   int64_t pipelineChunks = 1;

@@ -355,18 +355,19 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
   SmallVector<Value> sums;
   for (auto [k, p] : llvm::enumerate(points)) {
     Value v = toClone.lookup(p);
-    b.setInsertionPointAfterValue(v);
     // After the whole bucket when v is a bucketed reduction's (a bucket's
     // members stay adjacent: they are one communicator call).
-    if (Operation *def = v.getDefiningOp()) {
-      Attribute bucket = def->getAttr(dist::DistDialect::kBucketAttrName);
-      Operation *last = def;
-      while (bucket && last->getNextNode() &&
-             last->getNextNode()->getAttr(dist::DistDialect::kBucketAttrName) ==
-                 bucket)
-        last = last->getNextNode();
+    Operation *last = v.getDefiningOp();
+    Attribute bucket =
+        last ? last->getAttr(dist::DistDialect::kBucketAttrName) : nullptr;
+    while (bucket && last->getNextNode() &&
+           last->getNextNode()->getAttr(dist::DistDialect::kBucketAttrName) ==
+               bucket)
+      last = last->getNextNode();
+    if (last)
       b.setInsertionPointAfter(last);
-    }
+    else
+      b.setInsertionPointAfterValue(v); // an argument: at the block's start
     sums.push_back(
         nn::AddOp::create(b, p.getLoc(), v.getType(), microAccs[k], v));
   }

@@ -177,13 +177,13 @@ private:
       deferred;
   // The ops of W.
   llvm::DenseSet<Operation *> weightOps;
-  // The functions, per stage.
-  // A split backward's B and W also as one backward (reading the stash
-  // and the weight stash, B's deferred values kept inside): zb-h1 runs it
-  // on a rank that defers no W, and a stage memory limit of '1f1b'
+  // The functions, per stage: every stage has a whole backward; a split
+  // one also its B (input) and W (weight) halves. The whole one reads the
+  // stash and the weight stash and keeps B's deferred values inside: zb-h1
+  // runs it on a rank that defers no W, and a stage memory limit of '1f1b'
   // measures 1f1b by it.
-  std::vector<func::FuncOp> forwardFuncs, backwardFuncs, weightFuncs,
-      fusedFuncs, stepFuncs;
+  std::vector<func::FuncOp> forwardFuncs, backwardFuncs, inputFuncs,
+      weightFuncs, stepFuncs;
   // Accumulators and parameters (by name) -> their stage.
   llvm::StringMap<int64_t> stageOfName;
   // Parameters read per microbatch on several stages (a tied embedding) ->
@@ -529,10 +529,10 @@ LogicalResult StageSplitter::buildMicroPieces() {
       forwardFuncs[t] = func;
       break;
     case Part::Backward:
-      (splitBackward ? fusedFuncs : backwardFuncs)[t] = func;
+      backwardFuncs[t] = func;
       break;
     case Part::Input:
-      backwardFuncs[t] = func;
+      inputFuncs[t] = func;
       break;
     case Part::Weight:
       weightFuncs[t] = func;
@@ -871,8 +871,8 @@ LogicalResult StageSplitter::run() {
                             << " chunks per pipeline rank";
   forwardFuncs.resize(P);
   backwardFuncs.resize(P);
+  inputFuncs.resize(P);
   weightFuncs.resize(P);
-  fusedFuncs.resize(P);
   stepFuncs.resize(P);
   if (failed(assignSegments()) || failed(findTransfers()))
     return failure();
@@ -894,17 +894,13 @@ LogicalResult StageSplitter::run() {
     SmallVector<NamedAttribute> programs = {
         NamedAttribute(StringAttr::get(ctx, "forward"), ref(forwardFuncs[t])),
         NamedAttribute(StringAttr::get(ctx, "step"), ref(stepFuncs[t]))};
+    programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward"),
+                                      ref(backwardFuncs[t])));
     if (splitBackward) {
       programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward_input"),
-                                        ref(backwardFuncs[t])));
+                                        ref(inputFuncs[t])));
       programs.push_back(NamedAttribute(
           StringAttr::get(ctx, "backward_weight"), ref(weightFuncs[t])));
-      if (fusedFuncs[t])
-        programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward"),
-                                          ref(fusedFuncs[t])));
-    } else {
-      programs.push_back(NamedAttribute(StringAttr::get(ctx, "backward"),
-                                        ref(backwardFuncs[t])));
     }
     stages.push_back(DictionaryAttr::get(ctx, programs));
   }

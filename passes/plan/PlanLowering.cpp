@@ -1171,11 +1171,11 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
     return main.emitError() << "a pipelined step needs dist.stage_programs, "
                                "a positive dist.microbatches and "
                                "dist.schedule";
-  // A stage function lowered on its own (kIsMain: the step's program 0);
-  // appended to the plan once the schedule has chosen what runs.
-  constexpr int32_t kIsMain = -2;
+  // A stage function lowered on its own, appended to the plan once the
+  // schedule has chosen what runs; true when it is the step itself (stage
+  // 0's update, already program 0).
   auto lower = [&](Attribute stage, StringRef field,
-                   pb::Program &into) -> FailureOr<int32_t> {
+                   pb::Program &into) -> FailureOr<bool> {
     auto dict = dyn_cast<DictionaryAttr>(stage);
     auto symbol = dict ? dict.getAs<FlatSymbolRefAttr>(field) : nullptr;
     auto func = symbol ? module.lookupSymbol<func::FuncOp>(symbol.getAttr())
@@ -1184,11 +1184,11 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
       return main.emitError() << "dist.stage_programs: a stage names no '"
                               << field << "' function that exists";
     if (func == main)
-      return kIsMain;
+      return true;
     if (failed(lowerFunction(func, options, *plan.mutable_mesh(), haveMesh,
                              into)))
       return failure();
-    return 0;
+    return false;
   };
   pb::PipelineSchedule &schedule = *plan.mutable_pipeline();
   auto chunksAttr = main->getAttrOfType<IntegerAttr>("dist.pipeline_chunks");
@@ -1243,8 +1243,7 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
   // or B and W, or under zb-h1 both: the schedule picks per rank).
   struct StagePrograms {
     pb::Program step, forward, backward, input, weight;
-    int32_t stepIndex = 0;
-    bool full = false, split = false;
+    bool stepIsMain = false, full = false, split = false;
   };
   std::vector<StagePrograms> lowered(stages.size());
   for (auto [t, stage] : llvm::enumerate(stages)) {
@@ -1252,13 +1251,13 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
     auto dict = dyn_cast<DictionaryAttr>(stage);
     sp.split = dict && dict.contains("backward_input");
     sp.full = !sp.split || dict.contains("backward");
-    FailureOr<int32_t> step = lower(stage, "step", sp.step);
+    FailureOr<bool> step = lower(stage, "step", sp.step);
     if (failed(step) || failed(lower(stage, "forward", sp.forward)) ||
         (sp.full && failed(lower(stage, "backward", sp.backward))) ||
         (sp.split && (failed(lower(stage, "backward_input", sp.input)) ||
                       failed(lower(stage, "backward_weight", sp.weight)))))
       return failure();
-    sp.stepIndex = *step;
+    sp.stepIsMain = *step;
   }
   // What each stage holds per microbatch (the slots and arena the executor
   // allocates), split and whole as lowered.
@@ -1278,7 +1277,7 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
   }
   // The limit: bytes, kStageMemoryLimit1F1B (1f1b's busiest stage) or
   // none (the default).
-  int64_t limit = options.stageMemoryLimit.value_or(kStageMemoryLimitNone);
+  int64_t limit = options.stageMemoryLimit;
   if (limit == kStageMemoryLimit1F1B) {
     if (chunks != 1)
       return main.emitError()
@@ -1320,14 +1319,10 @@ static LogicalResult lowerPipelinePrograms(ModuleOp module, func::FuncOp main,
   };
   for (auto [t, sp] : llvm::enumerate(lowered)) {
     // B and W where the stage's rank runs them, else the whole backward.
-    bool split = sp.split;
-    if (sp.split && sp.full) {
-      split = false;
-      for (const pl::Action &a : chosen.actions[t % ranks])
-        split |= a.chunk == int(t / ranks) &&
-                 a.kind == pl::ActionKind::BackwardInput;
-    }
-    int32_t step = sp.stepIndex == kIsMain ? 0 : append(sp.step);
+    bool split = sp.split && (!sp.full || pl::runsSplitBackward(
+                                              chosen, int(t % ranks),
+                                              int(t / ranks)));
+    int32_t step = sp.stepIsMain ? 0 : append(sp.step);
     int32_t forward = append(sp.forward);
     int32_t backward = split ? -1 : append(sp.backward);
     int32_t input = split ? append(sp.input) : -1;

@@ -16,7 +16,6 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
-#include <optional>
 #include <string>
 
 namespace partita::runtime::pipeline {
@@ -24,6 +23,9 @@ struct Schedule;
 } // namespace partita::runtime::pipeline
 
 namespace partita::plan_lowering {
+
+inline constexpr int64_t kStageMemoryLimit1F1B = -1;
+inline constexpr int64_t kStageMemoryLimitNone = 0;
 
 struct LowerToPlanOptions {
   /// The step program's function; empty: `train_step` (nn-autodiff's train
@@ -41,14 +43,11 @@ struct LowerToPlanOptions {
   /// A pipelined step: the most activation bytes a stage may hold (its
   /// microbatches' slots and its programs' shared arena, as the executor
   /// allocates them), kStageMemoryLimit1F1B (what 1f1b holds on its
-  /// busiest stage) or kStageMemoryLimitNone (unset: none). zb-h1 defers
+  /// busiest stage) or kStageMemoryLimitNone (the default). zb-h1 defers
   /// fewer weight gradients on a rank to keep within it; a stage of
   /// another schedule over it is an error.
-  std::optional<int64_t> stageMemoryLimit;
+  int64_t stageMemoryLimit = kStageMemoryLimitNone;
 };
-
-inline constexpr int64_t kStageMemoryLimit1F1B = -1;
-inline constexpr int64_t kStageMemoryLimitNone = 0;
 
 /// Byte alignment of every arena offset.
 constexpr int64_t kArenaAlignment = 64;

@@ -242,12 +242,11 @@ void validateInPlace(const plan::Program &program, const std::string &what) {
                      inst.kernel().inputs().end());
       else if (inst.collective().kind() != plan::Collective::AXIS_INDEX)
         reads.push_back(inst.collective().input());
-      int64_t n = std::count(reads.begin(), reads.end(), target);
-      if (n == 0)
+      if (std::count(reads.begin(), reads.end(), target) == 0)
         continue;
-      bool ok = i == writer && n == 1 &&
-                plan::writesOverOldValue(program, inst, b.id(), target);
-      if (!ok)
+      // Read once, where the writer may write over it.
+      if (i != writer ||
+          !plan::writesOverOldValue(program, inst, b.id(), target))
         fail(what, bw + " (shares the bytes of '" + b.replaces() +
                        "' from instruction " + std::to_string(writer) +
                        " on), but instruction " + std::to_string(i) +

@@ -49,27 +49,34 @@ void narrowBF16(const float *in, uint16_t *dst, int64_t n) {
     dst[i] = half::toBF16(in[i]);
 }
 
+/// n elements of 16-bit `dtype` (bf16 or f16) to f32, and back.
+void widenRange(const uint16_t *src, float *out, int64_t n, DType dtype) {
+  if (dtype == DType::BF16)
+    widenBF16(src, out, n);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = widenFloat(src[i], DType::F16);
+}
+
+void narrowRange(const float *in, uint16_t *dst, int64_t n, DType dtype) {
+  if (dtype == DType::BF16)
+    narrowBF16(in, dst, n);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = narrowFloat(in[i], dtype);
+}
+
 void widenInto(const TensorView &in, float *out) {
   auto *src = static_cast<const uint16_t *>(in.data);
-  DType dtype = in.dtype;
   parallelFor(in.numElements(), kConvertChunk, [&](int64_t b, int64_t e) {
-    if (dtype == DType::BF16)
-      widenBF16(src + b, out + b, e - b);
-    else
-      for (int64_t i = b; i < e; ++i)
-        out[i] = widenFloat(src[i], DType::F16);
+    widenRange(src + b, out + b, e - b, in.dtype);
   });
 }
 
 void narrowInto(const float *in, const TensorView &out) {
   auto *dst = static_cast<uint16_t *>(out.data);
-  DType dtype = out.dtype;
   parallelFor(out.numElements(), kConvertChunk, [&](int64_t b, int64_t e) {
-    if (dtype == DType::BF16)
-      narrowBF16(in + b, dst + b, e - b);
-    else
-      for (int64_t i = b; i < e; ++i)
-        dst[i] = narrowFloat(in[i], dtype);
+    narrowRange(in + b, dst + b, e - b, out.dtype);
   });
 }
 
@@ -163,23 +170,12 @@ void runPiecewise(const KernelCall &call,
         view.shape = {n};
         view.data = buffer.data() + i * kPiece;
       }
-      for (size_t i = 0; i < inputs; ++i) {
-        auto *src = static_cast<const uint16_t *>(call.inputs[i].data) + start;
-        auto *dst = static_cast<float *>(piece.inputs[i].data);
-        if (dtype == DType::BF16)
-          widenBF16(src, dst, n);
-        else
-          for (int64_t j = 0; j < n; ++j)
-            dst[j] = widenFloat(src[j], DType::F16);
-      }
+      for (size_t i = 0; i < inputs; ++i)
+        widenRange(static_cast<const uint16_t *>(call.inputs[i].data) + start,
+                   static_cast<float *>(piece.inputs[i].data), n, dtype);
       runF32(piece);
-      auto *result = static_cast<const float *>(piece.outputs[0].data);
-      auto *dst = static_cast<uint16_t *>(out.data) + start;
-      if (dtype == DType::BF16)
-        narrowBF16(result, dst, n);
-      else
-        for (int64_t j = 0; j < n; ++j)
-          dst[j] = narrowFloat(result[j], dtype);
+      narrowRange(static_cast<const float *>(piece.outputs[0].data),
+                  static_cast<uint16_t *>(out.data) + start, n, dtype);
     }
   });
 }

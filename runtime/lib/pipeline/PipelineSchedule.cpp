@@ -503,13 +503,20 @@ Schedule makeZeroBubbleH1(int ranks, int microbatches,
   return generate("zb-h1", ranks, microbatches, 1, deferLimit);
 }
 
+bool runsSplitBackward(const Schedule &schedule, int rank, int chunk) {
+  if (rank < 0 || rank >= int(schedule.actions.size()))
+    return false;
+  return std::any_of(schedule.actions[rank].begin(),
+                     schedule.actions[rank].end(), [&](const Action &a) {
+                       return a.chunk == chunk &&
+                              (a.kind == ActionKind::BackwardInput ||
+                               a.kind == ActionKind::BackwardWeight);
+                     });
+}
+
 int64_t activationBytes(const Schedule &schedule, int rank, int chunk,
                         const StageMemory &memory) {
-  bool split = false;
-  if (rank >= 0 && rank < int(schedule.actions.size()))
-    for (const Action &a : schedule.actions[rank])
-      split |= a.chunk == chunk && (a.kind == ActionKind::BackwardInput ||
-                                    a.kind == ActionKind::BackwardWeight);
+  bool split = runsSplitBackward(schedule, rank, chunk);
   const SlotBytes &bytes = split ? memory.split : memory.fused;
   SlotPeaks peaks = slotPeaks(schedule, rank, chunk);
   int64_t total = split ? memory.splitArena : memory.fusedArena;

@@ -50,6 +50,12 @@ constexpr std::chrono::milliseconds kMpiAbortGrace{1000};
 /// (a rank still loading the plan) time out, and 0 fails every one.
 constexpr int64_t kMinTimeoutMs = 100;
 
+/// Which kernels run contractions: OpenBLAS's (configureBlasKernels) and
+/// what runs bf16 ones.
+std::string kernelsLine() {
+  return configureBlasKernels() + "; bf16 GEMMs: " + describeBF16Gemm();
+}
+
 template <typename... Args>
 std::string format(const char *fmt, Args... args) {
   char buf[128];
@@ -674,8 +680,7 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
   std::cout << name << ": " << program << " on " << ranks << " rank"
             << (ranks == 1 ? "" : "s") << " (" << commName
             << "), arena " << plan->arenaBytes(program) << " bytes per rank\n"
-            << name << ": " << configureBlasKernels()
-            << "; bf16 GEMMs: " << describeBF16Gemm() << "\n";
+            << name << ": " << kernelsLine() << "\n";
   for (size_t step = 0; step < run.seconds.size(); ++step)
     // Steps count from 1, as the training lines and checkpoints count them.
     std::cout << "step " << step + 1 << ": " << format("%.6f", run.seconds[step])
@@ -736,8 +741,7 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
               << commName << "), arena "
               << plan->arenaBytes(program) << " bytes per rank; "
               << source.describeSource() << "\n"
-              << name << ": " << configureBlasKernels()
-              << "; bf16 GEMMs: " << describeBF16Gemm() << "\n";
+              << name << ": " << kernelsLine() << "\n";
     std::cout.flush();
   }
   std::optional<Checkpoint> start;

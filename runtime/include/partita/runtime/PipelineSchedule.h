@@ -154,6 +154,10 @@ struct StageMemory {
   int64_t splitArena = 0, fusedArena = 0;
 };
 
+/// Whether `rank` runs its chunk's backwards split, as B and W actions
+/// (else as whole backwards).
+bool runsSplitBackward(const Schedule &schedule, int rank, int chunk);
+
 /// A stage's activation memory under `schedule`: the slots its rank holds
 /// for it at once (slotPeaks) times their bytes, plus its shared arena,
 /// split or fused as its list has B and W or full backwards.
