@@ -179,6 +179,12 @@ blasint toBlasInt(KernelKind kind, int64_t v, const char *what) {
   return static_cast<blasint>(v);
 }
 
+/// GEMMs of at least this many multiply-adds are split over the intra-op
+/// pool (a 64-row slice of a smaller one is not worth waking a thread for),
+/// in slices of kGemmSlice rows or columns of C.
+constexpr int64_t kSplitGemmMacs = int64_t(1) << 22;
+constexpr int64_t kGemmSlice = 64;
+
 template <typename T, typename Fn>
 void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
               int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
@@ -192,12 +198,33 @@ void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
         c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  blas(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-       transB ? CblasTrans : CblasNoTrans, toBlasInt(kind, m, "M"),
-       toBlasInt(kind, n, "N"), toBlasInt(kind, k, "K"), alpha, a,
-       toBlasInt(kind, std::max<int64_t>(lda, 1), "lda"), b,
-       toBlasInt(kind, std::max<int64_t>(ldb, 1), "ldb"), beta, c,
-       toBlasInt(kind, std::max<int64_t>(ldc, 1), "ldc"));
+  auto call = [&](int64_t rows, int64_t cols, const T *sa, const T *sb,
+                  T *sc) {
+    blas(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+         transB ? CblasTrans : CblasNoTrans, toBlasInt(kind, rows, "M"),
+         toBlasInt(kind, cols, "N"), toBlasInt(kind, k, "K"), alpha, sa,
+         toBlasInt(kind, std::max<int64_t>(lda, 1), "lda"), sb,
+         toBlasInt(kind, std::max<int64_t>(ldb, 1), "ldb"), beta, sc,
+         toBlasInt(kind, std::max<int64_t>(ldc, 1), "ldc"));
+  };
+  // On the pool: C's rows (or columns, when it has more of them) in
+  // contiguous slices, one cblas call on one OpenBLAS thread each. Every
+  // element still sums its K products in OpenBLAS's order, so the result
+  // does not depend on the thread count.
+  ThreadPool *pool = currentPool();
+  bool byRows = m >= n;
+  int64_t extent = byRows ? m : n;
+  int64_t slices = (extent + kGemmSlice - 1) / kGemmSlice;
+  if (!pool || pool->size() == 1 || slices == 1 || m * n * k < kSplitGemmMacs)
+    return call(m, n, a, b, c);
+  SerialBlasScope serialBlas;
+  pool->parallelFor(slices, 1, [&](int64_t begin, int64_t end) {
+    int64_t lo = begin * kGemmSlice, hi = std::min(extent, end * kGemmSlice);
+    if (byRows)
+      call(hi - lo, n, a + (transA ? lo : lo * lda), b, c + lo * ldc);
+    else
+      call(m, hi - lo, a, b + (transB ? lo * ldb : lo), c + lo);
+  });
 }
 } // namespace
 
@@ -267,28 +294,38 @@ void stridedCopyImpl(const E *in, E *out, const std::vector<int64_t> &shape,
   }
   int64_t inner = shape[rank - 1], innerStride = strides[rank - 1];
   int64_t outer = product(shape, 0, rank - 1);
-  std::vector<int64_t> index(rank - 1, 0);
-  int64_t offset = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    const E *src = in + offset;
-    E *dst = out + o * inner;
-    if (innerStride == 1)
-      std::memcpy(dst, src, inner * sizeof(E));
-    else if (innerStride == 0)
-      std::fill(dst, dst + inner, *src);
-    else
-      for (int64_t i = 0; i < inner; ++i)
-        dst[i] = src[i * innerStride];
-    // Odometer over the outer dimensions.
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++index[d] < shape[d]) {
-        offset += strides[d];
-        break;
-      }
-      offset -= (shape[d] - 1) * strides[d];
-      index[d] = 0;
-    }
-  }
+  // Rows of the output on the intra-op pool, about 2^14 elements a chunk at
+  // least; each chunk starts its odometer at its first row.
+  parallelFor(outer, std::max<int64_t>(1, (int64_t(1) << 14) / inner),
+              [&](int64_t begin, int64_t end) {
+                std::vector<int64_t> index(rank - 1, 0);
+                int64_t offset = 0;
+                for (size_t d = rank - 1, rest = begin; d-- > 0;) {
+                  index[d] = int64_t(rest) % shape[d];
+                  rest /= shape[d];
+                  offset += index[d] * strides[d];
+                }
+                for (int64_t o = begin; o < end; ++o) {
+                  const E *src = in + offset;
+                  E *dst = out + o * inner;
+                  if (innerStride == 1)
+                    std::memcpy(dst, src, inner * sizeof(E));
+                  else if (innerStride == 0)
+                    std::fill(dst, dst + inner, *src);
+                  else
+                    for (int64_t i = 0; i < inner; ++i)
+                      dst[i] = src[i * innerStride];
+                  // Odometer over the outer dimensions.
+                  for (size_t d = rank - 1; d-- > 0;) {
+                    if (++index[d] < shape[d]) {
+                      offset += strides[d];
+                      break;
+                    }
+                    offset -= (shape[d] - 1) * strides[d];
+                    index[d] = 0;
+                  }
+                }
+              });
 }
 } // namespace
 
@@ -373,6 +410,24 @@ void reduceRec(const T *in, A *acc, size_t level, const ReduceGroups &g,
     reduceRec(in + i * g.inStride[level], acc + i * g.outStride[level],
               level + 1, g, op);
 }
+
+/// acc[i] += in[r * ld + i] for r in [0, rows), in that order for every i;
+/// four rows a pass, so acc is loaded and stored a quarter as often.
+template <typename T>
+PARTITA_VECTOR_CLONES void accumulateRows(const T *in, int64_t ld,
+                                          int64_t rows, double *acc,
+                                          int64_t n) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T *r0 = in + r * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] = acc[i] + static_cast<double>(r0[i]) + static_cast<double>(r1[i]) +
+               static_cast<double>(r2[i]) + static_cast<double>(r3[i]);
+  }
+  for (; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] += static_cast<double>(in[r * ld + i]);
+}
 } // namespace
 
 template <typename T>
@@ -422,6 +477,25 @@ void reduce(const T *in, T *out, const std::vector<int64_t> &shape,
     outStride *= g.size[i];
   }
 
+  if (kind == ReduceKind::Sum && n == 2 && g.reduced[0] && !g.reduced[1]) {
+    // Column sums of a [rows, cols] matrix (bias gradients): the same sums
+    // in the same row order as below, in column blocks whose accumulators
+    // stay in L1, vectorized and split over the intra-op pool by columns.
+    int64_t rows = g.size[0], cols = g.size[1];
+    constexpr int64_t kBlock = 2048;
+    parallelFor(cols, std::max<int64_t>(16, (int64_t(1) << 16) / rows),
+                [&](int64_t begin, int64_t end) {
+                  std::vector<double> acc(std::min(kBlock, end - begin));
+                  for (int64_t c0 = begin; c0 < end; c0 += kBlock) {
+                    int64_t w = std::min(kBlock, end - c0);
+                    std::fill(acc.begin(), acc.begin() + w, 0.0);
+                    accumulateRows(in + c0, cols, rows, acc.data(), w);
+                    for (int64_t j = 0; j < w; ++j)
+                      out[c0 + j] = static_cast<T>(acc[j] * scale);
+                  }
+                });
+    return;
+  }
   if (kind == ReduceKind::Sum) {
     std::vector<double> acc(outCount, 0.0);
     reduceRec(in, acc.data(), 0, g,
@@ -474,11 +548,14 @@ public:
       throw Error("cpu backend: numThreads must be >= 0 (0 = OpenBLAS's "
                   "default), got " +
                   std::to_string(numThreads));
-    if (numThreads > 0)
-      setBlasThreads(numThreads);
-    // The intra-op pool of the non-GEMM kernels, sized like the BLAS (see
-    // ThreadPool.h); OpenBLAS's count is its OPENBLAS_NUM_THREADS or cores.
-    int threads = numThreads > 0 ? numThreads : openblas_get_num_threads();
+    // The rank's compute threads: numThreads, or OpenBLAS's count (its
+    // OPENBLAS_NUM_THREADS, or the cores). They all belong to the intra-op
+    // pool, which also splits the large GEMMs; OpenBLAS itself runs on the
+    // calling thread alone (ThreadPool.h says why).
+    // OpenBLAS's count is read once, before any backend set it to 1.
+    static const int blasThreads = openblas_get_num_threads();
+    int threads = numThreads > 0 ? numThreads : blasThreads;
+    setBlasThreads(1);
     pool = std::make_unique<ThreadPool>(std::max(threads, 1));
   }
 

@@ -231,9 +231,16 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
   int64_t group = heads / kvHeads;
   // Row strides of one head's [seq, head_dim] slice inside [b, s, h, d].
   int64_t ldq = heads * headDim, ldkv = kvHeads * headDim;
-  std::vector<T> scores(seqQ * seqKV);
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
+  // The (batch, head) pairs on the intra-op pool, about 2^20 multiply-adds
+  // a chunk at least; their GEMMs then run serially (ThreadPool.h). A pair
+  // writes only its own output slice.
+  int64_t pairs = batch * heads;
+  int64_t perPair = std::max<int64_t>(1, seqQ * seqKV * headDim);
+  int64_t minPairs = std::max<int64_t>(1, (int64_t(1) << 20) / perPair);
+  parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
+    std::vector<T> scores(seqQ * seqKV);
+    for (int64_t pair = begin; pair < end; ++pair) {
+      int64_t b = pair / heads, h = pair % heads;
       int64_t g = h / group; // the kv head this query head reads
       const T *qh = q + b * seqQ * ldq + h * headDim;
       const T *kh = k + b * seqKV * ldkv + g * headDim;
@@ -250,7 +257,7 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
       gemm(KernelKind::Attention, false, false, seqQ, headDim, seqKV, T(1),
            scores.data(), seqKV, vh, ldkv, T(0), oh, ldq);
     }
-  }
+  });
 }
 
 } // namespace

@@ -10,9 +10,9 @@
 // reference implementation far slower.
 //
 // Threads: oneDNN (Debian's build) runs on OpenMP threads, so each call sets
-// the calling thread's OpenMP thread count to OpenBLAS's count at that
-// moment, the count the backend set for its rank (1 inside a
-// SerialBlasScope), and the primitive is keyed by it; but only when GNU
+// the calling thread's OpenMP thread count to the size of the intra-op pool
+// current on it (ThreadPool.h: the rank's thread count; 1 inside a pool's
+// loop, or with no pool), and the primitive is keyed by it; but only when GNU
 // OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE or GOMP_SPINCOUNT=0
 // in the environment: GNU OpenMP reads them once, when it loads, before
 // main, so the runtime cannot set them). Spinning, they hold the cores the
@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OneDnnGemm.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cctype>
@@ -212,8 +213,8 @@ bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
     return false;
   if (batches <= 0 || m <= 0 || n <= 0 || k <= 0)
     return false; // the callers' empty cases, which have nothing to gain
-  int threads =
-      availability().threaded ? std::max(1, openblas_get_num_threads()) : 1;
+  ThreadPool *pool = currentPool();
+  int threads = availability().threaded && pool ? pool->size() : 1;
   Key key{transA,  transB, batches, m,   n,       k,     lda,
           strideA, ldb,    strideB, ldc, strideC, cType, threads};
   // oneDNN sizes its parallel regions (at creation and at execution) by the

@@ -3,8 +3,31 @@
 #include "ThreadPool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace partita::runtime::cpu {
+
+namespace {
+/// How long a thread spins for the next loop (a worker) or for the last
+/// chunk (the caller) before it blocks: a step's kernels follow each other
+/// within microseconds, and waking a blocked thread took tens of them on a
+/// virtual machine, as long as a small kernel's whole loop.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+/// Spins until done() or kSpin passed; returns done().
+template <typename Pred> bool spinFor(Pred done) {
+  auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    if (done())
+      return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > until)
+      return done();
+  }
+}
+} // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int w = 1; w < std::max(threads, 1); ++w)
@@ -34,19 +57,25 @@ void ThreadPool::runChunk(int chunk) {
 void ThreadPool::workerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
-    {
+    if (!spinFor([&] {
+          return generation.load(std::memory_order_acquire) != seen;
+        })) {
       std::unique_lock<std::mutex> lock(mutex);
-      wake.wait(lock, [&] { return stopping || generation != seen; });
+      wake.wait(lock, [&] {
+        return stopping || generation.load(std::memory_order_acquire) != seen;
+      });
       if (stopping)
         return;
-      seen = generation;
-      if (index >= chunks)
-        continue;
     }
-    runChunk(index);
-    std::lock_guard<std::mutex> lock(mutex);
-    if (--pending == 0)
+    seen = generation.load(std::memory_order_acquire);
+    if (index < chunks)
+      runChunk(index);
+    // Every worker acknowledges every loop, with a chunk or without, so
+    // none can still be reading this loop's fields when the next is set.
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex);
       finished.notify_one();
+    }
   }
 }
 
@@ -60,20 +89,32 @@ void ThreadPool::parallelFor(int64_t count, int64_t minChunk,
     fn(0, count);
     return;
   }
+  // The loop's fields are written before the generation moves on (release)
+  // and read by a worker after it saw the move (acquire); no worker reads
+  // them between loops.
+  body = &fn;
+  n = count;
+  chunks = int(wanted);
+  chunkSize = (count + wanted - 1) / wanted;
+  errors.assign(chunks, nullptr);
+  pending.store(int(workers.size()), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex);
-    body = &fn;
-    n = count;
-    chunks = int(wanted);
-    chunkSize = (count + wanted - 1) / wanted;
-    pending = chunks - 1;
-    errors.assign(chunks, nullptr);
-    ++generation;
+    generation.fetch_add(1, std::memory_order_release);
   }
   wake.notify_all();
-  runChunk(0);
-  std::unique_lock<std::mutex> lock(mutex);
-  finished.wait(lock, [&] { return pending == 0; });
+  {
+    // Chunk 0 runs here, where this pool is current: a kernel's loop nested
+    // in the chunk (a GEMM inside attention's pairs) runs serially, as it
+    // does on the workers, which have no pool.
+    PoolScope serial(nullptr);
+    runChunk(0);
+  }
+  auto done = [&] { return pending.load(std::memory_order_acquire) == 0; };
+  if (!spinFor(done)) {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished.wait(lock, done);
+  }
   body = nullptr;
   for (std::exception_ptr &e : errors)
     if (e)

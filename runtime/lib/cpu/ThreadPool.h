@@ -16,14 +16,23 @@
 // runs on worker c (chunk 0 on the calling thread). Kernels only parallelize
 // loops whose items are independent (elements, rows); any sum across items
 // is taken after the loop, in item order, so results do not depend on the
-// thread count either. Workers block on a condition variable between loops
-// (no spinning against OpenBLAS's own threads).
+// thread count either. Between loops a worker spins for about 100 us, then
+// blocks on a condition variable.
+// A loop nested in a chunk runs serially on that chunk's thread.
+//
+// The pool is the rank's only compute threads: the backend keeps OpenBLAS at
+// one thread and splits large GEMMs over the pool itself (gemm in
+// CpuKernels.h). OpenBLAS's own workers, once used, spin for about 2^28
+// cycles after each GEMM before they sleep, so on a 2-core machine they held
+// the second core while the pool's worker wanted it: the non-GEMM kernels
+// ran no faster at 2 threads than at 1.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
 #define PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -57,12 +66,14 @@ private:
   std::vector<std::thread> workers;
   std::mutex mutex;
   std::condition_variable wake, finished;
-  uint64_t generation = 0;
-  bool stopping = false;
+  // Moves on once per loop; workers spin on it, then block on `wake`.
+  std::atomic<uint64_t> generation{0};
+  bool stopping = false; // under `mutex`
   // The loop in flight.
   const std::function<void(int64_t, int64_t)> *body = nullptr;
   int64_t n = 0, chunkSize = 0;
-  int chunks = 0, pending = 0;
+  int chunks = 0;
+  std::atomic<int> pending{0}; // workers not yet done with the loop
   std::vector<std::exception_ptr> errors;
 };
 

@@ -4,11 +4,16 @@
 // (runtime/lib/cpu/ThreadPool.h). Tests that a backend with 2 or 3 threads
 // writes bit-identical outputs to a 1-thread backend, on sizes large enough
 // to be split into several chunks, and that the same call twice gives the
-// same bits (determinism run to run).
+// same bits (determinism run to run). Large GEMMs are split over the same
+// pool by rows or columns of C, and attention by (batch, head) pairs; a loop
+// nested in a chunk runs serially.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuTestUtil.h"
+#include "runtime/lib/cpu/ThreadPool.h"
+
+#include <atomic>
 
 namespace partita::runtime::test {
 namespace {
@@ -105,6 +110,103 @@ TEST(ThreadPoolTest, ElementwiseIsThreadIndependent) {
   expectThreadIndependent(KernelKind::GeluGrad, attrs, {a, b}, {{100001}},
                           "gelu_grad");
   expectThreadIndependent(KernelKind::Add, attrs, {a, b}, {{100001}}, "add");
+}
+
+// m * n * k at least 2^22 multiply-adds, extents not multiples of the 64-row
+// slice: rows split when M >= N, columns otherwise; operands stored
+// transposed ("km" / "nk") and as they are.
+TEST(ThreadPoolTest, SplitGemmsAreThreadIndependent) {
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, out;
+  };
+  for (const Case &c : std::vector<Case>{
+           {"mk,kn->mn", {1000, 130}, {130, 200}, {1000, 200}},
+           {"km,kn->mn", {130, 1000}, {130, 200}, {1000, 200}},
+           {"mk,nk->mn", {200, 130}, {1000, 130}, {200, 1000}},
+           {"km,nk->mn", {130, 200}, {1000, 130}, {200, 1000}},
+           {"bmk,bkn->bmn", {2, 300, 100}, {2, 100, 700}, {2, 300, 700}}}) {
+    KernelAttrs attrs;
+    attrs.spec = c.spec;
+    expectThreadIndependent(KernelKind::Einsum, attrs,
+                            {randomTensor<float>(c.a, 12),
+                             randomTensor<float>(c.b, 13)},
+                            {c.out}, c.spec);
+  }
+}
+
+TEST(ThreadPoolTest, AttentionIsThreadIndependent) {
+  // 2 x 6 (batch, head) pairs of 2^17 multiply-adds: 8 pairs a chunk at
+  // least, so 2 chunks at 2 and 3 threads. Grouped kv heads, causal.
+  KernelAttrs attrs;
+  attrs.causal = true;
+  Tensor q = randomTensor<float>({2, 128, 6, 8}, 14);
+  Tensor k = randomTensor<float>({2, 128, 3, 8}, 15);
+  Tensor v = randomTensor<float>({2, 128, 3, 8}, 16);
+  expectThreadIndependent(KernelKind::Attention, attrs, {q, k, v},
+                          {{2, 128, 6, 8}}, "attention");
+}
+
+// Column sums (bias gradients) run in column blocks of 2048 split over the
+// pool: every thread count gives the row-order double sum, rounded once.
+TEST(ThreadPoolTest, ColumnSumsAreThreadIndependent) {
+  Tensor x = randomTensor<float>({3, 100, 4500}, 17);
+  KernelAttrs attrs;
+  attrs.dims = {0, 1};
+  std::vector<Tensor> one =
+      runWith(1, KernelKind::ReduceSum, attrs, {x}, {{4500}});
+  for (int64_t c = 0; c < 4500; ++c) {
+    double sum = 0;
+    for (int64_t r = 0; r < 300; ++r)
+      sum += x.data<float>()[r * 4500 + c];
+    ASSERT_EQ(static_cast<float>(sum), one[0].data<float>()[c]) << "column " << c;
+  }
+  expectThreadIndependent(KernelKind::ReduceSum, attrs, {x}, {{4500}},
+                          "reduce_sum");
+}
+
+// Strided copies split the output's rows over the pool, each chunk starting
+// its odometer mid-shape: a transpose that leaves a strided innermost
+// dimension and a broadcast of a row, both against an element-by-element
+// reference.
+TEST(ThreadPoolTest, StridedCopiesAreThreadIndependent) {
+  Tensor x = randomTensor<float>({37, 50, 64}, 18);
+  KernelAttrs perm;
+  perm.dims = {2, 0, 1};
+  std::vector<Tensor> t =
+      runWith(1, KernelKind::Transpose, perm, {x}, {{64, 37, 50}});
+  for (int64_t i = 0; i < 37; ++i)
+    for (int64_t j = 0; j < 50; ++j)
+      for (int64_t k = 0; k < 64; ++k)
+        ASSERT_EQ(x.data<float>()[(i * 50 + j) * 64 + k],
+                  t[0].data<float>()[(k * 37 + i) * 50 + j]);
+  expectThreadIndependent(KernelKind::Transpose, perm, {x}, {{64, 37, 50}},
+                          "transpose");
+  Tensor row = randomTensor<float>({300}, 19);
+  KernelAttrs dims;
+  dims.dims = {2};
+  std::vector<Tensor> b =
+      runWith(3, KernelKind::Broadcast, dims, {row}, {{7, 90, 300}});
+  for (int64_t i = 0; i < 7 * 90 * 300; ++i)
+    ASSERT_EQ(row.data<float>()[i % 300], b[0].data<float>()[i]);
+  expectThreadIndependent(KernelKind::Broadcast, dims, {row}, {{7, 90, 300}},
+                          "broadcast");
+}
+
+// A kernel loop inside a chunk (a GEMM inside attention's pairs) must not
+// re-enter the pool: on chunk 0's thread it runs serially, like on the
+// workers, instead of deadlocking.
+TEST(ThreadPoolTest, NestedLoopsRunSerially) {
+  cpu::ThreadPool pool(2);
+  cpu::PoolScope scope(&pool);
+  std::atomic<int64_t> inner{0};
+  cpu::parallelFor(4, 1, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(nullptr, cpu::currentPool());
+    for (int64_t i = begin; i < end; ++i)
+      cpu::parallelFor(100, 1, [&](int64_t b, int64_t e) { inner += e - b; });
+  });
+  EXPECT_EQ(400, inner.load());
+  EXPECT_EQ(&pool, cpu::currentPool());
 }
 
 } // namespace
