@@ -217,7 +217,6 @@ void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
   int64_t slices = (extent + kGemmSlice - 1) / kGemmSlice;
   if (!pool || pool->size() == 1 || slices == 1 || m * n * k < kSplitGemmMacs)
     return call(m, n, a, b, c);
-  SerialBlasScope serialBlas;
   pool->parallelFor(slices, 1, [&](int64_t begin, int64_t end) {
     int64_t lo = begin * kGemmSlice, hi = std::min(extent, end * kGemmSlice);
     if (byRows)

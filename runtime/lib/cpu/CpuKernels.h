@@ -157,8 +157,9 @@ void setBlasThreads(int numThreads);
 
 /// While one lives, OpenBLAS runs each GEMM on its calling thread alone
 /// (process-wide: the first scope in sets its thread count to 1, the last
-/// one out restores it). For kernels that call GEMMs from the intra-op
-/// pool's threads at once: OpenBLAS's pthreads server hands a
+/// one out restores it). The intra-op pool holds one while a loop runs on
+/// several threads, whose chunks may call GEMMs at once (the backend keeps
+/// OpenBLAS at one thread anyway; ThreadPool.h): OpenBLAS's pthreads server hands a
 /// multi-threaded GEMM to its one set of workers, and a second caller
 /// spins until they are free (attention_grad at 2 threads took 20 to 30
 /// times as long so, on a loaded 2-core machine).

@@ -71,12 +71,6 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   int64_t perPair = std::max<int64_t>(1, group * seqQ * seqKV * d);
   int64_t pairs = a.batch * a.kvHeads;
   int64_t minPairs = std::max<int64_t>(1, (int64_t(1) << 20) / perPair);
-  // When the pool splits the pairs, their GEMMs run concurrently: one
-  // OpenBLAS thread each (CpuKernels.h).
-  ThreadPool *pool = currentPool();
-  std::optional<SerialBlasScope> serialBlas;
-  if (pool && pool->size() > 1 && pairs > minPairs)
-    serialBlas.emplace();
   parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
     std::vector<T> p(seqQ * seqKV), dp(needDS ? seqQ * seqKV : 0);
     for (int64_t pair = begin; pair < end; ++pair) {

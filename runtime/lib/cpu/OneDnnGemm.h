@@ -33,8 +33,8 @@ const std::string &describeNativeBF16Gemm();
 /// likewise B, C_i = c + i * strideC with leading dimension ldc; strides and
 /// leading dimensions in elements. `a` and `b` are bf16 bits; `c` is bf16
 /// (rounded once, to nearest even) or f32 by `cType`. Accumulates in f32.
-/// Runs on as many threads as OpenBLAS would now (1 inside a
-/// SerialBlasScope). Returns false, having written nothing, when this shape
+/// Runs on as many threads as the intra-op pool current on the calling
+/// thread has (1 inside a pool's loop, or with none; ThreadPool.h). Returns false, having written nothing, when this shape
 /// has no AMX implementation in oneDNN (or nativeBF16GemmAvailable() is
 /// false): the caller then widens.
 bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,

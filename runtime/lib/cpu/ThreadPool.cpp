@@ -1,6 +1,7 @@
 //===- ThreadPool.cpp - intra-op threads for the cpu backend's kernels ----===//
 
 #include "ThreadPool.h"
+#include "CpuKernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -89,6 +90,10 @@ void ThreadPool::parallelFor(int64_t count, int64_t minChunk,
     fn(0, count);
     return;
   }
+  // Chunks may call GEMMs at once: OpenBLAS must run each on its calling
+  // thread (the backend keeps it so; this holds it if the process changed
+  // it since).
+  SerialBlasScope serialBlas;
   // The loop's fields are written before the generation moves on (release)
   // and read by a worker after it saw the move (acquire); no worker reads
   // them between loops.

@@ -1,14 +1,15 @@
 //===- ThreadPool.h - intra-op threads for the cpu backend's kernels -*- C++
 //-*-===//
 //
-// The non-GEMM kernels of one rank (elementwise loops, norms, softmax rows,
-// cross-entropy rows, AdamW), and attention_grad's (batch, kv head) pairs
-// (their GEMMs then on one OpenBLAS thread each: SerialBlasScope in
-// CpuKernels.h), split their loops over a small pool owned by
-// the rank's CpuBackend and sized like its BLAS: the backend's numThreads,
-// or OpenBLAS's own thread count when that is 0 (OPENBLAS_NUM_THREADS). A
-// rank of N local ranks gets numThreads 1 from the training library (as its
-// BLAS does), so N ranks never run more compute threads than N x that.
+// The kernels of one rank (elementwise loops, norms, softmax rows,
+// cross-entropy rows, AdamW, column sums, strided copies, the slices of a
+// large GEMM, attention's and attention_grad's head pairs) split their loops
+// over a small pool owned by the rank's CpuBackend: the backend's
+// numThreads, or OpenBLAS's thread count when that is 0
+// (OPENBLAS_NUM_THREADS). A loop of several chunks runs its GEMMs on one
+// OpenBLAS thread each (SerialBlasScope in CpuKernels.h). A rank of N local
+// ranks gets numThreads 1 from the training library, so N ranks never run
+// more compute threads than N x that.
 //
 // Deterministic by construction: a loop of n items is cut into
 // min(threads, ceil(n / minChunk)) contiguous chunks of equal size (the
