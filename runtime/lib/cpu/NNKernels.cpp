@@ -60,9 +60,13 @@ float rowMaxF32(const float *src, int64_t n) {
 
 PARTITA_VECTOR_CLONES
 double expShiftedSumF32(const float *src, float *dst, int64_t n, float m) {
+  // Clamped, then masked by a product: GCC 12 vectorizes this form, not a
+  // select between 0 and the exponential (control flow in the loop, so one
+  // element at a time). Same values: 0 below -87, NaN stays NaN.
   for (int64_t j = 0; j < n; ++j) {
     float x = src[j] - m;
-    dst[j] = x < -87.0f ? 0.0f : expNonPositive(x);
+    float clamped = x < -87.0f ? -87.0f : x;
+    dst[j] = expNonPositive(clamped) * float(x >= -87.0f); // NaN: NaN * 0
   }
   return laneSum(n, [&](int64_t j) { return double(dst[j]); });
 }
