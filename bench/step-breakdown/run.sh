@@ -10,8 +10,9 @@
 # bench/common/fair.sh (same OPENBLAS_CORETYPE, kernels printed and
 # compared, torch PASSIVE at more than one thread).
 # Partita's "attention" and "attention_grad" kernels run their QK^T and PV
-# products through BLAS inside the kernel, so its GEMM share is printed as a
-# range: einsum only, and einsum plus attention.
+# products through BLAS inside the kernel; the profile times those products
+# as their own row, "attention GEMMs" (at T threads: their summed time / T),
+# which counts as GEMM beside the einsums.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
@@ -68,16 +69,16 @@ def table(title, kinds):
 
 pm, pt = table("partita (partita run --profile)", part)
 tm, tt = table("torch (torch.profiler, self CPU time)", torch)
-gemm_lo = pm.get("einsum", 0) / pt
-gemm_hi = (pm.get("einsum", 0) + pm.get("attention", 0) +
-           pm.get("attention_grad", 0)) / pt
+# GEMM: the einsums, and the products inside the attention kernels (their
+# own row, "attention GEMMs"), as torch's mm/addmm/bmm/baddbmm.
+pg = (pm.get("einsum", 0) + pm.get("attention GEMMs", 0)) / pt
 tg = tm.get("gemm", 0) / tt
 print(f"step time medians: partita {statistics.median(psteps):.1f} ms, "
       f"torch {statistics.median(tsteps):.1f} ms (unprofiled)")
-print(f"GEMM share: partita {100 * gemm_lo:.1f}-{100 * gemm_hi:.1f}% "
-      f"(einsum; einsum + attention), torch {100 * tg:.1f}%")
-print(f"non-GEMM time per step: partita {pt * (1 - gemm_hi):.1f}-"
-      f"{pt * (1 - gemm_lo):.1f} ms, torch {tt * (1 - tg):.1f} ms")
-print(f"non-GEMM share: partita {100 * (1 - gemm_hi):.1f}-"
-      f"{100 * (1 - gemm_lo):.1f}%, torch {100 * (1 - tg):.1f}%")
+print(f"GEMM share (einsum + attention GEMMs; mm, addmm, bmm, baddbmm): "
+      f"partita {100 * pg:.1f}%, torch {100 * tg:.1f}%")
+print(f"non-GEMM time per step: partita {pt * (1 - pg):.1f} ms, "
+      f"torch {tt * (1 - tg):.1f} ms")
+print(f"non-GEMM share: partita {100 * (1 - pg):.1f}%, torch "
+      f"{100 * (1 - tg):.1f}%; partita/torch {(1 - pg) / (1 - tg):.3f}")
 PY

@@ -18,6 +18,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -186,9 +188,10 @@ constexpr int64_t kSplitGemmMacs = int64_t(1) << 22;
 constexpr int64_t kGemmSlice = 64;
 
 template <typename T, typename Fn>
-void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
-              int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
-              const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+void gemmUntimed(Fn &&blas, KernelKind kind, bool transA, bool transB,
+                 int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                 int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+                 int64_t ldc) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -224,6 +227,25 @@ void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
     else
       call(m, hi - lo, a, b + (transB ? lo * ldb : lo), c + lo);
   });
+}
+
+/// gemmUntimed; a product inside another kernel (attention's) adds its
+/// time to innerGemmCounter() when a profile wants it.
+template <typename T, typename Fn>
+void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
+              int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
+              const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+  std::atomic<int64_t> *counter = innerGemmCounter();
+  if (!counter || kind == KernelKind::Einsum)
+    return gemmUntimed<T>(blas, kind, transA, transB, m, n, k, alpha, a, lda,
+                          b, ldb, beta, c, ldc);
+  auto start = std::chrono::steady_clock::now();
+  gemmUntimed<T>(blas, kind, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+                 beta, c, ldc);
+  counter->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count(),
+                     std::memory_order_relaxed);
 }
 } // namespace
 
@@ -563,6 +585,7 @@ public:
 
   void run(const KernelCall &call) override {
     PoolScope scope(pool.get());
+    InnerGemmCounterScope timing(timeInner ? &innerNanos : nullptr);
     // bf16 and f16: the f32 kernel on widened copies (LowPrecision.h),
     // except bf16 contractions that oneDNN runs natively (OneDnnGemm.h).
     if (needsWidening(call)) {
@@ -573,6 +596,14 @@ public:
                         [this](const KernelCall &wide) { dispatch(wide); });
     }
     dispatch(call);
+  }
+
+  void setTimeInnerGemms(bool on) override { timeInner = on; }
+
+  double takeInnerGemmSeconds() override {
+    // Summed over the pool's threads; the pairs of an attention kernel run
+    // on all of them at once.
+    return double(innerNanos.exchange(0)) * 1e-9 / pool->size();
   }
 
 private:
@@ -657,6 +688,8 @@ private:
   bool nativeBF16Gemm;
   std::unique_ptr<Device> dev = createCpuDevice();
   std::unique_ptr<ThreadPool> pool;
+  bool timeInner = false;
+  std::atomic<int64_t> innerNanos{0};
 };
 } // namespace
 

@@ -48,6 +48,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::runChunk(int chunk) {
   int64_t begin = chunk * chunkSize, end = std::min(n, begin + chunkSize);
   try {
+    InnerGemmCounterScope timing(counter);
     if (begin < end)
       (*body)(begin, end);
   } catch (...) {
@@ -98,6 +99,7 @@ void ThreadPool::parallelFor(int64_t count, int64_t minChunk,
   // and read by a worker after it saw the move (acquire); no worker reads
   // them between loops.
   body = &fn;
+  counter = innerGemmCounter();
   n = count;
   chunks = int(wanted);
   chunkSize = (count + wanted - 1) / wanted;
@@ -128,7 +130,16 @@ void ThreadPool::parallelFor(int64_t count, int64_t minChunk,
 
 namespace {
 thread_local ThreadPool *current = nullptr;
+thread_local std::atomic<int64_t> *currentCounter = nullptr;
 } // namespace
+
+std::atomic<int64_t> *innerGemmCounter() { return currentCounter; }
+
+InnerGemmCounterScope::InnerGemmCounterScope(std::atomic<int64_t> *counter)
+    : previous(currentCounter) {
+  currentCounter = counter;
+}
+InnerGemmCounterScope::~InnerGemmCounterScope() { currentCounter = previous; }
 
 ThreadPool *currentPool() { return current; }
 

@@ -70,8 +70,9 @@ private:
   // Moves on once per loop; workers spin on it, then block on `wake`.
   std::atomic<uint64_t> generation{0};
   bool stopping = false; // under `mutex`
-  // The loop in flight.
+  // The loop in flight, and its caller's innerGemmCounter().
   const std::function<void(int64_t, int64_t)> *body = nullptr;
+  std::atomic<int64_t> *counter = nullptr;
   int64_t n = 0, chunkSize = 0;
   int chunks = 0;
   std::atomic<int> pending{0}; // workers not yet done with the loop
@@ -90,6 +91,22 @@ public:
 
 private:
   ThreadPool *previous;
+};
+
+/// Where the GEMMs inside a kernel (attention's) add their nanoseconds
+/// while a profile wants them (Backend::setTimeInnerGemms), or null: set
+/// by CpuBackend::run for its call, and by the pool on its workers for the
+/// loop of a caller that had one.
+std::atomic<int64_t> *innerGemmCounter();
+
+/// Sets innerGemmCounter() for its lifetime.
+class InnerGemmCounterScope {
+public:
+  explicit InnerGemmCounterScope(std::atomic<int64_t> *counter);
+  ~InnerGemmCounterScope();
+
+private:
+  std::atomic<int64_t> *previous;
 };
 
 /// currentPool()->parallelFor, or body(0, n) when there is no pool, or one

@@ -184,12 +184,23 @@ public:
   /// Runs one kernel; throws Error naming the kernel and what is wrong when
   /// the shapes or dtypes do not fit it.
   virtual void run(const KernelCall &call) = 0;
+
+  /// For a profile (ExecutorOptions::profile): while on, the backend times
+  /// the matrix products that run inside kernels of other kinds
+  /// (attention's and attention_grad's QK^T, PV and their gradients), so a
+  /// profile can count them as GEMM time. The cpu backend does; the
+  /// default times nothing.
+  virtual void setTimeInnerGemms(bool on) { (void)on; }
+  /// Seconds of such products since the last call: wall time on one
+  /// thread; with the work split over T threads, their summed time / T.
+  virtual double takeInnerGemmSeconds() { return 0; }
 };
 
-/// The CPU backend on a cpu device of its own (OpenBLAS for contractions; other kernels run on the
-/// calling thread). `numThreads` > 0 sets OpenBLAS's thread count, which is
-/// process-wide; 0 keeps OpenBLAS's default. The first call also runs
-/// configureBlasKernels().
+/// The CPU backend on a cpu device of its own: OpenBLAS for contractions,
+/// every kernel on an intra-op pool of `numThreads` threads (0: OpenBLAS's
+/// count, OPENBLAS_NUM_THREADS or the cores), which also splits the large
+/// GEMMs; OpenBLAS itself is set to one thread, process-wide
+/// (docs/runtime.md). The first call also runs configureBlasKernels().
 std::unique_ptr<Backend> createCpuBackend(int numThreads = 0);
 
 struct CpuBackendOptions {

@@ -181,7 +181,10 @@ struct TraceEvent {
 /// ("all_reduce", "reduce_scatter (bucket)" for a bucket member's packing
 /// and the bucket's call when it runs in line), or the time the step spent
 /// waiting for and unpacking gradient buckets ("gradient buckets: wait and
-/// unpack"), and copying updated parameters and state back.
+/// unpack"), and copying updated parameters and state back. The matrix
+/// products inside attention kernels are their own line, "attention
+/// GEMMs" (Backend::takeInnerGemmSeconds), taken out of the attention
+/// kernels' lines.
 struct ProfileEntry {
   std::string what;
   int64_t calls = 0;
