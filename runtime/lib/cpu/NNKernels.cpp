@@ -39,23 +39,33 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
 
 PARTITA_VECTOR_CLONES
 float rowMaxF32(const float *src, int64_t n) {
-  // Once a lane holds NaN it keeps it (x > NaN is false, x != x is false
-  // for a number), so NaN anywhere gives NaN, as the sequential loop does.
-  float lane[16];
+  // 16 lanes as one GCC vector (a plain array of lanes with NaN-keeping
+  // selects stayed scalar: GCC 12 did not vectorize it), NaNs counted on the
+  // side: a NaN anywhere gives NaN, as the sequential loop does.
+  typedef float Lanes __attribute__((vector_size(64)));
+  typedef int32_t Flags __attribute__((vector_size(64)));
+  Lanes lane;
+  Flags nan = {};
   for (int l = 0; l < 16; ++l)
     lane[l] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) {
-      float x = src[j + l];
-      lane[l] = (x > lane[l] || x != x) ? x : lane[l];
-    }
+  for (; j + 16 <= n; j += 16) {
+    Lanes x;
+    std::memcpy(&x, src + j, sizeof x);
+    lane = x > lane ? x : lane;
+    nan |= x != x;
+  }
   float m = -std::numeric_limits<float>::infinity();
-  for (; j < n; ++j)
-    m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
-  for (int l = 0; l < 16; ++l)
-    m = (lane[l] > m || lane[l] != lane[l]) ? lane[l] : m;
-  return m;
+  bool anyNan = false;
+  for (; j < n; ++j) {
+    m = src[j] > m ? src[j] : m;
+    anyNan |= src[j] != src[j];
+  }
+  for (int l = 0; l < 16; ++l) {
+    m = lane[l] > m ? lane[l] : m;
+    anyNan |= nan[l] != 0;
+  }
+  return anyNan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
 PARTITA_VECTOR_CLONES

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuTestUtil.h"
+#include "runtime/lib/cpu/CpuKernels.h"
 
 #include <limits>
 
@@ -644,6 +645,27 @@ TEST(CrossEntropyTest, RejectsBadInputs) {
   EXPECT_NO_THROW(
       runKernel(KernelKind::CrossEntropy, attrs, {&h, &ok}, {&hl}));
   EXPECT_EQ(hl.data<uint16_t>()[0], narrowFloat(std::log(5.0f), DType::BF16));
+}
+
+// rowMaxF32 takes 16 lanes at a time and a tail: the max wherever it
+// falls, NaN wherever one is, -inf for nothing.
+float inf32() { return std::numeric_limits<float>::infinity(); }
+
+TEST(RowMaxF32, LanesTailAndNaN) {
+  std::vector<float> v(37);
+  for (int64_t j = 0; j < 37; ++j)
+    v[j] = float(j % 11) - 20.0f;
+  EXPECT_EQ(-inf32(), cpu::rowMaxF32(v.data(), 0));
+  EXPECT_EQ(-10.0f, cpu::rowMaxF32(v.data(), 37));
+  for (int64_t at : {0, 5, 15, 16, 31, 32, 36}) {
+    std::vector<float> w = v;
+    w[at] = 3.0f;
+    EXPECT_EQ(3.0f, cpu::rowMaxF32(w.data(), 37)) << "max at " << at;
+    w[at] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_TRUE(std::isnan(cpu::rowMaxF32(w.data(), 37))) << "NaN at " << at;
+  }
+  std::vector<float> negInf(20, -inf32());
+  EXPECT_EQ(-inf32(), cpu::rowMaxF32(negInf.data(), 20));
 }
 
 } // namespace
