@@ -56,3 +56,14 @@ fair_check() {
   echo "fair: kernels run: partita $p, peer $t"
   /usr/bin/python3 "$fair_common/fair.py" same "${p:-?}" "${t:-?}"
 }
+
+# fair_gpt_train_plan PARTITA DIR: `partita model gpt` of the GPT in $L $B $S
+# $H $N $V (layers, batch, seq, hidden, heads, vocab) to DIR/gpt.mlir, and
+# its one-rank AdamW train step (lr 1e-3, weight decay 0.01) to DIR/train.pb.
+fair_gpt_train_plan() {
+  "$1" model gpt --layers "$L" --batch "$B" --seq "$S" \
+    --hidden "$H" --heads "$N" --vocab "$V" -o "$2/gpt.mlir"
+  "$1" plan "$2/gpt.mlir" --train adamw --lr 1e-3 --weight-decay 0.01 \
+    --strategy none -o "$2/train.pb" > "$2/plan.txt" 2>&1 ||
+    { cat "$2/plan.txt" >&2; exit 1; }
+}

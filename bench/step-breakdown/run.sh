@@ -25,11 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 fair_require_torch
 fair_setup "$threads"
-"$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
-  --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
-"$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr 1e-3 \
-  --weight-decay 0.01 --strategy none -o "$tmp/train.pb" > "$tmp/plan.txt" 2>&1 ||
-  { cat "$tmp/plan.txt" >&2; exit 1; }
+fair_gpt_train_plan "$build/bin/partita" "$tmp"
 round=0
 while [ "$round" -lt "${ROUNDS:-2}" ]; do
   OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \

@@ -24,11 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 . "$root/bench/common/fair.sh"
 [ "$torch" -eq 1 ] && fair_require_torch
 fair_setup "$threads"
-"$build/bin/partita" model gpt --layers "$L" --batch "$B" --seq "$S" \
-  --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
-"$build/bin/partita" plan "$tmp/gpt.mlir" --train adamw --lr 1e-3 \
-  --weight-decay 0.01 --strategy none -o "$tmp/train.pb" > "$tmp/plan.txt" 2>&1 ||
-  { cat "$tmp/plan.txt" >&2; exit 1; }
+fair_gpt_train_plan "$build/bin/partita" "$tmp"
 echo "thread-scaling: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores; GPT $L layers, hidden $H, seq $S, vocab $V, batch $B; 1 and $threads threads; $steps timed steps x ${ROUNDS:-3} rounds per side"
 for t in 1 "$threads"; do : > "$tmp/partita.$t"; : > "$tmp/torch.$t"; done
 round=0
