@@ -150,13 +150,10 @@ void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
                   return double(dyr[i]) * gamma[i] * (src[i] - mean) * rstd;
                 }) /
         hidden;
-    // The per-element combination in f32 (the statistics above stay in
-    // double): twice the lanes of the double form.
-    float m = static_cast<float>(mean), rs = static_cast<float>(rstd);
-    float mg = static_cast<float>(meanG), mgx = static_cast<float>(meanGX);
     for (int64_t i = 0; i < hidden; ++i) {
-      float xhat = (src[i] - m) * rs;
-      dst[i] = rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
+      double g = double(dyr[i]) * gamma[i];
+      double xhat = (src[i] - mean) * rstd;
+      dst[i] = static_cast<float>(rstd * (g - meanG - xhat * meanGX));
     }
   }
 }
