@@ -317,12 +317,12 @@ void stridedCopyImpl(const E *in, E *out, const std::vector<int64_t> &shape,
   int64_t outer = product(shape, 0, rank - 1);
   // Rows of the output on the intra-op pool, about 2^14 elements a chunk at
   // least; each chunk starts its odometer at its first row.
-  parallelFor(outer, std::max<int64_t>(1, (int64_t(1) << 14) / inner),
+  parallelFor(outer, itemsForWork(inner, 1 << 14),
               [&](int64_t begin, int64_t end) {
                 std::vector<int64_t> index(rank - 1, 0);
-                int64_t offset = 0;
-                for (size_t d = rank - 1, rest = begin; d-- > 0;) {
-                  index[d] = int64_t(rest) % shape[d];
+                int64_t offset = 0, rest = begin;
+                for (size_t d = rank - 1; d-- > 0;) {
+                  index[d] = rest % shape[d];
                   rest /= shape[d];
                   offset += index[d] * strides[d];
                 }
@@ -504,7 +504,7 @@ void reduce(const T *in, T *out, const std::vector<int64_t> &shape,
     // stay in L1, vectorized and split over the intra-op pool by columns.
     int64_t rows = g.size[0], cols = g.size[1];
     constexpr int64_t kBlock = 2048;
-    parallelFor(cols, std::max<int64_t>(16, (int64_t(1) << 16) / rows),
+    parallelFor(cols, std::max<int64_t>(16, itemsForWork(rows, 1 << 16)),
                 [&](int64_t begin, int64_t end) {
                   std::vector<double> acc(std::min(kBlock, end - begin));
                   for (int64_t c0 = begin; c0 < end; c0 += kBlock) {

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <type_traits>
 
 namespace partita::runtime::cpu {
@@ -68,9 +67,8 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   bool needDS = dq || dk;
   // About 2^20 multiply-adds a chunk at least: smaller work is not worth
   // waking a thread for.
-  int64_t perPair = std::max<int64_t>(1, group * seqQ * seqKV * d);
   int64_t pairs = a.batch * a.kvHeads;
-  int64_t minPairs = std::max<int64_t>(1, (int64_t(1) << 20) / perPair);
+  int64_t minPairs = itemsForWork(group * seqQ * seqKV * d, int64_t(1) << 20);
   parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
     std::vector<T> p(seqQ * seqKV), dp(needDS ? seqQ * seqKV : 0);
     for (int64_t pair = begin; pair < end; ++pair) {
@@ -170,7 +168,7 @@ void runLayerNormGrad(const KernelCall &call) {
     int64_t rows = hidden ? x.numElements() / hidden : 0;
     if constexpr (std::is_same_v<T, float>) {
       // Rows are independent: chunks of rows on the intra-op pool.
-      parallelFor(rows, std::max<int64_t>(1, (1 << 14) / hidden),
+      parallelFor(rows, itemsForWork(hidden, 1 << 14),
                   [&](int64_t b, int64_t e) {
                     layerNormGradRowsF32(x.as<T>() + b * hidden, gamma,
                                          call.inputs[2].as<T>() + b * hidden,
@@ -383,7 +381,7 @@ void runCrossEntropyGrad(const KernelCall &call) {
     double scale = static_cast<double>(*dloss.as<T>()) / count;
     // Rows are independent: chunks of rows on the intra-op pool.
     parallelFor(
-        tokens, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(vocab, 1)),
+        tokens, itemsForWork(vocab, 1 << 14),
         [&](int64_t begin, int64_t end) {
           for (int64_t t = begin; t < end; ++t) {
             const T *row = logits.as<T>() + t * vocab;

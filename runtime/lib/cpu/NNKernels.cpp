@@ -195,8 +195,7 @@ int64_t checkNorm(const KernelCall &call, bool hasBeta) {
 template <typename T>
 void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1) {
-    parallelFor(outer,
-                std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(n, 1)),
+    parallelFor(outer, itemsForWork(n, 1 << 14),
                 [&](int64_t b, int64_t e) {
                   for (int64_t o = b; o < e; ++o)
                     softmaxRow(x + o * n, y + o * n, n);
@@ -248,10 +247,8 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
   // The (batch, head) pairs on the intra-op pool, about 2^20 multiply-adds
   // a chunk at least; their GEMMs then run serially (ThreadPool.h). A pair
   // writes only its own output slice.
-  int64_t pairs = batch * heads;
-  int64_t perPair = std::max<int64_t>(1, seqQ * seqKV * headDim);
-  int64_t minPairs = std::max<int64_t>(1, (int64_t(1) << 20) / perPair);
-  parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
+  int64_t minPairs = itemsForWork(seqQ * seqKV * headDim, int64_t(1) << 20);
+  parallelFor(batch * heads, minPairs, [&](int64_t begin, int64_t end) {
     std::vector<T> scores(seqQ * seqKV);
     for (int64_t pair = begin; pair < end; ++pair) {
       int64_t b = pair / heads, h = pair % heads;
@@ -328,7 +325,7 @@ void runLayerNorm(const KernelCall &call) {
     int64_t rows = hidden ? x.numElements() / hidden : 0;
     if constexpr (std::is_same_v<T, float>) {
       // Rows are independent: chunks of rows on the intra-op pool.
-      parallelFor(rows, std::max<int64_t>(1, (1 << 14) / hidden),
+      parallelFor(rows, itemsForWork(hidden, 1 << 14),
                   [&](int64_t b, int64_t e) {
                     layerNormRowsF32(x.as<T>() + b * hidden, gamma, beta,
                                      y.as<T>() + b * hidden, e - b, hidden,
@@ -542,7 +539,7 @@ void runCrossEntropy(const KernelCall &call) {
     // in token order afterwards (the same sum at any thread count).
     std::vector<double> rowLoss(tokens, 0.0);
     parallelFor(
-        tokens, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(vocab, 1)),
+        tokens, itemsForWork(vocab, 1 << 14),
         [&](int64_t begin, int64_t end) {
           std::vector<float> scratch(std::is_same_v<T, float> ? vocab : 0);
           for (int64_t t = begin; t < end; ++t) {

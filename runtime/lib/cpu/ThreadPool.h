@@ -33,6 +33,7 @@
 #ifndef PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
 #define PARTITA_RUNTIME_LIB_CPU_THREADPOOL_H
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -108,6 +109,14 @@ public:
 private:
   std::atomic<int64_t> *previous;
 };
+
+/// The minChunk for parallelFor over items of `perItem` units of work each
+/// (elements, multiply-adds) so that a chunk holds about `work` units: at
+/// least 1 item, and an item of no work counts as 1 unit (a zero-width row
+/// must not divide by zero).
+inline int64_t itemsForWork(int64_t perItem, int64_t work) {
+  return std::max<int64_t>(1, work / std::max<int64_t>(perItem, 1));
+}
 
 /// currentPool()->parallelFor, or body(0, n) when there is no pool, or one
 /// chunk would do.

@@ -668,6 +668,22 @@ TEST(RowMaxF32, LanesTailAndNaN) {
   EXPECT_EQ(-inf32(), cpu::rowMaxF32(negInf.data(), 20));
 }
 
+// Rows of width 0 (a zero-size normalized dimension): nothing to write and
+// no crash; the row kernels size their pool chunks by the width
+// (itemsForWork), which once divided by it.
+TYPED_TEST(NNKernelsTest, NormsOfZeroWidthRows) {
+  using T = TypeParam;
+  KernelAttrs attrs;
+  attrs.epsilon = 1e-5;
+  Tensor x(dtypeOf<T>(), {4, 0}), gamma(dtypeOf<T>(), {0}),
+      beta(dtypeOf<T>(), {0}), dy(dtypeOf<T>(), {4, 0});
+  Tensor y(dtypeOf<T>(), {4, 0}), dx(dtypeOf<T>(), {4, 0});
+  EXPECT_NO_THROW(
+      runKernel(KernelKind::LayerNorm, attrs, {&x, &gamma, &beta}, {&y}));
+  EXPECT_NO_THROW(
+      runKernel(KernelKind::LayerNormGrad, attrs, {&x, &gamma, &dy}, {&dx}));
+}
+
 } // namespace
 
 /// The f32 softmax's exp (no libm call, CpuKernels.h expNonPositive) over
