@@ -22,6 +22,16 @@ fair_require_torch() {
   fi
 }
 
+# fair_torch_env THREADS: the peer's OpenMP settings for THREADS threads
+# (PASSIVE above one; see fair_setup).
+fair_torch_env() {
+  if [ "$1" -gt 1 ]; then
+    echo "OMP_NUM_THREADS=$1 OMP_WAIT_POLICY=PASSIVE"
+  else
+    echo "OMP_NUM_THREADS=$1"
+  fi
+}
+
 fair_setup() {
   fair_threads=$1
   if [ "${FAIR_CORETYPE:-}" = none ]; then
@@ -43,8 +53,7 @@ fair_setup() {
     OPENBLAS_CORETYPE=$detected
     export OPENBLAS_CORETYPE
   fi
-  FAIR_TORCH_ENV="OMP_NUM_THREADS=$fair_threads"
-  [ "$fair_threads" -gt 1 ] && FAIR_TORCH_ENV="$FAIR_TORCH_ENV OMP_WAIT_POLICY=PASSIVE"
+  FAIR_TORCH_ENV=$(fair_torch_env "$fair_threads")
   echo "fair: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} for both sides;" \
     "peer env: $FAIR_TORCH_ENV; $(uptime | sed 's/.*load/load/')"
 }

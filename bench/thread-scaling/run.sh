@@ -35,10 +35,8 @@ while [ "$round" -lt "${ROUNDS:-3}" ]; do
     sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$tmp/partita.$t"
     cp "$tmp/round.txt" "$tmp/partita-last.txt"
     if [ "$torch" -eq 1 ]; then
-      torch_env="OMP_NUM_THREADS=$t"
-      [ "$t" -gt 1 ] && torch_env="$torch_env OMP_WAIT_POLICY=PASSIVE"
       # shellcheck disable=SC2086
-      env $torch_env /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
+      env $(fair_torch_env "$t") /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
         --ranks 1 --threads "$t" --steps "$steps" --warmup "$warmup" \
         --batch "$B" --seq "$S" --hidden "$H" --heads "$N" --layers "$L" \
         --vocab "$V" --lr 1e-3 --weight-decay 0.01 >> "$tmp/torch.$t"
