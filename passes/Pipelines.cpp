@@ -153,6 +153,7 @@ static LogicalResult lowerWithReference(ModuleOp module, ModuleOp reference,
   lowering.function = getStepFunctionName(options).str();
   lowering.seed = options.seed;
   lowering.initStd = options.initStd;
+  lowering.fuseAdds = options.fuseAdds;
   lowering.schedule = options.handSchedule.get();
   lowering.stageMemoryLimit = options.stageMemoryLimit;
   FailureOr<partita::plan::Plan> lowered =

@@ -105,6 +105,9 @@ struct CompilerOptions {
   /// Plan lowering: the parameter initializer's seed and weight std.
   uint64_t seed = 0;
   double initStd = 0.02;
+  /// Plan lowering: fuse an einsum's bias or gradient add into it
+  /// (LowerToPlanOptions::fuseAdds).
+  bool fuseAdds = true;
 
   static sharding::DistAnnotateOptions defaultAnnotateOptions() {
     sharding::DistAnnotateOptions options;

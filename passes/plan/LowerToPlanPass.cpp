@@ -21,6 +21,7 @@ struct DistLowerToPlanPass
     options.reference = reference;
     options.seed = seed;
     options.initStd = initStd;
+    options.fuseAdds = fuseAdds;
     mlir::FailureOr<partita::plan::Plan> plan =
         lowerToPlan(getOperation(), options);
     if (mlir::failed(plan))

@@ -45,6 +45,15 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
     use (results to the end); and activation offsets in one arena by greedy
     first fit, aligned to 64 bytes, with the peak as the arena size.
 
+    Fusion (`fuse-adds`, on by default): an `add` of a two-operand einsum's
+    result that nothing else reads is lowered as that einsum with a third
+    input, the addend: the add's other operand, or, when that is a
+    `broadcast` nothing else reads, the broadcast's input with its `dims`.
+    The kernel copies the addend into its output and the GEMM accumulates
+    onto it, so a linear layer's bias add (and its broadcast), or a gradient
+    added to another, costs no pass of its own; an addend read there for the
+    last time lends the output its bytes.
+
     Training (`nn-autodiff`'s `@train_step`): a result with `nn.param` or
     `nn.state` records in `replaces` the argument it updates; the runtime
     copies it there when a step ends, so the next step reads the update. It
@@ -76,6 +85,9 @@ def DistLowerToPlan : Pass<"dist-lower-to-plan", "::mlir::ModuleOp"> {
            "Seed of the parameter initializer">,
     Option<"initStd", "init-std", "double", /*default=*/"0.02",
            "Standard deviation of the normal initializer of weights">,
+    Option<"fuseAdds", "fuse-adds", "bool", /*default=*/"true",
+           "Fuse an add of an einsum's result (a bias, through its "
+           "broadcast, or another gradient) into the einsum as its addend">,
   ];
 }
 

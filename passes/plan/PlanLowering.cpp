@@ -17,9 +17,16 @@
 // no copy-back). Live ranges
 // are instruction indices (definition to last use; function results live to
 // the end), and `planMemory` places the activations in one arena by greedy
-// first fit over those ranges; an elementwise add, sub or mul, or a
-// bucket's all_reduce, writes its output over an input it reads for the
-// last time (`reuses`, from `reuseDyingInputs`).
+// first fit over those ranges; an elementwise add, sub or mul, an einsum's
+// addend, or a bucket's all_reduce, writes its output over an input it
+// reads for the last time (`reuses`, from `reuseDyingInputs`).
+//
+// Fusion (LowerToPlanOptions::fuseAdds): an `add` of a two-operand einsum's
+// result that nothing else reads becomes that einsum with a third input,
+// the addend (the add's other operand, or the input of a `broadcast` that
+// only the add reads, with its dims), in one instruction where the add
+// stood; the einsum and the broadcast emit nothing. Ops are matched by the
+// kernels they describe, as everywhere here.
 //
 // Known limits: no other buffer aliasing (reshape copies; other
 // collectives write a new buffer), one memory space; splat constants are
@@ -43,6 +50,7 @@
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -329,7 +337,23 @@ private:
   /// The mesh of meshName, as the sharding model.
   dist::Mesh meshModel;
   llvm::DenseMap<Value, int64_t> bufferOf;
+  /// Each op's kernel, described once (a description that failed has
+  /// emitted its diagnostic).
+  llvm::DenseMap<Operation *, FailureOr<dist::KernelDescription>> described;
+  /// An add lowered as an einsum with an addend (fuseAdds).
+  struct Fusion {
+    Operation *einsum;
+    Value addend;
+    SmallVector<int64_t> dims;
+  };
+  llvm::DenseMap<Operation *, Fusion> fusions;
+  /// The einsums and broadcasts that fusions emit.
+  llvm::DenseSet<Operation *> fused;
 
+  FailureOr<dist::KernelDescription> describe(Operation *op);
+  /// Whether `op` describes the kernel named `name`.
+  bool isKernel(Operation *op, StringRef name);
+  void findFusions();
   LogicalResult useMesh(Operation *at, FlatSymbolRefAttr symbol);
   FailureOr<int64_t> addBuffer(Value value, pb::Role role,
                                function_ref<InFlightDiagnostic()> emitError);
@@ -337,6 +361,8 @@ private:
                               Type globalType,
                               function_ref<InFlightDiagnostic()> emitError);
   LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerKernel(Operation *op, Operation *kernelOp,
+                            ArrayRef<Value> inputs);
   LogicalResult lowerCollective(Operation *op);
   LogicalResult lowerConstant(Operation *op, DenseElementsAttr dense);
   LogicalResult lowerResult(func::ReturnOp ret, unsigned index, Value value);
@@ -593,6 +619,8 @@ LogicalResult FunctionLowering::run() {
     program.add_arguments(*id);
   }
 
+  if (options.fuseAdds)
+    findFusions();
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands()))
@@ -922,19 +950,39 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
           dense && !dense.isSplat())
         return lowerConstant(op, dense);
   }
-  auto kernelOp = dyn_cast<dist::KernelOpInterface>(op);
-  if (!kernelOp)
+  if (fused.contains(op))
+    return success(); // emitted by the add it is fused into
+  if (auto it = fusions.find(op); it != fusions.end()) {
+    const Fusion &fusion = it->second;
+    SmallVector<Value, 3> inputs(fusion.einsum->getOperands());
+    inputs.push_back(fusion.addend);
+    return lowerKernel(op, fusion.einsum, inputs);
+  }
+  if (!isa<dist::KernelOpInterface>(op))
     return op->emitError() << "cannot be lowered to a plan: the runtime has "
                               "no kernel or collective for it (it implements "
                               "no dist::KernelOpInterface)";
-  FailureOr<dist::KernelDescription> description = kernelOp.getKernel();
+  return lowerKernel(op, op, SmallVector<Value>(op->getOperands()));
+}
+
+/// One kernel instruction writing `op`'s results: the kernel `kernelOp`
+/// describes (op itself, or the einsum an add is fused into) reading
+/// `inputs`.
+LogicalResult FunctionLowering::lowerKernel(Operation *op, Operation *kernelOp,
+                                            ArrayRef<Value> inputs) {
+  FailureOr<dist::KernelDescription> description = describe(kernelOp);
   if (failed(description))
     return failure();
   pb::Kernel kernel;
-  if (failed(kernelToPlan(op, *description, kernel)))
+  if (failed(kernelToPlan(kernelOp, *description, kernel)))
     return failure();
+  if (auto it = fusions.find(op); it != fusions.end()) {
+    kernel.mutable_attrs()->clear_dims();
+    for (int64_t d : it->second.dims)
+      kernel.mutable_attrs()->add_dims(d);
+  }
   int64_t index = program.instructions_size();
-  for (Value operand : op->getOperands()) {
+  for (Value operand : inputs) {
     kernel.add_inputs(use(operand));
     program.mutable_buffers(use(operand))->set_last_use(index);
   }
@@ -950,9 +998,71 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     kernel.add_outputs(*out);
   }
   pb::Instruction *inst = program.add_instructions();
-  inst->set_location(locationString(op->getLoc()));
+  inst->set_location(locationString(kernelOp->getLoc()));
   *inst->mutable_kernel() = std::move(kernel);
   return success();
+}
+
+FailureOr<dist::KernelDescription>
+FunctionLowering::describe(Operation *op) {
+  auto it = described.find(op);
+  if (it == described.end()) {
+    auto kernelOp = cast<dist::KernelOpInterface>(op);
+    it = described.try_emplace(op, kernelOp.getKernel()).first;
+  }
+  return it->second;
+}
+
+bool FunctionLowering::isKernel(Operation *op, StringRef name) {
+  if (!op || !isa<dist::KernelOpInterface>(op))
+    return false;
+  FailureOr<dist::KernelDescription> description = describe(op);
+  return succeeded(description) && description->name == name;
+}
+
+void FunctionLowering::findFusions() {
+  // An einsum of two operands whose one result only `add` reads, with the
+  // add's type.
+  auto fusable = [&](Operation *add, Value v) -> Operation * {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getNumOperands() != 2 || def->getNumResults() != 1 ||
+        !v.hasOneUse() || v.getType() != add->getResult(0).getType() ||
+        !isKernel(def, "einsum"))
+      return nullptr;
+    return def;
+  };
+  for (Operation &op : func.getBody().front()) {
+    if (op.getNumOperands() != 2 || op.getNumResults() != 1 ||
+        op.getOperand(0) == op.getOperand(1) || !isKernel(&op, "add"))
+      continue;
+    Operation *lhs = fusable(&op, op.getOperand(0));
+    Operation *rhs = fusable(&op, op.getOperand(1));
+    if (!lhs && !rhs)
+      continue;
+    // Of two einsums, the later one: the earlier is computed by then, and
+    // its bytes can be the output's.
+    bool right = rhs && (!lhs || lhs->isBeforeInBlock(rhs));
+    Fusion fusion{right ? rhs : lhs, op.getOperand(right ? 0 : 1), {}};
+    // The whole other operand, or what a broadcast only the add reads
+    // broadcasts, by its dims.
+    auto type = cast<RankedTensorType>(fusion.addend.getType());
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      fusion.dims.push_back(d);
+    Operation *broadcast = fusion.addend.getDefiningOp();
+    if (broadcast && fusion.addend.hasOneUse() &&
+        broadcast->getNumOperands() == 1 && isKernel(broadcast, "broadcast")) {
+      FailureOr<dist::KernelDescription> b = describe(broadcast);
+      auto dims = b->attrs.find("dims");
+      if (dims != b->attrs.end())
+        if (auto *list = std::get_if<std::vector<int64_t>>(&dims->second)) {
+          fusion.addend = broadcast->getOperand(0);
+          fusion.dims.assign(list->begin(), list->end());
+          fused.insert(broadcast);
+        }
+    }
+    fused.insert(fusion.einsum);
+    fusions.try_emplace(&op, std::move(fusion));
+  }
 }
 
 } // namespace
@@ -1009,7 +1119,7 @@ void reuseDyingInputs(pb::Program &program) {
     return id >= 0 && id < program.buffers_size();
   };
   for (auto [index, inst] : llvm::enumerate(program.instructions())) {
-    if (!pb::mayWriteOverInput(inst))
+    if (inst.has_kernel() && inst.kernel().outputs_size() != 1)
       continue;
     int64_t out = inst.has_kernel() ? inst.kernel().outputs(0)
                                     : inst.collective().output();
@@ -1024,7 +1134,8 @@ void reuseDyingInputs(pb::Program &program) {
       continue;
     pb::Buffer &result = *program.mutable_buffers(out);
     for (int64_t in : inputs) {
-      if (!valid(in) || in == out || taken[in])
+      if (!valid(in) || in == out || taken[in] ||
+          !pb::mayWriteOverInput(inst, in))
         continue;
       const pb::Buffer &input = program.buffers(in);
       if (!plainActivation(input) || input.last_use() != int64_t(index) ||

@@ -47,6 +47,13 @@ struct LowerToPlanOptions {
   /// fewer weight gradients on a rank to keep within it; a stage of
   /// another schedule over it is an error.
   int64_t stageMemoryLimit = kStageMemoryLimitNone;
+  /// Fuse each `add` of a two-operand einsum's result (read by nothing
+  /// else) into that einsum as its addend (the kernel copies the addend
+  /// into its output and the GEMM accumulates onto it): the other operand,
+  /// or, when that is a `broadcast` read by nothing else, the broadcast's
+  /// input with its dims. A linear layer's bias add, or a gradient added to
+  /// another, then costs no pass of its own.
+  bool fuseAdds = true;
 };
 
 /// Byte alignment of every arena offset.

@@ -4,6 +4,8 @@
 
 #include "runtime/plan/plan.pb.h"
 
+#include <algorithm>
+
 namespace partita::plan {
 
 int64_t dtypeBytes(int dtype) {
@@ -26,17 +28,22 @@ int64_t localBytes(const Buffer &buffer) {
   return n;
 }
 
-bool mayWriteOverInput(const Instruction &inst) {
+bool mayWriteOverInput(const Instruction &inst, int64_t input) {
   if (inst.has_collective())
     return inst.collective().kind() == Collective::ALL_REDUCE &&
-           inst.collective().bucket() > 0;
+           inst.collective().bucket() > 0 && inst.collective().input() == input;
   if (!inst.has_kernel() || inst.kernel().outputs_size() != 1)
     return false;
-  switch (inst.kernel().kind()) {
+  const Kernel &k = inst.kernel();
+  switch (k.kind()) {
   case Kernel::ADD:
   case Kernel::SUB:
   case Kernel::MUL:
-    return true;
+    return std::find(k.inputs().begin(), k.inputs().end(), input) !=
+           k.inputs().end();
+  case Kernel::EINSUM:
+    return k.inputs_size() == 3 && k.inputs(2) == input &&
+           k.inputs(0) != input && k.inputs(1) != input;
   default:
     return false;
   }
@@ -52,7 +59,7 @@ bool writesOverOldValue(const Program &program, const Instruction &inst,
     reads += id == target;
   if (reads != 1)
     return false;
-  if (mayWriteOverInput(inst)) {
+  if (mayWriteOverInput(inst, target)) {
     auto valid = [&](int64_t id) {
       return id >= 0 && id < program.buffers_size();
     };

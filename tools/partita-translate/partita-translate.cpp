@@ -35,6 +35,11 @@ llvm::cl::opt<uint64_t>
     planSeed("plan-seed",
              llvm::cl::desc("--to-plan: seed of the parameter initializer"),
              llvm::cl::init(0));
+llvm::cl::opt<bool> planFuseAdds(
+    "plan-fuse-adds",
+    llvm::cl::desc("--to-plan: fuse an add of an einsum's result into the "
+                   "einsum as its addend (default on)"),
+    llvm::cl::init(true));
 llvm::cl::opt<bool>
     planText("plan-text",
              llvm::cl::desc("--to-plan: write protobuf text format"),
@@ -48,6 +53,7 @@ void registerToPlan() {
         options.function = planFunction;
         options.reference = planReference;
         options.seed = planSeed;
+        options.fuseAdds = planFuseAdds;
         FailureOr<partita::plan::Plan> plan =
             partita::plan_lowering::lowerToPlan(module, options);
         if (failed(plan))

@@ -140,6 +140,12 @@ cl::opt<bool> overlapComm(
              "buckets of --bucket-bytes (dist-optimize-comm), so it overlaps "
              "the rest of backward (on by default; =false keeps every "
              "reduction where the partitioner put it)"));
+cl::opt<bool> fuseAdds(
+    "fuse-adds", cl::sub(planCommand), cl::init(true),
+    cl::desc("Lower an add of an einsum's result (a linear layer's bias, or "
+             "a gradient added to another) as that einsum accumulating onto "
+             "the addend: one instruction, no broadcast or add pass (on by "
+             "default; =false keeps them apart)"));
 cl::opt<std::string> bucketBytesArg(
     "bucket-bytes", cl::sub(planCommand), cl::value_desc("n[KiB|MiB]"),
     cl::desc("--train: cap on a gradient bucket's bytes per device (default "
@@ -514,6 +520,7 @@ int runPlan() {
   options.annotate.regatherNormOutputs = regatherNormOutputs;
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;
+  options.fuseAdds = fuseAdds;
   options.optimizeComm.bucketBytes = 25 << 20;
   if (microbatchesArg < 1)
     return reportError(kCommand, "--microbatches must be at least 1, got " +

@@ -466,7 +466,7 @@ void validateProgram(const plan::Program &program, const std::string &planWhat,
         reads = inst.collective().input() == b.reuses();
         writes = inst.collective().output() == i;
       }
-      if (!plan::mayWriteOverInput(inst))
+      if (!plan::mayWriteOverInput(inst, b.reuses()))
         reads = false;
     }
     if (!reads || !writes || in.last_use() != at)

@@ -162,6 +162,21 @@ void checkNoOverlap(const KernelCall &call, bool allowExactAlias) {
   }
 }
 
+void checkAliasOrApart(const KernelCall &call, size_t input) {
+  const TensorView &out = call.outputs[0], &in = call.inputs[input];
+  if (out.numElements() == 0 || in.numElements() == 0 ||
+      (out.data == in.data && out.numBytes() == in.numBytes()))
+    return;
+  auto begin = [](const TensorView &v) {
+    return reinterpret_cast<uintptr_t>(v.data);
+  };
+  if (begin(out) < begin(in) + in.numBytes() &&
+      begin(in) < begin(out) + out.numBytes())
+    fail(call.kind, "output 0 overlaps input " + std::to_string(input) +
+                        " without being it (only an exact alias is "
+                        "allowed)");
+}
+
 int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end; ++i)

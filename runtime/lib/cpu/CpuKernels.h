@@ -115,6 +115,9 @@ void checkIndex(KernelKind kind, const TensorView &view, const char *what);
 /// another output. `allowExactAlias` permits an output that is exactly an
 /// input (same pointer, same size): elementwise kernels run in place.
 void checkNoOverlap(const KernelCall &call, bool allowExactAlias);
+/// Throws unless output 0 and input `input` are exactly the same bytes or
+/// share none (an einsum's addend may be its output).
+void checkAliasOrApart(const KernelCall &call, size_t input);
 
 /// Product of `shape[begin, end)`.
 int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
@@ -184,6 +187,15 @@ void stridedCopy(const void *in, void *out, size_t elementSize,
 
 /// Row-major strides of `shape`, in elements.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
+
+/// The input strides (in elements, 0 where it repeats) that broadcast `in`
+/// to `out`'s shape by `dims` (KernelAttrs.dims: input dimension i is
+/// output dimension dims[i], strictly increasing; a size-1 input dimension
+/// repeats). `what` names the input in errors ("input 0"). Throws naming
+/// `kind` when dims do not fit the two shapes.
+std::vector<int64_t> broadcastStrides(KernelKind kind, const TensorView &in,
+                                      const char *what, const TensorView &out,
+                                      const std::vector<int64_t> &dims);
 
 /// Writes into `out` the transpose of `in` (shape `inShape`) by `perm`:
 /// out dimension i is input dimension perm[i]. No validation.

@@ -13,6 +13,13 @@
 // (OpenBLAS 0.3.21 has no gemm_batch). Single-operand einsum is a sum over
 // the missing letters followed by a permutation.
 //
+// A two-operand einsum may take a third input, an addend broadcast to the
+// result by `dims` (as the broadcast kernel's): the plan's fusion of a
+// linear layer's bias add, or of a gradient added to another. The addend
+// is copied into the output first (unless the output is the addend
+// itself, Buffer.reuses), and the GEMM accumulates onto it (beta = 1);
+// a result written through a temporary is added to it.
+//
 // bf16 operands with a bf16 result (runEinsumBF16) take the same route with
 // 2-byte elements, permuted but never widened, and one batched oneDNN matmul
 // (OneDnnGemm.h) in place of the GEMM loop; a spec with summed letters, or a
@@ -22,6 +29,7 @@
 
 #include "CpuKernels.h"
 #include "OneDnnGemm.h"
+#include "runtime/lib/core/HalfFloat.h"
 
 #include <array>
 #include <cstring>
@@ -44,7 +52,7 @@ bool isLetter(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-Spec parseSpec(const std::string &spec, size_t numInputs) {
+Spec parseSpec(const std::string &spec, size_t numInputs, bool addend) {
   auto bad = [&](const std::string &why) {
     fail(kEinsum, "spec \"" + spec + "\": " + why);
   };
@@ -65,7 +73,8 @@ Spec parseSpec(const std::string &spec, size_t numInputs) {
   }
   if (s.terms.size() != numInputs)
     bad("has " + std::to_string(s.terms.size()) + " operand term(s) but " +
-        std::to_string(numInputs) + " input(s) were given");
+        std::to_string(numInputs) + " input(s) were given" +
+        (addend ? " besides the addend (input 2)" : ""));
   auto checkTerm = [&](const std::string &term, const std::string &what) {
     bool seen[128] = {};
     for (char c : term) {
@@ -228,12 +237,14 @@ void permuteOperand(Operand<T> &op, const std::string &target,
 }
 
 /// `batchedGemm(transL, transR, batches, m, n, k, l, ldl, strideL, r, ldr,
-/// strideR, c, ldc, strideC)` runs the GEMMs and returns false when it
-/// cannot (nothing is written to the output then, and einsumTwo returns
-/// false).
+/// strideR, beta, c, ldc, strideC)` runs the GEMMs and returns false when
+/// it cannot (nothing is written to the output then, and einsumTwo returns
+/// false). `accumulate`: the output holds the addend, and the product is
+/// added to it.
 template <typename T, typename BatchedGemm>
 bool einsumTwo(const KernelCall &call, const Spec &spec,
-               const LetterSizes &size, BatchedGemm &&batchedGemm) {
+               const LetterSizes &size, bool accumulate,
+               BatchedGemm &&batchedGemm) {
   std::string result = dropUnitLetters(spec.result, size);
   Operand<T> ops[2];
   for (int i = 0; i < 2; ++i) {
@@ -247,7 +258,8 @@ bool einsumTwo(const KernelCall &call, const Spec &spec,
   if (call.inputs[0].numElements() == 0 || call.inputs[1].numElements() == 0) {
     // A summed or contracted letter has size 0: an empty sum (all bits zero
     // is +0 in bf16 too).
-    std::fill(out, out + outCount, T(0));
+    if (!accumulate)
+      std::fill(out, out + outCount, T(0));
     return true;
   }
 
@@ -320,24 +332,86 @@ bool einsumTwo(const KernelCall &call, const Spec &spec,
     temp.resize(batches * m * n);
     c = temp.data();
   }
+  T beta = accumulate && resultDirect ? T(1) : T(0);
   if (!batchedGemm(transL, transR, batches, m, n, k, left.data, ldl, m * k,
-                   right.data, ldr, k * n, c, n, m * n))
+                   right.data, ldr, k * n, beta, c, n, m * n))
     return false;
-  if (!resultDirect)
+  if (resultDirect)
+    return true;
+  if (!accumulate) {
     sumAndPermute(temp.data(), batch + freeA + freeB, out, result, size);
-  return true;
+    return true;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    std::vector<T> permuted(outCount);
+    sumAndPermute(temp.data(), batch + freeA + freeB, permuted.data(), result,
+                  size);
+    for (int64_t i = 0; i < outCount; ++i)
+      out[i] += permuted[i];
+    return true;
+  } else {
+    return false; // runEinsumBF16 adds its addend itself
+  }
 }
 
 /// One cblas_?gemm per batch element.
 template <typename T>
 bool blasGemms(bool transL, bool transR, int64_t batches, int64_t m, int64_t n,
                int64_t k, const T *l, int64_t ldl, int64_t strideL, const T *r,
-               int64_t ldr, int64_t strideR, T *c, int64_t ldc,
+               int64_t ldr, int64_t strideR, T beta, T *c, int64_t ldc,
                int64_t strideC) {
   for (int64_t i = 0; i < batches; ++i)
     gemm(kEinsum, transL, transR, m, n, k, T(1), l + i * strideL, ldl,
-         r + i * strideR, ldr, T(0), c + i * strideC, ldc);
+         r + i * strideR, ldr, beta, c + i * strideC, ldc);
   return true;
+}
+
+/// The views of an einsum call checked, with an addend's strides into the
+/// output (empty without one).
+struct Checked {
+  Spec spec;
+  LetterSizes size;
+  std::vector<int64_t> addendStrides;
+};
+
+/// Validates `call`: one or two operands, then an optional addend, all of
+/// the output's dtype; the output overlaps no operand, and the addend only
+/// by being it exactly.
+Checked checkEinsum(const KernelCall &call) {
+  if (call.inputs.empty() || call.inputs.size() > 3)
+    fail(kEinsum, "expects one or two operands and, after two, an optional "
+                  "addend; got " +
+                      std::to_string(call.inputs.size()) + " inputs");
+  checkCall(call, call.inputs.size(), 1);
+  const TensorView &out = call.outputs[0];
+  for (size_t i = 0; i < call.inputs.size(); ++i)
+    if (call.inputs[i].dtype != out.dtype)
+      fail(kEinsum, "input " + std::to_string(i) + " has dtype " +
+                        toString(call.inputs[i].dtype) + " but output 0 has " +
+                        toString(out.dtype));
+  bool hasAddend = call.inputs.size() == 3;
+  KernelCall operands = call;
+  if (hasAddend)
+    operands.inputs.pop_back();
+  checkNoOverlap(operands, /*allowExactAlias=*/false);
+  Checked c;
+  c.spec = parseSpec(call.attrs.spec, operands.inputs.size(), hasAddend);
+  c.size = bindSizes(operands, c.spec);
+  if (hasAddend) {
+    checkAliasOrApart(call, 2);
+    c.addendStrides = broadcastStrides(kEinsum, call.inputs[2],
+                                       "input 2 (the addend)", out,
+                                       call.attrs.dims);
+  }
+  return c;
+}
+
+/// Writes the addend, broadcast, into the output, unless it is the output.
+void copyAddend(const KernelCall &call, const Checked &c) {
+  const TensorView &addend = call.inputs[2], &out = call.outputs[0];
+  if (addend.data != out.data)
+    stridedCopy(addend.data, out.data, sizeOf(out.dtype), out.shape,
+                c.addendStrides);
 }
 
 template <typename T>
@@ -358,47 +432,57 @@ void einsumOne(const KernelCall &call, const Spec &spec,
 } // namespace
 
 void runEinsum(const KernelCall &call) {
-  if (call.inputs.size() != 1 && call.inputs.size() != 2)
-    fail(kEinsum, "expects one or two inputs, got " +
-                      std::to_string(call.inputs.size()));
-  checkCall(call, call.inputs.size(), 1);
+  Checked c = checkEinsum(call);
   const TensorView &out = call.outputs[0];
-  for (size_t i = 0; i < call.inputs.size(); ++i)
-    if (call.inputs[i].dtype != out.dtype)
-      fail(kEinsum, "input " + std::to_string(i) + " has dtype " +
-                        toString(call.inputs[i].dtype) + " but output 0 has " +
-                        toString(out.dtype));
   checkFloat(kEinsum, out, "output 0");
-  checkNoOverlap(call, /*allowExactAlias=*/false);
-  Spec spec = parseSpec(call.attrs.spec, call.inputs.size());
-  LetterSizes size = bindSizes(call, spec);
+  bool accumulate = call.inputs.size() == 3;
+  if (accumulate)
+    copyAddend(call, c);
   dispatchFloat(kEinsum, out.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (call.inputs.size() == 1)
-      einsumOne<T>(call, spec, size);
+      einsumOne<T>(call, c.spec, c.size);
     else
-      einsumTwo<T>(call, spec, size, blasGemms<T>);
+      einsumTwo<T>(call, c.spec, c.size, accumulate, blasGemms<T>);
   });
 }
 
 bool runEinsumBF16(const KernelCall &call) {
-  if (call.inputs.size() != 2 || call.outputs.size() != 1 ||
-      call.outputs[0].dtype != DType::BF16 ||
-      call.inputs[0].dtype != DType::BF16 ||
-      call.inputs[1].dtype != DType::BF16 || !nativeBF16GemmAvailable())
+  if ((call.inputs.size() != 2 && call.inputs.size() != 3) ||
+      call.outputs.size() != 1 || !nativeBF16GemmAvailable())
     return false;
-  checkCall(call, 2, 1);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
-  Spec spec = parseSpec(call.attrs.spec, call.inputs.size());
-  LetterSizes size = bindSizes(call, spec);
+  for (const TensorView &v : call.inputs)
+    if (v.dtype != DType::BF16)
+      return false;
+  if (call.outputs[0].dtype != DType::BF16)
+    return false;
+  Checked c = checkEinsum(call);
   auto oneDnn = [](bool transL, bool transR, int64_t batches, int64_t m,
                    int64_t n, int64_t k, const uint16_t *l, int64_t ldl,
                    int64_t strideL, const uint16_t *r, int64_t ldr,
-                   int64_t strideR, uint16_t *c, int64_t ldc, int64_t strideC) {
-    return gemmBF16(transL, transR, batches, m, n, k, l, ldl, strideL, r, ldr,
-                    strideR, c, DType::BF16, ldc, strideC);
+                   int64_t strideR, uint16_t beta, uint16_t *c, int64_t ldc,
+                   int64_t strideC) {
+    return beta == 0 && gemmBF16(transL, transR, batches, m, n, k, l, ldl,
+                                 strideL, r, ldr, strideR, c, DType::BF16, ldc,
+                                 strideC);
   };
-  return einsumTwo<uint16_t>(call, spec, size, oneDnn);
+  if (call.inputs.size() == 2)
+    return einsumTwo<uint16_t>(call, c.spec, c.size, /*accumulate=*/false,
+                               oneDnn);
+  // With an addend: the product into a bf16 temporary, then added to the
+  // addend in f32 and rounded once, as the add kernel would.
+  const TensorView &out = call.outputs[0];
+  std::vector<uint16_t> product(size_t(out.numElements()));
+  KernelCall two = call;
+  two.inputs.pop_back();
+  two.outputs[0].data = product.data();
+  if (!einsumTwo<uint16_t>(two, c.spec, c.size, /*accumulate=*/false, oneDnn))
+    return false;
+  copyAddend(call, c);
+  auto *o = out.as<uint16_t>();
+  for (size_t i = 0; i < product.size(); ++i)
+    o[i] = half::toBF16(half::fromBF16(o[i]) + half::fromBF16(product[i]));
+  return true;
 }
 
 } // namespace partita::runtime::cpu

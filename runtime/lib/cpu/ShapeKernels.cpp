@@ -27,40 +27,45 @@ std::string dimsToString(const std::vector<int64_t> &dims) {
 }
 } // namespace
 
-void runBroadcast(const KernelCall &call) {
-  checkCall(call, 1, 1);
-  checkSameDType(call);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
-  const TensorView &in = call.inputs[0], &out = call.outputs[0];
-  const std::vector<int64_t> &dims = call.attrs.dims;
+std::vector<int64_t> broadcastStrides(KernelKind kind, const TensorView &in,
+                                      const char *what, const TensorView &out,
+                                      const std::vector<int64_t> &dims) {
   if (static_cast<int64_t>(dims.size()) != in.rank())
-    fail(call.kind,
-         "dims " + dimsToString(dims) + " has " + std::to_string(dims.size()) +
-             " entries but input 0 has rank " + std::to_string(in.rank()));
+    fail(kind, "dims " + dimsToString(dims) + " has " +
+                   std::to_string(dims.size()) + " entries but " + what +
+                   " has rank " + std::to_string(in.rank()));
   std::vector<int64_t> inStrides = rowMajorStrides(in.shape);
   std::vector<int64_t> strides(out.rank(), 0);
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = dims[i];
     if (d < 0 || d >= out.rank())
-      fail(call.kind, "dims[" + std::to_string(i) + "] = " + std::to_string(d) +
-                          " is out of range for output 0 of rank " +
-                          std::to_string(out.rank()));
+      fail(kind, "dims[" + std::to_string(i) + "] = " + std::to_string(d) +
+                     " is out of range for output 0 of rank " +
+                     std::to_string(out.rank()));
     if (i > 0 && d <= dims[i - 1])
-      fail(call.kind,
-           "dims " + dimsToString(dims) + " is not strictly increasing");
+      fail(kind, "dims " + dimsToString(dims) + " is not strictly increasing");
   }
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = dims[i];
     if (in.shape[i] != out.shape[d] && in.shape[i] != 1)
-      fail(call.kind, "input dimension " + std::to_string(i) + " has size " +
-                          std::to_string(in.shape[i]) +
-                          " but output dimension " + std::to_string(d) +
-                          " has size " + std::to_string(out.shape[d]) +
-                          " (sizes must match or the input's be 1)");
+      fail(kind, std::string(what) + " dimension " + std::to_string(i) +
+                     " has size " + std::to_string(in.shape[i]) +
+                     " but output dimension " + std::to_string(d) +
+                     " has size " + std::to_string(out.shape[d]) +
+                     " (sizes must match or the input's be 1)");
     if (in.shape[i] != 1)
       strides[d] = inStrides[i];
   }
-  stridedCopy(in.data, out.data, sizeOf(in.dtype), out.shape, strides);
+  return strides;
+}
+
+void runBroadcast(const KernelCall &call) {
+  checkCall(call, 1, 1);
+  checkSameDType(call);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  const TensorView &in = call.inputs[0], &out = call.outputs[0];
+  stridedCopy(in.data, out.data, sizeOf(in.dtype), out.shape,
+              broadcastStrides(call.kind, in, "input 0", out, call.attrs.dims));
 }
 
 void runReduce(const KernelCall &call) {

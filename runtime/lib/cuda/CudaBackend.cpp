@@ -297,28 +297,9 @@ private:
     checkSameDType(call);
     cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     const TensorView &in = call.inputs[0], &out = call.outputs[0];
-    const std::vector<int64_t> &dims = call.attrs.dims;
-    if (int64_t(dims.size()) != in.rank())
-      fail(call.kind, "dims has " + std::to_string(dims.size()) +
-                          " entries but input 0 has rank " +
-                          std::to_string(in.rank()));
-    std::vector<int64_t> inStrides = cpu::rowMajorStrides(in.shape);
-    std::vector<int64_t> strides(out.rank(), 0);
-    for (size_t i = 0; i < dims.size(); ++i) {
-      int64_t d = dims[i];
-      if (d < 0 || d >= out.rank() || (i > 0 && d <= dims[i - 1]))
-        fail(call.kind, "dims[" + std::to_string(i) + "] = " +
-                            std::to_string(d) +
-                            " is out of range or not increasing");
-      if (in.shape[i] != out.shape[d] && in.shape[i] != 1)
-        fail(call.kind, "input dimension " + std::to_string(i) +
-                            " has size " + std::to_string(in.shape[i]) +
-                            " but output dimension " + std::to_string(d) +
-                            " has size " + std::to_string(out.shape[d]));
-      if (in.shape[i] != 1)
-        strides[d] = inStrides[i];
-    }
-    runStrided(call, out.shape, strides);
+    runStrided(call, out.shape,
+               cpu::broadcastStrides(call.kind, in, "input 0", out,
+                                     call.attrs.dims));
   }
 
   void runTranspose(const KernelCall &call) {
@@ -974,7 +955,11 @@ private:
   // free, contracted] order first (the strided copy kernel), a result that
   // does not group is written to [batch, rows, columns] scratch and copied
   // into place. One operand: the reduce kernel (a sum, the kept letters in
-  // the result's order) or the strided copy (a permutation).
+  // the result's order) or the strided copy (a permutation). An addend (a
+  // third input, broadcast by `dims` as the cpu kernel's) is copied into
+  // the output first, unless the output is the addend, and the GEMM
+  // accumulates onto it (beta = 1); a result written through scratch is
+  // permuted into more scratch and added (the binary kernel).
 
   /// A tensor of the einsum: its letters (size-1 ones dropped) and their
   /// element strides.
@@ -1125,17 +1110,24 @@ private:
   }
 
   void runEinsum(const KernelCall &call) {
+    if (call.inputs.empty() || call.inputs.size() > 3)
+      fail(call.kind, "expects one or two operands and, after two, an "
+                      "optional addend; got " +
+                          std::to_string(call.inputs.size()) + " inputs");
     cpu::checkCall(call, call.inputs.size(), 1);
-    if (call.inputs.size() != 1 && call.inputs.size() != 2)
-      fail(call.kind, "expects one or two inputs, got " +
-                          std::to_string(call.inputs.size()));
     for (size_t i = 0; i < call.inputs.size(); ++i)
       if (call.inputs[i].dtype != call.outputs[0].dtype)
         fail(call.kind, "input " + std::to_string(i) + " has dtype " +
                             toString(call.inputs[i].dtype) +
                             " but output 0 has " +
                             toString(call.outputs[0].dtype));
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    // The operands, without the addend.
+    KernelCall operands = call;
+    std::vector<int64_t> addendStrides;
+    bool accumulate = call.inputs.size() == 3;
+    if (accumulate)
+      operands.inputs.pop_back();
+    cpu::checkNoOverlap(operands, /*allowExactAlias=*/false);
     const std::string &spec = call.attrs.spec;
     size_t arrow = spec.find("->");
     if (arrow == std::string::npos ||
@@ -1153,15 +1145,15 @@ private:
         start = comma + 1;
       }
     }
-    if (terms.size() != call.inputs.size())
+    if (terms.size() != operands.inputs.size())
       fail(call.kind, "spec \"" + spec + "\" has " +
                           std::to_string(terms.size()) +
                           " operand term(s) but " +
-                          std::to_string(call.inputs.size()) +
-                          " input(s) were given");
+                          std::to_string(operands.inputs.size()) +
+                          " operand(s) were given");
     terms.push_back(spec.substr(arrow + 2));
     std::vector<const TensorView *> views;
-    for (const TensorView &v : call.inputs)
+    for (const TensorView &v : operands.inputs)
       views.push_back(&v);
     views.push_back(&call.outputs[0]);
     int64_t size[128];
@@ -1202,28 +1194,39 @@ private:
         fail(call.kind, "spec \"" + spec + "\": result letter '" +
                             std::string(1, c) + "' is in no operand");
     }
+    if (accumulate) {
+      cpu::checkAliasOrApart(call, 2);
+      addendStrides =
+          cpu::broadcastStrides(call.kind, call.inputs[2],
+                                "input 2 (the addend)", call.outputs[0],
+                                call.attrs.dims);
+    }
     const TensorView &out = call.outputs[0];
     // bf16 and f16 run as GEMMs with f32 accumulation (cuBLASLt; the
     // emulator widens the operands), but the copy kernels are f32/f64 only:
     // a 16-bit einsum must be one GEMM over its tensors as they are.
     bool half = out.dtype == DType::BF16 || out.dtype == DType::F16;
     ElemType type = half ? ElemType::F32 : floatType(call, out, "output 0");
-    if (half && call.inputs.size() != 2)
+    if (half && operands.inputs.size() != 2)
       fail(call.kind, std::string("spec \"") + spec + "\": a " +
                           toString(out.dtype) +
                           " einsum of one operand is not supported (f32 and "
                           "f64 are)");
     if (out.numElements() == 0)
       return;
-    for (const TensorView &in : call.inputs)
+    if (accumulate && call.inputs[2].data != out.data)
+      stridedCopy(call, call.inputs[2].data, out.data, sizeOf(out.dtype),
+                  out.shape, addendStrides);
+    for (const TensorView &in : operands.inputs)
       if (in.numElements() == 0) {
         // A summed or contracted letter of size 0: an empty sum.
-        dev->zero(out.data, out.numBytes(), api->computeStream());
+        if (!accumulate)
+          dev->zero(out.data, out.numBytes(), api->computeStream());
         return;
       }
     // Count the scratch, then run with it.
     EinsumScratch scratch;
-    einsumPlan(call, terms, size, type, scratch);
+    einsumPlan(operands, terms, size, type, accumulate, scratch);
     if (half && scratch.used != 0)
       fail(call.kind, std::string("spec \"") + spec + "\": a " +
                           toString(out.dtype) +
@@ -1232,19 +1235,20 @@ private:
                           "place first)");
     if (scratch.used == 0) {
       scratch.dry = false;
-      einsumPlan(call, terms, size, type, scratch);
+      einsumPlan(operands, terms, size, type, accumulate, scratch);
       return;
     }
     size_t bytes = scratch.used;
     scratch = EinsumScratch();
     scratch.dry = false;
     scratch.base = workspace<char>(int64_t(bytes));
-    einsumPlan(call, terms, size, type, scratch);
+    einsumPlan(operands, terms, size, type, accumulate, scratch);
   }
 
+  /// `call` without its addend; `accumulate`: the output holds the addend.
   void einsumPlan(const KernelCall &call,
                   const std::vector<std::string> &terms, const int64_t *size,
-                  ElemType type, EinsumScratch &scratch) {
+                  ElemType type, bool accumulate, EinsumScratch &scratch) {
     size_t bytes = sizeOf(call.outputs[0].dtype);
     const TensorView &out = call.outputs[0];
     EinsumView c = einsumView(out, terms.back(), size);
@@ -1328,6 +1332,7 @@ private:
                !trC;
       swap = direct;
     }
+    void *permuted = nullptr; // accumulating through scratch: the result
     if (!direct) {
       std::string order = batch + freeA + freeB;
       int64_t count = 1;
@@ -1342,6 +1347,8 @@ private:
       }
       target.data = scratch.take(size_t(count) * bytes);
       side(target, freeA, freeB, sc);
+      if (accumulate)
+        permuted = scratch.take(size_t(count) * bytes);
     }
     if (scratch.dry)
       return;
@@ -1380,13 +1387,27 @@ private:
     g.strideA = batchCount > 1 ? left.batchStride : 0;
     g.strideB = batchCount > 1 ? right.batchStride : 0;
     g.strideC = batchCount > 1 ? sc.batchStride : 0;
-    if (g.k == 0)
-      dev->zero(g.c, size_t(batchCount * g.m * g.n) * bytes,
-                api->computeStream());
-    else
+    g.beta = accumulate && direct ? 1 : 0;
+    if (g.k == 0) {
+      if (g.beta == 0)
+        dev->zero(g.c, size_t(batchCount * g.m * g.n) * bytes,
+                  api->computeStream());
+    } else {
       api->gemm(g, api->computeStream());
-    if (!direct)
-      einsumMove(call, target, r, out.data, size, type, bytes);
+    }
+    if (direct)
+      return;
+    if (!accumulate)
+      return einsumMove(call, target, r, out.data, size, type, bytes);
+    einsumMove(call, target, r, permuted, size, type, bytes);
+    KernelLaunch l = elementwiseLaunch(out.numElements());
+    l.params.kernel = GpuKernel::Binary;
+    l.params.type = type;
+    l.params.op = int(BinaryOp::Add);
+    l.params.in[0] = out.data;
+    l.params.in[1] = permuted;
+    l.params.out[0] = out.data;
+    launch(l);
   }
 
   /// A launch of an attention kernel (AttentionKernels.h) over tiles of

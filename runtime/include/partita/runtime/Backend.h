@@ -27,7 +27,10 @@ namespace partita::runtime {
 ///
 /// Inputs -> outputs of each kind (shapes local; T is f32 or f64 unless
 /// said otherwise; every kind throws Error on anything else):
-///   einsum                 1 or 2 x T -> T, attrs.spec ("bsh,hf->bsf")
+///   einsum                 1 or 2 x T -> T, attrs.spec ("bsh,hf->bsf");
+///                          two operands may take a third input, an addend
+///                          broadcast by attrs.dims (as broadcast's): out =
+///                          einsum + addend; out may be the addend itself
 ///   add sub mul div max    a, b -> c, one type (also i32/i64)
 ///   neg exp log tanh relu silu rsqrt sqrt gelu   x -> y, one type
 ///                          (gelu: attrs.tanh for the tanh approximation)

@@ -653,6 +653,58 @@ TEST(PlanFile, BufferReuseIsCheckedAndRuns) {
   }
 }
 
+/// y = relu(x), v = exp(x), z = einsum(y, w, v) (the addend v: a fused
+/// add) with z over the bytes of input `over` of the einsum (Buffer.reuses).
+PlanBuilder einsumReusePlan(int over) {
+  PlanBuilder b;
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {}, "x");
+  int64_t w = b.buffer(plan::INPUT, {3, 3}, {}, "w");
+  int64_t y = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t v = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t z = b.buffer(plan::ACTIVATION, {2, 3});
+  b.kernel("relu", {x}, {y});
+  b.kernel("exp", {x}, {v});
+  b.kernel("einsum", {y, w, v}, {z}, "ij,jk->ik");
+  plan::KernelAttrs *attrs =
+      b.prog->mutable_instructions(2)->mutable_kernel()->mutable_attrs();
+  attrs->add_dims(0);
+  attrs->add_dims(1);
+  b.prog->add_results(z);
+  b.finish();
+  b.prog->mutable_buffers(y)->set_last_use(2);
+  b.prog->mutable_buffers(v)->set_first_use(1);
+  b.prog->mutable_buffers(v)->set_last_use(2);
+  int64_t reused = over == 2 ? v : y;
+  b.prog->mutable_buffers(z)->set_first_use(2);
+  b.prog->mutable_buffers(z)->set_offset(b.prog->buffers(reused).offset());
+  b.prog->mutable_buffers(z)->set_reuses(reused);
+  b.prog->set_arena_bytes(64 + 24);
+  return b;
+}
+
+// Tests that an einsum may write its output over its addend (the fused
+// add's operand, PlanMemory.h) and computes relu(x) w + exp(x) so, and that
+// the loader refuses an output over one of its operands.
+TEST(PlanFile, EinsumOutputReusesOnlyItsAddend) {
+  std::string bytes = einsumReusePlan(2).seal();
+  ASSERT_EQ(parseError(bytes), "(no error)");
+  Tensor x = iota({2, 3}), w = iota({3, 3}, 0.5f);
+  std::vector<Tensor> out = runOn(bytes, 1, {x, w});
+  ASSERT_EQ(out.size(), 1u);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t k = 0; k < 3; ++k) {
+      double want = std::exp(double(x.data<float>()[i * 3 + k]));
+      for (int64_t j = 0; j < 3; ++j)
+        want += std::max(0.0f, x.data<float>()[i * 3 + j]) *
+                double(w.data<float>()[j * 3 + k]);
+      EXPECT_NEAR(out[0].data<float>()[i * 3 + k], want, 1e-5 * (1 + std::fabs(want)));
+    }
+  EXPECT_EQ(parseError(einsumReusePlan(0).seal()),
+            "p.pb: program 'main': buffer 4 reuses buffer 2, but instruction 2 "
+            "(where it is written) is not one that writes its output over an "
+            "input it reads for the last time");
+}
+
 // Tests that a plan whose bytes changed after it was sealed is rejected by
 // its content checksum, whichever byte changed, and that a plan without a
 // checksum (an older compiler's) is rejected with advice.

@@ -241,6 +241,93 @@ TEST(EinsumThreadTest, ConcurrentBackendsGiveTheSerialResult) {
   }
 }
 
+// An addend (a third input) broadcast into the result by `dims`: the plan's
+// fused bias add (LowerToPlanOptions::fuseAdds) or gradient sum. Results
+// written by the GEMM directly (beta = 1), transposed (operands swapped)
+// and through a temporary; a whole addend, a bias, a size-1 dimension that
+// repeats, and a scalar.
+struct AddendCase {
+  std::string spec;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> addend, dims;
+};
+
+const AddendCase kAddendCases[] = {
+    {"bsh,hf->bsf", {{2, 3, 8}, {8, 5}}, {5}, {2}},
+    {"bsh,hnd->bsnd", {{2, 3, 8}, {8, 2, 4}}, {2, 4}, {2, 3}},
+    {"ij,jk->ik", {{5, 7}, {7, 3}}, {5, 3}, {0, 1}},
+    {"ik,kj->ji", {{4, 6}, {6, 5}}, {5, 4}, {0, 1}},
+    {"ibj,jbk->kib", {{4, 3, 5}, {5, 3, 2}}, {2, 1, 3}, {0, 1, 2}},
+    {"ibj,jbk->kib", {{4, 3, 5}, {5, 3, 2}}, {2, 4, 3}, {0, 1, 2}},
+    {"bij,bjk->bik", {{3, 4, 5}, {3, 5, 2}}, {}, {}},
+    {"ij,jk->ik", {{33, 70}, {70, 45}}, {33, 1}, {0, 1}},
+};
+
+/// ref + the addend broadcast by `dims` into `outShape`.
+template <typename T>
+std::vector<double> plusAddend(std::vector<double> ref, const Tensor &addend,
+                               const std::vector<int64_t> &dims,
+                               const std::vector<int64_t> &outShape) {
+  std::vector<int64_t> strides = stridesOf(addend.getShape());
+  int64_t o = 0;
+  forEachIndex(outShape, [&](const std::vector<int64_t> &index) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (addend.getShape()[i] != 1)
+        offset += index[dims[i]] * strides[i];
+    ref[o++] += addend.data<T>()[offset];
+  });
+  return ref;
+}
+
+TYPED_TEST(EinsumTest, AddsItsAddend) {
+  using T = TypeParam;
+  uint64_t seed = 100;
+  for (const AddendCase &c : kAddendCases) {
+    SCOPED_TRACE(c.spec + " + an addend of rank " +
+                 std::to_string(c.addend.size()));
+    Tensor a = randomTensor<T>(c.shapes[0], seed++);
+    Tensor b = randomTensor<T>(c.shapes[1], seed++);
+    Tensor addend = randomTensor<T>(c.addend, seed++);
+    std::vector<int64_t> outShape;
+    Reference ref = naiveEinsum<T>(c.spec, {&a, &b}, outShape);
+    std::vector<double> want = plusAddend<T>(ref.value, addend, c.dims, outShape);
+    std::vector<double> scale = ref.absSum;
+    for (size_t i = 0; i < scale.size(); ++i)
+      scale[i] += std::fabs(want[i] - ref.value[i]);
+    KernelAttrs attrs;
+    attrs.spec = c.spec;
+    attrs.dims = c.dims;
+    // Into a poisoned output.
+    Tensor out(dtypeOf<T>(), outShape);
+    for (int64_t i = 0; i < out.numElements(); ++i)
+      out.data<T>()[i] = static_cast<T>(12345.0);
+    runKernel(KernelKind::Einsum, attrs, {&a, &b, &addend}, {&out});
+    expectNear<T>(out, want, scale);
+    // In place: the output is the addend (Buffer.reuses).
+    if (c.addend == outShape) {
+      Tensor acc(dtypeOf<T>(), c.addend);
+      std::memcpy(acc.data<T>(), addend.data<T>(), addend.view().numBytes());
+      KernelCall call{KernelKind::Einsum, attrs,
+                      {a.view(), b.view(), acc.view()}, {acc.view()}};
+      backend().run(call);
+      expectNear<T>(acc, want, scale);
+    }
+  }
+}
+
+TYPED_TEST(EinsumTest, ZeroSizedContractionGivesTheAddend) {
+  using T = TypeParam;
+  Tensor a(dtypeOf<T>(), {3, 0}), b(dtypeOf<T>(), {0, 2});
+  Tensor bias = makeTensor<T>({2}, {1.5, -2});
+  Tensor c = makeTensor<T>({3, 2}, {9, 9, 9, 9, 9, 9});
+  KernelAttrs attrs;
+  attrs.spec = "ij,jk->ik";
+  attrs.dims = {1};
+  runKernel(KernelKind::Einsum, attrs, {&a, &b, &bias}, {&c});
+  EXPECT_EQ(values<T>(c), (std::vector<double>{1.5, -2, 1.5, -2, 1.5, -2}));
+}
+
 void runSpec(const std::string &spec, std::vector<Tensor *> in, Tensor *out) {
   KernelAttrs attrs;
   attrs.spec = spec;
@@ -322,7 +409,56 @@ TEST(EinsumErrorTest, RejectsDTypesAndArity) {
       [&] {
         runSpec("ij,jk,kl->il", {&a, &a, &a}, &c);
       },
-      {"one or two inputs, got 3"});
+      {"3 operand term(s) but 2 input(s) were given besides the addend"});
+  expectError(
+      [&] {
+        runSpec("ij,jk->il", {&a, &a, &a, &a}, &c);
+      },
+      {"one or two operands and, after two, an optional addend; got 4"});
+}
+
+TEST(EinsumErrorTest, RejectsAddendsThatDoNotFit) {
+  Tensor a(DType::F32, {2, 3}), b(DType::F32, {3, 4}), c(DType::F32, {2, 4});
+  auto run = [&](Tensor &addend, std::vector<int64_t> dims) {
+    KernelAttrs attrs;
+    attrs.spec = "ij,jk->ik";
+    attrs.dims = std::move(dims);
+    runKernel(KernelKind::Einsum, attrs, {&a, &b, &addend}, {&c});
+  };
+  Tensor bias(DType::F32, {4}), wrong(DType::F32, {3});
+  expectError([&] { run(bias, {}); },
+              {"einsum", "dims [] has 0 entries but input 2 (the addend) has "
+                         "rank 1"});
+  expectError([&] { run(bias, {2}); },
+              {"dims[0] = 2 is out of range for output 0 of rank 2"});
+  expectError([&] { run(wrong, {1}); },
+              {"input 2 (the addend) dimension 0 has size 3 but output "
+               "dimension 1 has size 4"});
+  Tensor whole(DType::F32, {2, 4});
+  expectError([&] { run(whole, {1, 0}); }, {"is not strictly increasing"});
+  Tensor f64(DType::F64, {4});
+  expectError([&] { run(f64, {1}); },
+              {"input 2 has dtype f64 but output 0 has f32"});
+}
+
+TEST(EinsumErrorTest, AddendMayBeTheOutputButNotOverlapIt) {
+  Tensor a = randomTensor<float>({2, 2}, 3), b = randomTensor<float>({2, 2}, 4);
+  Tensor big(DType::F32, {8});
+  KernelCall call{KernelKind::Einsum, {}, {}, {}};
+  call.attrs.spec = "ij,jk->ik";
+  call.attrs.dims = {0, 1};
+  // The addend four floats into the output's bytes.
+  TensorView out{big.data<float>(), DType::F32, {2, 2}};
+  TensorView shifted{big.data<float>() + 2, DType::F32, {2, 2}};
+  call.inputs = {a.view(), b.view(), shifted};
+  call.outputs = {out};
+  expectError([&] { backend().run(call); },
+              {"output 0 overlaps input 2 without being it"});
+  // An operand that is the output is no addend.
+  call.inputs = {out, b.view(), out};
+  expectError([&] { backend().run(call); },
+              {"output 0 overlaps input 0 (this kernel does not run in "
+               "place)"});
 }
 
 TEST(EinsumErrorTest, RejectsOutputOverlappingAnInput) {

@@ -101,7 +101,7 @@ TEST(BroadcastTest, RejectsBadDims) {
               {"dims[0] = 2 is out of range for output 0 of rank 2"});
   attrs.dims = {1};
   expectError([&] { runKernel(KernelKind::Broadcast, attrs, {&in}, {&out}); },
-              {"input dimension 0 has size 3 but output dimension 1 has size "
+              {"input 0 dimension 0 has size 3 but output dimension 1 has size "
                "4"});
   Tensor in2(DType::F32, {2, 4}), out3(DType::F32, {2, 4, 5});
   attrs.dims = {1, 1};

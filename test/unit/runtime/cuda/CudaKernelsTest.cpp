@@ -548,6 +548,48 @@ TYPED_TEST(CudaKernelsTest, EinsumAsGemm) {
   }
 }
 
+// Tests einsums with an addend (the plan's fused bias add or gradient sum,
+// LowerToPlanOptions::fuseAdds) against the cpu kernel: a bias broadcast
+// into a GEMM's own result, into a swapped one (C^T = B^T A^T), a size-1
+// dimension that repeats, a result written through scratch (then permuted
+// and added), and a whole addend, also as the output itself (in place).
+TYPED_TEST(CudaKernelsTest, EinsumWithAddend) {
+  using T = TypeParam;
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, c, addend, dims;
+  } cases[] = {
+      {"bsh,hf->bsf", {2, 3, 8}, {8, 6}, {2, 3, 6}, {6}, {2}},
+      {"bsh,hnd->bsnd", {2, 5, 8}, {8, 3, 4}, {2, 5, 3, 4}, {3, 4}, {2, 3}},
+      {"ij,jk->ki", {2, 3}, {3, 4}, {4, 2}, {4, 1}, {0, 1}},
+      {"ibj,jbk->kib", {4, 3, 5}, {5, 3, 2}, {2, 4, 3}, {2, 4, 3}, {0, 1, 2}},
+      {"bf,hf->bh", {9, 13}, {17, 13}, {9, 17}, {9, 17}, {0, 1}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.spec);
+    KernelAttrs a;
+    a.spec = c.spec;
+    a.dims = c.dims;
+    std::vector<Tensor> in = {random<T>(c.a, 61), random<T>(c.b, 62),
+                              random<T>(c.addend, 63)};
+    expectSame(KernelKind::Einsum, a, in, {{dt<T>(), c.c}});
+    if (c.addend != c.c)
+      continue;
+    std::unique_ptr<Backend> cpu = createCpuBackend(1);
+    Tensor apart = runOnBackend(*cpu, KernelKind::Einsum, a, in,
+                                {{dt<T>(), c.c}})[0];
+    Tensor want = runOnBackend(*cpu, KernelKind::Einsum, a, in,
+                               {{dt<T>(), c.c}}, /*outputOverInput=*/2)[0];
+    EXPECT_LE(relativeDifference(want, apart), 1e-6);
+    for (int block : kBlockSizes) {
+      std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+      Tensor got = runOnBackend(*gpu, KernelKind::Einsum, a, in,
+                                {{dt<T>(), c.c}}, /*outputOverInput=*/2)[0];
+      EXPECT_LE(relativeDifference(got, want), 1e-5) << "block " << block;
+    }
+  }
+}
+
 // Tests bf16 and f16 GEMMs (fp32 accumulation, the result rounded once)
 // against the cpu backend, which widens the operands to f32, runs sgemm and
 // narrows the result: within one ulp of the 16-bit result relative to the
@@ -575,6 +617,18 @@ TEST(CudaGemmPrecisionTest, HalfPrecisionOperandsAccumulateInF32) {
     EXPECT_LE(d, dtype == DType::BF16 ? 0x1p-7 : 0x1p-10) << toString(dtype);
     // Not all zeros or NaN: the comparison compares something.
     EXPECT_GT(std::fabs(elementAt(want, 5)), 0) << toString(dtype);
+    // With a bias: cuBLASLt accumulates onto it (beta = 1, one rounding);
+    // the cpu rounds the product, then the sum.
+    KernelAttrs biased = a;
+    biased.dims = {2};
+    Tensor bias = narrow(random<float>({19}, 43));
+    want = runOnBackend(*cpu, KernelKind::Einsum, biased, {x, y, bias},
+                        {{dtype, {2, 33, 19}}})[0];
+    got = runOnBackend(*gpu, KernelKind::Einsum, biased, {x, y, bias},
+                       {{dtype, {2, 33, 19}}})[0];
+    EXPECT_LE(relativeDifference(got, want),
+              dtype == DType::BF16 ? 0x1p-6 : 0x1p-9)
+        << toString(dtype) << " with a bias";
   }
 }
 

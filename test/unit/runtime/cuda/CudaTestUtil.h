@@ -37,7 +37,8 @@ struct OutputSpec {
 inline std::vector<Tensor> runOnBackend(Backend &backend, KernelKind kind,
                                         const KernelAttrs &attrs,
                                         const std::vector<Tensor> &inputs,
-                                        const std::vector<OutputSpec> &outputs) {
+                                        const std::vector<OutputSpec> &outputs,
+                                        int outputOverInput = -1) {
   Device &dev = backend.device();
   Stream &stream = dev.computeStream();
   std::vector<DeviceBuffer> buffers;
@@ -52,8 +53,13 @@ inline std::vector<Tensor> runOnBackend(Backend &backend, KernelKind kind,
   }
   for (const OutputSpec &o : outputs) {
     TensorView view{nullptr, o.dtype, o.shape};
-    buffers.push_back(dev.allocateBuffer(view.numBytes()));
-    view.data = buffers.back().get();
+    if (call.outputs.empty() && outputOverInput >= 0) {
+      // Output 0 in input outputOverInput's bytes (Buffer.reuses).
+      view.data = call.inputs.at(size_t(outputOverInput)).data;
+    } else {
+      buffers.push_back(dev.allocateBuffer(view.numBytes()));
+      view.data = buffers.back().get();
+    }
     call.outputs.push_back(view);
   }
   backend.run(call);
