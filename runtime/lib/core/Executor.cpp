@@ -469,17 +469,22 @@ struct Executor::Impl {
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    if (double inner = backend->takeInnerGemmSeconds(); inner > 0) {
-      inner = std::min(inner, seconds);
-      seconds -= inner;
-      profileSlots[innerGemmSlot].seconds += inner;
-      ++profileSlots[innerGemmSlot].calls;
-    }
+    Backend::KernelPartSeconds parts = backend->takeKernelPartSeconds();
+    for (auto [part, partSlot] :
+         {std::pair(parts.innerGemms, innerGemmSlot),
+          std::pair(parts.einsumAddends, einsumAddendSlot)})
+      if (part > 0) {
+        part = std::min(part, seconds);
+        seconds -= part;
+        profileSlots[partSlot].seconds += part;
+        ++profileSlots[partSlot].calls;
+      }
     ProfileEntry &e = profileSlots[slot];
     e.seconds += seconds;
     ++e.calls;
   }
-  size_t waitSlot = 0, copyBackSlot = 0, innerGemmSlot = 0;
+  size_t waitSlot = 0, copyBackSlot = 0, innerGemmSlot = 0,
+         einsumAddendSlot = 0;
   /// The communication stream bucket calls run on
   /// (ExecutorOptions::overlapBuckets); null when they run in line.
   std::unique_ptr<Stream> commStream;
@@ -1267,8 +1272,9 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   s.waitSlot = s.profileSlot("gradient buckets: wait and unpack");
   s.copyBackSlot = s.profileSlot("copy back updated parameters and state");
   s.innerGemmSlot = s.profileSlot("attention GEMMs");
+  s.einsumAddendSlot = s.profileSlot("einsum addends");
   if (s.profiling)
-    backend.setTimeInnerGemms(true);
+    backend.setTimeKernelParts(true);
   // `drains`: a collective the main thread issues itself, after every
   // bucket call issued before it has run.
   auto addStep = [&](int64_t i, const std::vector<int64_t> &reads,

@@ -245,22 +245,23 @@ void gemmUntimed(Fn &&blas, KernelKind kind, bool transA, bool transB,
 }
 
 /// gemmUntimed; a product inside another kernel (attention's) adds its
-/// time to innerGemmCounter() when a profile wants it.
+/// time to kernelPartCounters() when a profile wants it.
 template <typename T, typename Fn>
 void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
               int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
               const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
-  std::atomic<int64_t> *counter = innerGemmCounter();
-  if (!counter || kind == KernelKind::Einsum)
+  KernelPartCounters *counters = kernelPartCounters();
+  if (!counters || kind == KernelKind::Einsum)
     return gemmUntimed<T>(blas, kind, transA, transB, m, n, k, alpha, a, lda,
                           b, ldb, beta, c, ldc);
   auto start = std::chrono::steady_clock::now();
   gemmUntimed<T>(blas, kind, transA, transB, m, n, k, alpha, a, lda, b, ldb,
                  beta, c, ldc);
-  counter->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - start)
-                         .count(),
-                     std::memory_order_relaxed);
+  counters->innerGemmNanos.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - start)
+          .count(),
+      std::memory_order_relaxed);
 }
 } // namespace
 
@@ -600,7 +601,7 @@ public:
 
   void run(const KernelCall &call) override {
     PoolScope scope(pool.get());
-    InnerGemmCounterScope timing(timeInner ? &innerNanos : nullptr);
+    KernelPartCountersScope timing(timeParts ? &partNanos : nullptr);
     // bf16 and f16: the f32 kernel on widened copies (LowPrecision.h),
     // except bf16 contractions that oneDNN runs natively (OneDnnGemm.h).
     if (needsWidening(call)) {
@@ -613,12 +614,16 @@ public:
     dispatch(call);
   }
 
-  void setTimeInnerGemms(bool on) override { timeInner = on; }
+  void setTimeKernelParts(bool on) override { timeParts = on; }
 
-  double takeInnerGemmSeconds() override {
+  KernelPartSeconds takeKernelPartSeconds() override {
+    KernelPartSeconds s;
     // Summed over the pool's threads; the pairs of an attention kernel run
     // on all of them at once.
-    return double(innerNanos.exchange(0)) * 1e-9 / pool->size();
+    s.innerGemms =
+        double(partNanos.innerGemmNanos.exchange(0)) * 1e-9 / pool->size();
+    s.einsumAddends = double(partNanos.einsumAddendNanos.exchange(0)) * 1e-9;
+    return s;
   }
 
 private:
@@ -703,8 +708,8 @@ private:
   bool nativeBF16Gemm;
   std::unique_ptr<Device> dev = createCpuDevice();
   std::unique_ptr<ThreadPool> pool;
-  bool timeInner = false;
-  std::atomic<int64_t> innerNanos{0};
+  bool timeParts = false;
+  KernelPartCounters partNanos;
 };
 } // namespace
 

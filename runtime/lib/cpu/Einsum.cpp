@@ -29,9 +29,11 @@
 
 #include "CpuKernels.h"
 #include "OneDnnGemm.h"
+#include "ThreadPool.h"
 #include "runtime/lib/core/HalfFloat.h"
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <type_traits>
 
@@ -326,6 +328,9 @@ bool einsumTwo(const KernelCall &call, const Spec &spec,
   bool transR = layoutR == Layout::FreeContracted;
   int64_t ldl = transL ? m : k, ldr = transR ? k : n;
 
+  if constexpr (!std::is_floating_point_v<T>)
+    if (accumulate && !resultDirect)
+      return false; // runEinsumBF16 adds the product to the addend itself
   std::vector<T> temp;
   T *c = out;
   if (!resultDirect) {
@@ -348,10 +353,8 @@ bool einsumTwo(const KernelCall &call, const Spec &spec,
                   size);
     for (int64_t i = 0; i < outCount; ++i)
       out[i] += permuted[i];
-    return true;
-  } else {
-    return false; // runEinsumBF16 adds its addend itself
   }
+  return true;
 }
 
 /// One cblas_?gemm per batch element.
@@ -406,12 +409,22 @@ Checked checkEinsum(const KernelCall &call) {
   return c;
 }
 
-/// Writes the addend, broadcast, into the output, unless it is the output.
+/// Writes the addend, broadcast, into the output, unless it is the output;
+/// a profile times it (KernelPartCounters::einsumAddendNanos).
 void copyAddend(const KernelCall &call, const Checked &c) {
   const TensorView &addend = call.inputs[2], &out = call.outputs[0];
-  if (addend.data != out.data)
-    stridedCopy(addend.data, out.data, sizeOf(out.dtype), out.shape,
-                c.addendStrides);
+  if (addend.data == out.data)
+    return;
+  KernelPartCounters *counters = kernelPartCounters();
+  auto start = std::chrono::steady_clock::now();
+  stridedCopy(addend.data, out.data, sizeOf(out.dtype), out.shape,
+              c.addendStrides);
+  if (counters)
+    counters->einsumAddendNanos.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start)
+            .count(),
+        std::memory_order_relaxed);
 }
 
 template <typename T>
@@ -457,28 +470,33 @@ bool runEinsumBF16(const KernelCall &call) {
   if (call.outputs[0].dtype != DType::BF16)
     return false;
   Checked c = checkEinsum(call);
+  // beta is 0 or 1 (bf16 bits 0x3f80): oneDNN's sum post-op.
   auto oneDnn = [](bool transL, bool transR, int64_t batches, int64_t m,
                    int64_t n, int64_t k, const uint16_t *l, int64_t ldl,
                    int64_t strideL, const uint16_t *r, int64_t ldr,
                    int64_t strideR, uint16_t beta, uint16_t *c, int64_t ldc,
                    int64_t strideC) {
-    return beta == 0 && gemmBF16(transL, transR, batches, m, n, k, l, ldl,
-                                 strideL, r, ldr, strideR, c, DType::BF16, ldc,
-                                 strideC);
+    return gemmBF16(transL, transR, batches, m, n, k, l, ldl, strideL, r, ldr,
+                    strideR, c, DType::BF16, ldc, strideC,
+                    /*accumulate=*/beta != 0);
   };
   if (call.inputs.size() == 2)
     return einsumTwo<uint16_t>(call, c.spec, c.size, /*accumulate=*/false,
                                oneDnn);
-  // With an addend: the product into a bf16 temporary, then added to the
-  // addend in f32 and rounded once, as the add kernel would.
+  // With an addend: copied into the output, and the product added to it
+  // in f32 (one rounding) where the result is the GEMM's own and oneDNN
+  // runs it; else (nothing written but the addend) the product into a
+  // bf16 temporary, then added in f32 and rounded, as the add kernel would.
+  copyAddend(call, c);
+  if (einsumTwo<uint16_t>(call, c.spec, c.size, /*accumulate=*/true, oneDnn))
+    return true;
   const TensorView &out = call.outputs[0];
   std::vector<uint16_t> product(size_t(out.numElements()));
   KernelCall two = call;
   two.inputs.pop_back();
   two.outputs[0].data = product.data();
   if (!einsumTwo<uint16_t>(two, c.spec, c.size, /*accumulate=*/false, oneDnn))
-    return false;
-  copyAddend(call, c);
+    return false; // the caller widens, reading the addend (input 2) again
   auto *o = out.as<uint16_t>();
   for (size_t i = 0; i < product.size(); ++i)
     o[i] = half::toBF16(half::fromBF16(o[i]) + half::fromBF16(product[i]));

@@ -78,9 +78,10 @@ struct Key {
   int64_t batches, m, n, k, lda, strideA, ldb, strideB, ldc, strideC;
   DType cType;
   int threads;
+  bool accumulate;
   auto tie() const {
     return std::tie(transA, transB, batches, m, n, k, lda, strideA, ldb,
-                    strideB, ldc, strideC, cType, threads);
+                    strideB, ldc, strideC, cType, threads, accumulate);
   }
   bool operator<(const Key &other) const { return tie() < other.tie(); }
 };
@@ -110,6 +111,11 @@ dnnl::matmul::primitive_desc makeDesc(const Key &key) {
       cDims, key.cType == DType::BF16 ? Tag::bf16 : Tag::f32, cStrides);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
   dnnl::matmul::desc desc(aDesc, bDesc, cDesc);
   return dnnl::matmul::primitive_desc(desc, attr, engine());
 }
@@ -169,7 +175,8 @@ const Availability &availability() {
     }
     // A probe shape of the kind a training step runs.
     Key probe{false,     false, 1,         256, 256,       256,         256,
-              256 * 256, 256,   256 * 256, 256, 256 * 256, DType::BF16, 1};
+              256 * 256, 256,   256 * 256, 256, 256 * 256, DType::BF16, 1,
+              false};
     std::string impl;
     try {
       impl = makeDesc(probe).impl_info_str();
@@ -207,7 +214,7 @@ const std::string &describeNativeBF16Gemm() {
 bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
               int64_t k, const uint16_t *a, int64_t lda, int64_t strideA,
               const uint16_t *b, int64_t ldb, int64_t strideB, void *c,
-              DType cType, int64_t ldc, int64_t strideC) {
+              DType cType, int64_t ldc, int64_t strideC, bool accumulate) {
   if (!nativeBF16GemmAvailable() ||
       (cType != DType::BF16 && cType != DType::F32))
     return false;
@@ -215,8 +222,9 @@ bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
     return false; // the callers' empty cases, which have nothing to gain
   ThreadPool *pool = currentPool();
   int threads = availability().threaded && pool ? pool->size() : 1;
-  Key key{transA,  transB, batches, m,   n,       k,     lda,
-          strideA, ldb,    strideB, ldc, strideC, cType, threads};
+  Key key{transA,  transB, batches, m,     n,       k,
+          lda,     strideA, ldb,    strideB, ldc, strideC, cType, threads,
+          accumulate};
   // oneDNN sizes its parallel regions (at creation and at execution) by the
   // calling thread's OpenMP count.
   omp_set_num_threads(threads);
@@ -260,7 +268,7 @@ const std::string &describeNativeBF16Gemm() {
 
 bool gemmBF16(bool, bool, int64_t, int64_t, int64_t, int64_t, const uint16_t *,
               int64_t, int64_t, const uint16_t *, int64_t, int64_t, void *,
-              DType, int64_t, int64_t) {
+              DType, int64_t, int64_t, bool) {
   return false;
 }
 

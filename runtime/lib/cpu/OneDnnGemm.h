@@ -32,7 +32,9 @@ const std::string &describeNativeBF16Gemm();
 /// (op(A) is [M,K]; A stored [K,M] with leading dimension lda when transA),
 /// likewise B, C_i = c + i * strideC with leading dimension ldc; strides and
 /// leading dimensions in elements. `a` and `b` are bf16 bits; `c` is bf16
-/// (rounded once, to nearest even) or f32 by `cType`. Accumulates in f32.
+/// (rounded once, to nearest even) or f32 by `cType`. Accumulates in f32;
+/// `accumulate`: adds the product to C's values (oneDNN's sum post-op, one
+/// rounding).
 /// Runs on as many threads as the intra-op pool current on the calling
 /// thread has (1 inside a pool's loop, or with none; ThreadPool.h). Returns false, having written nothing, when this shape
 /// has no AMX implementation in oneDNN (or nativeBF16GemmAvailable() is
@@ -40,7 +42,8 @@ const std::string &describeNativeBF16Gemm();
 bool gemmBF16(bool transA, bool transB, int64_t batches, int64_t m, int64_t n,
               int64_t k, const uint16_t *a, int64_t lda, int64_t strideA,
               const uint16_t *b, int64_t ldb, int64_t strideB, void *c,
-              DType cType, int64_t ldc, int64_t strideC);
+              DType cType, int64_t ldc, int64_t strideC,
+              bool accumulate = false);
 
 } // namespace partita::runtime::cpu
 

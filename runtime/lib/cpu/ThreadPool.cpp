@@ -48,7 +48,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::runChunk(int chunk) {
   int64_t begin = chunk * chunkSize, end = std::min(n, begin + chunkSize);
   try {
-    InnerGemmCounterScope timing(counter);
+    KernelPartCountersScope timing(counters);
     if (begin < end)
       (*body)(begin, end);
   } catch (...) {
@@ -99,7 +99,7 @@ void ThreadPool::parallelFor(int64_t count, int64_t minChunk,
   // and read by a worker after it saw the move (acquire); no worker reads
   // them between loops.
   body = &fn;
-  counter = innerGemmCounter();
+  counters = kernelPartCounters();
   n = count;
   chunks = int(wanted);
   chunkSize = (count + wanted - 1) / wanted;
@@ -130,16 +130,18 @@ void ThreadPool::parallelFor(int64_t count, int64_t minChunk,
 
 namespace {
 thread_local ThreadPool *current = nullptr;
-thread_local std::atomic<int64_t> *currentCounter = nullptr;
+thread_local KernelPartCounters *currentCounters = nullptr;
 } // namespace
 
-std::atomic<int64_t> *innerGemmCounter() { return currentCounter; }
+KernelPartCounters *kernelPartCounters() { return currentCounters; }
 
-InnerGemmCounterScope::InnerGemmCounterScope(std::atomic<int64_t> *counter)
-    : previous(currentCounter) {
-  currentCounter = counter;
+KernelPartCountersScope::KernelPartCountersScope(KernelPartCounters *counters)
+    : previous(currentCounters) {
+  currentCounters = counters;
 }
-InnerGemmCounterScope::~InnerGemmCounterScope() { currentCounter = previous; }
+KernelPartCountersScope::~KernelPartCountersScope() {
+  currentCounters = previous;
+}
 
 ThreadPool *currentPool() { return current; }
 

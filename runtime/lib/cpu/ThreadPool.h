@@ -45,6 +45,16 @@
 
 namespace partita::runtime::cpu {
 
+/// Where parts of a kernel that a profile times on their own
+/// (Backend::setTimeKernelParts) add their nanoseconds.
+struct KernelPartCounters {
+  /// GEMMs inside a kernel of another kind (attention's), summed over the
+  /// threads that run them.
+  std::atomic<int64_t> innerGemmNanos{0};
+  /// An einsum's copy of its addend into its output (wall time).
+  std::atomic<int64_t> einsumAddendNanos{0};
+};
+
 class ThreadPool {
 public:
   /// `threads` >= 1 compute threads: the caller and threads - 1 workers.
@@ -71,9 +81,9 @@ private:
   // Moves on once per loop; workers spin on it, then block on `wake`.
   std::atomic<uint64_t> generation{0};
   bool stopping = false; // under `mutex`
-  // The loop in flight, and its caller's innerGemmCounter().
+  // The loop in flight, and its caller's kernelPartCounters().
   const std::function<void(int64_t, int64_t)> *body = nullptr;
-  std::atomic<int64_t> *counter = nullptr;
+  KernelPartCounters *counters = nullptr;
   int64_t n = 0, chunkSize = 0;
   int chunks = 0;
   std::atomic<int> pending{0}; // workers not yet done with the loop
@@ -94,20 +104,19 @@ private:
   ThreadPool *previous;
 };
 
-/// Where the GEMMs inside a kernel (attention's) add their nanoseconds
-/// while a profile wants them (Backend::setTimeInnerGemms), or null: set
-/// by CpuBackend::run for its call, and by the pool on its workers for the
-/// loop of a caller that had one.
-std::atomic<int64_t> *innerGemmCounter();
+/// The counters of the current kernel call while a profile wants them, or
+/// null: set by CpuBackend::run for its call, and by the pool on its
+/// workers for the loop of a caller that had them.
+KernelPartCounters *kernelPartCounters();
 
-/// Sets innerGemmCounter() for its lifetime.
-class InnerGemmCounterScope {
+/// Sets kernelPartCounters() for its lifetime.
+class KernelPartCountersScope {
 public:
-  explicit InnerGemmCounterScope(std::atomic<int64_t> *counter);
-  ~InnerGemmCounterScope();
+  explicit KernelPartCountersScope(KernelPartCounters *counters);
+  ~KernelPartCountersScope();
 
 private:
-  std::atomic<int64_t> *previous;
+  KernelPartCounters *previous;
 };
 
 /// The minChunk for parallelFor over items of `perItem` units of work each

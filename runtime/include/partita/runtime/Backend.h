@@ -189,14 +189,21 @@ public:
   virtual void run(const KernelCall &call) = 0;
 
   /// For a profile (ExecutorOptions::profile): while on, the backend times
-  /// the matrix products that run inside kernels of other kinds
-  /// (attention's and attention_grad's QK^T, PV and their gradients), so a
-  /// profile can count them as GEMM time. The cpu backend does; the
-  /// default times nothing.
-  virtual void setTimeInnerGemms(bool on) { (void)on; }
-  /// Seconds of such products since the last call: wall time on one
-  /// thread; with the work split over T threads, their summed time / T.
-  virtual double takeInnerGemmSeconds() { return 0; }
+  /// parts of kernels that a profile shows as rows of their own: the
+  /// matrix products inside kernels of other kinds (attention's and
+  /// attention_grad's QK^T, PV and their gradients), GEMM time; and an
+  /// einsum's copy of its addend into its output, not GEMM time. The cpu
+  /// backend does; the default times nothing.
+  virtual void setTimeKernelParts(bool on) { (void)on; }
+  struct KernelPartSeconds {
+    /// The inner products: wall time on one thread; with the work split
+    /// over T threads, their summed time / T.
+    double innerGemms = 0;
+    /// The addend copies: wall time.
+    double einsumAddends = 0;
+  };
+  /// Seconds of each part since the last call.
+  virtual KernelPartSeconds takeKernelPartSeconds() { return {}; }
 };
 
 /// The CPU backend on a cpu device of its own: OpenBLAS for contractions,

@@ -183,8 +183,9 @@ struct TraceEvent {
 /// waiting for and unpacking gradient buckets ("gradient buckets: wait and
 /// unpack"), and copying updated parameters and state back. The matrix
 /// products inside attention kernels are their own line, "attention
-/// GEMMs" (Backend::takeInnerGemmSeconds), taken out of the attention
-/// kernels' lines.
+/// GEMMs", and so is an einsum's copy of its addend into its output (a
+/// fused bias or gradient add), "einsum addends"
+/// (Backend::takeKernelPartSeconds), taken out of their kernels' lines.
 struct ProfileEntry {
   std::string what;
   int64_t calls = 0;

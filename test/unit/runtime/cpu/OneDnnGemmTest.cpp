@@ -141,6 +141,71 @@ TEST(OneDnnGemmTest, EinsumMatchesTheWidenedPathWithinOneUlp) {
             << " bf16 elements differ by one ulp\n";
 }
 
+// Tests bf16 einsums with an addend (a fused bias or gradient sum) against
+// the widened path: a result the GEMM writes itself accumulates onto the
+// copied addend in oneDNN (its sum post-op: one rounding, so within one
+// ulp, also when the output is the addend); a permuted result goes through
+// a bf16 product, then the add (two roundings: within 2^-8 of
+// sum |a||b| + |addend|).
+TEST(OneDnnGemmTest, EinsumWithAddendMatchesTheWidenedPath) {
+  SKIP_UNLESS_NATIVE();
+  struct AddendCase {
+    const char *spec;
+    std::vector<int64_t> a, b, c, addend, dims;
+    bool direct;
+  };
+  const std::vector<AddendCase> cases = {
+      {"bsh,hf->bsf", {8, 128, 256}, {256, 512}, {8, 128, 512}, {512}, {2},
+       true},
+      {"mk,kn->mn", {256, 512}, {512, 384}, {256, 384}, {256, 384}, {0, 1},
+       true},
+      {"mk,kn->nm", {33, 70}, {70, 19}, {19, 33}, {19, 1}, {0, 1}, false},
+  };
+  CpuBackendOptions nativeOptions, widenedOptions;
+  nativeOptions.numThreads = 1;
+  widenedOptions.numThreads = 1;
+  widenedOptions.nativeBF16Gemm = false;
+  std::unique_ptr<Backend> nativeBackend = createCpuBackend(nativeOptions);
+  std::unique_ptr<Backend> widenedBackend = createCpuBackend(widenedOptions);
+  uint64_t seed = 50;
+  for (const AddendCase &c : cases) {
+    SCOPED_TRACE(c.spec);
+    KernelAttrs attrs;
+    attrs.spec = c.spec;
+    attrs.dims = c.dims;
+    Tensor a = toBF16(randomTensor<float>(c.a, seed++));
+    Tensor b = toBF16(randomTensor<float>(c.b, seed++));
+    Tensor addend = toBF16(randomTensor<float>(c.addend, seed++));
+    Tensor got =
+        runOn(*nativeBackend, attrs, {&a, &b, &addend}, DType::BF16, c.c)[0];
+    Tensor want =
+        runOn(*widenedBackend, attrs, {&a, &b, &addend}, DType::BF16, c.c)[0];
+    Tensor absA = toF32(a, true), absB = toF32(b, true);
+    Tensor absAddend = toF32(addend, true);
+    Tensor scale = runOn(*widenedBackend, attrs, {&absA, &absB, &absAddend},
+                         DType::F32, c.c)[0];
+    if (c.direct) {
+      expectWithinOneUlp(got, want, scale);
+    } else {
+      for (int64_t i = 0; i < want.numElements(); ++i)
+        EXPECT_LE(std::fabs(widenFloat(got.data<uint16_t>()[i], DType::BF16) -
+                            widenFloat(want.data<uint16_t>()[i], DType::BF16)),
+                  std::ldexp(scale.data<float>()[i], -8))
+            << "element " << i;
+    }
+    if (c.addend != c.c)
+      continue;
+    // In place: the output is the addend.
+    Tensor acc(DType::BF16, c.addend);
+    std::memcpy(acc.data<uint16_t>(), addend.data<uint16_t>(),
+                size_t(addend.numElements()) * 2);
+    KernelCall call{KernelKind::Einsum, attrs, {a.view(), b.view(), acc.view()},
+                    {acc.view()}};
+    nativeBackend->run(call);
+    expectWithinOneUlp(acc, want, scale);
+  }
+}
+
 // Tests gemmBF16 itself, with a bf16 and an f32 result: it runs (returns
 // true) on transposed and batched operands with the dense leading
 // dimensions einsum passes, and the f32 result matches sgemm on the widened
