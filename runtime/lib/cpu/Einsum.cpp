@@ -470,7 +470,7 @@ bool runEinsumBF16(const KernelCall &call) {
   if (call.outputs[0].dtype != DType::BF16)
     return false;
   Checked c = checkEinsum(call);
-  // beta is 0 or 1 (bf16 bits 0x3f80): oneDNN's sum post-op.
+  // beta is 0, or T(1) from einsumTwo to accumulate: oneDNN's sum post-op.
   auto oneDnn = [](bool transL, bool transR, int64_t batches, int64_t m,
                    int64_t n, int64_t k, const uint16_t *l, int64_t ldl,
                    int64_t strideL, const uint16_t *r, int64_t ldr,
