@@ -49,6 +49,15 @@ Tensor toF32(const Tensor &t, bool absolute = false) {
   return out;
 }
 
+/// A cpu backend on one thread whose bf16 contractions run natively
+/// (oneDNN) or on widened copies.
+std::unique_ptr<Backend> oneThreadBackend(bool native) {
+  CpuBackendOptions options;
+  options.numThreads = 1;
+  options.nativeBF16Gemm = native;
+  return createCpuBackend(options);
+}
+
 std::vector<Tensor> runOn(Backend &backend, const KernelAttrs &attrs,
                           std::vector<Tensor *> inputs, DType dtype,
                           const std::vector<int64_t> &outShape) {
@@ -109,12 +118,8 @@ TEST(OneDnnGemmTest, EinsumMatchesTheWidenedPathWithinOneUlp) {
       {"bik,bkj->bji", {3, 17, 5}, {3, 5, 1}, {3, 1, 17}},
       {"ij,jk->ik", {1, 7}, {7, 9}, {1, 9}},
   };
-  CpuBackendOptions nativeOptions, widenedOptions;
-  nativeOptions.numThreads = 1;
-  widenedOptions.numThreads = 1;
-  widenedOptions.nativeBF16Gemm = false;
-  std::unique_ptr<Backend> nativeBackend = createCpuBackend(nativeOptions);
-  std::unique_ptr<Backend> widenedBackend = createCpuBackend(widenedOptions);
+  std::unique_ptr<Backend> nativeBackend = oneThreadBackend(true);
+  std::unique_ptr<Backend> widenedBackend = oneThreadBackend(false);
   int64_t differ = 0, total = 0;
   uint64_t seed = 1;
   for (const Case &c : cases) {
@@ -161,12 +166,8 @@ TEST(OneDnnGemmTest, EinsumWithAddendMatchesTheWidenedPath) {
        true},
       {"mk,kn->nm", {33, 70}, {70, 19}, {19, 33}, {19, 1}, {0, 1}, false},
   };
-  CpuBackendOptions nativeOptions, widenedOptions;
-  nativeOptions.numThreads = 1;
-  widenedOptions.numThreads = 1;
-  widenedOptions.nativeBF16Gemm = false;
-  std::unique_ptr<Backend> nativeBackend = createCpuBackend(nativeOptions);
-  std::unique_ptr<Backend> widenedBackend = createCpuBackend(widenedOptions);
+  std::unique_ptr<Backend> nativeBackend = oneThreadBackend(true);
+  std::unique_ptr<Backend> widenedBackend = oneThreadBackend(false);
   uint64_t seed = 50;
   for (const AddendCase &c : cases) {
     SCOPED_TRACE(c.spec);
