@@ -362,7 +362,8 @@ private:
                               function_ref<InFlightDiagnostic()> emitError);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, Operation *kernelOp,
-                            ArrayRef<Value> inputs);
+                            ArrayRef<Value> inputs,
+                            const Fusion *fusion = nullptr);
   LogicalResult lowerCollective(Operation *op);
   LogicalResult lowerConstant(Operation *op, DenseElementsAttr dense);
   LogicalResult lowerResult(func::ReturnOp ret, unsigned index, Value value);
@@ -956,7 +957,7 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
     const Fusion &fusion = it->second;
     SmallVector<Value, 3> inputs(fusion.einsum->getOperands());
     inputs.push_back(fusion.addend);
-    return lowerKernel(op, fusion.einsum, inputs);
+    return lowerKernel(op, fusion.einsum, inputs, &fusion);
   }
   if (!isa<dist::KernelOpInterface>(op))
     return op->emitError() << "cannot be lowered to a plan: the runtime has "
@@ -966,19 +967,20 @@ LogicalResult FunctionLowering::lowerOp(Operation *op) {
 }
 
 /// One kernel instruction writing `op`'s results: the kernel `kernelOp`
-/// describes (op itself, or the einsum an add is fused into) reading
-/// `inputs`.
+/// describes (op itself, or, for a `fusion`, the einsum the add is fused
+/// into, its addend's dims as the kernel's) reading `inputs`.
 LogicalResult FunctionLowering::lowerKernel(Operation *op, Operation *kernelOp,
-                                            ArrayRef<Value> inputs) {
+                                            ArrayRef<Value> inputs,
+                                            const Fusion *fusion) {
   FailureOr<dist::KernelDescription> description = describe(kernelOp);
   if (failed(description))
     return failure();
   pb::Kernel kernel;
   if (failed(kernelToPlan(kernelOp, *description, kernel)))
     return failure();
-  if (auto it = fusions.find(op); it != fusions.end()) {
+  if (fusion) {
     kernel.mutable_attrs()->clear_dims();
-    for (int64_t d : it->second.dims)
+    for (int64_t d : fusion->dims)
       kernel.mutable_attrs()->add_dims(d);
   }
   int64_t index = program.instructions_size();

@@ -128,26 +128,30 @@ void checkIndex(KernelKind kind, const TensorView &view, const char *what) {
                    ", expected i32 or i64");
 }
 
+namespace {
+/// Whether two non-empty views share a byte.
+bool overlaps(const TensorView &a, const TensorView &b) {
+  if (a.numElements() == 0 || b.numElements() == 0)
+    return false;
+  auto a0 = reinterpret_cast<uintptr_t>(a.data);
+  auto b0 = reinterpret_cast<uintptr_t>(b.data);
+  return a0 < b0 + b.numBytes() && b0 < a0 + a.numBytes();
+}
+
+/// Whether two views are the same bytes (an exact alias).
+bool sameBytes(const TensorView &a, const TensorView &b) {
+  return a.data == b.data && a.numBytes() == b.numBytes();
+}
+} // namespace
+
 void checkNoOverlap(const KernelCall &call, bool allowExactAlias) {
-  auto range = [](const TensorView &v) {
-    auto begin = reinterpret_cast<uintptr_t>(v.data);
-    return std::make_pair(begin, begin + v.numBytes());
-  };
-  auto overlaps = [&](const TensorView &a, const TensorView &b) {
-    if (a.numElements() == 0 || b.numElements() == 0)
-      return false;
-    auto [a0, a1] = range(a);
-    auto [b0, b1] = range(b);
-    return a0 < b1 && b0 < a1;
-  };
   for (size_t o = 0; o < call.outputs.size(); ++o) {
     const TensorView &out = call.outputs[o];
     for (size_t i = 0; i < call.inputs.size(); ++i) {
       const TensorView &in = call.inputs[i];
       if (!overlaps(out, in))
         continue;
-      if (allowExactAlias && out.data == in.data &&
-          out.numBytes() == in.numBytes())
+      if (allowExactAlias && sameBytes(out, in))
         continue;
       fail(call.kind,
            "output " + std::to_string(o) + " overlaps input " +
@@ -164,14 +168,7 @@ void checkNoOverlap(const KernelCall &call, bool allowExactAlias) {
 
 void checkAliasOrApart(const KernelCall &call, size_t input) {
   const TensorView &out = call.outputs[0], &in = call.inputs[input];
-  if (out.numElements() == 0 || in.numElements() == 0 ||
-      (out.data == in.data && out.numBytes() == in.numBytes()))
-    return;
-  auto begin = [](const TensorView &v) {
-    return reinterpret_cast<uintptr_t>(v.data);
-  };
-  if (begin(out) < begin(in) + in.numBytes() &&
-      begin(in) < begin(out) + out.numBytes())
+  if (overlaps(out, in) && !sameBytes(out, in))
     fail(call.kind, "output 0 overlaps input " + std::to_string(input) +
                         " without being it (only an exact alias is "
                         "allowed)");
@@ -257,11 +254,7 @@ void gemmImpl(Fn &&blas, KernelKind kind, bool transA, bool transB, int64_t m,
   auto start = std::chrono::steady_clock::now();
   gemmUntimed<T>(blas, kind, transA, transB, m, n, k, alpha, a, lda, b, ldb,
                  beta, c, ldc);
-  counters->innerGemmNanos.fetch_add(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now() - start)
-          .count(),
-      std::memory_order_relaxed);
+  addNanosSince(counters->innerGemmNanos, start);
 }
 } // namespace
 

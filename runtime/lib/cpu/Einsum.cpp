@@ -420,11 +420,7 @@ void copyAddend(const KernelCall &call, const Checked &c) {
   stridedCopy(addend.data, out.data, sizeOf(out.dtype), out.shape,
               c.addendStrides);
   if (counters)
-    counters->einsumAddendNanos.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::steady_clock::now() - start)
-            .count(),
-        std::memory_order_relaxed);
+    addNanosSince(counters->einsumAddendNanos, start);
 }
 
 template <typename T>

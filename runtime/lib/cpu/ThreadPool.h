@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -54,6 +55,15 @@ struct KernelPartCounters {
   /// An einsum's copy of its addend into its output (wall time).
   std::atomic<int64_t> einsumAddendNanos{0};
 };
+
+/// Adds the nanoseconds since `start` to a KernelPartCounters counter.
+inline void addNanosSince(std::atomic<int64_t> &counter,
+                          std::chrono::steady_clock::time_point start) {
+  counter.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count(),
+                    std::memory_order_relaxed);
+}
 
 class ThreadPool {
 public:
