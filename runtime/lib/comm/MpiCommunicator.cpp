@@ -26,7 +26,8 @@
 // When a collective times out, MPI cannot say which members never posted
 // it, so the rank takes an arrival census before it fails: it asks every
 // other member of the group, on the control communicator, how many calls
-// on that group it has posted, and waits up to half a second for answers.
+// on that group it has posted, and waits for answers (half the timeout,
+// between 0.5 and 5 s).
 // Every rank answers such queries while it polls any request (waitAll), so
 // a member that reached the call answers at once; one that did not answer
 // is stopped (SIGSTOP), busy elsewhere or gone, and one that answers with
@@ -116,9 +117,17 @@ const void *unaliasedReduceScatterSend(const void *send, const void *recv,
 /// allows tags up to 32767), the census the two left.
 constexpr int kCensusQueryTag = 0;
 constexpr int kCensusAnswerTag = 32767;
-/// How long a timed-out rank waits for the census's answers. Members that
-/// reached the call answer within milliseconds (they are polling).
-constexpr std::chrono::milliseconds kCensusWait(500);
+/// How long a timed-out rank waits for the census's answers: half the
+/// timeout, at least 500 ms and at most 5 s (never more than the timeout).
+/// Members that are polling answer within milliseconds on an idle machine;
+/// on an oversubscribed one (ranks sharing cores with other work) a polling
+/// rank may wait hundreds of milliseconds for a core, so the window grows
+/// with the timeout the user chose for such machines.
+std::chrono::milliseconds censusWait(std::chrono::milliseconds timeout) {
+  using std::chrono::milliseconds;
+  return std::min(timeout,
+                  std::clamp(timeout / 2, milliseconds(500), milliseconds(5000)));
+}
 
 std::string mpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -270,7 +279,7 @@ private:
   /// rank P" (" (it is alive but had not posted that send: ...)").
   std::string peerCensus(const CallId &id, bool isSend, int tag);
   std::string censusWaitText() const {
-    return std::to_string(std::min(kCensusWait, getTimeout()).count()) + " ms";
+    return std::to_string(censusWait(getTimeout()).count()) + " ms";
   }
   /// A group of one needs no MPI: its own block is the result. memmove,
   /// since reduce_scatter lets `recv` lie inside `send`.
@@ -525,7 +534,7 @@ std::map<int, long long> MpiCommunicator::askPosted(const CallId &id) {
       queries.pop_back();
   }
   size_t unanswered = posted.size();
-  Clock::time_point until = Clock::now() + std::min(kCensusWait, getTimeout());
+  Clock::time_point until = Clock::now() + censusWait(getTimeout());
   while (unanswered && Clock::now() < until) {
     // Members timing out at the same moment ask too.
     answerCensus();
