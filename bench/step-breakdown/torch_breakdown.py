@@ -11,7 +11,11 @@ copy/layout, other). Prints one line per kind and a "step" line:
   step MS_PER_STEP (unprofiled median) MS_PER_STEP (profiled sum)
 
   python3 torch_breakdown.py --threads T --steps N --warmup W --batch B \
-      --seq S --hidden H --heads n --layers L --vocab V
+      --seq S --hidden H --heads n --layers L --vocab V [--shapes]
+
+--shapes also prints one line per GEMM op and operand shapes, with its
+time per step and rate (the peer of `partita run --profile-einsums`):
+  gemm NAME SHAPES CALLS_PER_STEP MS_PER_STEP GFLOP/S
 """
 import argparse
 import collections
@@ -53,6 +57,20 @@ def kind_of(name, under_optimizer):
     return "other"
 
 
+def gemm_flops(name, shapes):
+    """2 per multiply-add of one mm / addmm / bmm / baddbmm call (0 for
+    the vector products)."""
+    if name in ("aten::addmm", "aten::baddbmm"):
+        shapes = shapes[1:3]  # the added input first
+    if name in ("aten::mm", "aten::addmm") and len(shapes) == 2:
+        (m, k), (_, n) = shapes
+        return 2.0 * m * k * n
+    if name in ("aten::bmm", "aten::baddbmm") and len(shapes) == 2:
+        (b, m, k), (_, _, n) = shapes
+        return 2.0 * b * m * k * n
+    return 0.0
+
+
 def main():
     p = argparse.ArgumentParser()
     for name, default in [("threads", 1), ("steps", 5), ("warmup", 2),
@@ -60,6 +78,7 @@ def main():
                           ("heads", 4), ("layers", 4), ("vocab", 1024),
                           ("ffn", 0)]:
         p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--shapes", action="store_true")
     a = p.parse_args()
     fair.setup_torch(torch, a.threads)
     torch.manual_seed(0)
@@ -82,11 +101,19 @@ def main():
         step()
         plain.append(time.perf_counter() - t0)
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU],
+                 record_shapes=a.shapes) as prof:
         for _ in range(a.steps):
             step()
     shares = collections.Counter()
+    gemms = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for ev in prof.events():
+        if a.shapes and ev.name in GEMM:
+            shapes = [s for s in ev.input_shapes if s]
+            g = gemms[(ev.name, str(shapes))]
+            g[0] += 1
+            g[1] += ev.self_cpu_time_total
+            g[2] += gemm_flops(ev.name, shapes)
         e, under = ev, False
         while e is not None:
             if e.name.startswith("Optimizer.step") or \
@@ -96,6 +123,11 @@ def main():
         shares[kind_of(ev.name, under)] += ev.self_cpu_time_total  # us
     for kind, us in shares.most_common():
         print(f"kind {kind} {us / 1e3 / a.steps:.3f}")
+    for (name, shapes), (calls, us, flops) in sorted(
+            gemms.items(), key=lambda kv: -kv[1][1]):
+        print(f"gemm {name} {shapes.replace(' ', '')} {calls / a.steps:.1f} "
+              f"{us / 1e3 / a.steps:.3f} "
+              f"{flops / (us * 1e-6) * 1e-9 if us else 0:.1f}")
     print(f"step {statistics.median(plain) * 1e3:.3f} "
           f"{sum(shares.values()) / 1e3 / a.steps:.3f}")
 

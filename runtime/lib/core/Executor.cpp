@@ -449,7 +449,7 @@ struct Executor::Impl {
   size_t profileSlot(const std::string &what) {
     auto [it, added] = profileSlotOf.emplace(what, profileSlots.size());
     if (added)
-      profileSlots.push_back({what, 0, 0});
+      profileSlots.push_back({what, 0, 0, 0});
     return it->second;
   }
   /// Runs `body`, adding its time to slot `slot` when profiling. The
@@ -457,7 +457,8 @@ struct Executor::Impl {
   /// stream runs ahead of the host (a GPU) the time is the work's own
   /// (plus one launch and synchronization, some microseconds), not the
   /// time to queue it.
-  template <typename Body> void timed(size_t slot, Body &&body) {
+  template <typename Body>
+  void timed(size_t slot, Body &&body, double flops = 0) {
     if (!profiling) {
       body();
       return;
@@ -481,6 +482,7 @@ struct Executor::Impl {
       }
     ProfileEntry &e = profileSlots[slot];
     e.seconds += seconds;
+    e.flops += flops;
     ++e.calls;
   }
   size_t waitSlot = 0, copyBackSlot = 0, innerGemmSlot = 0,
@@ -749,6 +751,44 @@ static std::string instructionLabel(const plan::Instruction &inst) {
   const plan::Collective &c = inst.collective();
   std::string name = collectiveKindName(c.kind());
   return c.bucket() > 0 ? name + " (bucket)" : name;
+}
+
+/// ExecutorOptions::profileEinsums: an einsum's profile line, "einsum",
+/// its spec and its operands' shapes, and its floating-point operations
+/// (2 per multiply-add: twice the product of every index's size). A spec
+/// the kernel would reject keeps the plain label; the kernel reports it.
+static std::pair<std::string, double>
+einsumProfileLabel(const std::string &spec,
+                   const std::vector<TensorView> &inputs) {
+  std::string label = "einsum " + spec;
+  size_t arrow = spec.find("->");
+  std::map<char, int64_t> sizes;
+  size_t operand = 0, position = 0;
+  for (size_t i = 0; i < std::min(arrow, spec.size()); ++i) {
+    char c = spec[i];
+    if (c == ',') {
+      ++operand;
+      position = 0;
+      continue;
+    }
+    // The addend (a third input) names no indices of its own.
+    if (operand >= 2 || operand >= inputs.size() ||
+        position >= inputs[operand].shape.size())
+      return {"einsum", 0};
+    sizes[c] = inputs[operand].shape[position++];
+  }
+  double flops = 2;
+  for (auto [c, size] : sizes)
+    flops *= double(size);
+  for (size_t k = 0; k < std::min<size_t>(inputs.size(), 2); ++k) {
+    label += " [";
+    for (size_t d = 0; d < inputs[k].shape.size(); ++d)
+      label += (d ? "," : "") + std::to_string(inputs[k].shape[d]);
+    label += "]";
+  }
+  if (inputs.size() > 2)
+    label += " + addend";
+  return {label, flops};
 }
 
 static ReduceOp toReduceOp(int op) {
@@ -1268,6 +1308,7 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
   // Appends instruction i's step: it first finishes every bucket whose
   // output it is the first to read.
   s.profiling = options.profile;
+  bool profileEinsums = options.profile && options.profileEinsums;
   s.tracing = options.trace;
   s.waitSlot = s.profileSlot("gradient buckets: wait and unpack");
   s.copyBackSlot = s.profileSlot("copy back updated parameters and state");
@@ -1293,14 +1334,24 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
       for (int64_t out : b->outputs)
         bucketOfOutput.erase(out);
     }
-    size_t slot = s.profileSlot(instructionLabel(inst));
-    s.steps.push_back([impl, waits, step, where, slot, drains] {
+    std::string label = instructionLabel(inst);
+    double flops = 0;
+    if (profileEinsums && inst.has_kernel() &&
+        inst.kernel().kind() == plan::Kernel::EINSUM) {
+      std::vector<TensorView> inputs;
+      for (int64_t id : inst.kernel().inputs())
+        inputs.push_back(s.views[id]);
+      std::tie(label, flops) =
+          einsumProfileLabel(inst.kernel().attrs().spec(), inputs);
+    }
+    size_t slot = s.profileSlot(label);
+    s.steps.push_back([impl, waits, step, where, slot, drains, flops] {
       try {
         for (Impl::Bucket *b : waits)
           impl->finish(*b);
         if (drains)
           impl->waitForCommStream();
-        impl->timed(slot, step);
+        impl->timed(slot, step, flops);
       } catch (const Error &e) {
         throw Error(where + ": " + e.what());
       }
@@ -2158,6 +2209,7 @@ std::vector<ProfileEntry> Executor::profile() const {
       } else {
         entries[it->second].calls += e.calls;
         entries[it->second].seconds += e.seconds;
+        entries[it->second].flops += e.flops;
       }
     }
   }

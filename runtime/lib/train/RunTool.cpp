@@ -168,6 +168,10 @@ const OptionSpec kOptions[] = {
     {"profile", nullptr,
      "Time every instruction; print rank 0's time per step for each kernel "
      "kind and collective, largest first"},
+    {"profile-einsums", nullptr,
+     "With --profile (implied): one line per einsum spec and operand "
+     "shapes instead of one 'einsum' line, each with its GFLOP/s, to find "
+     "a slow GEMM shape"},
     {"report-memory", nullptr,
      "Print rank 0's memory high-water mark (and, pipelined, one rank's "
      "of each stage): the bytes its executor allocated (arena, "
@@ -581,7 +585,9 @@ int Tool::run() {
   ranksOptions.ranks = int(ranks);
   ranksOptions.timeout = std::chrono::milliseconds(timeoutMs);
   ranksOptions.overlapBuckets = !args.flags.count("sync-comm");
-  ranksOptions.profile = args.flags.count("profile");
+  ranksOptions.profileEinsums = args.flags.count("profile-einsums");
+  ranksOptions.profile =
+      args.flags.count("profile") || ranksOptions.profileEinsums;
   ranksOptions.trace = args.has("trace");
   ranksOptions.failRank = int(failRank);
   ranksOptions.failStep = int(failStep);

@@ -58,6 +58,7 @@ ExecutorOptions executorOptions(const RunOptions &options) {
   ExecutorOptions out;
   out.overlapBuckets = options.overlapBuckets;
   out.profile = options.profile;
+  out.profileEinsums = options.profileEinsums;
   out.trace = options.trace;
   return out;
 }
@@ -836,17 +837,27 @@ std::string formatProfile(const std::vector<ProfileEntry> &profile,
   if (profile.empty() || steps < 1)
     return "";
   double total = 0, measured = 0;
-  for (const ProfileEntry &e : profile)
+  // The label column: 42 wide, or the longest label's width.
+  int width = 42;
+  for (const ProfileEntry &e : profile) {
     total += e.seconds;
+    width = std::max(width, int(e.what.size()));
+  }
   for (double s : seconds)
     measured += s;
   std::string out = "profile of rank 0, per step (mean of " +
                     std::to_string(steps) + "):\n";
-  for (const ProfileEntry &e : profile)
-    out += format("  %-42s %7.1f calls %9.3f ms %6.1f%%\n", e.what.c_str(),
+  for (const ProfileEntry &e : profile) {
+    out += format("  %-*s %7.1f calls %9.3f ms %6.1f%%", width, e.what.c_str(),
                   double(e.calls) / steps, e.seconds / steps * 1e3,
                   total > 0 ? 100 * e.seconds / total : 0.0);
-  out += format("  %-42s %13s %9.3f ms (measured step: %.3f ms)\n", "sum", "",
+    if (e.flops > 0 && e.seconds > 0)
+      out += format(" %8.1f GFLOP/s, %.6g MFLOP a call",
+                    e.flops / e.seconds * 1e-9, e.flops / e.calls * 1e-6);
+    out += "\n";
+  }
+  out += format("  %-*s %13s %9.3f ms (measured step: %.3f ms)\n", width,
+                "sum", "",
                 total / steps * 1e3,
                 measured / std::max<size_t>(seconds.size(), 1) * 1e3);
   return out;

@@ -159,6 +159,11 @@ struct ExecutorOptions {
   /// stream is drained around each, so a GPU's kernels are timed, not
   /// their launches.
   bool profile = false;
+  /// With `profile`: one line per einsum spec and operand shapes
+  /// ("einsum bsh,hd->bsd [8,128,256] [256,1024]") instead of one
+  /// "einsum" line, each with its multiply-adds counted
+  /// (ProfileEntry::flops), so a slow GEMM shape can be found.
+  bool profileEinsums = false;
   /// Record when each step (and each action of a pipelined step) begins
   /// and ends (Executor::trace).
   bool trace = false;
@@ -190,6 +195,9 @@ struct ProfileEntry {
   std::string what;
   int64_t calls = 0;
   double seconds = 0;
+  /// Floating-point operations of those calls (2 per multiply-add), where
+  /// counted (ExecutorOptions::profileEinsums); 0 otherwise.
+  double flops = 0;
 };
 
 /// Runs one program of a plan on one rank.

@@ -80,6 +80,8 @@ struct RunOptions {
   /// ExecutorOptions of the program's executors.
   bool overlapBuckets = true;
   bool profile = false;
+  /// ExecutorOptions::profileEinsums (with `profile`).
+  bool profileEinsums = false;
   /// Record spans (ExecutorOptions::trace): TrainRun::traces.
   bool trace = false;
   /// Testing: rank `failRank` fails before step `failStep` (1-based) of a

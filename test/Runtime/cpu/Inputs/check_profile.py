@@ -6,7 +6,9 @@ import sys
 
 rows, total, measured = [], None, None
 for line in sys.stdin:
-    m = re.match(r"^  (.+?) +([0-9.]+) calls +([0-9.]+) ms +([0-9.]+)%$", line)
+    # --profile-einsums adds a rate and a count of work to einsum rows.
+    m = re.match(r"^  (.+?) +([0-9.]+) calls +([0-9.]+) ms +([0-9.]+)%"
+                 r"(?: +[0-9.]+ GFLOP/s, [0-9.e+]+ MFLOP a call)?$", line)
     if m:
         rows.append((m.group(1), float(m.group(3)), float(m.group(4))))
         continue
