@@ -121,8 +121,10 @@ int64_t labelAt(const TensorView &labels, int64_t t) {
 } // namespace
 
 namespace {
-/// f32 layer_norm_grad rows, the formula of runLayerNormGrad with its
-/// reductions in laneSum's order (vectorized).
+/// f32 layer_norm_grad rows, the formula of runLayerNormGrad in f32 with
+/// the statistics of layerNormStatsF32 (the same mean and rstd as the
+/// forward's): one pass for the mean, one for the three sums of c^2, g and
+/// g c (c = x - mean, g = dy gamma; blockSums), one for dx.
 PARTITA_VECTOR_CLONES
 void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
                           float *dx, int64_t rows, int64_t hidden,
@@ -130,28 +132,41 @@ void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
   for (int64_t r = 0; r < rows; ++r) {
     const float *src = x + r * hidden, *dyr = dy + r * hidden;
     float *dst = dx + r * hidden;
-    double mean =
-        laneSum(hidden, [&](int64_t i) { return double(src[i]); }) / hidden;
-    double var = laneSum(hidden,
-                         [&](int64_t i) {
-                           double c = src[i] - mean;
-                           return c * c;
-                         }) /
-                 hidden;
-    double rstd = 1.0 / std::sqrt(var + epsilon);
-    double meanG =
-        laneSum(hidden, [&](int64_t i) { return double(dyr[i]) * gamma[i]; }) /
-        hidden;
-    double meanGX =
-        laneSum(hidden,
-                [&](int64_t i) {
-                  return double(dyr[i]) * gamma[i] * (src[i] - mean) * rstd;
-                }) /
-        hidden;
-    for (int64_t i = 0; i < hidden; ++i) {
-      double g = double(dyr[i]) * gamma[i];
-      double xhat = (src[i] - mean) * rstd;
-      dst[i] = static_cast<float>(rstd * (g - meanG - xhat * meanGX));
+    double total[1], sums[3];
+    blockSums<1>(
+        hidden, [&](int64_t i, Lane16f t[1]) { t[0] = load16f(src + i); },
+        [&](int64_t i, float t[1]) { t[0] = src[i]; }, total);
+    float m = static_cast<float>(total[0] / hidden);
+    blockSums<3>(
+        hidden,
+        [&](int64_t i, Lane16f t[3]) {
+          Lane16f c = load16f(src + i) - m;
+          Lane16f g = load16f(dyr + i) * load16f(gamma + i);
+          t[0] = c * c;
+          t[1] = g;
+          t[2] = g * c;
+        },
+        [&](int64_t i, float t[3]) {
+          float c = src[i] - m, g = dyr[i] * gamma[i];
+          t[0] = c * c;
+          t[1] = g;
+          t[2] = g * c;
+        },
+        sums);
+    float rstd =
+        static_cast<float>(1.0 / std::sqrt(sums[0] / hidden + epsilon));
+    float meanG = static_cast<float>(sums[1] / hidden);
+    float meanGX = static_cast<float>(sums[2] * rstd / hidden);
+    int64_t i = 0;
+    for (; i + 16 <= hidden; i += 16) {
+      Lane16f g = load16f(dyr + i) * load16f(gamma + i);
+      Lane16f xhat = (load16f(src + i) - m) * rstd;
+      store16f(dst + i, rstd * (g - meanG - xhat * meanGX));
+    }
+    for (; i < hidden; ++i) {
+      float g = dyr[i] * gamma[i];
+      float xhat = (src[i] - m) * rstd;
+      dst[i] = rstd * (g - meanG - xhat * meanGX);
     }
   }
 }

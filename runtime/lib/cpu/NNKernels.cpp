@@ -291,8 +291,8 @@ void runSoftmax(const KernelCall &call) {
 }
 
 namespace {
-/// f32 layer_norm rows: the statistics in double as below, in laneSum's
-/// order so that both reductions vectorize; the row stays in L1 between
+/// f32 layer_norm rows: the statistics of layerNormStatsF32, then
+/// (x - mean) * rstd * gamma + beta in f32; the row stays in L1 between
 /// the passes.
 PARTITA_VECTOR_CLONES
 void layerNormRowsF32(const float *x, const float *gamma, const float *beta,
@@ -300,17 +300,12 @@ void layerNormRowsF32(const float *x, const float *gamma, const float *beta,
   for (int64_t r = 0; r < rows; ++r) {
     const float *src = x + r * hidden;
     float *dst = y + r * hidden;
-    double mean =
-        laneSum(hidden, [&](int64_t i) { return double(src[i]); }) / hidden;
-    double var = laneSum(hidden,
-                         [&](int64_t i) {
-                           double d = src[i] - mean;
-                           return d * d;
-                         }) /
-                 hidden;
-    float m = static_cast<float>(mean);
-    float rstd = static_cast<float>(1.0 / std::sqrt(var + epsilon));
-    for (int64_t i = 0; i < hidden; ++i)
+    auto [m, rstd] = layerNormStatsF32(src, hidden, epsilon);
+    int64_t i = 0;
+    for (; i + 16 <= hidden; i += 16)
+      store16f(dst + i, (load16f(src + i) - m) * rstd * load16f(gamma + i) +
+                            load16f(beta + i));
+    for (; i < hidden; ++i)
       dst[i] = (src[i] - m) * rstd * gamma[i] + beta[i];
   }
 }
