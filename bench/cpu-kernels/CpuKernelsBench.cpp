@@ -7,7 +7,9 @@
 // the same run, memcpy moving the same number of bytes (half read, half
 // written), and prints the kernel's bytes per second as a ratio to
 // memcpy's: near 1 the kernel runs at the copy rate of this cache level,
-// well below 1 it is bound by its arithmetic. Threads:
+// well below 1 it is bound by its arithmetic. The attention kernels
+// (causal, 4 heads of 64) are timed too, for their time only: their QK^T,
+// PV and gradient products run through BLAS inside them. Threads:
 // PARTITA_BENCH_THREADS (default 1; the intra-op pool's size).
 //
 //===----------------------------------------------------------------------===//
@@ -58,6 +60,8 @@ struct Case {
   std::vector<Tensor> tensors; // kept alive for the views in `call`
   KernelCall call;
   double bytes = 0;
+  /// GEMMs run inside: no memcpy peer, the time alone.
+  bool gemms = false;
 };
 
 Case makeCase(const std::string &name) {
@@ -123,13 +127,36 @@ Case makeCase(const std::string &name) {
     k.inputs = {p, g, m, v, add(std::move(step))};
     k.outputs = {p, m, v};
     c.bytes = 7.0 * kParams * 4;
+  } else if (name == "attention" || name == "attention_grad") {
+    // [batch 8, seq 128, heads 4, head_dim 64]: q, k, v (and dy) read, the
+    // output (dq, dk, dv) written.
+    std::vector<int64_t> shape{8, 128, 4, kHidden / 4};
+    int64_t elements = kRows * kHidden;
+    k.attrs.causal = true;
+    k.inputs = {add(randomTensor(shape, 1)), add(randomTensor(shape, 2)),
+                add(randomTensor(shape, 3))};
+    if (name == "attention") {
+      k.kind = KernelKind::Attention;
+      k.outputs = {add(Tensor(DType::F32, shape))};
+      c.bytes = 4.0 * elements * 4;
+    } else {
+      k.kind = KernelKind::AttentionGrad;
+      k.attrs.wrt = "qkv";
+      k.inputs.push_back(add(randomTensor(shape, 4)));
+      k.outputs = {add(Tensor(DType::F32, shape)),
+                   add(Tensor(DType::F32, shape)),
+                   add(Tensor(DType::F32, shape))};
+      c.bytes = 7.0 * elements * 4;
+    }
+    c.gemms = true;
   }
   return c;
 }
 
 const char *const kCases[] = {"layer_norm",      "layer_norm_grad", "gelu",
                               "gelu_grad",       "reduce_sum_rows", "add",
-                              "adamw"};
+                              "adamw",           "attention",
+                              "attention_grad"};
 
 void benchKernel(benchmark::State &state, const std::string &name) {
   Case c = makeCase(name);
@@ -177,12 +204,17 @@ int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
   std::map<std::string, double> bytes;
+  std::map<std::string, bool> gemms;
   for (const char *name : kCases) {
-    bytes[name] = makeCase(name).bytes;
+    Case c = makeCase(name);
+    bytes[name] = c.bytes;
+    gemms[name] = c.gemms;
     benchmark::RegisterBenchmark((std::string("kernel/") + name).c_str(),
                                  benchKernel, std::string(name))
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+    if (c.gemms)
+      continue;
     benchmark::RegisterBenchmark((std::string("memcpy/") + name).c_str(),
                                  benchMemcpy, bytes[name])
         ->UseRealTime()
@@ -193,15 +225,24 @@ int main(int argc, char **argv) {
               "AdamW %lld parameters\n",
               benchThreads(), (long long)kRows, (long long)kHidden,
               (long long)kFfn, (long long)kParams);
-  std::printf("%-16s %10s %12s %12s %8s\n", "kernel", "MB moved",
-              "kernel GB/s", "memcpy GB/s", "ratio");
+  std::printf("%-16s %10s %12s %12s %8s %10s\n", "kernel", "MB moved",
+              "kernel GB/s", "memcpy GB/s", "ratio", "us a call");
   for (const char *name : kCases) {
     auto k = reporter.rate.find(std::string("kernel/") + name);
     auto m = reporter.rate.find(std::string("memcpy/") + name);
-    if (k == reporter.rate.end() || m == reporter.rate.end())
+    if (k == reporter.rate.end())
       continue; // filtered out
-    std::printf("%-16s %10.2f %12.1f %12.1f %8.3f\n", name, bytes[name] / 1e6,
-                k->second / 1e9, m->second / 1e9, k->second / m->second);
+    double us = bytes[name] / k->second * 1e6;
+    if (gemms[name]) {
+      std::printf("%-16s %10.2f %12s %12s %8s %10.1f  (GEMMs inside)\n", name,
+                  bytes[name] / 1e6, "-", "-", "-", us);
+      continue;
+    }
+    if (m == reporter.rate.end())
+      continue;
+    std::printf("%-16s %10.2f %12.1f %12.1f %8.3f %10.1f\n", name,
+                bytes[name] / 1e6, k->second / 1e9, m->second / 1e9,
+                k->second / m->second, us);
   }
   benchmark::Shutdown();
   return 0;

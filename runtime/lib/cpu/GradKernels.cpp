@@ -44,9 +44,11 @@ int64_t checkNormGrad(const KernelCall &call) {
 ///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
 ///   dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(P * dP)),
 ///   dQ = scale dS K, dK += scale dS^T Q.
-/// P is computed once per head for every output, dP and dS once for dq and
-/// dk; each output's arithmetic is the same whichever others are asked
-/// for, so one call asking for several gives the bits of one call each.
+/// Causal query rows go in blocks of kCausalRowBlock, each over only the
+/// keys its rows see. P is computed once per block for every output, dP
+/// and dS once for dq and dk; each output's arithmetic is the same
+/// whichever others are asked for, so one call asking for several gives
+/// the bits of one call each.
 /// The pairs run on the intra-op pool (ThreadPool.h): a pair owns its dk
 /// and dv rows (the group's heads accumulate into them, in head order) and
 /// its heads' dq rows, so no two threads write one element and the result
@@ -69,46 +71,54 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   // waking a thread for.
   int64_t pairs = a.batch * a.kvHeads;
   int64_t minPairs = itemsForWork(group * seqQ * seqKV * d, int64_t(1) << 20);
+  bool causal = call.attrs.causal;
+  int64_t offset = call.attrs.queryOffset;
+  // Causal queries in blocks, each over the keys it sees (kCausalRowBlock):
+  // dk and dv rows past a block's keys get nothing from it (P = 0 there).
+  int64_t rowBlock = causal ? std::min(kCausalRowBlock, seqQ) : seqQ;
   parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
-    std::vector<T> p(seqQ * seqKV), dp(needDS ? seqQ * seqKV : 0);
+    std::vector<T> p(rowBlock * seqKV), dp(needDS ? rowBlock * seqKV : 0);
     for (int64_t pair = begin; pair < end; ++pair) {
       int64_t b = pair / a.kvHeads, kvh = pair % a.kvHeads;
       const T *kh = k + b * seqKV * ldkv + kvh * d;
       const T *vh = v + b * seqKV * ldkv + kvh * d;
-      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const T *qh = q + b * seqQ * ldq + h * d;
-        const T *dyh = dy + b * seqQ * ldq + h * d;
-        gemm(kind, false, true, seqQ, seqKV, d, static_cast<T>(a.scale), qh,
-             ldq, kh, ldkv, T(0), p.data(), seqKV);
-        causalSoftmaxRows(p.data(), seqQ, seqKV, call.attrs.causal,
-                          call.attrs.queryOffset);
-        if (dv)
-          gemm(kind, true, false, seqKV, d, seqQ, T(1), p.data(), seqKV, dyh,
-               ldq, T(1), dv + b * seqKV * ldkv + kvh * d, ldkv);
-        if (!needDS)
-          continue;
-        gemm(kind, false, true, seqQ, seqKV, d, T(1), dyh, ldq, vh, ldkv, T(0),
-             dp.data(), seqKV);
-        for (int64_t i = 0; i < seqQ; ++i) {
-          const T *pi = p.data() + i * seqKV;
-          T *dpi = dp.data() + i * seqKV;
-          // In laneSum's fixed order, so the sum vectorizes.
-          double dot = laneSum(seqKV, [&](int64_t j) {
-            return static_cast<double>(pi[j]) * dpi[j];
-          });
-          T s = static_cast<T>(dot);
-          for (int64_t j = 0; j < seqKV; ++j)
-            dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
+      T *dkh = dk ? dk + b * seqKV * ldkv + kvh * d : nullptr;
+      T *dvh = dv ? dv + b * seqKV * ldkv + kvh * d : nullptr;
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+        for (int64_t r0 = 0; r0 < seqQ; r0 += rowBlock) {
+          int64_t rows = std::min(rowBlock, seqQ - r0);
+          int64_t cols = attentionBlockKeys(causal, offset, r0, rows, seqKV);
+          const T *qb = q + b * seqQ * ldq + h * d + r0 * ldq;
+          const T *dyb = dy + b * seqQ * ldq + h * d + r0 * ldq;
+          gemm(kind, false, true, rows, cols, d, static_cast<T>(a.scale), qb,
+               ldq, kh, ldkv, T(0), p.data(), cols);
+          causalSoftmaxRows(p.data(), rows, cols, causal, offset + r0);
+          if (dvh)
+            gemm(kind, true, false, cols, d, rows, T(1), p.data(), cols, dyb,
+                 ldq, T(1), dvh, ldkv);
+          if (!needDS)
+            continue;
+          gemm(kind, false, true, rows, cols, d, T(1), dyb, ldq, vh, ldkv,
+               T(0), dp.data(), cols);
+          for (int64_t i = 0; i < rows; ++i) {
+            const T *pi = p.data() + i * cols;
+            T *dpi = dp.data() + i * cols;
+            // In laneSum's fixed order, so the sum vectorizes.
+            double dot = laneSum(cols, [&](int64_t j) {
+              return static_cast<double>(pi[j]) * dpi[j];
+            });
+            T s = static_cast<T>(dot);
+            for (int64_t j = 0; j < cols; ++j)
+              dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
+          }
+          if (dq)
+            gemm(kind, false, false, rows, d, cols, static_cast<T>(a.scale),
+                 dp.data(), cols, kh, ldkv, T(0),
+                 dq + b * seqQ * ldq + h * d + r0 * ldq, ldq);
+          if (dkh)
+            gemm(kind, true, false, cols, d, rows, static_cast<T>(a.scale),
+                 dp.data(), cols, qb, ldq, T(1), dkh, ldkv);
         }
-        if (dq)
-          gemm(kind, false, false, seqQ, d, seqKV, static_cast<T>(a.scale),
-               dp.data(), seqKV, kh, ldkv, T(0), dq + b * seqQ * ldq + h * d,
-               ldq);
-        if (dk)
-          gemm(kind, true, false, seqKV, d, seqQ, static_cast<T>(a.scale),
-               dp.data(), seqKV, qh, ldq, T(1), dk + b * seqKV * ldkv + kvh * d,
-               ldkv);
-      }
     }
   });
 }

@@ -248,8 +248,9 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
   // a chunk at least; their GEMMs then run serially (ThreadPool.h). A pair
   // writes only its own output slice.
   int64_t minPairs = itemsForWork(seqQ * seqKV * headDim, int64_t(1) << 20);
+  int64_t rowBlock = causal ? std::min(kCausalRowBlock, seqQ) : seqQ;
   parallelFor(batch * heads, minPairs, [&](int64_t begin, int64_t end) {
-    std::vector<T> scores(seqQ * seqKV);
+    std::vector<T> scores(rowBlock * seqKV);
     for (int64_t pair = begin; pair < end; ++pair) {
       int64_t b = pair / heads, h = pair % heads;
       int64_t g = h / group; // the kv head this query head reads
@@ -257,16 +258,20 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
       const T *kh = k + b * seqKV * ldkv + g * headDim;
       const T *vh = v + b * seqKV * ldkv + g * headDim;
       T *oh = out + b * seqQ * ldq + h * headDim;
-      // scores = scale * Q K^T
-      gemm(KernelKind::Attention, false, true, seqQ, seqKV, headDim,
-           static_cast<T>(scale), qh, ldq, kh, ldkv, T(0), scores.data(),
-           seqKV);
-      // Query i sits at global position offset + i and sees keys
-      // 0..offset + i when causal.
-      causalSoftmaxRows(scores.data(), seqQ, seqKV, causal, offset);
-      // out = P V
-      gemm(KernelKind::Attention, false, false, seqQ, headDim, seqKV, T(1),
-           scores.data(), seqKV, vh, ldkv, T(0), oh, ldq);
+      for (int64_t r0 = 0; r0 < seqQ; r0 += rowBlock) {
+        int64_t rows = std::min(rowBlock, seqQ - r0);
+        int64_t cols = attentionBlockKeys(causal, offset, r0, rows, seqKV);
+        // scores = scale * Q K^T, the block's rows and the keys they see.
+        gemm(KernelKind::Attention, false, true, rows, cols, headDim,
+             static_cast<T>(scale), qh + r0 * ldq, ldq, kh, ldkv, T(0),
+             scores.data(), cols);
+        // Query i sits at global position offset + i and sees keys
+        // 0..offset + i when causal.
+        causalSoftmaxRows(scores.data(), rows, cols, causal, offset + r0);
+        // out = P V
+        gemm(KernelKind::Attention, false, false, rows, headDim, cols, T(1),
+             scores.data(), cols, vh, ldkv, T(0), oh + r0 * ldq, ldq);
+      }
     }
   });
 }

@@ -289,7 +289,14 @@ INSTANTIATE_TEST_SUITE_P(
         // Queries 2..4 of 6 keys (a sequence shard): key 5 is never seen.
         AttentionCase{"CausalQueryOffset", 2, 3, 6, 2, 1, 4, true, 2,
                       std::nullopt},
-        AttentionCase{"CrossLengths", 1, 2, 5, 3, 3, 2, false, 0, 1.3}),
+        AttentionCase{"CrossLengths", 1, 2, 5, 3, 3, 2, false, 0, 1.3},
+        // More queries than a causal row block (kCausalRowBlock 32): three
+        // blocks, each over the keys its rows see; then a query offset
+        // with blocks of 32 and 8 rows.
+        AttentionCase{"CausalRowBlocks", 1, 70, 70, 2, 1, 3, true, 0,
+                      std::nullopt},
+        AttentionCase{"CausalRowBlocksOffset", 1, 40, 75, 2, 2, 2, true, 35,
+                      0.9}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(AttentionGradErrorTest, RejectsBadWrtAndShapes) {

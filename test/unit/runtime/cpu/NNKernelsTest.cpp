@@ -349,6 +349,9 @@ TYPED_TEST(NNKernelsTest, AttentionMatchesReference) {
       {2, 3, 7, 4, 2, 4, true, 4, std::nullopt},    // the last 3 queries
       {1, 3, 7, 2, 1, 4, true, 2, std::nullopt},    // keys past the diagonal
       {1, 40, 40, 2, 2, 16, true, 0, std::nullopt}, // longer rows
+      // Three causal row blocks (kCausalRowBlock 32: 32, 32 and 6 rows),
+      // grouped, the last 70 of 90 positions.
+      {2, 70, 90, 4, 2, 8, true, 20, std::nullopt},
   };
   uint64_t seed = 800;
   for (const AttentionCase &c : cases) {
