@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/CpuBench.h"
 #include "partita/runtime/Backend.h"
 
 #include <benchmark/benchmark.h>
@@ -24,6 +25,9 @@
 #include <vector>
 
 using namespace partita::runtime;
+using partita::bench::benchBackend;
+using partita::bench::benchThreads;
+using partita::bench::randomF32;
 
 namespace {
 
@@ -129,29 +133,10 @@ const Shape kShapes[] = {
      true},
 };
 
-Tensor randomTensor(const std::vector<int64_t> &shape, uint64_t seed) {
-  Tensor t(DType::F32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    t.data<float>()[i] = dist(rng);
-  return t;
-}
-
 double flopsOf(const Shape &s) { return 2.0 * s.batch * s.m * s.n * s.k; }
 
-int benchThreads() {
-  const char *env = std::getenv("PARTITA_BENCH_THREADS");
-  return env ? std::atoi(env) : 1;
-}
-
-Backend &backend() {
-  static std::unique_ptr<Backend> instance = createCpuBackend(benchThreads());
-  return *instance;
-}
-
 void benchEinsum(benchmark::State &state, const Shape &s) {
-  Tensor a = randomTensor(s.a, 1), b = randomTensor(s.b, 2);
+  Tensor a = randomF32(s.a, 1), b = randomF32(s.b, 2);
   Tensor c(DType::F32, s.c);
   KernelCall call;
   call.kind = KernelKind::Einsum;
@@ -159,16 +144,16 @@ void benchEinsum(benchmark::State &state, const Shape &s) {
   call.inputs = {a.view(), b.view()};
   call.outputs = {c.view()};
   for (auto _ : state) {
-    backend().run(call);
+    benchBackend().run(call);
     benchmark::DoNotOptimize(c.data<float>());
     benchmark::ClobberMemory();
   }
 }
 
 void benchSgemm(benchmark::State &state, const Shape &s) {
-  backend(); // same BLAS thread count as the einsum side
-  Tensor a = randomTensor({s.batch, s.m * s.k}, 1);
-  Tensor b = randomTensor({s.batch, s.k * s.n}, 2);
+  benchBackend(); // same BLAS thread count as the einsum side
+  Tensor a = randomF32({s.batch, s.m * s.k}, 1);
+  Tensor b = randomF32({s.batch, s.k * s.n}, 2);
   Tensor c(DType::F32, {s.batch, s.m * s.n});
   int lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
   for (auto _ : state) {

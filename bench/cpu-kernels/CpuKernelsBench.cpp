@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/CpuBench.h"
 #include "partita/runtime/Backend.h"
 
 #include <benchmark/benchmark.h>
@@ -28,31 +29,14 @@
 #include <vector>
 
 using namespace partita::runtime;
+using partita::bench::benchBackend;
+using partita::bench::benchThreads;
+using partita::bench::randomF32;
 
 namespace {
 
 constexpr int64_t kRows = 1024, kHidden = 256, kFfn = 1024,
                   kParams = 1 << 20;
-
-int benchThreads() {
-  const char *env = std::getenv("PARTITA_BENCH_THREADS");
-  return env ? std::atoi(env) : 1;
-}
-
-Backend &backend() {
-  static std::unique_ptr<Backend> instance = createCpuBackend(benchThreads());
-  return *instance;
-}
-
-Tensor randomTensor(const std::vector<int64_t> &shape, uint64_t seed,
-                    float lo = -1, float hi = 1) {
-  Tensor t(DType::F32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    t.data<float>()[i] = dist(rng);
-  return t;
-}
 
 /// One kernel call with its tensors, and the bytes it reads and writes.
 struct Case {
@@ -75,42 +59,42 @@ Case makeCase(const std::string &name) {
   KernelCall &k = c.call;
   if (name == "layer_norm") {
     k.kind = KernelKind::LayerNorm;
-    k.inputs = {add(randomTensor({kRows, kHidden}, 1)),
-                add(randomTensor({kHidden}, 2)),
-                add(randomTensor({kHidden}, 3))};
+    k.inputs = {add(randomF32({kRows, kHidden}, 1)),
+                add(randomF32({kHidden}, 2)),
+                add(randomF32({kHidden}, 3))};
     k.outputs = {add(Tensor(DType::F32, {kRows, kHidden}))};
     c.bytes = 2.0 * kRows * kHidden * 4;
   } else if (name == "layer_norm_grad") {
     k.kind = KernelKind::LayerNormGrad;
-    k.inputs = {add(randomTensor({kRows, kHidden}, 1)),
-                add(randomTensor({kHidden}, 2)),
-                add(randomTensor({kRows, kHidden}, 3))};
+    k.inputs = {add(randomF32({kRows, kHidden}, 1)),
+                add(randomF32({kHidden}, 2)),
+                add(randomF32({kRows, kHidden}, 3))};
     k.outputs = {add(Tensor(DType::F32, {kRows, kHidden}))};
     c.bytes = 3.0 * kRows * kHidden * 4;
   } else if (name == "gelu") {
     k.kind = KernelKind::Gelu;
     k.attrs.tanh = true;
-    k.inputs = {add(randomTensor({kRows, kFfn}, 1, -4, 4))};
+    k.inputs = {add(randomF32({kRows, kFfn}, 1, -4, 4))};
     k.outputs = {add(Tensor(DType::F32, {kRows, kFfn}))};
     c.bytes = 2.0 * kRows * kFfn * 4;
   } else if (name == "gelu_grad") {
     k.kind = KernelKind::GeluGrad;
     k.attrs.tanh = true;
-    k.inputs = {add(randomTensor({kRows, kFfn}, 1, -4, 4)),
-                add(randomTensor({kRows, kFfn}, 2))};
+    k.inputs = {add(randomF32({kRows, kFfn}, 1, -4, 4)),
+                add(randomF32({kRows, kFfn}, 2))};
     k.outputs = {add(Tensor(DType::F32, {kRows, kFfn}))};
     c.bytes = 3.0 * kRows * kFfn * 4;
   } else if (name == "reduce_sum_rows") {
     // A bias gradient: the column sums of [rows, ffn].
     k.kind = KernelKind::ReduceSum;
     k.attrs.dims = {0};
-    k.inputs = {add(randomTensor({kRows, kFfn}, 1))};
+    k.inputs = {add(randomF32({kRows, kFfn}, 1))};
     k.outputs = {add(Tensor(DType::F32, {kFfn}))};
     c.bytes = 1.0 * kRows * kFfn * 4;
   } else if (name == "add") {
     k.kind = KernelKind::Add;
-    k.inputs = {add(randomTensor({kRows, kHidden}, 1)),
-                add(randomTensor({kRows, kHidden}, 2))};
+    k.inputs = {add(randomF32({kRows, kHidden}, 1)),
+                add(randomF32({kRows, kHidden}, 2))};
     k.outputs = {add(Tensor(DType::F32, {kRows, kHidden}))};
     c.bytes = 3.0 * kRows * kHidden * 4;
   } else if (name == "adamw") {
@@ -118,10 +102,10 @@ Case makeCase(const std::string &name) {
     k.kind = KernelKind::AdamW;
     k.attrs.lr = 1e-3;
     k.attrs.weightDecay = 0.01;
-    TensorView p = add(randomTensor({kParams}, 1)),
-               g = add(randomTensor({kParams}, 2)),
-               m = add(randomTensor({kParams}, 3, -0.01f, 0.01f)),
-               v = add(randomTensor({kParams}, 4, 0, 0.01f));
+    TensorView p = add(randomF32({kParams}, 1)),
+               g = add(randomF32({kParams}, 2)),
+               m = add(randomF32({kParams}, 3, -0.01f, 0.01f)),
+               v = add(randomF32({kParams}, 4, 0, 0.01f));
     Tensor step(DType::F32, {});
     step.data<float>()[0] = 10;
     k.inputs = {p, g, m, v, add(std::move(step))};
@@ -133,8 +117,8 @@ Case makeCase(const std::string &name) {
     std::vector<int64_t> shape{8, 128, 4, kHidden / 4};
     int64_t elements = kRows * kHidden;
     k.attrs.causal = true;
-    k.inputs = {add(randomTensor(shape, 1)), add(randomTensor(shape, 2)),
-                add(randomTensor(shape, 3))};
+    k.inputs = {add(randomF32(shape, 1)), add(randomF32(shape, 2)),
+                add(randomF32(shape, 3))};
     if (name == "attention") {
       k.kind = KernelKind::Attention;
       k.outputs = {add(Tensor(DType::F32, shape))};
@@ -142,7 +126,7 @@ Case makeCase(const std::string &name) {
     } else {
       k.kind = KernelKind::AttentionGrad;
       k.attrs.wrt = "qkv";
-      k.inputs.push_back(add(randomTensor(shape, 4)));
+      k.inputs.push_back(add(randomF32(shape, 4)));
       k.outputs = {add(Tensor(DType::F32, shape)),
                    add(Tensor(DType::F32, shape)),
                    add(Tensor(DType::F32, shape))};
@@ -161,7 +145,7 @@ const char *const kCases[] = {"layer_norm",      "layer_norm_grad", "gelu",
 void benchKernel(benchmark::State &state, const std::string &name) {
   Case c = makeCase(name);
   for (auto _ : state) {
-    backend().run(c.call);
+    benchBackend().run(c.call);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(int64_t(c.bytes) * state.iterations());

@@ -160,16 +160,24 @@ __attribute__((always_inline)) inline void blockSums(int64_t n, VTerm vterm,
   }
 }
 
-/// The mean of src[0, n) (blockSums), rounded to f32, and with c = x - mean
-/// in f32, rstd = 1 / sqrt(mean(c^2) + epsilon) (c^2 by blockSums): a
-/// layer norm row's statistics, the same in layer_norm and its gradient.
-__attribute__((always_inline)) inline std::pair<float, float>
-layerNormStatsF32(const float *src, int64_t n, double epsilon) {
-  double sum[1], squares[1];
+/// The mean of src[0, n) (blockSums), rounded to f32: a layer norm row's
+/// mean, the same in layer_norm and its gradient.
+__attribute__((always_inline)) inline float rowMeanF32(const float *src,
+                                                       int64_t n) {
+  double sum[1];
   blockSums<1>(
       n, [&](int64_t i, Lane16f t[1]) { t[0] = load16f(src + i); },
       [&](int64_t i, float t[1]) { t[0] = src[i]; }, sum);
-  float m = static_cast<float>(sum[0] / n);
+  return static_cast<float>(sum[0] / n);
+}
+
+/// rowMeanF32 and, with c = x - mean in f32, rstd = 1 / sqrt(mean(c^2) +
+/// epsilon) (c^2 by blockSums): a layer norm row's statistics, the same in
+/// layer_norm and its gradient.
+__attribute__((always_inline)) inline std::pair<float, float>
+layerNormStatsF32(const float *src, int64_t n, double epsilon) {
+  double squares[1];
+  float m = rowMeanF32(src, n);
   blockSums<1>(
       n,
       [&](int64_t i, Lane16f t[1]) {

@@ -142,11 +142,8 @@ void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
   for (int64_t r = 0; r < rows; ++r) {
     const float *src = x + r * hidden, *dyr = dy + r * hidden;
     float *dst = dx + r * hidden;
-    double total[1], sums[3];
-    blockSums<1>(
-        hidden, [&](int64_t i, Lane16f t[1]) { t[0] = load16f(src + i); },
-        [&](int64_t i, float t[1]) { t[0] = src[i]; }, total);
-    float m = static_cast<float>(total[0] / hidden);
+    float m = rowMeanF32(src, hidden);
+    double sums[3];
     blockSums<3>(
         hidden,
         [&](int64_t i, Lane16f t[3]) {
