@@ -125,8 +125,8 @@ constexpr int kCensusAnswerTag = 32767;
 /// with the timeout the user chose for such machines.
 std::chrono::milliseconds censusWait(std::chrono::milliseconds timeout) {
   using std::chrono::milliseconds;
-  return std::min(timeout,
-                  std::clamp(timeout / 2, milliseconds(500), milliseconds(5000)));
+  return std::min(
+      timeout, std::clamp(timeout / 2, milliseconds(500), milliseconds(5000)));
 }
 
 std::string mpiErrorText(int code) {

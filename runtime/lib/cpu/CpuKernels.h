@@ -125,9 +125,8 @@ __attribute__((always_inline)) inline Lane8d high8d(Lane16f v) {
 /// about one f32 rounding, and widening once per 8 adds instead of once a
 /// term made layer_norm_grad's row statistics 3x faster than laneSum's.
 template <int K, typename VTerm, typename STerm>
-__attribute__((always_inline)) inline void blockSums(int64_t n, VTerm vterm,
-                                                     STerm sterm,
-                                                     double out[K]) {
+__attribute__((always_inline)) inline void
+blockSums(int64_t n, VTerm vterm, STerm sterm, double out[K]) {
   Lane8d wide[K][4] = {};
   int64_t i = 0, vectorEnd = n - n % 32;
   while (i < vectorEnd) {
@@ -171,9 +170,15 @@ __attribute__((always_inline)) inline float rowMeanF32(const float *src,
   return static_cast<float>(sum[0] / n);
 }
 
-/// rowMeanF32 and, with c = x - mean in f32, rstd = 1 / sqrt(mean(c^2) +
-/// epsilon) (c^2 by blockSums): a layer norm row's statistics, the same in
-/// layer_norm and its gradient.
+/// A layer norm row's rstd, 1 / sqrt(mean(c^2) + epsilon), from the sum of
+/// its n squared deviations c^2.
+inline float layerNormRstd(double squares, int64_t n, double epsilon) {
+  return static_cast<float>(1.0 / std::sqrt(squares / n + epsilon));
+}
+
+/// rowMeanF32 and, with c = x - mean in f32, layerNormRstd of the sum of
+/// c^2 (blockSums): a layer norm row's statistics, the same in layer_norm
+/// and its gradient.
 __attribute__((always_inline)) inline std::pair<float, float>
 layerNormStatsF32(const float *src, int64_t n, double epsilon) {
   double squares[1];
@@ -189,7 +194,7 @@ layerNormStatsF32(const float *src, int64_t n, double epsilon) {
         t[0] = c * c;
       },
       squares);
-  return {m, static_cast<float>(1.0 / std::sqrt(squares[0] / n + epsilon))};
+  return {m, layerNormRstd(squares[0], n, epsilon)};
 }
 
 /// The maximum of src[0, n) for f32, NaN if any element is NaN, -inf when
@@ -354,11 +359,16 @@ template <typename T> void softmaxRow(const T *src, T *dst, int64_t n);
 /// block's scores stay in L1. Without causality, one block of every row.
 constexpr int64_t kCausalRowBlock = 32;
 
+/// The query rows of an attention block: kCausalRowBlock (or all seq_q,
+/// when fewer) when causal, all seq_q otherwise.
+inline int64_t attentionBlockRows(bool causal, int64_t seqQ) {
+  return causal ? std::min(kCausalRowBlock, seqQ) : seqQ;
+}
+
 /// The keys a causal block of `rows` queries starting at `first` sees:
 /// min(seqKV, queryOffset + first + rows) (every key when not causal).
 inline int64_t attentionBlockKeys(bool causal, int64_t queryOffset,
-                                  int64_t first, int64_t rows,
-                                  int64_t seqKV) {
+                                  int64_t first, int64_t rows, int64_t seqKV) {
   return causal ? std::min(seqKV, queryOffset + first + rows) : seqKV;
 }
 

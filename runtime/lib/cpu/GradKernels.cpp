@@ -4,8 +4,10 @@
 // recomputes its softmax rather than storing it), the embedding's
 // scatter-add and cross-entropy's softmax-minus-onehot. Each takes the
 // forward op's inputs and the result's cotangent dy. Statistics accumulate
-// in double as in the forward kernels; contractions go to BLAS. rotary_grad
-// is the forward rotation with the angle negated (NNKernels.cpp).
+// as in the forward kernels (in double; f32 layer norm rows in f32 blocks
+// of 8 adds widened to double lanes, blockSums); contractions go to BLAS.
+// rotary_grad is the forward rotation with the angle negated
+// (NNKernels.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,7 +77,7 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   int64_t offset = call.attrs.queryOffset;
   // Causal queries in blocks, each over the keys it sees (kCausalRowBlock):
   // dk and dv rows past a block's keys get nothing from it (P = 0 there).
-  int64_t rowBlock = causal ? std::min(kCausalRowBlock, seqQ) : seqQ;
+  int64_t rowBlock = attentionBlockRows(causal, seqQ);
   parallelFor(pairs, minPairs, [&](int64_t begin, int64_t end) {
     std::vector<T> p(rowBlock * seqKV), dp(needDS ? rowBlock * seqKV : 0);
     for (int64_t pair = begin; pair < end; ++pair) {
@@ -160,8 +162,7 @@ void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
           t[2] = g * c;
         },
         sums);
-    float rstd =
-        static_cast<float>(1.0 / std::sqrt(sums[0] / hidden + epsilon));
+    float rstd = layerNormRstd(sums[0], hidden, epsilon);
     float meanG = static_cast<float>(sums[1] / hidden);
     float meanGX = static_cast<float>(sums[2] * rstd / hidden);
     int64_t i = 0;

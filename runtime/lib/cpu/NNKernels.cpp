@@ -1,9 +1,10 @@
 //===- NNKernels.cpp - cpu kernels: softmax, norms, rotary, attention, ... ===//
 //
 // The kernels of nn's model-level ops. Sums (softmax denominators, norm
-// statistics, losses) accumulate in double for both f32 and f64; exponents
-// are taken after subtracting the maximum, so no kernel overflows on large
-// logits. Offsets in the attributes (positionOffset, queryOffset,
+// statistics, losses) accumulate in double for both f32 and f64 (f32 layer
+// norm rows in f32 blocks of 8 adds widened to double lanes, blockSums);
+// exponents are taken after subtracting the maximum, so no kernel overflows
+// on large logits. Offsets in the attributes (positionOffset, queryOffset,
 // vocabOffset) say where a local shard sits in the global tensor.
 //
 //===----------------------------------------------------------------------===//
@@ -248,7 +249,7 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
   // a chunk at least; their GEMMs then run serially (ThreadPool.h). A pair
   // writes only its own output slice.
   int64_t minPairs = itemsForWork(seqQ * seqKV * headDim, int64_t(1) << 20);
-  int64_t rowBlock = causal ? std::min(kCausalRowBlock, seqQ) : seqQ;
+  int64_t rowBlock = attentionBlockRows(causal, seqQ);
   parallelFor(batch * heads, minPairs, [&](int64_t begin, int64_t end) {
     std::vector<T> scores(rowBlock * seqKV);
     for (int64_t pair = begin; pair < end; ++pair) {
