@@ -8,8 +8,10 @@
 #   bench/train-vs-ddp/run.sh [RANKS] [STEPS]
 # Environment: BUILD (default build), BATCH SEQ HIDDEN HEADS LAYERS VOCAB,
 # LR WD, THREADS (N = 1 only), ROUNDS. Each side runs 2 untimed warm-up steps
-# per round; medians of ROUNDS (3) x STEPS timed steps per side, the sides
-# alternating so that a change of load on a shared machine hits both alike.
+# per round; medians of ROUNDS (3) x STEPS timed steps per side. The sides
+# run in lockstep (bench/common/lockstep.py: a step each in turns, through
+# `partita run --step-gate` and torch_ddp.py --step-gate), so that a change
+# of load on a shared machine hits both alike, step for step.
 # With RANKS > 1 Partita runs three ways: the default plan (gradient
 # reductions packed into 25 MiB buckets, each issued on a communication
 # thread while backward goes on), the same plan with --sync-comm (the packed
@@ -55,16 +57,13 @@ if [ "$ranks" -gt 1 ]; then
     > "$tmp/plan.txt" 2>&1 || { cat "$tmp/plan.txt" >&2; exit 1; }
 fi
 
-# partita_run PLAN OUT [FLAGS]: STEPS timed steps appended to OUT.
-partita_run() {
-  plan=$1 out=$2
-  shift 2
-  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-    "$build/bin/partita" run "$plan" --ranks "$ranks" \
-    --steps $((steps + warmup)) "$@" > "$tmp/round.txt"
-  # "step k/K  loss X  (T ms)"
-  sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$out"
-  cp "$tmp/round.txt" "$tmp/partita-last.txt"
+# partita_cmd PLAN [FLAGS]: the command of a Partita side in lockstep.
+partita_cmd() {
+  plan=$1
+  shift
+  echo "env OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads" \
+    "$build/bin/partita run $plan --ranks $ranks --steps $((steps + warmup))" \
+    "--step-gate {gate} $*"
 }
 
 : > "$tmp/partita.txt"
@@ -73,16 +72,25 @@ partita_run() {
 : > "$tmp/torch.txt"
 round=0
 while [ "$round" -lt "${ROUNDS:-3}" ]; do
-  partita_run "$tmp/train.pb" "$tmp/partita.txt"
+  set -- "$tmp/p.out" "$(partita_cmd "$tmp/train.pb")"
   if [ "$ranks" -gt 1 ]; then
-    partita_run "$tmp/train.pb" "$tmp/sync.txt" --sync-comm
-    partita_run "$tmp/nobucket.pb" "$tmp/nobucket.txt"
+    set -- "$@" "$tmp/s.out" "$(partita_cmd "$tmp/train.pb" --sync-comm)" \
+      "$tmp/n.out" "$(partita_cmd "$tmp/nobucket.pb")"
   fi
-  # shellcheck disable=SC2086
-  env $FAIR_TORCH_ENV /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
-    --ranks "$ranks" --threads "$threads" --steps "$steps" --warmup "$warmup" \
-    --batch "$B" --seq "$S" --hidden "$H" --heads "$N" --layers "$L" \
-    --vocab "$V" --lr "$lr" --weight-decay "$wd" >> "$tmp/torch.txt"
+  set -- "$@" "$tmp/t.out" "env $FAIR_TORCH_ENV /usr/bin/python3 \
+    $root/bench/train-vs-ddp/torch_ddp.py --ranks $ranks --threads $threads \
+    --steps $steps --warmup $warmup --batch $B --seq $S --hidden $H \
+    --heads $N --layers $L --vocab $V --lr $lr --weight-decay $wd \
+    --step-gate {gate}"
+  /usr/bin/python3 "$root/bench/common/lockstep.py" $((steps + warmup)) "$@"
+  # "step k/K  loss X  (T ms)"
+  sed -n "/^step /p" "$tmp/p.out" | tail -n "$steps" >> "$tmp/partita.txt"
+  if [ "$ranks" -gt 1 ]; then
+    sed -n "/^step /p" "$tmp/s.out" | tail -n "$steps" >> "$tmp/sync.txt"
+    sed -n "/^step /p" "$tmp/n.out" | tail -n "$steps" >> "$tmp/nobucket.txt"
+  fi
+  cat "$tmp/t.out" >> "$tmp/torch.txt"
+  cp "$tmp/p.out" "$tmp/partita-last.txt"
   round=$((round + 1))
 done
 

@@ -10,6 +10,10 @@ scale 1/sqrt(d), mean cross-entropy), with torch.optim.AdamW. The global batch
 rank); each rank draws random token ids (the values do not change the work).
 A step is zero_grad, forward, backward (DDP all-reduces the gradients in
 buckets, overlapped with backward) and optimizer.step(); rank 0 times it.
+--step-gate IN,OUT takes the steps in turns with another program
+(bench/common/lockstep.py), as `partita run --step-gate` does: rank 0 reads
+a line from file descriptor IN before each step (warm-up included) and
+writes one to OUT after it; the other ranks wait at barriers.
 
   python3 torch_ddp.py --ranks N --threads T --steps K --warmup W --batch B \
       --seq S --hidden H --heads n --layers L --vocab V [--ffn F] \
@@ -113,7 +117,18 @@ def worker(rank, a, store):
     gen = torch.Generator().manual_seed(1000 + rank)
     local = a.batch // a.ranks
     times = []
+    gate_in = gate_out = None
+    if a.step_gate and rank == 0:
+        # The main process's descriptors, reopened through /proc: spawned
+        # ranks do not inherit them.
+        gate_in = open(a.step_gate[0], "rb", buffering=0)
+        gate_out = open(a.step_gate[1], "wb", buffering=0)
     for step in range(a.warmup + a.steps):
+        if a.step_gate:
+            if gate_in is not None and not gate_in.readline():
+                sys.exit(f"--step-gate: the harness stopped giving turns "
+                         f"before step {step + 1}")
+            dist.barrier()
         ids = torch.randint(0, a.vocab, (local, a.seq), generator=gen)
         labels = torch.randint(0, a.vocab, (local, a.seq), generator=gen)
         t0 = time.perf_counter()
@@ -122,6 +137,10 @@ def worker(rank, a, store):
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
+        if a.step_gate:
+            dist.barrier()
+            if gate_out is not None:
+                gate_out.write(f"step {step + 1} done\n".encode())
         if rank == 0 and step >= a.warmup:
             times.append(dt)
             print(f"step {step - a.warmup}: {dt:.6f} s  loss {loss.item():.4f}",
@@ -144,7 +163,14 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--step-gate", metavar="IN,OUT")
     a = p.parse_args()
+    if a.step_gate:
+        fds = a.step_gate.split(",")
+        if len(fds) != 2 or not all(f.isdigit() for f in fds):
+            p.error(f"--step-gate expects IN,OUT (two file descriptors), "
+                    f"got '{a.step_gate}'")
+        a.step_gate = [f"/proc/{os.getpid()}/fd/{f}" for f in fds]
     if a.batch % a.ranks:
         p.error(f"--batch {a.batch} is not divisible by --ranks {a.ranks}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -37,6 +38,9 @@
 #include <optional>
 #include <set>
 #include <thread>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace partita::runtime {
 
@@ -182,6 +186,13 @@ const OptionSpec kOptions[] = {
      "Training: print the tokens each rank read from the data (local ranks; "
      "under MPI this process's) over the run: a data-parallel rank reads "
      "only its rows of each batch"},
+    {"step-gate", "in,out",
+     "Training: take steps in turns with another program (a benchmark "
+     "harness, bench/common/lockstep.py): before each step, warm-up "
+     "included, read one line from file descriptor IN; after it write "
+     "'step K done' to file descriptor OUT. End of file on IN is an error. "
+     "Under MPI rank 0's process reads and writes, the other ranks wait at "
+     "a barrier"},
     {"inject-failure-rank", "r", nullptr},
     {"inject-failure-step", "s", nullptr},
     {"help", nullptr, "Print this help"},
@@ -256,6 +267,75 @@ std::optional<double> parseReal(const std::string &text) {
   return v;
 }
 
+/// --step-gate IN,OUT: the process takes its training steps in turns with
+/// another program. Before each step it reads one line from IN (the
+/// harness's "go"); after it, it writes "step K done" to OUT.
+class StepGate {
+public:
+  StepGate(int in, int out) : in(in), out(out) {}
+
+  /// Parses "IN,OUT" (two file descriptors); nullopt when malformed.
+  static std::optional<StepGate> parse(const std::string &text) {
+    size_t comma = text.find(',');
+    if (comma == std::string::npos)
+      return std::nullopt;
+    std::optional<int64_t> in = parseWhole(text.substr(0, comma));
+    std::optional<int64_t> out = parseWhole(text.substr(comma + 1));
+    if (!in || !out || *in < 0 || *out < 0 || *in > INT32_MAX ||
+        *out > INT32_MAX)
+      return std::nullopt;
+    return StepGate(int(*in), int(*out));
+  }
+
+  /// The first descriptor that is not open, or -1.
+  int notOpen() const {
+    for (int fd : {in, out})
+      if (::fcntl(fd, F_GETFD) == -1)
+        return fd;
+    return -1;
+  }
+
+  /// Blocks until the harness's line for step `step` (0-based) arrives.
+  void waitForTurn(int64_t step) const {
+    char c = 0;
+    while (true) {
+      ssize_t n = ::read(in, &c, 1);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        throw Error("--step-gate: cannot read file descriptor " +
+                    std::to_string(in) + " before step " +
+                    std::to_string(step + 1) + ": " + std::strerror(errno));
+      if (n == 0)
+        throw Error("--step-gate: file descriptor " + std::to_string(in) +
+                    " reached its end before step " +
+                    std::to_string(step + 1) +
+                    " (the harness stopped giving turns)");
+      if (c == '\n')
+        return;
+    }
+  }
+
+  /// Tells the harness that step `step` (0-based) is done.
+  void done(int64_t step) const {
+    std::string line = "step " + std::to_string(step + 1) + " done\n";
+    size_t written = 0;
+    while (written < line.size()) {
+      ssize_t n = ::write(out, line.data() + written, line.size() - written);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        throw Error("--step-gate: cannot write file descriptor " +
+                    std::to_string(out) + " after step " +
+                    std::to_string(step + 1) + ": " + std::strerror(errno));
+      written += size_t(n);
+    }
+  }
+
+private:
+  int in, out;
+};
+
 /// The runner: the parsed arguments and the output helpers.
 class Tool {
 public:
@@ -296,6 +376,7 @@ private:
   uint64_t seed = 1;
   RunOptions ranksOptions;
   std::unique_ptr<Communicator> mpi;
+  std::optional<StepGate> gate; // --step-gate
   /// --comm nccl on GPUs: this process's rank, bootstrapped over `mpi`.
   std::unique_ptr<Communicator> nccl;
   std::string commName = "local";
@@ -533,6 +614,12 @@ int Tool::run() {
     return fail("--timeout-ms must be at least " +
                 std::to_string(kMinTimeoutMs) + ", got " +
                 std::to_string(timeoutMs));
+  if (std::optional<std::string> text = args.get("step-gate")) {
+    gate = StepGate::parse(*text);
+    if (!gate)
+      return fail("--step-gate expects IN,OUT (two file descriptors), got '" +
+                  *text + "'");
+  }
   if (std::optional<std::string> text = args.get("inject-checkpoint-failure"))
     if (!parseCheckpointFault(*text, saveFaults))
       return fail("--inject-checkpoint-failure expects N, files:N, bytes:N, "
@@ -622,7 +709,8 @@ int Tool::run() {
   bool training = program == "train_step";
   if (!training)
     for (const char *option : {"data", "token-bytes", "save-params",
-                               "save-checkpoint", "load-checkpoint"})
+                               "save-checkpoint", "load-checkpoint",
+                               "step-gate"})
       if (args.has(option))
         return fail(std::string("--") + option +
                     " is for training: the plan's program is '" + program +
@@ -738,6 +826,10 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   data.dataPath = args.get("data");
   data.tokenBytes = tokenBytes;
   data.seed = seed;
+  if (gate && printer)
+    if (int fd = gate->notOpen(); fd >= 0)
+      return fail("--step-gate: file descriptor " + std::to_string(fd) +
+                  " is not open");
   BatchSource source(plan->inputs(program), data);
   source.load();
   if (printer) {
@@ -784,6 +876,40 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
     return {};
   };
   options.beforeFirstStep = loaderFor(program);
+  if (gate) {
+    // Rank 0 talks to the harness; the other ranks wait for it at a
+    // barrier, so that no rank works while the other program has its turn.
+    auto atBarrier = [](Communicator *comm) {
+      if (!comm)
+        return;
+      std::vector<int> all(size_t(comm->size()));
+      for (int r = 0; r < comm->size(); ++r)
+        all[size_t(r)] = r;
+      comm->barrier(all);
+    };
+    RankHook load = options.beforeFirstStep;
+    options.beforeFirstStep = [this, load, atBarrier,
+                               firstStep](Executor &executor,
+                                          Communicator *comm) {
+      if (load)
+        load(executor, comm);
+      if (!comm || comm->rank() == 0)
+        gate->waitForTurn(firstStep);
+      atBarrier(comm);
+    };
+    options.afterStep = [this, atBarrier](Executor &, Communicator *comm,
+                                          const StepPoint &point) {
+      atBarrier(comm);
+      bool talker = !comm || comm->rank() == 0;
+      if (talker)
+        gate->done(point.step);
+      if (point.last)
+        return;
+      if (talker)
+        gate->waitForTurn(point.step + 1);
+      atBarrier(comm);
+    };
+  }
   options.gatherFinalResults = args.flags.count("check") ||
                                args.has("save-params") || args.has("outputs");
   CheckpointSaveReport saved;

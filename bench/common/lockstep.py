@@ -1,0 +1,108 @@
+"""Runs programs in lockstep: one training step at a time, in turns, so that
+every program sees the same machine (a slow phase of a shared host, another
+tenant's load) step for step instead of round for round.
+
+  python3 lockstep.py STEPS OUT1 CMD1 [OUT2 CMD2 ...]
+
+Each CMD is a shell command that takes STEPS steps (warm-up included) and
+names its gate as "{gate}": `partita run --step-gate {gate}` and
+torch_ddp.py's --step-gate. The gate is "IN,OUT", two file descriptors of
+pipes to this harness: before each step the program reads one line ("go")
+from IN; after it, it writes one line to OUT. Step k's turns start with
+program k mod N, each program then going in order, so no program always
+follows the same one. A program's stdout goes to its OUT file (stderr
+stays on ours).
+
+Exits 1, naming the program, when one exits before its STEPS turns, sends
+no line within --turn-timeout seconds (default 1800), or exits non-zero.
+"""
+import argparse
+import os
+import select
+import subprocess
+import sys
+import time
+
+
+class Program:
+    def __init__(self, index, out_path, command):
+        self.index, self.command = index, command
+        go_read, self.go = os.pipe()
+        self.done, done_write = os.pipe()
+        self.out = open(out_path, "w")
+        shell = command.replace("{gate}", f"{go_read},{done_write}")
+        self.proc = subprocess.Popen(shell, shell=True, stdout=self.out,
+                                     pass_fds=(go_read, done_write))
+        os.close(go_read)
+        os.close(done_write)
+        self.pending = b""
+
+    def name(self):
+        return f"program {self.index + 1} ({self.command.split()[0]} ...)"
+
+    def turn(self, step, timeout):
+        """Lets the program take one step; returns its line."""
+        try:
+            os.write(self.go, b"go\n")
+        except BrokenPipeError:
+            fail(f"{self.name()} closed its gate before step {step + 1}")
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                fail(f"{self.name()} sent nothing within {timeout:g} s of "
+                     f"its turn at step {step + 1}")
+            ready, _, _ = select.select([self.done], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.done, 4096)
+            if not chunk:
+                code = self.proc.wait()
+                fail(f"{self.name()} ended (exit {code}) during its turn at "
+                     f"step {step + 1}")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+    def finish(self):
+        os.close(self.go)
+        code = self.proc.wait()
+        os.close(self.done)
+        self.out.close()
+        if code != 0:
+            fail(f"{self.name()} exited with {code}")
+
+
+programs = []
+
+
+def fail(message):
+    print(f"lockstep: error: {message}", file=sys.stderr)
+    for p in programs:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("steps", type=int)
+    parser.add_argument("pairs", nargs="+", metavar="OUT CMD")
+    parser.add_argument("--turn-timeout", type=float, default=1800)
+    a = parser.parse_args()
+    if a.steps < 1 or len(a.pairs) % 2:
+        parser.error("expects STEPS (at least 1), then OUT CMD pairs")
+    for i in range(0, len(a.pairs), 2):
+        if "{gate}" not in a.pairs[i + 1]:
+            parser.error(f"command {i // 2 + 1} does not name its {{gate}}")
+        programs.append(Program(i // 2, a.pairs[i], a.pairs[i + 1]))
+    n = len(programs)
+    for step in range(a.steps):
+        for j in range(n):
+            programs[(step + j) % n].turn(step, a.turn_timeout)
+    for p in programs:
+        p.finish()
+
+
+if __name__ == "__main__":
+    main()
