@@ -73,6 +73,35 @@ class Program:
             fail(f"{self.name()} exited with {code}")
 
 
+class Gate:
+    """A peer program's side of the gate: `--step-gate IN,OUT` as parsed by
+    parse(), or the paths of the two descriptors (e.g. /proc/PID/fd/N, for
+    processes that do not inherit them)."""
+
+    @staticmethod
+    def parse(text):
+        """The two descriptors of "IN,OUT", or None when malformed."""
+        fds = text.split(",")
+        if len(fds) != 2 or not all(f.isdigit() for f in fds):
+            return None
+        return [int(f) for f in fds]
+
+    def __init__(self, ends):
+        self.read = open(ends[0], "rb", buffering=0)
+        self.write = open(ends[1], "wb", buffering=0)
+        self.steps = 0
+
+    def turn(self):
+        """Waits for the harness's go before a step."""
+        if not self.read.readline():
+            sys.exit(f"--step-gate: the harness stopped giving turns before "
+                     f"step {self.steps + 1}")
+
+    def done(self):
+        self.steps += 1
+        self.write.write(f"step {self.steps} done\n".encode())
+
+
 programs = []
 
 

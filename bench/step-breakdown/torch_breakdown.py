@@ -30,6 +30,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "common"))
 sys.path.insert(0, os.path.join(here, "..", "train-vs-ddp"))
 import fair  # noqa: E402
+import lockstep  # noqa: E402
 from torch_ddp import GPT  # noqa: E402
 
 GEMM = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::dot",
@@ -79,7 +80,17 @@ def main():
                           ("ffn", 0)]:
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--shapes", action="store_true")
+    p.add_argument("--step-gate", metavar="IN,OUT",
+                   help="take every step (warm-up, timed, profiled) in "
+                   "turns with another program (bench/common/lockstep.py)")
     a = p.parse_args()
+    gate = None
+    if a.step_gate:
+        fds = lockstep.Gate.parse(a.step_gate)
+        if fds is None:
+            p.error(f"--step-gate expects IN,OUT (two file descriptors), "
+                    f"got '{a.step_gate}'")
+        gate = lockstep.Gate(fds)
     fair.setup_torch(torch, a.threads)
     torch.manual_seed(0)
     model = GPT(a.vocab, a.seq, a.hidden, a.heads, a.layers,
@@ -93,18 +104,32 @@ def main():
         model(ids, labels).backward()
         opt.step()
 
+    def turn():
+        if gate:
+            gate.turn()
+
+    def done():
+        if gate:
+            gate.done()
+
     for _ in range(a.warmup):
+        turn()
         step()
+        done()
     plain = []
     for _ in range(a.steps):
+        turn()
         t0 = time.perf_counter()
         step()
         plain.append(time.perf_counter() - t0)
+        done()
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU],
                  record_shapes=a.shapes) as prof:
         for _ in range(a.steps):
+            turn()  # the wait runs no op: the profile does not count it
             step()
+            done()
     shares = collections.Counter()
     gemms = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for ev in prof.events():

@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "common"))
 import fair  # noqa: E402
+import lockstep  # noqa: E402
 
 
 class GPT(nn.Module):
@@ -117,17 +118,13 @@ def worker(rank, a, store):
     gen = torch.Generator().manual_seed(1000 + rank)
     local = a.batch // a.ranks
     times = []
-    gate_in = gate_out = None
-    if a.step_gate and rank == 0:
-        # The main process's descriptors, reopened through /proc: spawned
-        # ranks do not inherit them.
-        gate_in = open(a.step_gate[0], "rb", buffering=0)
-        gate_out = open(a.step_gate[1], "wb", buffering=0)
+    # The main process's descriptors, reopened through /proc: spawned ranks
+    # do not inherit them.
+    gate = lockstep.Gate(a.step_gate) if a.step_gate and rank == 0 else None
     for step in range(a.warmup + a.steps):
         if a.step_gate:
-            if gate_in is not None and not gate_in.readline():
-                sys.exit(f"--step-gate: the harness stopped giving turns "
-                         f"before step {step + 1}")
+            if gate:
+                gate.turn()
             dist.barrier()
         ids = torch.randint(0, a.vocab, (local, a.seq), generator=gen)
         labels = torch.randint(0, a.vocab, (local, a.seq), generator=gen)
@@ -139,8 +136,8 @@ def worker(rank, a, store):
         dt = time.perf_counter() - t0
         if a.step_gate:
             dist.barrier()
-            if gate_out is not None:
-                gate_out.write(f"step {step + 1} done\n".encode())
+            if gate:
+                gate.done()
         if rank == 0 and step >= a.warmup:
             times.append(dt)
             print(f"step {step - a.warmup}: {dt:.6f} s  loss {loss.item():.4f}",
@@ -166,8 +163,8 @@ def main():
     p.add_argument("--step-gate", metavar="IN,OUT")
     a = p.parse_args()
     if a.step_gate:
-        fds = a.step_gate.split(",")
-        if len(fds) != 2 or not all(f.isdigit() for f in fds):
+        fds = lockstep.Gate.parse(a.step_gate)
+        if fds is None:
             p.error(f"--step-gate expects IN,OUT (two file descriptors), "
                     f"got '{a.step_gate}'")
         a.step_gate = [f"/proc/{os.getpid()}/fd/{f}" for f in fds]
