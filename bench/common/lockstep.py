@@ -8,9 +8,10 @@ Each CMD is a shell command that takes STEPS steps (warm-up included) and
 names its gate as "{gate}": `partita run --step-gate {gate}` and
 torch_ddp.py's --step-gate. The gate is "IN,OUT", two file descriptors of
 pipes to this harness: before each step the program reads one line ("go")
-from IN; after it, it writes one line to OUT. Step k's turns start with
-program k mod N, each program then going in order, so no program always
-follows the same one. A program's stdout goes to its OUT file (stderr
+from IN; after it, it writes one line to OUT. A turn is one step of each
+program (--steps-per-turn K: K steps in a row); turn t starts with program
+t mod N, each program then going in order, so no program always follows
+the same one. A program's stdout goes to its OUT file (stderr
 stays on ours).
 
 Exits 1, naming the program, when one exits before its STEPS turns, sends
@@ -118,17 +119,24 @@ def main():
     parser.add_argument("steps", type=int)
     parser.add_argument("pairs", nargs="+", metavar="OUT CMD")
     parser.add_argument("--turn-timeout", type=float, default=1800)
+    parser.add_argument("--steps-per-turn", type=int, default=1,
+                        help="steps a program takes in a row in its turn "
+                        "(default 1); STEPS must be a multiple")
     a = parser.parse_args()
     if a.steps < 1 or len(a.pairs) % 2:
         parser.error("expects STEPS (at least 1), then OUT CMD pairs")
+    k = a.steps_per_turn
+    if k < 1 or a.steps % k:
+        parser.error(f"--steps-per-turn {k} does not divide STEPS {a.steps}")
     for i in range(0, len(a.pairs), 2):
         if "{gate}" not in a.pairs[i + 1]:
             parser.error(f"command {i // 2 + 1} does not name its {{gate}}")
         programs.append(Program(i // 2, a.pairs[i], a.pairs[i + 1]))
     n = len(programs)
-    for step in range(a.steps):
+    for turn in range(a.steps // k):
         for j in range(n):
-            programs[(step + j) % n].turn(step, a.turn_timeout)
+            for step in range(turn * k, turn * k + k):
+                programs[(turn + j) % n].turn(step, a.turn_timeout)
     for p in programs:
         p.finish()
 

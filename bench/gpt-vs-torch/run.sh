@@ -6,8 +6,8 @@
 # Each side runs 2 untimed warm-up steps per round; medians of ROUNDS (3) x
 # STEPS timed steps per side. Fair method (bench/common/fair.sh): the same
 # OPENBLAS_CORETYPE for both processes, the kernels each runs printed and
-# compared, torch at THREADS > 1 with OMP_WAIT_POLICY=PASSIVE, rounds
-# alternating.
+# compared, torch at THREADS > 1 with OMP_WAIT_POLICY=PASSIVE; in each
+# round the sides run in lockstep, a step each in turns.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
@@ -26,24 +26,26 @@ fair_setup "$threads"
   --hidden "$H" --heads "$N" --vocab "$V" -o "$tmp/gpt.mlir"
 "$build/bin/partita-translate" --to-plan "$tmp/gpt.mlir" -o "$tmp/gpt.pb"
 
-# The sides alternate, ROUNDS times each (partita, torch, partita, ...), so
-# a change of load on a shared machine hits both alike; every round drops
+# The sides take their steps in turns (lockstep), so a change of load on
+# a shared machine hits both alike; every round drops
 # its own warm-up steps. One rank: `partita run` leaves OpenBLAS at its
 # default thread count, which OPENBLAS_NUM_THREADS sets.
 : > "$tmp/partita.txt"
 : > "$tmp/torch.txt"
 round=0
 while [ "$round" -lt "${ROUNDS:-3}" ]; do
-  OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-    "$build/bin/partita" run "$tmp/gpt.pb" --steps $((steps + warmup)) \
-    > "$tmp/round.txt"
+  /usr/bin/python3 "$root/bench/common/lockstep.py" $((steps + warmup)) \
+    "$tmp/round.txt" \
+    "env OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+      $build/bin/partita run $tmp/gpt.pb --steps $((steps + warmup)) \
+      --step-gate {gate}" \
+    "$tmp/torch-round.txt" \
+    "env $FAIR_TORCH_ENV /usr/bin/python3 $root/bench/gpt-vs-torch/torch_gpt.py \
+      --threads $threads --steps $steps --warmup $warmup --batch $B \
+      --seq $S --hidden $H --heads $N --layers $L --vocab $V --step-gate {gate}"
   sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$tmp/partita.txt"
   cp "$tmp/round.txt" "$tmp/partita-last.txt"
-  # shellcheck disable=SC2086
-  env $FAIR_TORCH_ENV /usr/bin/python3 "$root/bench/gpt-vs-torch/torch_gpt.py" \
-    --threads "$threads" --steps "$steps" --warmup "$warmup" --batch "$B" \
-    --seq "$S" --hidden "$H" --heads "$N" --layers "$L" --vocab "$V" \
-    >> "$tmp/torch.txt"
+  cat "$tmp/torch-round.txt" >> "$tmp/torch.txt"
   round=$((round + 1))
 done
 

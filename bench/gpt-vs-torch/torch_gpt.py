@@ -9,8 +9,10 @@ numerics need not match Partita's, only the work). Forward only, under
 torch.no_grad(), float32.
 
   python3 torch_gpt.py --threads T --steps N --warmup W --batch B --seq S \
-      --hidden H --heads n --layers L --vocab V [--ffn F]
+      --hidden H --heads n --layers L --vocab V [--ffn F] [--step-gate IN,OUT]
 Prints one line per timed step ("step k: SECONDS s") like `partita run`.
+--step-gate takes every step (warm-up included) in turns with another
+program, as `partita run --step-gate` does (bench/common/lockstep.py).
 """
 import argparse
 import math
@@ -24,6 +26,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "common"))
 import fair  # noqa: E402
+import lockstep  # noqa: E402
 
 
 def main():
@@ -33,7 +36,15 @@ def main():
                           ("heads", 4), ("layers", 2), ("vocab", 1024),
                           ("ffn", 0)]:
         p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--step-gate", metavar="IN,OUT")
     a = p.parse_args()
+    gate = None
+    if a.step_gate:
+        fds = lockstep.Gate.parse(a.step_gate)
+        if fds is None:
+            p.error(f"--step-gate expects IN,OUT (two file descriptors), "
+                    f"got '{a.step_gate}'")
+        gate = lockstep.Gate(fds)
     fair.setup_torch(torch, a.threads)
     torch.manual_seed(0)
     B, S, H, n, V = a.batch, a.seq, a.hidden, a.heads, a.vocab
@@ -79,9 +90,13 @@ def main():
 
     with torch.no_grad():
         for step in range(a.warmup + a.steps):
+            if gate:
+                gate.turn()
             t0 = time.perf_counter()
             loss, _ = forward()
             dt = time.perf_counter() - t0
+            if gate:
+                gate.done()
             if step >= a.warmup:
                 print(f"step {step - a.warmup}: {dt:.6f} s")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "

@@ -3,7 +3,8 @@
 # `partita run` at 1 and at T threads (OPENBLAS_NUM_THREADS, the rank's
 # thread count: its intra-op pool, which also splits the large GEMMs), and,
 # unless TORCH=0, PyTorch's step (train-vs-ddp's torch_ddp.py, one process)
-# at 1 and T threads, all four alternating round by round. Prints each
+# at 1 and T threads, all four in lockstep (a step each in turns,
+# bench/common/lockstep.py) in each of ROUNDS rounds. Prints each
 # median, each side's T-thread step over its 1-thread step (issue 16: at
 # most 0.65 for Partita at T = 2 on an idle machine) and partita/torch at
 # both counts.
@@ -27,21 +28,29 @@ fair_setup "$threads"
 fair_gpt_train_plan "$build/bin/partita" "$tmp"
 echo "thread-scaling: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores; GPT $L layers, hidden $H, seq $S, vocab $V, batch $B; 1 and $threads threads; $steps timed steps x ${ROUNDS:-3} rounds per side"
 for t in 1 "$threads"; do : > "$tmp/partita.$t"; : > "$tmp/torch.$t"; done
+# Each round runs the (up to) four in lockstep, a step each in turns
+# (bench/common/lockstep.py), so a slow phase of the host lands on all.
 round=0
 while [ "$round" -lt "${ROUNDS:-3}" ]; do
+  set --
   for t in 1 "$threads"; do
-    OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/bin/partita" run \
-      "$tmp/train.pb" --steps $((steps + warmup)) > "$tmp/round.txt"
-    sed -n "/^step /p" "$tmp/round.txt" | tail -n "$steps" >> "$tmp/partita.$t"
-    cp "$tmp/round.txt" "$tmp/partita-last.txt"
+    set -- "$@" "$tmp/p$t.out" "env OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
+      $build/bin/partita run $tmp/train.pb --steps $((steps + warmup)) \
+      --step-gate {gate}"
     if [ "$torch" -eq 1 ]; then
-      # shellcheck disable=SC2086
-      env $(fair_torch_env "$t") /usr/bin/python3 "$root/bench/train-vs-ddp/torch_ddp.py" \
-        --ranks 1 --threads "$t" --steps "$steps" --warmup "$warmup" \
-        --batch "$B" --seq "$S" --hidden "$H" --heads "$N" --layers "$L" \
-        --vocab "$V" --lr 1e-3 --weight-decay 0.01 >> "$tmp/torch.$t"
+      set -- "$@" "$tmp/t$t.out" "env $(fair_torch_env "$t") /usr/bin/python3 \
+        $root/bench/train-vs-ddp/torch_ddp.py --ranks 1 --threads $t \
+        --steps $steps --warmup $warmup --batch $B --seq $S --hidden $H \
+        --heads $N --layers $L --vocab $V --lr 1e-3 --weight-decay 0.01 \
+        --step-gate {gate}"
     fi
   done
+  /usr/bin/python3 "$root/bench/common/lockstep.py" $((steps + warmup)) "$@"
+  for t in 1 "$threads"; do
+    sed -n "/^step /p" "$tmp/p$t.out" | tail -n "$steps" >> "$tmp/partita.$t"
+    [ "$torch" -eq 1 ] && cat "$tmp/t$t.out" >> "$tmp/torch.$t"
+  done
+  cp "$tmp/p1.out" "$tmp/partita-last.txt"
   round=$((round + 1))
 done
 [ "$torch" -eq 1 ] && fair_check "$tmp/partita-last.txt" "$tmp/torch.1"

@@ -187,9 +187,9 @@ const OptionSpec kOptions[] = {
      "under MPI this process's) over the run: a data-parallel rank reads "
      "only its rows of each batch"},
     {"step-gate", "in,out",
-     "Training: take steps in turns with another program (a benchmark "
-     "harness, bench/common/lockstep.py): before each step, warm-up "
-     "included, read one line from file descriptor IN; after it write "
+     "Take steps in turns with another program (a benchmark harness, "
+     "bench/common/lockstep.py): before each step, warm-up included, read "
+     "one line from file descriptor IN; after it write "
      "'step K done' to file descriptor OUT. End of file on IN is an error. "
      "Under MPI rank 0's process reads and writes, the other ranks wait at "
      "a barrier"},
@@ -356,6 +356,12 @@ private:
   }
   int parse(const std::vector<std::string> &argv);
   int run();
+  /// --step-gate, on every rank: rank 0 waits for the harness's turn
+  /// (gateTurn) and reports a step done (gateDone); the other ranks wait for
+  /// it at a barrier, so that no rank works during the other program's
+  /// turn.
+  void gateTurn(Communicator *comm, int64_t step);
+  void gateDone(Communicator *comm, int64_t step, bool last);
   int runForward(std::shared_ptr<const PlanFile> plan,
                  const std::string &program);
   int runTraining(std::shared_ptr<const PlanFile> plan,
@@ -709,8 +715,7 @@ int Tool::run() {
   bool training = program == "train_step";
   if (!training)
     for (const char *option : {"data", "token-bytes", "save-params",
-                               "save-checkpoint", "load-checkpoint",
-                               "step-gate"})
+                               "save-checkpoint", "load-checkpoint"})
       if (args.has(option))
         return fail(std::string("--") + option +
                     " is for training: the plan's program is '" + program +
@@ -759,9 +764,48 @@ RankHook Tool::paramsLoader(const PlanFile &plan, const std::string &program,
   };
 }
 
+namespace {
+void barrierOfAll(Communicator *comm) {
+  if (!comm)
+    return;
+  std::vector<int> all(size_t(comm->size()));
+  for (int r = 0; r < comm->size(); ++r)
+    all[size_t(r)] = r;
+  comm->barrier(all);
+}
+} // namespace
+
+void Tool::gateTurn(Communicator *comm, int64_t step) {
+  if (!comm || comm->rank() == 0)
+    gate->waitForTurn(step);
+  barrierOfAll(comm);
+}
+
+void Tool::gateDone(Communicator *comm, int64_t step, bool last) {
+  barrierOfAll(comm);
+  if (!comm || comm->rank() == 0)
+    gate->done(step);
+  if (!last)
+    gateTurn(comm, step + 1);
+}
+
 int Tool::runForward(std::shared_ptr<const PlanFile> plan,
                      const std::string &program) {
   bool printer = !mpi || mpi->rank() == 0;
+  if (gate && printer)
+    if (int fd = gate->notOpen(); fd >= 0)
+      return fail("--step-gate: file descriptor " + std::to_string(fd) +
+                  " is not open");
+  if (gate) {
+    ranksOptions.beforeStep = [this](Communicator *comm, int64_t step) {
+      if (step == 0)
+        gateTurn(comm, 0);
+    };
+    ranksOptions.afterStep = [this](Communicator *comm, int64_t step,
+                                    bool last) {
+      gateDone(comm, step, last);
+    };
+  }
   std::vector<Tensor> inputs = makeInputs(*plan, program);
   std::function<void(Executor &, Communicator *)> load;
   if (std::optional<std::string> dir = args.get("load-params"))
@@ -877,39 +921,19 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   };
   options.beforeFirstStep = loaderFor(program);
   if (gate) {
-    // Rank 0 talks to the harness; the other ranks wait for it at a
-    // barrier, so that no rank works while the other program has its turn.
-    auto atBarrier = [](Communicator *comm) {
-      if (!comm)
-        return;
-      std::vector<int> all(size_t(comm->size()));
-      for (int r = 0; r < comm->size(); ++r)
-        all[size_t(r)] = r;
-      comm->barrier(all);
-    };
     RankHook load = options.beforeFirstStep;
-    options.beforeFirstStep = [this, load, atBarrier,
-                               firstStep](Executor &executor,
-                                          Communicator *comm) {
+    options.beforeFirstStep = [this, load, firstStep](Executor &executor,
+                                                      Communicator *comm) {
       if (load)
         load(executor, comm);
-      if (!comm || comm->rank() == 0)
-        gate->waitForTurn(firstStep);
-      atBarrier(comm);
+      gateTurn(comm, firstStep);
     };
-    options.afterStep = [this, atBarrier](Executor &, Communicator *comm,
-                                          const StepPoint &point) {
-      atBarrier(comm);
-      bool talker = !comm || comm->rank() == 0;
-      if (talker)
-        gate->done(point.step);
-      if (point.last)
-        return;
-      if (talker)
-        gate->waitForTurn(point.step + 1);
-      atBarrier(comm);
+    options.afterStep = [this](Executor &, Communicator *comm,
+                               const StepPoint &point) {
+      gateDone(comm, point.step, point.last);
     };
   }
+
   options.gatherFinalResults = args.flags.count("check") ||
                                args.has("save-params") || args.has("outputs");
   CheckpointSaveReport saved;

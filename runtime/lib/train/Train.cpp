@@ -214,9 +214,13 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
     std::vector<double> seconds;
     for (int64_t step = 0; step < steps; ++step) {
       maybeInjectFailure(options, comm, step);
+      if (options.beforeStep)
+        options.beforeStep(comm, step);
       auto start = std::chrono::steady_clock::now();
       executor.run();
       seconds.push_back(secondsSince(start));
+      if (options.afterStep)
+        options.afterStep(comm, step, step + 1 == steps);
     }
     std::vector<Tensor> gathered = executor.gatherResults();
     {

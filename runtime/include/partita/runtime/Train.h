@@ -108,6 +108,12 @@ struct RunOptions {
   /// caller makes (createNcclCommunicator) and passes as `mpi`; with
   /// cudaEmulate, one per local rank over the local communicator.
   bool nccl = false;
+  /// runProgram: called on every rank before each step's timer starts and
+  /// after it stops, with the step (0-based) and whether it is the last
+  /// (e.g. `partita run --step-gate`, which takes turns with another
+  /// program; collective work allowed).
+  std::function<void(Communicator *, int64_t step)> beforeStep;
+  std::function<void(Communicator *, int64_t step, bool last)> afterStep;
 };
 
 /// The number of processes of the MPI job this process was started in by
