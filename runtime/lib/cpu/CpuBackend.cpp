@@ -378,6 +378,22 @@ void stridedCopy(const void *in, void *out, size_t elementSize,
     shape.push_back(outShape[i]);
     strides.push_back(inStrides[i]);
   }
+  // A row repeated (a bias broadcast over the leading dimensions): the row,
+  // then copies of what is written so far, doubling, so that most bytes
+  // move in long copies (which the C library does with string moves that
+  // need not read the destination's cache lines first).
+  if (shape.size() == 2 && strides[0] == 0 && strides[1] == 1) {
+    size_t row = size_t(shape[1]) * elementSize;
+    size_t total = row * size_t(shape[0]);
+    auto *o = static_cast<unsigned char *>(out);
+    std::memcpy(o, in, row);
+    for (size_t done = row; done < total;) {
+      size_t n = std::min(done, total - done);
+      std::memcpy(o + done, o, n);
+      done += n;
+    }
+    return;
+  }
   switch (elementSize) {
   case 1:
     return stridedCopyImpl(static_cast<const uint8_t *>(in),
