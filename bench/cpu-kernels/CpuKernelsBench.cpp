@@ -71,6 +71,12 @@ Case makeCase(const std::string &name) {
                 add(randomF32({kRows, kHidden}, 3))};
     k.outputs = {add(Tensor(DType::F32, {kRows, kHidden}))};
     c.bytes = 3.0 * kRows * kHidden * 4;
+  } else if (name == "layer_norm_gamma_grad") {
+    k.kind = KernelKind::LayerNormGammaGrad;
+    k.inputs = {add(randomF32({kRows, kHidden}, 1)),
+                add(randomF32({kRows, kHidden}, 3))};
+    k.outputs = {add(Tensor(DType::F32, {kHidden}))};
+    c.bytes = 2.0 * kRows * kHidden * 4;
   } else if (name == "gelu") {
     k.kind = KernelKind::Gelu;
     k.attrs.tanh = true;
@@ -137,8 +143,10 @@ Case makeCase(const std::string &name) {
   return c;
 }
 
-const char *const kCases[] = {"layer_norm",      "layer_norm_grad", "gelu",
-                              "gelu_grad",       "reduce_sum_rows", "add",
+const char *const kCases[] = {"layer_norm",      "layer_norm_grad",
+                              "layer_norm_gamma_grad",
+                              "gelu",            "gelu_grad",
+                              "reduce_sum_rows", "add",
                               "adamw",           "attention",
                               "attention_grad"};
 
@@ -209,7 +217,7 @@ int main(int argc, char **argv) {
               "AdamW %lld parameters\n",
               benchThreads(), (long long)kRows, (long long)kHidden,
               (long long)kFfn, (long long)kParams);
-  std::printf("%-16s %10s %12s %12s %8s %10s\n", "kernel", "MB moved",
+  std::printf("%-22s %10s %12s %12s %8s %10s\n", "kernel", "MB moved",
               "kernel GB/s", "memcpy GB/s", "ratio", "us a call");
   for (const char *name : kCases) {
     auto k = reporter.rate.find(std::string("kernel/") + name);
@@ -218,13 +226,13 @@ int main(int argc, char **argv) {
       continue; // filtered out
     double us = bytes[name] / k->second * 1e6;
     if (gemms[name]) {
-      std::printf("%-16s %10.2f %12s %12s %8s %10.1f  (GEMMs inside)\n", name,
+      std::printf("%-22s %10.2f %12s %12s %8s %10.1f  (GEMMs inside)\n", name,
                   bytes[name] / 1e6, "-", "-", "-", us);
       continue;
     }
     if (m == reporter.rate.end())
       continue;
-    std::printf("%-16s %10.2f %12.1f %12.1f %8.3f %10.1f\n", name,
+    std::printf("%-22s %10.2f %12.1f %12.1f %8.3f %10.1f\n", name,
                 bytes[name] / 1e6, k->second / 1e9, m->second / 1e9,
                 k->second / m->second, us);
   }

@@ -309,13 +309,11 @@ FailureOr<Value> vjp(LayerNormOp op, OpBuilder &b, unsigned index, Value dy) {
     return LayerNormGradOp::create(b, loc, dy.getType(), op.getInput(),
                                    op.getGamma(), dy, op.getEpsilonAttr())
         .getResult();
-  case 1: {
-    Value ones = splat(b, loc, gammaType, 1.0);
-    Value zeros = splat(b, loc, gammaType, 0.0);
-    Value normalized = LayerNormOp::create(b, loc, op.getType(), op.getInput(),
-                                           ones, zeros, op.getEpsilonAttr());
-    return sumLeading(b, loc, mul(b, loc, dy, normalized));
-  }
+  case 1:
+    // The sum over rows of dy * xhat, in one op.
+    return LayerNormGammaGradOp::create(b, loc, gammaType, op.getInput(), dy,
+                                        op.getEpsilonAttr())
+        .getResult();
   default:
     return sumLeading(b, loc, dy);
   }

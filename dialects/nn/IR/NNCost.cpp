@@ -300,6 +300,14 @@ LogicalResult addCompute(LayerNormGradOp, Shapes operands, Shapes,
   return normCost(operands, cost, 13, 5);
 }
 
+// Recompute mu and r (sum, subtract, square, sum: 4; per row two divisions,
+// + eps, rsqrt), xhat (1), then dy * xhat added to its column (2): 7 per
+// element and 3 per row.
+LogicalResult addCompute(LayerNormGammaGradOp, Shapes operands, Shapes,
+                         OpCost &cost) {
+  return normCost(operands, cost, 7, 3);
+}
+
 // r (square, sum: 2; per row divide, + eps, rsqrt), g = dy * gamma (1),
 // mean(g * x) (multiply, sum: 2; divide per row), r^2 per row, then
 // x * r^2 * mean (2), g - ... (1), * r (1): 9 per element and 4 per row.
@@ -485,6 +493,6 @@ void partita::nn::attachNNCostModels(MLIRContext &context) {
          TransposeOp, ReshapeOp, SoftmaxOp, LayerNormOp, RMSNormOp, RotaryOp,
          AttentionOp, EmbeddingOp, CrossEntropyOp, ConstantOp, ReluGradOp,
          SiluGradOp, GeluGradOp, GreaterEqualOp, LayerNormGradOp, RMSNormGradOp,
-         RotaryGradOp, AttentionGradOp, EmbeddingGradOp, CrossEntropyGradOp,
-         ConvertOp, SGDOp, AdamWOp>(context);
+         LayerNormGammaGradOp, RotaryGradOp, AttentionGradOp, EmbeddingGradOp,
+         CrossEntropyGradOp, ConvertOp, SGDOp, AdamWOp>(context);
 }

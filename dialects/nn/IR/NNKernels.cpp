@@ -92,6 +92,7 @@ Kernel describe(LayerNormOp op) { return describeNorm(op); }
 Kernel describe(RMSNormOp op) { return describeNorm(op); }
 Kernel describe(LayerNormGradOp op) { return describeNorm(op); }
 Kernel describe(RMSNormGradOp op) { return describeNorm(op); }
+Kernel describe(LayerNormGammaGradOp op) { return describeNorm(op); }
 Kernel describe(RotaryOp op) {
   return byName(op).setFloat("theta", op.getThetaAttr().getValueAsDouble());
 }
@@ -190,8 +191,8 @@ void attachNNKernelModels(MLIRContext &context) {
          TransposeOp, ReshapeOp, SoftmaxOp, LayerNormOp, RMSNormOp, RotaryOp,
          AttentionOp, EmbeddingOp, CrossEntropyOp, ConstantOp, ReluGradOp,
          SiluGradOp, GeluGradOp, GreaterEqualOp, LayerNormGradOp, RMSNormGradOp,
-         RotaryGradOp, AttentionGradOp, EmbeddingGradOp, CrossEntropyGradOp,
-         ConvertOp, SGDOp, AdamWOp>(context);
+         LayerNormGammaGradOp, RotaryGradOp, AttentionGradOp, EmbeddingGradOp,
+         CrossEntropyGradOp, ConvertOp, SGDOp, AdamWOp>(context);
 }
 
 } // namespace partita::nn

@@ -131,21 +131,23 @@ LogicalResult verifySameElementType(Operation *op, StringRef what, Type type,
 // Shared by layer_norm and rms_norm: statistics over the last dimension,
 // a 1-D scale (and shift, of the same type as the scale by ODS) of its size.
 LogicalResult verifyNorm(Operation *op, Value input, Value gamma,
-                         const llvm::APFloat &epsilon) {
+                         const llvm::APFloat &epsilon,
+                         StringRef gammaName = "gamma") {
   RankedTensorType inputType = tensorType(input);
   RankedTensorType gammaType = tensorType(gamma);
   if (inputType.getRank() == 0)
     return op->emitOpError("input must have rank >= 1 (it is normalized over "
                            "its last dimension), but has rank 0");
   if (gammaType.getRank() != 1)
-    return op->emitOpError("gamma must be 1-D, but has rank ")
-           << gammaType.getRank();
+    return op->emitOpError() << gammaName << " must be 1-D, but has rank "
+                             << gammaType.getRank();
   int64_t last = inputType.getDimSize(inputType.getRank() - 1);
   if (gammaType.getDimSize(0) != last)
-    return op->emitOpError("gamma has size ")
-           << gammaType.getDimSize(0) << ", but the input's last dimension ("
-           << inputType.getRank() - 1 << ") has size " << last;
-  if (failed(verifySameElementType(op, "gamma", gammaType, "the input",
+    return op->emitOpError()
+           << gammaName << " has size " << gammaType.getDimSize(0)
+           << ", but the input's last dimension (" << inputType.getRank() - 1
+           << ") has size " << last;
+  if (failed(verifySameElementType(op, gammaName, gammaType, "the input",
                                    inputType)))
     return failure();
   return verifyPositiveFinite(op, "epsilon", epsilon);
@@ -521,6 +523,11 @@ LogicalResult CrossEntropyOp::verify() {
 // norm's contract.
 LogicalResult LayerNormGradOp::verify() {
   return verifyNorm(*this, getInput(), getGamma(), getEpsilon());
+}
+
+// The result stands where gamma stands in the others.
+LogicalResult LayerNormGammaGradOp::verify() {
+  return verifyNorm(*this, getInput(), getResult(), getEpsilon(), "result");
 }
 
 LogicalResult RMSNormGradOp::verify() {

@@ -486,6 +486,32 @@ def NN_LayerNormGradOp : NN_ShardableOp<"layer_norm_grad", [
   }];
 }
 
+def NN_LayerNormGammaGradOp : NN_ShardableOp<"layer_norm_gamma_grad", [
+    AllTypesMatch<["input", "dy"]>]> {
+  let summary = "Gradient of `nn.layer_norm`'s gamma.";
+  let description = [{
+    With the statistics of `nn.layer_norm` over the last dimension (size H)
+    of x, xhat = (x - mean(x)) / sqrt(var(x) + epsilon), the result is the
+    sum of dy * xhat over every leading dimension: the gradient of gamma,
+    of size H. It is `nn.reduce sum` of `nn.mul %dy, (nn.layer_norm %x, 1,
+    0)` in one pass over x and dy, without the normalized copy and the
+    product (nn-autodiff emits it). `dy` has the input's type; the result
+    is 1-D of size H with the input's element type; `epsilon` is positive
+    and finite (the forward op's).
+    ```mlir
+    %dgamma = nn.layer_norm_gamma_grad %x, %dy eps = 1.0e-05
+        : tensor<2x8x64xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $dy `eps` `=` $epsilon attr-dict `:` type($input) `->`
+    type($result)
+  }];
+}
+
 def NN_RMSNormGradOp : NN_ShardableOp<"rms_norm_grad", [
     AllTypesMatch<["input", "dy", "result"]>]> {
   let summary = "Input gradient of `nn.rms_norm`.";

@@ -650,6 +650,33 @@ FailureOr<ShardingRule> LayerNormGradOp::getShardingRule() {
   return normGradRule(getInput(), getGamma(), getDy(), getResult());
 }
 
+/// x [..., H], dy [..., H] -> dgamma [H]: H whole (each row's statistics
+/// need all of it); the leading dimensions are summed over, so a sharded
+/// one leaves a partial sum.
+FailureOr<ShardingRule> LayerNormGammaGradOp::getShardingRule() {
+  std::optional<ArrayRef<int64_t>> shape = staticShape(getInput());
+  std::optional<ArrayRef<int64_t>> outShape = staticShape(getResult());
+  if (!shape || shape->empty() || staticShape(getDy()) != shape || !outShape ||
+      outShape->size() != 1 || (*outShape)[0] != shape->back())
+    return failure();
+  ShardingRule rule;
+  TensorFactors dims;
+  for (auto [d, size] : llvm::enumerate(*shape)) {
+    bool last = d + 1 == shape->size();
+    int64_t f = rule.addFactor(size,
+                               last ? FactorKind::Whole : FactorKind::Reduction,
+                               genericName(d));
+    if (!last)
+      rule.setKind(rule.getFactor(f).name, FactorKind::Reduction,
+                   dist::ReductionKind::Sum);
+    dims.push_back({f});
+  }
+  rule.addOperand(dims);
+  rule.addOperand(dims);
+  rule.addResult({dims.back()});
+  return rule;
+}
+
 FailureOr<ShardingRule> RMSNormGradOp::getShardingRule() {
   return normGradRule(getInput(), getGamma(), getDy(), getResult());
 }

@@ -60,13 +60,16 @@ constexpr KindName kKindNames[] = {
     {KernelKind::SGD, "sgd"},
     {KernelKind::AdamW, "adamw"},
     {KernelKind::Custom, "custom"},
+    {KernelKind::LayerNormGammaGrad, "layer_norm_gamma_grad"},
 };
 // plan::Kernel::Kind numbers the kinds in KernelKind's order from 1 (0 is
 // unspecified); KernelKindTest checks every name against the enum's.
 static_assert(plan::Kernel::EINSUM == int(KernelKind::Einsum) + 1);
 static_assert(plan::Kernel::ADAMW == int(KernelKind::AdamW) + 1);
 static_assert(plan::Kernel::CUSTOM == int(KernelKind::Custom) + 1);
-static_assert(plan::Kernel::Kind_MAX == plan::Kernel::CUSTOM);
+static_assert(plan::Kernel::LAYER_NORM_GAMMA_GRAD ==
+              int(KernelKind::LayerNormGammaGrad) + 1);
+static_assert(plan::Kernel::Kind_MAX == plan::Kernel::LAYER_NORM_GAMMA_GRAD);
 } // namespace
 
 std::optional<KernelKind> kernelKindFromPlan(int kind) {

@@ -691,6 +691,8 @@ private:
       return runElementwiseGrad(call);
     case KernelKind::LayerNormGrad:
       return runLayerNormGrad(call);
+    case KernelKind::LayerNormGammaGrad:
+      return runLayerNormGammaGrad(call);
     case KernelKind::RMSNormGrad:
       return runRMSNormGrad(call);
     case KernelKind::RotaryGrad:

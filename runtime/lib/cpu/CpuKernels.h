@@ -436,6 +436,7 @@ void runCrossEntropy(const KernelCall &call);
 void runElementwiseGrad(const KernelCall &call); // relu/silu/gelu_grad, >=
 void runConvert(const KernelCall &call);
 void runLayerNormGrad(const KernelCall &call);
+void runLayerNormGammaGrad(const KernelCall &call);
 void runRMSNormGrad(const KernelCall &call);
 void runAttentionGrad(const KernelCall &call);
 void runEmbeddingGrad(const KernelCall &call);

@@ -180,6 +180,102 @@ void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
 }
 } // namespace
 
+namespace {
+/// Each row's mean and rstd as layer_norm computes them: f32 rows by
+/// layerNormStatsF32, others in double, rounded to T.
+template <typename T>
+void layerNormRowStats(const T *x, int64_t rows, int64_t hidden,
+                       double epsilon, T *mean, T *rstd) {
+  parallelFor(rows, itemsForWork(hidden, 1 << 14), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const T *src = x + r * hidden;
+      if constexpr (std::is_same_v<T, float>) {
+        auto [m, s] = layerNormStatsF32(src, hidden, epsilon);
+        mean[r] = m;
+        rstd[r] = s;
+      } else {
+        double sum = 0, var = 0;
+        for (int64_t i = 0; i < hidden; ++i)
+          sum += src[i];
+        sum /= hidden;
+        for (int64_t i = 0; i < hidden; ++i) {
+          double d = src[i] - sum;
+          var += d * d;
+        }
+        var /= hidden;
+        mean[r] = static_cast<T>(sum);
+        rstd[r] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
+      }
+    }
+  });
+}
+
+/// acc[i] += dy[r][i] * xhat[r][i] over rows [0, rows) of columns [0, n)
+/// (rows `ld` apart), xhat = (x - mean[r]) * rstd[r] rounded to T and the
+/// product too, as layer_norm, mul and reduce_sum would give them: the
+/// terms added in double four rows a pass, in accumulateRows' order.
+template <typename T>
+PARTITA_VECTOR_CLONES void
+accumulateGammaRows(const T *x, const T *dy, const T *mean, const T *rstd,
+                    int64_t ld, int64_t rows, double *acc, int64_t n) {
+  auto term = [&](int64_t r, int64_t i) {
+    T xhat = (x[r * ld + i] - mean[r]) * rstd[r];
+    return static_cast<double>(static_cast<T>(dy[r * ld + i] * xhat));
+  };
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] = acc[i] + term(r, i) + term(r + 1, i) + term(r + 2, i) +
+               term(r + 3, i);
+  for (; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] += term(r, i);
+}
+} // namespace
+
+void runLayerNormGammaGrad(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  const TensorView &x = call.inputs[0], &dy = call.inputs[1],
+                   &dgamma = call.outputs[0];
+  checkSameType(call.kind, dy, "input 1 (dy)", x, "input 0 (x)");
+  if (x.rank() < 1)
+    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  int64_t hidden = x.shape.back();
+  checkVector(call.kind, dgamma, "output 0 (dgamma)", x, hidden);
+  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  // The sum over rows of dy * xhat: the bits of layer_norm(x, 1, 0), mul
+  // and reduce_sum over the leading dimensions, without writing xhat or the
+  // product. The rows' statistics first, then column blocks on the
+  // intra-op pool, each adding its columns' terms in row order.
+  dispatchFloat(call.kind, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t rows = hidden ? x.numElements() / hidden : 0;
+    T *out = dgamma.as<T>();
+    std::vector<T> mean(static_cast<size_t>(rows)),
+        rstd(static_cast<size_t>(rows));
+    layerNormRowStats(x.as<T>(), rows, hidden, call.attrs.epsilon,
+                      mean.data(), rstd.data());
+    // Chunks of at least 512 columns: a row's terms then go 32 vectors at
+    // a time between loads of its statistics (reduce_sum's 16-column chunks
+    // left 4 vectors).
+    constexpr int64_t kBlock = 2048, kMinColumns = 512;
+    parallelFor(hidden, std::max(kMinColumns, itemsForWork(rows, 1 << 16)),
+                [&](int64_t begin, int64_t end) {
+                  std::vector<double> acc(size_t(std::min(kBlock, end - begin)));
+                  for (int64_t c0 = begin; c0 < end; c0 += kBlock) {
+                    int64_t w = std::min(kBlock, end - c0);
+                    std::fill(acc.begin(), acc.begin() + w, 0.0);
+                    accumulateGammaRows(x.as<T>() + c0, dy.as<T>() + c0,
+                                        mean.data(), rstd.data(), hidden, rows,
+                                        acc.data(), w);
+                    for (int64_t j = 0; j < w; ++j)
+                      out[c0 + j] = static_cast<T>(acc[size_t(j)]);
+                  }
+                });
+  });
+}
+
 void runLayerNormGrad(const KernelCall &call) {
   int64_t hidden = checkNormGrad(call);
   const TensorView &x = call.inputs[0], &dx = call.outputs[0];

@@ -136,6 +136,8 @@ public:
     case KernelKind::LayerNormGrad:
     case KernelKind::RMSNormGrad:
       return runNormGrad(call);
+    case KernelKind::LayerNormGammaGrad:
+      return runLayerNormGammaGrad(call);
     case KernelKind::Rotary:
     case KernelKind::RotaryGrad:
       return runRotary(call);
@@ -434,6 +436,62 @@ private:
     p.out[0] = dx.data;
     if (hidden > 0)
       launch(l);
+  }
+
+  /// layer_norm_gamma_grad (x, dy -> dgamma[H]), the cpu backend's checks:
+  /// the rows' statistics (LayerNorm op 1), then the column sums of
+  /// dy * xhat (runColumnReduce, op 2); both in the workspace.
+  void runLayerNormGammaGrad(const KernelCall &call) {
+    cpu::checkCall(call, 2, 1);
+    const TensorView &x = call.inputs[0], &dy = call.inputs[1],
+                     &out = call.outputs[0];
+    cpu::checkSameType(call.kind, dy, "input 1 (dy)", x, "input 0 (x)");
+    if (x.rank() < 1)
+      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+    int64_t hidden = x.shape.back();
+    cpu::checkVector(call.kind, out, "output 0 (dgamma)", x, hidden);
+    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    ElemType type = floatType(call, x, "input 0");
+    int64_t rows = hidden ? x.numElements() / hidden : 0;
+    if (hidden == 0)
+      return;
+    if (rows == 0) {
+      // A sum over no rows.
+      KernelLaunch l = elementwiseLaunch(hidden);
+      l.params.kernel = GpuKernel::Fill;
+      l.params.type = sizeOf(x.dtype) == 8 ? ElemType::U64 : ElemType::U32;
+      l.params.n = hidden;
+      l.params.bits = 0;
+      l.params.out[0] = out.data;
+      launch(l);
+      return;
+    }
+    auto [chunkRows, chunks] = columnChunks(hidden, rows);
+    (void)chunkRows;
+    // Partials first (8-byte aligned), then the statistics.
+    int64_t partialBytes = chunks * hidden * int64_t(sizeof(double));
+    char *base = workspace<char>(partialBytes +
+                                 2 * rows * int64_t(sizeOf(x.dtype)));
+    void *stats = base + partialBytes;
+    KernelLaunch l = rowLaunch(rows);
+    l.params.kernel = GpuKernel::LayerNorm;
+    l.params.type = type;
+    l.params.op = 1;
+    l.params.cols = hidden;
+    l.params.a[0] = call.attrs.epsilon;
+    l.params.in[0] = x.data;
+    l.params.out[0] = stats;
+    launch(l);
+    KernelParams p;
+    p.type = type;
+    p.op = 2;
+    p.a[0] = 1.0;
+    p.in[0] = x.data;
+    p.in[1] = dy.data;
+    p.in[2] = stats;
+    p.out[0] = out.data;
+    runColumnReduce(p, hidden, rows, reinterpret_cast<double *>(base));
   }
 
   /// embedding and embedding_grad: `table` is [vocab, hidden] and `rows`
@@ -766,18 +824,28 @@ private:
     launch(l);
   }
 
-  /// Reduces the rows of a row-major [rows, columns] input (params of a
-  /// Reduce launch) in row chunks: enough (chunk, 32-column tile) items for
-  /// about kColumnItems blocks, at least kMinChunkRows rows a chunk. The
-  /// chunking depends on the shape alone, so results are deterministic.
-  void runColumnReduce(const KernelParams &reduce, int64_t columns,
-                       int64_t rows) {
+  /// The row chunks of runColumnReduce: enough (chunk, 32-column tile)
+  /// items for about kColumnItems blocks, at least kMinChunkRows rows a
+  /// chunk. They depend on the shape alone, so results are deterministic.
+  static std::pair<int64_t, int64_t> columnChunks(int64_t columns,
+                                                  int64_t rows) {
     constexpr int64_t kColumnItems = 1024, kMinChunkRows = 32;
     int64_t tiles = (columns + kWarpSize - 1) / kWarpSize;
     int64_t wanted = (kColumnItems + tiles - 1) / tiles;
     int64_t chunkRows = std::max((rows + wanted - 1) / wanted, kMinChunkRows);
-    int64_t chunks = (rows + chunkRows - 1) / chunkRows;
-    double *partials = workspace<double>(chunks * columns);
+    return {chunkRows, (rows + chunkRows - 1) / chunkRows};
+  }
+
+  /// Reduces the rows of a row-major [rows, columns] input (params of a
+  /// Reduce launch, or op 2: layer_norm_gamma_grad's terms) in row chunks
+  /// (columnChunks), their partials in `partials` (chunks x columns
+  /// doubles; null: the workspace).
+  void runColumnReduce(const KernelParams &reduce, int64_t columns,
+                       int64_t rows, double *partials = nullptr) {
+    int64_t tiles = (columns + kWarpSize - 1) / kWarpSize;
+    auto [chunkRows, chunks] = columnChunks(columns, rows);
+    if (!partials)
+      partials = workspace<double>(chunks * columns);
     KernelLaunch first;
     first.block = blockSize;
     first.grid = int(std::min(tiles * chunks, kMaxGrid));
@@ -790,13 +858,15 @@ private:
     p.cols = rows;
     p.inner = chunkRows;
     p.in[0] = reduce.in[0];
+    p.in[1] = reduce.in[1];
+    p.in[2] = reduce.in[2];
     p.out[0] = partials;
     launch(first);
     KernelLaunch second = elementwiseLaunch(columns);
     KernelParams &q = second.params;
     q.kernel = GpuKernel::ColumnCombine;
     q.type = reduce.type;
-    q.op = reduce.op;
+    q.op = reduce.op == 1 ? 1 : 0;
     q.cols = chunks;
     q.a[0] = reduce.a[0];
     q.in[0] = partials;

@@ -36,7 +36,7 @@ enum class GpuKernel : uint8_t {
   Fill,             // out = bits (element type: an unsigned of 1-8 bytes)
   Strided,          // out[i...] = in[sum i_k * inStride_k] (broadcast, transpose)
   Softmax,          // rows of `cols` elements `inner` apart
-  LayerNorm,        // rows of `cols`; gamma, beta
+  LayerNorm,        // rows of `cols`; gamma, beta (op 1: each row's mean, rstd)
   CrossEntropyRows, // per-token losses (double) into a workspace
   SumToScalar,      // one block: out = sum(workspace) / a[0]
   AdamW,            // p, g, m, v, step -> p', m', v'
@@ -425,7 +425,9 @@ PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
 }
 
 /// Layer norm of n rows of `cols`: in[0] x, in[1] gamma, in[2] beta;
-/// a[0] epsilon.
+/// a[0] epsilon. op 1: only the statistics, out[0][2 row] = mean and
+/// out[0][2 row + 1] = rstd (T, as the normalization uses them; no gamma
+/// or beta read), for layer_norm_gamma_grad.
 template <typename T, typename Ctx>
 PARTITA_HD void layerNormKernel(const Ctx &c, const KernelParams &p) {
   const T *x = static_cast<const T *>(p.in[0]);
@@ -448,6 +450,13 @@ PARTITA_HD void layerNormKernel(const Ctx &c, const KernelParams &p) {
     double var = blockReduce(c, sq, SumOp()) / double(p.cols);
     T m = static_cast<T>(mean);
     T rstd = static_cast<T>(1.0 / ksqrt(var + p.a[0]));
+    if (p.op == 1) {
+      if (t == 0) {
+        y[2 * row] = m;
+        y[2 * row + 1] = rstd;
+      }
+      continue;
+    }
     for (int64_t j = t; j < p.cols; j += bs)
       dst[j] = (src[j] - m) * rstd * gamma[j] + beta[j];
   }
@@ -609,9 +618,14 @@ PARTITA_HD void reduceKernel(const Ctx &c, const KernelParams &p) {
 /// warp takes column tile + l, warp w rows w, w + warps, ... of the chunk,
 /// so each warp reads whole 128-byte rows of its tile; the warps' results
 /// are combined in warp order. Shared memory: a double per thread.
+/// op 2 sums layer_norm_gamma_grad's terms instead: with in[1] dy (as x)
+/// and in[2] the rows' (mean, rstd) pairs (LayerNorm op 1), the element
+/// (r, o) is dy * xhat, xhat = (x - mean) * rstd, each rounded to T.
 template <typename T, typename Ctx>
 PARTITA_HD void columnPartialsKernel(const Ctx &c, const KernelParams &p) {
   const T *x = static_cast<const T *>(p.in[0]);
+  const T *dy = static_cast<const T *>(p.in[1]);
+  const T *stats = static_cast<const T *>(p.in[2]);
   double *part = static_cast<double *>(p.out[0]);
   int t = c.threadIndex(), lane = t % kWarpSize, warp = t / kWarpSize;
   int warps = c.blockSize() / kWarpSize;
@@ -627,7 +641,13 @@ PARTITA_HD void columnPartialsKernel(const Ctx &c, const KernelParams &p) {
     double acc = isMax ? -infinity<double>() : 0.0;
     if (o < p.n)
       for (int64_t r = chunk * p.inner + warp; r < end; r += warps) {
-        double v = double(x[r * p.n + o]);
+        double v;
+        if (p.op == 2) {
+          T xhat = (x[r * p.n + o] - stats[2 * r]) * stats[2 * r + 1];
+          v = double(T(dy[r * p.n + o] * xhat));
+        } else {
+          v = double(x[r * p.n + o]);
+        }
         acc = isMax ? maxOf(acc, v) : acc + v;
       }
     s.store(t, acc);

@@ -533,3 +533,58 @@ func.func @attention_grad_member_type(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2
   %0:2 = nn.attention_grad %q, %k, %k, %q wrt = q|v : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
   return
 }
+
+// -----
+
+// Tests that layer_norm_gamma_grad rejects a rank-0 input.
+func.func @layer_norm_gamma_grad_rank0(%x: tensor<f32>) {
+  // expected-error @+1 {{input must have rank >= 1 (it is normalized over its last dimension), but has rank 0}}
+  %0 = nn.layer_norm_gamma_grad %x, %x eps = 1.0e-05 : tensor<f32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm_gamma_grad rejects a result that is not 1-D.
+func.func @layer_norm_gamma_grad_result_rank(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result must be 1-D, but has rank 2}}
+  %0 = nn.layer_norm_gamma_grad %x, %x eps = 1.0e-05 : tensor<2x8xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm_gamma_grad rejects a result whose size is not the
+// input's last dimension.
+func.func @layer_norm_gamma_grad_result_size(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result has size 2, but the input's last dimension (1) has size 8}}
+  %0 = nn.layer_norm_gamma_grad %x, %x eps = 1.0e-05 : tensor<2x8xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm_gamma_grad rejects a result of another element type.
+func.func @layer_norm_gamma_grad_result_type(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{element type of result ('bf16') differs from that of the input ('f32')}}
+  %0 = nn.layer_norm_gamma_grad %x, %x eps = 1.0e-05 : tensor<2x8xf32> -> tensor<8xbf16>
+  return
+}
+
+// -----
+
+// Tests that layer_norm_gamma_grad rejects a dy whose type differs from x's.
+func.func @layer_norm_gamma_grad_dy_type(%x: tensor<2x8xf32>, %dy: tensor<4x8xf32>) {
+  // expected-error @+1 {{all of {input, dy} have same type}}
+  %0 = "nn.layer_norm_gamma_grad"(%x, %dy) {epsilon = 1.0e-05 : f64} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm_gamma_grad rejects an epsilon that is not positive.
+func.func @layer_norm_gamma_grad_epsilon(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{epsilon must be a positive finite number, but is 0}}
+  %0 = nn.layer_norm_gamma_grad %x, %x eps = 0.0 : tensor<2x8xf32> -> tensor<8xf32>
+  return
+}

@@ -34,6 +34,16 @@ func.func @norm_grads(%x: tensor<2x8x64xbf16>, %g: tensor<64xbf16>, %dy: tensor<
   return %0, %1 : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
 }
 
+// Tests that layer_norm_gamma_grad round-trips: x, dy, epsilon and the
+// [H] result type.
+// CHECK-LABEL: func.func @layer_norm_gamma_grad
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8x64xf32>, %[[DY:.+]]: tensor<2x8x64xf32>)
+// CHECK: nn.layer_norm_gamma_grad %[[X]], %[[DY]] eps = 1.000000e-05 : tensor<2x8x64xf32> -> tensor<64xf32>
+func.func @layer_norm_gamma_grad(%x: tensor<2x8x64xf32>, %dy: tensor<2x8x64xf32>) -> tensor<64xf32> {
+  %0 = nn.layer_norm_gamma_grad %x, %dy eps = 1.0e-05 : tensor<2x8x64xf32> -> tensor<64xf32>
+  return %0 : tensor<64xf32>
+}
+
 // Tests that rotary_grad round-trips with its theta.
 // CHECK-LABEL: func.func @rotary_grad
 // CHECK: nn.rotary_grad %{{.+}} theta = 5.000000e+05 : tensor<2x8x4x16xf32>

@@ -35,6 +35,17 @@ func.func @norm_grads(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %dy: tensor<2x
 
 // -----
 
+// Tests layer_norm_gamma_grad's rule: x and dy share every factor; H whole
+// and kept in the [H] result, the leading dimensions summed over (their
+// shards leave partial sums).
+func.func @layer_norm_gamma_grad(%x: tensor<2x8x64xf32>, %dy: tensor<2x8x64xf32>) {
+  // expected-remark @+1 {{([i,j,k],[i,j,k])->([k]) {i=2,j=8,k=64} reduction={i,j} whole={k}}}
+  %0 = nn.layer_norm_gamma_grad %x, %dy eps = 1.0e-05 : tensor<2x8x64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
 // Tests that rotary_grad has exactly nn.rotary's rule: b, s, n parallel and
 // the head dim whole.
 func.func @rotary_grad(%x: tensor<2x8x4x16xf32>) {

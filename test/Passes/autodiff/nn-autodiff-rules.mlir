@@ -215,8 +215,9 @@ func.func @forward(%x: tensor<2x5xf32> {nn.param = "x"}, %t: tensor<2x5xf32> {nn
 
 // -----
 
-// Tests layer_norm: layer_norm_grad for the input; gamma's gradient sums
-// dy * layer_norm(x, 1, 0) over the leading dimensions, beta's sums dy.
+// Tests layer_norm: layer_norm_grad for the input; gamma's gradient is
+// layer_norm_gamma_grad (the sum of dy * xhat over the leading dimensions,
+// in one op), beta's sums dy.
 func.func @forward(%g: tensor<4xf32> {nn.param = "g"}, %b: tensor<4xf32> {nn.param = "b"},
                    %w: tensor<2x3x4xf32> {nn.param = "w"}) -> (tensor<f32> {nn.output = "loss"}) {
   %y = nn.layer_norm %w, %g, %b eps = 1.0e-05 : tensor<2x3x4xf32>, tensor<4xf32>
@@ -227,11 +228,7 @@ func.func @forward(%g: tensor<4xf32> {nn.param = "g"}, %b: tensor<4xf32> {nn.par
 // CHECK-SAME: (%[[G:arg0]]: {{.*}}, %[[B:arg1]]: {{.*}}, %[[W:arg2]]: {{.*}})
 // CHECK: %[[DY:.+]] = nn.broadcast %{{.+}} dims = [] {{.*}} -> tensor<2x3x4xf32>
 // CHECK: %[[DW:.+]] = nn.layer_norm_grad %[[W]], %[[G]], %[[DY]] eps = 1.000000e-05 {nn.grad_kind = "W"} : tensor<2x3x4xf32>, tensor<4xf32>
-// CHECK: %[[ONES:.+]] = nn.constant {nn.grad_kind = "W"} dense<1.000000e+00> : tensor<4xf32>
-// CHECK: %[[ZEROS:.+]] = nn.constant {nn.grad_kind = "W"} dense<0.000000e+00> : tensor<4xf32>
-// CHECK: %[[N:.+]] = nn.layer_norm %[[W]], %[[ONES]], %[[ZEROS]] eps = 1.000000e-05 {nn.grad_kind = "W"}
-// CHECK: %[[P:.+]] = nn.mul %[[DY]], %[[N]]
-// CHECK: %[[DG:.+]] = nn.reduce sum %[[P]] dims = [0, 1] {nn.grad_kind = "W"} : tensor<2x3x4xf32> -> tensor<4xf32>
+// CHECK: %[[DG:.+]] = nn.layer_norm_gamma_grad %[[W]], %[[DY]] eps = 1.000000e-05 {nn.grad_kind = "W"} : tensor<2x3x4xf32> -> tensor<4xf32>
 // CHECK: %[[DB:.+]] = nn.reduce sum %[[DY]] dims = [0, 1] {nn.grad_kind = "W"} : tensor<2x3x4xf32> -> tensor<4xf32>
 // CHECK: return %{{.+}}, %[[DG]], %[[DB]], %[[DW]]
 

@@ -44,6 +44,7 @@ TEST_F(VJPRulesTest, EveryForwardOpHasARule) {
                                                    "nn.silu_grad",
                                                    "nn.gelu_grad",
                                                    "nn.layer_norm_grad",
+                                                   "nn.layer_norm_gamma_grad",
                                                    "nn.rms_norm_grad",
                                                    "nn.rotary_grad",
                                                    "nn.attention_grad",

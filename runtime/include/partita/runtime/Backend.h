@@ -59,6 +59,10 @@ namespace partita::runtime {
 ///   layer_norm_grad        x, gamma[H], dy -> dx: the input gradient of
 ///                          layer_norm (last dim), attrs.epsilon
 ///   rms_norm_grad          x, gamma[H], dy -> dx, attrs.epsilon
+///   layer_norm_gamma_grad  x, dy (as x) -> dgamma[H]: the sum over the
+///                          leading dimensions of dy * xhat, xhat the
+///                          layer_norm statistics' normalized x (last dim);
+///                          attrs.epsilon
 ///   rotary_grad            dy[B,S,heads,D] -> dx: rotation by minus the
 ///                          angle; attrs.theta, positionOffset
 ///   attention_grad         q, k, v, dy (as q) -> one output per letter of
@@ -106,6 +110,8 @@ enum class KernelKind : uint8_t {
   RotaryGrad, AttentionGrad, EmbeddingGrad, CrossEntropyGrad, Convert, SGD,
   AdamW,
   Custom,
+  // After Custom: plan.proto numbers the kinds in this order.
+  LayerNormGammaGrad,
 };
 
 /// "einsum", "layer_norm", ...; and the inverse (nullopt when unknown).

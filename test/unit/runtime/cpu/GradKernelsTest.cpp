@@ -187,6 +187,84 @@ TEST(NormGradTest, RMSNormGradMatchesFiniteDifferences) {
   expectF32Matches(KernelKind::RMSNormGrad, attrs, {&x, &gamma, &dy}, dx, 1.0);
 }
 
+// layer_norm_gamma_grad is layer_norm(x, 1, 0), mul by dy and reduce_sum
+// over the leading dimensions in one kernel, with the same bits: rows not a
+// multiple of 4 (accumulateRows' step) and a hidden size not a multiple of
+// 16 (the vector width), f32 and f64.
+template <typename T> void expectGammaGradIsTheThreeKernels(DType dtype) {
+  const std::vector<int64_t> shape = {3, 37, 70};
+  Tensor x = randomTensor<T>(shape, 220, -2, 3);
+  Tensor dy = randomTensor<T>(shape, 221);
+  Tensor ones(dtype, {70}), zeros(dtype, {70});
+  for (int64_t i = 0; i < 70; ++i) {
+    ones.data<T>()[i] = T(1);
+    zeros.data<T>()[i] = T(0);
+  }
+  KernelAttrs attrs;
+  attrs.epsilon = 1e-5;
+  Tensor xhat(dtype, shape), product(dtype, shape), expected(dtype, {70});
+  runKernel(KernelKind::LayerNorm, attrs, {&x, &ones, &zeros}, {&xhat});
+  runKernel(KernelKind::Mul, {}, {&dy, &xhat}, {&product});
+  KernelAttrs sum;
+  sum.dims = {0, 1};
+  runKernel(KernelKind::ReduceSum, sum, {&product}, {&expected});
+  Tensor got(dtype, {70});
+  runKernel(KernelKind::LayerNormGammaGrad, attrs, {&x, &dy}, {&got});
+  for (int64_t i = 0; i < 70; ++i)
+    ASSERT_EQ(expected.data<T>()[i], got.data<T>()[i]) << "column " << i;
+}
+
+TEST(NormGradTest, LayerNormGammaGradIsTheThreeKernels) {
+  expectGammaGradIsTheThreeKernels<float>(DType::F32);
+  expectGammaGradIsTheThreeKernels<double>(DType::F64);
+}
+
+TEST(NormGradTest, LayerNormGammaGradMatchesFiniteDifferences) {
+  const std::vector<int64_t> shape = {2, 3, 8};
+  Tensor x = randomTensor<double>(shape, 230, -2, 3);
+  Tensor gamma = randomTensor<double>({8}, 231, 0.5, 1.5);
+  Tensor beta = randomTensor<double>({8}, 232);
+  Tensor dy = randomTensor<double>(shape, 233);
+  KernelAttrs attrs;
+  attrs.epsilon = 1e-3;
+  Tensor dgamma(DType::F64, {8}), y(DType::F64, shape);
+  runKernel(KernelKind::LayerNormGammaGrad, attrs, {&x, &dy}, {&dgamma});
+  std::vector<double> fd = finiteDifferences(gamma, [&] {
+    runKernel(KernelKind::LayerNorm, attrs, {&x, &gamma, &beta}, {&y});
+    return dot(dy, y);
+  });
+  expectMatchesFD(dgamma, fd);
+}
+
+TEST(NormGradTest, LayerNormGammaGradOfNoRowsIsZero) {
+  Tensor x(DType::F32, {0, 4}), dy(DType::F32, {0, 4});
+  Tensor dgamma = makeTensor<float>({4}, {1, 2, 3, 4});
+  runKernel(KernelKind::LayerNormGammaGrad, {}, {&x, &dy}, {&dgamma});
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(0.0f, dgamma.data<float>()[i]);
+}
+
+TEST(NormGradTest, LayerNormGammaGradRejectsBadOperands) {
+  Tensor x(DType::F32, {2, 4}), dy(DType::F32, {2, 4}), bad(DType::F32, {3});
+  expectError(
+      [&] { runKernel(KernelKind::LayerNormGammaGrad, {}, {&x, &dy}, {&bad}); },
+      {"layer_norm_gamma_grad", "output 0 (dgamma) has shape [3], expected [4]"});
+  Tensor dyBad(DType::F32, {4, 2}), dgamma(DType::F32, {4});
+  expectError(
+      [&] {
+        runKernel(KernelKind::LayerNormGammaGrad, {}, {&x, &dyBad}, {&dgamma});
+      },
+      {"layer_norm_gamma_grad",
+       "input 1 (dy) is tensor<4x2xf32> but input 0 (x) is tensor<2x4xf32>"});
+  KernelAttrs attrs;
+  attrs.epsilon = 0;
+  expectError(
+      [&] {
+        runKernel(KernelKind::LayerNormGammaGrad, attrs, {&x, &dy}, {&dgamma});
+      },
+      {"layer_norm_gamma_grad", "epsilon must be positive and finite"});
+}
+
 TEST(NormGradTest, RejectsBadOperands) {
   Tensor x(DType::F32, {2, 4}), gamma(DType::F32, {3}), dy(DType::F32, {2, 4}),
       dx(DType::F32, {2, 4});

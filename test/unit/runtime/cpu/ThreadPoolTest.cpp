@@ -84,6 +84,11 @@ TEST(ThreadPoolTest, RowKernelsAreThreadIndependent) {
   expectThreadIndependent(KernelKind::LayerNormGrad, attrs,
                           {x, gamma, randomTensor<float>({300, 256}, 8)},
                           {{300, 256}}, "layer_norm_grad");
+  // Row statistics split by rows, then column sums split by columns.
+  Tensor wide = randomTensor<float>({300, 4500}, 10);
+  expectThreadIndependent(KernelKind::LayerNormGammaGrad, attrs,
+                          {wide, randomTensor<float>({300, 4500}, 11)},
+                          {{4500}}, "layer_norm_gamma_grad");
   KernelAttrs none;
   Tensor logits = randomTensor<float>({257, 1024}, 9, -5, 5);
   Tensor labels(DType::I32, {257});

@@ -278,6 +278,21 @@ TYPED_TEST(CudaKernelsTest, NormGrads) {
                  {{dt<T>(), {3, 5, hidden}}});
 }
 
+// Tests layer_norm_gamma_grad (row statistics, then column sums in row
+// chunks): rows of 1, 77 and 300 elements over 15 rows (one chunk), and 77
+// over 70 rows (three chunks of 32 in the column reduction). The emulator
+// runs every thread of a block: a case costs seconds.
+TYPED_TEST(CudaKernelsTest, LayerNormGammaGrad) {
+  using T = TypeParam;
+  KernelAttrs a;
+  a.epsilon = 1e-5;
+  for (auto [rows, hidden] : {std::pair<int64_t, int64_t>{15, 1},
+                              {15, 77}, {15, 300}, {70, 77}})
+    expectSame(KernelKind::LayerNormGammaGrad, a,
+               {random<T>({rows, hidden}, 33), random<T>({rows, hidden}, 34)},
+               {{dt<T>(), {hidden}}});
+}
+
 // Tests embedding_grad: ids repeating (sums over tokens) and outside the
 // shard (offset 5 of a 37-row shard; -1 too), i32 and i64 ids, a hidden
 // size that no block size divides.
