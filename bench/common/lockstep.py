@@ -87,6 +87,18 @@ class Gate:
             return None
         return [int(f) for f in fds]
 
+    @staticmethod
+    def from_option(parser, text):
+        """The Gate of a --step-gate IN,OUT value (None for none); a
+        malformed value is the parser's error."""
+        if not text:
+            return None
+        fds = Gate.parse(text)
+        if fds is None:
+            parser.error(f"--step-gate expects IN,OUT (two file descriptors), "
+                         f"got '{text}'")
+        return Gate(fds)
+
     def __init__(self, ends):
         self.read = open(ends[0], "rb", buffering=0)
         self.write = open(ends[1], "wb", buffering=0)

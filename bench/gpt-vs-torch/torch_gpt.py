@@ -38,13 +38,7 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--step-gate", metavar="IN,OUT")
     a = p.parse_args()
-    gate = None
-    if a.step_gate:
-        fds = lockstep.Gate.parse(a.step_gate)
-        if fds is None:
-            p.error(f"--step-gate expects IN,OUT (two file descriptors), "
-                    f"got '{a.step_gate}'")
-        gate = lockstep.Gate(fds)
+    gate = lockstep.Gate.from_option(p, a.step_gate)
     fair.setup_torch(torch, a.threads)
     torch.manual_seed(0)
     B, S, H, n, V = a.batch, a.seq, a.hidden, a.heads, a.vocab

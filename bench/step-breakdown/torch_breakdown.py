@@ -84,13 +84,7 @@ def main():
                    help="take every step (warm-up, timed, profiled) in "
                    "turns with another program (bench/common/lockstep.py)")
     a = p.parse_args()
-    gate = None
-    if a.step_gate:
-        fds = lockstep.Gate.parse(a.step_gate)
-        if fds is None:
-            p.error(f"--step-gate expects IN,OUT (two file descriptors), "
-                    f"got '{a.step_gate}'")
-        gate = lockstep.Gate(fds)
+    gate = lockstep.Gate.from_option(p, a.step_gate)
     fair.setup_torch(torch, a.threads)
     torch.manual_seed(0)
     model = GPT(a.vocab, a.seq, a.hidden, a.heads, a.layers,

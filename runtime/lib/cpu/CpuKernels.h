@@ -197,6 +197,23 @@ layerNormStatsF32(const float *src, int64_t n, double epsilon) {
   return {m, layerNormRstd(squares[0], n, epsilon)};
 }
 
+/// A row's mean and rstd in double, the kernels' path for dtypes other
+/// than f32: the mean, then the mean of squared deviations.
+template <typename T>
+std::pair<double, double> layerNormStatsDouble(const T *src, int64_t n,
+                                               double epsilon) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i)
+    mean += src[i];
+  mean /= n;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = src[i] - mean;
+    var += d * d;
+  }
+  var /= n;
+  return {mean, 1.0 / std::sqrt(var + epsilon)};
+}
+
 /// The maximum of src[0, n) for f32, NaN if any element is NaN, -inf when
 /// n is 0: a max is exact in any order, so it is taken in 16 lanes and
 /// vectorizes (a single running max with the NaN test does not).

@@ -194,17 +194,9 @@ void layerNormRowStats(const T *x, int64_t rows, int64_t hidden,
         mean[r] = m;
         rstd[r] = s;
       } else {
-        double sum = 0, var = 0;
-        for (int64_t i = 0; i < hidden; ++i)
-          sum += src[i];
-        sum /= hidden;
-        for (int64_t i = 0; i < hidden; ++i) {
-          double d = src[i] - sum;
-          var += d * d;
-        }
-        var /= hidden;
-        mean[r] = static_cast<T>(sum);
-        rstd[r] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
+        auto [m, s] = layerNormStatsDouble(src, hidden, epsilon);
+        mean[r] = static_cast<T>(m);
+        rstd[r] = static_cast<T>(s);
       }
     }
   });
@@ -300,16 +292,8 @@ void runLayerNormGrad(const KernelCall &call) {
       const T *src = x.as<T>() + r * hidden;
       const T *dy = call.inputs[2].as<T>() + r * hidden;
       T *dst = dx.as<T>() + r * hidden;
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < hidden; ++i)
-        mean += src[i];
-      mean /= hidden;
-      for (int64_t i = 0; i < hidden; ++i) {
-        double c = src[i] - mean;
-        var += c * c;
-      }
-      var /= hidden;
-      double rstd = 1.0 / std::sqrt(var + call.attrs.epsilon);
+      auto [mean, rstd] =
+          layerNormStatsDouble(src, hidden, call.attrs.epsilon);
       double meanG = 0, meanGX = 0;
       for (int64_t i = 0; i < hidden; ++i) {
         double g = static_cast<double>(dy[i]) * gamma[i];

@@ -337,17 +337,9 @@ void runLayerNorm(const KernelCall &call) {
     for (int64_t r = 0; r < rows; ++r) {
       const T *src = x.as<T>() + r * hidden;
       T *dst = y.as<T>() + r * hidden;
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < hidden; ++i)
-        mean += src[i];
-      mean /= hidden;
-      for (int64_t i = 0; i < hidden; ++i) {
-        double d = src[i] - mean;
-        var += d * d;
-      }
-      var /= hidden;
+      auto [mean, inv] = layerNormStatsDouble(src, hidden, call.attrs.epsilon);
       T m = static_cast<T>(mean);
-      T rstd = static_cast<T>(1.0 / std::sqrt(var + call.attrs.epsilon));
+      T rstd = static_cast<T>(inv);
       for (int64_t i = 0; i < hidden; ++i)
         dst[i] = (src[i] - m) * rstd * gamma[i] + beta[i];
     }
