@@ -11,7 +11,10 @@ pipes to this harness: before each step the program reads one line ("go")
 from IN; after it, it writes one line to OUT. A turn is one step of each
 program (--steps-per-turn K: K steps in a row); turn t starts with program
 t mod N, each program then going in order, so no program always follows
-the same one. A program's stdout goes to its OUT file (stderr
+the same one. Between its turns a program is stopped (SIGSTOP to its
+process group; --no-park leaves it running): OpenBLAS and OpenMP threads
+spin for a while after their work, and would take a core from the
+program whose turn it is. A program's stdout goes to its OUT file (stderr
 stays on ours).
 
 Exits 1, naming the program, when one exits before its STEPS turns, sends
@@ -20,6 +23,7 @@ no line within --turn-timeout seconds (default 1800), or exits non-zero.
 import argparse
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -32,8 +36,10 @@ class Program:
         self.done, done_write = os.pipe()
         self.out = open(out_path, "w")
         shell = command.replace("{gate}", f"{go_read},{done_write}")
+        # Its own process group, so that it can be parked whole.
         self.proc = subprocess.Popen(shell, shell=True, stdout=self.out,
-                                     pass_fds=(go_read, done_write))
+                                     pass_fds=(go_read, done_write),
+                                     start_new_session=True)
         os.close(go_read)
         os.close(done_write)
         self.pending = b""
@@ -41,8 +47,20 @@ class Program:
     def name(self):
         return f"program {self.index + 1} ({self.command.split()[0]} ...)"
 
-    def turn(self, step, timeout):
-        """Lets the program take one step; returns its line."""
+    def signal(self, sig):
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def turn(self, step, timeout, park):
+        """Lets the program take one step; returns its line. With `park`
+        the program is stopped (SIGSTOP to its process group) once it has
+        said it is done, and continued before its next turn: a BLAS or
+        OpenMP thread that spins after its work would otherwise take a
+        core from the program whose turn it is."""
+        if park:
+            self.signal(signal.SIGCONT)
         try:
             os.write(self.go, b"go\n")
         except BrokenPipeError:
@@ -63,9 +81,12 @@ class Program:
                      f"step {step + 1}")
             self.pending += chunk
         line, self.pending = self.pending.split(b"\n", 1)
+        if park:
+            self.signal(signal.SIGSTOP)
         return line.decode()
 
     def finish(self):
+        self.signal(signal.SIGCONT)
         os.close(self.go)
         code = self.proc.wait()
         os.close(self.done)
@@ -122,7 +143,8 @@ def fail(message):
     print(f"lockstep: error: {message}", file=sys.stderr)
     for p in programs:
         if p.proc.poll() is None:
-            p.proc.kill()
+            p.signal(signal.SIGCONT)
+            p.signal(signal.SIGKILL)
     sys.exit(1)
 
 
@@ -131,6 +153,10 @@ def main():
     parser.add_argument("steps", type=int)
     parser.add_argument("pairs", nargs="+", metavar="OUT CMD")
     parser.add_argument("--turn-timeout", type=float, default=1800)
+    parser.add_argument("--no-park", action="store_true",
+                        help="leave a program running between its turns "
+                        "(default: stopped, SIGSTOP, so that no thread of it "
+                        "spins on a core during another's turn)")
     parser.add_argument("--steps-per-turn", type=int, default=1,
                         help="steps a program takes in a row in its turn "
                         "(default 1); STEPS must be a multiple")
@@ -148,7 +174,8 @@ def main():
     for turn in range(a.steps // k):
         for j in range(n):
             for step in range(turn * k, turn * k + k):
-                programs[(turn + j) % n].turn(step, a.turn_timeout)
+                programs[(turn + j) % n].turn(step, a.turn_timeout,
+                                              not a.no_park)
     for p in programs:
         p.finish()
 
