@@ -663,13 +663,10 @@ FailureOr<ShardingRule> LayerNormGammaGradOp::getShardingRule() {
   TensorFactors dims;
   for (auto [d, size] : llvm::enumerate(*shape)) {
     bool last = d + 1 == shape->size();
-    int64_t f = rule.addFactor(size,
-                               last ? FactorKind::Whole : FactorKind::Reduction,
-                               genericName(d));
-    if (!last)
-      rule.setKind(rule.getFactor(f).name, FactorKind::Reduction,
-                   dist::ReductionKind::Sum);
-    dims.push_back({f});
+    // A reduction factor's partials are sums by default.
+    dims.push_back({rule.addFactor(
+        size, last ? FactorKind::Whole : FactorKind::Reduction,
+        genericName(d))});
   }
   rule.addOperand(dims);
   rule.addOperand(dims);

@@ -454,6 +454,12 @@ void runElementwiseGrad(const KernelCall &call); // relu/silu/gelu_grad, >=
 void runConvert(const KernelCall &call);
 void runLayerNormGrad(const KernelCall &call);
 void runLayerNormGammaGrad(const KernelCall &call);
+/// Checks a layer_norm_grad / rms_norm_grad call (x, gamma, dy -> dx), all
+/// over x's last dimension, whose size it returns (the cuda backend's
+/// checks too).
+int64_t checkNormGrad(const KernelCall &call);
+/// Checks a layer_norm_gamma_grad call (x, dy -> dgamma[H]); returns H.
+int64_t checkLayerNormGammaGrad(const KernelCall &call);
 void runRMSNormGrad(const KernelCall &call);
 void runAttentionGrad(const KernelCall &call);
 void runEmbeddingGrad(const KernelCall &call);

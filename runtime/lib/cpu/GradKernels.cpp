@@ -21,10 +21,6 @@
 
 namespace partita::runtime::cpu {
 
-namespace {
-
-/// Checks a layer_norm_grad / rms_norm_grad call (x, gamma, dy -> dx), all
-/// over x's last dimension, whose size it returns.
 int64_t checkNormGrad(const KernelCall &call) {
   checkCall(call, 3, 1);
   const TensorView &x = call.inputs[0], &dy = call.inputs[2],
@@ -39,6 +35,21 @@ int64_t checkNormGrad(const KernelCall &call) {
   checkNoOverlap(call, /*allowExactAlias=*/false);
   return hidden;
 }
+
+int64_t checkLayerNormGammaGrad(const KernelCall &call) {
+  checkCall(call, 2, 1);
+  const TensorView &x = call.inputs[0], &dy = call.inputs[1];
+  checkSameType(call.kind, dy, "input 1 (dy)", x, "input 0 (x)");
+  if (x.rank() < 1)
+    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  int64_t hidden = x.shape.back();
+  checkVector(call.kind, call.outputs[0], "output 0 (dgamma)", x, hidden);
+  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  return hidden;
+}
+
+namespace {
 
 /// Any of dq, dk and dv of attention (those `g` asks for), one (batch, kv
 /// head) pair at a time and, within it, the query heads of its group in
@@ -226,16 +237,9 @@ accumulateGammaRows(const T *x, const T *dy, const T *mean, const T *rstd,
 } // namespace
 
 void runLayerNormGammaGrad(const KernelCall &call) {
-  checkCall(call, 2, 1);
+  int64_t hidden = checkLayerNormGammaGrad(call);
   const TensorView &x = call.inputs[0], &dy = call.inputs[1],
                    &dgamma = call.outputs[0];
-  checkSameType(call.kind, dy, "input 1 (dy)", x, "input 0 (x)");
-  if (x.rank() < 1)
-    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-  int64_t hidden = x.shape.back();
-  checkVector(call.kind, dgamma, "output 0 (dgamma)", x, hidden);
-  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
   // The sum over rows of dy * xhat: the bits of layer_norm(x, 1, 0), mul
   // and reduce_sum over the leading dimensions, without writing xhat or the
   // product. The rows' statistics first, then column blocks on the

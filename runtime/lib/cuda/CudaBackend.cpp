@@ -413,17 +413,8 @@ private:
   /// layer_norm_grad and rms_norm_grad (x, gamma, dy -> dx): one block per
   /// row, the cpu backend's checks.
   void runNormGrad(const KernelCall &call) {
-    cpu::checkCall(call, 3, 1);
-    const TensorView &x = call.inputs[0], &dy = call.inputs[2],
-                     &dx = call.outputs[0];
-    cpu::checkSameType(call.kind, dy, "input 2 (dy)", x, "input 0 (x)");
-    cpu::checkSameType(call.kind, dx, "output 0", x, "input 0 (x)");
-    if (x.rank() < 1)
-      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-    int64_t hidden = x.shape.back();
-    cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
+    int64_t hidden = cpu::checkNormGrad(call);
+    const TensorView &x = call.inputs[0], &dx = call.outputs[0];
     KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
     KernelParams &p = l.params;
     p.kernel = GpuKernel::NormGrad;
@@ -442,16 +433,9 @@ private:
   /// the rows' statistics (LayerNorm op 1), then the column sums of
   /// dy * xhat (runColumnReduce, op 2); both in the workspace.
   void runLayerNormGammaGrad(const KernelCall &call) {
-    cpu::checkCall(call, 2, 1);
+    int64_t hidden = cpu::checkLayerNormGammaGrad(call);
     const TensorView &x = call.inputs[0], &dy = call.inputs[1],
                      &out = call.outputs[0];
-    cpu::checkSameType(call.kind, dy, "input 1 (dy)", x, "input 0 (x)");
-    if (x.rank() < 1)
-      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-    int64_t hidden = x.shape.back();
-    cpu::checkVector(call.kind, out, "output 0 (dgamma)", x, hidden);
-    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     ElemType type = floatType(call, x, "input 0");
     int64_t rows = hidden ? x.numElements() / hidden : 0;
     if (hidden == 0)
@@ -467,8 +451,7 @@ private:
       launch(l);
       return;
     }
-    auto [chunkRows, chunks] = columnChunks(hidden, rows);
-    (void)chunkRows;
+    int64_t chunks = columnChunks(hidden, rows).second;
     // Partials first (8-byte aligned), then the statistics.
     int64_t partialBytes = chunks * hidden * int64_t(sizeof(double));
     char *base = workspace<char>(partialBytes +

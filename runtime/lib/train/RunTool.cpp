@@ -35,6 +35,7 @@
 #include <sstream>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -357,11 +358,11 @@ private:
   int parse(const std::vector<std::string> &argv);
   int run();
   /// --step-gate, on every rank: rank 0 waits for the harness's turn
-  /// (gateTurn) and reports a step done (gateDone); the other ranks wait for
-  /// it at a barrier, so that no rank works during the other program's
-  /// turn.
+  /// before a step (gateTurn) and reports the step done (gateDone); the
+  /// other ranks wait for it at a barrier, so that no rank works during the
+  /// other program's turn.
   void gateTurn(Communicator *comm, int64_t step);
-  void gateDone(Communicator *comm, int64_t step, bool last);
+  void gateDone(Communicator *comm, int64_t step);
   int runForward(std::shared_ptr<const PlanFile> plan,
                  const std::string &program);
   int runTraining(std::shared_ptr<const PlanFile> plan,
@@ -712,6 +713,11 @@ int Tool::run() {
       ranksOptions.mpi = nccl.get();
     }
   }
+  // Only the process that talks to the harness needs the descriptors.
+  if (gate && (!mpi || mpi->rank() == 0))
+    if (int fd = gate->notOpen(); fd >= 0)
+      return fail("--step-gate: file descriptor " + std::to_string(fd) +
+                  " is not open");
   bool training = program == "train_step";
   if (!training)
     for (const char *option : {"data", "token-bytes", "save-params",
@@ -769,8 +775,7 @@ void barrierOfAll(Communicator *comm) {
   if (!comm)
     return;
   std::vector<int> all(size_t(comm->size()));
-  for (int r = 0; r < comm->size(); ++r)
-    all[size_t(r)] = r;
+  std::iota(all.begin(), all.end(), 0);
   comm->barrier(all);
 }
 } // namespace
@@ -781,29 +786,21 @@ void Tool::gateTurn(Communicator *comm, int64_t step) {
   barrierOfAll(comm);
 }
 
-void Tool::gateDone(Communicator *comm, int64_t step, bool last) {
+void Tool::gateDone(Communicator *comm, int64_t step) {
   barrierOfAll(comm);
   if (!comm || comm->rank() == 0)
     gate->done(step);
-  if (!last)
-    gateTurn(comm, step + 1);
 }
 
 int Tool::runForward(std::shared_ptr<const PlanFile> plan,
                      const std::string &program) {
   bool printer = !mpi || mpi->rank() == 0;
-  if (gate && printer)
-    if (int fd = gate->notOpen(); fd >= 0)
-      return fail("--step-gate: file descriptor " + std::to_string(fd) +
-                  " is not open");
   if (gate) {
     ranksOptions.beforeStep = [this](Communicator *comm, int64_t step) {
-      if (step == 0)
-        gateTurn(comm, 0);
+      gateTurn(comm, step);
     };
-    ranksOptions.afterStep = [this](Communicator *comm, int64_t step,
-                                    bool last) {
-      gateDone(comm, step, last);
+    ranksOptions.afterStep = [this](Communicator *comm, int64_t step) {
+      gateDone(comm, step);
     };
   }
   std::vector<Tensor> inputs = makeInputs(*plan, program);
@@ -870,10 +867,6 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
   data.dataPath = args.get("data");
   data.tokenBytes = tokenBytes;
   data.seed = seed;
-  if (gate && printer)
-    if (int fd = gate->notOpen(); fd >= 0)
-      return fail("--step-gate: file descriptor " + std::to_string(fd) +
-                  " is not open");
   BatchSource source(plan->inputs(program), data);
   source.load();
   if (printer) {
@@ -928,9 +921,13 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
         load(executor, comm);
       gateTurn(comm, firstStep);
     };
+    // train() has no hook before each step: the next step's turn comes
+    // after this one's.
     options.afterStep = [this](Executor &, Communicator *comm,
                                const StepPoint &point) {
-      gateDone(comm, point.step, point.last);
+      gateDone(comm, point.step);
+      if (!point.last)
+        gateTurn(comm, point.step + 1);
     };
   }
 

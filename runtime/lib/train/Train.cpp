@@ -220,7 +220,7 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
       executor.run();
       seconds.push_back(secondsSince(start));
       if (options.afterStep)
-        options.afterStep(comm, step, step + 1 == steps);
+        options.afterStep(comm, step);
     }
     std::vector<Tensor> gathered = executor.gatherResults();
     {

@@ -109,11 +109,10 @@ struct RunOptions {
   /// cudaEmulate, one per local rank over the local communicator.
   bool nccl = false;
   /// runProgram: called on every rank before each step's timer starts and
-  /// after it stops, with the step (0-based) and whether it is the last
-  /// (e.g. `partita run --step-gate`, which takes turns with another
-  /// program; collective work allowed).
-  std::function<void(Communicator *, int64_t step)> beforeStep;
-  std::function<void(Communicator *, int64_t step, bool last)> afterStep;
+  /// after it stops, with the step (0-based) (e.g. `partita run
+  /// --step-gate`, which takes turns with another program; collective work
+  /// allowed).
+  std::function<void(Communicator *, int64_t step)> beforeStep, afterStep;
 };
 
 /// The number of processes of the MPI job this process was started in by
