@@ -51,6 +51,25 @@ int64_t checkLayerNormGammaGrad(const KernelCall &call) {
 
 namespace {
 
+/// dS = P * (dP - rowsum(P * dP)) over rows of `cols` (dp holds dP and
+/// becomes dS; masked columns have P = 0, so 0), the row sum in laneSum's
+/// fixed order. Out of line in vector clones: inside attentionGrad's
+/// lambda these loops ran as baseline x86-64 code.
+template <typename T>
+PARTITA_VECTOR_CLONES void softmaxGradRows(const T *p, T *dp, int64_t count,
+                                           int64_t cols) {
+  for (int64_t r = 0; r < count; r += cols) {
+    const T *pi = p + r;
+    T *dpi = dp + r;
+    double dot = laneSum(cols, [&](int64_t j) {
+      return static_cast<double>(pi[j]) * dpi[j];
+    });
+    T s = static_cast<T>(dot);
+    for (int64_t j = 0; j < cols; ++j)
+      dpi[j] = pi[j] * (dpi[j] - s);
+  }
+}
+
 /// Any of dq, dk and dv of attention (those `g` asks for), one (batch, kv
 /// head) pair at a time and, within it, the query heads of its group in
 /// order:
@@ -113,17 +132,7 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
             continue;
           gemm(kind, false, true, rows, cols, d, T(1), dyb, ldq, vh, ldkv,
                T(0), dp.data(), cols);
-          for (int64_t i = 0; i < rows; ++i) {
-            const T *pi = p.data() + i * cols;
-            T *dpi = dp.data() + i * cols;
-            // In laneSum's fixed order, so the sum vectorizes.
-            double dot = laneSum(cols, [&](int64_t j) {
-              return static_cast<double>(pi[j]) * dpi[j];
-            });
-            T s = static_cast<T>(dot);
-            for (int64_t j = 0; j < cols; ++j)
-              dpi[j] = pi[j] * (dpi[j] - s); // masked columns: P = 0, so 0
-          }
+          softmaxGradRows(p.data(), dp.data(), rows * cols, cols);
           if (dq)
             gemm(kind, false, false, rows, d, cols, static_cast<T>(a.scale),
                  dp.data(), cols, kh, ldkv, T(0),
@@ -194,18 +203,29 @@ void layerNormGradRowsF32(const float *x, const float *gamma, const float *dy,
 namespace {
 /// Each row's mean and rstd as layer_norm computes them: f32 rows by
 /// layerNormStatsF32, others in double, rounded to T.
+/// Rows [0, rows) of layerNormRowStats for f32, out of line in vector
+/// clones: layerNormStatsF32 inlined into the pool's lambda ran as baseline
+/// x86-64 code, and took half of layer_norm_gamma_grad's time.
+PARTITA_VECTOR_CLONES
+void layerNormRowStatsF32(const float *x, int64_t rows, int64_t hidden,
+                          double epsilon, float *mean, float *rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    auto [m, s] = layerNormStatsF32(x + r * hidden, hidden, epsilon);
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+
 template <typename T>
 void layerNormRowStats(const T *x, int64_t rows, int64_t hidden,
                        double epsilon, T *mean, T *rstd) {
   parallelFor(rows, itemsForWork(hidden, 1 << 14), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const T *src = x + r * hidden;
-      if constexpr (std::is_same_v<T, float>) {
-        auto [m, s] = layerNormStatsF32(src, hidden, epsilon);
-        mean[r] = m;
-        rstd[r] = s;
-      } else {
-        auto [m, s] = layerNormStatsDouble(src, hidden, epsilon);
+    if constexpr (std::is_same_v<T, float>) {
+      layerNormRowStatsF32(x + b * hidden, e - b, hidden, epsilon, mean + b,
+                           rstd + b);
+    } else {
+      for (int64_t r = b; r < e; ++r) {
+        auto [m, s] = layerNormStatsDouble(x + r * hidden, hidden, epsilon);
         mean[r] = static_cast<T>(m);
         rstd[r] = static_cast<T>(s);
       }

@@ -82,25 +82,35 @@ double expShiftedSumF32(const float *src, float *dst, int64_t n, float m) {
   return laneSum(n, [&](int64_t j) { return double(dst[j]); });
 }
 
+namespace {
+/// f32 softmax of one row: the scaling loop vectorizes in this clone (as a
+/// template instance it ran as baseline x86-64 code).
+PARTITA_VECTOR_CLONES
+void softmaxRowF32(const float *src, float *dst, int64_t n) {
+  float m = rowMaxF32(src, n);
+  double sum = expShiftedSumF32(src, dst, n, m);
+  float r = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j)
+    dst[j] *= r;
+}
+} // namespace
+
 template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  if constexpr (std::is_same_v<T, float>)
-    m = rowMaxF32(src, n);
-  else
+  if constexpr (std::is_same_v<T, float>) {
+    softmaxRowF32(src, dst, n);
+  } else {
+    T m = -std::numeric_limits<T>::infinity();
     for (int64_t j = 0; j < n; ++j)
       m = (src[j] > m || src[j] != src[j]) ? src[j] : m;
-  double sum = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    sum = expShiftedSumF32(src, dst, n, m);
-  } else {
+    double sum = 0;
     for (int64_t j = 0; j < n; ++j)
       dst[j] = std::exp(src[j] - m);
     for (int64_t j = 0; j < n; ++j)
       sum += dst[j];
+    T r = static_cast<T>(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] *= r;
   }
-  T r = static_cast<T>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j)
-    dst[j] *= r;
 }
 template void softmaxRow<float>(const float *, float *, int64_t);
 template void softmaxRow<double>(const double *, double *, int64_t);
