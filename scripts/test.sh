@@ -8,7 +8,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root/build"
 rm -f test/lit-results.json
 status=0
-ctest --output-on-failure "$@" || status=$?
+# One job per core; tests that use the whole machine (lit, the nested
+# builds, local ranks) claim every core (PROCESSORS), so they run alone.
+ctest --output-on-failure -j "$(nproc)" "$@" || status=$?
 if [[ $status -ne 0 && -f test/lit-results.json ]]; then
   python3 "$root/scripts/lit-failures.py" test/lit-results.json
 fi
