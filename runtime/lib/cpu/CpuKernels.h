@@ -12,6 +12,7 @@
 #include "partita/runtime/Backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -428,6 +429,32 @@ void rotate(const KernelCall &call, bool inverse);
 //===----------------------------------------------------------------------===//
 // Kernels (one per KernelKind family; each validates its call)
 //===----------------------------------------------------------------------===//
+
+/// An einsum spec's operand terms and result term (parsed by checkEinsum).
+struct EinsumSpec {
+  std::vector<std::string> terms;
+  std::string result;
+};
+
+/// A size per ASCII letter, -1 for letters the spec does not use.
+using LetterSizes = std::array<int64_t, 128>;
+
+/// An einsum call as checkEinsum found it: its spec, each letter's size, and
+/// an addend's strides into the output (empty without one).
+struct EinsumCheck {
+  EinsumSpec spec;
+  LetterSizes size;
+  std::vector<int64_t> addendStrides;
+};
+
+/// Validates an einsum call, for the cpu and the cuda backend alike: one or
+/// two operands, then an optional addend, all of the output's dtype; the
+/// output overlaps no operand, and the addend only by being it exactly; the
+/// spec has one term per operand and a result of ASCII letters, none
+/// repeated within a term, every result letter in an operand, and each
+/// letter one size in every tensor that has it; the addend broadcasts to
+/// the output by `dims`. Throws a kernel error naming what is wrong.
+EinsumCheck checkEinsum(const KernelCall &call);
 
 void runEinsum(const KernelCall &call);
 /// A two-operand einsum of bf16 operands into bf16 through oneDNN

@@ -43,18 +43,11 @@ namespace {
 
 constexpr KernelKind kEinsum = KernelKind::Einsum;
 
-struct Spec {
-  std::vector<std::string> terms;
-  std::string result;
-};
-
-using LetterSizes = std::array<int64_t, 128>;
-
 bool isLetter(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-Spec parseSpec(const std::string &spec, size_t numInputs, bool addend) {
+EinsumSpec parseSpec(const std::string &spec, size_t numInputs, bool addend) {
   auto bad = [&](const std::string &why) {
     fail(kEinsum, "spec \"" + spec + "\": " + why);
   };
@@ -62,7 +55,7 @@ Spec parseSpec(const std::string &spec, size_t numInputs, bool addend) {
   if (arrow == std::string::npos ||
       spec.find("->", arrow + 1) != std::string::npos)
     bad("needs exactly one '->'");
-  Spec s;
+  EinsumSpec s;
   std::string lhs = spec.substr(0, arrow);
   s.result = spec.substr(arrow + 2);
   size_t start = 0;
@@ -102,7 +95,7 @@ Spec parseSpec(const std::string &spec, size_t numInputs, bool addend) {
   return s;
 }
 
-LetterSizes bindSizes(const KernelCall &call, const Spec &s) {
+LetterSizes bindSizes(const KernelCall &call, const EinsumSpec &s) {
   LetterSizes size;
   size.fill(-1);
   std::vector<std::string> owner(128);
@@ -244,7 +237,7 @@ void permuteOperand(Operand<T> &op, const std::string &target,
 /// false). `accumulate`: the output holds the addend, and the product is
 /// added to it.
 template <typename T, typename BatchedGemm>
-bool einsumTwo(const KernelCall &call, const Spec &spec,
+bool einsumTwo(const KernelCall &call, const EinsumSpec &spec,
                const LetterSizes &size, bool accumulate,
                BatchedGemm &&batchedGemm) {
   std::string result = dropUnitLetters(spec.result, size);
@@ -369,18 +362,38 @@ bool blasGemms(bool transL, bool transR, int64_t batches, int64_t m, int64_t n,
   return true;
 }
 
-/// The views of an einsum call checked, with an addend's strides into the
-/// output (empty without one).
-struct Checked {
-  Spec spec;
-  LetterSizes size;
-  std::vector<int64_t> addendStrides;
-};
+/// Writes the addend, broadcast, into the output, unless it is the output;
+/// a profile times it (KernelPartCounters::einsumAddendNanos).
+void copyAddend(const KernelCall &call, const EinsumCheck &c) {
+  const TensorView &addend = call.inputs[2], &out = call.outputs[0];
+  if (addend.data == out.data)
+    return;
+  KernelPartCounters *counters = kernelPartCounters();
+  auto start = std::chrono::steady_clock::now();
+  stridedCopy(addend.data, out.data, sizeOf(out.dtype), out.shape,
+              c.addendStrides);
+  if (counters)
+    addNanosSince(counters->einsumAddendNanos, start);
+}
 
-/// Validates `call`: one or two operands, then an optional addend, all of
-/// the output's dtype; the output overlaps no operand, and the addend only
-/// by being it exactly.
-Checked checkEinsum(const KernelCall &call) {
+template <typename T>
+void einsumOne(const KernelCall &call, const EinsumSpec &spec,
+               const LetterSizes &size) {
+  T *out = call.outputs[0].as<T>();
+  int64_t outCount = call.outputs[0].numElements();
+  if (outCount == 0)
+    return;
+  if (call.inputs[0].numElements() == 0) {
+    std::fill(out, out + outCount, T(0));
+    return;
+  }
+  sumAndPermute(call.inputs[0].as<T>(), dropUnitLetters(spec.terms[0], size),
+                out, dropUnitLetters(spec.result, size), size);
+}
+
+} // namespace
+
+EinsumCheck checkEinsum(const KernelCall &call) {
   if (call.inputs.empty() || call.inputs.size() > 3)
     fail(kEinsum, "expects one or two operands and, after two, an optional "
                   "addend; got " +
@@ -397,7 +410,7 @@ Checked checkEinsum(const KernelCall &call) {
   if (hasAddend)
     operands.inputs.pop_back();
   checkNoOverlap(operands, /*allowExactAlias=*/false);
-  Checked c;
+  EinsumCheck c;
   c.spec = parseSpec(call.attrs.spec, operands.inputs.size(), hasAddend);
   c.size = bindSizes(operands, c.spec);
   if (hasAddend) {
@@ -409,39 +422,8 @@ Checked checkEinsum(const KernelCall &call) {
   return c;
 }
 
-/// Writes the addend, broadcast, into the output, unless it is the output;
-/// a profile times it (KernelPartCounters::einsumAddendNanos).
-void copyAddend(const KernelCall &call, const Checked &c) {
-  const TensorView &addend = call.inputs[2], &out = call.outputs[0];
-  if (addend.data == out.data)
-    return;
-  KernelPartCounters *counters = kernelPartCounters();
-  auto start = std::chrono::steady_clock::now();
-  stridedCopy(addend.data, out.data, sizeOf(out.dtype), out.shape,
-              c.addendStrides);
-  if (counters)
-    addNanosSince(counters->einsumAddendNanos, start);
-}
-
-template <typename T>
-void einsumOne(const KernelCall &call, const Spec &spec,
-               const LetterSizes &size) {
-  T *out = call.outputs[0].as<T>();
-  int64_t outCount = call.outputs[0].numElements();
-  if (outCount == 0)
-    return;
-  if (call.inputs[0].numElements() == 0) {
-    std::fill(out, out + outCount, T(0));
-    return;
-  }
-  sumAndPermute(call.inputs[0].as<T>(), dropUnitLetters(spec.terms[0], size),
-                out, dropUnitLetters(spec.result, size), size);
-}
-
-} // namespace
-
 void runEinsum(const KernelCall &call) {
-  Checked c = checkEinsum(call);
+  EinsumCheck c = checkEinsum(call);
   const TensorView &out = call.outputs[0];
   checkFloat(kEinsum, out, "output 0");
   bool accumulate = call.inputs.size() == 3;
@@ -465,7 +447,7 @@ bool runEinsumBF16(const KernelCall &call) {
       return false;
   if (call.outputs[0].dtype != DType::BF16)
     return false;
-  Checked c = checkEinsum(call);
+  EinsumCheck c = checkEinsum(call);
   // beta is 0, or T(1) from einsumTwo to accumulate: oneDNN's sum post-op.
   auto oneDnn = [](bool transL, bool transR, int64_t batches, int64_t m,
                    int64_t n, int64_t k, const uint16_t *l, int64_t ldl,

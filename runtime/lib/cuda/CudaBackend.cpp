@@ -1163,97 +1163,18 @@ private:
   }
 
   void runEinsum(const KernelCall &call) {
-    if (call.inputs.empty() || call.inputs.size() > 3)
-      fail(call.kind, "expects one or two operands and, after two, an "
-                      "optional addend; got " +
-                          std::to_string(call.inputs.size()) + " inputs");
-    cpu::checkCall(call, call.inputs.size(), 1);
-    for (size_t i = 0; i < call.inputs.size(); ++i)
-      if (call.inputs[i].dtype != call.outputs[0].dtype)
-        fail(call.kind, "input " + std::to_string(i) + " has dtype " +
-                            toString(call.inputs[i].dtype) +
-                            " but output 0 has " +
-                            toString(call.outputs[0].dtype));
+    // The call, spec and letter sizes checked as the cpu kernel checks them.
+    cpu::EinsumCheck checked = cpu::checkEinsum(call);
+    const std::string &spec = call.attrs.spec;
+    bool accumulate = call.inputs.size() == 3;
     // The operands, without the addend.
     KernelCall operands = call;
-    std::vector<int64_t> addendStrides;
-    bool accumulate = call.inputs.size() == 3;
     if (accumulate)
       operands.inputs.pop_back();
-    cpu::checkNoOverlap(operands, /*allowExactAlias=*/false);
-    const std::string &spec = call.attrs.spec;
-    size_t arrow = spec.find("->");
-    if (arrow == std::string::npos ||
-        spec.find("->", arrow + 1) != std::string::npos)
-      fail(call.kind, "spec \"" + spec + "\": needs exactly one '->'");
-    std::vector<std::string> terms;
-    {
-      std::string lhs = spec.substr(0, arrow);
-      size_t start = 0;
-      while (true) {
-        size_t comma = lhs.find(',', start);
-        terms.push_back(lhs.substr(start, comma - start));
-        if (comma == std::string::npos)
-          break;
-        start = comma + 1;
-      }
-    }
-    if (terms.size() != operands.inputs.size())
-      fail(call.kind, "spec \"" + spec + "\" has " +
-                          std::to_string(terms.size()) +
-                          " operand term(s) but " +
-                          std::to_string(operands.inputs.size()) +
-                          " operand(s) were given");
-    terms.push_back(spec.substr(arrow + 2));
-    std::vector<const TensorView *> views;
-    for (const TensorView &v : operands.inputs)
-      views.push_back(&v);
-    views.push_back(&call.outputs[0]);
-    int64_t size[128];
-    std::fill(std::begin(size), std::end(size), -1);
-    for (size_t t = 0; t < terms.size(); ++t) {
-      if (int64_t(terms[t].size()) != views[t]->rank())
-        fail(call.kind, "spec \"" + spec + "\": term '" + terms[t] +
-                            "' has " + std::to_string(terms[t].size()) +
-                            " letters but its tensor " +
-                            cpu::typeToString(*views[t]) + " has rank " +
-                            std::to_string(views[t]->rank()));
-      bool seen[128] = {};
-      for (size_t i = 0; i < terms[t].size(); ++i) {
-        unsigned char c = terms[t][i];
-        if (c >= 128 || !std::isalpha(c))
-          fail(call.kind, "spec \"" + spec + "\" has a character that is "
-                          "not an ASCII letter");
-        if (seen[c])
-          fail(call.kind, "spec \"" + spec + "\": term '" + terms[t] +
-                              "' repeats '" + std::string(1, c) +
-                              "' (diagonals are not supported)");
-        seen[c] = true;
-        int64_t d = views[t]->shape[i];
-        if (size[c] >= 0 && size[c] != d)
-          fail(call.kind, "spec \"" + spec + "\": letter '" +
-                              std::string(1, c) + "' has sizes " +
-                              std::to_string(size[c]) + " and " +
-                              std::to_string(d));
-        size[c] = d;
-      }
-    }
-    const std::string &result = terms.back();
-    for (char c : result) {
-      bool found = false;
-      for (size_t t = 0; t + 1 < terms.size(); ++t)
-        found |= inTerm(terms[t], c);
-      if (!found)
-        fail(call.kind, "spec \"" + spec + "\": result letter '" +
-                            std::string(1, c) + "' is in no operand");
-    }
-    if (accumulate) {
-      cpu::checkAliasOrApart(call, 2);
-      addendStrides =
-          cpu::broadcastStrides(call.kind, call.inputs[2],
-                                "input 2 (the addend)", call.outputs[0],
-                                call.attrs.dims);
-    }
+    std::vector<std::string> terms = checked.spec.terms;
+    terms.push_back(checked.spec.result);
+    const int64_t *size = checked.size.data();
+    const std::vector<int64_t> &addendStrides = checked.addendStrides;
     const TensorView &out = call.outputs[0];
     // bf16 and f16 run as GEMMs with f32 accumulation (cuBLASLt; the
     // emulator widens the operands), but the copy kernels are f32/f64 only:
