@@ -11,7 +11,16 @@
 
 #include "CommUtils.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace partita::runtime {
+
+std::vector<int> allRanks(int size) {
+  std::vector<int> ranks(size_t(std::max(size, 0)));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
 
 const char *toString(CollectiveKind kind) {
   switch (kind) {

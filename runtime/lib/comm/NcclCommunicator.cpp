@@ -48,7 +48,6 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <thread>
 
 namespace partita::runtime {
@@ -113,10 +112,8 @@ public:
       id = api->uniqueId();
     // A broadcast from rank 0 as a gather: the bootstrap has no broadcast.
     std::vector<nccl::UniqueId> all(size());
-    std::vector<int> everyone(size());
-    std::iota(everyone.begin(), everyone.end(), 0);
     boot.allGather(id.bytes, all.data(), sizeof(id.bytes) / 4, DType::I32,
-                   everyone);
+                   allRanks(size()));
     id = all[0];
     idText = nccl::fingerprint(id);
     if (options.afterId)
@@ -184,10 +181,8 @@ public:
   std::shared_ptr<CommGroup> createGroup(const std::vector<int> &ranks) override {
     checkUsable();
     int position = comm::checkGroup(rank(), size(), ranks, "create_group");
-    std::vector<int> everyone(size());
-    std::iota(everyone.begin(), everyone.end(), 0);
     std::shared_ptr<nccl::Comm> comm;
-    if (ranks == everyone) {
+    if (ranks == allRanks(size())) {
       comm = world; // every rank asks for it alike: no split
     } else {
       int color = *std::min_element(ranks.begin(), ranks.end());

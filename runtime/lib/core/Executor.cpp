@@ -34,7 +34,6 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <numeric>
 #include <tuple>
 
 namespace partita::runtime {
@@ -622,9 +621,7 @@ struct Executor::Impl {
   void makeGroups() {
     if (!comm)
       return;
-    std::vector<int> world(plan->numDevices());
-    std::iota(world.begin(), world.end(), 0);
-    worldGroup = comm->createGroup(world);
+    worldGroup = comm->createGroup(allRanks(plan->numDevices()));
     worldGroup->setLabel("every device");
     for (const plan::Instruction &inst : program->instructions()) {
       if (!inst.has_collective() ||

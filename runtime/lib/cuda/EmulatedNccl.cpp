@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "partita/runtime/Communicator.h"
 #include "runtime/lib/core/HostStream.h"
 #include "runtime/lib/cuda/GpuApi.h"
 #include "runtime/lib/cuda/NcclApi.h"
@@ -72,8 +73,7 @@ public:
                   " over a bootstrap of rank " + std::to_string(boot.rank()) +
                   " of " + std::to_string(boot.size()));
     auto comm = std::make_unique<EmuComm>();
-    for (int r = 0; r < nranks; ++r)
-      comm->members.push_back(r);
+    comm->members = allRanks(nranks);
     comm->position = rank;
     // Every rank must have been handed the same id.
     std::vector<UniqueId> all(nranks);

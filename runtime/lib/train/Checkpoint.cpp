@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -171,9 +170,7 @@ std::string shardLine(const std::string &name, const CheckpointShard &s) {
 void barrier(Communicator *comm) {
   if (!comm)
     return;
-  std::vector<int> world(comm->size());
-  std::iota(world.begin(), world.end(), 0);
-  comm->barrier(world);
+  comm->barrier(allRanks(comm->size()));
 }
 
 /// Copies the intersection of a shard (global region at `sOff`, compact

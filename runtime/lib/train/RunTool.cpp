@@ -35,7 +35,6 @@
 #include <sstream>
 #include <iostream>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -774,9 +773,7 @@ namespace {
 void barrierOfAll(Communicator *comm) {
   if (!comm)
     return;
-  std::vector<int> all(size_t(comm->size()));
-  std::iota(all.begin(), all.end(), 0);
-  comm->barrier(all);
+  comm->barrier(allRanks(comm->size()));
 }
 } // namespace
 

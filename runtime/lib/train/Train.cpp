@@ -414,9 +414,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
     bool printer = !comm || comm->rank() == 0;
     if (options.beforeFirstStep)
       options.beforeFirstStep(executor, comm);
-    std::vector<int> everyRank;
-    for (int r = 0; comm && r < comm->size(); ++r)
-      everyRank.push_back(r);
+    std::vector<int> everyRank = allRanks(comm ? comm->size() : 0);
     TrainRun mine;
     int64_t tokensRead = 0;
     bool finite = true;

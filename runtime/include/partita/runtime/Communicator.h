@@ -166,6 +166,9 @@ public:
   virtual void wait(Clock::time_point deadline) = 0;
 };
 
+/// Ranks 0..size-1 in order: the group of every rank of a size-rank world.
+std::vector<int> allRanks(int size);
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
