@@ -50,46 +50,48 @@ template <typename T> T floatMax(T x, T y) { return (x > y || x != x) ? x : y; }
 // The tanh GELU in f32, without libm calls so that the loops vectorize
 //===----------------------------------------------------------------------===//
 //
-// tanhf was 27% of a GPT train step (glibc's scalar tanhf / expm1f). Both
-// kernels need only t = exp(-2|u|) in (0, 1]: with it
-//   1 + tanh(u) = 2 / (1 + t)       (u >= 0)
-//               = 2 t / (1 + t)     (u < 0)
-//   1 - tanh(u)^2 = 4 t / (1 + t)^2
-// which, unlike 1 + tanhf(u), keeps its relative accuracy for negative u.
-// exp(-2|u|) by expNonPositive (CpuKernels.h), with |u| clamped to 43:
-// t >= e^-86 stays a normal float, and beyond it 1 - tanh(|u|) < 1e-37.
+// tanhf was 27% of a GPT train step (glibc's scalar tanhf / expm1f). With
+// z = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3), gelu(x) = 0.5 x (1 + tanh(u))
+// = x sigmoid(z), and both kernels need only t = exp(-|z|) in (0, 1]:
+//   sigmoid(z) = 1 / (1 + t) (z >= 0),  t / (1 + t) (z < 0)
+//   sigmoid(z) (1 - sigmoid(z)) = t / (1 + t)^2
+//   gelu'(x) = sigmoid(z) + x sigmoid(z) (1 - sigmoid(z)) dz/dx
+// which keep their relative accuracy for negative z (unlike 1 + tanhf(u)).
+// exp(-|z|) by expNonPositive (CpuKernels.h), with |z| clamped to 86:
+// t >= e^-86 stays a normal float, and beyond it sigmoid(-|z|) < 1e-37.
+// Fewer operations than the earlier tanh form (0.5 x (1 + tanh u) through
+// 2 / (1 + t) and 4 t / (1 + t)^2): on 1M elements, 1 thread, 664 -> 525 us
+// for gelu and 931 -> 701 us for its gradient.
 // Compiled for AVX-512, AVX2 and baseline x86-64, chosen at load time.
 
-/// t = exp(-2 |u|) of the tanh GELU's u at x.
-inline float geluT(float x, float &u) {
-  const float c = 0.7978845608028654f; // sqrt(2 / pi)
-  u = c * (x + 0.044715f * x * x * x);
-  float a = std::fabs(u);
-  a = a < 43.0f ? a : 43.0f; // also maps NaN to 43; the product keeps NaN
-  return expNonPositive(-2.0f * a);
+/// t = exp(-|z|) of the tanh GELU's z at x, and z.
+inline float geluSigmoidT(float x, float &z) {
+  const float c = 2.0f * 0.7978845608028654f; // 2 sqrt(2 / pi)
+  z = x * std::fma(c * 0.044715f, x * x, c);
+  float a = -std::fabs(z);
+  a = a > -86.0f ? a : -86.0f; // also maps NaN to -86; x keeps the NaN
+  return expNonPositive(a);
 }
 
 PARTITA_VECTOR_CLONES
 void geluTanhF32(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i], u;
-    float t = geluT(v, u);
-    float onePlusTanh = (u >= 0.0f ? 2.0f : 2.0f * t) / (1.0f + t);
-    y[i] = 0.5f * v * onePlusTanh;
+    float v = x[i], z;
+    float t = geluSigmoidT(v, z);
+    y[i] = (z >= 0.0f ? v : v * t) / (1.0f + t);
   }
 }
 
 PARTITA_VECTOR_CLONES
 void geluTanhGradF32(const float *x, const float *dy, float *dx, int64_t n) {
-  const float c = 0.7978845608028654f;
+  const float c = 2.0f * 0.7978845608028654f;
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i], u;
-    float t = geluT(v, u);
+    float v = x[i], z;
+    float t = geluSigmoidT(v, z);
     float inv = 1.0f / (1.0f + t);
-    float onePlusTanh = (u >= 0.0f ? 2.0f : 2.0f * t) * inv;
-    float sech2 = 4.0f * t * inv * inv;
-    float du = c * (1.0f + 3.0f * 0.044715f * v * v);
-    dx[i] = dy[i] * (0.5f * onePlusTanh + 0.5f * v * sech2 * du);
+    float sigmoid = z >= 0.0f ? inv : t * inv;
+    float dz = std::fma(3.0f * c * 0.044715f, v * v, c); // dz/dx
+    dx[i] = dy[i] * (sigmoid + v * t * inv * inv * dz);
   }
 }
 
