@@ -22,6 +22,11 @@ std::vector<int> allRanks(int size) {
   return ranks;
 }
 
+void barrierOfAll(Communicator *comm) {
+  if (comm)
+    comm->barrier(allRanks(comm->size()));
+}
+
 const char *toString(CollectiveKind kind) {
   switch (kind) {
   case CollectiveKind::AllReduce:

@@ -365,6 +365,9 @@ void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
 /// kernel's math meaningless.
 void checkPositiveFinite(KernelKind kind, const char *name, double value);
 /// Checks a [size] scale/shift vector of `x`'s dtype.
+/// The size of x's last dimension, which a norm kernel normalizes over (x is
+/// input 0); a rank-0 x is an error.
+int64_t normHidden(KernelKind kind, const TensorView &x);
 void checkVector(KernelKind kind, const TensorView &v, const char *name,
                  const TensorView &x, int64_t size);
 
@@ -479,6 +482,10 @@ void runCrossEntropy(const KernelCall &call);
 // Backward and optimizer kernels.
 void runElementwiseGrad(const KernelCall &call); // relu/silu/gelu_grad, >=
 void runConvert(const KernelCall &call);
+/// Checks a layer_norm (x, gamma, beta) or rms_norm (x, gamma) call,
+/// normalized over x's last dimension, whose size it returns (the cuda
+/// backend's checks too).
+int64_t checkNorm(const KernelCall &call, bool hasBeta);
 void runLayerNormGrad(const KernelCall &call);
 void runLayerNormGammaGrad(const KernelCall &call);
 /// Checks a layer_norm_grad / rms_norm_grad call (x, gamma, dy -> dx), all

@@ -27,9 +27,7 @@ int64_t checkNormGrad(const KernelCall &call) {
                    &dx = call.outputs[0];
   checkSameType(call.kind, dy, "input 2 (dy)", x, "input 0 (x)");
   checkSameType(call.kind, dx, "output 0", x, "input 0 (x)");
-  if (x.rank() < 1)
-    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-  int64_t hidden = x.shape.back();
+  int64_t hidden = normHidden(call.kind, x);
   checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
   checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
   checkNoOverlap(call, /*allowExactAlias=*/false);
@@ -40,9 +38,7 @@ int64_t checkLayerNormGammaGrad(const KernelCall &call) {
   checkCall(call, 2, 1);
   const TensorView &x = call.inputs[0], &dy = call.inputs[1];
   checkSameType(call.kind, dy, "input 1 (dy)", x, "input 0 (x)");
-  if (x.rank() < 1)
-    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-  int64_t hidden = x.shape.back();
+  int64_t hidden = normHidden(call.kind, x);
   checkVector(call.kind, call.outputs[0], "output 0 (dgamma)", x, hidden);
   checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
   checkNoOverlap(call, /*allowExactAlias=*/false);

@@ -32,6 +32,12 @@ void checkPositiveFinite(KernelKind kind, const char *name, double value) {
                    std::to_string(value));
 }
 
+int64_t normHidden(KernelKind kind, const TensorView &x) {
+  if (x.rank() < 1)
+    fail(kind, "input 0 must have rank >= 1, got a rank-0 tensor");
+  return x.shape.back();
+}
+
 void checkVector(KernelKind kind, const TensorView &v, const char *name,
                  const TensorView &x, int64_t size) {
   checkDType(kind, v, name, x.dtype);
@@ -182,23 +188,6 @@ namespace {
 
 template <typename T> T maxOf(T x, T y) { return (x > y || x != x) ? x : y; }
 
-/// Checks a layer_norm (x, gamma, beta) or rms_norm (x, gamma) call:
-/// normalized over x's last dimension, whose size it returns.
-int64_t checkNorm(const KernelCall &call, bool hasBeta) {
-  checkCall(call, hasBeta ? 3 : 2, 1);
-  const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  checkSameType(call.kind, x, "input 0", y, "output 0");
-  if (x.rank() < 1)
-    fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-  int64_t hidden = x.shape.back();
-  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-  if (hasBeta)
-    checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
-  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
-  return hidden;
-}
-
 //===----------------------------------------------------------------------===//
 // softmax
 //===----------------------------------------------------------------------===//
@@ -288,6 +277,19 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
 }
 
 } // namespace
+
+int64_t checkNorm(const KernelCall &call, bool hasBeta) {
+  checkCall(call, hasBeta ? 3 : 2, 1);
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  checkSameType(call.kind, x, "input 0", y, "output 0");
+  int64_t hidden = normHidden(call.kind, x);
+  checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
+  if (hasBeta)
+    checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
+  checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  return hidden;
+}
 
 void runSoftmax(const KernelCall &call) {
   checkCall(call, 1, 1);

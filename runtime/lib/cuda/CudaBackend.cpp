@@ -660,17 +660,8 @@ private:
   void runRowNorm(const KernelCall &call) {
     bool layer = call.kind == KernelKind::LayerNorm;
     int inputs = layer ? 3 : 2;
-    cpu::checkCall(call, inputs, 1);
+    int64_t hidden = cpu::checkNorm(call, /*hasBeta=*/layer);
     const TensorView &x = call.inputs[0], &y = call.outputs[0];
-    cpu::checkSameType(call.kind, x, "input 0", y, "output 0");
-    if (x.rank() < 1)
-      fail(call.kind, "input 0 must have rank >= 1, got a rank-0 tensor");
-    int64_t hidden = x.shape.back();
-    cpu::checkVector(call.kind, call.inputs[1], "input 1 (gamma)", x, hidden);
-    if (layer)
-      cpu::checkVector(call.kind, call.inputs[2], "input 2 (beta)", x, hidden);
-    cpu::checkPositiveFinite(call.kind, "epsilon", call.attrs.epsilon);
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     KernelLaunch l = rowLaunch(hidden ? x.numElements() / hidden : 0);
     KernelParams &p = l.params;
     p.kernel = layer ? GpuKernel::LayerNorm : GpuKernel::RMSNorm;

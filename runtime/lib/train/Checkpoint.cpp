@@ -167,12 +167,6 @@ std::string shardLine(const std::string &name, const CheckpointShard &s) {
          std::to_string(s.rank) + "\n";
 }
 
-void barrier(Communicator *comm) {
-  if (!comm)
-    return;
-  comm->barrier(allRanks(comm->size()));
-}
-
 /// Copies the intersection of a shard (global region at `sOff`, compact
 /// tensor `shard`) and a block (at `bOff`, compact tensor `block`) into
 /// the block; returns the number of elements copied.
@@ -660,7 +654,7 @@ CheckpointSaveReport saveCheckpoint(Executor &executor, Communicator *comm,
     if (ec)
       throw Error("cannot create '" + partial + "': " + ec.message());
   }
-  barrier(comm);
+  barrierOfAll(comm);
 
   // This rank's blocks: only those it owns, read from its own memory.
   std::string part;
@@ -681,7 +675,7 @@ CheckpointSaveReport saveCheckpoint(Executor &executor, Communicator *comm,
     part += shardLine(value.name, shard);
   }
   faults.writeFile(join(partial, "manifest.rank" + std::to_string(rank)), part);
-  barrier(comm);
+  barrierOfAll(comm);
 
   CheckpointSaveReport report;
   if (rank == 0) {
@@ -737,7 +731,7 @@ CheckpointSaveReport saveCheckpoint(Executor &executor, Communicator *comm,
     fs::remove_all(old, ec);
     io::syncDirectory(parent);
   }
-  barrier(comm);
+  barrierOfAll(comm);
   return report;
 }
 

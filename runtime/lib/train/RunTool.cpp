@@ -769,14 +769,6 @@ RankHook Tool::paramsLoader(const PlanFile &plan, const std::string &program,
   };
 }
 
-namespace {
-void barrierOfAll(Communicator *comm) {
-  if (!comm)
-    return;
-  comm->barrier(allRanks(comm->size()));
-}
-} // namespace
-
 void Tool::gateTurn(Communicator *comm, int64_t step) {
   if (!comm || comm->rank() == 0)
     gate->waitForTurn(step);

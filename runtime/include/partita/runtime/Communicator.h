@@ -249,6 +249,10 @@ protected:
   std::chrono::milliseconds timeout{60000};
 };
 
+/// comm's barrier over every rank; nothing without a communicator (one
+/// rank in this process).
+void barrierOfAll(Communicator *comm);
+
 /// Runs `body(comm)` on `numRanks` threads of this process, each with its own
 /// local communicator; after every thread has stopped, rethrows the first
 /// failure (the root cause, not the others' "aborted" errors) as
