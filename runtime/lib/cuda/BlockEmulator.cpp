@@ -1,11 +1,15 @@
-//===- BlockEmulator.cpp - one host thread per simulated GPU thread -------===//
+//===- BlockEmulator.cpp - simulated GPU threads as fibers
+//-----------------===//
 //
-// Every piece of state the simulated threads share (barriers, warp
-// exchange slots, the race checker's shadow of shared memory) sits under
-// one mutex, so the emulator's own synchronization is plain and
-// ThreadSanitizer can follow it: a barrier is a mutex-protected count and a
-// generation number, which orders the kernel's shared- and global-memory
-// accesses before a barrier with those after it, as __syncthreads does.
+// A launch's simulated threads are fibers on the launching host thread
+// (Fibers.h): a thread runs until it waits at a barrier or in a shuffle,
+// then the next one runs. The state they share (barriers, warp exchange
+// slots, the race checker's shadow of shared memory) is therefore touched
+// by one host thread at a time, and needs no lock; concurrent launches (one
+// per emulated stream) run on their own host threads with their own state.
+// A barrier orders the kernel's shared- and global-memory accesses before
+// it with those after it, as __syncthreads does: no thread passes it before
+// every thread of the block has arrived.
 //
 // A barrier remembers what its first arrival came for (a barrier() call, a
 // shuffle, or the end of the thread's block); a later arrival for anything
@@ -15,14 +19,13 @@
 
 #include "runtime/lib/cuda/BlockEmulator.h"
 
+#include "runtime/lib/cuda/Fibers.h"
+
 #include "partita/runtime/Tensor.h"
 
-#include <condition_variable>
 #include <cstring>
 #include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace partita::runtime::gpu {
@@ -47,7 +50,6 @@ const char *describe(Arrival a) {
 }
 
 struct BarrierState {
-  std::condition_variable changed;
   int expected = 0, arrived = 0;
   uint64_t generation = 0;
   Arrival kind = Arrival::Barrier;
@@ -84,40 +86,39 @@ public:
   }
 
   /// Arrives at `b` for `why`; returns when every expected thread arrived
-  /// (running `complete` under the lock first), throws Aborted when the
-  /// launch fails meanwhile.
+  /// (the last one runs `complete` first), throws Aborted when the launch
+  /// fails meanwhile. Waiting lets the other simulated threads run.
   template <typename Complete>
-  void arrive(std::unique_lock<std::mutex> &lock, BarrierState &b, Arrival why,
-              int thread, const char *scope, Complete &&complete) {
+  void arrive(BarrierState &b, Arrival why, int thread, const char *scope,
+              Complete &&complete) {
     if (aborted)
       throw Aborted{};
     if (b.arrived == 0) {
       b.kind = why;
       b.firstThread = thread;
     } else if (b.kind != why) {
-      failLocked("divergent " + std::string(scope) + " in block " +
-                 std::to_string(blockIdx) + ": thread " +
-                 std::to_string(b.firstThread) + " " + describe(b.kind) +
-                 " while thread " + std::to_string(thread) + " " +
-                 describe(why));
+      fail("divergent " + std::string(scope) + " in block " +
+           std::to_string(blockIdx) + ": thread " +
+           std::to_string(b.firstThread) + " " + describe(b.kind) +
+           " while thread " + std::to_string(thread) + " " + describe(why));
       throw Aborted{};
     }
+    ++arrivals;
     if (++b.arrived == b.expected) {
       b.arrived = 0;
       ++b.generation;
       complete();
-      b.changed.notify_all();
       return;
     }
     uint64_t generation = b.generation;
-    b.changed.wait(lock, [&] { return b.generation != generation || aborted; });
+    while (b.generation == generation && !aborted)
+      yieldFiber();
     if (aborted && b.generation == generation)
       throw Aborted{};
   }
 
   void barrier(int thread) {
-    std::unique_lock<std::mutex> lock(mutex);
-    arriveAtBlock(lock, Arrival::Barrier, thread, [] {});
+    arriveAtBlock(Arrival::Barrier, thread, [] {});
   }
 
   void shuffle(int thread, const void *in, void *out, size_t bytes,
@@ -129,26 +130,24 @@ public:
     }
     WarpState &w = warps[thread / kWarpSize];
     int lane = thread % kWarpSize;
-    std::unique_lock<std::mutex> lock(mutex);
     if (w.atBlock > 0) {
       // A lane at the block barrier (or returned) never comes to this
       // shuffle: on a GPU, undefined; here, reported.
-      failLocked("divergent warp shuffle in block " + std::to_string(blockIdx) +
-                 ": thread " + std::to_string(thread) +
-                 " waits in shuffleXor() while a lane of its warp " +
-                 describe(block.kind));
+      fail("divergent warp shuffle in block " + std::to_string(blockIdx) +
+           ": thread " + std::to_string(thread) +
+           " waits in shuffleXor() while a lane of its warp " +
+           describe(block.kind));
       throw Aborted{};
     }
     std::memcpy(&w.slots[lane], in, bytes);
-    arrive(lock, w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
     std::memcpy(out, &w.slots[lane ^ laneMask], bytes);
     // Nobody writes a slot again before every lane has read.
-    arrive(lock, w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
   }
 
   void endBlock(int thread) {
-    std::unique_lock<std::mutex> lock(mutex);
-    arriveAtBlock(lock, Arrival::BlockEnd, thread, [&] {
+    arriveAtBlock(Arrival::BlockEnd, thread, [&] {
       ++blockIdx;
       poisonShared();
     });
@@ -157,18 +156,17 @@ public:
   /// The block barrier, for barrier() or the end of the block; a lane whose
   /// warp is inside a shuffle is a divergence.
   template <typename Complete>
-  void arriveAtBlock(std::unique_lock<std::mutex> &lock, Arrival why,
-                     int thread, Complete &&complete) {
+  void arriveAtBlock(Arrival why, int thread, Complete &&complete) {
     WarpState &w = warps[thread / kWarpSize];
     if (w.barrier.arrived > 0 && !aborted) {
-      failLocked("divergent warp shuffle in block " + std::to_string(blockIdx) +
-                 ": thread " + std::to_string(w.barrier.firstThread) +
-                 " waits in shuffleXor() while thread " +
-                 std::to_string(thread) + " of its warp " + describe(why));
+      fail("divergent warp shuffle in block " + std::to_string(blockIdx) +
+           ": thread " + std::to_string(w.barrier.firstThread) +
+           " waits in shuffleXor() while thread " + std::to_string(thread) +
+           " of its warp " + describe(why));
       throw Aborted{};
     }
     ++w.atBlock;
-    arrive(lock, block, why, thread, "barrier", [&] {
+    arrive(block, why, thread, "barrier", [&] {
       for (WarpState &each : warps)
         each.atBlock = 0;
       complete();
@@ -177,18 +175,17 @@ public:
 
   void sharedAccess(int thread, void *address, void *value, size_t bytes,
                     bool write) {
-    std::unique_lock<std::mutex> lock(mutex);
     if (aborted)
       throw Aborted{};
     auto *base = reinterpret_cast<unsigned char *>(shared.data());
     auto *at = static_cast<unsigned char *>(address);
     if (at < base || at + bytes > base + dims.sharedBytes) {
-      failLocked("block " + std::to_string(blockIdx) + ", thread " +
-                 std::to_string(thread) + ": shared-memory " +
-                 (write ? "write" : "read") + " of " + std::to_string(bytes) +
-                 " bytes at offset " + std::to_string(at - base) +
-                 " is outside the launch's " +
-                 std::to_string(dims.sharedBytes) + " bytes");
+      fail("block " + std::to_string(blockIdx) + ", thread " +
+           std::to_string(thread) + ": shared-memory " +
+           (write ? "write" : "read") + " of " + std::to_string(bytes) +
+           " bytes at offset " + std::to_string(at - base) +
+           " is outside the launch's " + std::to_string(dims.sharedBytes) +
+           " bytes");
       throw Aborted{};
     }
     size_t offset = at - base;
@@ -205,14 +202,14 @@ public:
         what = "read";
       }
       if (what) {
-        failLocked("shared-memory race in block " + std::to_string(blockIdx) +
-                   ": thread " + std::to_string(thread) +
-                   (write ? " writes" : " reads") + " bytes [" +
-                   std::to_string(offset) + ", " +
-                   std::to_string(offset + bytes) + ") that " +
-                   (other == -2 ? std::string("other threads")
-                                : "thread " + std::to_string(other)) +
-                   " " + what + " since the last barrier");
+        fail("shared-memory race in block " + std::to_string(blockIdx) +
+             ": thread " + std::to_string(thread) +
+             (write ? " writes" : " reads") + " bytes [" +
+             std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+             ") that " +
+             (other == -2 ? std::string("other threads")
+                          : "thread " + std::to_string(other)) +
+             " " + what + " since the last barrier");
         throw Aborted{};
       }
       if (write) {
@@ -231,21 +228,19 @@ public:
       std::memcpy(value, address, bytes);
   }
 
+  /// The first failure wins; every waiting thread unwinds when it next
+  /// runs.
   void fail(const std::string &message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    failLocked(message);
-  }
-
-  /// The first failure wins; every waiting thread wakes and unwinds.
-  void failLocked(const std::string &message) {
     if (!aborted) {
       aborted = true;
       error = message;
     }
-    block.changed.notify_all();
-    for (WarpState &w : warps)
-      w.barrier.changed.notify_all();
   }
+
+  int currentBlock() const { return blockIdx; }
+
+  /// Arrivals at barriers so far: the fibers' progress.
+  uint64_t progress() const { return arrivals; }
 
   unsigned char *sharedBase() {
     return reinterpret_cast<unsigned char *>(shared.data());
@@ -262,12 +257,12 @@ private:
     std::memset(shared.data(), 0xff, shared.size() * sizeof(double));
   }
 
-  std::mutex mutex;
   std::vector<double> shared;
   BarrierState block;
   std::vector<WarpState> warps;
   std::vector<Shadow> shadow;
   int blockIdx = 0;
+  uint64_t arrivals = 0;
   bool aborted = false;
 };
 
@@ -283,133 +278,7 @@ void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
 bool emuChecksRaces(const EmuLaunch *launch) {
   return launch->options.checkRaces;
 }
-unsigned char *emuSharedBase(EmuLaunch *launch) {
-  return launch->sharedBase();
-}
-
-namespace {
-
-/// Threads kept between launches, so a launch of B threads usually starts
-/// none: a launch takes B idle workers (starting more when there are fewer;
-/// concurrent launches, one per emulated stream, take disjoint ones), gives
-/// each one simulated thread, and returns them when all are done. Every
-/// simulated thread of a launch needs its own worker, since they meet at
-/// barriers.
-class WorkerPool {
-  struct Worker {
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::function<void()> job;
-    bool stopping = false;
-    std::thread thread;
-    void loop() {
-      std::unique_lock<std::mutex> lock(mutex);
-      while (true) {
-        changed.wait(lock, [&] { return stopping || job; });
-        if (!job)
-          return;
-        std::function<void()> work = std::move(job);
-        // Cleared now: once `work` returns this worker may be handed the
-        // next launch's job, which must not be overwritten.
-        job = nullptr;
-        lock.unlock();
-        work();
-        lock.lock();
-      }
-    }
-  };
-
-public:
-  ~WorkerPool() {
-    for (auto &w : idle) {
-      {
-        std::lock_guard<std::mutex> lock(w->mutex);
-        w->stopping = true;
-      }
-      w->changed.notify_all();
-      w->thread.join();
-    }
-  }
-
-  void run(int n, const std::function<void(int)> &fn,
-           const std::function<void(const std::string &)> &onStartFailure) {
-    std::vector<std::unique_ptr<Worker>> mine;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      while (int(mine.size()) < n && !idle.empty()) {
-        mine.push_back(std::move(idle.back()));
-        idle.pop_back();
-      }
-    }
-    std::exception_ptr startFailure;
-    try {
-      while (int(mine.size()) < n) {
-        auto w = std::make_unique<Worker>();
-        Worker *raw = w.get();
-        w->thread = std::thread([raw] { raw->loop(); });
-        mine.push_back(std::move(w));
-      }
-    } catch (...) {
-      startFailure = std::current_exception();
-    }
-    std::mutex doneMutex;
-    std::condition_variable doneChanged;
-    int remaining = int(mine.size());
-    for (int i = 0; i < int(mine.size()); ++i) {
-      Worker &w = *mine[i];
-      {
-        std::lock_guard<std::mutex> lock(w.mutex);
-        w.job = [&, i] {
-          fn(i);
-          std::lock_guard<std::mutex> done(doneMutex);
-          if (--remaining == 0)
-            doneChanged.notify_all();
-        };
-      }
-      w.changed.notify_all();
-    }
-    if (startFailure) {
-      // The started ones wait for the missing ones at their first barrier:
-      // release them.
-      try {
-        std::rethrow_exception(startFailure);
-      } catch (const std::exception &e) {
-        onStartFailure(e.what());
-      } catch (...) {
-        onStartFailure("unknown error");
-      }
-    }
-    {
-      std::unique_lock<std::mutex> lock(doneMutex);
-      doneChanged.wait(lock, [&] { return remaining == 0; });
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      for (auto &w : mine)
-        idle.push_back(std::move(w));
-    }
-  }
-
-private:
-  std::mutex mutex;
-  std::vector<std::unique_ptr<Worker>> idle;
-};
-
-WorkerPool &workerPool() {
-  static WorkerPool pool;
-  return pool;
-}
-
-/// Runs fn(0..n-1) concurrently, each on its own thread. When not every
-/// thread can start, `onStartFailure` gets the reason while the started
-/// ones run (it must make them return).
-void runConcurrently(
-    int n, const std::function<void(int)> &fn,
-    const std::function<void(const std::string &)> &onStartFailure) {
-  workerPool().run(n, fn, onStartFailure);
-}
-
-} // namespace
+unsigned char *emuSharedBase(EmuLaunch *launch) { return launch->sharedBase(); }
 
 void emulateLaunch(const LaunchDims &dims,
                    const std::function<void(EmuContext &)> &body,
@@ -437,13 +306,18 @@ void emulateLaunch(const LaunchDims &dims,
                   std::to_string(thread) + ": " + e.what());
     } catch (...) {
       launch.fail("block " + std::to_string(ctx.blockIdx) + ", thread " +
-                  std::to_string(thread) + ": an exception that is not a "
+                  std::to_string(thread) +
+                  ": an exception that is not a "
                   "std::exception");
     }
   };
-  runConcurrently(dims.block, run, [&](const std::string &why) {
-    launch.fail("cannot start a simulated thread: " + why);
-  });
+  runFibers(
+      dims.block, run, [&] { return launch.progress(); },
+      [&] {
+        launch.fail("block " + std::to_string(launch.currentBlock()) +
+                    ": its threads wait for each other at different "
+                    "barriers");
+      });
   if (!launch.error.empty())
     throw Error("block emulator: " + launch.error);
 }

@@ -1,21 +1,24 @@
-//===- BlockEmulator.h - runs context kernels on host threads ---*- C++ -*-===//
+//===- BlockEmulator.h - runs context kernels as fibers --------*- C++ -*-===//
 //
 // The CPU block emulator: a launch of `grid` blocks of `block` threads runs
-// with one host thread per simulated thread of a block (threads kept in a
-// pool between launches); the blocks run one after another (the same
-// threads, shared memory refilled with NaN bytes between blocks, so a read
-// of shared memory no thread wrote shows up in the results). barrier() is a real barrier of the block's threads and
+// each simulated thread of a block as a fiber on the launching host thread
+// (Fibers.h); the blocks run one after another (the same fibers, shared
+// memory refilled with NaN bytes between blocks, so a read of shared memory
+// no thread wrote shows up in the results). barrier() is a real barrier of
+// the block's threads (none passes it before all have arrived) and
 // shuffleXor() a real exchange among the 32 lanes of a warp, so a kernel
-// that forgets a barrier reads stale data here as it would on a GPU.
+// that forgets a barrier reads stale or unwritten data here as it would on
+// a GPU.
 //
 // Checks the GPU would leave undefined:
 //   - a barrier or shuffle that some threads reach while others of the
 //     block (or warp) have returned (divergent __syncthreads);
 //   - with EmulatorOptions::checkRaces, shared-memory races: two threads
 //     touching the same bytes between two barriers, one of them writing
-//     (what compute-sanitizer's racecheck reports). Checked accesses go
-//     through one lock, so even a racy kernel is free of data races in the
-//     C++ sense and ThreadSanitizer stays quiet about the emulator itself.
+//     (what compute-sanitizer's racecheck reports). A launch's fibers share
+//     one host thread, so even a racy kernel is free of data races in the
+//     C++ sense and ThreadSanitizer stays quiet about the emulator itself;
+//   - threads that wait for each other at different barriers (a stall).
 // A failed check, or an exception in a simulated thread, stops the launch
 // and emulateLaunch throws Error naming the block and thread.
 //

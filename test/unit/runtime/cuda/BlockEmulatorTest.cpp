@@ -1,16 +1,19 @@
-//===- BlockEmulatorTest.cpp - the CPU block emulator's barriers and checks ===//
+//===- BlockEmulatorTest.cpp - the CPU block emulator's barriers and checks
+//===//
 //
 // Kernels written against the execution context, run on the emulator: the
 // barrier and the warp shuffle behave as on a GPU, and the mistakes a GPU
 // leaves undefined are caught: a missing barrier (a shared-memory race), a
 // barrier some threads skip, a read of shared memory nobody wrote, and an
 // off-by-one index (the results differ from a reference at a size that
-// does not divide by the block). Depends only on BlockEmulator.cpp, so it
-// also builds alone under ThreadSanitizer (docs/gpu.md).
+// does not divide by the block). The fibers under the simulated threads
+// are tested on their own. Depends only on BlockEmulator.cpp and
+// Fibers.cpp, so it also builds alone under ThreadSanitizer (docs/gpu.md).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/BlockEmulator.h"
+#include "runtime/lib/cuda/Fibers.h"
 #include "runtime/lib/cuda/Kernels.h"
 
 #include "partita/runtime/Tensor.h"
@@ -19,6 +22,9 @@
 
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace partita::runtime::gpu {
@@ -227,6 +233,134 @@ TEST(BlockEmulatorTest, FailuresNameTheirThread) {
         << e.what();
   }
   EXPECT_THROW(emulateLaunch({1, 48, 0}, [](EmuContext &) {}), Error);
+}
+
+// Tests that launches from several host threads at once (one per emulated
+// stream) each run their own fibers: every launch's barriers and shuffles
+// give its own right sums.
+TEST(BlockEmulatorTest, ConcurrentLaunchesFromSeveralHostThreads) {
+  const int threads = 4, rows = 5, cols = 300;
+  std::vector<std::vector<double>> x(threads), out(threads);
+  for (int t = 0; t < threads; ++t) {
+    x[t] = iota(rows * cols);
+    for (double &v : x[t])
+      v += t;
+    out[t].assign(rows, 0);
+  }
+  std::vector<std::string> errors(threads);
+  std::vector<std::thread> hosts;
+  for (int t = 0; t < threads; ++t)
+    hosts.emplace_back([&, t] {
+      try {
+        for (int repeat = 0; repeat < 3; ++repeat)
+          emulateLaunch({2, 64 + 32 * t, kReduceSharedBytes},
+                        [&](EmuContext &c) {
+                          rowSums(c, x[t].data(), out[t].data(), rows, cols);
+                        });
+      } catch (const Error &e) {
+        errors[t] = e.what();
+      }
+    });
+  for (std::thread &h : hosts)
+    h.join();
+  for (int t = 0; t < threads; ++t)
+    EXPECT_EQ(errors[t], "") << "host thread " << t;
+  for (int t = 0; t < threads; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double want = std::accumulate(x[t].begin() + r * cols,
+                                    x[t].begin() + (r + 1) * cols, 0.0);
+      EXPECT_NEAR(out[t][r], want, 1e-12 * (1 + std::fabs(want)))
+          << "host thread " << t << ", row " << r;
+    }
+}
+
+// Tests the fibers' round-robin: each round runs every unfinished fiber up
+// to its next yield, in index order.
+TEST(FibersTest, RoundsRunEveryFiberToItsNextYield) {
+  std::vector<int> order;
+  runFibers(
+      3,
+      [&](int i) {
+        for (int round = 0; round < 2; ++round) {
+          order.push_back(10 * round + i);
+          yieldFiber();
+        }
+      },
+      [&] { return uint64_t(order.size()); }, [] {});
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 10, 11, 12}));
+}
+
+// Tests that fibers which only yield, moving nothing, are a stall: onStall
+// runs once and can release them; if it does not, runFibers fails instead
+// of spinning forever.
+TEST(FibersTest, StallsAreReportedNotSpun) {
+  bool released = false;
+  int stalls = 0;
+  runFibers(
+      4,
+      [&](int) {
+        while (!released)
+          yieldFiber();
+      },
+      [] { return uint64_t(0); },
+      [&] {
+        ++stalls;
+        released = true;
+      });
+  EXPECT_EQ(stalls, 1);
+  try {
+    runFibers(
+        2,
+        [&](int) {
+          while (true)
+            yieldFiber();
+        },
+        [] { return uint64_t(0); }, [] {});
+    ADD_FAILURE() << "a stall that onStall does not end was not reported";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("2 simulated threads neither return "
+                                         "nor get past their barriers"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Tests that an exception escaping a fiber comes out of runFibers after the
+// other fibers finished, and that yielding outside a fiber and running
+// fibers from inside one are refused.
+TEST(FibersTest, ExceptionsAndMisuseAreReported) {
+  int finished = 0;
+  try {
+    runFibers(
+        3,
+        [&](int i) {
+          yieldFiber();
+          if (i == 1)
+            throw std::runtime_error("fiber 1 failed");
+          ++finished;
+        },
+        [] { return uint64_t(0); }, [] {});
+    ADD_FAILURE() << "the exception did not come out";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(), "fiber 1 failed");
+  }
+  EXPECT_EQ(finished, 2);
+  EXPECT_THROW(yieldFiber(), Error);
+  std::string nested;
+  runFibers(
+      1,
+      [&](int) {
+        try {
+          runFibers(
+              1, [](int) {}, [] { return uint64_t(0); }, [] {});
+        } catch (const Error &e) {
+          nested = e.what();
+        }
+      },
+      [] { return uint64_t(0); }, [] {});
+  EXPECT_NE(nested.find("a launch from inside a simulated thread"),
+            std::string::npos)
+      << nested;
 }
 
 } // namespace
