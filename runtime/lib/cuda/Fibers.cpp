@@ -132,6 +132,8 @@ struct Scheduler {
   void *hostFakeStack = nullptr;
   void *hostTsan = nullptr;
   std::exception_ptr escaped;
+  int finishedInRound = 0;
+  bool fromHost = false; // the switch under way started on the host's stack
 };
 
 thread_local Scheduler *running = nullptr;
@@ -158,10 +160,51 @@ void finishSwitch([[maybe_unused]] void *saved,
 #endif
 }
 
+/// The fiber after `from` in this round that has not finished; -1: the
+/// round is over (the host thread is next).
+int nextInRound(const Scheduler &s, int from) {
+  for (int i = from + 1; i < int(s.fibers.size()); ++i)
+    if (!s.fibers[i].done)
+      return i;
+  return -1;
+}
+
+/// Leaves fiber `from` (for good when `finished`) for the next fiber of the
+/// round, or for the host thread at the round's end: one switch, not two
+/// through the host.
+void switchOnward(Scheduler &s, int from, bool finished) {
+  Fiber &f = s.fibers[from];
+  int to = nextInRound(s, from);
+  void **save = finished ? nullptr : &f.fakeStack;
+  if (to < 0) {
+    s.current = -1;
+    startSwitch(save, s.hostBottom, s.hostSize, s.hostTsan);
+    if (finished)
+      setcontext(&s.host);
+    else
+      swapcontext(&f.context, &s.host);
+  } else {
+    Fiber &next = s.fibers[to];
+    s.current = to;
+    startSwitch(save, next.stack.bottom(), kStackBytes, next.tsan);
+    if (finished)
+      setcontext(&next.context);
+    else
+      swapcontext(&f.context, &next.context);
+  }
+  if (finished)
+    std::terminate(); // setcontext returns only on failure
+  // Resumed, by the previous fiber of a round or by the host thread; the
+  // host's stack bounds are learned from the host's switches only.
+  finishSwitch(f.fakeStack, nullptr, nullptr);
+}
+
 void fiberEntry() {
   Scheduler &s = *running;
   int index = s.current;
-  finishSwitch(nullptr, &s.hostBottom, &s.hostSize);
+  finishSwitch(nullptr, s.fromHost ? &s.hostBottom : nullptr,
+               s.fromHost ? &s.hostSize : nullptr);
+  s.fromHost = false;
   try {
     (*s.body)(index);
   } catch (...) {
@@ -169,19 +212,21 @@ void fiberEntry() {
       s.escaped = std::current_exception();
   }
   s.fibers[index].done = true;
-  startSwitch(nullptr, s.hostBottom, s.hostSize, s.hostTsan);
-  setcontext(&s.host);
-  std::terminate(); // setcontext returns only on failure
+  ++s.finishedInRound;
+  switchOnward(s, index, /*finished=*/true);
 }
 
-/// Runs fiber `index` until it yields or finishes.
-void resume(Scheduler &s, int index) {
-  Fiber &f = s.fibers[index];
-  s.current = index;
+/// Runs one round: every unfinished fiber, in index order, until it yields
+/// or finishes.
+void runRound(Scheduler &s) {
+  int first = nextInRound(s, -1);
+  Fiber &f = s.fibers[first];
+  s.current = first;
+  s.fromHost = true;
   startSwitch(&s.hostFakeStack, f.stack.bottom(), kStackBytes, f.tsan);
   swapcontext(&s.host, &f.context);
   finishSwitch(s.hostFakeStack, nullptr, nullptr);
-  s.current = -1;
+  s.fromHost = false;
 }
 
 } // namespace
@@ -190,10 +235,7 @@ void yieldFiber() {
   Scheduler *s = running;
   if (!s || s->current < 0)
     throw Error("block emulator: yieldFiber called outside a fiber");
-  Fiber &f = s->fibers[s->current];
-  startSwitch(&f.fakeStack, s->hostBottom, s->hostSize, s->hostTsan);
-  swapcontext(&f.context, &s->host);
-  finishSwitch(f.fakeStack, &s->hostBottom, &s->hostSize);
+  switchOnward(*s, s->current, /*finished=*/false);
 }
 
 void runFibers(int n, const std::function<void(int)> &body,
@@ -234,13 +276,9 @@ void runFibers(int n, const std::function<void(int)> &body,
   bool stalled = false;
   while (live > 0) {
     uint64_t before = progress();
-    int finished = 0;
-    for (int i = 0; i < n; ++i) {
-      if (s.fibers[i].done)
-        continue;
-      resume(s, i);
-      finished += s.fibers[i].done;
-    }
+    s.finishedInRound = 0;
+    runRound(s);
+    int finished = s.finishedInRound;
     live -= finished;
     if (live == 0 || finished > 0 || progress() != before) {
       stalled = false;
