@@ -1,5 +1,4 @@
-//===- BlockEmulator.cpp - simulated GPU threads as fibers
-//-----------------===//
+//===- BlockEmulator.cpp - simulated GPU threads as fibers ----------------===//
 //
 // A launch's simulated threads are fibers on the launching host thread
 // (Fibers.h): a thread runs until it waits at a barrier or in a shuffle,

@@ -1,4 +1,4 @@
-//===- BlockEmulator.h - runs context kernels as fibers --------*- C++ -*-===//
+//===- BlockEmulator.h - runs context kernels as fibers ---------*- C++ -*-===//
 //
 // The CPU block emulator: a launch of `grid` blocks of `block` threads runs
 // each simulated thread of a block as a fiber on the launching host thread
