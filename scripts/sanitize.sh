@@ -90,7 +90,14 @@ export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allow_user_poisoning=0:${ASA
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 for t in "${unit_tests[@]}"; do
   phase "$t"
-  "$build/bin/$t" --gtest_brief=1
+  filter=()
+  # The emulated kernels' f64 instances (CudaKernelsTest/1.*) are the same
+  # templates as the f32 ones, which run here (issue 17 asks for fp32 clean
+  # under the sanitizers); they add 20 s of CI's 45 minutes under ASan.
+  # scripts/test.sh runs both types unsanitized.
+  [ "$t" = partita-runtime-tests-cuda-kernels ] &&
+    filter=(--gtest_filter=-CudaKernelsTest/1.*)
+  "$build/bin/$t" --gtest_brief=1 "${filter[@]}"
 done
 
 lit=/usr/lib/llvm-22/bin/lit
