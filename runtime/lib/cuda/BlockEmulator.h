@@ -6,9 +6,11 @@
 // memory refilled with NaN bytes between blocks, so a read of shared memory
 // no thread wrote shows up in the results). barrier() is a real barrier of
 // the block's threads (none passes it before all have arrived) and
-// shuffleXor() a real exchange among the 32 lanes of a warp, so a kernel
-// that forgets a barrier reads stale or unwritten data here as it would on
-// a GPU.
+// shuffleXor() a real exchange among the 32 lanes of a warp. Between
+// barriers the threads run one at a time (the one that completed the
+// barrier first, then the others in index order), so a kernel that forgets
+// a barrier reads what threads yet to run have not written; the race check
+// also catches reads of what threads that ran before wrote.
 //
 // Checks the GPU would leave undefined:
 //   - a barrier or shuffle that some threads reach while others of the
