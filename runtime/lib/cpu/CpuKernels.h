@@ -364,10 +364,10 @@ void checkSameType(KernelKind kind, const TensorView &a, const char *aName,
 /// Epsilon, theta, scale: a zero, negative, infinite or NaN value makes the
 /// kernel's math meaningless.
 void checkPositiveFinite(KernelKind kind, const char *name, double value);
-/// Checks a [size] scale/shift vector of `x`'s dtype.
 /// The size of x's last dimension, which a norm kernel normalizes over (x is
 /// input 0); a rank-0 x is an error.
 int64_t normHidden(KernelKind kind, const TensorView &x);
+/// Checks a [size] scale/shift vector of `x`'s dtype.
 void checkVector(KernelKind kind, const TensorView &v, const char *name,
                  const TensorView &x, int64_t size);
 
