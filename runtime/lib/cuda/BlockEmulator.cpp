@@ -41,7 +41,7 @@ const char *describe(Arrival a) {
   case Arrival::Barrier:
     return "waits at barrier()";
   case Arrival::Shuffle:
-    return "waits in shuffleXor()";
+    return "waits in a warp exchange (a shuffle or an mma)";
   case Arrival::BlockEnd:
     return "has returned";
   }
@@ -59,6 +59,9 @@ struct WarpState {
   BarrierState barrier;
   int atBlock = 0; // lanes waiting at the block barrier (or returned)
   uint64_t slots[kWarpSize] = {};
+  // mmaTf32's operands: each lane's A, B and C fragments.
+  uint32_t mmaA[kWarpSize][4] = {}, mmaB[kWarpSize][2] = {};
+  float mmaC[kWarpSize][4] = {};
 };
 
 /// Per byte of shared memory: the last writer and the readers since the
@@ -121,28 +124,66 @@ public:
   }
 
   void shuffle(int thread, const void *in, void *out, size_t bytes,
-               int laneMask) {
-    if (bytes > sizeof(uint64_t) || laneMask < 0 || laneMask >= kWarpSize) {
-      fail("shuffleXor of " + std::to_string(bytes) + " bytes with lane mask " +
-           std::to_string(laneMask) + " (at most 8 bytes, mask below 32)");
+               int source, bool xorMode) {
+    if (bytes > sizeof(uint64_t) || source < 0 || source >= kWarpSize) {
+      fail(std::string(xorMode ? "shuffleXor" : "shuffle") + " of " +
+           std::to_string(bytes) + " bytes with lane " +
+           (xorMode ? "mask " : "") + std::to_string(source) +
+           " (at most 8 bytes, a lane below 32)");
       throw Aborted{};
     }
-    WarpState &w = warps[thread / kWarpSize];
+    WarpState &w = enterWarpExchange(thread);
     int lane = thread % kWarpSize;
+    std::memcpy(&w.slots[lane], in, bytes);
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+    std::memcpy(out, &w.slots[xorMode ? lane ^ source : source], bytes);
+    // Nobody writes a slot again before every lane has read.
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+  }
+
+  /// d += A B for this lane's elements of D (MmaTf32Layout): the TF32
+  /// operands (low 13 bits dropped, as the tensor cores read them)
+  /// multiply exactly in double, the 8 products and C add in double, and
+  /// each result rounds to f32 once.
+  void mmaTf32(int thread, float *d, const uint32_t *a, const uint32_t *b) {
+    WarpState &w = enterWarpExchange(thread);
+    int lane = thread % kWarpSize;
+    std::memcpy(w.mmaA[lane], a, sizeof(w.mmaA[lane]));
+    std::memcpy(w.mmaB[lane], b, sizeof(w.mmaB[lane]));
+    std::memcpy(w.mmaC[lane], d, sizeof(w.mmaC[lane]));
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+    // Element (row, column) of A and B, found by inverting the layout.
+    auto tf32 = [](uint32_t u) { return double(floatOfBits(u & 0xffffe000u)); };
+    auto aAt = [&](int row, int col) {
+      int l = (row % 8) * 4 + col % 4, r = row / 8 + 2 * (col / 4);
+      return tf32(w.mmaA[l][r]);
+    };
+    auto bAt = [&](int row, int col) {
+      return tf32(w.mmaB[col * 4 + row % 4][row / 4]);
+    };
+    for (int r = 0; r < 4; ++r) {
+      int row = MmaTf32Layout::cRow(lane, r), col = MmaTf32Layout::cCol(lane, r);
+      double sum = w.mmaC[lane][r];
+      for (int k = 0; k < 8; ++k)
+        sum += aAt(row, k) * bAt(k, col);
+      d[r] = float(sum);
+    }
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+  }
+
+  /// The warp of `thread`, which is entering a warp exchange: a lane of it
+  /// at the block barrier (or returned) never comes to this exchange (on a
+  /// GPU, undefined; here, reported).
+  WarpState &enterWarpExchange(int thread) {
+    WarpState &w = warps[thread / kWarpSize];
     if (w.atBlock > 0) {
-      // A lane at the block barrier (or returned) never comes to this
-      // shuffle: on a GPU, undefined; here, reported.
       fail("divergent warp shuffle in block " + std::to_string(blockIdx) +
-           ": thread " + std::to_string(thread) +
-           " waits in shuffleXor() while a lane of its warp " +
+           ": thread " + std::to_string(thread) + " " +
+           describe(Arrival::Shuffle) + " while a lane of its warp " +
            describe(block.kind));
       throw Aborted{};
     }
-    std::memcpy(&w.slots[lane], in, bytes);
-    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
-    std::memcpy(out, &w.slots[lane ^ laneMask], bytes);
-    // Nobody writes a slot again before every lane has read.
-    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
+    return w;
   }
 
   void endBlock(int thread) {
@@ -160,7 +201,8 @@ public:
     if (w.barrier.arrived > 0 && !aborted) {
       fail("divergent warp shuffle in block " + std::to_string(blockIdx) +
            ": thread " + std::to_string(w.barrier.firstThread) +
-           " waits in shuffleXor() while thread " + std::to_string(thread) +
+           " " + describe(Arrival::Shuffle) + " while thread " +
+           std::to_string(thread) +
            " of its warp " + describe(why));
       throw Aborted{};
     }
@@ -271,8 +313,12 @@ void emuSharedAccess(EmuLaunch *launch, int thread, void *address, void *value,
 }
 void emuBarrier(EmuLaunch *launch, int thread) { launch->barrier(thread); }
 void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
-                size_t bytes, int laneMask) {
-  launch->shuffle(thread, in, out, bytes, laneMask);
+                size_t bytes, int lane, bool xorMode) {
+  launch->shuffle(thread, in, out, bytes, lane, xorMode);
+}
+void emuMmaTf32(EmuLaunch *launch, int thread, float *d, const uint32_t *a,
+                const uint32_t *b) {
+  launch->mmaTf32(thread, d, a, b);
 }
 bool emuChecksRaces(const EmuLaunch *launch) {
   return launch->options.checkRaces;

@@ -57,8 +57,11 @@ void emuSharedAccess(EmuLaunch *launch, int thread, void *address,
                      void *value, size_t bytes, bool write);
 /// The block barrier and the warp exchange of an emulated thread.
 void emuBarrier(EmuLaunch *launch, int thread);
+/// `lane` is a lane mask (xorMode) or the lane to read.
 void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
-                size_t bytes, int laneMask);
+                size_t bytes, int lane, bool xorMode);
+void emuMmaTf32(EmuLaunch *launch, int thread, float *d, const uint32_t *a,
+                const uint32_t *b);
 bool emuChecksRaces(const EmuLaunch *launch);
 unsigned char *emuSharedBase(EmuLaunch *launch);
 
@@ -103,8 +106,17 @@ public:
   void barrier() const { emuBarrier(launch, thread); }
   template <typename T> T shuffleXor(T v, int laneMask) const {
     T out;
-    emuShuffle(launch, thread, &v, &out, sizeof(T), laneMask);
+    emuShuffle(launch, thread, &v, &out, sizeof(T), laneMask, true);
     return out;
+  }
+  template <typename T> T shuffle(T v, int lane) const {
+    T out;
+    emuShuffle(launch, thread, &v, &out, sizeof(T), lane, false);
+    return out;
+  }
+  void mmaTf32(float (&d)[4], const uint32_t (&a)[4],
+               const uint32_t (&b)[2]) const {
+    emuMmaTf32(launch, thread, d, a, b);
   }
 
   int blockIdx = 0; // set by the emulator per block

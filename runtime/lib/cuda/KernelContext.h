@@ -14,6 +14,10 @@
 //                       for races between barriers
 //   barrier()           __syncthreads
 //   shuffleXor(v, m)    __shfl_xor_sync over the full warp (32 lanes)
+//   shuffle(v, lane)    __shfl_sync: every lane reads `lane`'s v
+//   mmaTf32(d, a, b)    d += A B on tensor cores, one m16n8k8 TF32 tile of
+//                       the warp (mma.sync, fp32 accumulators; the
+//                       fragment layout below, MmaTf32Layout)
 // Block sizes are multiples of 32 (whole warps), so every lane of a warp
 // exists and takes part in each shuffle.
 //
@@ -25,6 +29,7 @@
 #define PARTITA_RUNTIME_LIB_CUDA_KERNELCONTEXT_H
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define PARTITA_HD __host__ __device__
@@ -37,6 +42,49 @@
 namespace partita::runtime::gpu {
 
 constexpr int kWarpSize = 32;
+
+/// The bits of x rounded to TF32 (10 mantissa bits, to nearest with ties
+/// away from zero: PTX's cvt.rna.tf32.f32), as an f32 whose low 13
+/// mantissa bits are 0; infinities and NaN stay what they are.
+PARTITA_HD inline uint32_t tf32Bits(float x) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return u;
+  return (u + 0x1000u) & 0xffffe000u;
+#endif
+}
+
+PARTITA_HD inline float floatOfBits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+
+/// Which elements a lane holds in an m16n8k8 TF32 mma (PTX ISA, "Matrix
+/// fragments for mma.m16n8k8", .tf32): with g = lane / 4 and t = lane % 4,
+///   A (16 x 8, row-major)  a[r]: row g + 8 (r % 2), column t + 4 (r / 2)
+///   B (8 x 8, column)      b[r]: row t + 4 r, column g
+///   C, D (16 x 8)          c[r]: row g + 8 (r / 2), column 2 t + r % 2
+/// The emulator's mma reads and writes by these; kernels place their
+/// operands by them.
+struct MmaTf32Layout {
+  PARTITA_HD static int aRow(int lane, int r) { return lane / 4 + 8 * (r % 2); }
+  PARTITA_HD static int aCol(int lane, int r) { return lane % 4 + 4 * (r / 2); }
+  PARTITA_HD static int bRow(int lane, int r) { return lane % 4 + 4 * r; }
+  PARTITA_HD static int bCol(int lane, int) { return lane / 4; }
+  PARTITA_HD static int cRow(int lane, int r) { return lane / 4 + 8 * (r / 2); }
+  PARTITA_HD static int cCol(int lane, int r) { return 2 * (lane % 4) + r % 2; }
+};
 
 #if defined(__CUDACC__)
 /// Shared memory on the device: plain loads and stores.
@@ -60,6 +108,19 @@ struct DeviceContext {
   __device__ void barrier() const { __syncthreads(); }
   template <typename T> __device__ T shuffleXor(T v, int laneMask) const {
     return __shfl_xor_sync(0xffffffffu, v, laneMask);
+  }
+  template <typename T> __device__ T shuffle(T v, int lane) const {
+    return __shfl_sync(0xffffffffu, v, lane);
+  }
+  /// d += A B, A 16 x 8 and B 8 x 8 in TF32 (tf32Bits), d in f32.
+  __device__ void mmaTf32(float (&d)[4], const uint32_t (&a)[4],
+                          const uint32_t (&b)[2]) const {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                   "r"(b[1]));
   }
 };
 #endif

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -199,6 +200,78 @@ TEST(BlockEmulatorTest, ShuffleXorExchangesWithinAWarp) {
   });
   for (int t = 0; t < 128; ++t)
     EXPECT_EQ(got[t], t ^ 5);
+}
+
+// Tests shuffle(v, lane): every lane of each warp reads the given lane's
+// value, and a lane beyond the warp is refused.
+TEST(BlockEmulatorTest, ShuffleReadsTheGivenLane) {
+  std::vector<int> got(64, -1);
+  emulateLaunch({1, 64, 0}, [&](EmuContext &c) {
+    int lane = c.threadIndex() % kWarpSize;
+    got[c.threadIndex()] = c.shuffle(c.threadIndex() * 10, (lane * 7) % 32);
+  });
+  for (int t = 0; t < 64; ++t)
+    EXPECT_EQ(got[t], ((t / 32) * 32 + (t % 32 * 7) % 32) * 10);
+  EXPECT_THROW(emulateLaunch({1, 32, 0},
+                             [](EmuContext &c) { (void)c.shuffle(1.0, 32); }),
+               Error);
+}
+
+// Tests the emulated mma against a plain matrix product: each lane places
+// its fragments by the PTX ISA's m16n8k8 .tf32 layout, written out here
+// independently of MmaTf32Layout (a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3
+// (g+8, t+4); b0 (t, g), b1 (t+4, g); c0 (g, 2t), c1 (g, 2t+1), c2 (g+8,
+// 2t), c3 (g+8, 2t+1)). The values are small multiples of 1/8, exact in
+// TF32, so D = A B + C must come out exactly. Two warps, different
+// matrices, so a mix-up between warps shows.
+TEST(BlockEmulatorTest, MmaTf32MatchesAMatrixProduct) {
+  auto A = [](int w, int r, int k) { return float((r * 3 + k * 5 + w) % 11 - 5) / 8; };
+  auto B = [](int w, int k, int n) { return float((k * 7 + n * 2 + 3 * w) % 9 - 4) / 4; };
+  auto C = [](int w, int r, int n) { return float((r + n * 3 + w) % 5) - 2; };
+  std::vector<float> d(2 * 16 * 8, NAN);
+  emulateLaunch({1, 64, 0}, [&](EmuContext &c) {
+    int w = c.threadIndex() / 32, lane = c.threadIndex() % 32;
+    int g = lane / 4, t = lane % 4;
+    uint32_t a[4] = {tf32Bits(A(w, g, t)), tf32Bits(A(w, g + 8, t)),
+                     tf32Bits(A(w, g, t + 4)), tf32Bits(A(w, g + 8, t + 4))};
+    uint32_t b[2] = {tf32Bits(B(w, t, g)), tf32Bits(B(w, t + 4, g))};
+    float acc[4] = {C(w, g, 2 * t), C(w, g, 2 * t + 1), C(w, g + 8, 2 * t),
+                    C(w, g + 8, 2 * t + 1)};
+    c.mmaTf32(acc, a, b);
+    d[w * 128 + g * 8 + 2 * t] = acc[0];
+    d[w * 128 + g * 8 + 2 * t + 1] = acc[1];
+    d[w * 128 + (g + 8) * 8 + 2 * t] = acc[2];
+    d[w * 128 + (g + 8) * 8 + 2 * t + 1] = acc[3];
+  });
+  for (int w = 0; w < 2; ++w)
+    for (int r = 0; r < 16; ++r)
+      for (int n = 0; n < 8; ++n) {
+        double want = C(w, r, n);
+        for (int k = 0; k < 8; ++k)
+          want += double(A(w, r, k)) * B(w, k, n);
+        EXPECT_EQ(d[w * 128 + r * 8 + n], float(want))
+            << "warp " << w << ", D[" << r << "][" << n << "]";
+      }
+}
+
+// Tests TF32 rounding (cvt.rna: to nearest, ties away from zero): the low
+// 13 bits are dropped, a half rounds away, a carry reaches the exponent,
+// and infinities and NaN stay.
+TEST(BlockEmulatorTest, Tf32Rounding) {
+  auto bitsOf = [](float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; };
+  EXPECT_EQ(tf32Bits(1.0f), bitsOf(1.0f));
+  EXPECT_EQ(tf32Bits(floatOfBits(0x3f800fffu)), 0x3f800000u); // below half
+  EXPECT_EQ(tf32Bits(floatOfBits(0x3f801000u)), 0x3f802000u); // half: away
+  EXPECT_EQ(tf32Bits(floatOfBits(0xbf801000u)), 0xbf802000u); // negative too
+  EXPECT_EQ(tf32Bits(floatOfBits(0x3fffffffu)), 0x40000000u); // carry to 2
+  EXPECT_EQ(tf32Bits(INFINITY), bitsOf(INFINITY));
+  EXPECT_TRUE(std::isnan(floatOfBits(tf32Bits(NAN))));
+  // x = big + small in two TF32 parts recovers x to about 2^-22.
+  float x = 1.2345678f;
+  float big = floatOfBits(tf32Bits(x));
+  float small = floatOfBits(tf32Bits(x - big));
+  EXPECT_NE(big, x);
+  EXPECT_LE(std::fabs(double(big) + small - x), std::ldexp(1.0, -21));
 }
 
 // Tests that shared memory starts as NaN in every block, so a kernel that
