@@ -9,7 +9,7 @@
 //
 //   partita-attention-bench [--batch B] [--seq S] [--heads H] [--kv-heads K]
 //       [--dim D] [--no-causal] [--f64] [--iters N] [--block T] [--check]
-//       [--emulate] [--fused] [--tf32] [--cpu THREADS]
+//       [--emulate] [--attention KIND] [--tf32] [--cpu THREADS]
 //
 // --cpu THREADS times the cpu backend instead (createCpuBackend(THREADS):
 // OpenBLAS and the intra-op pool at that many threads), no GPU needed.
@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,7 +51,8 @@ namespace {
 struct Options {
   int64_t batch = 16, seq = 1024, heads = 12, kvHeads = 0, dim = 64;
   bool causal = true, f64 = false, check = false, emulate = false;
-  bool fused = false, tf32 = false;
+  CudaAttention attention = CudaAttention::Gemm;
+  bool tf32 = false;
   int iters = 20, block = 256;
   int cpuThreads = 0; // > 0: time the cpu backend at that many threads
 };
@@ -60,9 +62,9 @@ struct Options {
                "partita-attention-bench: %s\nusage: partita-attention-bench "
                "[--batch B] [--seq S] [--heads H] [--kv-heads K] [--dim D] "
                "[--no-causal] [--f64] [--iters N] [--block T] [--check] "
-               "[--emulate] [--fused] [--tf32] [--cpu THREADS]\n"
-               "  --fused: the flash-style kernels (--fused-attention); "
-               "default: GEMMs and the row kernel\n"
+               "[--emulate] [--attention KIND] [--tf32] [--cpu THREADS]\n"
+               "  --attention gemm|simt|tensor: as partita run's (default "
+               "gemm: GEMMs and the row kernel)\n"
                "  --cpu THREADS: the cpu backend at THREADS threads\n",
                why);
   std::exit(2);
@@ -88,7 +90,14 @@ Options parse(int argc, char **argv) {
     else if (a == "--dim") o.dim = value();
     else if (a == "--iters") o.iters = int(value());
     else if (a == "--block") o.block = int(value());
-    else if (a == "--fused") o.fused = true;
+    else if (a == "--attention") {
+      if (i + 1 >= argc)
+        usage("missing value after --attention");
+      std::optional<CudaAttention> kind = parseCudaAttention(argv[++i]);
+      if (!kind)
+        usage("--attention takes gemm, simt or tensor");
+      o.attention = *kind;
+    }
     else if (a == "--tf32") o.tf32 = true;
     else if (a == "--no-causal") o.causal = false;
     else if (a == "--f64") o.f64 = true;
@@ -181,7 +190,7 @@ int main(int argc, char **argv) {
     CudaBackendOptions options;
     options.emulate = o.emulate;
     options.blockSize = o.block;
-    options.fusedAttention = o.fused;
+    options.attention = o.attention;
     options.tf32 = o.tf32;
     std::unique_ptr<Backend> gpu = o.cpuThreads > 0
                                        ? createCpuBackend(o.cpuThreads)
@@ -198,9 +207,12 @@ int main(int argc, char **argv) {
       std::printf("path: the cpu backend, %d thread(s)\n", o.cpuThreads);
     else
       std::printf("path: %s%s\n",
-                  o.fused ? "fused flash-style kernels"
-                          : "GEMMs and the row kernel",
-                  o.tf32 ? ", TF32 GEMMs" : "");
+                  o.attention == CudaAttention::Tensor
+                      ? "flash-style kernels on tensor cores"
+                  : o.attention == CudaAttention::Simt
+                      ? "flash-style kernels on CUDA cores"
+                      : "GEMMs and the row kernel",
+                  o.tf32 ? ", TF32" : "");
     std::printf("attention %s [batch %lld, seq %lld, heads %lld/%lld, dim "
                 "%lld]%s, block %d, %s, %d iterations\n",
                 o.f64 ? "f64" : "f32", (long long)o.batch, (long long)o.seq,

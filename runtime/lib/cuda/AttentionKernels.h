@@ -96,11 +96,18 @@ constexpr int kAttnScoreKeys = PARTITA_ATTN_SCORE_KEYS;
 constexpr int kAttnChunk = 4;
 /// Threads per block of the attention launches (their __launch_bounds__).
 constexpr int kAttnMaxBlock = 256;
+/// Threads of a tensor-core attention block (AttentionMmaKernels.h): 4
+/// warps of 16 rows each.
+constexpr int kMmaBlock = 128;
 /// The __launch_bounds__ of kernel K's __global__ wrapper.
 constexpr int maxBlockOf(GpuKernel k) {
   return k == GpuKernel::AttentionForward || k == GpuKernel::AttentionGradQ ||
                  k == GpuKernel::AttentionGradKV
              ? kAttnMaxBlock
+         : k == GpuKernel::AttentionMmaForward ||
+                 k == GpuKernel::AttentionMmaGradQ ||
+                 k == GpuKernel::AttentionMmaGradKV
+             ? kMmaBlock
              : 1024;
 }
 /// The minimum blocks an SM of kernel K's __launch_bounds__ (1: the

@@ -59,9 +59,9 @@ struct WarpState {
   BarrierState barrier;
   int atBlock = 0; // lanes waiting at the block barrier (or returned)
   uint64_t slots[kWarpSize] = {};
-  // mmaTf32's operands: each lane's A, B and C fragments.
-  uint32_t mmaA[kWarpSize][4] = {}, mmaB[kWarpSize][2] = {};
-  float mmaC[kWarpSize][4] = {};
+  // mmaTf32's operands: each lane's A and B fragments (up to 3 pairs; a
+  // lane's C is its own D).
+  uint32_t mmaA[kWarpSize][12] = {}, mmaB[kWarpSize][6] = {};
 };
 
 /// Per byte of shared memory: the last writer and the readers since the
@@ -141,32 +141,36 @@ public:
     arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
   }
 
-  /// d += A B for this lane's elements of D (MmaTf32Layout): the TF32
-  /// operands (low 13 bits dropped, as the tensor cores read them)
-  /// multiply exactly in double, the 8 products and C add in double, and
-  /// each result rounds to f32 once.
-  void mmaTf32(int thread, float *d, const uint32_t *a, const uint32_t *b) {
+  /// d += A B for this lane's elements of D (MmaTf32Layout), for each of
+  /// `count` (A, B) pairs: the TF32 operands (low 13 bits dropped, as the
+  /// tensor cores read them) multiply exactly in double, the 8 products
+  /// and C add in double, and each result rounds to f32 once a pair.
+  void mmaTf32(int thread, float *d, const uint32_t *a, const uint32_t *b,
+               int count) {
     WarpState &w = enterWarpExchange(thread);
     int lane = thread % kWarpSize;
-    std::memcpy(w.mmaA[lane], a, sizeof(w.mmaA[lane]));
-    std::memcpy(w.mmaB[lane], b, sizeof(w.mmaB[lane]));
-    std::memcpy(w.mmaC[lane], d, sizeof(w.mmaC[lane]));
+    std::memcpy(w.mmaA[lane], a, sizeof(uint32_t) * 4 * count);
+    std::memcpy(w.mmaB[lane], b, sizeof(uint32_t) * 2 * count);
     arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
-    // Element (row, column) of A and B, found by inverting the layout.
+    // Element (row, column) of pair i's A and B, found by inverting the
+    // layout.
     auto tf32 = [](uint32_t u) { return double(floatOfBits(u & 0xffffe000u)); };
-    auto aAt = [&](int row, int col) {
-      int l = (row % 8) * 4 + col % 4, r = row / 8 + 2 * (col / 4);
-      return tf32(w.mmaA[l][r]);
-    };
-    auto bAt = [&](int row, int col) {
-      return tf32(w.mmaB[col * 4 + row % 4][row / 4]);
-    };
-    for (int r = 0; r < 4; ++r) {
-      int row = MmaTf32Layout::cRow(lane, r), col = MmaTf32Layout::cCol(lane, r);
-      double sum = w.mmaC[lane][r];
-      for (int k = 0; k < 8; ++k)
-        sum += aAt(row, k) * bAt(k, col);
-      d[r] = float(sum);
+    for (int i = 0; i < count; ++i) {
+      auto aAt = [&](int row, int col) {
+        int l = (row % 8) * 4 + col % 4, r = row / 8 + 2 * (col / 4);
+        return tf32(w.mmaA[l][4 * i + r]);
+      };
+      auto bAt = [&](int row, int col) {
+        return tf32(w.mmaB[col * 4 + row % 4][2 * i + row / 4]);
+      };
+      for (int r = 0; r < 4; ++r) {
+        int row = MmaTf32Layout::cRow(lane, r),
+            col = MmaTf32Layout::cCol(lane, r);
+        double sum = d[r];
+        for (int k = 0; k < 8; ++k)
+          sum += aAt(row, k) * bAt(k, col);
+        d[r] = float(sum);
+      }
     }
     arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
   }
@@ -317,8 +321,8 @@ void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
   launch->shuffle(thread, in, out, bytes, lane, xorMode);
 }
 void emuMmaTf32(EmuLaunch *launch, int thread, float *d, const uint32_t *a,
-                const uint32_t *b) {
-  launch->mmaTf32(thread, d, a, b);
+                const uint32_t *b, int count) {
+  launch->mmaTf32(thread, d, a, b, count);
 }
 bool emuChecksRaces(const EmuLaunch *launch) {
   return launch->options.checkRaces;

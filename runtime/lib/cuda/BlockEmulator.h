@@ -60,8 +60,10 @@ void emuBarrier(EmuLaunch *launch, int thread);
 /// `lane` is a lane mask (xorMode) or the lane to read.
 void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
                 size_t bytes, int lane, bool xorMode);
+/// d += A B for each of `count` (A, B) pairs in turn (a[4 i], b[2 i]),
+/// rounding to f32 after each, as that many mma.sync instructions do.
 void emuMmaTf32(EmuLaunch *launch, int thread, float *d, const uint32_t *a,
-                const uint32_t *b);
+                const uint32_t *b, int count);
 bool emuChecksRaces(const EmuLaunch *launch);
 unsigned char *emuSharedBase(EmuLaunch *launch);
 
@@ -116,7 +118,17 @@ public:
   }
   void mmaTf32(float (&d)[4], const uint32_t (&a)[4],
                const uint32_t (&b)[2]) const {
-    emuMmaTf32(launch, thread, d, a, b);
+    emuMmaTf32(launch, thread, d, a, b, 1);
+  }
+  void mmaTf32x3(float (&d)[4], const uint32_t (&aBig)[4],
+                 const uint32_t (&aSmall)[4], const uint32_t (&bBig)[2],
+                 const uint32_t (&bSmall)[2]) const {
+    const uint32_t a[12] = {aSmall[0], aSmall[1], aSmall[2], aSmall[3],
+                            aBig[0],   aBig[1],   aBig[2],   aBig[3],
+                            aBig[0],   aBig[1],   aBig[2],   aBig[3]};
+    const uint32_t b[6] = {bBig[0], bBig[1], bSmall[0], bSmall[1],
+                           bBig[0], bBig[1]};
+    emuMmaTf32(launch, thread, d, a, b, 3);
   }
 
   int blockIdx = 0; // set by the emulator per block

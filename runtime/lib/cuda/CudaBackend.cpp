@@ -64,7 +64,7 @@ public:
   CudaBackend(std::unique_ptr<GpuApi> api, const CudaBackendOptions &options)
       : api(std::move(api)), dev(createGpuDevice(*this->api)),
         blockSize(options.blockSize), tf32(options.tf32),
-        fusedAttention(options.fusedAttention) {}
+        attention(options.attention) {}
   ~CudaBackend() override {
     // Nothing queued may outlive the workspace it writes.
     try {
@@ -1442,7 +1442,14 @@ private:
     if (a.seqKV == 0)
       fail(call.kind,
            "there are no keys (seq_kv is 0): the softmax is undefined");
-    if (!fusedAttention) {
+    if (useTensorCores(a, type)) {
+      KernelLaunch l =
+          tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaForward);
+      l.params.op |= int(AttnMode::Output);
+      l.params.out[0] = out.data;
+      return launch(l);
+    }
+    if (attention != CudaAttention::Simt) {
       AttentionOutputs outs;
       outs.o = out.data;
       return attentionByGemm(call, a, type, outs);
@@ -1455,10 +1462,10 @@ private:
   }
 
   /// Any of dq, dk and dv (attrs.wrt; cpu::checkAttentionGrad). By GEMMs
-  /// (the default), P and dS are computed once for all of them. Fused
-  /// (--fused-attention): one launch of the per-row softmax statistics (a
-  /// workspace of 3 x batch x heads x seq_q), then one gradient launch per
-  /// output.
+  /// (the default), P and dS are computed once for all of them. On CUDA
+  /// cores (--attention simt): one launch of the per-row softmax statistics
+  /// (a workspace of 3 x batch x heads x seq_q), then one gradient launch
+  /// per output. On tensor cores: attentionGradByTensorCores.
   void runAttentionGrad(const KernelCall &call) {
     cpu::AttentionGradCall g = cpu::checkAttentionGrad(call);
     const cpu::AttentionDims &a = g.dims;
@@ -1478,7 +1485,9 @@ private:
     }
     if (a.seqKV == 0)
       fail(kind, "there are no keys (seq_kv is 0): the softmax is undefined");
-    if (!fusedAttention)
+    if (useTensorCores(a, type))
+      return attentionGradByTensorCores(call, g);
+    if (attention != CudaAttention::Simt)
       return attentionGradByGemm(call, g, type);
     void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
     KernelLaunch s = attentionLaunch(call, a, type,
@@ -1497,6 +1506,77 @@ private:
       l.params.op = out == g.dv ? 1 : 0;
       l.params.in[4] = stats;
       l.params.out[0] = out->data;
+      launch(l);
+    }
+  }
+
+  /// Whether --attention tensor takes this call: f32, head_dim within the
+  /// kernels' register tiles (other calls run by GEMMs).
+  bool useTensorCores(const cpu::AttentionDims &a, ElemType type) const {
+    return attention == CudaAttention::Tensor && type == ElemType::F32 &&
+           a.headDim <= kMmaMaxDim;
+  }
+
+  /// A launch of a tensor-core attention kernel (AttentionMmaKernels.h):
+  /// blocks of kMmaBlock threads over tiles of kMmaRows queries (keys for
+  /// AttentionMmaGradKV) of each batch and head (kv head).
+  KernelLaunch tensorAttentionLaunch(const KernelCall &call,
+                                     const cpu::AttentionDims &a,
+                                     GpuKernel kernel) {
+    bool keys = kernel == GpuKernel::AttentionMmaGradKV;
+    int64_t seq = keys ? a.seqKV : a.seqQ;
+    int64_t items = a.batch * (keys ? a.kvHeads : a.heads) *
+                    ((seq + kMmaRows - 1) / kMmaRows);
+    KernelLaunch l;
+    l.block = kMmaBlock;
+    l.grid = int(std::clamp<int64_t>(items, 1, kMaxGrid));
+    l.sharedBytes = size_t(mmaSharedFloats(kernel)) * sizeof(float);
+    KernelParams &p = l.params;
+    p.kernel = kernel;
+    p.type = ElemType::F32;
+    p.n = items;
+    p.op = tf32 ? kMmaOneTf32 : 0;
+    int64_t shape[] = {a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads, a.headDim};
+    std::copy(std::begin(shape), std::end(shape), p.shape);
+    p.a[0] = a.scale;
+    p.a[1] = double(call.attrs.queryOffset);
+    p.a[2] = call.attrs.causal ? 1 : 0;
+    bool vec = a.headDim % 4 == 0;
+    for (int i = 0; i < int(call.inputs.size()); ++i) {
+      p.in[i] = call.inputs[i].data;
+      vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
+    }
+    p.bits = vec ? 1 : 0;
+    return l;
+  }
+
+  /// Any of dq, dk and dv on tensor cores: the forward kernel in a
+  /// statistics mode writes each query row's lse and D = dO . O (D only
+  /// for dq and dk) to a workspace [2, batch * heads * seq_q], then one
+  /// launch for dq and one for dk and dv together (each output with the
+  /// bits of its single-letter call).
+  void attentionGradByTensorCores(const KernelCall &call,
+                                  const cpu::AttentionGradCall &g) {
+    const cpu::AttentionDims &a = g.dims;
+    float *stats = workspace<float>(2 * a.batch * a.heads * a.seqQ);
+    KernelLaunch s =
+        tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaForward);
+    s.params.op |= int(g.dq || g.dk ? AttnMode::Stats : AttnMode::StatsNoD);
+    s.params.out[1] = stats;
+    launch(s);
+    if (g.dq) {
+      KernelLaunch l =
+          tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaGradQ);
+      l.params.in[4] = stats;
+      l.params.out[0] = g.dq->data;
+      launch(l);
+    }
+    if (g.dk || g.dv) {
+      KernelLaunch l =
+          tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaGradKV);
+      l.params.in[4] = stats;
+      l.params.out[0] = g.dk ? g.dk->data : nullptr;
+      l.params.out[1] = g.dv ? g.dv->data : nullptr;
       launch(l);
     }
   }
@@ -1654,7 +1734,7 @@ private:
   std::unique_ptr<Device> dev;
   int blockSize;
   bool tf32;
-  bool fusedAttention;
+  CudaAttention attention;
   DeviceBuffer scratch;
   size_t workspaceBytes = 0;
   std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>
@@ -1692,6 +1772,23 @@ std::string cudaDeviceError() {
 }
 
 bool cudaBuiltIn() { return gpu::builtWithCuda(); }
+
+const char *toString(CudaAttention attention) {
+  switch (attention) {
+  case CudaAttention::Gemm: return "gemm";
+  case CudaAttention::Simt: return "simt";
+  case CudaAttention::Tensor: return "tensor";
+  }
+  return "?";
+}
+
+std::optional<CudaAttention> parseCudaAttention(const std::string &name) {
+  for (CudaAttention a :
+       {CudaAttention::Gemm, CudaAttention::Simt, CudaAttention::Tensor})
+    if (name == toString(a))
+      return a;
+  return std::nullopt;
+}
 
 int cudaDevices() {
   std::string error;

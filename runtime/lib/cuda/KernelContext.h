@@ -18,6 +18,10 @@
 //   mmaTf32(d, a, b)    d += A B on tensor cores, one m16n8k8 TF32 tile of
 //                       the warp (mma.sync, fp32 accumulators; the
 //                       fragment layout below, MmaTf32Layout)
+//   mmaTf32x3(d, aBig, aSmall, bBig, bSmall)
+//                       the three mmas of a product split in TF32 parts,
+//                       small*big, big*small, big*big, in that order (one
+//                       warp exchange in the emulator)
 // Block sizes are multiples of 32 (whole warps), so every lane of a warp
 // exists and takes part in each shuffle.
 //
@@ -121,6 +125,14 @@ struct DeviceContext {
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
                    "r"(b[1]));
+  }
+  __device__ void mmaTf32x3(float (&d)[4], const uint32_t (&aBig)[4],
+                            const uint32_t (&aSmall)[4],
+                            const uint32_t (&bBig)[2],
+                            const uint32_t (&bSmall)[2]) const {
+    mmaTf32(d, aSmall, bBig);
+    mmaTf32(d, aBig, bSmall);
+    mmaTf32(d, aBig, bBig);
   }
 };
 #endif

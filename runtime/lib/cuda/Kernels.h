@@ -57,6 +57,9 @@ enum class GpuKernel : uint8_t {
   AttentionRows,    // attention by GEMMs: masked softmax (op 0) or dS (op 1)
   ColumnPartials,   // reduce: partial sums (or maxima) of [rows, columns] by row chunk
   ColumnCombine,    // reduce: the chunks' partials of each column, in order
+  AttentionMmaForward, // attention on tensor cores (AttentionMmaKernels.h)
+  AttentionMmaGradQ,   // its dq
+  AttentionMmaGradKV,  // its dk and dv
 };
 
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
@@ -947,6 +950,7 @@ PARTITA_HD void embeddingGradKernel(const Ctx &c, const KernelParams &p) {
 
 // attention and attention_grad (flash-attention style kernels).
 #include "runtime/lib/cuda/AttentionKernels.h"
+#include "runtime/lib/cuda/AttentionMmaKernels.h"
 
 namespace partita::runtime::gpu {
 
@@ -1003,6 +1007,12 @@ PARTITA_HD void runKernel(const Ctx &c, const KernelParams &p) {
     columnPartialsKernel<T>(c, p);
   else if constexpr (K == GpuKernel::ColumnCombine)
     columnCombineKernel<T>(c, p);
+  else if constexpr (K == GpuKernel::AttentionMmaForward)
+    attentionMmaForwardKernel(c, p);
+  else if constexpr (K == GpuKernel::AttentionMmaGradQ)
+    attentionMmaGradQKernel(c, p);
+  else if constexpr (K == GpuKernel::AttentionMmaGradKV)
+    attentionMmaGradKVKernel(c, p);
   else
     rmsNormKernel<T>(c, p);
 }
@@ -1082,6 +1092,12 @@ template <typename Fn> bool dispatchKernel(const KernelParams &p, Fn &&fn) {
     return floats(KernelTag<GpuKernel::ColumnPartials>{});
   case GpuKernel::ColumnCombine:
     return floats(KernelTag<GpuKernel::ColumnCombine>{});
+  case GpuKernel::AttentionMmaForward:
+    return one(KernelTag<GpuKernel::AttentionMmaForward>{});
+  case GpuKernel::AttentionMmaGradQ:
+    return one(KernelTag<GpuKernel::AttentionMmaGradQ>{});
+  case GpuKernel::AttentionMmaGradKV:
+    return one(KernelTag<GpuKernel::AttentionMmaGradKV>{});
   }
   return false;
 }

@@ -98,12 +98,14 @@ const OptionSpec kOptions[] = {
      "1e-3 relative error instead of fp32's; --emulate rounds the operands "
      "the same way. Default: exact fp32. --check then needs a looser "
      "--rtol"},
-    {"fused-attention", nullptr,
-     "With --backend cuda: attention and its gradients by the fused "
-     "flash-style kernels (no [seq, seq] buffer; CUDA cores only, so "
-     "--tf32 does not apply to them). Default: per batch, GEMMs over the "
-     "heads into a [heads, seq, seq] scratch and a masked-softmax row "
-     "kernel"},
+    {"attention", "kind",
+     "With --backend cuda: how attention and its gradients run. gemm (the "
+     "default): per batch, GEMMs over the heads into a [heads, seq, seq] "
+     "scratch and a masked-softmax row kernel; simt: flash-style kernels "
+     "on CUDA cores (no [seq, seq] buffer; --tf32 does not apply); tensor: "
+     "flash-style kernels on tensor cores, f32 as three TF32 products "
+     "(about fp32's accuracy; one with --tf32), head_dim up to 64 (other "
+     "calls run by gemm)"},
     {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
     {"data", "file",
      "Training: flat binary file of token ids, batches of consecutive "
@@ -580,9 +582,15 @@ int Tool::run() {
   ranksOptions.backend = backend;
   ranksOptions.cudaEmulate = emulate;
   ranksOptions.cudaTf32 = args.flags.count("tf32");
-  if (args.flags.count("fused-attention") && backend != "cuda")
-    return fail("--fused-attention applies to --backend cuda only");
-  ranksOptions.cudaFusedAttention = args.flags.count("fused-attention");
+  if (std::optional<std::string> kind = args.get("attention")) {
+    if (backend != "cuda")
+      return fail("--attention applies to --backend cuda only");
+    std::optional<CudaAttention> attention = parseCudaAttention(*kind);
+    if (!attention)
+      return fail("--attention " + *kind +
+                  ": expected gemm, simt or tensor");
+    ranksOptions.cudaAttention = *attention;
+  }
   ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
   if (ranksOptions.cudaEmulateAsync && !emulate)
     return fail("--emulate-async needs --backend cuda --emulate");

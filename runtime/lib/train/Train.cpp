@@ -159,7 +159,7 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
     cuda.emulate = options.cudaEmulate;
     cuda.device = options.cudaDevice;
     cuda.tf32 = options.cudaTf32;
-    cuda.fusedAttention = options.cudaFusedAttention;
+    cuda.attention = options.cudaAttention;
     cuda.emulateAsync = options.cudaEmulateAsync;
     // The emulator pays per simulated thread at every barrier, and several
     // ranks share this host's cores: one warp per block keeps plan runs

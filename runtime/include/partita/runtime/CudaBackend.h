@@ -16,9 +16,29 @@
 #include "partita/runtime/Backend.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace partita::runtime {
+
+/// The cuda backend's attention kernels (`partita run --attention`).
+enum class CudaAttention {
+  /// The default: per batch, strided-batched GEMMs over the heads into a
+  /// [heads, seq_q, seq_kv] scratch and a row kernel for the masked softmax
+  /// (and its gradient), as the cpu backend computes it.
+  Gemm,
+  /// Flash-style kernels on CUDA cores (AttentionKernels.h): no [seq, seq]
+  /// buffer; f32 and f64, head_dim up to 512.
+  Simt,
+  /// Flash-style kernels on tensor cores (AttentionMmaKernels.h): f32 as
+  /// three TF32 mmas a product (about fp32's accuracy), one with `tf32`;
+  /// head_dim up to 64. Other calls (f64, wider heads) run by Gemm.
+  Tensor,
+};
+/// "gemm", "simt", "tensor".
+const char *toString(CudaAttention attention);
+/// The kind a name gives; nullopt for another name.
+std::optional<CudaAttention> parseCudaAttention(const std::string &name);
 
 struct CudaBackendOptions {
   /// Run on the emulated device layer instead of a GPU.
@@ -39,12 +59,8 @@ struct CudaBackendOptions {
   /// TF32 before the CPU's GEMM. bf16 and f16 GEMMs always accumulate in
   /// fp32; f64 ones are exact.
   bool tf32 = false;
-  /// attention and attention_grad by the fused flash-style kernels
-  /// (AttentionKernels.h: no [seq, seq] buffer, CUDA cores only) instead of
-  /// the default: per batch, strided-batched GEMMs over the heads into a
-  /// [heads, seq_q, seq_kv] scratch and a row kernel for the masked
-  /// softmax (and its gradient), as the cpu backend computes it.
-  bool fusedAttention = false;
+  /// How attention and attention_grad run.
+  CudaAttention attention = CudaAttention::Gemm;
 };
 
 /// The cuda backend. Without `emulate`, throws Error at once when no CUDA

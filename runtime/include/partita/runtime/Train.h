@@ -29,6 +29,7 @@
 #ifndef PARTITA_RUNTIME_TRAIN_H
 #define PARTITA_RUNTIME_TRAIN_H
 
+#include "partita/runtime/CudaBackend.h"
 #include "partita/runtime/Executor.h"
 #include "partita/runtime/TokenData.h"
 
@@ -100,8 +101,8 @@ struct RunOptions {
   int cudaDevice = 0;
   /// f32 GEMMs in TF32 (CudaBackendOptions::tf32).
   bool cudaTf32 = false;
-  /// CudaBackendOptions::fusedAttention.
-  bool cudaFusedAttention = false;
+  /// CudaBackendOptions::attention.
+  CudaAttention cudaAttention = CudaAttention::Gemm;
   /// CudaBackendOptions::emulateAsync (testing).
   bool cudaEmulateAsync = false;
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the

@@ -254,6 +254,54 @@ TEST(BlockEmulatorTest, MmaTf32MatchesAMatrixProduct) {
       }
 }
 
+// Tests that mmaTf32x3 is the three mmas of a split product in order
+// (small*big, big*small, big*big), bit for bit, and that it recovers a
+// product of f32 values far better than one TF32 mma.
+TEST(BlockEmulatorTest, MmaTf32x3IsThreeMmas) {
+  auto A = [](int r, int k) { return 1.0f + 0.013579f * float(r * 8 + k); };
+  auto B = [](int k, int n) { return 0.7f - 0.0024681f * float(k * 8 + n); };
+  std::vector<float> once(128), three(128), split(128);
+  emulateLaunch({1, 32, 0}, [&](EmuContext &c) {
+    int lane = c.threadIndex();
+    uint32_t aBig[4], aSmall[4], bBig[2], bSmall[2];
+    for (int r = 0; r < 4; ++r) {
+      float x = A(MmaTf32Layout::aRow(lane, r), MmaTf32Layout::aCol(lane, r));
+      aBig[r] = tf32Bits(x);
+      aSmall[r] = tf32Bits(x - floatOfBits(aBig[r]));
+    }
+    for (int r = 0; r < 2; ++r) {
+      float x = B(MmaTf32Layout::bRow(lane, r), MmaTf32Layout::bCol(lane, r));
+      bBig[r] = tf32Bits(x);
+      bSmall[r] = tf32Bits(x - floatOfBits(bBig[r]));
+    }
+    float d1[4] = {}, d3[4] = {}, dx[4] = {};
+    c.mmaTf32(d1, aBig, bBig);
+    c.mmaTf32(d3, aSmall, bBig);
+    c.mmaTf32(d3, aBig, bSmall);
+    c.mmaTf32(d3, aBig, bBig);
+    c.mmaTf32x3(dx, aBig, aSmall, bBig, bSmall);
+    for (int r = 0; r < 4; ++r) {
+      int at = MmaTf32Layout::cRow(lane, r) * 8 + MmaTf32Layout::cCol(lane, r);
+      once[at] = d1[r];
+      three[at] = d3[r];
+      split[at] = dx[r];
+    }
+  });
+  double errOnce = 0, errSplit = 0;
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 8; ++n) {
+      double want = 0;
+      for (int k = 0; k < 8; ++k)
+        want += double(A(r, k)) * B(k, n);
+      int at = r * 8 + n;
+      EXPECT_EQ(split[at], three[at]) << "D[" << r << "][" << n << "]";
+      errOnce = std::max(errOnce, std::fabs(once[at] - want) / std::fabs(want));
+      errSplit = std::max(errSplit, std::fabs(split[at] - want) / std::fabs(want));
+    }
+  EXPECT_GT(errOnce, 1e-4);  // TF32's 10 mantissa bits
+  EXPECT_LT(errSplit, 1e-6); // about f32's
+}
+
 // Tests TF32 rounding (cvt.rna: to nearest, ties away from zero): the low
 // 13 bits are dropped, a half rounds away, a carry reaches the exponent,
 // and infinities and NaN stay.

@@ -11,10 +11,10 @@
 namespace partita::runtime::test {
 
 std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32,
-                                         bool fusedAttention) {
+                                         CudaAttention attention) {
   CudaBackendOptions options;
   options.tf32 = tf32;
-  options.fusedAttention = fusedAttention;
+  options.attention = attention;
   options.emulate = true;
   options.blockSize = blockSize;
   options.checkRaces = true;

@@ -50,12 +50,16 @@ template <typename I> Tensor labels(std::vector<int64_t> shape, int64_t vocab,
 void expectSame(KernelKind kind, const KernelAttrs &attrs,
                 const std::vector<Tensor> &inputs,
                 const std::vector<OutputSpec> &outputs,
-                double rtol = 1e-5, bool fusedAttention = false) {
+                double rtol = 1e-5,
+                CudaAttention attention = CudaAttention::Gemm) {
   std::unique_ptr<Backend> cpu = createCpuBackend(1);
   std::vector<Tensor> want = runOnBackend(*cpu, kind, attrs, inputs, outputs);
   for (int block : kBlockSizes) {
+    // The tensor-core kernels launch blocks of their own size.
+    if (attention == CudaAttention::Tensor && block != kBlockSizes[0])
+      break;
     std::unique_ptr<Backend> gpu =
-        cudaTestBackend(block, /*tf32=*/false, fusedAttention);
+        cudaTestBackend(block, /*tf32=*/false, attention);
     std::vector<Tensor> got = runOnBackend(*gpu, kind, attrs, inputs, outputs);
     for (size_t o = 0; o < want.size(); ++o)
       EXPECT_LE(relativeDifference(got[o], want[o]), rtol)
@@ -321,6 +325,7 @@ TYPED_TEST(CudaKernelsTest, Attention) {
     bool causal;
     int64_t offset;
     double scale; // 0: the default 1/sqrt(head_dim)
+    bool tensorOnly = false; // sized for the tensor-core kernels' tiles
   } cases[] = {
       // Small: each row's partial sums meet in warp shuffles, which the
       // emulator runs as real exchanges between host threads.
@@ -328,6 +333,12 @@ TYPED_TEST(CudaKernelsTest, Attention) {
       {2, 7, 13, 2, 2, 24, false, 0, 0.3},
       {1, 5, 12, 3, 1, 8, true, 7, 0},
       {1, 6, 6, 1, 1, 70, true, 0, 0},
+      // Several 64-row tiles of queries and keys (the tensor-core kernels'
+      // blocks and tiles), the last ones partial; causal with an offset
+      // and grouped heads, and not causal with seq_q != seq_kv.
+      // Run by that path only: the emulator takes seconds for them.
+      {1, 70, 75, 2, 1, 64, true, 5, 0, true},
+      {1, 66, 97, 3, 1, 36, false, 0, 0, true},
   };
   uint64_t seed = 40;
   for (const Case &c : cases) {
@@ -347,27 +358,31 @@ TYPED_TEST(CudaKernelsTest, Attention) {
                  ", " + std::to_string(c.heads) + "/" +
                  std::to_string(c.kvHeads) + ", " + std::to_string(c.headDim) +
                  "] causal " + std::to_string(c.causal));
-    // Both paths: GEMMs and the row kernel (the default), and the fused
-    // flash-style kernels (--fused-attention).
-    for (bool fused : {false, true}) {
-      SCOPED_TRACE(fused ? "fused kernels" : "GEMMs and rows");
+    // Every path: GEMMs and the row kernel (the default), and the
+    // flash-style kernels on CUDA cores and on tensor cores (f32 with
+    // head_dim <= 64; other calls run by GEMMs).
+    for (CudaAttention kind : kAttentionKinds) {
+      if (c.tensorOnly && (kind != CudaAttention::Tensor || sizeof(T) != 4))
+        continue;
+      SCOPED_TRACE(std::string("--attention ") + toString(kind));
       a.wrt.clear();
       expectSame(KernelKind::Attention, a, {q, k, v}, {{dt<T>(), qShape}},
-                 1e-5, fused);
+                 1e-5, kind);
       // dq, dk and dv in one call (AttentionGradMatchesSingleCalls: the
       // bits of one call each).
       a.wrt = "qkv";
       expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
                  {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
-                 1e-5, fused);
+                 1e-5, kind);
     }
   }
 }
 
 // Tests that an attention_grad call asking for several gradients ("qkv",
 // "kv") gives each the bits of the single-letter call, by GEMMs (P
-// and dS shared) and by the fused kernels (one statistics launch shared):
-// grouped kv heads, causal with a query offset, seq_q != seq_kv.
+// and dS shared) and by the flash-style kernels (one statistics launch
+// shared; on tensor cores dk and dv also share a launch): grouped kv
+// heads, causal with a query offset, seq_q != seq_kv.
 TYPED_TEST(CudaKernelsTest, AttentionGradMatchesSingleCalls) {
   using T = TypeParam;
   KernelAttrs a;
@@ -384,8 +399,8 @@ TYPED_TEST(CudaKernelsTest, AttentionGradMatchesSingleCalls) {
       out.push_back({dt<T>(), c == 'q' ? qShape : kvShape});
     return runOnBackend(gpu, KernelKind::AttentionGrad, a, in, out);
   };
-  for (bool fused : {false, true}) {
-    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
+  for (CudaAttention kind : kAttentionKinds) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, kind);
     std::map<char, Tensor> single;
     for (char c : {'q', 'k', 'v'})
       single.emplace(c, std::move(grads(*gpu, std::string(1, c))[0]));
@@ -397,7 +412,7 @@ TYPED_TEST(CudaKernelsTest, AttentionGradMatchesSingleCalls) {
                               want.numElements() * sizeof(T)),
                   0)
             << "wrt " << wrt << ": d" << wrt[o] << " differs from the "
-            << "single-letter call's" << (fused ? " (fused)" : " (GEMMs)");
+            << "single-letter call's (--attention " << toString(kind) << ")";
       }
     }
   }
@@ -411,9 +426,9 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
   std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
   std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
                             random<float>(kvShape, 52), random<float>(qShape, 53)};
-  for (bool fused : {false, true})
+  for (CudaAttention kind : kAttentionKinds)
   for (const char *wrt : {"", "q", "k", "v", "qkv"}) {
-    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, kind);
     a.wrt = wrt;
     KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
     std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
@@ -428,8 +443,8 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
       EXPECT_EQ(std::memcmp(first[o].data<float>(), second[o].data<float>(),
                             first[o].numElements() * sizeof(float)),
                 0)
-          << "attention " << wrt << " output " << o
-          << (fused ? " (fused)" : " (GEMMs)");
+          << "attention " << wrt << " output " << o << " (--attention "
+          << toString(kind) << ")";
   }
 }
 
@@ -441,8 +456,8 @@ TEST(CudaKernelsAttentionTest, NoQueriesGiveZeroKeyGradients) {
   std::vector<int64_t> qShape{2, 0, 2, 8}, kvShape{2, 5, 1, 8};
   std::vector<Tensor> in = {random<float>(qShape, 57), random<float>(kvShape, 58),
                             random<float>(kvShape, 59), random<float>(qShape, 60)};
-  for (bool fused : {false, true}) {
-    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, fused);
+  for (CudaAttention kind : kAttentionKinds) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, kind);
     std::vector<Tensor> got =
         runOnBackend(*gpu, KernelKind::AttentionGrad, a, in,
                      {{DType::F32, qShape}, {DType::F32, kvShape},
@@ -450,14 +465,50 @@ TEST(CudaKernelsAttentionTest, NoQueriesGiveZeroKeyGradients) {
     for (int o : {1, 2})
       for (int64_t i = 0; i < got[o].numElements(); ++i)
         ASSERT_EQ(got[o].data<float>()[i], 0.0f)
-            << "output " << o << (fused ? " (fused)" : " (GEMMs)");
+            << "output " << o << " (--attention " << toString(kind) << ")";
   }
 }
 
-// Tests attention's refusals: a head_dim beyond the fused kernels' register
-// slices, and the cpu backend's checks (a causal offset past the keys).
+// Tests the tensor-core kernels with --tf32 (one TF32 product instead of
+// three): within TF32's error of the cpu backend, and not the bits of the
+// three-product default (so the flag reaches the kernels).
+TEST(CudaKernelsAttentionTest, TensorCoresWithTf32) {
+  KernelAttrs a;
+  a.causal = true;
+  std::vector<int64_t> shape{1, 40, 2, 32};
+  std::vector<Tensor> in = {random<float>(shape, 70, -1.5, 1.5),
+                            random<float>(shape, 71, -1.5, 1.5),
+                            random<float>(shape, 72), random<float>(shape, 73)};
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  for (const char *wrt : {"", "qkv"}) {
+    a.wrt = wrt;
+    KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
+    std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
+    std::vector<OutputSpec> out(*wrt ? 3 : 1, OutputSpec{DType::F32, shape});
+    std::vector<Tensor> want = runOnBackend(*cpu, kind, a, inputs, out);
+    std::unique_ptr<Backend> one =
+        cudaTestBackend(64, /*tf32=*/true, CudaAttention::Tensor);
+    std::unique_ptr<Backend> three =
+        cudaTestBackend(64, /*tf32=*/false, CudaAttention::Tensor);
+    std::vector<Tensor> got1 = runOnBackend(*one, kind, a, inputs, out);
+    std::vector<Tensor> got3 = runOnBackend(*three, kind, a, inputs, out);
+    for (size_t o = 0; o < out.size(); ++o) {
+      double d1 = relativeDifference(got1[o], want[o]);
+      double d3 = relativeDifference(got3[o], want[o]);
+      EXPECT_LE(d1, 5e-3) << "wrt '" << wrt << "' output " << o;
+      EXPECT_LE(d3, 1e-5) << "wrt '" << wrt << "' output " << o;
+      EXPECT_GT(d1, 4 * d3) << "wrt '" << wrt << "' output " << o
+                            << ": --tf32 is no coarser than three products";
+    }
+  }
+}
+
+// Tests attention's refusals: a head_dim beyond the CUDA-core kernels'
+// register slices, and the cpu backend's checks (a causal offset past the
+// keys).
 TEST(CudaKernelsAttentionTest, Errors) {
-  std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, true);
+  std::unique_ptr<Backend> gpu =
+      cudaTestBackend(64, false, CudaAttention::Simt);
   Tensor q = random<double>({1, 2, 1, 513}, 54);
   std::string error =
       runError(*gpu, KernelKind::Attention, {}, {q, q, q},
@@ -478,8 +529,8 @@ TEST(CudaKernelsAttentionTest, Errors) {
   // attention_grad's wrt and outputs, checked as the cpu backend does.
   a = {};
   Tensor kv = random<float>({1, 2, 1, 8}, 56);
-  for (bool fused : {false, true}) {
-    std::unique_ptr<Backend> g = cudaTestBackend(64, false, fused);
+  for (CudaAttention kind : kAttentionKinds) {
+    std::unique_ptr<Backend> g = cudaTestBackend(64, false, kind);
     a.wrt = "kq";
     error = runError(*g, KernelKind::AttentionGrad, a, {small, kv, kv, small},
                      {{DType::F32, {1, 2, 1, 8}}, {DType::F32, {1, 2, 1, 8}}});

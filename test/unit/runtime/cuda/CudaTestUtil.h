@@ -24,10 +24,15 @@ namespace partita::runtime::test {
 
 /// The backend under test with `blockSize` threads per block, its f32
 /// GEMMs in TF32 with `tf32` (defined by each test binary's main file).
-/// fusedAttention: CudaBackendOptions::fusedAttention (attention by the
-/// flash-style kernels instead of GEMMs and the row kernel).
-std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32 = false,
-                                         bool fusedAttention = false);
+/// attention: CudaBackendOptions::attention (GEMMs and the row kernel, or
+/// the flash-style kernels on CUDA cores or tensor cores).
+std::unique_ptr<Backend>
+cudaTestBackend(int blockSize, bool tf32 = false,
+                CudaAttention attention = CudaAttention::Gemm);
+
+/// Every way the backend runs attention.
+inline const CudaAttention kAttentionKinds[] = {
+    CudaAttention::Gemm, CudaAttention::Simt, CudaAttention::Tensor};
 
 struct OutputSpec {
   DType dtype;
