@@ -27,7 +27,10 @@
 # PyTorch out), EMULATE=1 (run: --backend cuda --emulate, to try the script
 # on a machine without a GPU on a small model; no PyTorch; BACKEND=cpu
 # likewise runs Partita's side on the cpu backend),
-# STEP_TIMEOUT (run: seconds each run may take, default 150).
+# STEP_TIMEOUT (run: seconds each run may take, default 150), ATTENTION
+# (run: the cuda backend's attention kinds to time, each a Partita variant
+# of its own; default "gemm tensor"; partita-run without --attention runs
+# its one kind).
 # Each step's time is the host's wall time around one step, ending when
 # the device is done (partita-run: Executor::run drains the compute stream;
 # torch_train.py: torch.cuda.synchronize), so both measure the same thing.
@@ -119,6 +122,12 @@ tf32=()
 if grep -q -- '--tf32' <<<"$("$run" --help 2>/dev/null)"; then
   tf32=(--tf32)
 fi
+# Attention kinds: each a variant (fp32-gemm, fp32-tensor, ...).
+kinds=(${ATTENTION:-gemm tensor})
+if [ "${BACKEND:-cuda}" != cuda ] ||
+  ! grep -q -- '--attention' <<<"$("$run" --help 2>/dev/null)"; then
+  kinds=(default)
+fi
 # The profiled run first, 2 steps: a step far slower than it should be
 # shows its kernel there before the longer timed runs would run out of
 # time. A Partita run that fails or times out leaves the later ones out.
@@ -126,11 +135,14 @@ partita_ok=1
 if [ "${PROFILE:-0}" = 1 ]; then
   log="$logs/partita-profile.log"
   start=$(date +%s)
-  timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" --steps 2 \
-    --data "$dir/tokens.bin" --token-bytes 2 --profile </dev/null >"$log" 2>&1
+  prof=()
+  [ "${kinds[-1]}" != default ] && prof=(--attention "${kinds[-1]}")
+  timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" "${prof[@]}" \
+    --steps 2 --data "$dir/tokens.bin" --token-bytes 2 --profile </dev/null \
+    >"$log" 2>&1
   rc=$?
   if [ "$rc" -eq 0 ]; then
-    note "partita fp32 --profile (2 steps; per step, largest first; each instruction between two drains of the compute stream):"
+    note "partita fp32 ${prof[*]} --profile (2 steps; per step, largest first; each instruction between two drains of the compute stream):"
     grep '^step ' "$log" | sed 's/^/  /' | tee -a "$results"
     sed -n '/^profile of rank 0/,$p' "$log" | head -25 | tee -a "$results"
   else
@@ -140,15 +152,21 @@ if [ "${PROFILE:-0}" = 1 ]; then
     partita_ok=0
   fi
 fi
-partita_variants=(fp32)
-[ ${#tf32[@]} -gt 0 ] && partita_variants+=(tf32)
+partita_variants=()
+for precision in fp32 tf32; do
+  [ "$precision" = tf32 ] && [ ${#tf32[@]} -eq 0 ] && continue
+  for kind in "${kinds[@]}"; do
+    partita_variants+=("$precision-$kind")
+  done
+done
 for variant in "${partita_variants[@]}"; do
   if [ "$partita_ok" -eq 0 ]; then
     note "partita $variant: not run (an earlier Partita run failed)"
     continue
   fi
   extra=()
-  [ "$variant" = tf32 ] && extra=("${tf32[@]}")
+  [ "${variant%%-*}" = tf32 ] && extra=("${tf32[@]}")
+  [ "${variant#*-}" != default ] && extra+=(--attention "${variant#*-}")
   log="$logs/partita-$variant.log"
   start=$(date +%s)
   timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" "${extra[@]}" \
@@ -196,13 +214,13 @@ fi
 
 note "ratios torch/partita (>= 1: Partita at least as fast):"
 any=0
-for variant in fp32 tf32; do
+for variant in "${partita_variants[@]}"; do
   p="${median[partita-$variant]:-}"
   [ -n "$p" ] || continue
   for attention in manual sdpa; do
-    t="${median[torch-$variant-$attention]:-}"
+    t="${median[torch-${variant%%-*}-$attention]:-}"
     [ -n "$t" ] || continue
-    note "  $variant, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
+    note "  ${variant%%-*}, partita attention ${variant#*-}, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
     any=1
   done
 done
