@@ -66,7 +66,10 @@ plan gpt-train-zero2 gpt-small-train.mlir \
 # local ranks sharing the GPU with host-staged collectives (the nccl plans
 # above, over local); gpt forward (fp32, 1e-5) on one
 # rank and on 4 local ranks sharing the GPU (dp x tp, the plan of
-# plans.txt); 5 AdamW steps of gpt's train step on one rank.
+# plans.txt); 5 AdamW steps of gpt's train step on one rank; gpt's
+# forward and 2 train steps again with attention on tensor cores
+# (--attention tensor: three TF32 products, so the same tolerances; 2
+# steps, as the emulator takes 5 s a step there).
 {
   echo "mlp-one.pb"
   echo "mlp-train-one.pb --steps 5 --rtol 1e-4"
@@ -76,6 +79,8 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   echo "gpt-one.pb --rtol 1e-5"
   echo "gpt-dp-megatron.pb --ranks 4 --rtol 1e-5"
   echo "gpt-train-one.pb --steps 5 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
+  echo "gpt-one.pb --attention tensor --rtol 1e-5"
+  echo "gpt-train-one.pb --attention tensor --steps 2 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
   echo "llama-fsdp.pb --ranks 4 --rtol 1e-5"
 } >"$out/cuda-plans.txt"
 # The speed benchmark's plan (bench/gpu-gpt/run.sh).
