@@ -1,9 +1,10 @@
 //===- Fibers.cpp - cooperative threads on one host thread ----------------===//
 //
-// makecontext/swapcontext fibers on mmap'd stacks with a guard page below
-// each (an overflow faults instead of overwriting a neighbour). Stacks are
-// kept per host thread between launches, so a launch maps none once the
-// thread has run one as wide.
+// Fibers on mmap'd stacks with a guard page below each (an overflow faults
+// instead of overwriting a neighbour), switched by a few instructions of
+// assembly on x86-64 or by makecontext/swapcontext. Stacks are kept per
+// host thread between launches, so a launch maps none once the thread has
+// run one as wide.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 #include "partita/runtime/Tensor.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -44,9 +46,60 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#if defined(__x86_64__)
+#define PARTITA_FIBERS_ASM 1
+#include <xmmintrin.h>
+
+// partita_fiber_swap(save, to): pushes the callee-saved registers (System V
+// x86-64: rbp, rbx, r12-r15) and the MXCSR and x87 control words on the
+// current stack, stores the stack pointer to *save, and resumes the stack
+// `to` (saved the same way, or laid out by makeFiberStack) by the reverse.
+// No CFI: unwinders stop here (exceptions never cross a switch; each
+// fiber's are caught in fiberEntry).
+asm(R"(
+  .text
+  .p2align 4
+  .globl partita_fiber_swap
+  .hidden partita_fiber_swap
+  .type partita_fiber_swap, @function
+partita_fiber_swap:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size partita_fiber_swap, .-partita_fiber_swap
+)");
+extern "C" void partita_fiber_swap(void **save, void *to);
+#endif
+
 namespace partita::runtime::gpu {
 
 namespace {
+
+std::atomic<FiberSwitch> switchKind{
+#ifdef PARTITA_FIBERS_ASM
+    FiberSwitch::Assembly
+#else
+    FiberSwitch::Ucontext
+#endif
+};
 
 /// Usable bytes of a fiber's stack. The kernels' frames are small; this
 /// leaves room for sanitizer-instrumented frames and exception unwinding.
@@ -112,8 +165,15 @@ StackPool &stackPool() {
   return pool;
 }
 
+/// Where a fiber (or the host thread) resumes: its saved stack pointer
+/// (the assembly switch) or its ucontext.
+struct Context {
+  void *sp = nullptr;
+  ucontext_t uc;
+};
+
 struct Fiber {
-  ucontext_t context;
+  Context context;
   Stack stack;
   bool done = false;
   void *fakeStack = nullptr; // ASan's, while switched out
@@ -124,7 +184,8 @@ struct Scheduler {
   const std::function<void(int)> *body = nullptr;
   std::vector<Fiber> fibers;
   int current = -1;
-  ucontext_t host;
+  bool assembly = false; // the switch this launch uses
+  Context host;
   // The host thread's stack (ASan), learned at the first switch into a
   // fiber; its fake stack while a fiber runs; TSan's context for it.
   const void *hostBottom = nullptr;
@@ -137,6 +198,57 @@ struct Scheduler {
 };
 
 thread_local Scheduler *running = nullptr;
+
+/// Saves where the caller is into `from` and resumes `to`; returns when
+/// something resumes `from`.
+void swapTo(const Scheduler &s, Context &from, Context &to) {
+#ifdef PARTITA_FIBERS_ASM
+  if (s.assembly)
+    return partita_fiber_swap(&from.sp, to.sp);
+#endif
+  swapcontext(&from.uc, &to.uc);
+}
+
+/// Resumes `to`, leaving the caller's stack for good.
+[[noreturn]] void jumpTo(const Scheduler &s, Context &to) {
+#ifdef PARTITA_FIBERS_ASM
+  if (s.assembly) {
+    void *abandoned;
+    partita_fiber_swap(&abandoned, to.sp);
+  } else
+#endif
+    setcontext(&to.uc);
+  std::terminate(); // neither returns unless setcontext failed
+}
+
+void fiberEntry();
+
+/// Makes `c` start fiberEntry on `stack` when resumed.
+void makeFiberContext(const Scheduler &s, Context &c, const Stack &stack) {
+#ifdef PARTITA_FIBERS_ASM
+  if (s.assembly) {
+    // What partita_fiber_swap pops, from the stack pointer up: the control
+    // words, r15 r14 r13 r12 rbx rbp (zero), then fiberEntry as the return
+    // address, above it a null one so fiberEntry starts with the stack
+    // aligned as after a call (rsp + 8 a multiple of 16).
+    auto *top = reinterpret_cast<uint64_t *>(stack.bottom() + kStackBytes);
+    uint16_t x87;
+    asm volatile("fnstcw %0" : "=m"(x87));
+    top[-1] = 0;
+    top[-2] = reinterpret_cast<uint64_t>(&fiberEntry);
+    for (int i = 3; i <= 8; ++i)
+      top[-i] = 0;
+    top[-9] = uint64_t(_mm_getcsr()) | (uint64_t(x87) << 32);
+    c.sp = &top[-9];
+    return;
+  }
+#endif
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack.bottom();
+  c.uc.uc_stack.ss_size = kStackBytes;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, fiberEntry, 0);
+}
 
 // The sanitizers' side of a switch: `startSwitch` just before leaving a
 // stack (save == nullptr: leaving it for good), `finishSwitch` first thing
@@ -180,20 +292,16 @@ void switchOnward(Scheduler &s, int from, bool finished) {
     s.current = -1;
     startSwitch(save, s.hostBottom, s.hostSize, s.hostTsan);
     if (finished)
-      setcontext(&s.host);
-    else
-      swapcontext(&f.context, &s.host);
+      jumpTo(s, s.host);
+    swapTo(s, f.context, s.host);
   } else {
     Fiber &next = s.fibers[to];
     s.current = to;
     startSwitch(save, next.stack.bottom(), kStackBytes, next.tsan);
     if (finished)
-      setcontext(&next.context);
-    else
-      swapcontext(&f.context, &next.context);
+      jumpTo(s, next.context);
+    swapTo(s, f.context, next.context);
   }
-  if (finished)
-    std::terminate(); // setcontext returns only on failure
   // Resumed, by the previous fiber of a round or by the host thread; the
   // host's stack bounds are learned from the host's switches only.
   finishSwitch(f.fakeStack, nullptr, nullptr);
@@ -224,12 +332,21 @@ void runRound(Scheduler &s) {
   s.current = first;
   s.fromHost = true;
   startSwitch(&s.hostFakeStack, f.stack.bottom(), kStackBytes, f.tsan);
-  swapcontext(&s.host, &f.context);
+  swapTo(s, s.host, f.context);
   finishSwitch(s.hostFakeStack, nullptr, nullptr);
   s.fromHost = false;
 }
 
 } // namespace
+
+void setFiberSwitch(FiberSwitch how) {
+#ifndef PARTITA_FIBERS_ASM
+  how = FiberSwitch::Ucontext;
+#endif
+  switchKind = how;
+}
+
+FiberSwitch fiberSwitch() { return switchKind; }
 
 void yieldFiber() {
   Scheduler *s = running;
@@ -247,6 +364,7 @@ void runFibers(int n, const std::function<void(int)> &body,
     return;
   Scheduler s;
   s.body = &body;
+  s.assembly = fiberSwitch() == FiberSwitch::Assembly;
   s.fibers.resize(n);
   StackPool &pool = stackPool();
   int mapped = 0;
@@ -259,11 +377,7 @@ void runFibers(int n, const std::function<void(int)> &body,
     throw;
   }
   for (Fiber &f : s.fibers) {
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.bottom();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, fiberEntry, 0);
+    makeFiberContext(s, f.context, f.stack);
 #ifdef PARTITA_FIBERS_TSAN
     f.tsan = __tsan_create_fiber(0);
 #endif

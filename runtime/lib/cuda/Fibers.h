@@ -1,9 +1,15 @@
 //===- Fibers.h - cooperative threads on one host thread --------*- C++ -*-===//
 //
-// The block emulator's simulated threads are fibers: each has its own stack
-// (ucontext), and all of a launch's run on the host thread that launched it,
-// switching only where a fiber yields. A barrier of 256 simulated threads is
-// then 256 user-space switches instead of 256 wake-ups of host threads.
+// The block emulator's simulated threads are fibers: each has its own stack,
+// and all of a launch's run on the host thread that launched it, switching
+// only where a fiber yields. A barrier of 256 simulated threads is then 256
+// user-space switches instead of 256 wake-ups of host threads.
+//
+// On x86-64 a switch is a few instructions of assembly (the callee-saved
+// registers, the SSE control word and the x87 control word, then the stack
+// pointer); elsewhere, or with setFiberSwitch(FiberSwitch::Ucontext),
+// glibc's swapcontext, which also saves the signal mask with a system call
+// each time (most of what the emulator spent before).
 //
 // The switches are annotated for the sanitizers: AddressSanitizer learns
 // each fiber's stack bounds (exceptions unwinding a fiber's stack, fake
@@ -35,6 +41,13 @@ void runFibers(int n, const std::function<void(int)> &body,
 /// From inside runFibers' body: lets the other fibers run, and returns in
 /// the next round.
 void yieldFiber();
+
+/// How fibers switch: Assembly where it exists (x86-64), else Ucontext.
+enum class FiberSwitch { Assembly, Ucontext };
+/// The switch later runFibers calls use (for tests: both run the same
+/// fibers); Assembly where there is none falls back to Ucontext.
+void setFiberSwitch(FiberSwitch how);
+FiberSwitch fiberSwitch();
 
 } // namespace partita::runtime::gpu
 

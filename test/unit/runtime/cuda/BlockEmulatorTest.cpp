@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cfenv>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -395,9 +396,25 @@ TEST(BlockEmulatorTest, ConcurrentLaunchesFromSeveralHostThreads) {
     }
 }
 
+/// The fiber tests run with each switch: the assembly one (x86-64) and
+/// glibc's swapcontext, which other machines use.
+class FibersTest : public ::testing::TestWithParam<FiberSwitch> {
+protected:
+  void SetUp() override { setFiberSwitch(GetParam()); }
+  void TearDown() override { setFiberSwitch(FiberSwitch::Assembly); }
+};
+INSTANTIATE_TEST_SUITE_P(Switches, FibersTest,
+                         ::testing::Values(FiberSwitch::Assembly,
+                                           FiberSwitch::Ucontext),
+                         [](const auto &info) {
+                           return info.param == FiberSwitch::Assembly
+                                      ? std::string("Assembly")
+                                      : std::string("Ucontext");
+                         });
+
 // Tests the fibers' round-robin: each round runs every unfinished fiber up
 // to its next yield, in index order.
-TEST(FibersTest, RoundsRunEveryFiberToItsNextYield) {
+TEST_P(FibersTest, RoundsRunEveryFiberToItsNextYield) {
   std::vector<int> order;
   runFibers(
       3,
@@ -414,7 +431,7 @@ TEST(FibersTest, RoundsRunEveryFiberToItsNextYield) {
 // Tests that fibers which only yield, moving nothing, are a stall: onStall
 // runs once and can release them; if it does not, runFibers fails instead
 // of spinning forever.
-TEST(FibersTest, StallsAreReportedNotSpun) {
+TEST_P(FibersTest, StallsAreReportedNotSpun) {
   bool released = false;
   int stalls = 0;
   runFibers(
@@ -449,7 +466,7 @@ TEST(FibersTest, StallsAreReportedNotSpun) {
 // Tests that an exception escaping a fiber comes out of runFibers after the
 // other fibers finished, and that yielding outside a fiber and running
 // fibers from inside one are refused.
-TEST(FibersTest, ExceptionsAndMisuseAreReported) {
+TEST_P(FibersTest, ExceptionsAndMisuseAreReported) {
   int finished = 0;
   try {
     runFibers(
@@ -482,6 +499,53 @@ TEST(FibersTest, ExceptionsAndMisuseAreReported) {
   EXPECT_NE(nested.find("a launch from inside a simulated thread"),
             std::string::npos)
       << nested;
+}
+
+// Tests that each fiber keeps its own floating-point control state (the
+// SSE rounding mode) and callee-saved registers across switches: fiber 0
+// rounds upward while fiber 1, between its yields, still rounds to nearest;
+// loop counters and sums held across yieldFiber() stay right.
+TEST_P(FibersTest, EachFiberKeepsItsRegistersAndRoundingMode) {
+  int modes[2][3] = {};
+  volatile double third = 1.0 / 3.0;
+  double sums[2] = {};
+  uint64_t steps = 0;
+  runFibers(
+      2,
+      [&](int i) {
+        if (i == 0)
+          std::fesetround(FE_UPWARD);
+        double sum = 0;
+        for (int k = 0; k < 3; ++k) {
+          modes[i][k] = std::fegetround();
+          sum += third * (k + 1);
+          ++steps;
+          yieldFiber();
+        }
+        sums[i] = sum;
+        if (i == 0)
+          std::fesetround(FE_TONEAREST);
+      },
+      [&] { return steps; }, [] {});
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(modes[0][k], FE_UPWARD) << "round " << k;
+    EXPECT_EQ(modes[1][k], FE_TONEAREST) << "round " << k;
+  }
+  EXPECT_EQ(std::fegetround(), FE_TONEAREST);
+  EXPECT_NEAR(sums[1], 2.0, 1e-15);
+  EXPECT_GE(sums[0], sums[1]); // rounded upward
+}
+
+// Tests the emulator itself on each switch: shuffles, barriers and mmas of
+// a launch give the same results.
+TEST_P(FibersTest, EmulatorRunsOnEachSwitch) {
+  std::vector<double> x = iota(3 * 100), out(3, 0);
+  emulateLaunch({3, 64, kReduceSharedBytes},
+                [&](EmuContext &c) { rowSums(c, x.data(), out.data(), 3, 100); });
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NEAR(out[r], std::accumulate(x.begin() + r * 100,
+                                        x.begin() + (r + 1) * 100, 0.0),
+                1e-12);
 }
 
 } // namespace
