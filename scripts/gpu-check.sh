@@ -8,6 +8,8 @@
 #   - the plans of PLAN_DIR/cuda-plans.txt with `--backend cuda --check`
 #     (mlp; gpt forward, fp32, 1e-5, on 1 rank and on 4 ranks sharing the
 #     GPU over `local`; gpt's train step);
+#   - the attention kernels alone (partita-attention-bench at the GPT
+#     shape, each --attention kind, fp32 and TF32);
 #   - the speed benchmark, bench/gpu-gpt/run.sh run PLAN_DIR/bench: the
 #     GPT train step of issue 17 beside PyTorch's, with the ratios;
 #   - compute-sanitizer memcheck and racecheck on a subset of the GPU tests;
@@ -153,6 +155,14 @@ write_summary() {
       printf '%s\n' "${results[@]}"
       echo '```'
     fi
+    if [ -f "$build/attention-bench.txt" ]; then
+      echo
+      echo "Attention kernels (partita-attention-bench --iters 10, GPT shape):"
+      echo
+      echo '```'
+      cat "$build/attention-bench.txt"
+      echo '```'
+    fi
     if [ -f "$build/bench-results.txt" ]; then
       echo
       echo "Benchmark (bench/gpu-gpt/run.sh):"
@@ -289,13 +299,41 @@ if [ -n "$plans" ]; then
   fi
 
   if [ "$emulate" -eq 0 ] && [ "$bench" -eq 1 ]; then
+    begin "attention kernels: partita-attention-bench"
+    ab="$build/bin/partita-attention-bench"
+    if [ ! -x "$ab" ]; then
+      fail "$ab was not built"
+      end "not built"
+    elif enough 40; then
+      : >"$build/attention-bench.txt"
+      n0=$failures
+      for kind in gemm tensor; do
+        for precision in fp32 tf32; do
+          flags=(--iters 10 --attention "$kind")
+          [ "$precision" = tf32 ] && flags+=(--tf32)
+          log="$build/attention-bench-$kind-$precision.log"
+          if limited 60 "$ab" "${flags[@]}" >"$log" 2>&1; then
+            { echo "--attention $kind, $precision:"
+              grep -E '^  (forward|dq|dk|dv|qkv|step) ' "$log"; } >>"$build/attention-bench.txt"
+          else
+            echo "--attention $kind, $precision: FAILED (see $(basename "$log"))" >>"$build/attention-bench.txt"
+            failures=$((failures + 1))
+          fi
+          keep_log "$log"
+        done
+      done
+      cat "$build/attention-bench.txt"
+      end "$([ "$failures" -eq "$n0" ] && echo ok || echo "$((failures - n0)) FAILED")"
+    fi
+
     begin "benchmark: bench/gpu-gpt/run.sh"
     if [ ! -f "$plans/bench/gpt-train.pb" ]; then
       fail "no $plans/bench/gpt-train.pb (scripts/make-gpu-check-plans.sh writes it)"
       end "not run (no plan)"
     elif enough 60; then
       # Each partita run and torch variant at most a quarter of what is
-      # left (6 of them; most take 15-40 s).
+      # left (8 of them: 4 Partita, fp32 and TF32 with two attention kinds,
+      # and 4 PyTorch; most take 15-40 s).
       per=$(( $(left) / 4 ))
       [ "$per" -gt 150 ] && per=150
       if STEPS=${BENCH_STEPS:-6} WARMUP=${BENCH_WARMUP:-2} PROFILE=1 \
