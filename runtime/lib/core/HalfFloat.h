@@ -70,6 +70,23 @@ inline float roundToTF32(float f) {
   return floatOf(u & 0xffffe000u);
 }
 
+/// The bits of `f` rounded to TF32 to nearest with ties away from zero, as
+/// PTX's cvt.rna.tf32.f32 does (the tensor-core kernels' operands,
+/// KernelContext.h's mmaTf32): an f32 whose low 13 mantissa bits are 0;
+/// NaN and inf unchanged, a carry past the largest finite value giving inf.
+PARTITA_HALF_HD inline uint32_t toTF32Bits(float f) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+#else
+  uint32_t u = bitsOf(f);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return u;
+  return (u + 0x1000u) & 0xffffe000u;
+#endif
+}
+
 // After F. Giesen's float_to_half_fast3_rtne (public domain).
 PARTITA_HALF_HD inline uint16_t toF16(float f) {
   const uint32_t f32Inf = 255u << 23, f16Overflow = (127u + 16u) << 23;

@@ -122,17 +122,18 @@ constexpr int minBlocksOf(GpuKernel k) {
 /// Forward modes (KernelParams::op of AttentionForward).
 enum class AttnMode : int { Output = 0, Stats = 1, StatsNoD = 2 };
 
-struct AttnDims {
+/// What every attention launch passes (these kernels' and the tensor-core
+/// ones'): shape batch, seqQ, seqKV, heads, kvHeads, headDim; a: scale,
+/// queryOffset, causal; bits 1.
+struct AttnShape {
   int64_t batch, seqQ, seqKV, heads, kvHeads, headDim, offset;
   bool causal;
   double scale;
-  int tpr, tile;
-  int ldShift; // log2 of a staged row's length, tpr * kDims
-  bool vec;    // head_dim and every pointer allow 16-byte global loads
+  bool vec; // head_dim and every pointer allow 16-byte global loads
 };
 
-PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
-  AttnDims a;
+PARTITA_HD inline AttnShape attnShape(const KernelParams &p) {
+  AttnShape a;
   a.batch = p.shape[0];
   a.seqQ = p.shape[1];
   a.seqKV = p.shape[2];
@@ -142,12 +143,45 @@ PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
   a.scale = p.a[0];
   a.offset = int64_t(p.a[1]);
   a.causal = p.a[2] != 0;
+  a.vec = (p.bits & 1) != 0;
+  return a;
+}
+
+/// The operands of an attention launch (in q, k, v, dy, stats; the ones a
+/// kernel does not read are null) and their row strides.
+template <typename T> struct AttnOperands {
+  const T *q, *k, *v, *dy, *stats;
+  int64_t group;     // query heads a kv head
+  int64_t ldq, ldkv; // elements between rows of q (and dy), of k and v
+};
+
+template <typename T>
+PARTITA_HD AttnOperands<T> attnOperands(const KernelParams &p,
+                                        const AttnShape &a) {
+  return {static_cast<const T *>(p.in[0]),
+          static_cast<const T *>(p.in[1]),
+          static_cast<const T *>(p.in[2]),
+          static_cast<const T *>(p.in[3]),
+          static_cast<const T *>(p.in[4]),
+          a.heads / a.kvHeads,
+          a.heads * a.headDim,
+          a.kvHeads * a.headDim};
+}
+
+/// The CUDA-core kernels' launch: the shape, and inner: tpr, cols: tile.
+struct AttnDims : AttnShape {
+  int tpr, tile;
+  int ldShift; // log2 of a staged row's length, tpr * kDims
+};
+
+PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
+  AttnDims a;
+  static_cast<AttnShape &>(a) = attnShape(p);
   a.tpr = int(p.inner);
   a.tile = int(p.cols);
   a.ldShift = 4; // kDims = 16
   for (int t = a.tpr; t > 1; t >>= 1)
     ++a.ldShift;
-  a.vec = (p.bits & 1) != 0;
   return a;
 }
 
@@ -298,17 +332,12 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
   constexpr int DPT = AttnTile<T>::kDims, BC = kAttnScoreKeys,
                 R = AttnTile<T>::kRows;
   const AttnDims a = attnDims(p);
-  const T *q = static_cast<const T *>(p.in[0]);
-  const T *k = static_cast<const T *>(p.in[1]);
-  const T *v = static_cast<const T *>(p.in[2]);
-  const T *dy = static_cast<const T *>(p.in[3]);
+  const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<T>(p, a);
   auto mode = static_cast<AttnMode>(p.op);
   bool values = mode != AttnMode::StatsNoD;
   int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
   int groups = c.blockSize() / tpr, rows = groups * R;
   int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
-  int64_t group = a.heads / a.kvHeads;
-  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
   auto sh = c.template shared<T>();
   const T scale = T(a.scale), negInf = -infinity<T>();
@@ -438,16 +467,10 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
   constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk,
                 R = AttnTile<T>::kRows;
   const AttnDims a = attnDims(p);
-  const T *q = static_cast<const T *>(p.in[0]);
-  const T *k = static_cast<const T *>(p.in[1]);
-  const T *v = static_cast<const T *>(p.in[2]);
-  const T *dy = static_cast<const T *>(p.in[3]);
-  const T *stats = static_cast<const T *>(p.in[4]);
+  const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<T>(p, a);
   int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
   int groups = c.blockSize() / tpr, rows = groups * R;
   int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
-  int64_t group = a.heads / a.kvHeads;
-  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
   int64_t count = pairs * a.seqQ;
   auto sh = c.template shared<T>();
@@ -536,17 +559,11 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
   constexpr int DPT = AttnTile<T>::kDims, CH = kAttnChunk,
                 R = AttnTile<T>::kRows;
   const AttnDims a = attnDims(p);
-  const T *q = static_cast<const T *>(p.in[0]);
-  const T *k = static_cast<const T *>(p.in[1]);
-  const T *v = static_cast<const T *>(p.in[2]);
-  const T *dy = static_cast<const T *>(p.in[3]);
-  const T *stats = static_cast<const T *>(p.in[4]);
+  const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<T>(p, a);
   bool wantK = p.op == 0;
   int t = c.threadIndex(), tpr = a.tpr, bq = a.tile;
   int groups = c.blockSize() / tpr, rows = groups * R;
   int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
-  int64_t group = a.heads / a.kvHeads;
-  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t pairs = a.batch * a.kvHeads;
   int64_t count = a.batch * a.heads * a.seqQ;
   // Shared: q tile, dO tile (bq rows of ldS), then m, 1/l, D (bq each).

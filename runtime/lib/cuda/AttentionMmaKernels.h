@@ -71,32 +71,25 @@ constexpr int64_t mmaSharedFloats(GpuKernel k) {
              : int64_t(kMmaGradTile) * (kMmaLdA + kMmaLdB + 2);
 }
 
-struct MmaAttn {
-  int64_t batch, seqQ, seqKV, heads, kvHeads, headDim, offset;
-  bool causal, vec, split;
-  float scale;
+/// The launch's shape, with its scale in f32 and whether products are
+/// split in three TF32 mmas (op without kMmaOneTf32).
+struct MmaAttn : AttnShape {
+  float scalef;
+  bool split;
 };
 
 PARTITA_HD inline MmaAttn mmaAttn(const KernelParams &p) {
   MmaAttn a;
-  a.batch = p.shape[0];
-  a.seqQ = p.shape[1];
-  a.seqKV = p.shape[2];
-  a.heads = p.shape[3];
-  a.kvHeads = p.shape[4];
-  a.headDim = p.shape[5];
-  a.scale = float(p.a[0]);
-  a.offset = int64_t(p.a[1]);
-  a.causal = p.a[2] != 0;
-  a.vec = (p.bits & 1) != 0;
+  static_cast<AttnShape &>(a) = attnShape(p);
+  a.scalef = float(a.scale);
   a.split = (p.op & kMmaOneTf32) == 0;
   return a;
 }
 
 /// x as two TF32 parts, x ~ big + small.
 PARTITA_HD inline void tf32Split(float x, uint32_t &big, uint32_t &small) {
-  big = tf32Bits(x);
-  small = tf32Bits(x - floatOfBits(big));
+  big = half::toTF32Bits(x);
+  small = half::toTF32Bits(x - half::floatOf(big));
 }
 
 /// d += A B for split operands: three mmas (small terms first), or one.
@@ -288,14 +281,9 @@ template <typename Ctx>
 PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
   constexpr int KS = kMmaMaxDim / 8, NS = kMmaFwdKeys / 8, NO = kMmaMaxDim / 8;
   const MmaAttn a = mmaAttn(p);
-  const float *q = static_cast<const float *>(p.in[0]);
-  const float *k = static_cast<const float *>(p.in[1]);
-  const float *v = static_cast<const float *>(p.in[2]);
-  const float *dy = static_cast<const float *>(p.in[3]);
+  const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<float>(p, a);
   auto mode = static_cast<AttnMode>(p.op & 3);
   int lane = c.threadIndex() % kWarpSize, warp = c.threadIndex() / kWarpSize;
-  int64_t group = a.heads / a.kvHeads;
-  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t qTiles = (a.seqQ + kMmaRows - 1) / kMmaRows, pairs = a.batch * a.heads;
   auto sh = c.template shared<float>();
   const int64_t kAt = 0, vAt = int64_t(kMmaFwdKeys) * kMmaLdA;
@@ -334,7 +322,7 @@ PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
           // Padded query rows (past seqQ) see the keys unmasked: finite.
           bool ok = rows[r / 2] >= a.seqQ ? key < a.seqKV
                                           : mmaSees(a, rows[r / 2], key);
-          s[nt][r] = ok ? s[nt][r] * a.scale : negInf;
+          s[nt][r] = ok ? s[nt][r] * a.scalef : negInf;
           tileMax[r / 2] = fmaxf(tileMax[r / 2], s[nt][r]);
         }
       float alpha[2];
@@ -386,15 +374,15 @@ PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
           if (row < a.seqQ && col < a.headDim)
             dsum[r / 2] += o[nt][r] * inv[r / 2] * dyh[row * ldq + col];
         }
-    float *stats = static_cast<float *>(p.out[1]);
+    float *statsOut = static_cast<float *>(p.out[1]);
     int64_t plane = a.batch * a.heads * a.seqQ;
     PARTITA_UNROLL
     for (int i = 0; i < 2; ++i) {
       float d = quadSum(c, dsum[i]);
       if (lane % 4 == 0 && rows[i] < a.seqQ) {
         int64_t at = pair * a.seqQ + rows[i];
-        stats[at] = m[i] + klog(l[i]);
-        stats[plane + at] = d;
+        statsOut[at] = m[i] + klog(l[i]);
+        statsOut[plane + at] = d;
       }
     }
   }
@@ -405,15 +393,9 @@ template <typename Ctx>
 PARTITA_HD void attentionMmaGradQKernel(const Ctx &c, const KernelParams &p) {
   constexpr int KS = kMmaMaxDim / 8, NS = kMmaGradTile / 8, NO = kMmaMaxDim / 8;
   const MmaAttn a = mmaAttn(p);
-  const float *q = static_cast<const float *>(p.in[0]);
-  const float *k = static_cast<const float *>(p.in[1]);
-  const float *v = static_cast<const float *>(p.in[2]);
-  const float *dy = static_cast<const float *>(p.in[3]);
-  const float *stats = static_cast<const float *>(p.in[4]);
+  const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<float>(p, a);
   float *dq = static_cast<float *>(p.out[0]);
   int lane = c.threadIndex() % kWarpSize, warp = c.threadIndex() / kWarpSize;
-  int64_t group = a.heads / a.kvHeads;
-  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t qTiles = (a.seqQ + kMmaRows - 1) / kMmaRows, pairs = a.batch * a.heads;
   int64_t plane = a.batch * a.heads * a.seqQ;
   auto sh = c.template shared<float>();
@@ -457,14 +439,14 @@ PARTITA_HD void attentionMmaGradQKernel(const Ctx &c, const KernelParams &p) {
           int64_t key = k0 + 8 * nt + MmaTf32Layout::cCol(lane, r);
           int64_t row = rows[r / 2];
           float pr = row < a.seqQ && mmaSees(a, row, key)
-                         ? kexp(s[nt][r] * a.scale - lse[r / 2])
+                         ? kexp(s[nt][r] * a.scalef - lse[r / 2])
                          : 0.f;
           s[nt][r] = pr * (dp[nt][r] - dd[r / 2]); // dS
         }
       // dq += dS K (K's rows as they are: B[key][dim]).
       mmaAccTimesShared(c, s, sh, kAt, kMmaLdA, a.split, acc);
     }
-    float scale[2] = {a.scale, a.scale};
+    float scale[2] = {a.scalef, a.scalef};
     mmaStoreRows(dq + qOff, ldq, q0, a.seqQ, a.headDim, lane, acc, scale);
   }
 }
@@ -474,17 +456,11 @@ template <typename Ctx>
 PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
   constexpr int KS = kMmaMaxDim / 8, NQ = kMmaGradTile / 8, NO = kMmaMaxDim / 8;
   const MmaAttn a = mmaAttn(p);
-  const float *q = static_cast<const float *>(p.in[0]);
-  const float *k = static_cast<const float *>(p.in[1]);
-  const float *v = static_cast<const float *>(p.in[2]);
-  const float *dy = static_cast<const float *>(p.in[3]);
-  const float *stats = static_cast<const float *>(p.in[4]);
+  const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<float>(p, a);
   float *dkOut = static_cast<float *>(p.out[0]);
   float *dvOut = static_cast<float *>(p.out[1]);
   bool wantK = dkOut != nullptr, wantV = dvOut != nullptr;
   int lane = c.threadIndex() % kWarpSize, warp = c.threadIndex() / kWarpSize;
-  int64_t group = a.heads / a.kvHeads;
-  int64_t ldq = a.heads * a.headDim, ldkv = a.kvHeads * a.headDim;
   int64_t pairs = a.batch * a.kvHeads;
   int64_t plane = a.batch * a.heads * a.seqQ;
   auto sh = c.template shared<float>();
@@ -534,7 +510,7 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
             int col = 8 * nt + MmaTf32Layout::cCol(lane, r);
             int64_t query = i0 + col, key = keys[r / 2];
             pt[nt][r] = query < a.seqQ && mmaSees(a, query, key)
-                            ? kexp(pt[nt][r] * a.scale - sh.load(lseAt + col))
+                            ? kexp(pt[nt][r] * a.scalef - sh.load(lseAt + col))
                             : 0.f;
           }
         if (wantV) // dv += P^T dO
@@ -555,7 +531,7 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
         mmaAccTimesShared(c, pt, sh, qAt, kMmaLdA, a.split, dk);
       }
     }
-    float one[2] = {1.f, 1.f}, scale[2] = {a.scale, a.scale};
+    float one[2] = {1.f, 1.f}, scale[2] = {a.scalef, a.scalef};
     if (wantK)
       mmaStoreRows(dkOut + kvOff, ldkv, k0, a.seqKV, a.headDim, lane, dk,
                    scale);

@@ -20,6 +20,8 @@
 
 #include "runtime/lib/cuda/Fibers.h"
 
+#include "runtime/lib/core/HalfFloat.h"
+
 #include "partita/runtime/Tensor.h"
 
 #include <cstring>
@@ -154,7 +156,7 @@ public:
     arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
     // Element (row, column) of pair i's A and B, found by inverting the
     // layout.
-    auto tf32 = [](uint32_t u) { return double(floatOfBits(u & 0xffffe000u)); };
+    auto tf32 = [](uint32_t u) { return double(half::floatOf(u & 0xffffe000u)); };
     for (int i = 0; i < count; ++i) {
       auto aAt = [&](int row, int col) {
         int l = (row % 8) * 4 + col % 4, r = row / 8 + 2 * (col / 4);

@@ -33,7 +33,6 @@
 #define PARTITA_RUNTIME_LIB_CUDA_KERNELCONTEXT_H
 
 #include <cstdint>
-#include <cstring>
 
 #if defined(__CUDACC__)
 #define PARTITA_HD __host__ __device__
@@ -46,33 +45,6 @@
 namespace partita::runtime::gpu {
 
 constexpr int kWarpSize = 32;
-
-/// The bits of x rounded to TF32 (10 mantissa bits, to nearest with ties
-/// away from zero: PTX's cvt.rna.tf32.f32), as an f32 whose low 13
-/// mantissa bits are 0; infinities and NaN stay what they are.
-PARTITA_HD inline uint32_t tf32Bits(float x) {
-#if defined(__CUDA_ARCH__)
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u)
-    return u;
-  return (u + 0x1000u) & 0xffffe000u;
-#endif
-}
-
-PARTITA_HD inline float floatOfBits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-#endif
-}
 
 /// Which elements a lane holds in an m16n8k8 TF32 mma (PTX ISA, "Matrix
 /// fragments for mma.m16n8k8", .tf32): with g = lane / 4 and t = lane % 4,
@@ -116,7 +88,7 @@ struct DeviceContext {
   template <typename T> __device__ T shuffle(T v, int lane) const {
     return __shfl_sync(0xffffffffu, v, lane);
   }
-  /// d += A B, A 16 x 8 and B 8 x 8 in TF32 (tf32Bits), d in f32.
+  /// d += A B, A 16 x 8 and B 8 x 8 in TF32 (half::toTF32Bits), d in f32.
   __device__ void mmaTf32(float (&d)[4], const uint32_t (&a)[4],
                           const uint32_t (&b)[2]) const {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "

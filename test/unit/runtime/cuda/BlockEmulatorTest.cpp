@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/lib/core/HalfFloat.h"
 #include "runtime/lib/cuda/BlockEmulator.h"
 #include "runtime/lib/cuda/Fibers.h"
 #include "runtime/lib/cuda/Kernels.h"
@@ -233,9 +234,9 @@ TEST(BlockEmulatorTest, MmaTf32MatchesAMatrixProduct) {
   emulateLaunch({1, 64, 0}, [&](EmuContext &c) {
     int w = c.threadIndex() / 32, lane = c.threadIndex() % 32;
     int g = lane / 4, t = lane % 4;
-    uint32_t a[4] = {tf32Bits(A(w, g, t)), tf32Bits(A(w, g + 8, t)),
-                     tf32Bits(A(w, g, t + 4)), tf32Bits(A(w, g + 8, t + 4))};
-    uint32_t b[2] = {tf32Bits(B(w, t, g)), tf32Bits(B(w, t + 4, g))};
+    uint32_t a[4] = {half::toTF32Bits(A(w, g, t)), half::toTF32Bits(A(w, g + 8, t)),
+                     half::toTF32Bits(A(w, g, t + 4)), half::toTF32Bits(A(w, g + 8, t + 4))};
+    uint32_t b[2] = {half::toTF32Bits(B(w, t, g)), half::toTF32Bits(B(w, t + 4, g))};
     float acc[4] = {C(w, g, 2 * t), C(w, g, 2 * t + 1), C(w, g + 8, 2 * t),
                     C(w, g + 8, 2 * t + 1)};
     c.mmaTf32(acc, a, b);
@@ -267,13 +268,13 @@ TEST(BlockEmulatorTest, MmaTf32x3IsThreeMmas) {
     uint32_t aBig[4], aSmall[4], bBig[2], bSmall[2];
     for (int r = 0; r < 4; ++r) {
       float x = A(MmaTf32Layout::aRow(lane, r), MmaTf32Layout::aCol(lane, r));
-      aBig[r] = tf32Bits(x);
-      aSmall[r] = tf32Bits(x - floatOfBits(aBig[r]));
+      aBig[r] = half::toTF32Bits(x);
+      aSmall[r] = half::toTF32Bits(x - half::floatOf(aBig[r]));
     }
     for (int r = 0; r < 2; ++r) {
       float x = B(MmaTf32Layout::bRow(lane, r), MmaTf32Layout::bCol(lane, r));
-      bBig[r] = tf32Bits(x);
-      bSmall[r] = tf32Bits(x - floatOfBits(bBig[r]));
+      bBig[r] = half::toTF32Bits(x);
+      bSmall[r] = half::toTF32Bits(x - half::floatOf(bBig[r]));
     }
     float d1[4] = {}, d3[4] = {}, dx[4] = {};
     c.mmaTf32(d1, aBig, bBig);
@@ -308,17 +309,17 @@ TEST(BlockEmulatorTest, MmaTf32x3IsThreeMmas) {
 // and infinities and NaN stay.
 TEST(BlockEmulatorTest, Tf32Rounding) {
   auto bitsOf = [](float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; };
-  EXPECT_EQ(tf32Bits(1.0f), bitsOf(1.0f));
-  EXPECT_EQ(tf32Bits(floatOfBits(0x3f800fffu)), 0x3f800000u); // below half
-  EXPECT_EQ(tf32Bits(floatOfBits(0x3f801000u)), 0x3f802000u); // half: away
-  EXPECT_EQ(tf32Bits(floatOfBits(0xbf801000u)), 0xbf802000u); // negative too
-  EXPECT_EQ(tf32Bits(floatOfBits(0x3fffffffu)), 0x40000000u); // carry to 2
-  EXPECT_EQ(tf32Bits(INFINITY), bitsOf(INFINITY));
-  EXPECT_TRUE(std::isnan(floatOfBits(tf32Bits(NAN))));
+  EXPECT_EQ(half::toTF32Bits(1.0f), bitsOf(1.0f));
+  EXPECT_EQ(half::toTF32Bits(half::floatOf(0x3f800fffu)), 0x3f800000u); // below half
+  EXPECT_EQ(half::toTF32Bits(half::floatOf(0x3f801000u)), 0x3f802000u); // half: away
+  EXPECT_EQ(half::toTF32Bits(half::floatOf(0xbf801000u)), 0xbf802000u); // negative too
+  EXPECT_EQ(half::toTF32Bits(half::floatOf(0x3fffffffu)), 0x40000000u); // carry to 2
+  EXPECT_EQ(half::toTF32Bits(INFINITY), bitsOf(INFINITY));
+  EXPECT_TRUE(std::isnan(half::floatOf(half::toTF32Bits(NAN))));
   // x = big + small in two TF32 parts recovers x to about 2^-22.
   float x = 1.2345678f;
-  float big = floatOfBits(tf32Bits(x));
-  float small = floatOfBits(tf32Bits(x - big));
+  float big = half::floatOf(half::toTF32Bits(x));
+  float small = half::floatOf(half::toTF32Bits(x - big));
   EXPECT_NE(big, x);
   EXPECT_LE(std::fabs(double(big) + small - x), std::ldexp(1.0, -21));
 }
