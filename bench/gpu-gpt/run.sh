@@ -23,7 +23,8 @@
 # tree, else /work/main's), STEPS (run: timed steps, default 10), WARMUP
 # (run: untimed first steps, default 3), PROFILE=1 (run: also a 2-step
 # `partita-run --profile` run: per-kernel time on the GPU, each instruction
-# timed between two drains of the compute stream), TORCH=0 (run: leave
+# timed between two drains of the compute stream; and PyTorch's fp32 sdpa
+# run with torch_train.py --profile), TORCH=0 (run: leave
 # PyTorch out), EMULATE=1 (run: --backend cuda --emulate, to try the script
 # on a machine without a GPU on a small model; no PyTorch; BACKEND=cpu
 # likewise runs Partita's side on the cpu backend),
@@ -193,6 +194,9 @@ if [ "${TORCH:-1}" = 1 ] && [ "${EMULATE:-0}" != 1 ] && [ "${BACKEND:-cuda}" = c
     for attention in manual sdpa; do
       flags=(--attention "$attention")
       [ "$variant" = tf32 ] && flags+=(--tf32)
+      # PROFILE=1: PyTorch's per-operator GPU time too (fp32, sdpa).
+      [ "${PROFILE:-0}" = 1 ] && [ "$variant" = fp32 ] &&
+        [ "$attention" = sdpa ] && flags+=(--profile)
       log="$logs/torch-$variant-$attention.log"
       timeout "$limit" python3 "$root/bench/gpu-gpt/torch_train.py" \
         --steps "$steps" --warmup "$warmup" --batch "$BATCH" --seq "$SEQ" \
@@ -208,6 +212,7 @@ if [ "${TORCH:-1}" = 1 ] && [ "${EMULATE:-0}" != 1 ] && [ "${BACKEND:-cuda}" = c
       fi
       median[torch-$variant-$attention]=$med
       note "torch $variant $attention: median $med s/step ($(grep -m1 '^device:' "$log" | sed 's/.*peak memory/peak memory/'))"
+      sed -n '/^torch profile/,$p' "$log" | tee -a "$results"
     done
   done
 fi

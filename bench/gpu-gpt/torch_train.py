@@ -10,7 +10,7 @@ mean cross-entropy), its gradient and one AdamW update per step
 
   python3 torch_train.py [--tf32] [--attention manual|sdpa] [--steps N]
       [--warmup W] [--batch B] [--seq S] [--hidden H] [--heads n]
-      [--layers L] [--vocab V]
+      [--layers L] [--vocab V] [--profile]
 
 --tf32 lets cuBLAS (and cuDNN) use TF32 for float32 matrix products
 (torch.backends.cuda.matmul.allow_tf32); without it they are exact float32.
@@ -19,6 +19,9 @@ product as separate kernels, as Partita's plan describes the work;
 sdpa uses F.scaled_dot_product_attention (a fused kernel).
 Prints one line per timed step ("step k: SECONDS s", each step ended by
 torch.cuda.synchronize) and a final "median: SECONDS s".
+--profile then runs 2 more steps under torch.profiler and prints, after a
+line "torch profile ...", the 25 operators with the most GPU time (self
+time, per step): the peer of `partita-run --profile`.
 """
 import argparse
 import math
@@ -37,6 +40,7 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--tf32", action="store_true")
     p.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
+    p.add_argument("--profile", action="store_true")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
@@ -115,6 +119,39 @@ def main():
           f"tf32 {a.tf32}, attention {a.attention}, peak memory "
           f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
     print(f"median: {statistics.median(times):.6f} s")
+    if a.profile:
+        profile(step)
+
+
+def profile(step, steps=2):
+    """The GPU time of each operator over `steps` steps, per step, largest
+    first; a failure of the profiler is printed, not raised (the timing
+    above stands)."""
+    try:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+        with torch_profile(activities=[ProfilerActivity.CPU,
+                                       ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize()
+        rows = []
+        for e in prof.key_averages():
+            us = getattr(e, "self_device_time_total", None)
+            if us is None:
+                us = getattr(e, "self_cuda_time_total", 0)
+            if us > 0:
+                rows.append((us / steps, e.count / steps, e.key))
+        rows.sort(reverse=True)
+        total = sum(r[0] for r in rows)
+        print(f"torch profile, per step (mean of {steps}), self GPU time, "
+              f"largest first:")
+        for us, calls, key in rows[:25]:
+            print(f"  {key[:60]:60s} {calls:7.1f} calls {us / 1e3:10.3f} ms "
+                  f"{100 * us / total:5.1f}%")
+        print(f"  {'sum':60s} {'':13s} {total / 1e3:10.3f} ms")
+    except Exception as e:  # noqa: BLE001 - report, keep the timing
+        print(f"torch profile failed: {type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":
