@@ -46,7 +46,13 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-#if defined(__x86_64__)
+// The assembly switch on x86-64, except under AddressSanitizer: ASan's
+// swapcontext interceptor clears the shadow of the stack it switches to,
+// and a fiber's frames that never returned (it left them by a switch) leave
+// their redzones poisoned in a pooled stack's shadow, which the next fiber
+// on that stack would trip over; user unpoisoning is off in CI's ASan runs
+// (allow_user_poisoning=0), so only the interceptor clears them.
+#if defined(__x86_64__) && !defined(PARTITA_FIBERS_ASAN)
 #define PARTITA_FIBERS_ASM 1
 #include <xmmintrin.h>
 
@@ -209,37 +215,49 @@ void swapTo(const Scheduler &s, Context &from, Context &to) {
   swapcontext(&from.uc, &to.uc);
 }
 
-/// Resumes `to`, leaving the caller's stack for good.
-[[noreturn]] void jumpTo(const Scheduler &s, Context &to) {
+/// Resumes `to`, leaving the caller's stack for good; returns only if the
+/// switch failed (setcontext). Deliberately neither [[noreturn]] nor
+/// ending in a noreturn call: ASan instruments a call to a noreturn
+/// function with __asan_handle_no_return before it, which here would run
+/// on a fiber stack already being left (start_switch_fiber has run) and
+/// fail a CHECK in ASan's stack bookkeeping.
+void jumpTo(const Scheduler &s, Context &to) {
 #ifdef PARTITA_FIBERS_ASM
   if (s.assembly) {
     void *abandoned;
     partita_fiber_swap(&abandoned, to.sp);
-  } else
+    return;
+  }
 #endif
-    setcontext(&to.uc);
-  std::terminate(); // neither returns unless setcontext failed
+  setcontext(&to.uc);
 }
 
 void fiberEntry();
+
+/// Writes the frame partita_fiber_swap pops to start fiberEntry below
+/// `top` and returns the stack pointer to resume: from the stack pointer
+/// up, the control words, r15 r14 r13 r12 rbx rbp (zero), then fiberEntry
+/// as the return address, above it a null one so fiberEntry starts with
+/// the stack aligned as after a call (rsp + 8 a multiple of 16).
+#ifdef PARTITA_FIBERS_ASM
+void *initialFrame(uint64_t *top) {
+  uint16_t x87;
+  asm volatile("fnstcw %0" : "=m"(x87));
+  top[-1] = 0;
+  top[-2] = reinterpret_cast<uint64_t>(&fiberEntry);
+  for (int i = 3; i <= 8; ++i)
+    top[-i] = 0;
+  top[-9] = uint64_t(_mm_getcsr()) | (uint64_t(x87) << 32);
+  return &top[-9];
+}
+#endif
 
 /// Makes `c` start fiberEntry on `stack` when resumed.
 void makeFiberContext(const Scheduler &s, Context &c, const Stack &stack) {
 #ifdef PARTITA_FIBERS_ASM
   if (s.assembly) {
-    // What partita_fiber_swap pops, from the stack pointer up: the control
-    // words, r15 r14 r13 r12 rbx rbp (zero), then fiberEntry as the return
-    // address, above it a null one so fiberEntry starts with the stack
-    // aligned as after a call (rsp + 8 a multiple of 16).
-    auto *top = reinterpret_cast<uint64_t *>(stack.bottom() + kStackBytes);
-    uint16_t x87;
-    asm volatile("fnstcw %0" : "=m"(x87));
-    top[-1] = 0;
-    top[-2] = reinterpret_cast<uint64_t>(&fiberEntry);
-    for (int i = 3; i <= 8; ++i)
-      top[-i] = 0;
-    top[-9] = uint64_t(_mm_getcsr()) | (uint64_t(x87) << 32);
-    c.sp = &top[-9];
+    c.sp = initialFrame(
+        reinterpret_cast<uint64_t *>(stack.bottom() + kStackBytes));
     return;
   }
 #endif
@@ -293,15 +311,19 @@ void switchOnward(Scheduler &s, int from, bool finished) {
     startSwitch(save, s.hostBottom, s.hostSize, s.hostTsan);
     if (finished)
       jumpTo(s, s.host);
-    swapTo(s, f.context, s.host);
+    else
+      swapTo(s, f.context, s.host);
   } else {
     Fiber &next = s.fibers[to];
     s.current = to;
     startSwitch(save, next.stack.bottom(), kStackBytes, next.tsan);
     if (finished)
       jumpTo(s, next.context);
-    swapTo(s, f.context, next.context);
+    else
+      swapTo(s, f.context, next.context);
   }
+  if (finished)
+    std::terminate(); // a switch away for good came back: setcontext failed
   // Resumed, by the previous fiber of a round or by the host thread; the
   // host's stack bounds are learned from the host's switches only.
   finishSwitch(f.fakeStack, nullptr, nullptr);
