@@ -210,6 +210,14 @@ double initialValue(uint64_t seed, const std::string &name, uint64_t index,
 }
 
 struct Executor::Impl {
+  /// The communication stream's thread may be inside a bucket call, which
+  /// reads the communicator groups, the bucket and its slot (a rank whose
+  /// step failed is torn down while its bucket waits for the others): the
+  /// stream goes first. Its destructor lets the call in flight finish
+  /// (bounded by the collective's deadline) and skips the rest; members
+  /// declared after commStream would otherwise be destroyed before it.
+  ~Impl() { commStream.reset(); }
+
   std::shared_ptr<const PlanFile> plan;
   /// Executor::setLearningRate's value for the optimizer kernels (sgd,
   /// adamw); NaN: each kernel's lr from the plan.

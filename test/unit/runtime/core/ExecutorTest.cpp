@@ -10,6 +10,7 @@
 #include <cmath>
 #include <algorithm>
 #include <mutex>
+#include <thread>
 
 using namespace partita::runtime;
 namespace plan = partita::plan;
@@ -1212,6 +1213,7 @@ public:
     ++allReduces;
     if (failAllReduce)
       throw Error("injected all_reduce failure");
+    std::this_thread::sleep_for(delayAllReduce);
     inner.allReduce(data, count, dtype, op, group);
   }
   void allGather(const void *send, void *recv, size_t count, DType dtype,
@@ -1248,6 +1250,9 @@ public:
   Communicator &inner;
   int allReduces = 0, reduceScatters = 0;
   bool failAllReduce = false;
+  /// Each allReduce first sleeps this long (a bucket call still in flight
+  /// when the step fails elsewhere).
+  std::chrono::milliseconds delayAllReduce{0};
 };
 
 struct BucketRun {
@@ -1427,6 +1432,60 @@ TEST(Executor, ABucketsFailureReachesTheStepThatWaits) {
       EXPECT_NE(message.find("instruction 3"), std::string::npos) << message;
     }
   }
+}
+
+// Tests that a rank whose step fails while its bucket call is still in
+// flight on the communication stream tears down safely: rank 1's integer
+// division by zero comes after it issued bucket 7, whose all_reduce is
+// still sleeping in the communicator. The executor stops that stream (the
+// call finishes with rank 0) before freeing the communicator groups and
+// buckets the call reads; before, the groups went first and the call read
+// freed memory (AddressSanitizer: heap-use-after-free in the local
+// communicator, found by CI's plan mutation on a 2-rank train step).
+TEST(Executor, AFailedStepWaitsForItsBucketCallInFlight) {
+  PlanBuilder b({{"dp", 2}}, true);
+  int64_t x = b.buffer(plan::INPUT, {2, 3}, {{"dp"}, {}}, "x", {4, 3});
+  int64_t y = b.buffer(plan::INPUT, {5}, {{"dp"}}, "y", {10});
+  int64_t z = b.buffer(plan::INPUT, {2, 3}, {{"dp"}, {}}, "z", {4, 3});
+  int64_t d = b.buffer(plan::INPUT, {2}, {{"dp"}}, "d", {4});
+  int64_t rx = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t ry = b.buffer(plan::ACTIVATION, {5});
+  int64_t rz = b.buffer(plan::ACTIVATION, {2, 3});
+  int64_t q = b.buffer(plan::ACTIVATION, {2});
+  int64_t sum = b.buffer(plan::ACTIVATION, {2, 3});
+  for (int64_t id : {d, q})
+    b.prog->mutable_buffers(id)->set_dtype(plan::I32);
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, x, rx);
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, y, ry);
+  b.collective(plan::Collective::ALL_REDUCE, {"dp"}, z, rz);
+  for (int i = 0; i < 3; ++i)
+    b.prog->mutable_instructions(i)->mutable_collective()->set_bucket(7);
+  b.kernel("div", {d, d}, {q}); // rank 1's block of d is zeros
+  b.kernel("add", {rx, rz}, {sum});
+  for (int64_t id : {rx, ry, q, sum})
+    b.prog->add_results(id);
+  auto file = PlanFile::parse(b.finish());
+  Tensor divisor(DType::I32, {4});
+  for (int i = 0; i < 4; ++i)
+    divisor.data<int32_t>()[i] = i < 2 ? 1 : 0;
+  std::string message;
+  try {
+    runLocalRanks(2, [&](Communicator &comm) {
+      CountingCommunicator counting(comm);
+      counting.delayAllReduce = std::chrono::milliseconds(300);
+      auto backend = createCpuBackend(1);
+      ExecutorOptions options;
+      options.overlapBuckets = true;
+      Executor ex(file, "main", &counting, *backend, options);
+      ex.setInputs({iota({4, 3}), iota({10}), iota({4, 3}), divisor});
+      ex.run();
+    }, std::chrono::milliseconds(5000));
+  } catch (const Error &e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("rank 1:"), std::string::npos) << message;
+  EXPECT_NE(message.find("integer division by zero"), std::string::npos)
+      << message;
 }
 
 TEST(PlanFile, RejectsBadBuckets) {
