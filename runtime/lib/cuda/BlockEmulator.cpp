@@ -62,8 +62,9 @@ struct WarpState {
   int atBlock = 0; // lanes waiting at the block barrier (or returned)
   uint64_t slots[kWarpSize] = {};
   // mmaTf32's operands: each lane's A and B fragments (up to 3 pairs; a
-  // lane's C is its own D).
+  // lane's C is its own D), and the matrices they make.
   uint32_t mmaA[kWarpSize][12] = {}, mmaB[kWarpSize][6] = {};
+  double matA[3][16][8] = {}, matB[3][8][8] = {};
 };
 
 /// Per byte of shared memory: the last writer and the readers since the
@@ -153,27 +154,31 @@ public:
     int lane = thread % kWarpSize;
     std::memcpy(w.mmaA[lane], a, sizeof(uint32_t) * 4 * count);
     std::memcpy(w.mmaB[lane], b, sizeof(uint32_t) * 2 * count);
-    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
-    // Element (row, column) of pair i's A and B, found by inverting the
-    // layout.
-    auto tf32 = [](uint32_t u) { return double(half::floatOf(u & 0xffffe000u)); };
-    for (int i = 0; i < count; ++i) {
-      auto aAt = [&](int row, int col) {
-        int l = (row % 8) * 4 + col % 4, r = row / 8 + 2 * (col / 4);
-        return tf32(w.mmaA[l][4 * i + r]);
+    // The last lane in places every lane's fragments in the matrices.
+    arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [&] {
+      auto tf32 = [](uint32_t u) {
+        return double(half::floatOf(u & 0xffffe000u));
       };
-      auto bAt = [&](int row, int col) {
-        return tf32(w.mmaB[col * 4 + row % 4][2 * i + row / 4]);
-      };
+      for (int l = 0; l < kWarpSize; ++l)
+        for (int i = 0; i < count; ++i) {
+          for (int r = 0; r < 4; ++r)
+            w.matA[i][MmaTf32Layout::aRow(l, r)][MmaTf32Layout::aCol(l, r)] =
+                tf32(w.mmaA[l][4 * i + r]);
+          for (int r = 0; r < 2; ++r)
+            w.matB[i][MmaTf32Layout::bRow(l, r)][MmaTf32Layout::bCol(l, r)] =
+                tf32(w.mmaB[l][2 * i + r]);
+        }
+    });
+    for (int i = 0; i < count; ++i)
       for (int r = 0; r < 4; ++r) {
         int row = MmaTf32Layout::cRow(lane, r),
             col = MmaTf32Layout::cCol(lane, r);
         double sum = d[r];
         for (int k = 0; k < 8; ++k)
-          sum += aAt(row, k) * bAt(k, col);
+          sum += w.matA[i][row][k] * w.matB[i][k][col];
         d[r] = float(sum);
       }
-    }
+    // Nobody writes the matrices again before every lane has read.
     arrive(w.barrier, Arrival::Shuffle, thread, "warp shuffle", [] {});
   }
 
