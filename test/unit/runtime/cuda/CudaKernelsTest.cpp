@@ -426,9 +426,9 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
   std::vector<int64_t> qShape{1, 13, 2, 40}, kvShape{1, 13, 1, 40};
   std::vector<Tensor> in = {random<float>(qShape, 50), random<float>(kvShape, 51),
                             random<float>(kvShape, 52), random<float>(qShape, 53)};
-  for (CudaAttention kind : kAttentionKinds)
+  for (CudaAttention path : kAttentionKinds)
   for (const char *wrt : {"", "q", "k", "v", "qkv"}) {
-    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, kind);
+    std::unique_ptr<Backend> gpu = cudaTestBackend(64, false, path);
     a.wrt = wrt;
     KernelKind kind = *wrt ? KernelKind::AttentionGrad : KernelKind::Attention;
     std::vector<Tensor> inputs(in.begin(), in.begin() + (*wrt ? 4 : 3));
@@ -444,7 +444,7 @@ TEST(CudaKernelsAttentionTest, Deterministic) {
                             first[o].numElements() * sizeof(float)),
                 0)
           << "attention " << wrt << " output " << o << " (--attention "
-          << toString(kind) << ")";
+          << toString(path) << ")";
   }
 }
 
