@@ -1410,24 +1410,32 @@ private:
     l.sharedBytes = size_t(tile * perRow);
     l.grid = int(std::clamp<int64_t>(items, 1, kMaxGrid));
     KernelParams &p = l.params;
+    setAttentionParams(p, call, a, elem);
     p.kernel = kernel;
     p.type = type;
     p.n = items;
     p.cols = tile;
     p.inner = tpr;
+    return l;
+  }
+
+  /// What every attention kernel reads (AttnShape and AttnOperands,
+  /// AttentionKernels.h): shape, scale, query offset, causal, the inputs,
+  /// and bits 1 when head_dim and every input allow 16-byte global loads
+  /// of `elem`-byte elements.
+  static void setAttentionParams(KernelParams &p, const KernelCall &call,
+                                 const cpu::AttentionDims &a, int64_t elem) {
     int64_t shape[] = {a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads, a.headDim};
     std::copy(std::begin(shape), std::end(shape), p.shape);
     p.a[0] = a.scale;
     p.a[1] = double(call.attrs.queryOffset);
     p.a[2] = call.attrs.causal ? 1 : 0;
-    // 16-byte global loads when head_dim and every operand allow them.
     bool vec = a.headDim % (16 / elem) == 0;
     for (int i = 0; i < int(call.inputs.size()); ++i) {
       p.in[i] = call.inputs[i].data;
       vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
     }
     p.bits = vec ? 1 : 0;
-    return l;
   }
 
   void runAttention(const KernelCall &call) {
@@ -1532,21 +1540,11 @@ private:
     l.grid = int(std::clamp<int64_t>(items, 1, kMaxGrid));
     l.sharedBytes = size_t(mmaSharedFloats(kernel)) * sizeof(float);
     KernelParams &p = l.params;
+    setAttentionParams(p, call, a, sizeof(float));
     p.kernel = kernel;
     p.type = ElemType::F32;
     p.n = items;
     p.op = tf32 ? kMmaOneTf32 : 0;
-    int64_t shape[] = {a.batch, a.seqQ, a.seqKV, a.heads, a.kvHeads, a.headDim};
-    std::copy(std::begin(shape), std::end(shape), p.shape);
-    p.a[0] = a.scale;
-    p.a[1] = double(call.attrs.queryOffset);
-    p.a[2] = call.attrs.causal ? 1 : 0;
-    bool vec = a.headDim % 4 == 0;
-    for (int i = 0; i < int(call.inputs.size()); ++i) {
-      p.in[i] = call.inputs[i].data;
-      vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
-    }
-    p.bits = vec ? 1 : 0;
     return l;
   }
 
