@@ -200,6 +200,23 @@ PARTITA_HD void mmaLoadB(const S &s, int64_t at, int ld, int k0, int n0,
   }
 }
 
+/// acc[nt] += A B_nt for NT 8-column tiles: A the lane's fragment `a` of
+/// one k-step (rows k0 .. k0 + 8 of B), B from shared memory (mmaLoadB).
+template <int NT, typename Ctx, typename S>
+PARTITA_HD void mmaKStep(const Ctx &c, const float (&a)[4], const S &s,
+                         int64_t at, int ld, int k0, bool transposed,
+                         bool split, float (&acc)[NT][4]) {
+  int lane = c.threadIndex() % kWarpSize;
+  uint32_t aBig[4], aSmall[4];
+  tf32SplitAll(a, aBig, aSmall);
+  PARTITA_UNROLL
+  for (int nt = 0; nt < NT; ++nt) {
+    uint32_t bBig[2], bSmall[2];
+    mmaLoadB(s, at, ld, k0, 8 * nt, transposed, lane, bBig, bSmall);
+    mma3(c, acc[nt], aBig, aSmall, bBig, bSmall, split);
+  }
+}
+
 /// acc[nt] += A B over ks for NT 8-column tiles: A the lane's fragments
 /// a[ks] (KS k-steps of 8), B from shared memory (mmaLoadB).
 template <int KS, int NT, typename Ctx, typename S>
@@ -207,18 +224,9 @@ PARTITA_HD void mmaRowTimesShared(const Ctx &c, const float (&a)[KS][4],
                                   const S &s, int64_t at, int ld,
                                   bool transposed, bool split,
                                   float (&acc)[NT][4]) {
-  int lane = c.threadIndex() % kWarpSize;
   PARTITA_UNROLL
-  for (int ks = 0; ks < KS; ++ks) {
-    uint32_t aBig[4], aSmall[4];
-    tf32SplitAll(a[ks], aBig, aSmall);
-    PARTITA_UNROLL
-    for (int nt = 0; nt < NT; ++nt) {
-      uint32_t bBig[2], bSmall[2];
-      mmaLoadB(s, at, ld, 8 * ks, 8 * nt, transposed, lane, bBig, bSmall);
-      mma3(c, acc[nt], aBig, aSmall, bBig, bSmall, split);
-    }
-  }
+  for (int ks = 0; ks < KS; ++ks)
+    mmaKStep(c, a[ks], s, at, ld, 8 * ks, transposed, split, acc);
 }
 
 /// acc[nt] += P B with P the warp's 16 x (8 KT) accumulator tiles p[kt]
@@ -228,20 +236,11 @@ template <int KT, int NT, typename Ctx, typename S>
 PARTITA_HD void mmaAccTimesShared(const Ctx &c, const float (&p)[KT][4],
                                   const S &s, int64_t at, int ld, bool split,
                                   float (&acc)[NT][4]) {
-  int lane = c.threadIndex() % kWarpSize;
   PARTITA_UNROLL
   for (int kt = 0; kt < KT; ++kt) {
     float a[4];
     accToA(c, p[kt], a);
-    uint32_t aBig[4], aSmall[4];
-    tf32SplitAll(a, aBig, aSmall);
-    PARTITA_UNROLL
-    for (int nt = 0; nt < NT; ++nt) {
-      uint32_t bBig[2], bSmall[2];
-      mmaLoadB(s, at, ld, 8 * kt, 8 * nt, /*transposed=*/false, lane, bBig,
-               bSmall);
-      mma3(c, acc[nt], aBig, aSmall, bBig, bSmall, split);
-    }
+    mmaKStep(c, a, s, at, ld, 8 * kt, /*transposed=*/false, split, acc);
   }
 }
 
