@@ -59,7 +59,7 @@
 // partita_fiber_swap(save, to): pushes the callee-saved registers (System V
 // x86-64: rbp, rbx, r12-r15) and the MXCSR and x87 control words on the
 // current stack, stores the stack pointer to *save, and resumes the stack
-// `to` (saved the same way, or laid out by makeFiberStack) by the reverse.
+// `to` (saved the same way, or laid out by initialFrame) by the reverse.
 // No CFI: unwinders stop here (exceptions never cross a switch; each
 // fiber's are caught in fiberEntry).
 asm(R"(

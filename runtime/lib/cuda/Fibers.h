@@ -7,7 +7,8 @@
 //
 // On x86-64 a switch is a few instructions of assembly (the callee-saved
 // registers, the SSE control word and the x87 control word, then the stack
-// pointer); elsewhere, or with setFiberSwitch(FiberSwitch::Ucontext),
+// pointer); elsewhere, under AddressSanitizer, or with
+// setFiberSwitch(FiberSwitch::Ucontext),
 // glibc's swapcontext, which also saves the signal mask with a system call
 // each time (most of what the emulator spent before).
 //
@@ -42,7 +43,8 @@ void runFibers(int n, const std::function<void(int)> &body,
 /// the next round.
 void yieldFiber();
 
-/// How fibers switch: Assembly where it exists (x86-64), else Ucontext.
+/// How fibers switch: Assembly where it exists (x86-64, not under
+/// AddressSanitizer: Fibers.cpp says why), else Ucontext.
 enum class FiberSwitch { Assembly, Ucontext };
 /// The switch later runFibers calls use (for tests: both run the same
 /// fibers); Assembly where there is none falls back to Ucontext.
