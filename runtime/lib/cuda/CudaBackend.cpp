@@ -674,6 +674,18 @@ private:
     launch(l);
   }
 
+  /// Whether rows of `cols` elements of x (and of y, when given) may be read
+  /// (written) 16 bytes at a time (KernelParams::vec16): every row starts
+  /// 16-byte aligned and is whole groups.
+  static bool wholeVec16Rows(const TensorView &x, int64_t cols,
+                             const TensorView *y = nullptr) {
+    auto aligned = [](const void *data) {
+      return reinterpret_cast<uintptr_t>(data) % 16 == 0;
+    };
+    return cols % (16 / int64_t(sizeOf(x.dtype))) == 0 && aligned(x.data) &&
+           (!y || aligned(y->data));
+  }
+
   void runCrossEntropy(const KernelCall &call) {
     cpu::checkCall(call, 2, 1);
     const TensorView &logits = call.inputs[0], &labels = call.inputs[1],
@@ -702,6 +714,7 @@ private:
     rows.params.kernel = GpuKernel::CrossEntropyRows;
     rows.params.type = type;
     rows.params.cols = logits.shape.back();
+    rows.params.vec16 = wholeVec16Rows(logits, rows.params.cols);
     rows.params.wideLabels = labels.dtype == DType::I64;
     rows.params.in[0] = logits.data;
     rows.params.in[1] = labels.data;
@@ -897,6 +910,7 @@ private:
     p.kernel = GpuKernel::CrossEntropyGrad;
     p.type = type;
     p.cols = logits.shape.back();
+    p.vec16 = wholeVec16Rows(logits, p.cols, &out);
     p.wideLabels = labels.dtype == DType::I64;
     p.a[0] = double(call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens);
     for (int i = 0; i < 3; ++i)

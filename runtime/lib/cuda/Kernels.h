@@ -93,6 +93,8 @@ struct KernelParams {
   int op = 0;
   bool wideLabels = false; // cross entropy: labels are i64 (else i32)
   bool index32 = false;    // strided: every index and offset fits 31 bits
+  bool vec16 = false;      // cross entropy: every row starts 16-byte aligned
+                           // and is whole 16-byte groups (vecLoad16)
   const void *in[5] = {};
   void *out[3] = {};
   int64_t n = 0;     // elements, or rows
@@ -465,16 +467,105 @@ PARTITA_HD void layerNormKernel(const Ctx &c, const KernelParams &p) {
   }
 }
 
+/// Elements of T in 16 bytes.
+template <typename T> constexpr int kVec16 = 16 / int(sizeof(T));
+
+/// out = x[0 .. kVec16<T>), x 16-byte aligned: one 16-byte load on the
+/// device (float4, double2), element loads in the emulator.
+template <typename T>
+PARTITA_HD void vecLoad16(const T *x, T (&out)[kVec16<T>]) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    float4 v = *reinterpret_cast<const float4 *>(x);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  } else {
+    double2 v = *reinterpret_cast<const double2 *>(x);
+    out[0] = v.x, out[1] = v.y;
+  }
+#else
+  for (int i = 0; i < kVec16<T>; ++i)
+    out[i] = x[i];
+#endif
+}
+
+/// y[0 .. kVec16<T>) = v, y 16-byte aligned: one 16-byte store on the device.
+template <typename T>
+PARTITA_HD void vecStore16(T *y, const T (&v)[kVec16<T>]) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>)
+    *reinterpret_cast<float4 *>(y) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    *reinterpret_cast<double2 *>(y) = make_double2(v[0], v[1]);
+#else
+  for (int i = 0; i < kVec16<T>; ++i)
+    y[i] = v[i];
+#endif
+}
+
+/// A row's maximum m and sum of exp(x - m) (double).
+template <typename T> struct RowMaxSum {
+  T max;
+  double sum;
+};
+
+/// The maximum and exponential sum of row x[0 .. cols), reading it once
+/// (cross_entropy and its gradient: a [tokens, vocab] f32 row is 200 KB at
+/// GPT's vocabulary, so each pass over the logits is gigabytes). Each
+/// thread keeps the running maximum of its elements and the sum of their
+/// exp(x - that maximum), rescaling the sum when the maximum grows; the
+/// block then takes the largest maximum and adds the rescaled sums in
+/// order. Exponentials in T (f32: one expf per element, as the cpu
+/// backend's expShiftedSumF32), sums in double. An element equal to the
+/// running maximum adds exactly 1, so -inf before any finite element (or
+/// +inf) gives no NaN; a NaN element makes the sum NaN. vec: 16-byte loads
+/// (cols whole groups of kVec16<T>, x aligned).
+template <typename T, typename Ctx>
+PARTITA_HD RowMaxSum<T> rowMaxSum(const Ctx &c, const T *x, int64_t cols,
+                                  bool vec) {
+  int t = c.threadIndex(), bs = c.blockSize();
+  T m = -infinity<T>();
+  double s = 0;
+  auto take = [&](const T *v, int k) {
+    T top = v[0];
+    for (int i = 1; i < k; ++i)
+      top = maxOf(top, v[i]);
+    if (top > m) {
+      s *= double(kexp(T(m - top)));
+      m = top;
+    }
+    for (int i = 0; i < k; ++i)
+      s += v[i] == m ? 1.0 : double(kexp(T(v[i] - m)));
+  };
+  constexpr int V = kVec16<T>;
+  if (vec) {
+    for (int64_t g = t, groups = cols / V; g < groups; g += bs) {
+      T v[V];
+      vecLoad16(x + g * V, v);
+      take(v, V);
+    }
+  } else {
+    for (int64_t j = t; j < cols; j += bs)
+      take(x + j, 1);
+  }
+  T rowMax = blockReduce(c, m, MaxOp());
+  if (m != rowMax)
+    s *= double(kexp(T(m - rowMax)));
+  return {rowMax, blockReduce(c, s, SumOp())};
+}
+
 /// Cross-entropy terms of n tokens of `cols` logits: in[0] logits, in[1]
 /// labels (i64 when wideLabels, else i32) -> out[0] (double per token):
-/// max + log(sum exp(x - max)) - x[label]; 0 for a negative label (a
-/// padded token), NaN for a label >= cols (the host cannot check labels
-/// that live on the device; the loss shows it).
+/// max + log(sum exp(x - max)) - x[label] (rowMaxSum: one read of the
+/// row); 0 for a negative label (a padded token), NaN for a label >= cols
+/// (the host cannot check labels that live on the device; the loss shows
+/// it). vec16: rowMaxSum's 16-byte loads.
 template <typename T, typename Ctx>
 PARTITA_HD void crossEntropyRowsKernel(const Ctx &c, const KernelParams &p) {
   const T *logits = static_cast<const T *>(p.in[0]);
   double *terms = static_cast<double *>(p.out[0]);
-  int t = c.threadIndex(), bs = c.blockSize();
+  int t = c.threadIndex();
   for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
     int64_t label =
         p.wideLabels ? static_cast<const int64_t *>(p.in[1])[row]
@@ -486,16 +577,9 @@ PARTITA_HD void crossEntropyRowsKernel(const Ctx &c, const KernelParams &p) {
       continue;
     }
     const T *x = logits + row * p.cols;
-    T m = -infinity<T>();
-    for (int64_t j = t; j < p.cols; j += bs)
-      m = maxOf(m, x[j]);
-    m = blockReduce(c, m, MaxOp());
-    double sum = 0;
-    for (int64_t j = t; j < p.cols; j += bs)
-      sum += kexp(double(x[j]) - double(m));
-    sum = blockReduce(c, sum, SumOp());
+    RowMaxSum<T> r = rowMaxSum(c, x, p.cols, p.vec16);
     if (t == 0)
-      terms[row] = double(m) + klog(sum) - double(x[label]);
+      terms[row] = double(r.max) + klog(r.sum) - double(x[label]);
   }
 }
 
@@ -687,13 +771,17 @@ PARTITA_HD void columnCombineKernel(const Ctx &c, const KernelParams &p) {
 /// The gradient of cross_entropy for n tokens of `cols` logits: in[0]
 /// logits, in[1] labels (as crossEntropyRowsKernel), in[2] dloss (0-d) ->
 /// out[0] = (softmax(row) - onehot(label)) * dloss / a[0]; a zero row for a
-/// negative label, a NaN row for a label >= cols.
+/// negative label, a NaN row for a label >= cols. Two reads of the row
+/// (rowMaxSum, then the write) and one write; as the cpu backend, each
+/// element is exp(x - max) * (scale / sum) in T, and the label's less
+/// scale. vec16: 16-byte loads and stores.
 template <typename T, typename Ctx>
 PARTITA_HD void crossEntropyGradKernel(const Ctx &c, const KernelParams &p) {
   const T *logits = static_cast<const T *>(p.in[0]);
   double scale = double(*static_cast<const T *>(p.in[2])) / p.a[0];
   T *out = static_cast<T *>(p.out[0]);
   int t = c.threadIndex(), bs = c.blockSize();
+  constexpr int V = kVec16<T>;
   for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
     int64_t label =
         p.wideLabels ? static_cast<const int64_t *>(p.in[1])[row]
@@ -706,17 +794,22 @@ PARTITA_HD void crossEntropyGradKernel(const Ctx &c, const KernelParams &p) {
         dst[j] = fill;
       continue;
     }
-    T m = -infinity<T>();
-    for (int64_t j = t; j < p.cols; j += bs)
-      m = maxOf(m, x[j]);
-    m = blockReduce(c, m, MaxOp());
-    double sum = 0;
-    for (int64_t j = t; j < p.cols; j += bs)
-      sum += kexp(double(x[j]) - double(m));
-    sum = blockReduce(c, sum, SumOp());
-    for (int64_t j = t; j < p.cols; j += bs) {
-      double prob = kexp(double(x[j]) - double(m)) / sum;
-      dst[j] = static_cast<T>((prob - (j == label ? 1.0 : 0.0)) * scale);
+    RowMaxSum<T> r = rowMaxSum(c, x, p.cols, p.vec16);
+    T factor = static_cast<T>(scale / r.sum), s = static_cast<T>(scale);
+    auto grad = [&](T v, int64_t j) {
+      return kexp(T(v - r.max)) * factor - (j == label ? s : T(0));
+    };
+    if (p.vec16) {
+      for (int64_t g = t, groups = p.cols / V; g < groups; g += bs) {
+        T v[V];
+        vecLoad16(x + g * V, v);
+        for (int i = 0; i < V; ++i)
+          v[i] = grad(v[i], g * V + i);
+        vecStore16(dst + g * V, v);
+      }
+    } else {
+      for (int64_t j = t; j < p.cols; j += bs)
+        dst[j] = grad(x[j], j);
     }
   }
 }

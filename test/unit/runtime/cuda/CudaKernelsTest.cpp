@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -235,6 +236,34 @@ TYPED_TEST(CudaKernelsTest, CrossEntropyGrad) {
              {random<T>(shape, 32, -5, 5), labels<int64_t>({2, 7}, 130, 33),
               dloss},
              {{dt<T>(), shape}});
+}
+
+// Tests cross_entropy and its gradient where the kernels' one read of a
+// row (rowMaxSum) must rescale: rows of 132 logits (16-byte loads in f32
+// and f64) and 131 (element loads), wide-ranged so exp(x) alone would
+// overflow, one row rising (every element a new running maximum), one
+// falling, and -inf (a masked logit) at the start of rows and at the end.
+TYPED_TEST(CudaKernelsTest, CrossEntropyRescalesItsRunningMaximum) {
+  using T = TypeParam;
+  for (int64_t vocab : {132, 131}) {
+    Tensor x = random<T>({4, vocab}, 40, -60, 60);
+    T *row = x.data<T>();
+    for (int64_t j = 0; j < vocab; ++j) {
+      row[j] = T(-70 + j);             // row 0 rising
+      row[vocab + j] = T(70 - j);      // row 1 falling
+    }
+    for (int64_t j : {int64_t(0), int64_t(1), vocab - 1})
+      row[2 * vocab + j] = -std::numeric_limits<T>::infinity(); // row 2 masked
+    Tensor y = labels<int32_t>({4}, vocab, 41);
+    y.data<int32_t>()[0] = int32_t(vocab - 2);
+    y.data<int32_t>()[1] = 3;
+    y.data<int32_t>()[2] = 5;
+    expectSame(KernelKind::CrossEntropy, {}, {x, y}, {{dt<T>(), {}}});
+    Tensor dloss(dt<T>(), {});
+    dloss.data<T>()[0] = T(0.75);
+    expectSame(KernelKind::CrossEntropyGrad, {}, {x, y, dloss},
+               {{dt<T>(), {4, vocab}}});
+  }
 }
 
 // Tests AdamW at step 3 with weight decay, on 1001 elements.
