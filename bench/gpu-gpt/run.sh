@@ -22,9 +22,11 @@
 # above), PARTITA (make: the compiler; default build/bin/partita of this
 # tree, else /work/main's), STEPS (run: timed steps, default 10), WARMUP
 # (run: untimed first steps, default 3), PROFILE=1 (run: also a 2-step
-# `partita-run --profile` run: per-kernel time on the GPU, each instruction
-# timed between two drains of the compute stream; and PyTorch's fp32 sdpa
-# run with torch_train.py --profile), TORCH=0 (run: leave
+# `partita-run --profile-einsums` run: per-kernel time on the GPU, each
+# instruction timed between two drains of the compute stream, an einsum
+# per spec and operand shapes with its rate; and PyTorch's fp32 sdpa run
+# with torch_train.py --profile, whose matrix products by operand shapes
+# are the peer of those einsum lines), TORCH=0 (run: leave
 # PyTorch out), EMULATE=1 (run: --backend cuda --emulate, to try the script
 # on a machine without a GPU on a small model; no PyTorch; BACKEND=cpu
 # likewise runs Partita's side on the cpu backend),
@@ -139,15 +141,15 @@ if [ "${PROFILE:-0}" = 1 ]; then
   prof=()
   [ "${kinds[-1]}" != default ] && prof=(--attention "${kinds[-1]}")
   timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" "${prof[@]}" \
-    --steps 2 --data "$dir/tokens.bin" --token-bytes 2 --profile </dev/null \
+    --steps 2 --data "$dir/tokens.bin" --token-bytes 2 --profile-einsums </dev/null \
     >"$log" 2>&1
   rc=$?
   if [ "$rc" -eq 0 ]; then
-    note "partita fp32 ${prof[*]} --profile (2 steps; per step, largest first; each instruction between two drains of the compute stream):"
+    note "partita fp32 ${prof[*]} --profile-einsums (2 steps; per step, largest first; each instruction between two drains of the compute stream; an einsum per spec and shapes):"
     grep '^step ' "$log" | sed 's/^/  /' | tee -a "$results"
-    sed -n '/^profile of rank 0/,$p' "$log" | head -25 | tee -a "$results"
+    sed -n '/^profile of rank 0/,/^  sum /p' "$log" | tee -a "$results"
   else
-    note "partita fp32 --profile: FAILED (exit $rc after $(($(date +%s) - start)) s$([ "$rc" -eq 124 ] && echo ', timed out')):"
+    note "partita fp32 --profile-einsums: FAILED (exit $rc after $(($(date +%s) - start)) s$([ "$rc" -eq 124 ] && echo ', timed out')):"
     tail -4 "$log" | sed 's/^/  /' | tee -a "$results"
     failed=1
     partita_ok=0

@@ -10,7 +10,7 @@ mean cross-entropy), its gradient and one AdamW update per step
 
   python3 torch_train.py [--tf32] [--attention manual|sdpa] [--steps N]
       [--warmup W] [--batch B] [--seq S] [--hidden H] [--heads n]
-      [--layers L] [--vocab V] [--profile]
+      [--layers L] [--vocab V] [--profile] [--device cuda|cpu]
 
 --tf32 lets cuBLAS (and cuDNN) use TF32 for float32 matrix products
 (torch.backends.cuda.matmul.allow_tf32); without it they are exact float32.
@@ -21,7 +21,11 @@ Prints one line per timed step ("step k: SECONDS s", each step ended by
 torch.cuda.synchronize) and a final "median: SECONDS s".
 --profile then runs 2 more steps under torch.profiler and prints, after a
 line "torch profile ...", the 25 operators with the most GPU time (self
-time, per step): the peer of `partita-run --profile`.
+time, per step): the peer of `partita-run --profile`; then, after "torch
+matrix products ...", each matrix product (mm, addmm, bmm) by operand shapes
+with its GPU time and TFLOP/s: the peer of `--profile-einsums`.
+--device cpu runs the same on the CPU (to try the script on a small model
+where there is no GPU; times are then CPU times).
 """
 import argparse
 import math
@@ -41,11 +45,17 @@ def main():
     p.add_argument("--tf32", action="store_true")
     p.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
     torch.manual_seed(0)
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    cuda = a.device == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
     B, S, H, n, V = a.batch, a.seq, a.hidden, a.heads, a.vocab
     d, Fd = H // n, 4 * H
 
@@ -107,51 +117,99 @@ def main():
 
     times = []
     for i in range(a.warmup + a.steps):
-        torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         loss = step()
-        torch.cuda.synchronize()
+        sync()
         if i >= a.warmup:
             times.append(time.perf_counter() - start)
             print(f"step {i - a.warmup}: {times[-1]:.6f} s loss {loss.item():.4f}",
                   flush=True)
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"tf32 {a.tf32}, attention {a.attention}, peak memory "
-          f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+    if cuda:
+        print(f"device: {torch.cuda.get_device_name()}, torch "
+              f"{torch.__version__}, tf32 {a.tf32}, attention {a.attention}, "
+              f"peak memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+    else:
+        print(f"device: cpu, torch {torch.__version__}, attention {a.attention}")
     print(f"median: {statistics.median(times):.6f} s")
     if a.profile:
-        profile(step)
+        profile(step, sync, cuda)
 
 
-def profile(step, steps=2):
+def profile(step, sync, cuda, steps=2):
     """The GPU time of each operator over `steps` steps, per step, largest
-    first; a failure of the profiler is printed, not raised (the timing
-    above stands)."""
+    first, then of each matrix product by operand shapes; a failure of the
+    profiler is printed, not raised (the timing above stands)."""
     try:
         from torch.profiler import ProfilerActivity
         from torch.profiler import profile as torch_profile
-        with torch_profile(activities=[ProfilerActivity.CPU,
-                                       ProfilerActivity.CUDA]) as prof:
+        activities = [ProfilerActivity.CPU]
+        if cuda:
+            activities.append(ProfilerActivity.CUDA)
+        with torch_profile(activities=activities, record_shapes=True) as prof:
             for _ in range(steps):
                 step()
-            torch.cuda.synchronize()
+            sync()
+
+        def device_us(e, self_time):
+            names = (["self_device_time_total", "self_cuda_time_total"]
+                     if self_time else
+                     ["device_time_total", "cuda_time_total"])
+            if not cuda:
+                names = ["self_cpu_time_total" if self_time
+                         else "cpu_time_total"]
+            for name in names:
+                if hasattr(e, name):
+                    return getattr(e, name)
+            return 0
+
         rows = []
         for e in prof.key_averages():
-            us = getattr(e, "self_device_time_total", None)
-            if us is None:
-                us = getattr(e, "self_cuda_time_total", 0)
+            us = device_us(e, True)
             if us > 0:
                 rows.append((us / steps, e.count / steps, e.key))
         rows.sort(reverse=True)
         total = sum(r[0] for r in rows)
-        print(f"torch profile, per step (mean of {steps}), self GPU time, "
+        where = "GPU" if cuda else "CPU"
+        print(f"torch profile, per step (mean of {steps}), self {where} time, "
               f"largest first:")
         for us, calls, key in rows[:25]:
             print(f"  {key[:60]:60s} {calls:7.1f} calls {us / 1e3:10.3f} ms "
                   f"{100 * us / total:5.1f}%")
         print(f"  {'sum':60s} {'':13s} {total / 1e3:10.3f} ms")
+        products = []
+        for e in prof.key_averages(group_by_input_shape=True):
+            flops = matmul_flops(e.key, e.input_shapes)
+            us = device_us(e, False)
+            if flops and us > 0:
+                products.append((us / steps, e.count / steps, e.key,
+                                 e.input_shapes, flops))
+        products.sort(reverse=True)
+        print(f"torch matrix products, per step (mean of {steps}), {where} "
+              f"time by operand shapes, largest first:")
+        for us, calls, key, shapes, flops in products:
+            label = f"{key[6:]} {' '.join(str(s) for s in shapes if s)}"
+            print(f"  {label[:60]:60s} {calls:7.1f} calls {us / 1e3:10.3f} ms "
+                  f"{flops * calls / us / 1e6:8.2f} TFLOP/s")
+        print(f"  {'sum':60s} {'':13s} "
+              f"{sum(p[0] for p in products) / 1e3:10.3f} ms")
     except Exception as e:  # noqa: BLE001 - report, keep the timing
         print(f"torch profile failed: {type(e).__name__}: {e}")
+
+
+def matmul_flops(key, shapes):
+    """FLOPs of one call of a matrix product op (2 M N K per product), from
+    its operand shapes; 0 for any other op."""
+    if key in ("aten::mm", "aten::bmm") and len(shapes) >= 2:
+        a, b = shapes[0], shapes[1]
+    elif key in ("aten::addmm", "aten::baddbmm") and len(shapes) >= 3:
+        a, b = shapes[1], shapes[2]
+    else:
+        return 0
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return 0
+    batch = math.prod(a[:-2]) if len(a) > 2 else 1
+    return 2 * batch * a[-2] * a[-1] * b[-1]
 
 
 if __name__ == "__main__":
