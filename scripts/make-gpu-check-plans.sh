@@ -69,7 +69,10 @@ plan gpt-train-zero2 gpt-small-train.mlir \
 # plans.txt); 5 AdamW steps of gpt's train step on one rank; gpt's
 # forward and 2 train steps again with attention on tensor cores
 # (--attention tensor: three TF32 products, so the same tolerances; 2
-# steps, as the emulator takes 5 s a step there).
+# steps, as the emulator takes 5 s a step there); 2 train steps with
+# --gemm-autotune (on a GPU the first step times cuBLASLt's algorithms,
+# each shape's trial runs writing the real output or a scratch one, and
+# the results must still match).
 {
   echo "mlp-one.pb"
   echo "mlp-train-one.pb --steps 5 --rtol 1e-4"
@@ -81,6 +84,7 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   echo "gpt-train-one.pb --steps 5 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
   echo "gpt-one.pb --attention tensor --rtol 1e-5"
   echo "gpt-train-one.pb --attention tensor --steps 2 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
+  echo "gpt-train-one.pb --gemm-autotune --steps 2 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
   echo "llama-fsdp.pb --ranks 4 --rtol 1e-5"
 } >"$out/cuda-plans.txt"
 # The speed benchmark's plan (bench/gpu-gpt/run.sh).

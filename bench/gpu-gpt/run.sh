@@ -33,7 +33,9 @@
 # STEP_TIMEOUT (run: seconds each run may take, default 150), ATTENTION
 # (run: the cuda backend's attention kinds to time, each a Partita variant
 # of its own; default "gemm tensor"; partita-run without --attention runs
-# its one kind).
+# its one kind), GEMM_TUNE=0 (run: leave out the variants of the last
+# kind with --gemm-autotune, which otherwise run when partita-run has it,
+# printing what each GEMM shape kept).
 # Each step's time is the host's wall time around one step, ending when
 # the device is done (partita-run: Executor::run drains the compute stream;
 # torch_train.py: torch.cuda.synchronize), so both measure the same thing.
@@ -155,12 +157,18 @@ if [ "${PROFILE:-0}" = 1 ]; then
     partita_ok=0
   fi
 fi
+# Variants PRECISION-KIND, and PRECISION-KIND-tuned (--gemm-autotune) for
+# the last kind when partita-run has it (GEMM_TUNE=0 leaves those out).
+tune=0
+[ "${GEMM_TUNE:-1}" = 1 ] && [ "${BACKEND:-cuda}" = cuda ] &&
+  grep -q -- '--gemm-autotune' <<<"$("$run" --help 2>/dev/null)" && tune=1
 partita_variants=()
 for precision in fp32 tf32; do
   [ "$precision" = tf32 ] && [ ${#tf32[@]} -eq 0 ] && continue
   for kind in "${kinds[@]}"; do
     partita_variants+=("$precision-$kind")
   done
+  [ "$tune" -eq 1 ] && partita_variants+=("$precision-${kinds[-1]}-tuned")
 done
 for variant in "${partita_variants[@]}"; do
   if [ "$partita_ok" -eq 0 ]; then
@@ -168,8 +176,11 @@ for variant in "${partita_variants[@]}"; do
     continue
   fi
   extra=()
-  [ "${variant%%-*}" = tf32 ] && extra=("${tf32[@]}")
-  [ "${variant#*-}" != default ] && extra+=(--attention "${variant#*-}")
+  precision="${variant%%-*}" kind="${variant#*-}"
+  kind="${kind%-tuned}"
+  [ "$precision" = tf32 ] && extra=("${tf32[@]}")
+  [ "$kind" != default ] && extra+=(--attention "$kind")
+  [ "${variant%-tuned}" != "$variant" ] && extra+=(--gemm-autotune)
   log="$logs/partita-$variant.log"
   start=$(date +%s)
   timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" "${extra[@]}" \
@@ -188,6 +199,8 @@ for variant in "${partita_variants[@]}"; do
   median[partita-$variant]=$med
   note "partita $variant: median $med s/step (min $lo, max $hi, $n steps)"
   grep -m2 "high-water\|peak" "$log" | sed 's/^/  /' | tee -a "$results"
+  # --gemm-autotune: what each shape kept, against the heuristic's first.
+  grep "gemm autotune" "$log" | sed 's/^/  /' | tee -a "$results"
 done
 [ ${#tf32[@]} -eq 0 ] && note "partita tf32: not run (this partita-run has no --tf32)"
 
@@ -227,7 +240,10 @@ for variant in "${partita_variants[@]}"; do
   for attention in manual sdpa; do
     t="${median[torch-${variant%%-*}-$attention]:-}"
     [ -n "$t" ] || continue
-    note "  ${variant%%-*}, partita attention ${variant#*-}, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
+    kind="${variant#*-}"
+    what="partita attention ${kind%-tuned}"
+    [ "${kind%-tuned}" != "$kind" ] && what+=" with --gemm-autotune"
+    note "  ${variant%%-*}, $what, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
     any=1
   done
 done

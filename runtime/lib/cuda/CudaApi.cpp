@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/CudaKernels.h"
+#include "runtime/lib/cuda/GemmTuning.h"
 #include "runtime/lib/cuda/GpuApi.h"
 
 #include <cublasLt.h>
@@ -25,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace partita::runtime::gpu {
 
@@ -137,7 +139,7 @@ cudaStream_t native(Stream &s) { return static_cast<CudaStream &>(s).stream; }
 
 class CudaApi final : public GpuApi {
 public:
-  explicit CudaApi(int ordinal) {
+  CudaApi(int ordinal, const CudaApiOptions &options) : options(options) {
     std::string error;
     int count = cudaDeviceCount(error);
     if (count < 0)
@@ -220,13 +222,7 @@ public:
       throw Error("cuda: a GEMM on a stream other than the compute stream "
                   "(the cuBLASLt workspace is the compute stream's)");
     GemmPlan &plan = gemmPlan(g);
-    bool f64 = g.type == DType::F64;
-    float alpha32 = float(g.alpha), beta32 = float(g.beta);
-    const void *alpha = f64 ? static_cast<const void *>(&g.alpha) : &alpha32;
-    const void *beta = f64 ? static_cast<const void *>(&g.beta) : &beta32;
-    checkLt(cublasLtMatmul(lt, plan.op, alpha, g.b, plan.la, g.a, plan.lb, beta,
-                           g.c, plan.lc, g.c, plan.lc, &plan.algo, workspace,
-                           plan.workspaceBytes, native(stream)),
+    checkLt(matmul(g, plan, plan.algo, plan.workspaceBytes, g.c),
             "cublasLtMatmul");
   }
 
@@ -294,6 +290,99 @@ private:
     while (align > 1 && a % align)
       align /= 2;
     return align;
+  }
+
+  /// One cublasLtMatmul of `g` with `algo`, its output written to `d`
+  /// (g.c, or the tuning's scratch of the same layout), on the compute
+  /// stream.
+  cublasStatus_t matmul(const GemmDesc &g, const GemmPlan &plan,
+                        const cublasLtMatmulAlgo_t &algo, size_t workspaceBytes,
+                        void *d) {
+    bool f64 = g.type == DType::F64;
+    float alpha32 = float(g.alpha), beta32 = float(g.beta);
+    const void *alpha = f64 ? static_cast<const void *>(&g.alpha) : &alpha32;
+    const void *beta = f64 ? static_cast<const void *>(&g.beta) : &beta32;
+    return cublasLtMatmul(lt, plan.op, alpha, g.b, plan.la, g.a, plan.lb, beta,
+                          g.c, plan.lc, d, plan.lc, &algo, workspace,
+                          workspaceBytes, compute->stream);
+  }
+
+  /// "f32 GEMM m 16384 n 768 k 768 B^T + C": the shape for the tuning's
+  /// lines (+ C: beta is not 0, the output is read).
+  static std::string shapeText(const GemmDesc &g) {
+    return std::string(toString(g.type)) + (g.tf32 ? " (tf32)" : "") +
+           " GEMM m " + std::to_string(g.m) + " n " + std::to_string(g.n) +
+           " k " + std::to_string(g.k) +
+           (g.batch > 1 ? " batch " + std::to_string(g.batch) : std::string()) +
+           (g.transA ? " A^T" : "") + (g.transB ? " B^T" : "") +
+           (g.beta != 0 ? " + C" : "");
+  }
+
+  /// --gemm-autotune (CudaApiOptions::gemmAutotune): times each of the
+  /// heuristic's `found` candidates (one untimed run, then kGemmTuneRuns
+  /// between two events) and sets plan's algorithm to the one
+  /// chooseGemmAlgorithm keeps. Waits for the device.
+  void tune(const GemmDesc &g, GemmPlan &plan,
+            const cublasLtMatmulHeuristicResult_t *results, int found) {
+    std::string shape = shapeText(g);
+    auto say = [&](const std::string &line) {
+      if (options.log)
+        options.log(deviceName + ": gemm autotune: " + line);
+    };
+    size_t extent = size_t((g.batch - 1) * g.strideC + (g.m - 1) * g.ldc + g.n) *
+                    sizeOf(g.type);
+    void *d = g.c; // beta 0: the real run overwrites what the trials write
+    void *scratch = nullptr;
+    if (g.beta != 0) {
+      if (extent > kGemmTuneScratchBytes) {
+        say(shape + ": not tuned (its output of " + std::to_string(extent) +
+            " bytes is read, and a scratch copy would exceed " +
+            std::to_string(kGemmTuneScratchBytes) + " bytes)");
+        return;
+      }
+      check(cudaMalloc(&scratch, extent), "cudaMalloc (GEMM tuning output)");
+      d = scratch;
+    }
+    cudaEvent_t start = nullptr, stop = nullptr;
+    std::vector<double> ms(found, -1.0);
+    try {
+      check(cudaEventCreate(&start), "cudaEventCreate");
+      check(cudaEventCreate(&stop), "cudaEventCreate");
+      for (int i = 0; i < found; ++i) {
+        const cublasLtMatmulHeuristicResult_t &r = results[i];
+        if (r.state != CUBLAS_STATUS_SUCCESS ||
+            r.workspaceSize > kWorkspaceBytes ||
+            matmul(g, plan, r.algo, r.workspaceSize, d) != CUBLAS_STATUS_SUCCESS)
+          continue;
+        check(cudaEventRecord(start, compute->stream), "cudaEventRecord");
+        bool ran = true;
+        for (int run = 0; run < kGemmTuneRuns && ran; ++run)
+          ran = matmul(g, plan, r.algo, r.workspaceSize, d) ==
+                CUBLAS_STATUS_SUCCESS;
+        check(cudaEventRecord(stop, compute->stream), "cudaEventRecord");
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float elapsed = 0;
+        check(cudaEventElapsedTime(&elapsed, start, stop),
+              "cudaEventElapsedTime");
+        if (ran)
+          ms[i] = double(elapsed) / kGemmTuneRuns;
+      }
+    } catch (...) {
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+      if (scratch) cudaFree(scratch);
+      throw;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    if (scratch)
+      cudaFree(scratch); // waits for the device
+    int kept = chooseGemmAlgorithm(ms);
+    say(describeGemmTuning(shape, ms, kept));
+    if (kept >= 0) {
+      plan.algo = results[kept].algo;
+      plan.workspaceBytes = results[kept].workspaceSize;
+    }
   }
 
   GemmPlan &gemmPlan(const GemmDesc &g) {
@@ -387,28 +476,34 @@ private:
       if (status == CUBLAS_STATUS_SUCCESS)
         status = cublasLtMatmulPreferenceSetAttribute(pref, a.attr, &a.bytes,
                                                       sizeof a.bytes);
-    cublasLtMatmulHeuristicResult_t result{};
-    int found_ = 0;
+    cublasLtMatmulHeuristicResult_t results[kGemmTuneCandidates] = {};
+    int offered = 0;
     if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->la, plan->lb,
-                                              plan->lc, plan->lc, pref, 1,
-                                              &result, &found_);
+      status = cublasLtMatmulAlgoGetHeuristic(
+          lt, plan->op, plan->la, plan->lb, plan->lc, plan->lc, pref,
+          options.gemmAutotune ? kGemmTuneCandidates : 1, results, &offered);
     cublasLtMatmulPreferenceDestroy(pref);
     checkLt(status, "cublasLtMatmulAlgoGetHeuristic");
-    if (found_ < 1)
+    if (offered < 1)
       throw Error("cuda: cuBLASLt has no algorithm for a " +
                   std::string(toString(g.type)) + (g.tf32 ? " (tf32)" : "") +
                   " GEMM of m " + std::to_string(g.m) + ", n " +
                   std::to_string(g.n) + ", k " + std::to_string(g.k) +
                   ", batch " + std::to_string(g.batch));
-    plan->algo = result.algo;
-    plan->workspaceBytes = result.workspaceSize;
+    plan->algo = results[0].algo;
+    plan->workspaceBytes = results[0].workspaceSize;
+    if (options.gemmAutotune && offered > 1)
+      tune(g, *plan, results, offered);
+    else if (options.gemmAutotune && options.log)
+      options.log(deviceName + ": gemm autotune: " + shapeText(g) +
+                  ": the heuristic offers one algorithm");
     GemmPlan &made = *plan;
     gemmPlans.emplace(key, std::move(plan));
     return made;
   }
 
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  CudaApiOptions options;
   int ordinal = 0;
   void *sortTemp = nullptr;
   size_t sortTempBytes = 0;
@@ -433,8 +528,9 @@ int cudaDeviceCount(std::string &error) {
   return count;
 }
 
-std::unique_ptr<GpuApi> createCudaApi(int ordinal) {
-  return std::make_unique<CudaApi>(ordinal);
+std::unique_ptr<GpuApi> createCudaApi(int ordinal,
+                                      const CudaApiOptions &options) {
+  return std::make_unique<CudaApi>(ordinal, options);
 }
 
 } // namespace partita::runtime::gpu

@@ -1767,8 +1767,14 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
     emu.emulator.checkRaces = options.checkRaces;
     emu.synchronousCompute = !options.emulateAsync;
     api = createEmulatedApi(emu);
+    if (options.gemmAutotune && options.log)
+      options.log("cuda (emulated): gemm autotune: nothing to tune (the "
+                  "emulated device runs every GEMM on the CPU's BLAS)");
   } else {
-    api = createCudaApi(options.device);
+    CudaApiOptions real;
+    real.gemmAutotune = options.gemmAutotune;
+    real.log = options.log;
+    api = createCudaApi(options.device, real);
   }
   return std::make_unique<CudaBackend>(std::move(api), options);
 }

@@ -23,6 +23,7 @@
 #include "runtime/lib/cuda/BlockEmulator.h"
 #include "runtime/lib/cuda/Kernels.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -106,10 +107,29 @@ void *emulatedHostAddress(const void *p, size_t bytes, const char *what);
 /// The emulated device layer.
 std::unique_ptr<GpuApi> createEmulatedApi(const EmulatedApiOptions &options);
 
+struct CudaApiOptions {
+  /// The first time a GEMM shape runs, time up to kGemmTuneCandidates of
+  /// cuBLASLt's algorithms for it on the device and keep the fastest
+  /// (chooseGemmAlgorithm, GemmTuning.h) instead of the heuristic's first.
+  /// The trial runs read the real operands and write the real output when
+  /// beta is 0 (the real run overwrites it), else a scratch output of at
+  /// most kGemmTuneScratchBytes, allocated for the trials only; a larger
+  /// output with beta 1 keeps the heuristic's first. The choice depends on
+  /// timing, so two runs may choose differently and differ in rounding.
+  bool gemmAutotune = false;
+  /// Where the tuning says what it chose: one line per shape
+  /// (describeGemmTuning); null: nowhere.
+  std::function<void(const std::string &line)> log;
+};
+
+/// The largest scratch output the tuning allocates.
+constexpr size_t kGemmTuneScratchBytes = size_t(512) << 20;
+
 /// The real one on device `ordinal`; throws Error with CUDA's error text
 /// when there is no usable device, or when the runtime was built without
 /// CUDA.
-std::unique_ptr<GpuApi> createCudaApi(int ordinal);
+std::unique_ptr<GpuApi> createCudaApi(int ordinal,
+                                      const CudaApiOptions &options = {});
 
 /// Whether this runtime was built with CUDA (PARTITA_CUDA).
 bool builtWithCuda();

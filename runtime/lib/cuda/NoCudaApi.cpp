@@ -23,7 +23,7 @@ int cudaDeviceCount(std::string &error) {
   return -1;
 }
 
-std::unique_ptr<GpuApi> createCudaApi(int) {
+std::unique_ptr<GpuApi> createCudaApi(int, const CudaApiOptions &) {
   throw Error(std::string("cuda: ") + kNoCuda);
 }
 

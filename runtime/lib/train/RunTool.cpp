@@ -106,6 +106,12 @@ const OptionSpec kOptions[] = {
      "flash-style kernels on tensor cores, f32 as three TF32 products "
      "(about fp32's accuracy; one with --tf32), head_dim up to 64 (other "
      "calls run by gemm)"},
+    {"gemm-autotune", nullptr,
+     "With --backend cuda: the first run of each GEMM shape times up to 8 of "
+     "cuBLASLt's algorithms on the GPU and keeps the fastest (printing one "
+     "line per shape) instead of its heuristic's first. Off by default: "
+     "the choice depends on timing, so two runs may differ in rounding; "
+     "--emulate has nothing to tune"},
     {"steps", "k", "Steps to run (default 1); a train step trains for k steps"},
     {"data", "file",
      "Training: flat binary file of token ids, batches of consecutive "
@@ -591,6 +597,9 @@ int Tool::run() {
                   ": expected gemm, simt or tensor");
     ranksOptions.cudaAttention = *attention;
   }
+  ranksOptions.cudaGemmAutotune = args.flags.count("gemm-autotune");
+  if (ranksOptions.cudaGemmAutotune && backend != "cuda")
+    return fail("--gemm-autotune applies to --backend cuda only");
   ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
   if (ranksOptions.cudaEmulateAsync && !emulate)
     return fail("--emulate-async needs --backend cuda --emulate");

@@ -160,6 +160,14 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
     cuda.device = options.cudaDevice;
     cuda.tf32 = options.cudaTf32;
     cuda.attention = options.cudaAttention;
+    cuda.gemmAutotune = options.cudaGemmAutotune;
+    if (options.cudaGemmAutotune)
+      cuda.log = [tool = options.toolName](const std::string &line) {
+        // One write: ranks sharing stderr would tear a line written in
+        // pieces.
+        std::string text = tool + ": " + line + "\n";
+        std::fwrite(text.data(), 1, text.size(), stderr);
+      };
     cuda.emulateAsync = options.cudaEmulateAsync;
     // The emulator pays per simulated thread at every barrier, and several
     // ranks share this host's cores: one warp per block keeps plan runs

@@ -15,6 +15,7 @@
 
 #include "partita/runtime/Backend.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,15 @@ struct CudaBackendOptions {
   bool tf32 = false;
   /// How attention and attention_grad run.
   CudaAttention attention = CudaAttention::Gemm;
+  /// On a GPU, the first run of each GEMM shape times several of
+  /// cuBLASLt's algorithms and keeps the fastest instead of its heuristic's
+  /// first (`partita run --gemm-autotune`; docs/gpu.md). Off by default:
+  /// the choice depends on timing, so runs may differ in rounding. The
+  /// emulated device has one GEMM path (the CPU's BLAS) and only says so.
+  bool gemmAutotune = false;
+  /// Where the backend reports what it chose (the tuning's lines); null:
+  /// nowhere.
+  std::function<void(const std::string &line)> log;
 };
 
 /// The cuda backend. Without `emulate`, throws Error at once when no CUDA

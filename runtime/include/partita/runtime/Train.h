@@ -103,6 +103,9 @@ struct RunOptions {
   bool cudaTf32 = false;
   /// CudaBackendOptions::attention.
   CudaAttention cudaAttention = CudaAttention::Gemm;
+  /// CudaBackendOptions::gemmAutotune; its lines go to stderr, each
+  /// prefixed "<toolName>: ".
+  bool cudaGemmAutotune = false;
   /// CudaBackendOptions::emulateAsync (testing).
   bool cudaEmulateAsync = false;
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the

@@ -12,14 +12,11 @@
 
 namespace partita::runtime::test {
 
-std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32,
-                                         CudaAttention attention) {
-  CudaBackendOptions options;
-  options.tf32 = tf32;
-  options.attention = attention;
-  options.blockSize = blockSize;
+std::unique_ptr<Backend> cudaTestBackend(CudaBackendOptions options) {
   return createCudaBackend(options);
 }
+
+bool cudaTestEmulated() { return false; }
 
 } // namespace partita::runtime::test
 

@@ -10,15 +10,12 @@
 
 namespace partita::runtime::test {
 
-std::unique_ptr<Backend> cudaTestBackend(int blockSize, bool tf32,
-                                         CudaAttention attention) {
-  CudaBackendOptions options;
-  options.tf32 = tf32;
-  options.attention = attention;
+std::unique_ptr<Backend> cudaTestBackend(CudaBackendOptions options) {
   options.emulate = true;
-  options.blockSize = blockSize;
   options.checkRaces = true;
   return createCudaBackend(options);
 }
+
+bool cudaTestEmulated() { return true; }
 
 } // namespace partita::runtime::test

@@ -685,6 +685,58 @@ TYPED_TEST(CudaKernelsTest, EinsumWithAddend) {
   }
 }
 
+// Tests --gemm-autotune (CudaBackendOptions::gemmAutotune): on a GPU the
+// first run of each shape times several cuBLASLt algorithms, their trial
+// runs writing the real output (beta 0) or a scratch one (beta 1: an
+// addend, copied into the output first or the output itself), and the
+// results must be those of the cpu backend, the first run and the next
+// (the kept algorithm) alike; every shape says what it kept. Emulated, the
+// backend says once that there is nothing to tune.
+TYPED_TEST(CudaKernelsTest, GemmAutotuneKeepsEveryResult) {
+  using T = TypeParam;
+  struct Case {
+    const char *spec;
+    std::vector<int64_t> a, b, c, addend, dims;
+    int outputOverInput;
+  } cases[] = {
+      {"bsh,hf->bsf", {4, 32, 96}, {96, 80}, {4, 32, 80}, {}, {}, -1},
+      {"bsh,hf->bsf", {4, 32, 96}, {96, 80}, {4, 32, 80}, {80}, {2}, -1},
+      {"bf,hf->bh", {128, 64}, {72, 64}, {128, 72}, {128, 72}, {0, 1}, 2},
+      {"bij,bjk->bik", {3, 40, 24}, {3, 24, 56}, {3, 40, 56}, {}, {}, -1},
+  };
+  std::vector<std::string> lines;
+  CudaBackendOptions options;
+  options.gemmAutotune = true;
+  options.log = [&](const std::string &line) { lines.push_back(line); };
+  std::unique_ptr<Backend> gpu = cudaTestBackend(options);
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.spec);
+    KernelAttrs a;
+    a.spec = c.spec;
+    a.dims = c.dims;
+    std::vector<Tensor> in = {random<T>(c.a, 71), random<T>(c.b, 72)};
+    if (!c.addend.empty())
+      in.push_back(random<T>(c.addend, 73));
+    Tensor want = runOnBackend(*cpu, KernelKind::Einsum, a, in,
+                               {{dt<T>(), c.c}}, c.outputOverInput)[0];
+    for (int run = 0; run < 2; ++run) {
+      Tensor got = runOnBackend(*gpu, KernelKind::Einsum, a, in,
+                                {{dt<T>(), c.c}}, c.outputOverInput)[0];
+      EXPECT_LE(relativeDifference(got, want), 1e-5) << "run " << run;
+    }
+  }
+  if (cudaTestEmulated()) {
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("nothing to tune"), std::string::npos) << lines[0];
+    return;
+  }
+  // One line per shape (the two bsh,hf->bsf cases differ in beta).
+  EXPECT_GE(lines.size(), std::size(cases));
+  for (const std::string &line : lines)
+    EXPECT_NE(line.find("gemm autotune"), std::string::npos) << line;
+}
+
 // Tests bf16 and f16 GEMMs (fp32 accumulation, the result rounded once)
 // against the cpu backend, which widens the operands to f32, runs sgemm and
 // narrows the result: within one ulp of the 16-bit result relative to the

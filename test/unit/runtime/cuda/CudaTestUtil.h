@@ -22,13 +22,26 @@
 
 namespace partita::runtime::test {
 
+/// The backend under test with `options` (defined by each test binary's
+/// main file: the emulated device layer with its race check, or the GPU).
+std::unique_ptr<Backend> cudaTestBackend(CudaBackendOptions options);
+
+/// Whether cudaTestBackend runs on the emulated device layer.
+bool cudaTestEmulated();
+
 /// The backend under test with `blockSize` threads per block, its f32
-/// GEMMs in TF32 with `tf32` (defined by each test binary's main file).
-/// attention: CudaBackendOptions::attention (GEMMs and the row kernel, or
-/// the flash-style kernels on CUDA cores or tensor cores).
-std::unique_ptr<Backend>
+/// GEMMs in TF32 with `tf32`. attention: CudaBackendOptions::attention
+/// (GEMMs and the row kernel, or the flash-style kernels on CUDA cores or
+/// tensor cores).
+inline std::unique_ptr<Backend>
 cudaTestBackend(int blockSize, bool tf32 = false,
-                CudaAttention attention = CudaAttention::Gemm);
+                CudaAttention attention = CudaAttention::Gemm) {
+  CudaBackendOptions options;
+  options.tf32 = tf32;
+  options.attention = attention;
+  options.blockSize = blockSize;
+  return cudaTestBackend(options);
+}
 
 /// Every way the backend runs attention.
 inline const CudaAttention kAttentionKinds[] = {
