@@ -72,7 +72,9 @@ plan gpt-train-zero2 gpt-small-train.mlir \
 # steps, as the emulator takes 5 s a step there); 2 train steps with
 # --gemm-autotune (on a GPU the first step times cuBLASLt's algorithms,
 # each shape's trial runs writing the real output or a scratch one, and
-# the results must still match).
+# the results must still match); 3 train steps with --cuda-graph (the
+# third launched as the graph the second recorded) and the tensor-core
+# attention.
 {
   echo "mlp-one.pb"
   echo "mlp-train-one.pb --steps 5 --rtol 1e-4"
@@ -85,6 +87,7 @@ plan gpt-train-zero2 gpt-small-train.mlir \
   echo "gpt-one.pb --attention tensor --rtol 1e-5"
   echo "gpt-train-one.pb --attention tensor --steps 2 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
   echo "gpt-train-one.pb --gemm-autotune --steps 2 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
+  echo "gpt-train-one.pb --cuda-graph --attention tensor --steps 3 --data train-data.txt --rtol 1e-4 --param-rtol 1e-3"
   echo "llama-fsdp.pb --ranks 4 --rtol 1e-5"
 } >"$out/cuda-plans.txt"
 # The speed benchmark's plan (bench/gpu-gpt/run.sh).

@@ -33,9 +33,10 @@
 # STEP_TIMEOUT (run: seconds each run may take, default 150), ATTENTION
 # (run: the cuda backend's attention kinds to time, each a Partita variant
 # of its own; default "gemm tensor"; partita-run without --attention runs
-# its one kind), GEMM_TUNE=0 (run: leave out the variants of the last
-# kind with --gemm-autotune, which otherwise run when partita-run has it,
-# printing what each GEMM shape kept).
+# its one kind), EXTRAS (run: variants of the last kind with one more
+# flag each, when partita-run has it; default "tuned graph": tuned is
+# --gemm-autotune, which also prints what each GEMM shape kept, graph is
+# --cuda-graph; EXTRAS= leaves them out).
 # Each step's time is the host's wall time around one step, ending when
 # the device is done (partita-run: Executor::run drains the compute stream;
 # torch_train.py: torch.cuda.synchronize), so both measure the same thing.
@@ -157,18 +158,27 @@ if [ "${PROFILE:-0}" = 1 ]; then
     partita_ok=0
   fi
 fi
-# Variants PRECISION-KIND, and PRECISION-KIND-tuned (--gemm-autotune) for
-# the last kind when partita-run has it (GEMM_TUNE=0 leaves those out).
-tune=0
-[ "${GEMM_TUNE:-1}" = 1 ] && [ "${BACKEND:-cuda}" = cuda ] &&
-  grep -q -- '--gemm-autotune' <<<"$("$run" --help 2>/dev/null)" && tune=1
+# Variants PRECISION-KIND, and for the last kind PRECISION-KIND-EXTRA for
+# each EXTRA of $EXTRAS (default "tuned graph") that partita-run has:
+# tuned, --gemm-autotune; graph, --cuda-graph.
+declare -A extra_flag=([tuned]=--gemm-autotune [graph]=--cuda-graph)
+extras=()
+if [ "${BACKEND:-cuda}" = cuda ]; then
+  help="$("$run" --help 2>/dev/null)"
+  for e in ${EXTRAS-tuned graph}; do
+    [ -n "${extra_flag[$e]:-}" ] || { echo "unknown EXTRAS entry: $e" >&2; exit 2; }
+    grep -q -- "${extra_flag[$e]}" <<<"$help" && extras+=("$e")
+  done
+fi
 partita_variants=()
 for precision in fp32 tf32; do
   [ "$precision" = tf32 ] && [ ${#tf32[@]} -eq 0 ] && continue
   for kind in "${kinds[@]}"; do
     partita_variants+=("$precision-$kind")
   done
-  [ "$tune" -eq 1 ] && partita_variants+=("$precision-${kinds[-1]}-tuned")
+  for e in "${extras[@]}"; do
+    partita_variants+=("$precision-${kinds[-1]}-$e")
+  done
 done
 for variant in "${partita_variants[@]}"; do
   if [ "$partita_ok" -eq 0 ]; then
@@ -176,11 +186,10 @@ for variant in "${partita_variants[@]}"; do
     continue
   fi
   extra=()
-  precision="${variant%%-*}" kind="${variant#*-}"
-  kind="${kind%-tuned}"
+  IFS=- read -r precision kind more <<<"$variant"
   [ "$precision" = tf32 ] && extra=("${tf32[@]}")
   [ "$kind" != default ] && extra+=(--attention "$kind")
-  [ "${variant%-tuned}" != "$variant" ] && extra+=(--gemm-autotune)
+  [ -n "$more" ] && extra+=("${extra_flag[$more]}")
   log="$logs/partita-$variant.log"
   start=$(date +%s)
   timeout "$limit" "$run" "$dir/gpt-train.pb" "${backend[@]}" "${extra[@]}" \
@@ -240,9 +249,9 @@ for variant in "${partita_variants[@]}"; do
   for attention in manual sdpa; do
     t="${median[torch-${variant%%-*}-$attention]:-}"
     [ -n "$t" ] || continue
-    kind="${variant#*-}"
-    what="partita attention ${kind%-tuned}"
-    [ "${kind%-tuned}" != "$kind" ] && what+=" with --gemm-autotune"
+    IFS=- read -r precision kind more <<<"$variant"
+    what="partita attention $kind"
+    [ -n "$more" ] && what+=" with ${extra_flag[$more]}"
     note "  ${variant%%-*}, $what, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
     any=1
   done

@@ -432,6 +432,12 @@ struct Executor::Impl {
   std::vector<std::shared_ptr<Bucket>> buckets;
   // ExecutorOptions::trace: the spans so far, and run() calls so far.
   bool tracing = false;
+  /// ExecutorOptions::captureGraph: the recorded step, the learning rate
+  /// it was recorded with (NaN: the plan's), and how many recordings.
+  bool captureGraph = false;
+  std::unique_ptr<Graph> graph;
+  double graphLearningRate = NAN;
+  int64_t graphCaptures = 0;
   std::vector<TraceEvent> traceEvents;
   int64_t runs = 0;
   /// Runs `work`, recording it as a span named `name` when tracing.
@@ -1714,6 +1720,37 @@ static void buildPipelined(Executor::Impl &s,
   s.pipe = std::move(pipe);
 }
 
+/// ExecutorOptions::captureGraph's conditions, checked once the executor is
+/// built (`pipelined`: a stage of a pipelined plan).
+static void checkGraphCapture(Executor::Impl &s, const ExecutorOptions &options,
+                              bool pipelined) {
+  if (!options.captureGraph)
+    return;
+  const char *what = "recording steps as a graph (--cuda-graph)";
+  if (pipelined || s.micro)
+    throw Error(std::string(what) + " needs an unpipelined program: a " +
+                (pipelined ? "pipelined stage sends and receives between "
+                             "ranks from the host"
+                           : "microbatched step zeroes its accumulators "
+                             "from the host") +
+                " between its kernels");
+  if (s.program->partitioned() && s.plan->numDevices() > 1)
+    throw Error(std::string(what) + " needs a one-device program: '" +
+                s.program->name() + "' runs on " +
+                std::to_string(s.plan->numDevices()) +
+                " devices, and the executor issues its collectives from the "
+                "host");
+  if (options.profile)
+    throw Error(std::string(what) +
+                " and a profile exclude each other: the profile times each "
+                "instruction between two drains of the stream");
+  if (!s.compute->canCapture())
+    throw Error(std::string(what) + ": the " + s.device->name() +
+                " device's stream cannot record (a CUDA stream can: "
+                "--backend cuda)");
+  s.captureGraph = true;
+}
+
 Executor::Executor(std::shared_ptr<const PlanFile> plan,
                    const std::string &programName, Communicator *comm,
                    Backend &backend, const ExecutorOptions &options)
@@ -1722,13 +1759,16 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   const plan::Plan &proto = plan->impl().proto;
   if (isPipelined(proto) && programName == proto.programs(0).name()) {
     buildPipelined(s, plan, comm, backend, options);
+    checkGraphCapture(s, options, /*pipelined=*/true);
     return;
   }
   buildImpl(s, plan, programName, comm, backend, options, nullptr);
   // A microbatched step: program 0 with a pipeline (PlanFile validated it
   // as a schedule; whether this runtime runs it is asked here).
-  if (!proto.has_pipeline() || proto.programs(0).name() != programName)
+  if (!proto.has_pipeline() || proto.programs(0).name() != programName) {
+    checkGraphCapture(s, options, /*pipelined=*/false);
     return;
+  }
   if (!plan->impl().pipelineUnrunnable.empty())
     throw Error(plan->impl().pipelineUnrunnable);
   const plan::PipelineSchedule &schedule = proto.pipeline();
@@ -1745,9 +1785,13 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   for (int64_t id : s.micro->program->arguments())
     if (s.micro->buffer(id).role() == plan::INPUT)
       s.microInputs.push_back({wholeInputOf(s, *s.micro, id, m), id});
+  checkGraphCapture(s, options, /*pipelined=*/false);
 }
 
 Executor::~Executor() = default;
+
+int64_t Executor::graphCaptures() const { return pimpl->graphCaptures; }
+
 
 void Executor::setLearningRate(double lr) {
   if (!std::isnan(lr) && !(lr >= 0 && std::isfinite(lr)))
@@ -1925,10 +1969,42 @@ static void runProgram(Executor::Impl &s);
 /// Runs the step: the program, or its microbatches' actions.
 static void runSteps(Executor::Impl &s);
 
+/// run()'s step under ExecutorOptions::captureGraph: eager the first
+/// time, recorded and launched the second (and after a change of learning
+/// rate), launched again after that.
+static void runGraphed(Executor::Impl &s) {
+  bool sameRate = s.learningRate == s.graphLearningRate ||
+                  (std::isnan(s.learningRate) && std::isnan(s.graphLearningRate));
+  if (s.graph && sameRate) {
+    s.graph->launch(*s.compute);
+    return;
+  }
+  if (s.runs == 0)
+    return runSteps(s);
+  s.graph.reset();
+  s.compute->beginCapture();
+  try {
+    runSteps(s);
+  } catch (const Error &e) {
+    try {
+      s.compute->endCapture();
+    } catch (const Error &) {
+    }
+    throw Error(std::string("recording the step as a graph (--cuda-graph): ") +
+                e.what());
+  }
+  s.graph = s.compute->endCapture();
+  s.graphLearningRate = s.learningRate;
+  ++s.graphCaptures;
+  s.graph->launch(*s.compute);
+}
+
 void Executor::run() {
   Impl &s = *pimpl;
   if (s.pipe)
     runSteps(s); // its actions are the spans
+  else if (s.captureGraph)
+    s.traced("step", true, [&] { runGraphed(s); });
   else
     s.traced("step", true, [&] { runSteps(s); });
   ++s.runs;

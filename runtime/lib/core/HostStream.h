@@ -13,6 +13,7 @@
 #define PARTITA_RUNTIME_LIB_CORE_HOSTSTREAM_H
 
 #include "partita/runtime/Stream.h"
+#include "partita/runtime/Tensor.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -20,7 +21,9 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace partita::runtime::host {
 
@@ -57,6 +60,23 @@ struct HostStreamOptions {
   /// skip what has not started (the cpu device's communication stream: a
   /// collective gives up after its deadline, so the join is bounded).
   bool drainOnDestroy = false;
+  /// beginCapture records work instead of running it (the emulated
+  /// device's compute stream, standing in for a CUDA stream's capture).
+  bool canCapture = false;
+};
+
+/// What a HostStream recorded: launch() queues each item again.
+class HostGraph final : public Graph {
+public:
+  explicit HostGraph(std::vector<std::function<void()>> items)
+      : items(std::move(items)) {}
+  void launch(Stream &stream) override {
+    for (const std::function<void()> &item : items)
+      stream.enqueue(item);
+  }
+
+private:
+  std::vector<std::function<void()>> items;
 };
 
 /// One thread runs the items in order.
@@ -75,6 +95,10 @@ public:
   }
 
   void enqueue(std::function<void()> work) override {
+    if (capturing) {
+      captured.push_back(std::move(work));
+      return;
+    }
     if (!options.synchronous) {
       push(std::move(work));
       return;
@@ -97,6 +121,7 @@ public:
     return std::make_unique<HostEvent>(state);
   }
   void record(Event &event) override {
+    refuseWhileCapturing("records an event");
     auto &e = static_cast<HostEvent &>(event);
     std::lock_guard<std::mutex> lock(state->mutex);
     e.state = state;
@@ -113,17 +138,50 @@ public:
         return;
     }
     // An event of another stream: the worker blocks on it in turn.
+    refuseWhileCapturing("waits for another stream's event");
     auto other = std::make_shared<HostEvent>(e.state);
     other->ticket = e.ticket;
     enqueue([other] { other->synchronize(); });
   }
   void synchronize() override {
+    refuseWhileCapturing("makes the host wait for the stream");
     HostEvent end(state);
     record(end);
     end.synchronize();
   }
 
+  bool canCapture() const override { return options.canCapture; }
+  void beginCapture() override {
+    if (!options.canCapture)
+      Stream::beginCapture();
+    if (capturing)
+      throw Error("beginCapture while a capture is under way");
+    capturing = true;
+    captured.clear();
+    captureError.clear();
+  }
+  std::unique_ptr<Graph> endCapture() override {
+    if (!capturing)
+      Stream::endCapture();
+    capturing = false;
+    std::vector<std::function<void()>> items = std::move(captured);
+    captured.clear();
+    if (!captureError.empty())
+      throw Error("the captured work " + captureError);
+    return std::make_unique<HostGraph>(std::move(items));
+  }
+
 private:
+  /// Fails what a CUDA stream under capture fails (cudaStreamSynchronize,
+  /// a host-blocking wait): throws, and the capture ends in error.
+  void refuseWhileCapturing(const char *what) {
+    if (!capturing)
+      return;
+    captureError = std::string(what) + ", which a graph cannot hold";
+    throw Error("during a capture, the stream's user " + std::string(what) +
+                " (a graph cannot hold that)");
+  }
+
   uint64_t push(std::function<void()> work) {
     uint64_t ticket;
     {
@@ -164,6 +222,11 @@ private:
   HostStreamOptions options;
   std::deque<std::function<void()>> queue;
   bool stopping = false;
+  /// Capture (options.canCapture): the items queued since beginCapture,
+  /// and what failed it (empty: nothing).
+  bool capturing = false;
+  std::vector<std::function<void()>> captured;
+  std::string captureError;
   std::thread worker; // last: starts once the members above exist
 };
 

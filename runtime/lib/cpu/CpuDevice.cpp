@@ -27,6 +27,15 @@ void DeviceFree::operator()(void *p) const {
     device->deallocate(p, space);
 }
 
+void Stream::beginCapture() {
+  throw Error("this stream cannot capture its work into a graph (a CUDA "
+              "stream can; the cpu device's cannot)");
+}
+
+std::unique_ptr<Graph> Stream::endCapture() {
+  throw Error("endCapture without beginCapture");
+}
+
 DeviceBuffer Device::allocateBuffer(size_t bytes, MemorySpace space) {
   return DeviceBuffer(static_cast<unsigned char *>(allocate(bytes, space)),
                       DeviceFree{this, space});

@@ -57,21 +57,46 @@ struct CudaStreamState {
   std::exception_ptr error;
 };
 
-void CUDART_CB runHostWork(void *data) {
-  std::unique_ptr<HostWork> item(static_cast<HostWork *>(data));
+/// Runs a host work item unless its stream has failed; a throw fails it.
+void runHostWorkItem(HostWork &item) {
   {
-    std::lock_guard<std::mutex> lock(item->state->mutex);
-    if (item->state->error)
+    std::lock_guard<std::mutex> lock(item.state->mutex);
+    if (item.state->error)
       return;
   }
   try {
-    item->work();
+    item.work();
   } catch (...) {
-    std::lock_guard<std::mutex> lock(item->state->mutex);
-    if (!item->state->error)
-      item->state->error = std::current_exception();
+    std::lock_guard<std::mutex> lock(item.state->mutex);
+    if (!item.state->error)
+      item.state->error = std::current_exception();
   }
 }
+
+/// A queued item: runs once, then frees itself.
+void CUDART_CB runHostWork(void *data) {
+  std::unique_ptr<HostWork> item(static_cast<HostWork *>(data));
+  runHostWorkItem(*item);
+}
+
+/// A captured item: runs at every launch of its graph, which owns it.
+void CUDART_CB runCapturedHostWork(void *data) {
+  runHostWorkItem(*static_cast<HostWork *>(data));
+}
+
+/// A captured step: the instantiated graph, and the host work items its
+/// host nodes run.
+class CudaGraph final : public Graph {
+public:
+  CudaGraph(cudaGraphExec_t exec, std::vector<std::unique_ptr<HostWork>> items)
+      : exec(exec), items(std::move(items)) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec); }
+  void launch(Stream &stream) override;
+
+private:
+  cudaGraphExec_t exec;
+  std::vector<std::unique_ptr<HostWork>> items;
+};
 
 class CudaEvent final : public Event {
 public:
@@ -105,6 +130,16 @@ public:
     cudaStreamDestroy(stream);
   }
   void enqueue(std::function<void()> work) override {
+    if (capturing) {
+      // The graph runs the host node at every launch: the item lives as
+      // long as the graph.
+      captured.push_back(
+          std::make_unique<HostWork>(HostWork{std::move(work), state}));
+      check(cudaLaunchHostFunc(stream, runCapturedHostWork,
+                               captured.back().get()),
+            "cudaLaunchHostFunc (captured)");
+      return;
+    }
     auto *item = new HostWork{std::move(work), state};
     cudaError_t e = cudaLaunchHostFunc(stream, runHostWork, item);
     if (e != cudaSuccess) {
@@ -131,11 +166,43 @@ public:
     if (state->error)
       std::rethrow_exception(state->error);
   }
+  bool canCapture() const override { return true; }
+  /// Thread-local capture mode: calls that are unsafe during a capture
+  /// fail only on this thread (another rank's thread sharing the device
+  /// may allocate meanwhile).
+  void beginCapture() override {
+    if (capturing)
+      throw Error("beginCapture while a capture is under way");
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+    capturing = true;
+    captured.clear();
+  }
+  std::unique_ptr<Graph> endCapture() override {
+    if (!capturing)
+      return Stream::endCapture();
+    capturing = false;
+    std::vector<std::unique_ptr<HostWork>> items = std::move(captured);
+    captured.clear();
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(e, "cudaGraphInstantiate");
+    return std::make_unique<CudaGraph>(exec, std::move(items));
+  }
   cudaStream_t stream = nullptr;
+  bool capturing = false;
+  std::vector<std::unique_ptr<HostWork>> captured;
   std::shared_ptr<CudaStreamState> state;
 };
 
 cudaStream_t native(Stream &s) { return static_cast<CudaStream &>(s).stream; }
+
+void CudaGraph::launch(Stream &stream) {
+  check(cudaGraphLaunch(exec, native(stream)), "cudaGraphLaunch");
+}
 
 class CudaApi final : public GpuApi {
 public:

@@ -99,10 +99,17 @@ HostStreamOptions emuStream(bool synchronous) {
   return o;
 }
 
+/// The compute stream: as a CUDA stream, it can capture its work.
+HostStreamOptions emuComputeStream(bool synchronous) {
+  HostStreamOptions o = emuStream(synchronous);
+  o.canCapture = true;
+  return o;
+}
+
 class EmulatedApi final : public GpuApi {
 public:
   explicit EmulatedApi(const EmulatedApiOptions &options)
-      : options(options), compute(emuStream(options.synchronousCompute)) {
+      : options(options), compute(emuComputeStream(options.synchronousCompute)) {
     if (options.guardDeviceMemory)
       installSegvNote();
   }

@@ -60,6 +60,7 @@ ExecutorOptions executorOptions(const RunOptions &options) {
   out.profile = options.profile;
   out.profileEinsums = options.profileEinsums;
   out.trace = options.trace;
+  out.captureGraph = options.cudaGraph;
   return out;
 }
 

@@ -167,6 +167,17 @@ struct ExecutorOptions {
   /// Record when each step (and each action of a pipelined step) begins
   /// and ends (Executor::trace).
   bool trace = false;
+  /// Run steps as a graph (a GPU's CUDA graph; `partita run --cuda-graph`):
+  /// the first run() runs eagerly (backend workspaces and GEMM plans are
+  /// made there), the second records its work on the compute stream
+  /// (Stream::beginCapture) and launches the recording, and later runs
+  /// launch it again, sparing the host every kernel launch of the step.
+  /// A change of setLearningRate since the recording records again (the
+  /// optimizer kernels take the rate as a launch parameter). For a
+  /// one-device, unpipelined program on a device whose compute stream
+  /// can capture (cuda), without `profile`: the constructor throws Error
+  /// otherwise, saying why.
+  bool captureGraph = false;
 };
 
 /// One span of Executor::trace: "F3" / "B3" (a pipelined step's forward or
@@ -222,6 +233,9 @@ public:
   /// it). Returns when the step's work is done on the device (its compute
   /// stream is drained), so a step timed around run() is timed whole.
   void run();
+  /// How many times run() recorded its step (ExecutorOptions::captureGraph;
+  /// 0 without it).
+  int64_t graphCaptures() const;
   /// Every result as a global array. Collective over all ranks of a
   /// partitioned program (every rank must call it); partial results are
   /// reduced (summed, or max) over their partial axes.

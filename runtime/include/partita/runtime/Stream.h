@@ -14,6 +14,11 @@
 // (work runs on the calling thread at once; the compute stream) and a worker
 // stream (one thread runs the items in order; the communication stream).
 //
+// Capture. A stream that can (canCapture) records the work queued between
+// beginCapture and endCapture as a Graph, which launch() queues again in
+// one call: a GPU's CUDA graph, which spares the host the per-kernel
+// launches of a whole step (ExecutorOptions::captureGraph).
+//
 // Failure model. Work that throws fails its stream: the items queued after
 // it are skipped, and every later wait on an event of that stream (or
 // synchronize) rethrows the first Error. A stream is unusable after a
@@ -39,6 +44,18 @@ public:
   virtual void synchronize() = 0;
 };
 
+class Stream;
+
+/// Work recorded from a stream by Stream::beginCapture / endCapture (a
+/// GPU's CUDA graph): launch() queues all of it again, in order, in one
+/// call.
+class Graph {
+public:
+  virtual ~Graph() = default;
+  /// Queues the recorded work on `stream`, the stream it was captured on.
+  virtual void launch(Stream &stream) = 0;
+};
+
 class Stream {
 public:
   virtual ~Stream() = default;
@@ -57,6 +74,20 @@ public:
   /// Blocks the host until everything queued so far has run; rethrows the
   /// stream's first failure.
   virtual void synchronize() = 0;
+
+  /// Whether beginCapture works on this stream (a CUDA stream, and the
+  /// emulated device's; not the cpu device's).
+  virtual bool canCapture() const { return false; }
+  /// Starts recording: until endCapture, work queued on this stream
+  /// (kernels, copies, GEMMs, host work) is recorded instead of run.
+  /// Anything that would make the host wait for the stream meanwhile
+  /// (synchronize, a blocking copy, waiting for another stream's event)
+  /// throws Error, as CUDA fails it. Throws Error where !canCapture().
+  virtual void beginCapture();
+  /// Stops recording and returns what was recorded; always ends the
+  /// capture, and throws Error when the capture failed (nothing is then
+  /// kept). A caller whose capture threw midway calls it and drops it.
+  virtual std::unique_ptr<Graph> endCapture();
 };
 
 } // namespace partita::runtime

@@ -106,6 +106,8 @@ struct RunOptions {
   /// CudaBackendOptions::gemmAutotune; its lines go to stderr, each
   /// prefixed "<toolName>: ".
   bool cudaGemmAutotune = false;
+  /// ExecutorOptions::captureGraph (`--cuda-graph`).
+  bool cudaGraph = false;
   /// CudaBackendOptions::emulateAsync (testing).
   bool cudaEmulateAsync = false;
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the

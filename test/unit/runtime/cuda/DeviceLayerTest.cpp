@@ -239,5 +239,61 @@ TEST(DeviceLayerTest, EmulatedTf32GemmRoundsItsOperands) {
   EXPECT_GT(differs, 0);
 }
 
+// Tests graph capture on the emulated compute stream (a CUDA stream's
+// stand-in): queued work is recorded, not run, until the graph is launched,
+// and each launch runs all of it again in order.
+TEST(DeviceLayer, ComputeStreamRecordsAGraph) {
+  std::unique_ptr<GpuApi> api = createEmulatedApi({});
+  Stream &s = api->computeStream();
+  ASSERT_TRUE(s.canCapture());
+  int n = 0;
+  s.beginCapture();
+  s.enqueue([&] { ++n; });
+  s.enqueue([&] { n *= 10; });
+  EXPECT_EQ(n, 0);
+  std::unique_ptr<Graph> graph = s.endCapture();
+  EXPECT_EQ(n, 0);
+  graph->launch(s);
+  EXPECT_EQ(n, 10);
+  graph->launch(s);
+  EXPECT_EQ(n, 110);
+  s.enqueue([&] { n = 0; }); // runs at once again
+  EXPECT_EQ(n, 0);
+}
+
+// Tests that what a CUDA stream under capture fails fails here too: the
+// host waiting for the stream throws, the capture then ends in an error
+// (nothing kept), and the stream works as before afterwards.
+TEST(DeviceLayer, ACaptureThatWaitsForTheStreamFails) {
+  std::unique_ptr<GpuApi> api = createEmulatedApi({});
+  Stream &s = api->computeStream();
+  int n = 0;
+  s.beginCapture();
+  s.enqueue([&] { ++n; });
+  try {
+    s.synchronize();
+    ADD_FAILURE() << "synchronize during a capture returned";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "during a capture, the stream's user makes the "
+                           "host wait for the stream (a graph cannot hold "
+                           "that)");
+  }
+  try {
+    s.endCapture();
+    ADD_FAILURE() << "a failed capture gave a graph";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "the captured work makes the host wait for the "
+                           "stream, which a graph cannot hold");
+  }
+  EXPECT_EQ(n, 0);
+  s.enqueue([&] { ++n; });
+  s.synchronize();
+  EXPECT_EQ(n, 1);
+  // The cpu device's streams cannot record at all.
+  std::unique_ptr<Device> cpu = createCpuDevice();
+  EXPECT_FALSE(cpu->computeStream().canCapture());
+  EXPECT_THROW(cpu->computeStream().beginCapture(), Error);
+}
+
 } // namespace
 } // namespace partita::runtime::gpu
