@@ -231,10 +231,23 @@ private:
     else
       l.params.type = floatType(call, out, "output 0");
     l.params.op = op;
-    for (size_t i = 0; i < inputs; ++i)
+    bool vec = l.params.type == ElemType::F32 || l.params.type == ElemType::F64;
+    for (size_t i = 0; i < inputs; ++i) {
       l.params.in[i] = call.inputs[i].data;
+      vec = vec && aligned16(l.params.in[i]);
+    }
     l.params.out[0] = out.data;
+    int64_t group = 16 / int64_t(sizeOf(out.dtype));
+    if (vec && aligned16(out.data) && l.params.n % group == 0) {
+      // Each thread takes 16-byte groups (Kernels.h, elementwise).
+      l.params.vec16 = true;
+      l.grid = elementwiseLaunch(l.params.n / group).grid;
+    }
     launch(l);
+  }
+
+  static bool aligned16(const void *data) {
+    return reinterpret_cast<uintptr_t>(data) % 16 == 0;
   }
 
   void runStrided(const KernelCall &call, const std::vector<int64_t> &shape,
@@ -679,11 +692,8 @@ private:
   /// 16-byte aligned and is whole groups.
   static bool wholeVec16Rows(const TensorView &x, int64_t cols,
                              const TensorView *y = nullptr) {
-    auto aligned = [](const void *data) {
-      return reinterpret_cast<uintptr_t>(data) % 16 == 0;
-    };
-    return cols % (16 / int64_t(sizeOf(x.dtype))) == 0 && aligned(x.data) &&
-           (!y || aligned(y->data));
+    return cols % (16 / int64_t(sizeOf(x.dtype))) == 0 && aligned16(x.data) &&
+           (!y || aligned16(y->data));
   }
 
   void runCrossEntropy(const KernelCall &call) {

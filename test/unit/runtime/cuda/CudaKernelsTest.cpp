@@ -86,11 +86,12 @@ TYPED_TEST(CudaKernelsTest, Binary) {
                  {{dt<T>(), shape}});
 }
 
-// Tests the unary kinds (both GELUs) on 315 elements, including the very
-// negative inputs where 1 + tanh cancels.
+// Tests the unary kinds (both GELUs) on 315 elements (one at a time) and
+// 360 (16-byte groups), including the very negative inputs where 1 + tanh
+// cancels.
 TYPED_TEST(CudaKernelsTest, Unary) {
   using T = TypeParam;
-  std::vector<int64_t> shape{7, 45};
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 45}, {8, 45}}) {
   for (KernelKind kind :
        {KernelKind::Neg, KernelKind::Exp, KernelKind::Tanh, KernelKind::Relu,
         KernelKind::Silu, KernelKind::Gelu})
@@ -101,12 +102,14 @@ TYPED_TEST(CudaKernelsTest, Unary) {
              {{dt<T>(), shape}});
   for (KernelKind kind : {KernelKind::Log, KernelKind::Sqrt, KernelKind::Rsqrt})
     expectSame(kind, {}, {random<T>(shape, 5, 0.1, 9)}, {{dt<T>(), shape}});
+  }
 }
 
-// Tests the activation gradients and greater_equal.
+// Tests the activation gradients and greater_equal on 205 elements (one
+// at a time) and 328 (16-byte groups).
 TYPED_TEST(CudaKernelsTest, ElementwiseGrad) {
   using T = TypeParam;
-  std::vector<int64_t> shape{5, 41};
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{5, 41}, {8, 41}}) {
   KernelAttrs tanhGelu;
   tanhGelu.tanh = true;
   for (KernelKind kind : {KernelKind::ReluGrad, KernelKind::SiluGrad,
@@ -116,6 +119,32 @@ TYPED_TEST(CudaKernelsTest, ElementwiseGrad) {
   expectSame(KernelKind::GeluGrad, tanhGelu,
              {random<T>(shape, 8, -6, 6), random<T>(shape, 9)},
              {{dt<T>(), shape}});
+  }
+}
+
+// Tests elementwise kinds written over their first input (allowed in
+// place), by 16-byte groups (1000 elements) and one at a time (999).
+TYPED_TEST(CudaKernelsTest, ElementwiseInPlace) {
+  using T = TypeParam;
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  std::unique_ptr<Backend> gpu = cudaTestBackend(64);
+  for (int64_t n : {1000, 999}) {
+    std::vector<int64_t> shape{n};
+    for (KernelKind kind : {KernelKind::Add, KernelKind::GeluGrad}) {
+      std::vector<Tensor> in = {random<T>(shape, 90), random<T>(shape, 91)};
+      Tensor want = runOnBackend(*cpu, kind, {}, in, {{dt<T>(), shape}})[0];
+      Tensor got = runOnBackend(*gpu, kind, {}, in, {{dt<T>(), shape}},
+                                /*outputOverInput=*/0)[0];
+      EXPECT_LE(relativeDifference(got, want), 1e-6)
+          << toString(kind) << ", " << n << " elements";
+    }
+    std::vector<Tensor> in = {random<T>(shape, 92, -4, 4)};
+    Tensor want =
+        runOnBackend(*cpu, KernelKind::Gelu, {}, in, {{dt<T>(), shape}})[0];
+    Tensor got = runOnBackend(*gpu, KernelKind::Gelu, {}, in,
+                              {{dt<T>(), shape}}, /*outputOverInput=*/0)[0];
+    EXPECT_LE(relativeDifference(got, want), 1e-6) << n << " elements";
+  }
 }
 
 // Tests softmax over the last dimension (rows shorter and longer than a
