@@ -432,12 +432,15 @@ struct Executor::Impl {
   std::vector<std::shared_ptr<Bucket>> buckets;
   // ExecutorOptions::trace: the spans so far, and run() calls so far.
   bool tracing = false;
-  /// ExecutorOptions::captureGraph: the recorded step, the learning rate
-  /// it was recorded with (NaN: the plan's), and how many recordings.
+  /// ExecutorOptions::captureGraph: the recorded step and how many
+  /// recordings; each optimizer kernel's learning rate in device memory
+  /// (KernelAttrs::lrOnDevice; planRates its plan's), written before each
+  /// run so that a recorded kernel follows setLearningRate.
   bool captureGraph = false;
   std::unique_ptr<Graph> graph;
-  double graphLearningRate = NAN;
   int64_t graphCaptures = 0;
+  std::vector<double> planRates;
+  DeviceBuffer rates;
   std::vector<TraceEvent> traceEvents;
   int64_t runs = 0;
   /// Runs `work`, recording it as a span named `name` when tracing.
@@ -1410,8 +1413,15 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
           s.planLearningRate = call.attrs.lr;
         const double *override = &s.learningRate;
         double planLr = call.attrs.lr;
-        step = [be, call, override, planLr]() mutable {
+        // A step recorded as a graph reads its rate from device memory.
+        size_t slot = s.planRates.size();
+        if (options.captureGraph)
+          s.planRates.push_back(planLr);
+        step = [be, call, override, planLr, impl, slot]() mutable {
           call.attrs.lr = std::isnan(*override) ? planLr : *override;
+          if (impl->rates)
+            call.attrs.lrOnDevice =
+                reinterpret_cast<const double *>(impl->rates.get()) + slot;
           be->run(call);
         };
       } else {
@@ -1749,6 +1759,12 @@ static void checkGraphCapture(Executor::Impl &s, const ExecutorOptions &options,
                 " device's stream cannot record (a CUDA stream can: "
                 "--backend cuda)");
   s.captureGraph = true;
+  if (!s.planRates.empty()) {
+    size_t bytes = s.planRates.size() * sizeof(double);
+    s.rates = s.device->allocateBuffer(bytes);
+    s.memory.state += int64_t(bytes);
+    s.hold(int64_t(bytes));
+  }
 }
 
 Executor::Executor(std::shared_ptr<const PlanFile> plan,
@@ -1970,12 +1986,17 @@ static void runProgram(Executor::Impl &s);
 static void runSteps(Executor::Impl &s);
 
 /// run()'s step under ExecutorOptions::captureGraph: eager the first
-/// time, recorded and launched the second (and after a change of learning
-/// rate), launched again after that.
+/// time, recorded and launched the second, launched again after that; the
+/// optimizer kernels' learning rates are written to device memory first.
 static void runGraphed(Executor::Impl &s) {
-  bool sameRate = s.learningRate == s.graphLearningRate ||
-                  (std::isnan(s.learningRate) && std::isnan(s.graphLearningRate));
-  if (s.graph && sameRate) {
+  if (!s.planRates.empty()) {
+    std::vector<double> rates = s.planRates;
+    if (!std::isnan(s.learningRate))
+      std::fill(rates.begin(), rates.end(), s.learningRate);
+    s.device->copyFromHost(s.rates.get(), rates.data(),
+                           rates.size() * sizeof(double), *s.compute);
+  }
+  if (s.graph) {
     s.graph->launch(*s.compute);
     return;
   }
@@ -1983,18 +2004,29 @@ static void runGraphed(Executor::Impl &s) {
     return runSteps(s);
   s.graph.reset();
   s.compute->beginCapture();
-  try {
-    runSteps(s);
-  } catch (const Error &e) {
+  // Whatever the step throws, the capture ends before it leaves (a stream
+  // left capturing would record the next run's work instead of running it).
+  auto endCapture = [&] {
     try {
       s.compute->endCapture();
     } catch (const Error &) {
     }
-    throw Error(std::string("recording the step as a graph (--cuda-graph): ") +
-                e.what());
+  };
+  const std::string what = "recording the step as a graph (--cuda-graph): ";
+  try {
+    runSteps(s);
+  } catch (const Error &e) {
+    endCapture();
+    throw Error(what + e.what());
+  } catch (...) {
+    endCapture();
+    throw;
   }
-  s.graph = s.compute->endCapture();
-  s.graphLearningRate = s.learningRate;
+  try {
+    s.graph = s.compute->endCapture();
+  } catch (const Error &e) {
+    throw Error(what + e.what());
+  }
   ++s.graphCaptures;
   s.graph->launch(*s.compute);
 }

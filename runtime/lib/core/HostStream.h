@@ -151,6 +151,15 @@ public:
   }
 
   bool canCapture() const override { return options.canCapture; }
+  /// Whether a capture is under way (the emulated device refuses to
+  /// allocate or free meanwhile, as CUDA does on the capturing thread).
+  bool isCapturing() const { return capturing; }
+  /// Fails the capture under way without throwing (for a call that must
+  /// not throw, a free): endCapture then throws, naming `what`.
+  void failCapture(const std::string &what) {
+    if (capturing && captureError.empty())
+      captureError = what + ", which a graph cannot hold";
+  }
   void beginCapture() override {
     if (!options.canCapture)
       Stream::beginCapture();

@@ -97,9 +97,18 @@ adamwInPlaceF32(float *__restrict p, const float *__restrict g,
 
 } // namespace
 
+/// The call's attributes with lr read from lrOnDevice when it is set (the
+/// cpu device's memory is the host's).
+static KernelAttrs withRate(const KernelAttrs &attrs) {
+  KernelAttrs a = attrs;
+  if (a.lrOnDevice)
+    a.lr = *a.lrOnDevice;
+  return a;
+}
+
 void runSGD(const KernelCall &call) {
   checkUpdate(call, 3, 2, 0);
-  const KernelAttrs &a = call.attrs;
+  const KernelAttrs a = withRate(call.attrs);
   checkAttr(call.kind, "lr", a.lr, a.lr >= 0, ">= 0");
   checkAttr(call.kind, "momentum", a.momentum, a.momentum >= 0, ">= 0");
   checkAttr(call.kind, "weightDecay", a.weightDecay, a.weightDecay >= 0,
@@ -121,7 +130,7 @@ void runSGD(const KernelCall &call) {
 
 void runAdamW(const KernelCall &call) {
   checkUpdate(call, 5, 3, 1);
-  const KernelAttrs &a = call.attrs;
+  const KernelAttrs a = withRate(call.attrs);
   checkAttr(call.kind, "lr", a.lr, a.lr >= 0, ">= 0");
   checkAttr(call.kind, "beta1", a.beta1, a.beta1 >= 0 && a.beta1 < 1,
             "in [0, 1)");

@@ -185,10 +185,20 @@ public:
     std::vector<std::unique_ptr<HostWork>> items = std::move(captured);
     captured.clear();
     cudaGraph_t graph = nullptr;
-    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaError_t e = cudaStreamEndCapture(stream, &graph);
+    if (e != cudaSuccess) {
+      // The call that invalidated the capture left its error too; neither
+      // is the next launch's.
+      cudaGetLastError();
+      if (graph)
+        cudaGraphDestroy(graph);
+      check(e, "cudaStreamEndCapture");
+    }
     cudaGraphExec_t exec = nullptr;
-    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
+    if (e != cudaSuccess)
+      cudaGetLastError();
     check(e, "cudaGraphInstantiate");
     return std::make_unique<CudaGraph>(exec, std::move(items));
   }
@@ -407,7 +417,12 @@ private:
             std::to_string(kGemmTuneScratchBytes) + " bytes)");
         return;
       }
-      check(cudaMalloc(&scratch, extent), "cudaMalloc (GEMM tuning output)");
+      if (cudaMalloc(&scratch, extent) != cudaSuccess) {
+        cudaGetLastError(); // not the next launch's error
+        say(shape + ": not tuned (no device memory for a scratch output of " +
+            std::to_string(extent) + " bytes)");
+        return;
+      }
       d = scratch;
     }
     cudaEvent_t start = nullptr, stop = nullptr;
@@ -444,6 +459,10 @@ private:
     cudaEventDestroy(stop);
     if (scratch)
       cudaFree(scratch); // waits for the device
+    // A candidate that failed to launch leaves its error behind, which the
+    // next kernel launch (launchOnDevice reads cudaGetLastError) would take
+    // for its own.
+    cudaGetLastError();
     int kept = chooseGemmAlgorithm(ms);
     say(describeGemmTuning(shape, ms, kept));
     if (kept >= 0) {

@@ -965,6 +965,7 @@ private:
     std::copy(std::begin(attrs), std::end(attrs), k.a);
     for (int i = 0; i < 5; ++i)
       k.in[i] = call.inputs[i].data;
+    k.in[5] = a.lrOnDevice;
     for (int o = 0; o < 3; ++o)
       k.out[o] = call.outputs[o].data;
     launch(l);
@@ -1001,6 +1002,7 @@ private:
     k.a[2] = a.weightDecay;
     for (int i = 0; i < 3; ++i)
       k.in[i] = call.inputs[i].data;
+    k.in[3] = a.lrOnDevice;
     k.out[0] = call.outputs[0].data;
     k.out[1] = call.outputs[1].data;
     launch(l);

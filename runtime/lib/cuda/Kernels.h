@@ -96,7 +96,7 @@ struct KernelParams {
   bool vec16 = false;      // 16-byte accesses (vecLoad16): elementwise kinds
                            // (n whole groups, every pointer aligned), cross
                            // entropy (every row aligned and whole groups)
-  const void *in[5] = {};
+  const void *in[6] = {};
   void *out[3] = {};
   int64_t n = 0;     // elements, or rows
   int64_t cols = 0;  // row length
@@ -645,7 +645,9 @@ PARTITA_HD void adamwKernel(const Ctx &c, const KernelParams &p) {
   T *pOut = static_cast<T *>(p.out[0]);
   T *mOut = static_cast<T *>(p.out[1]);
   T *vOut = static_cast<T *>(p.out[2]);
-  double lr = p.a[0], beta1 = p.a[1], beta2 = p.a[2], eps = p.a[3];
+  // in[5]: the learning rate in device memory (KernelAttrs::lrOnDevice).
+  double lr = p.in[5] ? *static_cast<const double *>(p.in[5]) : p.a[0];
+  double beta1 = p.a[1], beta2 = p.a[2], eps = p.a[3];
   double decay = 1 - lr * p.a[4];
   double c1 = 1 - pow(beta1, step), c2 = 1 - pow(beta2, step);
   for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
@@ -668,7 +670,9 @@ PARTITA_HD void sgdKernel(const Ctx &c, const KernelParams &p) {
   const T *buf = static_cast<const T *>(p.in[2]);
   T *pOut = static_cast<T *>(p.out[0]);
   T *bufOut = static_cast<T *>(p.out[1]);
-  double lr = p.a[0], momentum = p.a[1], decay = p.a[2];
+  // in[3]: the learning rate in device memory (KernelAttrs::lrOnDevice).
+  double lr = p.in[3] ? *static_cast<const double *>(p.in[3]) : p.a[0];
+  double momentum = p.a[1], decay = p.a[2];
   for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
     double pi = double(param[i]);
     double g2 = double(g[i]) + decay * pi;

@@ -109,7 +109,8 @@ const OptionSpec kOptions[] = {
     {"cuda-graph", nullptr,
      "With --backend cuda: record the step's kernels, copies and GEMMs as a "
      "CUDA graph on the second step and launch that graph for every later "
-     "one (recorded again when the learning rate changes), sparing the host "
+     "one (the learning rates are read from device memory, so schedules "
+     "work), sparing the host "
      "each kernel launch. Same results. For one-device, unpipelined plans; "
      "not with --profile"},
     {"gemm-autotune", nullptr,

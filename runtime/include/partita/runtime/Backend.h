@@ -165,6 +165,11 @@ struct KernelAttrs {
   double fillValue = 0.0;       // fill (constants)
   std::string wrt;              // attention_grad: "q", "kv", "qkv", ...
   double lr = 0.0;              // sgd, adamw: learning rate
+  /// sgd, adamw: when set, the learning rate is read here (one f64 in the
+  /// device's memory) when the kernel runs, instead of `lr`: a step
+  /// recorded as a graph (ExecutorOptions::captureGraph) keeps its kernels'
+  /// parameters, so a learning-rate schedule reaches them this way.
+  const double *lrOnDevice = nullptr;
   double momentum = 0.0;        // sgd
   double beta1 = 0.9;           // adamw
   double beta2 = 0.999;         // adamw

@@ -122,7 +122,9 @@ constexpr size_t kBucketSlots = 2;
 struct ExecutorMemory {
   int64_t arena = 0;      // the memory plan's arenas (device and host)
   int64_t parameters = 0; // PARAMETER buffers
-  int64_t state = 0;      // STATE buffers (optimizer moments, step counter)
+  int64_t state = 0;      // STATE buffers (optimizer moments, step counter),
+                          // and a recorded step's learning rates (one f64
+                          // per optimizer kernel, captureGraph)
   int64_t inputs = 0;     // INPUT and CONSTANT buffers
   /// Gradient buckets' recycled packing buffers (kBucketSlots, or one, of
   /// the largest bucket's send + receive bytes) and the transposition
@@ -172,8 +174,9 @@ struct ExecutorOptions {
   /// made there), the second records its work on the compute stream
   /// (Stream::beginCapture) and launches the recording, and later runs
   /// launch it again, sparing the host every kernel launch of the step.
-  /// A change of setLearningRate since the recording records again (the
-  /// optimizer kernels take the rate as a launch parameter). For a
+  /// The optimizer kernels then read their learning rates from device
+  /// memory, written before each run, so setLearningRate between runs
+  /// reaches the recorded kernels (KernelAttrs::lrOnDevice). For a
   /// one-device, unpipelined program on a device whose compute stream
   /// can capture (cuda), without `profile`: the constructor throws Error
   /// otherwise, saying why.

@@ -1032,19 +1032,102 @@ TEST(Executor, GraphStepsMatchEagerSteps) {
   }
 }
 
-// Tests that a new learning rate records the step again (the optimizer
-// kernel takes it as a launch parameter), and that setting the same rate
-// again does not.
-TEST(Executor, GraphIsRecordedAgainWhenTheLearningRateChanges) {
+// Tests that a recorded step follows setLearningRate (its sgd kernel reads
+// the rate from device memory the executor writes before each run, as a
+// schedule needs) without recording again: the values equal the eager
+// steps' under the same changes, and differ from a run without them.
+TEST(Executor, GraphStepsFollowTheLearningRate) {
   std::vector<double> rates = {NAN, NAN, NAN, 0.125, 0.125, 0.25};
   int64_t captures = -1;
   std::vector<std::vector<float>> eager = sgdSteps(false, false, 6, rates);
   std::vector<std::vector<float>> graphed =
       sgdSteps(true, false, 6, rates, &captures);
-  EXPECT_EQ(captures, 3); // step 2, step 4 (0.125), step 6 (0.25)
+  EXPECT_EQ(captures, 1);
   EXPECT_EQ(graphed, eager);
-  // The rate matters: without the changes the values differ.
   EXPECT_NE(sgdSteps(true, false, 6, {}), eager);
+}
+
+/// The emulated cuda backend, except that its neg kernel, from its second
+/// call on, first does what a capturing CUDA stream refuses: waits for the
+/// stream, allocates, or frees (a buffer it took before).
+class RefusedWhileRecording final : public Backend {
+public:
+  enum Does { Waits, Allocates, Frees };
+  explicit RefusedWhileRecording(Does does)
+      : inner(emulatedCudaBackend()), does(does),
+        held(inner->device().allocateBuffer(64)) {}
+  const char *name() const override { return inner->name(); }
+  Device &device() override { return inner->device(); }
+  void run(const KernelCall &call) override {
+    if (call.kind == KernelKind::Neg && calls++ > 0) {
+      if (does == Waits)
+        device().computeStream().synchronize();
+      else if (does == Allocates)
+        device().allocateBuffer(64);
+      else
+        held.reset();
+    }
+    inner->run(call);
+  }
+
+private:
+  std::unique_ptr<Backend> inner;
+  Does does;
+  DeviceBuffer held;
+  int calls = 0;
+};
+
+// Tests a step that does, while it is recorded, what a CUDA stream under
+// capture refuses (the host waiting for the stream, allocating or freeing
+// device memory): the recording run fails naming the graph and what the
+// step did (the instruction too, where it throws at once; a free, which
+// must not throw, fails the capture at its end), and the stream is left
+// running work again (not recording), with no graph kept.
+TEST(Executor, AStepThatCannotBeRecordedFailsAndEndsTheCapture) {
+  using Does = RefusedWhileRecording::Does;
+  struct Case {
+    Does does;
+    const char *says;
+  } cases[] = {
+      {Does::Waits, "instruction 1: during a capture, the stream's user "
+                    "makes the host wait for the stream"},
+      {Does::Allocates, "instruction 1: cuda (emulated): the step allocates "
+                        "device memory while its work is being recorded"},
+      {Does::Frees, "the captured work frees device memory, which a graph "
+                    "cannot hold"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.says);
+    RefusedWhileRecording backend(c.does);
+    PlanBuilder b;
+    int64_t x = b.buffer(plan::INPUT, {4}, {}, "x");
+    int64_t y = b.buffer(plan::ACTIVATION, {4});
+    int64_t z = b.buffer(plan::ACTIVATION, {4});
+    b.kernel("exp", {x}, {y});
+    b.kernel("neg", {y}, {z});
+    b.prog->add_results(z);
+    auto file = PlanFile::parse(b.finish());
+    ExecutorOptions options;
+    options.captureGraph = true;
+    Executor ex(file, "main", nullptr, backend, options);
+    ex.setInputs({iota({4})});
+    ex.run(); // eager
+    try {
+      ex.run();
+      ADD_FAILURE() << "the step was recorded";
+    } catch (const Error &e) {
+      std::string what = e.what();
+      EXPECT_EQ(what.rfind("recording the step as a graph (--cuda-graph): ",
+                           0),
+                0u)
+          << what;
+      EXPECT_NE(what.find(c.says), std::string::npos) << what;
+    }
+    EXPECT_EQ(ex.graphCaptures(), 0);
+    int ran = 0;
+    backend.device().computeStream().enqueue([&] { ++ran; });
+    EXPECT_EQ(ran, 1) << "the stream still records";
+  }
 }
 
 // Tests the diagnostics of a graph the executor cannot record: the cpu

@@ -885,6 +885,32 @@ TEST(OptimizerTest, AdamWFollowsPyTorch) {
   EXPECT_NEAR(p1.data<double>()[0], 2.01, 1e-12);
 }
 
+// Tests that sgd and adamw read the learning rate at lrOnDevice when it is
+// set (a recorded step's rates live in device memory, the cpu device's
+// being the host's), and attrs.lr otherwise.
+TEST(OptimizerTest, LearningRateFromDeviceMemory) {
+  for (KernelKind kind : {KernelKind::SGD, KernelKind::AdamW}) {
+    SCOPED_TRACE(toString(kind));
+    auto run = [&](double lr, const double *lrOnDevice) {
+      Tensor p = makeTensor<double>({2}, {1.0, -0.5});
+      Tensor g = makeTensor<double>({2}, {0.2, -0.1});
+      Tensor m(DType::F64, {2}), v(DType::F64, {2});
+      Tensor step = makeTensor<double>({}, {1});
+      KernelAttrs attrs;
+      attrs.lr = lr;
+      attrs.lrOnDevice = lrOnDevice;
+      if (kind == KernelKind::SGD)
+        runKernel(kind, attrs, {&p, &g, &m}, {&p, &m});
+      else
+        runKernel(kind, attrs, {&p, &g, &m, &v, &step}, {&p, &m, &v});
+      return std::vector<double>(p.data<double>(), p.data<double>() + 2);
+    };
+    double onDevice = 0.25;
+    EXPECT_EQ(run(0.01, &onDevice), run(0.25, nullptr));
+    EXPECT_NE(run(0.01, &onDevice), run(0.01, nullptr));
+  }
+}
+
 TEST(OptimizerTest, RejectsBadAttributesAndStep) {
   Tensor p(DType::F32, {2}), g(DType::F32, {2}), b(DType::F32, {2}),
       v(DType::F32, {2}), p2(DType::F32, {2}), b2(DType::F32, {2}),
