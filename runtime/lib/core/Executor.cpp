@@ -1808,7 +1808,6 @@ Executor::~Executor() = default;
 
 int64_t Executor::graphCaptures() const { return pimpl->graphCaptures; }
 
-
 void Executor::setLearningRate(double lr) {
   if (!std::isnan(lr) && !(lr >= 0 && std::isfinite(lr)))
     throw Error("the learning rate must be finite and >= 0, got " +
@@ -2002,7 +2001,6 @@ static void runGraphed(Executor::Impl &s) {
   }
   if (s.runs == 0)
     return runSteps(s);
-  s.graph.reset();
   s.compute->beginCapture();
   // Whatever the step throws, the capture ends before it leaves (a stream
   // left capturing would record the next run's work instead of running it).
