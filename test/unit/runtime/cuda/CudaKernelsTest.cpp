@@ -776,6 +776,72 @@ TYPED_TEST(CudaKernelsTest, GemmAutotuneKeepsEveryResult) {
   EXPECT_TRUE(scratch) << "no line for the beta-1 GEMM m 128 n 72 k 64";
 }
 
+// Tests recording a step on the compute stream as a graph (what
+// --cuda-graph does; on a GPU, CUDA's stream capture of a cuBLASLt GEMM and
+// kernels): an einsum with a bias addend (its copy kernel, a GEMM with
+// beta 1) and a GELU, run once eagerly (the GEMM plan and any workspace
+// are made there), then recorded: nothing runs until the graph is
+// launched, a launch gives the eager bits, and a launch after new inputs
+// are copied in computes from them.
+TYPED_TEST(CudaKernelsTest, StepRecordedAsAGraphReplays) {
+  using T = TypeParam;
+  std::unique_ptr<Backend> gpu = cudaTestBackend(128);
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  Device &dev = gpu->device();
+  Stream &stream = dev.computeStream();
+  std::vector<Tensor> in = {random<T>({64, 48}, 81), random<T>({48, 40}, 82),
+                            random<T>({40}, 83)};
+  std::vector<DeviceBuffer> buffers;
+  auto place = [&](DType dtype, std::vector<int64_t> shape) {
+    TensorView view{nullptr, dtype, std::move(shape)};
+    buffers.push_back(dev.allocateBuffer(view.numBytes()));
+    view.data = buffers.back().get();
+    return view;
+  };
+  std::vector<TensorView> views;
+  for (const Tensor &t : in) {
+    views.push_back(place(t.getDType(), t.getShape()));
+    dev.copyFromHost(views.back().data, t.data<unsigned char>(),
+                     views.back().numBytes(), stream);
+  }
+  TensorView c = place(dt<T>(), {64, 40}), d = place(dt<T>(), {64, 40});
+  KernelAttrs einsum;
+  einsum.spec = "ij,jk->ik";
+  einsum.dims = {1};
+  KernelAttrs gelu;
+  gelu.tanh = true;
+  auto step = [&] {
+    gpu->run({KernelKind::Einsum, einsum, {views[0], views[1], views[2]}, {c}});
+    gpu->run({KernelKind::Gelu, gelu, {c}, {d}});
+  };
+  auto read = [&] {
+    Tensor out(dt<T>(), {64, 40});
+    dev.copyToHost(out.data<unsigned char>(), d.data, d.numBytes(), stream);
+    return out;
+  };
+  step();
+  Tensor eager = read();
+  dev.zero(d.data, d.numBytes(), stream);
+  ASSERT_TRUE(stream.canCapture());
+  stream.beginCapture();
+  step();
+  std::unique_ptr<Graph> graph = stream.endCapture();
+  EXPECT_EQ(relativeDifference(read(), Tensor(dt<T>(), {64, 40})), 0)
+      << "the recorded work ran before its launch";
+  graph->launch(stream);
+  EXPECT_EQ(relativeDifference(read(), eager), 0);
+  // New inputs, the same graph.
+  in[0] = random<T>({64, 48}, 84);
+  dev.copyFromHost(views[0].data, in[0].data<unsigned char>(),
+                   views[0].numBytes(), stream);
+  graph->launch(stream);
+  Tensor biased = runOnBackend(*cpu, KernelKind::Einsum, einsum, in,
+                               {{dt<T>(), {64, 40}}})[0];
+  Tensor want =
+      runOnBackend(*cpu, KernelKind::Gelu, gelu, {biased}, {{dt<T>(), {64, 40}}})[0];
+  EXPECT_LE(relativeDifference(read(), want), 1e-5);
+}
+
 // Tests bf16 and f16 GEMMs (fp32 accumulation, the result rounded once)
 // against the cpu backend, which widens the operands to f32, runs sgemm and
 // narrows the result: within one ulp of the 16-bit result relative to the
