@@ -222,6 +222,10 @@ struct Executor::Impl {
   /// Executor::setLearningRate's value for the optimizer kernels (sgd,
   /// adamw); NaN: each kernel's lr from the plan.
   double learningRate = NAN;
+  /// The rate an optimizer kernel whose plan says `planRate` runs with.
+  double rateFor(double planRate) const {
+    return std::isnan(learningRate) ? planRate : learningRate;
+  }
   /// The plan's lr of the first optimizer kernel (NaN: none).
   double planLearningRate = NAN;
   const plan::Program *program = nullptr;
@@ -1411,14 +1415,13 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
         // learning-rate schedule (setLearningRate between steps).
         if (std::isnan(s.planLearningRate))
           s.planLearningRate = call.attrs.lr;
-        const double *override = &s.learningRate;
         double planLr = call.attrs.lr;
         // A step recorded as a graph reads its rate from device memory.
         size_t slot = s.planRates.size();
         if (options.captureGraph)
           s.planRates.push_back(planLr);
-        step = [be, call, override, planLr, impl, slot]() mutable {
-          call.attrs.lr = std::isnan(*override) ? planLr : *override;
+        step = [be, call, planLr, impl, slot]() mutable {
+          call.attrs.lr = impl->rateFor(planLr);
           if (impl->rates)
             call.attrs.lrOnDevice =
                 reinterpret_cast<const double *>(impl->rates.get()) + slot;
@@ -1816,8 +1819,7 @@ void Executor::setLearningRate(double lr) {
 }
 
 double Executor::learningRate() const {
-  return std::isnan(pimpl->learningRate) ? pimpl->planLearningRate
-                                         : pimpl->learningRate;
+  return pimpl->rateFor(pimpl->planLearningRate);
 }
 
 int64_t Executor::arenaBytes() const {
@@ -1989,9 +1991,9 @@ static void runSteps(Executor::Impl &s);
 /// optimizer kernels' learning rates are written to device memory first.
 static void runGraphed(Executor::Impl &s) {
   if (!s.planRates.empty()) {
-    std::vector<double> rates = s.planRates;
-    if (!std::isnan(s.learningRate))
-      std::fill(rates.begin(), rates.end(), s.learningRate);
+    std::vector<double> rates;
+    for (double planRate : s.planRates)
+      rates.push_back(s.rateFor(planRate));
     s.device->copyFromHost(s.rates.get(), rates.data(),
                            rates.size() * sizeof(double), *s.compute);
   }

@@ -186,7 +186,7 @@ private:
   void refuseWhileCapturing(const char *what) {
     if (!capturing)
       return;
-    captureError = std::string(what) + ", which a graph cannot hold";
+    failCapture(what);
     throw Error("during a capture, the stream's user " + std::string(what) +
                 " (a graph cannot hold that)");
   }

@@ -395,6 +395,12 @@ private:
            (g.beta != 0 ? " + C" : "");
   }
 
+  /// One line of --gemm-autotune's, to CudaApiOptions::log.
+  void logTuning(const std::string &line) const {
+    if (options.log)
+      options.log(deviceName + ": gemm autotune: " + line);
+  }
+
   /// --gemm-autotune (CudaApiOptions::gemmAutotune): times each of the
   /// heuristic's `found` candidates (one untimed run, then kGemmTuneRuns
   /// between two events) and sets plan's algorithm to the one
@@ -402,69 +408,69 @@ private:
   void tune(const GemmDesc &g, GemmPlan &plan,
             const cublasLtMatmulHeuristicResult_t *results, int found) {
     std::string shape = shapeText(g);
-    auto say = [&](const std::string &line) {
-      if (options.log)
-        options.log(deviceName + ": gemm autotune: " + line);
-    };
     size_t extent = size_t((g.batch - 1) * g.strideC + (g.m - 1) * g.ldc + g.n) *
                     sizeOf(g.type);
     void *d = g.c; // beta 0: the real run overwrites what the trials write
     void *scratch = nullptr;
     if (g.beta != 0) {
       if (extent > kGemmTuneScratchBytes) {
-        say(shape + ": not tuned (its output of " + std::to_string(extent) +
+        logTuning(shape + ": not tuned (its output of " + std::to_string(extent) +
             " bytes is read, and a scratch copy would exceed " +
             std::to_string(kGemmTuneScratchBytes) + " bytes)");
         return;
       }
       if (cudaMalloc(&scratch, extent) != cudaSuccess) {
         cudaGetLastError(); // not the next launch's error
-        say(shape + ": not tuned (no device memory for a scratch output of " +
+        logTuning(shape + ": not tuned (no device memory for a scratch output of " +
             std::to_string(extent) + " bytes)");
         return;
       }
       d = scratch;
     }
-    cudaEvent_t start = nullptr, stop = nullptr;
     std::vector<double> ms(found, -1.0);
-    try {
-      check(cudaEventCreate(&start), "cudaEventCreate");
-      check(cudaEventCreate(&stop), "cudaEventCreate");
+    {
+      // The trials' events and scratch, released however the trials end
+      // (cudaFree waits for the device).
+      struct Trials {
+        cudaEvent_t start = nullptr, stop = nullptr;
+        void *scratch = nullptr;
+        ~Trials() {
+          if (start)
+            cudaEventDestroy(start);
+          if (stop)
+            cudaEventDestroy(stop);
+          if (scratch)
+            cudaFree(scratch);
+        }
+      } t{nullptr, nullptr, scratch};
+      check(cudaEventCreate(&t.start), "cudaEventCreate");
+      check(cudaEventCreate(&t.stop), "cudaEventCreate");
       for (int i = 0; i < found; ++i) {
         const cublasLtMatmulHeuristicResult_t &r = results[i];
         if (r.state != CUBLAS_STATUS_SUCCESS ||
             r.workspaceSize > kWorkspaceBytes ||
             matmul(g, plan, r.algo, r.workspaceSize, d) != CUBLAS_STATUS_SUCCESS)
           continue;
-        check(cudaEventRecord(start, compute->stream), "cudaEventRecord");
+        check(cudaEventRecord(t.start, compute->stream), "cudaEventRecord");
         bool ran = true;
         for (int run = 0; run < kGemmTuneRuns && ran; ++run)
           ran = matmul(g, plan, r.algo, r.workspaceSize, d) ==
                 CUBLAS_STATUS_SUCCESS;
-        check(cudaEventRecord(stop, compute->stream), "cudaEventRecord");
-        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        check(cudaEventRecord(t.stop, compute->stream), "cudaEventRecord");
+        check(cudaEventSynchronize(t.stop), "cudaEventSynchronize");
         float elapsed = 0;
-        check(cudaEventElapsedTime(&elapsed, start, stop),
+        check(cudaEventElapsedTime(&elapsed, t.start, t.stop),
               "cudaEventElapsedTime");
         if (ran)
           ms[i] = double(elapsed) / kGemmTuneRuns;
       }
-    } catch (...) {
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-      if (scratch) cudaFree(scratch);
-      throw;
     }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    if (scratch)
-      cudaFree(scratch); // waits for the device
     // A candidate that failed to launch leaves its error behind, which the
     // next kernel launch (launchOnDevice reads cudaGetLastError) would take
     // for its own.
     cudaGetLastError();
     int kept = chooseGemmAlgorithm(ms);
-    say(describeGemmTuning(shape, ms, kept));
+    logTuning(describeGemmTuning(shape, ms, kept));
     if (kept >= 0) {
       plan.algo = results[kept].algo;
       plan.workspaceBytes = results[kept].workspaceSize;
@@ -580,9 +586,8 @@ private:
     plan->workspaceBytes = results[0].workspaceSize;
     if (options.gemmAutotune && offered > 1)
       tune(g, *plan, results, offered);
-    else if (options.gemmAutotune && options.log)
-      options.log(deviceName + ": gemm autotune: " + shapeText(g) +
-                  ": the heuristic offers one algorithm");
+    else if (options.gemmAutotune)
+      logTuning(shapeText(g) + ": the heuristic offers one algorithm");
     GemmPlan &made = *plan;
     gemmPlans.emplace(key, std::move(plan));
     return made;

@@ -1459,7 +1459,7 @@ private:
     bool vec = a.headDim % (16 / elem) == 0;
     for (int i = 0; i < int(call.inputs.size()); ++i) {
       p.in[i] = call.inputs[i].data;
-      vec = vec && reinterpret_cast<uintptr_t>(p.in[i]) % 16 == 0;
+      vec = vec && aligned16(p.in[i]);
     }
     p.bits = vec ? 1 : 0;
   }

@@ -118,7 +118,12 @@ public:
   bool hostAccessible() const override { return false; }
 
   void *allocate(size_t bytes, MemorySpace space) override {
-    refuseWhileCapturing("allocates");
+    // cudaMalloc fails on a thread whose stream is capturing (thread-local
+    // capture mode).
+    if (compute.isCapturing())
+      throw Error("cuda (emulated): the step allocates device memory while "
+                  "its work is being recorded as a graph (CUDA refuses "
+                  "cudaMalloc during a capture)");
     size_t size = ((std::max<size_t>(bytes, 1) + 63) / 64) * 64;
     void *p = std::aligned_alloc(64, size);
     if (!p)
@@ -144,8 +149,7 @@ public:
   void deallocate(void *p, MemorySpace space) override {
     // Frees run in destructors, so this one fails the capture quietly
     // (as cudaFree's error invalidates a CUDA capture) and frees.
-    if (compute.isCapturing())
-      compute.failCapture("frees device memory");
+    compute.failCapture("frees device memory");
     if (space == MemorySpace::Device && options.guardDeviceMemory) {
       std::unique_lock<std::mutex> lock(guardedMutex);
       auto it = guarded.find(reinterpret_cast<uintptr_t>(p));
@@ -243,15 +247,6 @@ public:
   }
 
 private:
-  /// cudaMalloc fails on a thread whose stream is capturing (thread-local
-  /// capture mode): so does allocate.
-  void refuseWhileCapturing(const char *what) {
-    if (compute.isCapturing())
-      throw Error(std::string("cuda (emulated): the step ") + what +
-                  " device memory while its work is being recorded as a "
-                  "graph (CUDA refuses cudaMalloc during a capture)");
-  }
-
   /// Elements from the first of `matrix` (rows x cols, leading dimension
   /// ld) to the last of batch item `batch` - 1.
   static int64_t extent(int64_t batch, int64_t stride, int64_t rows,
