@@ -156,4 +156,10 @@ void renamePath(const std::string &from, const std::string &to) {
                 "': " + errorText(errno));
 }
 
+void writeErrorLine(const std::string &line) {
+  std::string text = line + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
 } // namespace partita::runtime::io

@@ -91,6 +91,11 @@ void syncDirectory(const std::string &path);
 /// Renames `from` to `to` (std::rename, checked).
 void renamePath(const std::string &from, const std::string &to);
 
+/// Writes `line` and a newline to stderr in one write and flushes it: under
+/// mpirun every rank's messages share one stream, and a line written in
+/// pieces is torn by the others'.
+void writeErrorLine(const std::string &line);
+
 /// strerror(error) as a string.
 std::string errorText(int error);
 

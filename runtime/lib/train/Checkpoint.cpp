@@ -220,11 +220,9 @@ struct SaveFaults {
   int64_t bytes = 0;
 
   [[noreturn]] void die(const std::string &where) const {
-    std::string line = options.toolName + ": rank " + std::to_string(rank) +
+    io::writeErrorLine(options.toolName + ": rank " + std::to_string(rank) +
                        ": injected failure while saving checkpoint '" + dir +
-                       "', " + where + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
+                       "', " + where);
     std::_Exit(1);
   }
 

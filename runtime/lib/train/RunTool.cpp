@@ -362,11 +362,7 @@ private:
   /// before it come first); returns 1.
   int fail(const std::string &message) {
     std::cout.flush();
-    // One write: under mpirun every rank's errors share one stream, and a
-    // line written in pieces is torn by the others'.
-    std::string line = name + ": error: " + message + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
+    io::writeErrorLine(name + ": error: " + message);
     return 1;
   }
   int parse(const std::vector<std::string> &argv);

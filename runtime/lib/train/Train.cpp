@@ -3,6 +3,7 @@
 #include "partita/runtime/Train.h"
 #include "partita/runtime/CudaBackend.h"
 #include "partita/runtime/Npy.h"
+#include "runtime/lib/core/FileIO.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,12 +42,9 @@ void maybeInjectFailure(const RunOptions &options, Communicator *comm,
   // A process of its own (mpi, or nccl over mpi): it exits.
   if (std::string(comm->kind()) == "mpi" ||
       (std::string(comm->kind()) == "nccl" && !options.cudaEmulate)) {
-    // One write, so that it is not torn by other ranks' output.
-    std::string line = options.toolName + ": rank " +
+    io::writeErrorLine(options.toolName + ": rank " +
                        std::to_string(comm->rank()) +
-                       ": injected failure, exiting\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
+                       ": injected failure, exiting");
     std::_Exit(1);
   }
   throw Error(step == 0 ? std::string("injected failure before the first step")
@@ -164,10 +162,7 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
     cuda.gemmAutotune = options.cudaGemmAutotune;
     if (options.cudaGemmAutotune)
       cuda.log = [tool = options.toolName](const std::string &line) {
-        // One write: ranks sharing stderr would tear a line written in
-        // pieces.
-        std::string text = tool + ": " + line + "\n";
-        std::fwrite(text.data(), 1, text.size(), stderr);
+        io::writeErrorLine(tool + ": " + line);
       };
     cuda.emulateAsync = options.cudaEmulateAsync;
     // The emulator pays per simulated thread at every barrier, and several
