@@ -101,10 +101,21 @@ void buildOptimizeCommPassPipeline(OpPassManager &pm,
     pm.addPass(pipeline::createDistMicrobatchSplit());
 }
 
+/// The rewrites of a train step's attention gradients that a per-device
+/// program gets (and the unpartitioned reference, so that --check compares
+/// the same kernels): one attention_grad computes dq, dk and dv, then
+/// reads its forward's output and softmax statistics.
+static void buildAttentionGradPassPipeline(OpPassManager &pm,
+                                           const CompilerOptions &options) {
+  if (!options.train)
+    return;
+  pm.addPass(nn::createNNFuseAttentionGrad());
+  if (options.keepAttentionStats)
+    pm.addPass(nn::createNNKeepAttentionStats());
+}
+
 void buildFusePassPipeline(OpPassManager &pm, const CompilerOptions &options) {
-  // On the per-device program: one attention_grad computes dq, dk and dv.
-  if (options.train)
-    pm.addPass(nn::createNNFuseAttentionGrad());
+  buildAttentionGradPassPipeline(pm, options);
   // Last: each stage's functions from the fused per-microbatch program.
   if (options.train && options.pipelineSplit)
     pm.addPass(pipeline::createDistStageSplit(
@@ -180,7 +191,7 @@ LogicalResult compileModule(ModuleOp module, const CompilerOptions &options,
   assert((last != CompileStage::Plan || plan) &&
          "compiling to a plan needs a plan to fill");
   // The reference program is the module before annotation: the model, or
-  // its train step.
+  // its train step (with the per-device attention-gradient rewrites).
   OwningOpRef<ModuleOp> reference;
   if (last == CompileStage::Plan && !options.train)
     reference = module.clone();
@@ -198,8 +209,14 @@ LogicalResult compileModule(ModuleOp module, const CompilerOptions &options,
       return failure();
     if (callbacks.afterStage)
       callbacks.afterStage(stage);
-    if (stage == CompileStage::Differentiated && last == CompileStage::Plan)
+    if (stage == CompileStage::Differentiated && last == CompileStage::Plan) {
       reference = module.clone();
+      PassManager referencePm(module.getContext(),
+                              ModuleOp::getOperationName());
+      buildAttentionGradPassPipeline(referencePm, options);
+      if (failed(referencePm.run(*reference)))
+        return failure();
+    }
     if (stage == last)
       return success();
   }

@@ -108,6 +108,10 @@ struct CompilerOptions {
   /// Plan lowering: fuse an einsum's bias or gradient add into it
   /// (LowerToPlanOptions::fuseAdds).
   bool fuseAdds = true;
+  /// With `train`: each attention_grad reads its forward's output and lse
+  /// instead of recomputing the softmax statistics
+  /// (nn-keep-attention-stats).
+  bool keepAttentionStats = true;
 
   static sharding::DistAnnotateOptions defaultAnnotateOptions() {
     sharding::DistAnnotateOptions options;

@@ -1,7 +1,9 @@
 //===- attention_bench.cpp - the cuda backend's attention, timed ----------===//
 //
 // Times attention and attention_grad (dq, dk, dv one a call, then all three
-// in one "qkv" call) of the cuda backend at the GPT benchmark shape (batch
+// in one "qkv" call; then the forward writing its lse and the qkv call
+// reading the saved output and lse, what a compiled train step runs) of the
+// cuda backend at the GPT benchmark shape (batch
 // 16, seq 1024, 12 heads, head_dim 64, causal, f32) and prints milliseconds
 // and TFLOP/s (GFLOP/s on the cpu backend) per call, and the qkv call's time over the three single
 // calls'. Built by the runtime CMake when CUDA is on
@@ -21,7 +23,8 @@
 // keeps:
 //   executed: forward 4 D pairs; dq and dk 10 D pairs (a statistics pass
 //   of 4 D, then s, dP and the product); dv 6 D pairs (statistics without
-//   the value product: 2 D, then s and dv); qkv counts the useful 10 D;
+//   the value product: 2 D, then s and dv); qkv counts the useful 10 D, and
+//   so does "qkv saved" (on tensor cores it skips the statistics pass);
 //   the step's "useful" rate counts forward 4 D and backward 10 D pairs
 //   (what one fused flash-attention backward needs) over the time of the
 //   forward and the backward (three single calls, or the one qkv call).
@@ -223,10 +226,15 @@ int main(int argc, char **argv) {
     struct Job {
       const char *name, *wrt;
       double flops; // executed, in units of D * pairs * batch * heads
-    } jobs[] = {{"forward", "", 4}, {"dq", "q", 10}, {"dk", "k", 10},
-                {"dv", "v", 6},   {"qkv", "qkv", 10}};
+      bool saved = false; // forward: also the lse; grad: read o and lse
+    } jobs[] = {{"forward", "", 4},       {"dq", "q", 10},
+                {"dk", "k", 10},          {"dv", "v", 6},
+                {"qkv", "qkv", 10},       {"fwd+lse", "", 4, true},
+                {"qkv saved", "qkv", 10, true}};
     std::unique_ptr<Backend> cpu = o.check ? createCpuBackend(0) : nullptr;
-    double forward = 0, singles = 0, qkv = 0;
+    double forward = 0, singles = 0, qkv = 0, forwardLse = 0, qkvSaved = 0;
+    // The forward's output and lse, as fwd+lse wrote them, for qkv saved.
+    Tensor lseLike(dtype, {o.batch, o.heads, o.seq}), savedO, savedLse;
     // FLOP/s in the unit that reads on the device: GFLOP/s on a CPU.
     double rate = o.cpuThreads > 0 ? 1e9 : 1e12;
     const char *rateName = o.cpuThreads > 0 ? "GFLOP/s" : "TFLOP/s";
@@ -239,11 +247,17 @@ int main(int argc, char **argv) {
       std::vector<Tensor> inputs = {q, k, v};
       if (grad)
         inputs.push_back(dy);
+      if (grad && job.saved) {
+        inputs.push_back(savedO);
+        inputs.push_back(savedLse);
+      }
       std::vector<const Tensor *> like;
       for (const char *c = job.wrt; *c; ++c)
         like.push_back(*c == 'q' ? &q : &k);
       if (!grad)
         like.push_back(&q);
+      if (!grad && job.saved)
+        like.push_back(&lseLike);
       DeviceCall call(*gpu, kind, a, inputs, like);
       gpu->run(call.call); // warm-up
       call.dev.computeStream().synchronize();
@@ -255,7 +269,15 @@ int main(int argc, char **argv) {
                            std::chrono::steady_clock::now() - start)
                            .count() /
                        o.iters;
-      (!grad ? forward : job.wrt[1] ? qkv : singles) += seconds;
+      if (job.saved) {
+        (grad ? qkvSaved : forwardLse) += seconds;
+        if (!grad) {
+          savedO = call.result(0);
+          savedLse = call.result(1);
+        }
+      } else {
+        (!grad ? forward : job.wrt[1] ? qkv : singles) += seconds;
+      }
       std::printf("  %-8s %9.3f ms  %7.2f %s %s\n", job.name,
                   seconds * 1e3, job.flops * unit / seconds / rate, rateName,
                   job.wrt[0] && job.wrt[1] ? "useful" : "executed");
@@ -272,12 +294,17 @@ int main(int argc, char **argv) {
     struct Backward {
       const char *what;
       double seconds;
-    } backwards[] = {{"dq, dk, dv calls", singles}, {"one qkv call", qkv}};
+      double forward;
+    } backwards[] = {{"dq, dk, dv calls", singles, forward},
+                     {"one qkv call", qkv, forward},
+                     {"one qkv call reading the forward's o and lse",
+                      qkvSaved, forwardLse}};
     for (const Backward &b : backwards)
       std::printf("  step     %9.3f ms  %7.2f %s useful (forward 4 + "
                   "backward 10 D per pair; backward: %s)\n",
-                  (forward + b.seconds) * 1e3,
-                  14 * unit / (forward + b.seconds) / rate, rateName, b.what);
+                  (b.forward + b.seconds) * 1e3,
+                  14 * unit / (b.forward + b.seconds) / rate, rateName,
+                  b.what);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "partita-attention-bench: %s\n", e.what());
     return 1;

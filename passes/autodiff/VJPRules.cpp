@@ -36,6 +36,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 
@@ -383,10 +384,18 @@ struct VJPModel : public VJPOpInterface::ExternalModel<VJPModel<OpT>, OpT> {
   FailureOr<Value> buildOperandCotangent(Operation *op, OpBuilder &b,
                                          unsigned index,
                                          ValueRange resultCotangents) const {
-    if (index >= op->getNumOperands() || resultCotangents.size() != 1)
+    if (index >= op->getNumOperands() || resultCotangents.empty() ||
+        resultCotangents.size() != op->getNumResults())
       return op->emitError("VJP asked for operand #")
              << index << " of " << op->getNumOperands() << " with "
              << resultCotangents.size() << " result cotangents";
+    // Only the first result has a rule (attention's lse has none): the
+    // others must not reach the loss, i.e. their cotangents are zeros.
+    for (auto [i, cotangent] : llvm::enumerate(resultCotangents.drop_front()))
+      if (!matchPattern(cotangent, m_AnyZeroFloat()))
+        return op->emitError("nn-autodiff: the loss depends on result #")
+               << i + 1 << " of '" << op->getName()
+               << "', which has no VJP rule (only result #0 has one)";
     if (!isFloatTensor(op->getOperand(index)) ||
         !isFloatTensor(op->getResult(0)))
       return Value();

@@ -78,9 +78,9 @@ TEST_F(PipelinesTest, CompilesTrainStepToPlanWithReference) {
       // nn-absorb-transposes, then dist-annotate.
       "before differentiated 1", "after differentiated", "before annotated 2",
       "after annotated", "before propagated 1", "after propagated",
-      // dist-partition, then dist-optimize-comm and nn-fuse-attention-grad
-      // (a train step).
-      "before partitioned 3", "after partitioned", "before plan 0",
+      // dist-partition, then dist-optimize-comm, nn-fuse-attention-grad
+      // and nn-keep-attention-stats (a train step).
+      "before partitioned 4", "after partitioned", "before plan 0",
       "after plan"};
   EXPECT_EQ(events, expected);
   // The module is left partitioned.

@@ -146,6 +146,12 @@ cl::opt<bool> fuseAdds(
              "a gradient added to another) as that einsum accumulating onto "
              "the addend: one instruction, no broadcast or add pass (on by "
              "default; =false keeps them apart)"));
+cl::opt<bool> keepAttentionStats(
+    "keep-attention-stats", cl::sub(planCommand), cl::init(true),
+    cl::desc("--train: each attention gradient reads its forward's output "
+             "and the log-sum-exp of its rows, which the forward then also "
+             "writes, instead of recomputing them (nn-keep-attention-stats; "
+             "on by default; =false recomputes)"));
 cl::opt<std::string> bucketBytesArg(
     "bucket-bytes", cl::sub(planCommand), cl::value_desc("n[KiB|MiB]"),
     cl::desc("--train: cap on a gradient bucket's bytes per device (default "
@@ -521,6 +527,7 @@ int runPlan() {
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;
   options.fuseAdds = fuseAdds;
+  options.keepAttentionStats = keepAttentionStats;
   options.optimizeComm.bucketBytes = 25 << 20;
   if (microbatchesArg < 1)
     return reportError(kCommand, "--microbatches must be at least 1, got " +

@@ -34,7 +34,10 @@
 //                    elements): 8PD + 7P + 2*B*Sq*Hq*D + result elements;
 //                    wrt v: P^T dy only, 4PD + 5P. Several members share
 //                    the probabilities, dP and dS: each adds only its own
-//                    contraction (2PD) and scaling
+//                    contraction (2PD) and scaling. With the forward's O
+//                    and lse saved: P = exp(S - lse) is 2PD + 2P, and O =
+//                    P V is not recomputed (2PD less for dq and dk)
+//   attention's lse  one log and one add per query row
 //   embedding        0; reads the ids and the looked-up rows (tokens * hidden)
 //   embedding_grad   tokens * hidden adds; writes the whole table
 //   cross_entropy    3RV + 3R + 1 (max, subtract, sum per logit; add back the
@@ -365,6 +368,11 @@ LogicalResult addCompute(AttentionOp op, Shapes operands, Shapes,
     return failure();
   cost.flops = 4 * s->pairs * s->headDim + 5 * s->pairs;
   cost.transcendentals = s->pairs;
+  if (op.getLse()) {
+    double rows = s->queryElements / s->headDim;
+    cost.flops += rows;
+    cost.transcendentals += rows;
+  }
   return success();
 }
 
@@ -374,12 +382,14 @@ LogicalResult addCompute(AttentionGradOp op, Shapes operands, Shapes results,
       attentionSizes(operands[0], operands[1], op.getCausal());
   if (failed(s))
     return failure();
-  // The probabilities once (2PD + 5P); dV = P^T dy (2PD); for dq or dk,
-  // O = P V with rowsum(dy * O) (2PD + 2 query elements), dP = dy V^T and
-  // dS (2PD + 2P), then each of dq and dk (2PD, and its scale).
+  // The probabilities once (2PD + 5P; from a saved lse 2PD + 2P); dV =
+  // P^T dy (2PD); for dq or dk, O = P V (unless saved) with rowsum(dy * O)
+  // (2PD + 2 query elements), dP = dy V^T and dS (2PD + 2P), then each of
+  // dq and dk (2PD, and its scale).
+  bool saved = bool(op.getOut());
   double pd = s->pairs * s->headDim;
   cost.transcendentals = s->pairs;
-  cost.flops = 2 * pd + 5 * s->pairs;
+  cost.flops = 2 * pd + (saved ? 2 : 5) * s->pairs;
   bool scores = false;
   for (auto [member, result] : llvm::zip(op.getWrtMembers(), results)) {
     cost.flops += 2 * pd;
@@ -387,7 +397,7 @@ LogicalResult addCompute(AttentionGradOp op, Shapes operands, Shapes results,
       continue;
     cost.flops += result.getNumElements();
     if (!scores)
-      cost.flops += 4 * pd + 2 * s->pairs + 2 * s->queryElements;
+      cost.flops += (saved ? 2 : 4) * pd + 2 * s->pairs + 2 * s->queryElements;
     scores = true;
   }
   return success();

@@ -186,6 +186,22 @@ LogicalResult verifyResultShape(Operation *op, RankedTensorType inputType,
          << formatShape(list) << ", i.e. " << formatShape(expected);
 }
 
+/// Checks the log-sum-exp `lse` of attention's rows: [batch, heads, seq_q]
+/// of the query's element type (`what` names it in the message).
+LogicalResult verifyAttentionLse(Operation *op, StringRef what, Value lse,
+                                 RankedTensorType queryType) {
+  auto type = cast<RankedTensorType>(lse.getType());
+  SmallVector<int64_t, 3> expected = {queryType.getDimSize(0),
+                                      queryType.getDimSize(2),
+                                      queryType.getDimSize(1)};
+  if (type.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError()
+           << what << " " << formatShape(type.getShape())
+           << " must be [batch, heads, seq_q] of the query, i.e. "
+           << formatShape(expected);
+  return verifySameElementType(op, what, type, "the query", queryType);
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -462,7 +478,10 @@ LogicalResult AttentionOp::verify() {
            << queryType.getDimSize(1) << " and seq_kv is "
            << keyType.getDimSize(1);
   if (std::optional<llvm::APFloat> scale = getScale())
-    return verifyPositiveFinite(*this, "scale", *scale);
+    if (failed(verifyPositiveFinite(*this, "scale", *scale)))
+      return failure();
+  if (Value lse = getLse())
+    return verifyAttentionLse(*this, "the lse result", lse, queryType);
   return success();
 }
 
@@ -584,6 +603,18 @@ LogicalResult AttentionGradOp::verify() {
   if (std::optional<llvm::APFloat> scale = getScale())
     if (failed(verifyPositiveFinite(*this, "scale", *scale)))
       return failure();
+
+  if (bool(getOut()) != bool(getLse()))
+    return emitOpError("saved needs both the forward's result and its lse");
+  if (Value out = getOut()) {
+    if (out.getType() != getDy().getType())
+      return emitOpError("the saved forward result has type ")
+             << out.getType() << ", but must have dy's type "
+             << getDy().getType();
+    if (failed(verifyAttentionLse(*this, "the saved lse", getLse(),
+                                  queryType)))
+      return failure();
+  }
 
   SmallVector<AttentionGradWrt, 3> members = getWrtMembers();
   if (members.empty())

@@ -312,22 +312,40 @@ def NN_AttentionOp : NN_ShardableOp<"attention", [
     query's type; batch, head_dim and element type are shared by all three.
     Scores are scaled by `scale` (positive; default 1/sqrt(head_dim)); with
     `causal`, query i attends to keys 0..i (seq_q must equal seq_kv).
+
+    An optional second result `lse` ([batch, heads, seq_q], the element
+    type) holds each query row's log-sum-exp of its scaled, masked scores,
+    what `nn.attention_grad` reads in place of recomputing the softmax
+    statistics. `nn-keep-attention-stats` adds it to forward ops whose
+    gradients are taken; it has no VJP rule (the loss must not depend on
+    it), and while a split key sequence needs a merge of partial outputs,
+    an op with `lse` keeps its keys (and, when causal, its queries) whole.
     ```mlir
     %o = nn.attention %q, %k, %v causal
         : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
     %g = nn.attention %q, %k2, %v2 causal scale = 0.25
         : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    %o2, %lse = nn.attention %q, %k, %v causal
+        : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x4x8xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs NN_FloatTensor:$result, Optional<NN_FloatTensor>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
     attr-dict
-    `:` type($query) `,` type($key)
+    `:` type($query) `,` type($key) (`->` type($lse)^)?
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$query,
+                   "::mlir::Value":$key, "::mlir::Value":$value,
+                   "bool":$causal, "::mlir::FloatAttr":$scale), [{
+      build($_builder, $_state, result, /*lse=*/::mlir::Type(), query, key,
+            value, causal, scale);
+    }]>,
+  ];
 }
 
 def NN_EmbeddingOp : NN_ShardableOp<"embedding"> {
@@ -555,7 +573,8 @@ def NN_RotaryGradOp : NN_ShardableOp<"rotary_grad", [
 }
 
 def NN_AttentionGradOp : NN_ShardableOp<"attention_grad", [
-    AllTypesMatch<["query", "dy"]>, AllTypesMatch<["key", "value"]>]> {
+    AllTypesMatch<["query", "dy"]>, AllTypesMatch<["key", "value"]>,
+    AttrSizedOperandSegments]> {
   let summary = "Gradients of `nn.attention`'s result with respect to its operands.";
   let description = [{
     Operands, `causal` and `scale` are those of the forward
@@ -575,6 +594,11 @@ def NN_AttentionGradOp : NN_ShardableOp<"attention_grad", [
     partial sums); after partitioning, `nn-fuse-attention-grad` merges the
     ops that read the same operands into one, which computes P, dP and dS
     once for all its results.
+
+    `saved(%o, %lse : types)` passes the forward's result O (dy's type) and
+    its `lse` result ([batch, heads, seq_q]): then P = exp(scale * Q K^T -
+    lse) and rowsum(dy * O) need no pass over the keys of their own
+    (`nn-keep-attention-stats` adds them). Both or neither.
     ```mlir
     %dq = nn.attention_grad %q, %k, %v, %dy wrt = q causal
         : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>
@@ -583,18 +607,35 @@ def NN_AttentionGradOp : NN_ShardableOp<"attention_grad", [
     %dq2, %dk2, %dv2 = nn.attention_grad %q, %k, %v, %dy wrt = q|k|v causal
         : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>
         -> tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+    %dq3 = nn.attention_grad %q, %k, %v, %dy
+        saved(%o, %lse : tensor<2x8x8x16xf32>, tensor<2x8x8xf32>) wrt = q causal
+        : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, NN_FloatTensor:$dy,
+                       Optional<NN_FloatTensor>:$out,
+                       Optional<NN_FloatTensor>:$lse,
                        NN_AttentionGradWrt:$wrt, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale);
   let results = (outs Variadic<NN_FloatTensor>:$results);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $dy `wrt` `=` custom<AttentionGradWrt>($wrt)
+    $query `,` $key `,` $value `,` $dy
+    (`saved` `(` $out^ `,` $lse `:` type($out) `,` type($lse) `)`)?
+    `wrt` `=` custom<AttentionGradWrt>($wrt)
     (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict
     `:` type($query) `,` type($key) `->` type($results)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::Value":$query,
+                   "::mlir::Value":$key, "::mlir::Value":$value,
+                   "::mlir::Value":$dy, "AttentionGradWrt":$wrt,
+                   "bool":$causal, "::mlir::FloatAttr":$scale), [{
+      build($_builder, $_state, results, query, key, value, dy,
+            /*out=*/::mlir::Value(), /*lse=*/::mlir::Value(), wrt, causal,
+            scale);
+    }]>,
+  ];
   let extraClassDeclaration = [{
     /// The single members of `wrt`, in result order (q, k, v).
     static ::llvm::SmallVector<AttentionGradWrt, 3>

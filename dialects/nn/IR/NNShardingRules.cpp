@@ -512,13 +512,19 @@ FailureOr<ShardingRule> RotaryOp::getShardingRule() {
 // it, and softmax comes before any sum could be taken); the key seq "t" is
 // collective (split keys need a log-sum-exp merge of the partial outputs);
 // the head_dim of value and result "v" is parallel: each output column only
-// reads its value column.
+// reads its value column. With the lse result [b, n, s] the key seq is
+// whole (the merge of split keys is not written for it), and so is a causal
+// query seq (its split local form is einsums, which have no lse).
 FailureOr<ShardingRule> AttentionOp::getShardingRule() {
   std::optional<ArrayRef<int64_t>> q = staticShape(getQuery());
   std::optional<ArrayRef<int64_t>> k = staticShape(getKey());
   std::optional<ArrayRef<int64_t>> v = staticShape(getValue());
   if (!q || !k || !v || q->size() != 4 || k->size() != 4 || k != v ||
       staticShape(getResult()) != q)
+    return failure();
+  bool lse = bool(getLse());
+  if (lse && staticShape(getLse()) !=
+                 ArrayRef<int64_t>{(*q)[0], (*q)[2], (*q)[1]})
     return failure();
   int64_t heads = (*q)[2], kvHeads = (*k)[2];
   if ((*k)[0] != (*q)[0] || (*k)[3] != (*q)[3] || kvHeads <= 0 ||
@@ -527,8 +533,10 @@ FailureOr<ShardingRule> AttentionOp::getShardingRule() {
 
   ShardingRule rule;
   int64_t b = rule.addFactor((*q)[0], FactorKind::Parallel, "b");
-  int64_t s =
-      rule.addFactor((*q)[1], FactorKind::Parallel, "s", FactorRole::Sequence);
+  int64_t s = rule.addFactor(
+      (*q)[1],
+      lse && getCausal() ? FactorKind::Whole : FactorKind::Parallel, "s",
+      FactorRole::Sequence);
   SmallVector<int64_t, 2> queryHeads, kvHeadFactors;
   if (heads == kvHeads) {
     int64_t n = rule.addFactor(heads, FactorKind::Parallel, "n");
@@ -541,14 +549,17 @@ FailureOr<ShardingRule> AttentionOp::getShardingRule() {
     kvHeadFactors = {kf};
   }
   int64_t d = rule.addFactor((*q)[3], FactorKind::Whole, "d");
-  int64_t t = rule.addFactor((*k)[1], FactorKind::Collective, "t",
-                             FactorRole::KeySequence);
+  int64_t t = rule.addFactor(
+      (*k)[1], lse ? FactorKind::Whole : FactorKind::Collective, "t",
+      FactorRole::KeySequence);
   int64_t e = rule.addFactor((*v)[3], FactorKind::Parallel, "v",
                              FactorRole::ValueHeadDim);
   rule.addOperand({{b}, {s}, queryHeads, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
   rule.addResult({{b}, {s}, queryHeads, {e}});
+  if (lse)
+    rule.addResult({{b}, queryHeads, {s}});
   return rule;
 }
 
@@ -699,6 +710,7 @@ FailureOr<ShardingRule> RotaryGradOp::getShardingRule() {
 // nn-fuse-attention-grad makes after partitioning) keeps them whole: a
 // split there would leave one result split and another partial, which one
 // rule cannot say. Without grouping, "n" is the kv heads and parallel.
+// The saved forward result is dy's factors, its lse [b, heads, s].
 FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   std::optional<ArrayRef<int64_t>> q = staticShape(getQuery());
   std::optional<ArrayRef<int64_t>> k = staticShape(getKey());
@@ -706,6 +718,12 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   std::optional<ArrayRef<int64_t>> dy = staticShape(getDy());
   if (!q || !k || !v || !dy || q->size() != 4 || k->size() != 4 || k != v ||
       dy != q)
+    return failure();
+  bool saved = bool(getOut());
+  if (saved != bool(getLse()) ||
+      (saved && (staticShape(getOut()) != q ||
+                 staticShape(getLse()) !=
+                     ArrayRef<int64_t>{(*q)[0], (*q)[2], (*q)[1]})))
     return failure();
   int64_t heads = (*q)[2], kvHeads = (*k)[2];
   if ((*k)[0] != (*q)[0] || (*k)[3] != (*q)[3] || kvHeads <= 0 ||
@@ -747,6 +765,10 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   rule.addOperand({{b}, {t}, kvHeadFactors, {d}});
   rule.addOperand({{b}, {t}, kvHeadFactors, {e}});
   rule.addOperand({{b}, {s}, queryHeads, {e}});
+  if (saved) {
+    rule.addOperand({{b}, {s}, queryHeads, {e}});
+    rule.addOperand({{b}, queryHeads, {s}});
+  }
   for (AttentionGradWrt member : members) {
     if (member == AttentionGradWrt::Query)
       rule.addResult({{b}, {s}, queryHeads, {d}});

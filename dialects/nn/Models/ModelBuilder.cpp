@@ -378,7 +378,8 @@ Value ModelWriter::gptLayer(Value x, int64_t layer) {
   Value k = project(wk, bk, "k");
   Value v = project(wv, bv, "v");
   Value o = nn::AttentionOp::create(builder, loc(p + "attn"), q.getType(), q,
-                                    k, v, /*causal=*/true, /*scale=*/nullptr);
+                                    k, v, /*causal=*/true, /*scale=*/nullptr)
+                .getResult();
   Value a = einsum("bsnd,ndh->bsh", o, wo, {b, s, h}, p + "attn.o.proj");
   a = addBias(a, bo, p + "attn.bo", p + "attn.o");
   x = add(x, a, p + "attn.residual");
@@ -441,7 +442,8 @@ Value ModelWriter::llamaLayer(Value x, int64_t layer) {
   k = nn::RotaryOp::create(builder, loc(p + "attn.k.rotary"), k.getType(), k,
                            theta);
   Value o = nn::AttentionOp::create(builder, loc(p + "attn"), q.getType(), q,
-                                    k, v, /*causal=*/true, /*scale=*/nullptr);
+                                    k, v, /*causal=*/true, /*scale=*/nullptr)
+                .getResult();
   Value a = einsum("bsnd,ndh->bsh", o, wo, {b, s, h}, p + "attn.o");
   x = add(x, a, p + "attn.residual");
 

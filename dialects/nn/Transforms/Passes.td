@@ -37,6 +37,32 @@ def NNFuseAttentionGrad : Pass<"nn-fuse-attention-grad"> {
   let dependentDialects = ["::partita::nn::NNDialect"];
 }
 
+def NNKeepAttentionStats : Pass<"nn-keep-attention-stats"> {
+  let summary = "Gives each attention gradient the forward's output and lse.";
+  let description = [{
+    `nn.attention_grad` needs each query row's softmax statistics: the
+    log-sum-exp of its scores, and rowsum(dy * O) with O the forward's
+    output. Without them a kernel recomputes them with a pass over the
+    keys (a flash-style kernel: a whole forward, Q K^T and P V, before the
+    gradients). The forward computed both already: O is its result, which
+    the output projection's gradient keeps alive anyway, and the
+    log-sum-exp is its running max and sum, [batch, heads, seq_q] numbers.
+
+    In each block, for every `nn.attention_grad` without `saved`, this pass
+    looks for an `nn.attention` before it with the same query, key, value,
+    `causal` and `scale`; it gives that op its `lse` result (replacing it
+    by an op with both results, its attributes kept) and the gradient
+    `saved(%result, %lse)`. Gradients without such a forward (in another
+    block, or reading other values) keep recomputing, and so do 16-bit
+    attentions: an lse in 16 bits loses too much.
+
+    Run it on per-device programs, after `nn-fuse-attention-grad`: an op
+    with `lse` keeps its key sequence (and a causal query sequence) whole
+    under partitioning.
+  }];
+  let dependentDialects = ["::partita::nn::NNDialect"];
+}
+
 def NNAbsorbTransposes : Pass<"nn-absorb-transposes"> {
   let summary = "Folds nn.transpose into the nn.einsum that reads or writes it.";
   let description = [{

@@ -372,8 +372,8 @@ void checkVector(KernelKind kind, const TensorView &v, const char *name,
                  const TensorView &x, int64_t size);
 
 /// dst[0, n) = softmax(src[0, n)) (max subtracted, sum in double); `dst` may
-/// be `src`.
-template <typename T> void softmaxRow(const T *src, T *dst, int64_t n);
+/// be `src`. Returns the row's log-sum-exp, max + log(sum).
+template <typename T> double softmaxRow(const T *src, T *dst, int64_t n);
 /// Causal attention on the cpu takes its query rows in blocks of this many,
 /// each block's products over only the keys its last row sees (and at most
 /// seq_kv): for 128 queries, 62.5% of the full QK^T and PV work, and the
@@ -393,11 +393,19 @@ inline int64_t attentionBlockKeys(bool causal, int64_t queryOffset,
   return causal ? std::min(seqKV, queryOffset + first + rows) : seqKV;
 }
 
+/// The columns of scores row i that a (causal) attention row sees:
+/// min(cols, queryOffset + i + 1) when causal, else cols.
+inline int64_t attentionRowKeys(bool causal, int64_t queryOffset, int64_t i,
+                                int64_t cols) {
+  return causal ? std::min(cols, queryOffset + i + 1) : cols;
+}
+
 /// Row-wise softmax of scores[rows, cols] in place; when causal, row i sees
-/// only its first min(cols, queryOffset + i + 1) columns (the rest become 0).
+/// only its first attentionRowKeys columns (the rest become 0). With `lse`,
+/// row i's log-sum-exp goes to lse[i].
 template <typename T>
 void causalSoftmaxRows(T *scores, int64_t rows, int64_t cols, bool causal,
-                       int64_t queryOffset);
+                       int64_t queryOffset, T *lse = nullptr);
 
 /// The sizes of an attention call's q[B,Sq,heads,D], k[B,Skv,kvHeads,D] and
 /// v (as k), with the scale it uses.
@@ -408,17 +416,24 @@ struct AttentionDims {
 /// Checks inputs 0..2 (q, k, v) and the attributes (scale, causal offset)
 /// of attention and attention_grad; the caller checks the rest.
 AttentionDims checkAttentionInputs(const KernelCall &call);
+/// Checks an attention lse ([batch, heads, seq_q] of `dtype`).
+void checkAttentionLse(KernelKind kind, const TensorView &lse,
+                       const char *what, const AttentionDims &a, DType dtype);
 
 /// An attention_grad call, checked: its sizes and the outputs it asks for
 /// (null for a gradient it does not).
 struct AttentionGradCall {
   AttentionDims dims;
   const TensorView *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// The forward's output and lse (inputs 4 and 5), or null when the call
+  /// recomputes them.
+  const TensorView *out = nullptr, *lse = nullptr;
 };
-/// Checks an attention_grad call (q, k, v, dy -> one output per letter of
-/// attrs.wrt, which names distinct letters of q, k, v in that order: "q",
-/// "kv", "qkv", ...), for the cpu and cuda backends alike: the inputs as
-/// checkAttentionInputs, dy as q, dq as q, dk and dv as k, no overlaps.
+/// Checks an attention_grad call (q, k, v, dy [, o, lse] -> one output per
+/// letter of attrs.wrt, which names distinct letters of q, k, v in that
+/// order: "q", "kv", "qkv", ...), for the cpu and cuda backends alike: the
+/// inputs as checkAttentionInputs, dy and o as q, lse [batch, heads, seq_q],
+/// dq as q, dk and dv as k, no overlaps.
 AttentionGradCall checkAttentionGrad(const KernelCall &call);
 
 /// rotary (inverse false) and rotary_grad (inverse true: rotation by minus

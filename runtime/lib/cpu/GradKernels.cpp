@@ -47,6 +47,46 @@ int64_t checkLayerNormGammaGrad(const KernelCall &call) {
 
 namespace {
 
+/// P = exp(S - lse) over rows of `cols` in place (p holds S), row i's
+/// masked columns (past attentionRowKeys) 0: the probabilities from the
+/// forward's log-sum-exp, lse[i].
+template <typename T>
+PARTITA_VECTOR_CLONES void probabilitiesFromLse(T *p, int64_t rows,
+                                                int64_t cols, bool causal,
+                                                int64_t queryOffset,
+                                                const T *lse) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T *row = p + i * cols;
+    int64_t n = attentionRowKeys(causal, queryOffset, i, cols);
+    T shift = lse[i];
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = std::exp(row[j] - shift);
+    std::fill(row + n, row + cols, T(0));
+  }
+}
+
+/// dS = P * (dP - D) over rows of `cols` (dp holds dP and becomes dS),
+/// row i's D = rowsum(dy * O) from the forward's output (rows of `d` at
+/// stride `ld`), in laneSum's fixed order.
+template <typename T>
+PARTITA_VECTOR_CLONES void softmaxGradRowsFromOutput(const T *p, T *dp,
+                                                     int64_t rows,
+                                                     int64_t cols,
+                                                     const T *dy, const T *o,
+                                                     int64_t ld, int64_t d) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T *dyi = dy + i * ld, *oi = o + i * ld;
+    double dot = laneSum(d, [&](int64_t j) {
+      return static_cast<double>(dyi[j]) * oi[j];
+    });
+    T s = static_cast<T>(dot);
+    const T *pi = p + i * cols;
+    T *dpi = dp + i * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      dpi[j] = pi[j] * (dpi[j] - s);
+  }
+}
+
 /// dS = P * (dP - rowsum(P * dP)) over rows of `cols` (dp holds dP and
 /// becomes dS; masked columns have P = 0, so 0), the row sum in laneSum's
 /// fixed order. Out of line in vector clones: inside attentionGrad's
@@ -72,6 +112,8 @@ PARTITA_VECTOR_CLONES void softmaxGradRows(const T *p, T *dp, int64_t count,
 ///   S = scale Q K^T, P = softmax(S) (causal rows masked), O = P V,
 ///   dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(P * dP)),
 ///   dQ = scale dS K, dK += scale dS^T Q.
+/// With the forward's output and lse (g.out, g.lse), P = exp(S - lse) and
+/// rowsum(P * dP) = rowsum(dO * O), neither needing a pass over the row.
 /// Causal query rows go in blocks of kCausalRowBlock, each over only the
 /// keys its rows see. P is computed once per block for every output, dP
 /// and dS once for dq and dk; each output's arithmetic is the same
@@ -87,6 +129,8 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
   const AttentionDims &a = g.dims;
   const T *q = call.inputs[0].as<T>(), *k = call.inputs[1].as<T>(),
           *v = call.inputs[2].as<T>(), *dy = call.inputs[3].as<T>();
+  const T *o = g.out ? g.out->as<T>() : nullptr;
+  const T *lse = g.lse ? g.lse->as<T>() : nullptr;
   T *dq = g.dq ? g.dq->as<T>() : nullptr;
   T *dk = g.dk ? g.dk->as<T>() : nullptr;
   T *dv = g.dv ? g.dv->as<T>() : nullptr;
@@ -120,7 +164,11 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
           const T *dyb = dy + b * seqQ * ldq + h * d + r0 * ldq;
           gemm(kind, false, true, rows, cols, d, static_cast<T>(a.scale), qb,
                ldq, kh, ldkv, T(0), p.data(), cols);
-          causalSoftmaxRows(p.data(), rows, cols, causal, offset + r0);
+          if (lse)
+            probabilitiesFromLse(p.data(), rows, cols, causal, offset + r0,
+                                 lse + (b * a.heads + h) * seqQ + r0);
+          else
+            causalSoftmaxRows(p.data(), rows, cols, causal, offset + r0);
           if (dvh)
             gemm(kind, true, false, cols, d, rows, T(1), p.data(), cols, dyb,
                  ldq, T(1), dvh, ldkv);
@@ -128,7 +176,12 @@ void attentionGrad(const KernelCall &call, const AttentionGradCall &g) {
             continue;
           gemm(kind, false, true, rows, cols, d, T(1), dyb, ldq, vh, ldkv,
                T(0), dp.data(), cols);
-          softmaxGradRows(p.data(), dp.data(), rows * cols, cols);
+          if (o)
+            softmaxGradRowsFromOutput(p.data(), dp.data(), rows, cols, dyb,
+                                      o + b * seqQ * ldq + h * d + r0 * ldq,
+                                      ldq, d);
+          else
+            softmaxGradRows(p.data(), dp.data(), rows * cols, cols);
           if (dq)
             gemm(kind, false, false, rows, d, cols, static_cast<T>(a.scale),
                  dp.data(), cols, kh, ldkv, T(0),
@@ -381,15 +434,23 @@ AttentionGradCall checkAttentionGrad(const KernelCall &call) {
                      "': its letters must come in the order q, k, v");
     next = at + 1;
   }
-  if (call.inputs.size() == 4 && call.outputs.size() != wrt.size())
+  bool saved = call.inputs.size() == 6;
+  if ((call.inputs.size() == 4 || saved) &&
+      call.outputs.size() != wrt.size())
     fail(kind, quoted + " asks for " + std::to_string(wrt.size()) +
                    " gradient(s), one output each, but the call has " +
                    std::to_string(call.outputs.size()) + " output(s)");
-  checkCall(call, 4, wrt.size());
+  checkCall(call, saved ? 6 : 4, wrt.size());
   AttentionGradCall g;
   g.dims = checkAttentionInputs(call);
   const TensorView &q = call.inputs[0], &k = call.inputs[1];
   checkSameType(kind, call.inputs[3], "input 3 (dy)", q, "input 0 (query)");
+  if (saved) {
+    checkSameType(kind, call.inputs[4], "input 4 (o)", q, "input 0 (query)");
+    checkAttentionLse(kind, call.inputs[5], "input 5 (lse)", g.dims, q.dtype);
+    g.out = &call.inputs[4];
+    g.lse = &call.inputs[5];
+  }
   for (size_t o = 0; o < wrt.size(); ++o) {
     const TensorView &out = call.outputs[o];
     std::string name = "output " + std::to_string(o) + " (d" + wrt[o] + ")";

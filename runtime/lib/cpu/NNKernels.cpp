@@ -92,18 +92,19 @@ namespace {
 /// f32 softmax of one row: the scaling loop vectorizes in this clone (as a
 /// template instance it ran as baseline x86-64 code).
 PARTITA_VECTOR_CLONES
-void softmaxRowF32(const float *src, float *dst, int64_t n) {
+double softmaxRowF32(const float *src, float *dst, int64_t n) {
   float m = rowMaxF32(src, n);
   double sum = expShiftedSumF32(src, dst, n, m);
   float r = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j)
     dst[j] *= r;
+  return m + std::log(sum);
 }
 } // namespace
 
-template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
+template <typename T> double softmaxRow(const T *src, T *dst, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    softmaxRowF32(src, dst, n);
+    return softmaxRowF32(src, dst, n);
   } else {
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t j = 0; j < n; ++j)
@@ -116,27 +117,30 @@ template <typename T> void softmaxRow(const T *src, T *dst, int64_t n) {
     T r = static_cast<T>(1.0 / sum);
     for (int64_t j = 0; j < n; ++j)
       dst[j] *= r;
+    return m + std::log(sum);
   }
 }
-template void softmaxRow<float>(const float *, float *, int64_t);
-template void softmaxRow<double>(const double *, double *, int64_t);
+template double softmaxRow<float>(const float *, float *, int64_t);
+template double softmaxRow<double>(const double *, double *, int64_t);
 
 template <typename T>
 void causalSoftmaxRows(T *scores, int64_t rows, int64_t cols, bool causal,
-                       int64_t queryOffset) {
+                       int64_t queryOffset, T *lse) {
   for (int64_t i = 0; i < rows; ++i) {
     T *row = scores + i * cols;
     // Query i sits at global position queryOffset + i and sees keys
     // 0..queryOffset + i when causal.
-    int64_t n = causal ? std::min(cols, queryOffset + i + 1) : cols;
-    softmaxRow(row, row, n);
+    int64_t n = attentionRowKeys(causal, queryOffset, i, cols);
+    double rowLse = softmaxRow(row, row, n);
+    if (lse)
+      lse[i] = static_cast<T>(rowLse);
     std::fill(row + n, row + cols, T(0));
   }
 }
 template void causalSoftmaxRows<float>(float *, int64_t, int64_t, bool,
-                                       int64_t);
+                                       int64_t, float *);
 template void causalSoftmaxRows<double>(double *, int64_t, int64_t, bool,
-                                        int64_t);
+                                        int64_t, double *);
 
 AttentionDims checkAttentionInputs(const KernelCall &call) {
   const TensorView &q = call.inputs[0], &k = call.inputs[1],
@@ -182,6 +186,12 @@ AttentionDims checkAttentionInputs(const KernelCall &call) {
                    std::to_string(a.seqQ) + ", seq_kv " +
                    std::to_string(a.seqKV));
   return a;
+}
+
+void checkAttentionLse(KernelKind kind, const TensorView &lse,
+                       const char *what, const AttentionDims &a, DType dtype) {
+  checkDType(kind, lse, what, dtype);
+  checkShape(kind, lse, what, {a.batch, a.heads, a.seqQ});
 }
 
 namespace {
@@ -239,6 +249,8 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
   const T *q = call.inputs[0].as<T>(), *k = call.inputs[1].as<T>(),
           *v = call.inputs[2].as<T>();
   T *out = call.outputs[0].as<T>();
+  // The optional lse output, [batch, heads, seq_q].
+  T *lse = call.outputs.size() > 1 ? call.outputs[1].as<T>() : nullptr;
   bool causal = call.attrs.causal;
   int64_t offset = call.attrs.queryOffset;
   int64_t group = heads / kvHeads;
@@ -267,7 +279,8 @@ void attention(const KernelCall &call, int64_t batch, int64_t seqQ,
              scores.data(), cols);
         // Query i sits at global position offset + i and sees keys
         // 0..offset + i when causal.
-        causalSoftmaxRows(scores.data(), rows, cols, causal, offset + r0);
+        causalSoftmaxRows(scores.data(), rows, cols, causal, offset + r0,
+                          lse ? lse + pair * seqQ + r0 : nullptr);
         // out = P V
         gemm(KernelKind::Attention, false, false, rows, headDim, cols, T(1),
              scores.data(), cols, vh, ldkv, T(0), oh + r0 * ldq, ldq);
@@ -431,10 +444,13 @@ void rotate(const KernelCall &call, bool inverse) {
 }
 
 void runAttention(const KernelCall &call) {
-  checkCall(call, 3, 1);
+  checkCall(call, 3, call.outputs.size() == 2 ? 2 : 1);
   AttentionDims a = checkAttentionInputs(call);
   const TensorView &q = call.inputs[0], &out = call.outputs[0];
   checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
+  if (call.outputs.size() == 2)
+    checkAttentionLse(call.kind, call.outputs[1], "output 1 (lse)", a,
+                      q.dtype);
   checkNoOverlap(call, /*allowExactAlias=*/false);
   if (out.numElements() == 0)
     return;

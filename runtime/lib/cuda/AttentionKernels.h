@@ -54,7 +54,8 @@
 // registers), the shared-memory pipe about half busy.
 //
 // KernelParams: in q, k, v, dy, stats; out[0] the result (out, dq, dk or
-// dv), out[1] the statistics (stats mode); shape: batch, seqQ, seqKV,
+// dv), out[1] the statistics (stats mode) or, in output mode, null or each
+// row's lse = m + log(l) ([batch, heads, seqQ]); shape: batch, seqQ, seqKV,
 // heads, kvHeads, headDim; a: scale, queryOffset, causal; cols: the rows of
 // a staged tile (a multiple of kAttnChunk, <= kAttnMaxKeys); inner: tpr; n:
 // work items (tiles over batch and heads; blocks loop with a grid stride);
@@ -438,6 +439,10 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
         for (int x = 0; x < DPT; ++x)
           if (rowOk[r] && d0 + x < a.headDim)
             out[i[r] * ldq + d0 + x] = o[r][x] * inv;
+        // The optional lse output [batch, heads, seqQ]: m + log(l).
+        if (p.out[1] && rowOk[r] && d0 == 0)
+          static_cast<T *>(p.out[1])[(b * a.heads + h) * a.seqQ + i[r]] =
+              m[r] + klog(l[r]);
         continue;
       }
       T dd = T(0);

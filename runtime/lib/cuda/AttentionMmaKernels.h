@@ -23,7 +23,10 @@
 //     with P moved from the accumulator layout to the A-operand layout by
 //     shuffles within each group of 4 lanes. Stats modes write per query
 //     row lse = m + log(l) and D = dO . O (the gradients' statistics) to a
-//     workspace [2, batch * heads * seqQ] instead of O.
+//     workspace [2, batch * heads * seqQ] instead of O; the output mode
+//     writes lse to out[1] too when it is not null (attention's lse
+//     result). With the forward's O and lse saved, AttentionRows (op 2)
+//     writes the same workspace from them instead.
 //   - dq (AttentionMmaGradQ): blocks of 64 queries over key tiles of 32:
 //     P = exp(scale S - lse), dP = dO V^T, dS = P (dP - D), dq += dS K,
 //     times scale at the end.
@@ -358,6 +361,12 @@ PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
       float *out = static_cast<float *>(p.out[0]);
       mmaStoreRows(out + b * a.seqQ * ldq + h * a.headDim, ldq, q0, a.seqQ,
                    a.headDim, lane, o, inv);
+      // The optional lse output [batch, heads, seqQ], as the stats modes'.
+      if (float *lse = static_cast<float *>(p.out[1]))
+        PARTITA_UNROLL
+        for (int i = 0; i < 2; ++i)
+          if (lane % 4 == 0 && rows[i] < a.seqQ)
+            lse[pair * a.seqQ + rows[i]] = m[i] + klog(l[i]);
       continue;
     }
     // Statistics: lse, and D = dO . O (0 for StatsNoD).

@@ -1464,11 +1464,19 @@ private:
     p.bits = vec ? 1 : 0;
   }
 
+  /// attention, and with a second output its lse (each row's log-sum-exp,
+  /// [batch, heads, seq_q]) in every path.
   void runAttention(const KernelCall &call) {
-    cpu::checkCall(call, 3, 1);
+    cpu::checkCall(call, 3, call.outputs.size() == 2 ? 2 : 1);
     cpu::AttentionDims a = cpu::checkAttentionInputs(call);
     const TensorView &q = call.inputs[0], &out = call.outputs[0];
     cpu::checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
+    void *lse = nullptr;
+    if (call.outputs.size() == 2) {
+      cpu::checkAttentionLse(call.kind, call.outputs[1], "output 1 (lse)", a,
+                             q.dtype);
+      lse = call.outputs[1].data;
+    }
     cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     ElemType type = floatType(call, q, "input 0 (query)");
     if (out.numElements() == 0)
@@ -1481,17 +1489,20 @@ private:
           tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaForward);
       l.params.op |= int(AttnMode::Output);
       l.params.out[0] = out.data;
+      l.params.out[1] = lse;
       return launch(l);
     }
     if (attention != CudaAttention::Simt) {
       AttentionOutputs outs;
       outs.o = out.data;
+      outs.lse = lse;
       return attentionByGemm(call, a, type, outs);
     }
     KernelLaunch l = attentionLaunch(call, a, type,
                                      GpuKernel::AttentionForward, false);
     l.params.op = int(AttnMode::Output);
     l.params.out[0] = out.data;
+    l.params.out[1] = lse;
     launch(l);
   }
 
@@ -1499,7 +1510,10 @@ private:
   /// (the default), P and dS are computed once for all of them. On CUDA
   /// cores (--attention simt): one launch of the per-row softmax statistics
   /// (a workspace of 3 x batch x heads x seq_q), then one gradient launch
-  /// per output. On tensor cores: attentionGradByTensorCores.
+  /// per output. On tensor cores: attentionGradByTensorCores, the only path
+  /// that reads the forward's saved O and lse (the others recompute what
+  /// they need: their statistics cost a pass over the scores or a row
+  /// kernel, not a forward).
   void runAttentionGrad(const KernelCall &call) {
     cpu::AttentionGradCall g = cpu::checkAttentionGrad(call);
     const cpu::AttentionDims &a = g.dims;
@@ -1574,20 +1588,40 @@ private:
     return l;
   }
 
-  /// Any of dq, dk and dv on tensor cores: the forward kernel in a
-  /// statistics mode writes each query row's lse and D = dO . O (D only
-  /// for dq and dk) to a workspace [2, batch * heads * seq_q], then one
-  /// launch for dq and one for dk and dv together (each output with the
-  /// bits of its single-letter call).
+  /// Any of dq, dk and dv on tensor cores: each query row's lse and D =
+  /// dO . O go to a workspace [2, batch * heads * seq_q], written from the
+  /// forward's saved O and lse (g.out, g.lse) by AttentionRows (op 2), a
+  /// pass over dO and O, or else by the forward kernel in a statistics
+  /// mode (D only for dq and dk), a whole forward; then one launch for dq
+  /// and one for dk and dv together (each output with the bits of its
+  /// single-letter call).
   void attentionGradByTensorCores(const KernelCall &call,
                                   const cpu::AttentionGradCall &g) {
     const cpu::AttentionDims &a = g.dims;
-    float *stats = workspace<float>(2 * a.batch * a.heads * a.seqQ);
-    KernelLaunch s =
-        tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaForward);
-    s.params.op |= int(g.dq || g.dk ? AttnMode::Stats : AttnMode::StatsNoD);
-    s.params.out[1] = stats;
-    launch(s);
+    int64_t rows = a.batch * a.heads * a.seqQ;
+    float *stats = workspace<float>(2 * rows);
+    if (g.out) {
+      KernelLaunch s = rowLaunch(rows);
+      // One block a row of head_dim elements: a warp or two is enough.
+      s.block = int(std::min<int64_t>(blockSize, 64));
+      s.params.kernel = GpuKernel::AttentionRows;
+      s.params.type = ElemType::F32;
+      s.params.op = 2;
+      s.params.cols = a.headDim;
+      s.params.shape[0] = a.seqQ;
+      s.params.shape[1] = a.heads;
+      s.params.in[0] = call.inputs[3].data;
+      s.params.in[1] = g.out->data;
+      s.params.in[2] = g.lse->data;
+      s.params.out[0] = stats;
+      launch(s);
+    } else {
+      KernelLaunch s =
+          tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaForward);
+      s.params.op |= int(g.dq || g.dk ? AttnMode::Stats : AttnMode::StatsNoD);
+      s.params.out[1] = stats;
+      launch(s);
+    }
     if (g.dq) {
       KernelLaunch l =
           tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaGradQ);
@@ -1609,6 +1643,7 @@ private:
   /// gradients dq, dk, dv (null: not asked for).
   struct AttentionOutputs {
     void *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+    void *lse = nullptr; // with o: each row's log-sum-exp, or null
   };
 
   void attentionGradByGemm(const KernelCall &call,
@@ -1680,7 +1715,7 @@ private:
       g.strideC = a.kvHeads > 1 ? strideC : 0;
       api->gemm(g, api->computeStream());
     };
-    auto rows = [&](int op) {
+    auto rows = [&](int op, void *lse) {
       KernelLaunch l = rowLaunch(a.heads * a.seqQ);
       l.params.kernel = GpuKernel::AttentionRows;
       l.params.type = type;
@@ -1691,6 +1726,7 @@ private:
       l.params.shape[2] = call.attrs.causal ? 1 : 0;
       l.params.in[0] = p;
       l.params.out[0] = op == 0 ? p : dp;
+      l.params.out[1] = lse;
       launch(l);
     };
     for (int64_t b = 0; b < a.batch; ++b) {
@@ -1703,7 +1739,7 @@ private:
         gemm(false, true, a.seqQ, a.seqKV, d, a.scale, 0, qb + bytes * j * d,
              ldq, group * d, kb, ldkv, d, p + bytes * j * plane, a.seqKV,
              group * plane);
-      rows(0);
+      rows(0, outs.lse ? outAt(outs.lse, b * a.heads * a.seqQ) : nullptr);
       if (outs.o) { // O = P V
         char *ob = outAt(outs.o, b * a.seqQ * ldq);
         for (int64_t j = 0; j < group; ++j)
@@ -1725,7 +1761,7 @@ private:
         gemm(false, true, a.seqQ, a.seqKV, d, 1, 0, dyb + bytes * j * d, ldq,
              group * d, vb, ldkv, d, dp + bytes * j * plane, a.seqKV,
              group * plane);
-      rows(1);
+      rows(1, nullptr);
       for (int64_t j = 0; j < group; ++j) {
         if (outs.dq) // dQ = scale dS K
           gemm(false, false, a.seqQ, d, a.seqKV, a.scale, 0,

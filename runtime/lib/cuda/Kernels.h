@@ -54,7 +54,8 @@ enum class GpuKernel : uint8_t {
   AttentionForward, // attention, or its row statistics (AttentionKernels.h)
   AttentionGradQ,   // dq of attention
   AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
-  AttentionRows,    // attention by GEMMs: masked softmax (op 0) or dS (op 1)
+  AttentionRows,    // attention by GEMMs: masked softmax (op 0) or dS (op 1);
+                    // op 2: gradient statistics from the saved O and lse
   ColumnPartials,   // reduce: partial sums (or maxima) of [rows, columns] by row chunk
   ColumnCombine,    // reduce: the chunks' partials of each column, in order
   AttentionMmaForward, // attention on tensor cores (AttentionMmaKernels.h)
@@ -468,11 +469,36 @@ PARTITA_HD void softmaxKernel(const Ctx &c, const KernelParams &p) {
 /// (shape[2] != 0) min(cols, queryOffset (shape[1]) + i + 1), the cpu
 /// backend's causalSoftmaxRows). op 1: with in[0] P, out[0] dP becomes
 /// dS = P * (dP - sum(P * dP)) (the sum in double). Each thread touches its
-/// own columns only, so in place is safe.
+/// own columns only, so in place is safe. op 0 with out[1]: also each row's
+/// log-sum-exp m + log(sum) to out[1][row] (attention's lse).
+/// op 2, the tensor-core gradients' statistics from the forward's saved
+/// output and lse (AttentionMmaKernels.h's workspace [2, n]): rows r =
+/// (b heads + h) seqQ + i, shape[0] seqQ, shape[1] heads, cols head_dim;
+/// out[0][r] = in[2][r] (lse) and out[0][n + r] = D = dO . O of query i,
+/// head h (in[0] dO, in[1] O, [batch, seqQ, heads, head_dim]), the sum in
+/// double.
 template <typename T, typename Ctx>
 PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
   int t = c.threadIndex(), bs = c.blockSize();
   for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
+    if (p.op == 2) {
+      int64_t seqQ = p.shape[0], heads = p.shape[1];
+      int64_t i = row % seqQ, pair = row / seqQ;
+      int64_t b = pair / heads, h = pair % heads;
+      int64_t at = ((b * seqQ + i) * heads + h) * p.cols;
+      const T *dy = static_cast<const T *>(p.in[0]) + at;
+      const T *o = static_cast<const T *>(p.in[1]) + at;
+      double dot = 0;
+      for (int64_t j = t; j < p.cols; j += bs)
+        dot += double(dy[j]) * o[j];
+      dot = blockReduce(c, dot, SumOp());
+      if (t == 0) {
+        T *stats = static_cast<T *>(p.out[0]);
+        stats[row] = static_cast<const T *>(p.in[2])[row];
+        stats[p.n + row] = static_cast<T>(dot);
+      }
+      continue;
+    }
     T *x = static_cast<T *>(p.out[0]) + row * p.cols;
     if (p.op == 1) {
       const T *prob = static_cast<const T *>(p.in[0]) + row * p.cols;
@@ -499,6 +525,8 @@ PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
     T r = static_cast<T>(1.0 / sum);
     for (int64_t j = t; j < p.cols; j += bs)
       x[j] = j < valid ? kexp(T(x[j] - m)) * r : T(0);
+    if (p.out[1] && t == 0)
+      static_cast<T *>(p.out[1])[row] = m + static_cast<T>(klog(sum));
   }
 }
 

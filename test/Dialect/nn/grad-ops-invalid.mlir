@@ -141,7 +141,7 @@ func.func @attention_grad_key_rank(%q: tensor<2x8x4x16xf32>, %k: tensor<8x4x16xf
 // Tests that attention_grad rejects a value whose type differs from the key's.
 func.func @attention_grad_value_type(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %v: tensor<2x8x4x8xf32>) {
   // expected-error @+1 {{all of {key, value} have same type}}
-  %0 = "nn.attention_grad"(%q, %k, %v, %q) {wrt = 2 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x8xf32>
+  %0 = "nn.attention_grad"(%q, %k, %v, %q) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, wrt = 2 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x8xf32>
   return
 }
 
@@ -150,7 +150,7 @@ func.func @attention_grad_value_type(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x
 // Tests that attention_grad rejects a dy whose type differs from the query's.
 func.func @attention_grad_dy_type(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %dy: tensor<2x8x4x8xf32>) {
   // expected-error @+1 {{all of {query, dy} have same type}}
-  %0 = "nn.attention_grad"(%q, %k, %k, %dy) {wrt = 0 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x8xf32>) -> tensor<2x8x4x16xf32>
+  %0 = "nn.attention_grad"(%q, %k, %k, %dy) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, wrt = 0 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x8xf32>) -> tensor<2x8x4x16xf32>
   return
 }
 
@@ -169,7 +169,7 @@ func.func @attention_grad_wrt(%q: tensor<2x8x4x16xf32>) {
 // that names no operand.
 func.func @attention_grad_wrt_generic(%q: tensor<2x8x4x16xf32>) {
   // expected-error @+1 {{attribute 'wrt' failed to satisfy constraint: the nn.attention operands differentiated: any of q, k and v}}
-  %0 = "nn.attention_grad"(%q, %q, %q, %q) {wrt = 8 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+  %0 = "nn.attention_grad"(%q, %q, %q, %q) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, wrt = 8 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
   return
 }
 
@@ -511,7 +511,7 @@ func.func @attention_grad_wrt_twice(%q: tensor<2x8x4x16xf32>) {
 // Tests that attention_grad rejects a result count other than its members'.
 func.func @attention_grad_result_count(%q: tensor<2x8x4x16xf32>) {
   // expected-error @+1 {{has 1 results, but wrt = q|k asks for 2 (one per member, in the order q, k, v)}}
-  %0 = "nn.attention_grad"(%q, %q, %q, %q) {wrt = 3 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+  %0 = "nn.attention_grad"(%q, %q, %q, %q) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, wrt = 3 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
   return
 }
 
@@ -520,7 +520,7 @@ func.func @attention_grad_result_count(%q: tensor<2x8x4x16xf32>) {
 // Tests that attention_grad in generic form rejects an empty wrt.
 func.func @attention_grad_wrt_empty(%q: tensor<2x8x4x16xf32>) {
   // expected-error @+1 {{wrt must name at least one of q, k and v}}
-  "nn.attention_grad"(%q, %q, %q, %q) {wrt = 0 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> ()
+  "nn.attention_grad"(%q, %q, %q, %q) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, wrt = 0 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> ()
   return
 }
 
@@ -586,5 +586,42 @@ func.func @layer_norm_gamma_grad_dy_type(%x: tensor<2x8xf32>, %dy: tensor<4x8xf3
 func.func @layer_norm_gamma_grad_epsilon(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{epsilon must be a positive finite number, but is 0}}
   %0 = nn.layer_norm_gamma_grad %x, %x eps = 0.0 : tensor<2x8xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad rejects a saved output without its lse.
+func.func @attention_grad_saved_alone(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{saved needs both the forward's result and its lse}}
+  %0 = "nn.attention_grad"(%q, %q, %q, %q, %q) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>, wrt = 1 : i32} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad rejects a saved output of another type than dy.
+func.func @attention_grad_saved_output_type(%q: tensor<2x8x4x16xf32>, %o: tensor<2x8x4x8xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{the saved forward result has type 'tensor<2x8x4x8xf32>', but must have dy's type 'tensor<2x8x4x16xf32>'}}
+  %0 = nn.attention_grad %q, %q, %q, %q saved(%o, %lse : tensor<2x8x4x8xf32>, tensor<2x4x8xf32>) wrt = q : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad rejects a saved lse that is not [batch, heads,
+// seq_q] (here [batch, seq_q, heads]).
+func.func @attention_grad_saved_lse_shape(%q: tensor<2x8x4x16xf32>, %lse: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{the saved lse [2, 8, 4] must be [batch, heads, seq_q] of the query, i.e. [2, 4, 8]}}
+  %0 = nn.attention_grad %q, %q, %q, %q saved(%q, %lse : tensor<2x8x4x16xf32>, tensor<2x8x4xf32>) wrt = q : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad rejects a saved lse of another element type.
+func.func @attention_grad_saved_lse_type(%q: tensor<2x8x4x16xf32>, %lse: tensor<2x4x8xf64>) {
+  // expected-error @+1 {{element type of the saved lse ('f64') differs from that of the query ('f32')}}
+  %0 = nn.attention_grad %q, %q, %q, %q saved(%q, %lse : tensor<2x8x4x16xf32>, tensor<2x4x8xf64>) wrt = q : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4x16xf32>
   return
 }

@@ -155,3 +155,15 @@ func.func @adamw_scalar(%p: tensor<f32>) {
   %0:3 = nn.adamw %p, %p, %p, %p, %p lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-08 weight_decay = 0.0 : tensor<f32>, tensor<f32>
   return
 }
+
+// -----
+
+// Tests that the saved forward output has dy's factors and the saved lse
+// [b, heads, s], the gradient's own factors unchanged.
+func.func @attention_grad_saved(%q: tensor<2x8x8x16xf32>, %k: tensor<2x8x2x16xf32>, %o: tensor<2x8x8x16xf32>, %lse: tensor<2x8x8xf32>) {
+  // expected-remark @+1 {{([b,s,k*g,d],[b,t,k,d],[b,t,k,v],[b,s,k*g,v],[b,s,k*g,v],[b,k*g,s])->([b,s,k*g,d]) {b=2,s=8,k=2,g=4,d=16,t=8,v=16} whole={d,t,v}}}
+  %dq = nn.attention_grad %q, %k, %k, %q saved(%o, %lse : tensor<2x8x8x16xf32>, tensor<2x8x8xf32>) wrt = q causal : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x8x16xf32>
+  // expected-remark @+1 {{([b,s,k*g,d],[b,t,k,d],[b,t,k,v],[b,s,k*g,v],[b,s,k*g,v],[b,k*g,s])->([b,t,k,d]) {b=2,s=8,k=2,g=4,d=16,t=8,v=16} reduction={s,g} whole={d,t,v}}}
+  %dk = nn.attention_grad %q, %k, %k, %q saved(%o, %lse : tensor<2x8x8x16xf32>, tensor<2x8x8xf32>) wrt = k causal : tensor<2x8x8x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x2x16xf32>
+  return
+}

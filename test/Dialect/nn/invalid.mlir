@@ -1044,6 +1044,25 @@ func.func @attention_result_mismatch(%q: tensor<2x8x4x16xf32>) {
 
 // -----
 
+// Tests that an attention lse that is not [batch, heads, seq_q] (here
+// [batch, seq_q, heads]) is rejected.
+func.func @attention_lse_shape(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{'nn.attention' op the lse result [2, 8, 4] must be [batch, heads, seq_q] of the query, i.e. [2, 4, 8]}}
+  %0, %1 = nn.attention %q, %q, %q : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that an attention lse of another element type is rejected.
+func.func @attention_lse_type(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{'nn.attention' op element type of the lse result ('f16') differs from that of the query ('f32')}}
+  %0, %1 = nn.attention %q, %q, %q : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32> -> tensor<2x4x8xf16>
+  return
+}
+
+// -----
+
 // Tests that an attention scale that is not a 64-bit float is rejected.
 func.func @attention_scale_f32(%q: tensor<2x8x4x16xf32>) {
   // expected-error @+1 {{'nn.attention' op attribute 'scale' failed to satisfy constraint: 64-bit float attribute}}

@@ -356,3 +356,16 @@ func.func @constant() {
   %1 = nn.constant dense<0> : tensor<i32>
   return
 }
+
+// -----
+
+// Tests that attention with its lse result maps the lse to [b, heads, s],
+// keeps the key seq whole (no merge of split keys is written for it) and,
+// when causal, the query seq too (its split form has no lse).
+func.func @attention_lse(%q: tensor<2x8x8x16xf32>, %k: tensor<2x6x2x16xf32>, %k2: tensor<2x8x8x16xf32>) {
+  // expected-remark @+1 {{([b,s,k*g,d],[b,t,k,d],[b,t,k,v])->([b,s,k*g,v],[b,k*g,s]) {b=2,s=8,k=2,g=4,d=16,t=6,v=16} whole={d,t}}}
+  %o, %l = nn.attention %q, %k, %k : tensor<2x8x8x16xf32>, tensor<2x6x2x16xf32> -> tensor<2x8x8xf32>
+  // expected-remark @+1 {{([b,s,n,d],[b,t,n,d],[b,t,n,v])->([b,s,n,v],[b,n,s]) {b=2,s=8,n=8,d=16,t=8,v=16} whole={s,d,t}}}
+  %o2, %l2 = nn.attention %q, %k2, %k2 causal : tensor<2x8x8x16xf32>, tensor<2x8x8x16xf32> -> tensor<2x8x8xf32>
+  return
+}

@@ -126,3 +126,24 @@ func.func @forward(%x: tensor<4xf32> {nn.param = "x"}) -> (tensor<f32> {nn.outpu
   %l = nn.reduce sum %y dims = [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that a loss that depends on attention's lse result is an error (it
+// has no VJP rule).
+func.func @forward(%q: tensor<1x4x2x8xf32> {nn.param = "q"}) -> (tensor<f32> {nn.output = "loss"}) {
+  // expected-error @+1 {{nn-autodiff: the loss depends on result #1 of 'nn.attention', which has no VJP rule (only result #0 has one)}}
+  %o, %lse = nn.attention %q, %q, %q causal : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32> -> tensor<1x2x4xf32>
+  %l = nn.reduce sum %lse dims = [0, 1, 2] : tensor<1x2x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that an lse result the loss does not read leaves the attention
+// differentiable.
+func.func @forward(%q: tensor<1x4x2x8xf32> {nn.param = "q"}) -> (tensor<f32> {nn.output = "loss"}, tensor<1x2x4xf32> {nn.output = "lse"}) {
+  %o, %lse = nn.attention %q, %q, %q causal : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32> -> tensor<1x2x4xf32>
+  %l = nn.reduce sum %o dims = [0, 1, 2, 3] : tensor<1x4x2x8xf32> -> tensor<f32>
+  return %l, %lse : tensor<f32>, tensor<1x2x4xf32>
+}

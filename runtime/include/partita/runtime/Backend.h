@@ -45,7 +45,8 @@ namespace partita::runtime {
 ///   rms_norm               x, gamma[H] -> y (last dim), attrs.epsilon
 ///   rotary                 x[B,S,heads,D] -> y, attrs.theta, positionOffset
 ///   attention              q[B,Sq,heads,D], k[B,Skv,kvHeads,D], v (as k)
-///                          -> o (as q); attrs.causal, scale, queryOffset
+///                          -> o (as q) [, lse [B,heads,Sq]: each row's
+///                          log-sum-exp]; attrs.causal, scale, queryOffset
 ///   embedding              table[V,H], ids (i32/i64) -> ids.shape + [H],
 ///                          attrs.vocabOffset
 ///   cross_entropy          logits[..., V], labels (i32/i64) -> 0-d loss of
@@ -65,7 +66,9 @@ namespace partita::runtime {
 ///                          attrs.epsilon
 ///   rotary_grad            dy[B,S,heads,D] -> dx: rotation by minus the
 ///                          angle; attrs.theta, positionOffset
-///   attention_grad         q, k, v, dy (as q) -> one output per letter of
+///   attention_grad         q, k, v, dy (as q) [, o, lse: the forward's
+///                          output and lse, read instead of recomputed]
+///                          -> one output per letter of
 ///                          attrs.wrt, distinct letters of q, k, v in that
 ///                          order ("q", "k", "v", "qk", "qv", "kv", "qkv"):
 ///                          dq (as q), dk, dv (as k), e.g. "kv" -> dk, dv;

@@ -11,6 +11,8 @@
 
 #include "CpuTestUtil.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -324,6 +326,37 @@ struct AttentionCase {
 
 class AttentionGradTest : public ::testing::TestWithParam<AttentionCase> {};
 
+/// Each query row's log-sum-exp of its scaled, masked scores, [batch,
+/// heads, seq_q], computed here from the definition (f64 inputs).
+std::vector<double> referenceLse(const Tensor &q, const Tensor &k,
+                                 const AttentionCase &c) {
+  double scale = c.scale ? *c.scale : 1.0 / std::sqrt(double(c.headDim));
+  int64_t group = c.heads / c.kvHeads;
+  std::vector<double> lse;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < c.seqQ; ++i) {
+        int64_t keys = c.causal ? c.queryOffset + i + 1 : c.seqKV;
+        std::vector<double> s;
+        for (int64_t j = 0; j < keys; ++j) {
+          double d = 0;
+          for (int64_t x = 0; x < c.headDim; ++x)
+            d += q.data<double>()[((b * c.seqQ + i) * c.heads + h) *
+                                      c.headDim +
+                                  x] *
+                 k.data<double>()[((b * c.seqKV + j) * c.kvHeads + h / group) *
+                                      c.headDim +
+                                  x];
+          s.push_back(d * scale);
+        }
+        double m = *std::max_element(s.begin(), s.end()), sum = 0;
+        for (double x : s)
+          sum += std::exp(x - m);
+        lse.push_back(m + std::log(sum));
+      }
+  return lse;
+}
+
 TEST_P(AttentionGradTest, MatchesFiniteDifferencesForQKAndV) {
   const AttentionCase &c = GetParam();
   std::vector<int64_t> qShape = {c.batch, c.seqQ, c.heads, c.headDim};
@@ -357,6 +390,45 @@ TEST_P(AttentionGradTest, MatchesFiniteDifferencesForQKAndV) {
     expectF32Matches(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy}, grad,
                      1.0);
   }
+
+  // The forward's lse output is each row's log-sum-exp, and gradients that
+  // read the saved output and lse match those that recompute them.
+  Tensor lse(DType::F64, {c.batch, c.heads, c.seqQ});
+  runKernel(KernelKind::Attention, attrs, {&q, &k, &v}, {&o, &lse});
+  expectNear<double>(lse, referenceLse(q, k, c), 1.0, 1e-13);
+  for (const char *wrt : {"q", "k", "v", "qkv"}) {
+    SCOPED_TRACE(std::string("saved, wrt ") + wrt);
+    attrs.wrt = wrt;
+    std::vector<Tensor> recomputed, saved;
+    std::vector<Tensor *> outs, savedOuts;
+    for (const char *l = wrt; *l; ++l) {
+      const Tensor &like = *l == 'q' ? q : k;
+      recomputed.emplace_back(DType::F64, like.getShape());
+      saved.emplace_back(DType::F64, like.getShape());
+    }
+    for (size_t i = 0; i < recomputed.size(); ++i) {
+      outs.push_back(&recomputed[i]);
+      savedOuts.push_back(&saved[i]);
+    }
+    runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy}, outs);
+    runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy, &o, &lse},
+              savedOuts);
+    for (size_t i = 0; i < saved.size(); ++i)
+      expectNear<double>(saved[i], values<double>(recomputed[i]), 1.0, 1e-12);
+  }
+  // The saved lse is read, not recomputed: log 2 more halves P, so dv.
+  Tensor shifted = lse;
+  for (int64_t i = 0; i < shifted.numElements(); ++i)
+    shifted.data<double>()[i] += std::log(2.0);
+  attrs.wrt = "v";
+  Tensor dv(DType::F64, k.getShape()), halfDv(DType::F64, k.getShape());
+  runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy}, {&dv});
+  runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy, &o, &shifted},
+            {&halfDv});
+  std::vector<double> half = values<double>(dv);
+  for (double &x : half)
+    x /= 2;
+  expectNear<double>(halfDv, half, 1.0, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -408,6 +480,33 @@ TEST(AttentionGradErrorTest, RejectsBadWrtAndShapes) {
         runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy}, {&dq});
       },
       {"queryOffset + seq_q <= seq_kv"});
+  // The saved output and lse: the lse must be [batch, heads, seq_q].
+  attrs.causal = false;
+  attrs.queryOffset = 0;
+  Tensor lse(DType::F32, {1, 2, 2}), badLse(DType::F32, {1, 2, 3});
+  expectError(
+      [&] {
+        runKernel(KernelKind::AttentionGrad, attrs,
+                  {&q, &k, &v, &dy, &dy, &badLse}, {&dq});
+      },
+      {"input 5 (lse) has shape [1, 2, 3], expected [1, 2, 2]"});
+  expectError(
+      [&] {
+        runKernel(KernelKind::AttentionGrad, attrs,
+                  {&q, &k, &v, &dy, &k, &lse}, {&dq});
+      },
+      {"input 4 (o) is tensor<1x3x1x4xf32> but input 0 (query) is "
+       "tensor<1x2x2x4xf32>"});
+  expectError(
+      [&] {
+        runKernel(KernelKind::AttentionGrad, attrs, {&q, &k, &v, &dy, &dy},
+                  {&dq});
+      },
+      {"expects 4 input(s) and 1 output(s), got 5 and 1"});
+  Tensor o(DType::F32, {1, 2, 2, 4});
+  expectError(
+      [&] { runKernel(KernelKind::Attention, attrs, {&q, &k, &v}, {&o, &badLse}); },
+      {"output 1 (lse) has shape [1, 2, 3], expected [1, 2, 2]"});
 }
 
 /// Runs attention_grad with `wrt` on `inputs` (q, k, v, dy) with `b`;

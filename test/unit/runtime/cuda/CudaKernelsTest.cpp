@@ -432,6 +432,35 @@ TYPED_TEST(CudaKernelsTest, Attention) {
       expectSame(KernelKind::AttentionGrad, a, {q, k, v, dy},
                  {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
                  1e-5, kind);
+      // The lse output, and gradients that read the saved output and lse
+      // (the cpu backend's, so both backends read the same): on tensor
+      // cores the statistics come from them (AttentionRows op 2), the
+      // other paths recompute.
+      std::vector<int64_t> lseShape{c.batch, c.heads, c.seqQ};
+      a.wrt.clear();
+      expectSame(KernelKind::Attention, a, {q, k, v},
+                 {{dt<T>(), qShape}, {dt<T>(), lseShape}}, 1e-5, kind);
+      std::unique_ptr<Backend> cpu = createCpuBackend(1);
+      std::vector<Tensor> saved =
+          runOnBackend(*cpu, KernelKind::Attention, a, {q, k, v},
+                       {{dt<T>(), qShape}, {dt<T>(), lseShape}});
+      a.wrt = "qkv";
+      expectSame(KernelKind::AttentionGrad, a,
+                 {q, k, v, dy, saved[0], saved[1]},
+                 {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
+                 1e-5, kind);
+      // The tensor-core path reads them: an lse shifted by log 2 (P
+      // halved) gives what the cpu backend gives for it.
+      if (kind == CudaAttention::Tensor && sizeof(T) == 4 &&
+          c.headDim <= 64) {
+        Tensor shifted = saved[1];
+        for (int64_t i = 0; i < shifted.numElements(); ++i)
+          shifted.data<T>()[i] += T(std::log(2.0));
+        expectSame(KernelKind::AttentionGrad, a,
+                   {q, k, v, dy, saved[0], shifted},
+                   {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
+                   1e-5, kind);
+      }
     }
   }
 }
