@@ -360,7 +360,7 @@ FailureOr<AttentionSizes> attentionSizes(const TensorShape &query,
   return AttentionSizes{pairs, double(query.shape[3]), query.getNumElements()};
 }
 
-LogicalResult addCompute(AttentionOp op, Shapes operands, Shapes,
+LogicalResult addCompute(AttentionOp op, Shapes operands, Shapes results,
                          OpCost &cost) {
   FailureOr<AttentionSizes> s =
       attentionSizes(operands[0], operands[1], op.getCausal());
@@ -369,7 +369,7 @@ LogicalResult addCompute(AttentionOp op, Shapes operands, Shapes,
   cost.flops = 4 * s->pairs * s->headDim + 5 * s->pairs;
   cost.transcendentals = s->pairs;
   if (op.getLse()) {
-    double rows = s->queryElements / s->headDim;
+    double rows = results[1].getNumElements();
     cost.flops += rows;
     cost.transcendentals += rows;
   }

@@ -199,6 +199,10 @@ LogicalResult verifyAttentionLse(Operation *op, StringRef what, Value lse,
            << what << " " << formatShape(type.getShape())
            << " must be [batch, heads, seq_q] of the query, i.e. "
            << formatShape(expected);
+  if (queryType.getDimSize(3) == 0)
+    return op->emitOpError()
+           << what << " needs head_dim >= 1 (with none, attention's output "
+           << "is empty and no kernel writes the lse)";
   return verifySameElementType(op, what, type, "the query", queryType);
 }
 

@@ -207,6 +207,8 @@ Results local(AttentionGradOp op, PartitionState &state) {
                             : dist::AxisNames();
   if (seq.empty())
     return dist::partitionByClone(op, state);
+  // The split form recomputes P and rowsum(dy * O) from q and k; a saved
+  // output and lse (operands 4 and 5) are left unread, which is correct.
   SmallVector<Value> results;
   for (AttentionGradWrt member : op.getWrtMembers())
     results.push_back(buildSplitSeqAttentionGrad(

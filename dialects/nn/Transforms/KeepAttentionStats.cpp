@@ -31,15 +31,19 @@ bool differentiates(AttentionGradOp grad, AttentionOp forward) {
          forward.getScaleAttr() == grad.getScaleAttr();
 }
 
-/// The forward op of `grad` in its block, before it, or null.
+/// The forward op of `grad` in its block, before it, or null. Of several
+/// (selective recompute clones the attention into the backward), the last
+/// one: keeping the original's output and lse alive would undo recompute.
 AttentionOp forwardOf(AttentionGradOp grad) {
+  AttentionOp last;
   for (Operation *user : grad.getQuery().getUsers()) {
     auto forward = dyn_cast<AttentionOp>(user);
     if (forward && forward->getBlock() == grad->getBlock() &&
-        forward->isBeforeInBlock(grad) && differentiates(grad, forward))
-      return forward;
+        forward->isBeforeInBlock(grad) && differentiates(grad, forward) &&
+        (!last || last->isBeforeInBlock(forward)))
+      last = forward;
   }
-  return nullptr;
+  return last;
 }
 
 /// `forward` with an lse result ([batch, heads, seq_q] of the query's

@@ -192,6 +192,9 @@ void checkAttentionLse(KernelKind kind, const TensorView &lse,
                        const char *what, const AttentionDims &a, DType dtype) {
   checkDType(kind, lse, what, dtype);
   checkShape(kind, lse, what, {a.batch, a.heads, a.seqQ});
+  if (a.headDim == 0 && lse.numElements() > 0)
+    fail(kind, std::string(what) + " needs head_dim >= 1 (with none the "
+                                   "output is empty and no kernel writes it)");
 }
 
 namespace {

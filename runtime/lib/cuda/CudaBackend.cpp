@@ -1446,8 +1446,9 @@ private:
   }
 
   /// What every attention kernel reads (AttnShape and AttnOperands,
-  /// AttentionKernels.h): shape, scale, query offset, causal, the inputs,
-  /// and bits 1 when head_dim and every input allow 16-byte global loads
+  /// AttentionKernels.h): shape, scale, query offset, causal, the inputs q,
+  /// k, v and dy (not the saved o and lse: no kernel reads them there),
+  /// and bits 1 when head_dim and each of those allow 16-byte global loads
   /// of `elem`-byte elements.
   static void setAttentionParams(KernelParams &p, const KernelCall &call,
                                  const cpu::AttentionDims &a, int64_t elem) {
@@ -1457,7 +1458,7 @@ private:
     p.a[1] = double(call.attrs.queryOffset);
     p.a[2] = call.attrs.causal ? 1 : 0;
     bool vec = a.headDim % (16 / elem) == 0;
-    for (int i = 0; i < int(call.inputs.size()); ++i) {
+    for (int i = 0; i < int(std::min<size_t>(call.inputs.size(), 4)); ++i) {
       p.in[i] = call.inputs[i].data;
       vec = vec && aligned16(p.in[i]);
     }
@@ -1510,10 +1511,10 @@ private:
   /// (the default), P and dS are computed once for all of them. On CUDA
   /// cores (--attention simt): one launch of the per-row softmax statistics
   /// (a workspace of 3 x batch x heads x seq_q), then one gradient launch
-  /// per output. On tensor cores: attentionGradByTensorCores, the only path
-  /// that reads the forward's saved O and lse (the others recompute what
-  /// they need: their statistics cost a pass over the scores or a row
-  /// kernel, not a forward).
+  /// per output. On tensor cores: attentionGradByTensorCores. The GEMM and
+  /// tensor-core paths read the forward's saved O and lse when the call has
+  /// them (their statistics come from one row pass over dO and O); the
+  /// simt kernels recompute theirs (max, 1/sum and D a row).
   void runAttentionGrad(const KernelCall &call) {
     cpu::AttentionGradCall g = cpu::checkAttentionGrad(call);
     const cpu::AttentionDims &a = g.dims;
@@ -1598,23 +1599,10 @@ private:
   void attentionGradByTensorCores(const KernelCall &call,
                                   const cpu::AttentionGradCall &g) {
     const cpu::AttentionDims &a = g.dims;
-    int64_t rows = a.batch * a.heads * a.seqQ;
-    float *stats = workspace<float>(2 * rows);
+    float *stats = workspace<float>(2 * a.batch * a.heads * a.seqQ);
     if (g.out) {
-      KernelLaunch s = rowLaunch(rows);
-      // One block a row of head_dim elements: a warp or two is enough.
-      s.block = int(std::min<int64_t>(blockSize, 64));
-      s.params.kernel = GpuKernel::AttentionRows;
-      s.params.type = ElemType::F32;
-      s.params.op = 2;
-      s.params.cols = a.headDim;
-      s.params.shape[0] = a.seqQ;
-      s.params.shape[1] = a.heads;
-      s.params.in[0] = call.inputs[3].data;
-      s.params.in[1] = g.out->data;
-      s.params.in[2] = g.lse->data;
-      s.params.out[0] = stats;
-      launch(s);
+      gradientStatsFromSaved(call, a, ElemType::F32, g.out->data,
+                             g.lse->data, stats);
     } else {
       KernelLaunch s =
           tensorAttentionLaunch(call, a, GpuKernel::AttentionMmaForward);
@@ -1644,6 +1632,8 @@ private:
   struct AttentionOutputs {
     void *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
     void *lse = nullptr; // with o: each row's log-sum-exp, or null
+    /// For the gradients: the forward's saved output and lse, or null.
+    const void *savedO = nullptr, *savedLse = nullptr;
   };
 
   void attentionGradByGemm(const KernelCall &call,
@@ -1652,7 +1642,32 @@ private:
     outs.dq = g.dq ? g.dq->data : nullptr;
     outs.dk = g.dk ? g.dk->data : nullptr;
     outs.dv = g.dv ? g.dv->data : nullptr;
+    outs.savedO = g.out ? g.out->data : nullptr;
+    outs.savedLse = g.lse ? g.lse->data : nullptr;
     attentionByGemm(call, g.dims, type, outs);
+  }
+
+  /// The gradients' row statistics from the forward's saved output and lse
+  /// (AttentionRows op 2): stats[r] = lse[r], stats[rows + r] = dO . O of
+  /// row r = (b heads + h) seq_q + i, the layout of the lse.
+  void gradientStatsFromSaved(const KernelCall &call,
+                              const cpu::AttentionDims &a, ElemType type,
+                              const void *savedO, const void *savedLse,
+                              void *stats) {
+    KernelLaunch s = rowLaunch(a.batch * a.heads * a.seqQ);
+    // One block a row of head_dim elements: a warp or two is enough.
+    s.block = int(std::min<int64_t>(blockSize, 64));
+    s.params.kernel = GpuKernel::AttentionRows;
+    s.params.type = type;
+    s.params.op = 2;
+    s.params.cols = a.headDim;
+    s.params.shape[0] = a.seqQ;
+    s.params.shape[1] = a.heads;
+    s.params.in[0] = call.inputs[3].data;
+    s.params.in[1] = savedO;
+    s.params.in[2] = savedLse;
+    s.params.out[0] = stats;
+    launch(s);
   }
 
   /// attention (outs.o) or any of its gradients (outs.dq, dk, dv) as the
@@ -1664,6 +1679,10 @@ private:
   ///   dV = sum over the group P^T dO, dP = dO V^T,
   ///   dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
   ///   dK = sum over the group scale dS^T Q.
+  /// With the forward's saved output and lse (outs.savedO, savedLse), the
+  /// row statistics come first from them (gradientStatsFromSaved): then
+  /// P = exp(S - lse) and dS = P * (dP - dO . O), one pass over each row
+  /// where the softmax takes three and the row sum two.
   /// P is computed once for every output, dS once for dq and dk; each
   /// output's GEMMs are the same whichever others are asked for. A group's
   /// heads accumulate into their kv head in order (beta 1 after the
@@ -1679,8 +1698,17 @@ private:
     int64_t plane = a.seqQ * a.seqKV; // one head's scores
     int64_t planes = a.heads * plane;
     bool needDS = outs.dq || outs.dk;
-    char *p = workspace<char>(int64_t(bytes) * planes * (needDS ? 2 : 1));
+    bool saved = outs.savedLse != nullptr;
+    int64_t statRows = a.batch * a.heads * a.seqQ;
+    char *p = workspace<char>(int64_t(bytes) *
+                              (planes * (needDS ? 2 : 1) +
+                               (saved ? 2 * statRows : 0)));
     char *dp = p + bytes * planes;
+    // The saved statistics [lse; D] after the score planes.
+    char *stats = p + bytes * planes * (needDS ? 2 : 1);
+    if (saved)
+      gradientStatsFromSaved(call, a, type, outs.savedO, outs.savedLse,
+                             stats);
     auto at = [&](const void *base, int64_t elements) {
       return static_cast<const char *>(base) + int64_t(bytes) * elements;
     };
@@ -1715,7 +1743,9 @@ private:
       g.strideC = a.kvHeads > 1 ? strideC : 0;
       api->gemm(g, api->computeStream());
     };
-    auto rows = [&](int op, void *lse) {
+    // op 0: the softmax (lseOut: also each row's lse; rowStats: P from a
+    // saved lse instead); op 1: dS (rowStats: D from the saved output).
+    auto rows = [&](int op, void *lseOut, const void *rowStats) {
       KernelLaunch l = rowLaunch(a.heads * a.seqQ);
       l.params.kernel = GpuKernel::AttentionRows;
       l.params.type = type;
@@ -1725,8 +1755,9 @@ private:
       l.params.shape[1] = call.attrs.queryOffset;
       l.params.shape[2] = call.attrs.causal ? 1 : 0;
       l.params.in[0] = p;
+      l.params.in[1] = rowStats;
       l.params.out[0] = op == 0 ? p : dp;
-      l.params.out[1] = lse;
+      l.params.out[1] = lseOut;
       launch(l);
     };
     for (int64_t b = 0; b < a.batch; ++b) {
@@ -1739,7 +1770,9 @@ private:
         gemm(false, true, a.seqQ, a.seqKV, d, a.scale, 0, qb + bytes * j * d,
              ldq, group * d, kb, ldkv, d, p + bytes * j * plane, a.seqKV,
              group * plane);
-      rows(0, outs.lse ? outAt(outs.lse, b * a.heads * a.seqQ) : nullptr);
+      int64_t firstRow = b * a.heads * a.seqQ; // this batch's statistics
+      rows(0, outs.lse ? outAt(outs.lse, firstRow) : nullptr,
+           saved ? stats + bytes * firstRow : nullptr);
       if (outs.o) { // O = P V
         char *ob = outAt(outs.o, b * a.seqQ * ldq);
         for (int64_t j = 0; j < group; ++j)
@@ -1761,7 +1794,8 @@ private:
         gemm(false, true, a.seqQ, a.seqKV, d, 1, 0, dyb + bytes * j * d, ldq,
              group * d, vb, ldkv, d, dp + bytes * j * plane, a.seqKV,
              group * plane);
-      rows(1, nullptr);
+      rows(1, nullptr,
+           saved ? stats + bytes * (statRows + firstRow) : nullptr);
       for (int64_t j = 0; j < group; ++j) {
         if (outs.dq) // dQ = scale dS K
           gemm(false, false, a.seqQ, d, a.seqKV, a.scale, 0,

@@ -470,7 +470,9 @@ PARTITA_HD void softmaxKernel(const Ctx &c, const KernelParams &p) {
 /// backend's causalSoftmaxRows). op 1: with in[0] P, out[0] dP becomes
 /// dS = P * (dP - sum(P * dP)) (the sum in double). Each thread touches its
 /// own columns only, so in place is safe. op 0 with out[1]: also each row's
-/// log-sum-exp m + log(sum) to out[1][row] (attention's lse).
+/// log-sum-exp m + log(sum) to out[1][row] (attention's lse). With in[1]
+/// (rows from the forward's saved statistics, op 2's planes): op 0 takes
+/// P = exp(S - in[1][row]) and op 1 dS = P * (dP - in[1][row]), one pass.
 /// op 2, the tensor-core gradients' statistics from the forward's saved
 /// output and lse (AttentionMmaKernels.h's workspace [2, n]): rows r =
 /// (b heads + h) seqQ + i, shape[0] seqQ, shape[1] heads, cols head_dim;
@@ -500,12 +502,18 @@ PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
       continue;
     }
     T *x = static_cast<T *>(p.out[0]) + row * p.cols;
+    const T *saved = static_cast<const T *>(p.in[1]);
     if (p.op == 1) {
       const T *prob = static_cast<const T *>(p.in[0]) + row * p.cols;
-      double dot = 0;
-      for (int64_t j = t; j < p.cols; j += bs)
-        dot += double(prob[j]) * x[j];
-      T s = static_cast<T>(blockReduce(c, dot, SumOp()));
+      T s;
+      if (saved) {
+        s = saved[row];
+      } else {
+        double dot = 0;
+        for (int64_t j = t; j < p.cols; j += bs)
+          dot += double(prob[j]) * x[j];
+        s = static_cast<T>(blockReduce(c, dot, SumOp()));
+      }
       for (int64_t j = t; j < p.cols; j += bs)
         x[j] = prob[j] * (x[j] - s);
       continue;
@@ -514,6 +522,12 @@ PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
     int64_t valid = p.cols;
     if (p.shape[2] != 0 && p.shape[1] + i + 1 < valid)
       valid = p.shape[1] + i + 1;
+    if (saved) {
+      T shift = saved[row];
+      for (int64_t j = t; j < p.cols; j += bs)
+        x[j] = j < valid ? kexp(T(x[j] - shift)) : T(0);
+      continue;
+    }
     T m = -infinity<T>();
     for (int64_t j = t; j < valid; j += bs)
       m = maxOf(m, x[j]);

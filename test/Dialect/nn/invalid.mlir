@@ -1054,6 +1054,16 @@ func.func @attention_lse_shape(%q: tensor<2x8x4x16xf32>) {
 
 // -----
 
+// Tests that an attention lse with head_dim 0 is rejected (no kernel would
+// write it: the output is empty).
+func.func @attention_lse_no_head_dim(%q: tensor<2x8x4x0xf32>) {
+  // expected-error @+1 {{'nn.attention' op the lse result needs head_dim >= 1}}
+  %0, %1 = nn.attention %q, %q, %q : tensor<2x8x4x0xf32>, tensor<2x8x4x0xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
 // Tests that an attention lse of another element type is rejected.
 func.func @attention_lse_type(%q: tensor<2x8x4x16xf32>) {
   // expected-error @+1 {{'nn.attention' op element type of the lse result ('f16') differs from that of the query ('f32')}}

@@ -58,3 +58,21 @@ func.func @apart(%q: tensor<1x4x2x8xf32>, %k: tensor<1x4x2x8xf32>, %dy: tensor<1
   %gh = nn.attention_grad %h, %h, %h, %h wrt = q : tensor<1x4x2x8xf16>, tensor<1x4x2x8xf16> -> tensor<1x4x2x8xf16>
   return
 }
+
+// -----
+
+// Tests that of two forwards (the original and a recompute copy, as
+// selective recompute leaves them), the last one before the gradient is
+// kept: the original's output and lse need not live through the backward.
+// CHECK-LABEL: func.func @recomputed
+// CHECK-NEXT: %[[O1:.*]] = nn.attention %arg0, %arg1, %arg1 causal : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>{{$}}
+// CHECK-NEXT: nn.neg %[[O1]]
+// CHECK-NEXT: %[[O2:.*]], %[[L:.*]] = nn.attention %arg0, %arg1, %arg1 causal {nn.recompute} : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32> -> tensor<1x2x4xf32>
+// CHECK-NEXT: nn.attention_grad %arg0, %arg1, %arg1, %arg2 saved(%[[O2]], %[[L]] : {{.*}}) wrt = q causal :
+func.func @recomputed(%q: tensor<1x4x2x8xf32>, %k: tensor<1x4x2x8xf32>, %dy: tensor<1x4x2x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) {
+  %o = nn.attention %q, %k, %k causal : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>
+  %n = nn.neg %o : tensor<1x4x2x8xf32>
+  %o2 = nn.attention %q, %k, %k causal {nn.recompute} : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>
+  %dq = nn.attention_grad %q, %k, %k, %dy wrt = q causal : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32> -> tensor<1x4x2x8xf32>
+  return %n, %o2, %dq : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>
+}

@@ -507,6 +507,11 @@ TEST(AttentionGradErrorTest, RejectsBadWrtAndShapes) {
   expectError(
       [&] { runKernel(KernelKind::Attention, attrs, {&q, &k, &v}, {&o, &badLse}); },
       {"output 1 (lse) has shape [1, 2, 3], expected [1, 2, 2]"});
+  // With head_dim 0 the output is empty and nothing would write the lse.
+  Tensor q0(DType::F32, {1, 2, 2, 0}), o0(DType::F32, {1, 2, 2, 0});
+  expectError(
+      [&] { runKernel(KernelKind::Attention, attrs, {&q0, &q0, &q0}, {&o0, &lse}); },
+      {"output 1 (lse) needs head_dim >= 1"});
 }
 
 /// Runs attention_grad with `wrt` on `inputs` (q, k, v, dy) with `b`;
