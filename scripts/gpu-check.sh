@@ -37,10 +37,10 @@
 #   --arch: PARTITA_CUDA_ARCHITECTURES (default on a GPU: the device's own,
 #     from nvidia-smi's compute_cap, e.g. 90: half the nvcc time of 80;90;
 #     with --emulate: the project's default, 80;90).
-#   --limit: the whole run's time limit (default 390 s, so that a run of the
-#     device tool with its start stays under 7 minutes; 1800 s with
-#     --emulate); a stage that would start after it is reported as not run,
-#     and fails the check.
+#   --limit: the whole run's time limit (default 480 s: under the device
+#     tool's 600-s call limit, and with its start inside a 15-minute device
+#     budget; 1800 s with --emulate); a stage that would start after it is
+#     reported as not run, and fails the check.
 # Environment: GPU_CHECK_GTEST_SOURCE, a GoogleTest source tree to build when
 # none is installed (default: .gpu/googletest at the repository root when
 # it exists: a copy of Debian's /usr/src/googletest carried to the GPU
@@ -73,7 +73,7 @@ plans="${1:-}"
 build="${2:-$root/build-rt}"
 # A GPU machine has 16 cores and a few minutes of device time; a CI machine
 # 2 cores that run every simulated thread of the emulated kernels.
-[ -z "$limit" ] && { [ "$emulate" -eq 1 ] && limit=1800 || limit=390; }
+[ -z "$limit" ] && { [ "$emulate" -eq 1 ] && limit=1800 || limit=480; }
 # Each plan run: seconds on a GPU; emulated, gpt's 5 train steps took
 # 8 min 50 s on a 2-core machine at load 40-60 when every simulated thread
 # was a host thread (with fibers, all 9 cuda plans took 15 s, idle).
@@ -314,7 +314,7 @@ if [ -n "$plans" ]; then
           log="$build/attention-bench-$kind-$precision.log"
           if limited 60 "$ab" "${flags[@]}" >"$log" 2>&1; then
             { echo "--attention $kind, $precision:"
-              grep -E '^  (forward|dq|dk|dv|qkv|step) ' "$log"; } >>"$build/attention-bench.txt"
+              grep -E '^  (forward|dq|dk|dv|qkv|fwd\+lse|step) ' "$log"; } >>"$build/attention-bench.txt"
           else
             echo "--attention $kind, $precision: FAILED (see $(basename "$log"))" >>"$build/attention-bench.txt"
             failures=$((failures + 1))
@@ -332,8 +332,9 @@ if [ -n "$plans" ]; then
       end "not run (no plan)"
     elif enough 60; then
       # Each partita run and torch variant at most a quarter of what is
-      # left (8 of them: 4 Partita, fp32 and TF32 with two attention kinds,
-      # and 4 PyTorch; most take 15-40 s).
+      # left (first 8: 4 Partita, fp32 and TF32 with two attention kinds,
+      # and 4 PyTorch, then the ratios; then run.sh's EXTRAS, 3 a
+      # precision; most take 15-40 s).
       per=$(( $(left) / 4 ))
       [ "$per" -gt 150 ] && per=150
       if STEPS=${BENCH_STEPS:-6} WARMUP=${BENCH_WARMUP:-2} PROFILE=1 \

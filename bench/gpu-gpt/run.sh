@@ -183,22 +183,27 @@ if [ "${BACKEND:-cuda}" = cuda ]; then
     grep -q -- "${extra_flag[$e]}" <<<"$help" && extras+=("$e")
   done
 fi
-partita_variants=()
+# The main variants (fp32 and TF32 times each kind) first, then PyTorch
+# and the ratios: a run that the time limit cuts short in the extras
+# still has them.
+main_variants=() extra_variants=()
 for precision in fp32 tf32; do
   [ "$precision" = tf32 ] && [ ${#tf32[@]} -eq 0 ] && continue
   for kind in "${kinds[@]}"; do
-    partita_variants+=("$precision-$kind")
+    main_variants+=("$precision-$kind")
   done
   for e in "${extras[@]}"; do
-    partita_variants+=("$precision-${kinds[-1]}-$e")
+    extra_variants+=("$precision-${kinds[-1]}-$e")
   done
 done
-for variant in "${partita_variants[@]}"; do
+
+run_partita() { # VARIANT
+  local variant="$1" extra=() plan precision kind more log start rc m
+  local med lo hi n
   if [ "$partita_ok" -eq 0 ]; then
     note "partita $variant: not run (an earlier Partita run failed)"
-    continue
+    return
   fi
-  extra=()
   IFS=- read -r precision kind more <<<"$variant"
   [ "$precision" = tf32 ] && extra=("${tf32[@]}")
   [ "$kind" != default ] && extra+=(--attention "$kind")
@@ -217,7 +222,7 @@ for variant in "${partita_variants[@]}"; do
     tail -4 "$log" | sed 's/^/  /' | tee -a "$results"
     failed=1
     partita_ok=0
-    continue
+    return
   fi
   read -r med lo hi n <<<"$m"
   median[partita-$variant]=$med
@@ -225,6 +230,29 @@ for variant in "${partita_variants[@]}"; do
   grep -m2 "high-water\|peak" "$log" | sed 's/^/  /' | tee -a "$results"
   # --gemm-autotune: what each shape kept, against the heuristic's first.
   grep "gemm autotune" "$log" | sed 's/^/  /' | tee -a "$results"
+}
+
+ratios() { # VARIANT...
+  local variant p t attention precision kind more what any=0
+  for variant in "$@"; do
+    p="${median[partita-$variant]:-}"
+    [ -n "$p" ] || continue
+    for attention in manual sdpa; do
+      t="${median[torch-${variant%%-*}-$attention]:-}"
+      [ -n "$t" ] || continue
+      IFS=- read -r precision kind more <<<"$variant"
+      what="partita attention $kind"
+      [ -n "$more" ] && [ -n "${extra_flag[$more]:-}" ] && what+=" with ${extra_flag[$more]}"
+      [ -n "$more" ] && [ -n "${extra_plan[$more]:-}" ] && what+=" (${extra_plan[$more]})"
+      note "  ${variant%%-*}, $what, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
+      any=1
+    done
+  done
+  [ "$any" -eq 1 ] || note "  none (a side did not run)"
+}
+
+for variant in "${main_variants[@]}"; do
+  run_partita "$variant"
 done
 [ ${#tf32[@]} -eq 0 ] && note "partita tf32: not run (this partita-run has no --tf32)"
 
@@ -257,20 +285,15 @@ if [ "${TORCH:-1}" = 1 ] && [ "${EMULATE:-0}" != 1 ] && [ "${BACKEND:-cuda}" = c
 fi
 
 note "ratios torch/partita (>= 1: Partita at least as fast):"
-any=0
-for variant in "${partita_variants[@]}"; do
-  p="${median[partita-$variant]:-}"
-  [ -n "$p" ] || continue
-  for attention in manual sdpa; do
-    t="${median[torch-${variant%%-*}-$attention]:-}"
-    [ -n "$t" ] || continue
-    IFS=- read -r precision kind more <<<"$variant"
-    what="partita attention $kind"
-    [ -n "$more" ] && what+=" with ${extra_flag[$more]}"
-    note "  ${variant%%-*}, $what, torch attention $attention: $(python3 -c "print(f'{$t / $p:.3f}')") (torch $t s, partita $p s)"
-    any=1
+ratios "${main_variants[@]}"
+
+# Then the extras, each against the same PyTorch runs.
+if [ ${#extra_variants[@]} -gt 0 ]; then
+  for variant in "${extra_variants[@]}"; do
+    run_partita "$variant"
   done
-done
-[ "$any" -eq 1 ] || note "  none (a side did not run)"
+  note "ratios torch/partita of the extras:"
+  ratios "${extra_variants[@]}"
+fi
 rm -rf "$logs"
 exit "$failed"
