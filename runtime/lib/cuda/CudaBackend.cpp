@@ -1511,10 +1511,10 @@ private:
   /// (the default), P and dS are computed once for all of them. On CUDA
   /// cores (--attention simt): one launch of the per-row softmax statistics
   /// (a workspace of 3 x batch x heads x seq_q), then one gradient launch
-  /// per output. On tensor cores: attentionGradByTensorCores. The GEMM and
-  /// tensor-core paths read the forward's saved O and lse when the call has
-  /// them (their statistics come from one row pass over dO and O); the
-  /// simt kernels recompute theirs (max, 1/sum and D a row).
+  /// per output. On tensor cores: attentionGradByTensorCores. Every path
+  /// reads the forward's saved O and lse when the call has them: its row
+  /// statistics then come from one pass over dO and O
+  /// (gradientStatsFromSaved) instead of a forward or a softmax.
   void runAttentionGrad(const KernelCall &call) {
     cpu::AttentionGradCall g = cpu::checkAttentionGrad(call);
     const cpu::AttentionDims &a = g.dims;
@@ -1539,12 +1539,18 @@ private:
     if (attention != CudaAttention::Simt)
       return attentionGradByGemm(call, g, type);
     void *stats = workspace<double>(3 * a.batch * a.heads * a.seqQ);
-    KernelLaunch s = attentionLaunch(call, a, type,
-                                     GpuKernel::AttentionForward, false);
-    // D = rowsum(P * dP) only for dq and dk (the same m and 1/l either way).
-    s.params.op = int(g.dq || g.dk ? AttnMode::Stats : AttnMode::StatsNoD);
-    s.params.out[1] = stats;
-    launch(s);
+    if (g.out) {
+      gradientStatsFromSaved(call, a, type, g.out->data, g.lse->data, stats,
+                             /*simt=*/true);
+    } else {
+      KernelLaunch s = attentionLaunch(call, a, type,
+                                       GpuKernel::AttentionForward, false);
+      // D = rowsum(P * dP) only for dq and dk (the same m and 1/l either
+      // way).
+      s.params.op = int(g.dq || g.dk ? AttnMode::Stats : AttnMode::StatsNoD);
+      s.params.out[1] = stats;
+      launch(s);
+    }
     for (const TensorView *out : {g.dq, g.dk, g.dv}) {
       if (!out)
         continue;
@@ -1649,17 +1655,18 @@ private:
 
   /// The gradients' row statistics from the forward's saved output and lse
   /// (AttentionRows op 2): stats[r] = lse[r], stats[rows + r] = dO . O of
-  /// row r = (b heads + h) seq_q + i, the layout of the lse.
+  /// row r = (b heads + h) seq_q + i, the layout of the lse; with `simt`
+  /// (op 3) the simt kernels' three planes (lse, 1, dO . O).
   void gradientStatsFromSaved(const KernelCall &call,
                               const cpu::AttentionDims &a, ElemType type,
                               const void *savedO, const void *savedLse,
-                              void *stats) {
+                              void *stats, bool simt = false) {
     KernelLaunch s = rowLaunch(a.batch * a.heads * a.seqQ);
     // One block a row of head_dim elements: a warp or two is enough.
     s.block = int(std::min<int64_t>(blockSize, 64));
     s.params.kernel = GpuKernel::AttentionRows;
     s.params.type = type;
-    s.params.op = 2;
+    s.params.op = simt ? 3 : 2;
     s.params.cols = a.headDim;
     s.params.shape[0] = a.seqQ;
     s.params.shape[1] = a.heads;

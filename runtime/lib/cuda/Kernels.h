@@ -478,12 +478,13 @@ PARTITA_HD void softmaxKernel(const Ctx &c, const KernelParams &p) {
 /// (b heads + h) seqQ + i, shape[0] seqQ, shape[1] heads, cols head_dim;
 /// out[0][r] = in[2][r] (lse) and out[0][n + r] = D = dO . O of query i,
 /// head h (in[0] dO, in[1] O, [batch, seqQ, heads, head_dim]), the sum in
-/// double.
+/// double. op 3: the same for the simt kernels' workspace [3, n] of (max,
+/// 1/sum, D): (lse, 1, D), since exp(s - lse) = exp(s - max) / sum.
 template <typename T, typename Ctx>
 PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
   int t = c.threadIndex(), bs = c.blockSize();
   for (int64_t row = c.blockIndex(); row < p.n; row += c.gridSize()) {
-    if (p.op == 2) {
+    if (p.op == 2 || p.op == 3) {
       int64_t seqQ = p.shape[0], heads = p.shape[1];
       int64_t i = row % seqQ, pair = row / seqQ;
       int64_t b = pair / heads, h = pair % heads;
@@ -497,7 +498,9 @@ PARTITA_HD void attentionRowsKernel(const Ctx &c, const KernelParams &p) {
       if (t == 0) {
         T *stats = static_cast<T *>(p.out[0]);
         stats[row] = static_cast<const T *>(p.in[2])[row];
-        stats[p.n + row] = static_cast<T>(dot);
+        if (p.op == 3)
+          stats[p.n + row] = T(1);
+        stats[(p.op == 3 ? 2 : 1) * p.n + row] = static_cast<T>(dot);
       }
       continue;
     }

@@ -433,9 +433,8 @@ TYPED_TEST(CudaKernelsTest, Attention) {
                  {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
                  1e-5, kind);
       // The lse output, and gradients that read the saved output and lse
-      // (the cpu backend's, so both backends read the same): by GEMMs and
-      // on tensor cores the statistics come from them (AttentionRows op
-      // 2); the simt kernels recompute.
+      // (the cpu backend's, so both backends read the same): every path
+      // takes its row statistics from them (AttentionRows op 2 or 3).
       std::vector<int64_t> lseShape{c.batch, c.heads, c.seqQ};
       a.wrt.clear();
       expectSame(KernelKind::Attention, a, {q, k, v},
@@ -449,9 +448,9 @@ TYPED_TEST(CudaKernelsTest, Attention) {
                  {q, k, v, dy, saved[0], saved[1]},
                  {{dt<T>(), qShape}, {dt<T>(), kvShape}, {dt<T>(), kvShape}},
                  1e-5, kind);
-      // The GEMM and tensor-core paths read them: an lse shifted by log 2
-      // (P halved) gives what the cpu backend gives for it.
-      if (kind != CudaAttention::Simt) {
+      // Every path reads them: an lse shifted by log 2 (P halved) gives
+      // what the cpu backend gives for it.
+      {
         Tensor shifted = saved[1];
         for (int64_t i = 0; i < shifted.numElements(); ++i)
           shifted.data<T>()[i] += T(std::log(2.0));
