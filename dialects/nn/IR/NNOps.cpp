@@ -191,10 +191,9 @@ LogicalResult verifyResultShape(Operation *op, RankedTensorType inputType,
 LogicalResult verifyAttentionLse(Operation *op, StringRef what, Value lse,
                                  RankedTensorType queryType) {
   auto type = cast<RankedTensorType>(lse.getType());
-  SmallVector<int64_t, 3> expected = {queryType.getDimSize(0),
-                                      queryType.getDimSize(2),
-                                      queryType.getDimSize(1)};
-  if (type.getShape() != ArrayRef<int64_t>(expected))
+  ArrayRef<int64_t> expected =
+      AttentionOp::getLseType(queryType).getShape();
+  if (type.getShape() != expected)
     return op->emitOpError()
            << what << " " << formatShape(type.getShape())
            << " must be [batch, heads, seq_q] of the query, i.e. "
@@ -445,6 +444,13 @@ LogicalResult RotaryOp::verify() {
     return emitOpError("head_dim (dimension 3) must be even, but is ")
            << type.getDimSize(3);
   return verifyPositiveFinite(*this, "theta", getTheta());
+}
+
+RankedTensorType AttentionOp::getLseType(RankedTensorType queryType) {
+  return RankedTensorType::get({queryType.getDimSize(0),
+                                queryType.getDimSize(2),
+                                queryType.getDimSize(1)},
+                               queryType.getElementType());
 }
 
 LogicalResult AttentionOp::verify() {

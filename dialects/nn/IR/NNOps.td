@@ -346,6 +346,13 @@ def NN_AttentionOp : NN_ShardableOp<"attention", [
             value, causal, scale);
     }]>,
   ];
+  let extraClassDeclaration = [{
+    /// The type of the lse of attention with this query type: [batch,
+    /// heads, seq_q] of its element type (the lse result, and the lse
+    /// nn.attention_grad reads).
+    static ::mlir::RankedTensorType
+    getLseType(::mlir::RankedTensorType queryType);
+  }];
 }
 
 def NN_EmbeddingOp : NN_ShardableOp<"embedding"> {

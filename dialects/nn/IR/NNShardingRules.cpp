@@ -60,6 +60,13 @@ std::optional<ArrayRef<int64_t>> staticShape(Value value) {
   return type.getShape();
 }
 
+/// The shape of attention's lse for a rank-4 `query` ([batch, heads,
+/// seq_q]).
+ArrayRef<int64_t> lseShape(Value query) {
+  return AttentionOp::getLseType(cast<RankedTensorType>(query.getType()))
+      .getShape();
+}
+
 /// Names for factors that have no conventional letter: i, j, k, ...
 std::string genericName(int64_t index) {
   static constexpr StringLiteral letters = "ijklmnopqrstuvwxyz";
@@ -523,8 +530,7 @@ FailureOr<ShardingRule> AttentionOp::getShardingRule() {
       staticShape(getResult()) != q)
     return failure();
   bool lse = bool(getLse());
-  if (lse && staticShape(getLse()) !=
-                 ArrayRef<int64_t>{(*q)[0], (*q)[2], (*q)[1]})
+  if (lse && staticShape(getLse()) != lseShape(getQuery()))
     return failure();
   int64_t heads = (*q)[2], kvHeads = (*k)[2];
   if ((*k)[0] != (*q)[0] || (*k)[3] != (*q)[3] || kvHeads <= 0 ||
@@ -722,8 +728,7 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   bool saved = bool(getOut());
   if (saved != bool(getLse()) ||
       (saved && (staticShape(getOut()) != q ||
-                 staticShape(getLse()) !=
-                     ArrayRef<int64_t>{(*q)[0], (*q)[2], (*q)[1]})))
+                 staticShape(getLse()) != lseShape(getQuery()))))
     return failure();
   int64_t heads = (*q)[2], kvHeads = (*k)[2];
   if ((*k)[0] != (*q)[0] || (*k)[3] != (*q)[3] || kvHeads <= 0 ||

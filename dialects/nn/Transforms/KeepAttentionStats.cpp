@@ -46,19 +46,16 @@ AttentionOp forwardOf(AttentionGradOp grad) {
   return last;
 }
 
-/// `forward` with an lse result ([batch, heads, seq_q] of the query's
-/// element type): the op itself when it has one, else its replacement.
+/// `forward` with an lse result: the op itself when it has one, else its
+/// replacement.
 AttentionOp withLse(AttentionOp forward) {
   if (forward.getLse())
     return forward;
-  auto queryType = cast<RankedTensorType>(forward.getQuery().getType());
-  auto lseType = RankedTensorType::get(
-      {queryType.getDimSize(0), queryType.getDimSize(2),
-       queryType.getDimSize(1)},
-      queryType.getElementType());
   OpBuilder b(forward);
   auto replacement = AttentionOp::create(
-      b, forward.getLoc(), forward.getResult().getType(), lseType,
+      b, forward.getLoc(), forward.getResult().getType(),
+      AttentionOp::getLseType(
+          cast<RankedTensorType>(forward.getQuery().getType())),
       forward.getQuery(), forward.getKey(), forward.getValue(),
       forward.getCausalAttr(), forward.getScaleAttr());
   replacement->setDiscardableAttrs(forward->getDiscardableAttrDictionary());

@@ -420,6 +420,17 @@ AttentionDims checkAttentionInputs(const KernelCall &call);
 void checkAttentionLse(KernelKind kind, const TensorView &lse,
                        const char *what, const AttentionDims &a, DType dtype);
 
+/// An attention call, checked: its sizes and its lse output (null when it
+/// has none).
+struct AttentionCall {
+  AttentionDims dims;
+  const TensorView *lse = nullptr;
+};
+/// Checks an attention call (q, k, v -> o [, lse]), for the cpu and cuda
+/// backends alike: the inputs as checkAttentionInputs, o as q, the lse
+/// output as checkAttentionLse, no overlaps.
+AttentionCall checkAttention(const KernelCall &call);
+
 /// An attention_grad call, checked: its sizes and the outputs it asks for
 /// (null for a gradient it does not).
 struct AttentionGradCall {

@@ -197,6 +197,21 @@ void checkAttentionLse(KernelKind kind, const TensorView &lse,
                                    "output is empty and no kernel writes it)");
 }
 
+AttentionCall checkAttention(const KernelCall &call) {
+  checkCall(call, 3, call.outputs.size() == 2 ? 2 : 1);
+  AttentionCall c;
+  c.dims = checkAttentionInputs(call);
+  const TensorView &q = call.inputs[0];
+  checkSameType(call.kind, call.outputs[0], "output 0", q, "input 0 (query)");
+  if (call.outputs.size() == 2) {
+    checkAttentionLse(call.kind, call.outputs[1], "output 1 (lse)", c.dims,
+                      q.dtype);
+    c.lse = &call.outputs[1];
+  }
+  checkNoOverlap(call, /*allowExactAlias=*/false);
+  return c;
+}
+
 namespace {
 
 template <typename T> T maxOf(T x, T y) { return (x > y || x != x) ? x : y; }
@@ -447,14 +462,8 @@ void rotate(const KernelCall &call, bool inverse) {
 }
 
 void runAttention(const KernelCall &call) {
-  checkCall(call, 3, call.outputs.size() == 2 ? 2 : 1);
-  AttentionDims a = checkAttentionInputs(call);
+  AttentionDims a = checkAttention(call).dims;
   const TensorView &q = call.inputs[0], &out = call.outputs[0];
-  checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
-  if (call.outputs.size() == 2)
-    checkAttentionLse(call.kind, call.outputs[1], "output 1 (lse)", a,
-                      q.dtype);
-  checkNoOverlap(call, /*allowExactAlias=*/false);
   if (out.numElements() == 0)
     return;
   if (a.seqKV == 0)

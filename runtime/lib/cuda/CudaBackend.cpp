@@ -1468,17 +1468,10 @@ private:
   /// attention, and with a second output its lse (each row's log-sum-exp,
   /// [batch, heads, seq_q]) in every path.
   void runAttention(const KernelCall &call) {
-    cpu::checkCall(call, 3, call.outputs.size() == 2 ? 2 : 1);
-    cpu::AttentionDims a = cpu::checkAttentionInputs(call);
+    cpu::AttentionCall checked = cpu::checkAttention(call);
+    const cpu::AttentionDims &a = checked.dims;
+    void *lse = checked.lse ? checked.lse->data : nullptr;
     const TensorView &q = call.inputs[0], &out = call.outputs[0];
-    cpu::checkSameType(call.kind, out, "output 0", q, "input 0 (query)");
-    void *lse = nullptr;
-    if (call.outputs.size() == 2) {
-      cpu::checkAttentionLse(call.kind, call.outputs[1], "output 1 (lse)", a,
-                             q.dtype);
-      lse = call.outputs[1].data;
-    }
-    cpu::checkNoOverlap(call, /*allowExactAlias=*/false);
     ElemType type = floatType(call, q, "input 0 (query)");
     if (out.numElements() == 0)
       return;

@@ -55,7 +55,8 @@ enum class GpuKernel : uint8_t {
   AttentionGradQ,   // dq of attention
   AttentionGradKV,  // dk (op 0) or dv (op 1) of attention
   AttentionRows,    // attention by GEMMs: masked softmax (op 0) or dS (op 1);
-                    // op 2: gradient statistics from the saved O and lse
+                    // op 2 (op 3 for simt): gradient statistics from the
+                    // saved O and lse
   ColumnPartials,   // reduce: partial sums (or maxima) of [rows, columns] by row chunk
   ColumnCombine,    // reduce: the chunks' partials of each column, in order
   AttentionMmaForward, // attention on tensor cores (AttentionMmaKernels.h)
