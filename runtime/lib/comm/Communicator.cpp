@@ -96,6 +96,13 @@ std::unique_ptr<CommRequest> Communicator::start(const CollectiveArgs &args,
   return std::make_unique<CompletedRequest>();
 }
 
+void Communicator::enqueue(const CollectiveArgs &args, const CommGroup &group,
+                           Stream &) {
+  throw Error(comm::describeCall(rank(), toString(args.kind), group.ranks()) +
+              ": the " + kind() +
+              " communicator does not order calls on device streams");
+}
+
 /// send() and recv(): start() on a group of `ranks`, waited for under the
 /// timeout. Point-to-point calls need no group set up ahead (createGroup
 /// would make `mpi` and `nccl` set one up collectively), so the group is the

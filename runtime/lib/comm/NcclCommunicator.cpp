@@ -19,6 +19,17 @@
 //   5000 ms; aborted every nccl communicator of this rank
 // After that the communicator refuses every call.
 //
+// Stream-ordered calls (enqueue, what the executor uses inside a step): the
+// collective is posted on the layer ordered on the caller's device stream
+// (events, see NcclApi.h) and returns at once; the request is kept in
+// `enqueued`. A watchdog thread (started by the first enqueue) polls them
+// every kWatchPeriod: a completed one is dropped, a failed one or one not
+// complete within the timeout of its enqueue fails the communicator as
+// above (every NCCL communicator aborted, which also ends the NCCL kernels
+// a device stream waits for, so the host is never stuck behind them). The
+// next call or waitEnqueued() throws that error. The timeout counts from
+// the enqueue, so it covers the device work queued ahead of the call too.
+//
 // The blocking methods that take a rank list (the training loop's stop flag,
 // a checkpoint's barrier, send and recv) act on host memory, which NCCL
 // cannot read, and go through the bootstrap communicator.
@@ -47,7 +58,10 @@
 #include "runtime/lib/cuda/NcclApi.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <thread>
 
 namespace partita::runtime {
@@ -55,6 +69,9 @@ namespace {
 
 using comm::describeCall;
 using nccl::Clock;
+
+/// How often the watchdog polls the enqueued calls.
+constexpr std::chrono::milliseconds kWatchPeriod(5);
 
 class NcclGroup final : public CommGroup {
 public:
@@ -101,6 +118,14 @@ public:
     setTimeout(bootstrap.getTimeout());
   }
   ~NcclCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    watched.notify_all();
+    if (watchdog.joinable())
+      watchdog.join();
+    enqueued.clear();
     groups.clear();
     world.reset();
   }
@@ -135,6 +160,7 @@ public:
   // where CUDA calls are not allowed.
   bool callableFromAnyThread() const override { return emulated; }
   bool takesDeviceMemory() const override { return true; }
+  bool ordersOnStreams() const override { return true; }
 
   void allReduce(void *data, size_t count, DType dtype, ReduceOp op,
                  const std::vector<int> &group) override {
@@ -194,6 +220,7 @@ public:
       }
     }
     auto group = std::make_shared<NcclGroup>(ranks, position, comm);
+    std::lock_guard<std::mutex> lock(mutex);
     groups.push_back(group);
     return group;
   }
@@ -201,19 +228,58 @@ public:
   std::unique_ptr<CommRequest> start(const CollectiveArgs &args,
                                      const CommGroup &g) override {
     checkUsable();
-    const auto *group = dynamic_cast<const NcclGroup *>(&g);
-    if (!group)
-      throw Error("rank " + std::to_string(rank()) +
-                  ": nccl: a group not made by this communicator");
+    const NcclGroup &group = ncclGroup(g);
     if (args.kind == CollectiveKind::Send || args.kind == CollectiveKind::Recv)
-      return startPeer(args, *group);
-    std::string head = describeCall(rank(), toString(args.kind), g.ranks());
-    if (!g.label().empty())
-      head += " (" + g.label() + ")";
+      return startPeer(args, group);
+    std::string head = headOf(args, g);
     if (args.kind == CollectiveKind::Barrier) {
       boot.barrier(g.ranks());
       return Communicator::start({CollectiveKind::Barrier}, g);
     }
+    return post(group, collectiveCall(args, g, head), std::move(head));
+  }
+
+  void enqueue(const CollectiveArgs &args, const CommGroup &g,
+               Stream &stream) override {
+    checkUsable();
+    const NcclGroup &group = ncclGroup(g);
+    std::string head = headOf(args, g);
+    if (args.kind == CollectiveKind::Send ||
+        args.kind == CollectiveKind::Recv ||
+        args.kind == CollectiveKind::Barrier)
+      throw Error(head + ": nccl enqueues collectives only (start() it)");
+    nccl::Call call = collectiveCall(args, g, head);
+    Clock::time_point now = Clock::now(), deadline = now + getTimeout();
+    std::unique_ptr<nccl::Op> op;
+    try {
+      op = api->post(*group.comm, call, &stream, deadline);
+    } catch (const Error &e) {
+      fail(head + " on nccl failed: " + e.what());
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    enqueued.push_back({group.comm, std::move(op), std::move(head), now,
+                        deadline});
+    if (!watchdog.joinable())
+      watchdog = std::thread([this] { watch(); });
+  }
+
+  void waitEnqueued() override {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        sweepLocked();
+        if (!failure.empty())
+          throw Error(failure);
+        if (enqueued.empty())
+          return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  /// `args` (a collective, not Send, Recv or Barrier) as NCCL's call.
+  nccl::Call collectiveCall(const CollectiveArgs &args, const CommGroup &g,
+                            const std::string &head) {
     nccl::Call call{nccl::Call::AllReduce};
     call.send = args.send;
     call.recv = args.recv;
@@ -248,7 +314,7 @@ public:
     case CollectiveKind::Recv:
       break;
     }
-    return post(*group, call, std::move(head));
+    return call;
   }
 
   /// Posts `call` on `group`'s NCCL communicator.
@@ -257,7 +323,7 @@ public:
     Clock::time_point now = Clock::now();
     std::unique_ptr<nccl::Op> op;
     try {
-      op = api->post(*group.comm, call);
+      op = api->post(*group.comm, call, nullptr, now + getTimeout());
     } catch (const Error &e) {
       fail(head + " on nccl failed: " + e.what());
     }
@@ -343,25 +409,84 @@ public:
   /// Aborts every NCCL communicator of this rank and throws `message`
   /// (with that said); later calls refuse.
   [[noreturn]] void fail(const std::string &message) {
-    if (failure.empty()) {
-      for (const auto &g : groups)
-        if (g->comm)
-          api->abort(*g->comm);
-      if (world)
-        api->abort(*world);
-      failure = message + "; aborted every nccl communicator of this rank";
-    }
+    std::lock_guard<std::mutex> lock(mutex);
+    failLocked(message);
     throw Error(failure);
   }
 
   nccl::NcclApi &layer() { return *api; }
 
 private:
+  /// The first failure: aborts every NCCL communicator and keeps `message`.
+  /// Requires `mutex`.
+  void failLocked(const std::string &message) {
+    if (!failure.empty())
+      return;
+    for (const auto &g : groups)
+      if (g->comm)
+        api->abort(*g->comm);
+    if (world)
+      api->abort(*world);
+    failure = message + "; aborted every nccl communicator of this rank";
+  }
+
   void checkUsable() {
+    std::lock_guard<std::mutex> lock(mutex);
     if (!failure.empty())
       throw Error("rank " + std::to_string(rank()) +
                   ": nccl communicator unusable after an earlier failure: " +
                   failure);
+  }
+
+  const NcclGroup &ncclGroup(const CommGroup &g) const {
+    const auto *group = dynamic_cast<const NcclGroup *>(&g);
+    if (!group)
+      throw Error("rank " + std::to_string(rank()) +
+                  ": nccl: a group not made by this communicator");
+    return *group;
+  }
+
+  std::string headOf(const CollectiveArgs &args, const CommGroup &g) const {
+    std::string head = describeCall(rank(), toString(args.kind), g.ranks());
+    if (!g.label().empty())
+      head += " (" + g.label() + ")";
+    return head;
+  }
+
+  /// Drops the enqueued calls that are complete; fails on one that failed
+  /// or is past its deadline. Requires `mutex`.
+  void sweepLocked() {
+    if (!failure.empty())
+      return;
+    Clock::time_point now = Clock::now();
+    for (auto it = enqueued.begin(); it != enqueued.end();) {
+      std::string error;
+      nccl::OpState state = api->poll(*it->comm, *it->op, error);
+      if (state == nccl::OpState::Done) {
+        it = enqueued.erase(it);
+        continue;
+      }
+      if (state == nccl::OpState::Failed)
+        return failLocked(it->head + " on nccl failed: " + error);
+      if (now >= it->deadline) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+            it->deadline - it->started);
+        return failLocked(it->head + " on nccl timed out after " +
+                          std::to_string(ms.count()) +
+                          " ms (enqueued on a device stream)");
+      }
+      ++it;
+    }
+  }
+
+  /// The watchdog thread (see the file comment).
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      watched.wait_for(lock, kWatchPeriod);
+      if (!stopping)
+        sweepLocked();
+    }
   }
 
   Communicator &boot;
@@ -370,10 +495,24 @@ private:
   std::string idText;
   std::shared_ptr<nccl::Comm> world;
   std::vector<std::shared_ptr<NcclGroup>> groups;
+  /// Guards what the watchdog shares with the owner: failure, groups (for
+  /// the abort), enqueued and stopping.
+  std::mutex mutex;
   std::string failure;
   /// Messages sent to and received from each (NCCL communicator, peer
   /// position): the numbers the headers carry.
   std::map<std::pair<const nccl::Comm *, int>, uint64_t> sentTo, receivedFrom;
+  /// A call enqueued on a device stream, not yet seen complete.
+  struct Enqueued {
+    std::shared_ptr<nccl::Comm> comm;
+    std::unique_ptr<nccl::Op> op;
+    std::string head;
+    Clock::time_point started, deadline;
+  };
+  std::deque<Enqueued> enqueued;
+  bool stopping = false;
+  std::condition_variable watched;
+  std::thread watchdog; // last: joined in the destructor
 };
 
 void NcclRequest::wait(Clock::time_point deadline) {

@@ -310,6 +310,11 @@ struct Executor::Impl {
   /// read (a GPU, or the emulated one, whose device memory faults on a host
   /// access).
   bool staged = false;
+  /// Collectives enqueued on device streams (Communicator::ordersOnStreams,
+  /// nccl): a step's collectives and gradient buckets are queued behind
+  /// their producers with no host wait, buckets on the communication
+  /// stream; run() waits for them (waitEnqueued) before its end.
+  bool streamOrdered = false;
   /// Pinned host memory of the staged collectives, grown to the largest
   /// call (counted in memory.staging).
   DeviceBuffer hostStaging;
@@ -319,12 +324,19 @@ struct Executor::Impl {
   /// (copyToHost returns when everything queued before it has run), the
   /// communicator runs on host buffers, and the result is copied back on
   /// the compute stream, ahead of every later kernel there.
-  /// Unstaged on such a device (nccl), a call from the host thread first
-  /// waits for the compute stream (a bucket call on the communication
-  /// stream is ordered by its event instead); the real NCCL layer also
-  /// waits for the device, the emulated one relies on this.
-  void runComm(const CollectiveArgs &args, const CommGroup &grp) {
+  /// Unstaged on such a device (nccl): a step's call (`stream` given, the
+  /// stream it is ordered on) is enqueued on that stream with no host wait
+  /// (streamOrdered; its failures surface by the step's end, waitEnqueued);
+  /// any other call from the host thread first waits for the compute
+  /// stream (the real NCCL layer also waits for the device, the emulated
+  /// one relies on this).
+  void runComm(const CollectiveArgs &args, const CommGroup &grp,
+               Stream *stream = nullptr) {
     if (!staged) {
+      if (streamOrdered && stream) {
+        comm->enqueue(args, grp, *stream);
+        return;
+      }
       if (!device->isHostAccessible() && !onCommThread())
         compute->synchronize();
       comm->run(args, grp);
@@ -423,7 +435,9 @@ struct Executor::Impl {
     int slot = -1;                       // while it holds one
     unsigned char *send = nullptr, *recv = nullptr; // in the slot
     std::string where;            // "bucket N (instructions i-j)"
-    std::function<void()> call;   // the communicator call on the packed data
+    /// The communicator call on the packed data, ordered on the given
+    /// stream when stream-ordered (else it blocks until done).
+    std::function<void(Stream &)> call;
     std::function<void()> unpack; // packed result -> every member's output
     std::vector<int64_t> outputs; // buffer ids
     std::unique_ptr<Event> done;   // recorded on `commStream` after `call`
@@ -551,7 +565,7 @@ struct Executor::Impl {
   /// members are packed.
   void issue(Bucket &b) {
     if (!commStream) {
-      runBucketCall(b);
+      runBucketCall(b, *compute);
       b.unpack();
       releaseSlot(b);
       return;
@@ -559,18 +573,25 @@ struct Executor::Impl {
     // The call reads what the members packed on the compute stream.
     compute->record(*b.packed);
     commStream->wait(*b.packed);
-    commStream->enqueue([&b] {
-      onCommThread() = true;
-      try {
-        runBucketCall(b);
-      } catch (...) {
+    if (streamOrdered) {
+      // Enqueued behind that wait from here; the communicator keeps its
+      // calls in the order they are enqueued, so nothing else waits.
+      runBucketCall(b, *commStream);
+    } else {
+      Stream *cs = compute;
+      commStream->enqueue([&b, cs] {
+        onCommThread() = true;
+        try {
+          runBucketCall(b, *cs);
+        } catch (...) {
+          onCommThread() = false;
+          throw;
+        }
         onCommThread() = false;
-        throw;
-      }
-      onCommThread() = false;
-    });
+      });
+      lastIssued = b.done.get();
+    }
     commStream->record(*b.done);
-    lastIssued = b.done.get();
     b.pending = true;
   }
   /// Waits for `b`'s call if it is in flight and unpacks its outputs.
@@ -584,9 +605,9 @@ struct Executor::Impl {
     });
     releaseSlot(b);
   }
-  static void runBucketCall(Bucket &b) {
+  static void runBucketCall(Bucket &b, Stream &stream) {
     try {
-      b.call();
+      b.call(stream);
     } catch (const Error &e) {
       throw Error(b.where + ": " + e.what());
     }
@@ -864,7 +885,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
         dev->copy(out.data, in.data, in.numBytes(), *cs);
       if (g > 1)
         self->runComm({CollectiveKind::AllReduce, nullptr, out.data,
-                       size_t(out.numElements()), dtype, op, {}}, *grp);
+                       size_t(out.numElements()), dtype, op, {}}, *grp, cs);
     };
   case plan::Collective::ALL_GATHER: {
     int64_t d = c.dim();
@@ -874,7 +895,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
           dev->copy(out.data, in.data, in.numBytes(), *cs);
         else
           self->runComm({CollectiveKind::AllGather, in.data, out.data,
-                         size_t(in.numElements()), dtype, op, {}}, *grp);
+                         size_t(in.numElements()), dtype, op, {}}, *grp, cs);
       };
     std::vector<int64_t> perm, front; // not bindings: lambdas capture them
     std::tie(perm, front) = toFront(in.shape, d);
@@ -889,7 +910,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
       self->runComm({CollectiveKind::AllGather, sendT.data, recvT.data,
-                     size_t(sendT.numElements()), dtype, op, {}}, *grp);
+                     size_t(sendT.numElements()), dtype, op, {}}, *grp, cs);
       transpose(recvT, out, back);
     };
   }
@@ -900,7 +921,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     if (d == 0)
       return [=] {
         self->runComm({CollectiveKind::ReduceScatter, in.data, out.data,
-                       size_t(out.numElements()), dtype, op, {}}, *grp);
+                       size_t(out.numElements()), dtype, op, {}}, *grp, cs);
       };
     std::vector<int64_t> perm, front; // not bindings: lambdas capture them
     std::tie(perm, front) = toFront(in.shape, d);
@@ -915,7 +936,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
       self->runComm({CollectiveKind::ReduceScatter, sendT.data, recvT.data,
-                     size_t(recvT.numElements()), dtype, op, {}}, *grp);
+                     size_t(recvT.numElements()), dtype, op, {}}, *grp, cs);
       transpose(recvT, out, back);
     };
   }
@@ -953,7 +974,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       recvT.data = self->collectiveScratch + recvOffset;
       transpose(in, sendT, perm);
       self->runComm({CollectiveKind::AllToAll, sendT.data, recvT.data,
-                     size_t(sendT.numElements() / g), dtype, op, {}}, *grp);
+                     size_t(sendT.numElements() / g), dtype, op, {}}, *grp, cs);
       transpose(recvT, outT, backPerm);
     };
   }
@@ -1038,7 +1059,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
       pairs.emplace_back(int(c.pairs(k)), int(c.pairs(k + 1)));
     return [=] {
       self->runComm({CollectiveKind::CollectivePermute, in.data, out.data,
-                     size_t(in.numElements()), dtype, op, pairs}, *grp);
+                     size_t(in.numElements()), dtype, op, pairs}, *grp, cs);
     };
   }
   default:
@@ -1128,17 +1149,17 @@ Executor::Impl::compileBucket(int64_t first, int64_t end) {
   Impl *self = this;
   Device *dev = device;
   Bucket *bucket = b.get();
-  b->call = [=] {
+  b->call = [=](Stream &stream) {
     unsigned char *send = bucket->send, *recv = bucket->recv;
     if (g == 1) {
       if (recv != send)
-        dev->copy(recv, send, block * elem, dev->computeStream());
+        dev->copy(recv, send, block * elem, stream);
     } else if (scatter) {
       self->runComm({CollectiveKind::ReduceScatter, send, recv, size_t(block),
-                     dtype, op, {}}, *grp);
+                     dtype, op, {}}, *grp, &stream);
     } else {
       self->runComm({CollectiveKind::AllReduce, nullptr, send, size_t(block),
-                     dtype, op, {}}, *grp);
+                     dtype, op, {}}, *grp, &stream);
     }
   };
   b->unpack = [this, members, bucket, elem, dtype] {
@@ -1250,6 +1271,8 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
     s.comm = comm;
     s.rank = comm->rank();
     s.staged = !s.device->isHostAccessible() && !comm->takesDeviceMemory();
+    s.streamOrdered = !s.device->isHostAccessible() && !s.staged &&
+                      comm->ordersOnStreams();
   }
   s.axisSizes = p.axisSizes;
   for (const plan::MeshAxis &axis : p.proto.mesh().axes())
@@ -1441,11 +1464,14 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
     addStep(i, reads, step, drains);
     ++i;
   }
-  // Staged calls copy on the compute stream from the calling thread, so
-  // they run in line: on a GPU the communication stream's host work is a
-  // CUDA host function, which may not call CUDA.
+  // Bucket calls on the communication stream: a stream-ordered
+  // communicator's (nccl) enqueued there from the host thread; any other's
+  // as host work there, which needs one callable from any thread. Staged
+  // calls copy on the compute stream from the calling thread, so they run
+  // in line: on a GPU the communication stream's host work is a CUDA host
+  // function, which may not call CUDA.
   if (!s.buckets.empty() && s.comm && options.overlapBuckets &&
-      s.comm->callableFromAnyThread() && !s.staged) {
+      (s.comm->callableFromAnyThread() || s.streamOrdered) && !s.staged) {
     s.commStream = s.device->createStream();
     for (const std::shared_ptr<Impl::Bucket> &b : s.buckets) {
       b->done = s.commStream->createEvent();
@@ -2040,6 +2066,11 @@ void Executor::run() {
   else
     s.traced("step", true, [&] { runSteps(s); });
   ++s.runs;
+  // A collective enqueued on a device stream that failed or timed out is
+  // reported here, by the communicator, naming it (its watchdog has aborted
+  // it, so the streams behind it go on).
+  if (s.comm)
+    s.comm->waitEnqueued();
   // The step is done when its work is: a GPU's compute stream runs ahead of
   // the host, and a step timed around run() would otherwise time only the
   // queuing (the cpu device's stream runs in line: nothing to wait for).

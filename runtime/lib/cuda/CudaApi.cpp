@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/CudaKernels.h"
+#include "runtime/lib/cuda/CudaNative.h"
 #include "runtime/lib/cuda/GemmTuning.h"
 #include "runtime/lib/cuda/GpuApi.h"
 
@@ -606,6 +607,13 @@ private:
 };
 
 } // namespace
+
+cudaStream_t nativeCudaStream(Stream &stream) {
+  auto *s = dynamic_cast<CudaStream *>(&stream);
+  if (!s)
+    throw Error("cuda: a stream that is not the CUDA device layer's");
+  return s->stream;
+}
 
 bool builtWithCuda() { return true; }
 

@@ -1,11 +1,17 @@
 //===- EmulatedNccl.cpp - NCCL's buffer layouts over another communicator --===//
 //
 // The emulated NCCL layer, for CI without a GPU: a communicator is the world
-// ranks of its members (in NCCL rank order) and a host thread (its
-// "stream"); a posted call is an item on that thread that carries out
-// NCCL's documented layout with the bootstrap communicator (the local
-// communicator's threads), whose own deadline and poisoning stand in for
-// NCCL's asynchronous errors. ncclCommSplit gathers every parent member's
+// ranks of its members (in NCCL rank order); a posted call is an item on
+// the rank's NCCL thread (one host stream for all of the rank's
+// communicators) that carries out NCCL's documented layout with the
+// bootstrap communicator (the local communicator's threads), whose own
+// deadline and poisoning stand in for NCCL's asynchronous errors. One
+// thread per rank, not per communicator: the bootstrap takes one call of a
+// rank at a time, and calls posted in program order on every rank (the
+// executor's) then meet in that order. A call ordered on a stream of the
+// emulated device (a host stream too) waits for an event of that stream,
+// and that stream for the call's event: real dependencies between threads,
+// as CUDA events are between streams. ncclCommSplit gathers every parent member's
 // (color, key) and orders the members of a color by key, then parent rank,
 // as NCCL does. The unique id is checked: every rank of an init must hold
 // the same one.
@@ -18,6 +24,7 @@
 #include "runtime/lib/cuda/NcclApi.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <tuple>
@@ -42,8 +49,7 @@ namespace {
 struct EmuComm final : Comm {
   std::vector<int> members; // world ranks, in this communicator's rank order
   int position = 0;
-  bool aborted = false;
-  host::HostStream stream; // skips what has not started when destroyed
+  std::atomic<bool> aborted{false};
 };
 
 struct EmuOp final : Op {
@@ -110,7 +116,15 @@ public:
     return comm;
   }
 
-  std::unique_ptr<Op> post(Comm &c, const Call &original) override {
+  std::unique_ptr<Op> post(Comm &c, const Call &original, Stream *order,
+                           Clock::time_point) override {
+    host::HostStream *caller = nullptr;
+    if (order) {
+      caller = dynamic_cast<host::HostStream *>(order);
+      if (!caller)
+        throw Error("nccl (emulated): a call ordered on a stream that is not "
+                    "the emulated device's");
+    }
     // NCCL reads and writes device memory: the emulated device's guarded
     // addresses are translated here, as the device layer does for kernels.
     Call call = original;
@@ -129,7 +143,13 @@ public:
                     std::to_string(n));
     Communicator &b = boot;
     const std::vector<int> &members = comm.members;
-    auto op = std::make_unique<EmuOp>(comm.stream.createEvent());
+    auto op = std::make_unique<EmuOp>(stream.createEvent());
+    if (caller) {
+      // The call reads what the work queued on `order` so far writes.
+      std::unique_ptr<Event> ready = caller->createEvent();
+      caller->record(*ready);
+      stream.wait(*ready);
+    }
     if (call.kind == Call::Send || call.kind == Call::Recv) {
       // Posted now, from the caller's thread, right after the header that
       // the nccl communicator sends or receives before it (the bootstrap
@@ -143,13 +163,18 @@ public:
       std::shared_ptr<CommRequest> request =
           b.start(args, CommGroup(members, comm.position));
       Clock::time_point deadline = Clock::now() + b.getTimeout();
-      comm.stream.enqueue([request, deadline] { request->wait(deadline); });
+      stream.enqueue([request, deadline] { request->wait(deadline); });
     } else {
-      comm.stream.enqueue([&b, &members, position = comm.position, call] {
+      stream.enqueue([&b, members, position = comm.position, call] {
         runCollective(b, members, position, call);
       });
     }
-    comm.stream.record(*op->event);
+    stream.record(*op->event);
+    // What `order` queues from now on reads the call's result (a
+    // synchronous stream, the emulated compute stream, waits here, and
+    // throws the call's error).
+    if (caller)
+      caller->wait(*op->event);
     return op;
   }
 
@@ -237,6 +262,8 @@ private:
   }
 
   Communicator &boot;
+  /// The rank's NCCL thread (skips what has not started when destroyed).
+  host::HostStream stream;
 };
 
 } // namespace

@@ -8,20 +8,32 @@
 // communicator has its own non-blocking stream; completion of a posted call
 // is a CUDA event recorded after it.
 //
-// Ordering with the compute stream: the executor issues collectives from
-// the host after queuing the kernels that produce their inputs, so post()
-// first waits for the device (cudaDeviceSynchronize). That is correct but
-// gives no overlap of NCCL with compute; ordering by events between the
-// compute and NCCL streams is still to come (docs/gpu.md).
+// Ordering with the device's work. A call ordered on a stream of the
+// device layer (the executor's compute or communication stream) is joined
+// to it by events: the communicator's stream waits for an event recorded
+// on the caller's stream, NCCL runs the call there, and the caller's
+// stream waits for the call's event. The host waits only for NCCL to take
+// the call (a non-blocking call may stay ncclInProgress while NCCL sets up
+// connections), never for the device. A call with no stream first waits
+// for the whole device (cudaDeviceSynchronize): the executor's calls from
+// the host outside a step.
+//
+// Threads: the nccl communicator's watchdog polls and aborts from a thread
+// of its own while the owner posts, so every NCCL call here runs under
+// `mutex`; the caller's stream is touched outside it (a cudaEventRecord
+// there may block while the device's queue is full, and the watchdog's
+// abort is what frees it).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/NcclApi.h"
+#include "runtime/lib/cuda/CudaNative.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace partita::runtime::nccl {
@@ -70,10 +82,15 @@ ncclRedOp_t ncclOp(ReduceOp op) {
 struct RealComm final : Comm {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  /// Recorded on a caller's stream for `stream` to wait for (a wait takes
+  /// the event's state when it is queued, so one event serves every call).
+  cudaEvent_t ready = nullptr;
   bool aborted = false;
   ~RealComm() override {
     if (comm && !aborted)
       ncclCommDestroy(comm);
+    if (ready)
+      cudaEventDestroy(ready);
     if (stream)
       cudaStreamDestroy(stream);
   }
@@ -143,12 +160,78 @@ public:
     return comm;
   }
 
-  std::unique_ptr<Op> post(Comm &c, const Call &call) override {
+  std::unique_ptr<Op> post(Comm &c, const Call &call, Stream *order,
+                           Clock::time_point deadline) override {
     auto &comm = static_cast<RealComm &>(c);
-    if (comm.aborted)
-      throw Error("nccl: a collective on an aborted communicator");
-    // The inputs come from kernels queued on the compute stream.
-    checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cudaStream_t caller = order ? gpu::nativeCudaStream(*order) : nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (comm.aborted)
+        throw Error("nccl: a collective on an aborted communicator");
+    }
+    // The inputs come from kernels queued on `order`, or on the device.
+    if (caller)
+      checkCuda(cudaEventRecord(comm.ready, caller), "cudaEventRecord");
+    else
+      checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    auto op = std::make_unique<RealOp>();
+    checkCuda(cudaEventCreateWithFlags(&op->event, cudaEventDisableTiming),
+              "cudaEventCreateWithFlags");
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (comm.aborted)
+        throw Error("nccl: a collective on an aborted communicator");
+      if (caller)
+        checkCuda(cudaStreamWaitEvent(comm.stream, comm.ready, 0),
+                  "cudaStreamWaitEvent");
+      ncclResult_t r = issue(comm, call);
+      if (r != ncclSuccess && r != ncclInProgress)
+        throw Error("nccl: " + ncclText(r, comm.comm));
+      // Recording before NCCL has enqueued the kernel would record too
+      // early: a non-blocking call is enqueued once its async state leaves
+      // ncclInProgress.
+      if (!caller) {
+        pending = {&comm, op.get(), r == ncclInProgress};
+        if (!pending.enqueuing)
+          record(comm, *op);
+        return op;
+      }
+      while (r == ncclInProgress) {
+        if (Clock::now() > deadline)
+          throw Error("nccl: the call was still not enqueued at the "
+                      "deadline (ncclInProgress)");
+        std::this_thread::yield();
+        ncclResult_t q = ncclCommGetAsyncError(comm.comm, &r);
+        if (q != ncclSuccess)
+          r = q;
+      }
+      if (r != ncclSuccess)
+        throw Error("nccl: " + ncclText(r, comm.comm));
+      record(comm, *op);
+    }
+    // What `order` queues from now on reads the call's result.
+    checkCuda(cudaStreamWaitEvent(caller, op->event, 0),
+              "cudaStreamWaitEvent");
+    return op;
+  }
+
+  OpState poll(Comm &c, Op &o, std::string &error) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    return pollLocked(c, o, error);
+  }
+
+  void abort(Comm &c) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto &comm = static_cast<RealComm &>(c);
+    if (comm.aborted || !comm.comm)
+      return;
+    comm.aborted = true;
+    ncclCommAbort(comm.comm);
+  }
+
+private:
+  /// The NCCL calls of `call` on `comm`'s stream.
+  ncclResult_t issue(RealComm &comm, const Call &call) {
     ncclDataType_t type = ncclType(call.dtype);
     ncclResult_t r = ncclSuccess;
     switch (call.kind) {
@@ -196,21 +279,10 @@ public:
                    comm.stream);
       break;
     }
-    if (r != ncclSuccess && r != ncclInProgress)
-      throw Error("nccl: " + ncclText(r, comm.comm));
-    auto op = std::make_unique<RealOp>();
-    checkCuda(cudaEventCreateWithFlags(&op->event, cudaEventDisableTiming),
-              "cudaEventCreateWithFlags");
-    // Recording before NCCL has enqueued the kernel would record too early:
-    // a non-blocking call is enqueued once its async state leaves
-    // ncclInProgress.
-    pending = {&comm, op.get(), r == ncclInProgress};
-    if (!pending.enqueuing)
-      record(comm, *op);
-    return op;
+    return r;
   }
 
-  OpState poll(Comm &c, Op &o, std::string &error) override {
+  OpState pollLocked(Comm &c, Op &o, std::string &error) {
     auto &comm = static_cast<RealComm &>(c);
     auto &op = static_cast<RealOp &>(o);
     ncclResult_t async = ncclSuccess;
@@ -236,15 +308,6 @@ public:
     return OpState::Failed;
   }
 
-  void abort(Comm &c) override {
-    auto &comm = static_cast<RealComm &>(c);
-    if (comm.aborted || !comm.comm)
-      return;
-    comm.aborted = true;
-    ncclCommAbort(comm.comm);
-  }
-
-private:
   /// Polls a non-blocking init or split until it leaves ncclInProgress;
   /// aborts and throws on an error or at the deadline.
   void settle(RealComm &comm, ncclResult_t r, const char *what,
@@ -270,6 +333,8 @@ private:
   void makeStream(RealComm &comm) {
     checkCuda(cudaStreamCreateWithFlags(&comm.stream, cudaStreamNonBlocking),
               "cudaStreamCreateWithFlags");
+    checkCuda(cudaEventCreateWithFlags(&comm.ready, cudaEventDisableTiming),
+              "cudaEventCreateWithFlags");
   }
 
   void record(RealComm &comm, RealOp &op) {
@@ -277,6 +342,7 @@ private:
   }
 
   int device;
+  std::mutex mutex; // every NCCL call (see the file comment)
   struct {
     RealComm *comm = nullptr;
     RealOp *op = nullptr;

@@ -12,7 +12,9 @@
 //     (the local communicator's threads) on a host thread per NCCL
 //     communicator, so the nccl communicator's own code runs in CI.
 // One object per rank. Calls on one NcclComm are made by one thread at a
-// time.
+// time, except poll() and abort(), which a watchdog thread may call while
+// the owner posts (each layer guards its NCCL state with a mutex of its
+// own).
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,13 +107,27 @@ public:
   virtual std::unique_ptr<Comm> split(Comm &parent, int color, int key,
                                       Clock::time_point deadline) = 0;
   /// Posts `call` on `comm`'s stream; throws Error with NCCL's text when
-  /// NCCL refuses it.
-  virtual std::unique_ptr<Op> post(Comm &comm, const Call &call) = 0;
+  /// NCCL refuses it. Ordering with the device's work:
+  ///   - `order` null: the call starts after everything queued on the
+  ///     device so far (the real layer waits for the device first; the
+  ///     emulated one relies on its caller having waited);
+  ///   - `order` a stream of the device the layer runs on (the cuda
+  ///     backend's, real or emulated): the call starts once the work queued
+  ///     on `order` so far has run, and work queued on `order` afterwards
+  ///     waits for the call (events between `order` and `comm`'s stream);
+  ///     the host does not wait for either, except for NCCL to take the
+  ///     call (a non-blocking communicator may leave it ncclInProgress for
+  ///     a while), until `deadline`.
+  /// Thread-safe with poll() and abort() from another thread.
+  virtual std::unique_ptr<Op> post(Comm &comm, const Call &call,
+                                   Stream *order,
+                                   Clock::time_point deadline) = 0;
   /// Whether `op` has completed: its event has been reached (Done), or
   /// ncclCommGetAsyncError reports an error (Failed, with NCCL's text in
   /// `error`).
   virtual OpState poll(Comm &comm, Op &op, std::string &error) = 0;
-  /// ncclCommAbort: the communicator stops; what is in flight ends.
+  /// ncclCommAbort: the communicator stops; what is in flight ends (so a
+  /// device stream waiting for it goes on).
   virtual void abort(Comm &comm) = 0;
 };
 

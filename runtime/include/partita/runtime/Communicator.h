@@ -62,11 +62,23 @@
 // sooner (MPI buffers small messages), and a started `nccl` receive returns
 // only once its send has started (docs/runtime.md).
 //
+//
+// Stream-ordered calls (nccl). A communicator whose calls run on a device
+// (ordersOnStreams) also takes enqueue(args, group, stream): the call is
+// queued on the device behind the work queued on `stream` so far, and the
+// work queued there afterwards reads its result, with no host wait in
+// between (NCCL's own stream ordering, joined to `stream` by CUDA events).
+// The host learns of a failure later: the communicator watches every
+// enqueued call from a thread of its own and, when one fails or is not
+// complete within the timeout of its enqueue, aborts (unblocking the
+// device) and fails; the next call, or waitEnqueued(), which a step's end
+// calls, throws the Error naming the rank, the collective and its group.
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H
 #define PARTITA_RUNTIME_COMMUNICATOR_H
 
+#include "partita/runtime/Stream.h"
 #include "partita/runtime/Tensor.h"
 
 #include <chrono>
@@ -241,6 +253,22 @@ public:
   void run(const CollectiveArgs &args, const CommGroup &group) {
     start(args, group)->wait(CommRequest::Clock::now() + timeout);
   }
+
+  /// Whether enqueue() orders calls on device streams (nccl). Else a caller
+  /// on a device waits for the producers on the host and then calls start().
+  virtual bool ordersOnStreams() const { return false; }
+  /// Queues `args` over `group` on the device and returns at once (see the
+  /// file comment): the call starts once the work queued on `stream` (a
+  /// stream of the device whose memory the buffers are) so far has run, and
+  /// work queued on `stream` afterwards starts once the call is complete. A
+  /// failure, or a call not complete within the timeout from now, is thrown
+  /// by a later call or waitEnqueued(). Collectives only (not Send, Recv or
+  /// Barrier). Where !ordersOnStreams(), throws Error.
+  virtual void enqueue(const CollectiveArgs &args, const CommGroup &group,
+                       Stream &stream);
+  /// Blocks until every call enqueued so far is complete; throws the first
+  /// failure or timeout as above. Returns at once where nothing is enqueued.
+  virtual void waitEnqueued() {}
 
   void setTimeout(std::chrono::milliseconds t) { timeout = t; }
   std::chrono::milliseconds getTimeout() const { return timeout; }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 using namespace partita::runtime;
 namespace plan = partita::plan;
@@ -1523,6 +1524,84 @@ TEST(Executor, BucketedAllReducesAreOnePackedCall) {
         EXPECT_EQ(bucketed.results[r].data<float>()[i],
                   separate.results[r].data<float>()[i])
             << "result " << r << " element " << i << " overlap " << overlap;
+  }
+}
+
+/// A stream-ordered communicator (the nccl one on its emulated layer)
+/// behind CountingCommunicator's forwarding, counting the calls enqueued on
+/// a device stream and those started from the host.
+class EnqueueCounter final : public CountingCommunicator {
+public:
+  explicit EnqueueCounter(Communicator &nccl) : CountingCommunicator(nccl) {}
+  bool callableFromAnyThread() const override {
+    return inner.callableFromAnyThread();
+  }
+  bool takesDeviceMemory() const override { return inner.takesDeviceMemory(); }
+  bool ordersOnStreams() const override { return inner.ordersOnStreams(); }
+  std::shared_ptr<CommGroup> createGroup(const std::vector<int> &ranks) override {
+    return inner.createGroup(ranks);
+  }
+  std::unique_ptr<CommRequest> start(const CollectiveArgs &args,
+                                     const CommGroup &group) override {
+    ++started;
+    return inner.start(args, group);
+  }
+  void enqueue(const CollectiveArgs &args, const CommGroup &group,
+               Stream &stream) override {
+    ++enqueued;
+    inner.enqueue(args, group, stream);
+  }
+  void waitEnqueued() override {
+    ++waits;
+    inner.waitEnqueued();
+  }
+  int started = 0, enqueued = 0, waits = 0;
+};
+
+// Tests that with a communicator that orders calls on device streams (nccl),
+// a step's collectives, bucketed or not, are enqueued on the device's
+// streams, none started from the host, and that the step waits for them
+// once at its end: on the emulated cuda backend with a compute stream that
+// runs ahead of the host (as a GPU's), over the emulated nccl layer, the
+// results equal the cpu backend's over the local communicator.
+TEST(Executor, StepCollectivesAreEnqueuedOnTheDeviceStreams) {
+  Tensor x = iota({4, 3}), y = iota({10}, 0.25f), z = iota({4, 3}, -2.0f);
+  for (bool bucket : {false, true}) {
+    SCOPED_TRACE(bucket ? "bucketed" : "separate calls");
+    BucketRun want = runCounted(allReducePlan(bucket), 2, {x, y, z}, true);
+    auto file = PlanFile::parse(allReducePlan(bucket));
+    std::mutex m;
+    std::vector<Tensor> got;
+    int started = -1, enqueued = -1, waits = -1;
+    runLocalRanks(2, [&](Communicator &local) {
+      NcclOptions nccl;
+      nccl.emulate = true;
+      std::unique_ptr<Communicator> inner = createNcclCommunicator(local, nccl);
+      EnqueueCounter counter(*inner);
+      CudaBackendOptions options;
+      options.emulate = true;
+      options.emulateAsync = true;
+      options.blockSize = 32;
+      auto backend = createCudaBackend(options);
+      Executor ex(file, "main", &counter, *backend);
+      ex.setInputs({x, y, z});
+      ex.run();
+      int s = counter.started, e = counter.enqueued, w = counter.waits;
+      std::vector<Tensor> r = ex.gatherResults();
+      std::lock_guard<std::mutex> lock(m);
+      if (local.rank() == 0) {
+        got = std::move(r);
+        std::tie(started, enqueued, waits) = std::tie(s, e, w);
+      }
+    });
+    EXPECT_EQ(started, 0);
+    EXPECT_EQ(enqueued, bucket ? 1 : 3);
+    EXPECT_EQ(waits, 1);
+    ASSERT_EQ(got.size(), want.results.size());
+    for (size_t r = 0; r < got.size(); ++r)
+      for (int64_t i = 0; i < got[r].numElements(); ++i)
+        EXPECT_EQ(got[r].data<float>()[i], want.results[r].data<float>()[i])
+            << "result " << r << " element " << i;
   }
 }
 

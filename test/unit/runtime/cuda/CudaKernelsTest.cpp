@@ -13,6 +13,8 @@
 
 #include "CudaTestUtil.h"
 
+#include "partita/runtime/Communicator.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1013,6 +1015,50 @@ TEST(CudaSharedDeviceTest, RanksAsThreadsHaveTheirOwnStreams) {
                 &backends[q]->device().computeStream())
           << "ranks " << q << " and " << r;
   }
+}
+
+// Tests a collective enqueued on the compute stream through the nccl
+// communicator of one rank (real NCCL on a GPU, its emulated layer here),
+// with no host wait around it: the all_gather reads what the fill queued
+// before it wrote and not what the fill queued after it writes, and the
+// copy after it reads its result. One rank is what the lent GPU machine
+// can run; several are the emulated executor tests'.
+TEST(CudaNcclTest, EnqueuedCallIsOrderedOnTheComputeStream) {
+  std::vector<float> out;
+  std::string error;
+  runLocalRanks(1, [&](Communicator &local) {
+    try {
+      NcclOptions nccl;
+      nccl.emulate = cudaTestEmulated();
+      std::unique_ptr<Communicator> comm = createNcclCommunicator(local, nccl);
+      std::shared_ptr<CommGroup> group = comm->createGroup({0});
+      CudaBackendOptions options;
+      options.emulateAsync = true; // the emulated stream runs ahead
+      std::unique_ptr<Backend> backend = cudaTestBackend(options);
+      Device &dev = backend->device();
+      Stream &stream = dev.computeStream();
+      const size_t n = size_t(1) << 20;
+      DeviceBuffer a = dev.allocateBuffer(n * 4), b = dev.allocateBuffer(n * 4),
+                   c = dev.allocateBuffer(n * 4);
+      float seven = 7, nine = 9;
+      dev.fill(a.get(), &seven, 4, n, stream);
+      comm->enqueue({CollectiveKind::AllGather, a.get(), b.get(), n}, *group,
+                    stream);
+      dev.fill(a.get(), &nine, 4, n, stream);
+      dev.copy(c.get(), b.get(), n * 4, stream);
+      comm->waitEnqueued();
+      out.resize(n);
+      dev.copyToHost(out.data(), c.get(), n * 4, stream);
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  });
+  ASSERT_EQ(error, "");
+  ASSERT_EQ(out.size(), size_t(1) << 20);
+  size_t sevens = 0;
+  for (float v : out)
+    sevens += v == 7;
+  EXPECT_EQ(sevens, out.size());
 }
 
 // Tests that an einsum that is not one GEMM, and a kind with no port, fail

@@ -6,16 +6,24 @@
 // (rank-major all-gather, reduce-scatter blocks by rank, all-to-all, send /
 // recv pairs); a rank that stops makes the others fail within the timeout,
 // naming rank, collective, group and axes, with every communicator aborted.
+// Calls enqueued on a stream (the executor's path inside a step) start after
+// the stream's earlier work and before its later work, without the host
+// waiting, and one that never completes fails the communicator from its
+// watchdog, with no call of the host's waiting for it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "partita/runtime/Communicator.h"
+#include "partita/runtime/Device.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 namespace partita::runtime {
 namespace {
@@ -142,6 +150,143 @@ TEST(NcclEmulatedTest, StoppedRankFailsOthersWithinTimeout) {
               std::string::npos);
     EXPECT_LT(seconds[r], 0.4 + 1.0);
   }
+}
+
+/// A gate a stream item waits at until the test opens it (or 5 s pass: a
+/// host that waits for the stream then fails the test instead of hanging).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable opened;
+  bool open = false;
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    opened.wait_for(lock, std::chrono::seconds(5), [&] { return open; });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      open = true;
+    }
+    opened.notify_all();
+  }
+};
+
+// Tests that an all_reduce enqueued on a stream reads what the stream's
+// earlier work wrote and is read by its later work, while enqueue() itself
+// returns at once: the stream's first item is held at a gate until after
+// the host has enqueued the call and the item that reads its result. (The
+// streams are the cpu device's worker streams, host streams as the emulated
+// device's are.)
+TEST(NcclEmulatedTest, EnqueuedCallIsOrderedOnItsStream) {
+  std::vector<float> results(2, -1);
+  std::vector<int> readBeforeOpen(2, -1);
+  runLocalRanks(2, [&](Communicator &local) {
+    auto comm = emulatedNccl(local);
+    ASSERT_TRUE(comm->ordersOnStreams());
+    std::shared_ptr<CommGroup> world = comm->createGroup({0, 1});
+    std::unique_ptr<Device> device = createCpuDevice();
+    std::unique_ptr<Stream> stream = device->createStream();
+    int r = comm->rank();
+    float x = 0, seen = -1;
+    Gate gate;
+    stream->enqueue([&] {
+      gate.wait();
+      x = float(r + 1);
+    });
+    comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1}, *world,
+                  *stream);
+    stream->enqueue([&] { seen = x; });
+    // Nothing has run yet: the host did not wait for the stream.
+    readBeforeOpen[r] = seen == -1 && x == 0;
+    gate.release();
+    stream->synchronize();
+    comm->waitEnqueued();
+    results[r] = seen;
+  });
+  EXPECT_EQ(readBeforeOpen, (std::vector<int>{1, 1}));
+  EXPECT_EQ(results, (std::vector<float>{3, 3}));
+}
+
+// Tests that a call enqueued on a stream whose peer never makes it fails
+// the communicator from the watchdog after the nccl timeout (shorter here
+// than the bootstrap's): the host makes no call meanwhile, and its next
+// call and waitEnqueued() throw the error naming rank, collective, group
+// and axes, with every communicator aborted. Point-to-point calls and
+// barriers are not enqueued, and the other communicators cannot enqueue.
+TEST(NcclEmulatedTest, EnqueuedCallOfAStoppedPeerFailsFromTheWatchdog) {
+  std::string next, waited, p2p;
+  double seconds = 0;
+  // The bootstrap's all_reduce on the NCCL thread still times out later,
+  // and runLocalRanks reports that.
+  EXPECT_THROW(runLocalRanks(
+      2,
+      [&](Communicator &local) {
+        auto comm = emulatedNccl(local);
+        comm->setTimeout(std::chrono::milliseconds(200));
+        std::shared_ptr<CommGroup> world = comm->createGroup({0, 1});
+        world->setLabel("axes dp");
+        if (comm->rank() == 1)
+          return; // killed
+        std::unique_ptr<Device> device = createCpuDevice();
+        std::unique_ptr<Stream> stream = device->createStream();
+        float x = 1;
+        CollectiveArgs send{CollectiveKind::Send, &x, nullptr, 1};
+        send.peer = 1;
+        try {
+          comm->enqueue(send, *world, *stream);
+        } catch (const Error &e) {
+          p2p = e.what();
+        }
+        auto start = std::chrono::steady_clock::now();
+        comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1}, *world,
+                      *stream);
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        try {
+          comm->barrier({0});
+        } catch (const Error &e) {
+          next = e.what();
+          seconds = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+        }
+        try {
+          comm->waitEnqueued();
+        } catch (const Error &e) {
+          waited = e.what();
+        }
+      },
+      std::chrono::milliseconds(2000)), Error);
+  EXPECT_NE(p2p.find("rank 0: send"), std::string::npos) << p2p;
+  EXPECT_NE(p2p.find("nccl enqueues collectives only"), std::string::npos)
+      << p2p;
+  SCOPED_TRACE(next);
+  EXPECT_NE(next.find("rank 0: nccl communicator unusable after an earlier "
+                      "failure: rank 0: all_reduce over group [0,1] (axes "
+                      "dp) on nccl timed out after 200 ms (enqueued on a "
+                      "device stream); aborted every nccl communicator of "
+                      "this rank"),
+            std::string::npos);
+  EXPECT_LT(seconds, 0.7 + 0.5);
+  EXPECT_NE(waited.find("rank 0: all_reduce over group [0,1] (axes dp) on "
+                        "nccl timed out after 200 ms"),
+            std::string::npos)
+      << waited;
+  runLocalRanks(1, [&](Communicator &local) {
+    std::unique_ptr<Stream> stream = createCpuDevice()->createStream();
+    float x = 1;
+    EXPECT_FALSE(local.ordersOnStreams());
+    try {
+      local.enqueue({CollectiveKind::AllReduce, nullptr, &x, 1},
+                    CommGroup({0}, 0), *stream);
+      ADD_FAILURE() << "the local communicator enqueued a call";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "rank 0: all_reduce over group [0]: the local "
+                    "communicator does not order calls on device streams"),
+                std::string::npos)
+          << e.what();
+    }
+  });
 }
 
 } // namespace
