@@ -27,6 +27,7 @@
 #include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
 #include "dialects/nn/IR/NNOps.h"
+#include "partita/runtime/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,14 +48,13 @@ using namespace partita;
 
 namespace {
 
-// The names of the values stages exchange: the plan format's
-// runtime::pipeline::k*ValuePrefix (PipelineSchedule.h), which the executor
-// and `partita explain` read (this library does not link the runtime).
-const std::string kActivation = "pp.activation.";
-const std::string kStash = "pp.stash.";
-const std::string kWeightStash = "pp.wstash.";
-const std::string kGradient = "pp.gradient.";
-const std::string kDeferred = "pp.deferred.";
+// The names of the values stages exchange, which the executor and
+// `partita explain` read.
+using runtime::pipeline::kActivationValuePrefix;
+using runtime::pipeline::kDeferredValuePrefix;
+using runtime::pipeline::kGradientValuePrefix;
+using runtime::pipeline::kStashValuePrefix;
+using runtime::pipeline::kWeightStashValuePrefix;
 
 /// An op with no operands (a constant, an axis index): cloned into every
 /// function that reads it instead of travelling between stages.
@@ -424,26 +424,26 @@ LogicalResult StageSplitter::buildMicroPieces() {
     Named outgoing;
     if (part == Part::Forward) {
       if (t + 1 < P)
-        append(outgoing, forwardOut[t], kActivation);
-      append(outgoing, stash[t], kStash);
-      append(outgoing, weightStash[t], kWeightStash);
+        append(outgoing, forwardOut[t], kActivationValuePrefix);
+      append(outgoing, stash[t], kStashValuePrefix);
+      append(outgoing, weightStash[t], kWeightStashValuePrefix);
     } else if (part != Part::Weight) {
       if (t > 0)
-        append(outgoing, backwardOut[t], kGradient);
+        append(outgoing, backwardOut[t], kGradientValuePrefix);
       if (part == Part::Input)
-        append(outgoing, deferred[t], kDeferred);
+        append(outgoing, deferred[t], kDeferredValuePrefix);
     }
     // B and W take only what they read or pass on (filtered below).
     Named incoming;
     if (part == Part::Forward && t > 0)
-      append(incoming, forwardOut[t - 1], kActivation);
+      append(incoming, forwardOut[t - 1], kActivationValuePrefix);
     if (backward) {
-      append(incoming, stash[t], kStash);
-      append(incoming, weightStash[t], kWeightStash);
+      append(incoming, stash[t], kStashValuePrefix);
+      append(incoming, weightStash[t], kWeightStashValuePrefix);
       if (t + 1 < P)
-        append(incoming, backwardOut[t + 1], kGradient);
+        append(incoming, backwardOut[t + 1], kGradientValuePrefix);
       if (part == Part::Weight)
-        append(incoming, deferred[t], kDeferred);
+        append(incoming, deferred[t], kDeferredValuePrefix);
     }
     if (part == Part::Input || part == Part::Weight) {
       llvm::DenseSet<Value> needed;
