@@ -1630,9 +1630,6 @@ static void buildPipelined(Executor::Impl &s,
   const plan::PipelineSchedule &schedule = proto.pipeline();
   if (!comm)
     throw Error("a pipelined plan needs a communicator");
-  if (std::string(comm->kind()) == "nccl")
-    throw Error("a pipelined plan runs over the local and mpi communicators "
-                "so far, not nccl");
   auto pipe = std::make_unique<Pipe>();
   Pipe &p = *pipe;
   p.ranks = schedule.ranks();
