@@ -72,6 +72,12 @@ using nccl::Clock;
 
 /// How often the watchdog polls the enqueued calls.
 constexpr std::chrono::milliseconds kWatchPeriod(5);
+/// The most enqueued calls of one NCCL communicator not yet seen complete:
+/// an enqueue beyond it first waits for the oldest, so the communicator's
+/// stream always has room (the real layer posts on it holding its lock,
+/// which the watchdog's abort needs) and the host runs at most this far
+/// ahead of NCCL.
+constexpr size_t kMaxEnqueuedPerComm = 64;
 
 class NcclGroup final : public CommGroup {
 public:
@@ -125,6 +131,16 @@ public:
     watched.notify_all();
     if (watchdog.joinable())
       watchdog.join();
+    {
+      // Calls still in flight (a failed step's): abort rather than let
+      // ncclCommDestroy wait for them.
+      std::lock_guard<std::mutex> lock(mutex);
+      sweepLocked();
+      if (!enqueued.empty())
+        failLocked("rank " + std::to_string(rank()) +
+                   ": nccl communicator destroyed with " +
+                   std::to_string(enqueued.size()) + " calls in flight");
+    }
     enqueued.clear();
     groups.clear();
     world.reset();
@@ -212,12 +228,21 @@ public:
       comm = world; // every rank asks for it alike: no split
     } else {
       int color = *std::min_element(ranks.begin(), ranks.end());
+      int made = 0;
       try {
         comm = api->split(*world, color, position,
                           Clock::now() + getTimeout());
+        made = comm ? api->size(*comm) : 0;
       } catch (const Error &e) {
         fail(describeCall(rank(), "create_group", ranks) + ": " + e.what());
       }
+      // Every rank splits the world together: ranks that made their groups
+      // in different orders join one communicator of the wrong ranks.
+      if (made != int(ranks.size()))
+        fail(describeCall(rank(), "create_group", ranks) +
+             ": ncclCommSplit made a communicator of " + std::to_string(made) +
+             " ranks, not " + std::to_string(ranks.size()) +
+             " (every rank must make the same groups in the same order)");
     }
     auto group = std::make_shared<NcclGroup>(ranks, position, comm);
     std::lock_guard<std::mutex> lock(mutex);
@@ -249,6 +274,7 @@ public:
         args.kind == CollectiveKind::Barrier)
       throw Error(head + ": nccl enqueues collectives only (start() it)");
     nccl::Call call = collectiveCall(args, g, head);
+    waitForRoom(*group.comm);
     Clock::time_point now = Clock::now(), deadline = now + getTimeout();
     std::unique_ptr<nccl::Op> op;
     try {
@@ -268,9 +294,32 @@ public:
       {
         std::lock_guard<std::mutex> lock(mutex);
         sweepLocked();
-        if (!failure.empty())
+        if (!failure.empty()) {
+          settleAfterFailureLocked();
           throw Error(failure);
+        }
         if (enqueued.empty())
+          return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  /// Before an enqueue on `comm`: while kMaxEnqueuedPerComm of its calls
+  /// are unfinished, waits (each call is bounded by its deadline).
+  void waitForRoom(const nccl::Comm &comm) {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        sweepLocked();
+        if (!failure.empty())
+          throw Error("rank " + std::to_string(rank()) +
+                      ": nccl communicator unusable after an earlier "
+                      "failure: " + failure);
+        size_t mine = 0;
+        for (const Enqueued &e : enqueued)
+          mine += e.comm.get() == &comm;
+        if (mine < kMaxEnqueuedPerComm)
           return;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -476,6 +525,32 @@ private:
                           " ms (enqueued on a device stream)");
       }
       ++it;
+    }
+  }
+
+  /// After a failure: waits until no enqueued call is still running (an
+  /// aborted one ends; the emulated layer's ends at the bootstrap's
+  /// deadline), so the buffers they touch may be freed, for at most the
+  /// timeout past the latest deadline. Requires `mutex` (released while
+  /// sleeping).
+  void settleAfterFailureLocked() {
+    Clock::time_point limit = Clock::now();
+    for (const Enqueued &e : enqueued)
+      limit = std::max(limit, e.deadline);
+    limit += getTimeout();
+    while (!enqueued.empty() && Clock::now() < limit) {
+      for (auto it = enqueued.begin(); it != enqueued.end();) {
+        std::string error;
+        if (api->poll(*it->comm, *it->op, error) != nccl::OpState::Pending)
+          it = enqueued.erase(it);
+        else
+          ++it;
+      }
+      if (enqueued.empty())
+        return;
+      mutex.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      mutex.lock();
     }
   }
 

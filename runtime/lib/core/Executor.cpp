@@ -216,7 +216,20 @@ struct Executor::Impl {
   /// stream goes first. Its destructor lets the call in flight finish
   /// (bounded by the collective's deadline) and skips the rest; members
   /// declared after commStream would otherwise be destroyed before it.
-  ~Impl() { commStream.reset(); }
+  ///
+  /// Collectives enqueued on the device (streamOrdered) may still read and
+  /// write this program's buffers after a failed step: they are waited for
+  /// first (bounded by the communicator's deadlines; a failure was already
+  /// reported by the step).
+  ~Impl() {
+    if (streamOrdered) {
+      try {
+        comm->waitEnqueued();
+      } catch (const Error &) {
+      }
+    }
+    commStream.reset();
+  }
 
   std::shared_ptr<const PlanFile> plan;
   /// Executor::setLearningRate's value for the optimizer kernels (sgd,
@@ -644,6 +657,11 @@ struct Executor::Impl {
   /// per set of mesh axes the plan's collectives use, and every device.
   std::map<std::string, std::shared_ptr<CommGroup>> groupOfAxes;
   std::shared_ptr<CommGroup> worldGroup;
+  /// Every group of the executor by axes key ("" for every device), shared
+  /// by its programs (a microbatched step's two, a pipelined rank's stage
+  /// programs), so each group is made once.
+  using GroupCache = std::map<std::string, std::shared_ptr<CommGroup>>;
+  std::shared_ptr<GroupCache> groupCache;
   static std::string axesKey(
       const google::protobuf::RepeatedPtrField<std::string> &axes) {
     std::string key;
@@ -659,23 +677,42 @@ struct Executor::Impl {
   }
   /// Makes every group the program's collectives use, in instruction order
   /// (the same on every rank, as communicators that set groups up together
-  /// need), before any step runs.
+  /// need: nccl splits the world for each), before any step runs. The ranks
+  /// of a pipelined plan run different stage programs, so there each rank
+  /// makes the groups of every program of the plan, in the plan's order.
   void makeGroups() {
     if (!comm)
       return;
-    worldGroup = comm->createGroup(allRanks(plan->numDevices()));
-    worldGroup->setLabel("every device");
-    for (const plan::Instruction &inst : program->instructions()) {
-      if (!inst.has_collective() ||
-          !collectiveCommunicates(inst.collective().kind()))
-        continue;
-      std::string key = axesKey(inst.collective().axes());
-      if (!groupOfAxes.count(key)) {
-        groupOfAxes[key] = comm->createGroup(group(inst.collective().axes()));
-        // Named in a communicator's errors ("axes dp,tp").
-        groupOfAxes[key]->setLabel("axes " + key.substr(0, key.size() - 1));
+    if (!groupCache)
+      groupCache = std::make_shared<GroupCache>();
+    auto made = [&](const std::string &key, const std::vector<int> &ranks,
+                    const std::string &label) {
+      std::shared_ptr<CommGroup> &g = (*groupCache)[key];
+      if (!g) {
+        g = comm->createGroup(ranks);
+        g->setLabel(label); // named in a communicator's errors
       }
+      return g;
+    };
+    worldGroup = made("", allRanks(plan->numDevices()), "every device");
+    std::vector<const plan::Program *> programs = {program};
+    if (plan->isPipelined()) {
+      programs.clear();
+      for (const plan::Program &p : plan->impl().proto.programs())
+        programs.push_back(&p);
     }
+    for (const plan::Program *p : programs)
+      for (const plan::Instruction &inst : p->instructions()) {
+        if (!inst.has_collective() ||
+            !collectiveCommunicates(inst.collective().kind()))
+          continue;
+        std::string key = axesKey(inst.collective().axes());
+        std::shared_ptr<CommGroup> g =
+            made(key, group(inst.collective().axes()),
+                 "axes " + key.substr(0, key.size() - 1));
+        if (p == program)
+          groupOfAxes[key] = g;
+      }
   }
 
   std::map<std::string, int64_t> coordsOf(int position) const {
@@ -1647,8 +1684,12 @@ static void buildPipelined(Executor::Impl &s,
       chunk.ownStep = std::make_unique<Impl>();
       chunk.step = chunk.ownStep.get();
     }
+    if (chunk.step != &s)
+      chunk.step->groupCache = s.groupCache;
     buildImpl(*chunk.step, plan, proto.programs(stage.optimizer()).name(),
               comm, backend, options, nullptr);
+    if (c == 0)
+      s.groupCache = chunk.step->groupCache; // made by its makeGroups
     chunk.step->pipelineAxis = schedule.axis();
     for (int index : pipeline::microbatchPrograms(stage))
       chunk.arenaBytes =
@@ -1661,6 +1702,7 @@ static void buildPipelined(Executor::Impl &s,
         return;
       part.program = std::make_unique<Impl>();
       part.program->sharedArena = chunk.arena.get();
+      part.program->groupCache = s.groupCache;
       buildImpl(*part.program, plan, proto.programs(index).name(), comm,
                 backend, options, chunk.step);
     };
@@ -1817,6 +1859,7 @@ Executor::Executor(std::shared_ptr<const PlanFile> plan,
   const plan::Program &microProgram =
       proto.programs(schedule.stages(0).forward());
   s.micro = std::make_unique<Impl>();
+  s.micro->groupCache = s.groupCache;
   buildImpl(*s.micro, plan, microProgram.name(), comm, backend, options, &s);
   s.actions.assign(schedule.rank_actions(0).actions().begin(),
                    schedule.rank_actions(0).actions().end());

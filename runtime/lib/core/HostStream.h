@@ -206,8 +206,16 @@ private:
     std::unique_lock<std::mutex> lock(state->mutex);
     while (true) {
       state->changed.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (stopping && (queue.empty() || !options.drainOnDestroy))
+      if (stopping && (queue.empty() || !options.drainOnDestroy)) {
+        // Skipped work never finishes: a wait for it (another stream's, or
+        // an event's) fails instead of blocking for ever.
+        if (!queue.empty() && !state->error) {
+          state->error = std::make_exception_ptr(
+              Error("a stream destroyed before its queued work ran"));
+          state->changed.notify_all();
+        }
         return;
+      }
       std::function<void()> work = std::move(queue.front());
       queue.pop_front();
       if (!state->error) {

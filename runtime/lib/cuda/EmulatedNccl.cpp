@@ -197,6 +197,10 @@ public:
 
   void abort(Comm &c) override { static_cast<EmuComm &>(c).aborted = true; }
 
+  int size(Comm &c) override {
+    return int(static_cast<EmuComm &>(c).members.size());
+  }
+
 private:
   /// Carries out a collective (or SendRecv) of a communicator whose world
   /// ranks are `members` on its stream's thread.

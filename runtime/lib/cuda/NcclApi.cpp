@@ -20,9 +20,15 @@
 //
 // Threads: the nccl communicator's watchdog polls and aborts from a thread
 // of its own while the owner posts, so every NCCL call here runs under
-// `mutex`; the caller's stream is touched outside it (a cudaEventRecord
-// there may block while the device's queue is full, and the watchdog's
-// abort is what frees it).
+// `mutex`, in short sections: the caller's stream is touched outside it (a
+// cudaEventRecord there may block while the device's queue is full, and the
+// watchdog's abort is what frees it), a non-blocking call's ncclInProgress
+// is polled one locked query at a time, and the nccl communicator keeps at
+// most kMaxEnqueuedPerComm calls of one communicator unfinished, so posting
+// on its stream finds room (CUDA queues about a thousand items a stream).
+// Polls and aborts after an abort do not touch the freed ncclComm_t. A
+// thread that polls makes the layer's device current first (the watchdog's
+// first CUDA call would otherwise make device 0's context).
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,12 +102,13 @@ struct RealComm final : Comm {
   }
 };
 
+class RealNccl;
+
 struct RealOp final : Op {
   cudaEvent_t event = nullptr;
-  ~RealOp() override {
-    if (event)
-      cudaEventDestroy(event);
-  }
+  /// Clears the layer's `pending` when it is this op.
+  RealNccl *layer = nullptr;
+  ~RealOp() override;
 };
 
 class RealNccl final : public NcclApi {
@@ -175,8 +182,10 @@ public:
     else
       checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     auto op = std::make_unique<RealOp>();
+    op->layer = this;
     checkCuda(cudaEventCreateWithFlags(&op->event, cudaEventDisableTiming),
               "cudaEventCreateWithFlags");
+    ncclResult_t r;
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (comm.aborted)
@@ -184,7 +193,7 @@ public:
       if (caller)
         checkCuda(cudaStreamWaitEvent(comm.stream, comm.ready, 0),
                   "cudaStreamWaitEvent");
-      ncclResult_t r = issue(comm, call);
+      r = issue(comm, call);
       if (r != ncclSuccess && r != ncclInProgress)
         throw Error("nccl: " + ncclText(r, comm.comm));
       // Recording before NCCL has enqueued the kernel would record too
@@ -196,17 +205,27 @@ public:
           record(comm, *op);
         return op;
       }
-      while (r == ncclInProgress) {
-        if (Clock::now() > deadline)
-          throw Error("nccl: the call was still not enqueued at the "
-                      "deadline (ncclInProgress)");
-        std::this_thread::yield();
-        ncclResult_t q = ncclCommGetAsyncError(comm.comm, &r);
-        if (q != ncclSuccess)
-          r = q;
-      }
+    }
+    // One locked query at a time, so the watchdog can abort meanwhile.
+    while (r == ncclInProgress) {
+      if (Clock::now() > deadline)
+        throw Error("nccl: the call was still not enqueued at the "
+                    "deadline (ncclInProgress)");
+      std::this_thread::yield();
+      std::lock_guard<std::mutex> lock(mutex);
+      if (comm.aborted)
+        throw Error("nccl: the communicator was aborted while the call "
+                    "was being enqueued");
+      ncclResult_t q = ncclCommGetAsyncError(comm.comm, &r);
+      if (q != ncclSuccess)
+        r = q;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
       if (r != ncclSuccess)
         throw Error("nccl: " + ncclText(r, comm.comm));
+      if (comm.aborted)
+        throw Error("nccl: a collective on an aborted communicator");
       record(comm, *op);
     }
     // What `order` queues from now on reads the call's result.
@@ -216,11 +235,13 @@ public:
   }
 
   OpState poll(Comm &c, Op &o, std::string &error) override {
+    useDevice();
     std::lock_guard<std::mutex> lock(mutex);
     return pollLocked(c, o, error);
   }
 
   void abort(Comm &c) override {
+    useDevice();
     std::lock_guard<std::mutex> lock(mutex);
     auto &comm = static_cast<RealComm &>(c);
     if (comm.aborted || !comm.comm)
@@ -229,7 +250,33 @@ public:
     ncclCommAbort(comm.comm);
   }
 
+  int size(Comm &c) override {
+    auto &comm = static_cast<RealComm &>(c);
+    std::lock_guard<std::mutex> lock(mutex);
+    int count = 0;
+    ncclResult_t r = ncclCommCount(comm.comm, &count);
+    if (r != ncclSuccess)
+      throw Error("nccl: ncclCommCount: " + ncclText(r, comm.comm));
+    return count;
+  }
+
+  /// Forgets `op` as the post whose event is still to be recorded.
+  void forget(RealOp *op) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (pending.op == op)
+      pending = {};
+  }
+
 private:
+  /// Makes this layer's device current on the calling thread, once.
+  void useDevice() {
+    thread_local int current = -1;
+    if (current != device) {
+      checkCuda(cudaSetDevice(device), "cudaSetDevice");
+      current = device;
+    }
+  }
+
   /// The NCCL calls of `call` on `comm`'s stream.
   ncclResult_t issue(RealComm &comm, const Call &call) {
     ncclDataType_t type = ncclType(call.dtype);
@@ -285,6 +332,11 @@ private:
   OpState pollLocked(Comm &c, Op &o, std::string &error) {
     auto &comm = static_cast<RealComm &>(c);
     auto &op = static_cast<RealOp &>(o);
+    if (comm.aborted) {
+      // ncclCommAbort has ended its calls and freed the communicator.
+      error = "the communicator was aborted";
+      return OpState::Failed;
+    }
     ncclResult_t async = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(comm.comm, &async);
     if (r != ncclSuccess)
@@ -349,6 +401,13 @@ private:
     bool enqueuing = false;
   } pending;
 };
+
+RealOp::~RealOp() {
+  if (layer)
+    layer->forget(this);
+  if (event)
+    cudaEventDestroy(event);
+}
 
 } // namespace
 

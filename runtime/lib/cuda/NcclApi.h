@@ -9,8 +9,8 @@
 //     communicator's own, completion as a CUDA event, ncclCommAbort;
 //   - the emulated one (EmulatedNccl.cpp, always built): NCCL's documented
 //     buffer layouts carried out by another communicator of the same ranks
-//     (the local communicator's threads) on a host thread per NCCL
-//     communicator, so the nccl communicator's own code runs in CI.
+//     (the local communicator's threads) on one host thread per rank, so
+//     the nccl communicator's own code runs in CI.
 // One object per rank. Calls on one NcclComm are made by one thread at a
 // time, except poll() and abort(), which a watchdog thread may call while
 // the owner posts (each layer guards its NCCL state with a mutex of its
@@ -127,8 +127,11 @@ public:
   /// `error`).
   virtual OpState poll(Comm &comm, Op &op, std::string &error) = 0;
   /// ncclCommAbort: the communicator stops; what is in flight ends (so a
-  /// device stream waiting for it goes on).
+  /// device stream waiting for it goes on). Later polls of its ops report
+  /// Failed.
   virtual void abort(Comm &comm) = 0;
+  /// The number of ranks of `comm` (ncclCommCount).
+  virtual int size(Comm &comm) = 0;
 };
 
 /// The real layer on CUDA device `device` (cudaSetDevice first); throws

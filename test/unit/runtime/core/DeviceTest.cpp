@@ -89,4 +89,53 @@ TEST(CpuDevice, FailedWorkFailsTheStream) {
   EXPECT_FALSE(ranAfter);
 }
 
+// Tests that a worker stream destroyed with work still queued (skipped, not
+// run) fails the waits for that work instead of leaving them blocked: a
+// second stream waiting for an event after the skipped item fails with the
+// reason. (The first item is held until the destruction has begun.)
+TEST(CpuDevice, DestroyedStreamFailsWaitsForItsSkippedWork) {
+  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Stream> first = device->createStream();
+  std::unique_ptr<Stream> second = device->createStream();
+  std::atomic<bool> release{false}, ranSkipped{false};
+  first->enqueue([&] {
+    while (!release)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  first->enqueue([&] { ranSkipped = true; });
+  std::unique_ptr<Event> event = first->createEvent();
+  first->record(*event);
+  second->wait(*event);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release = true;
+  });
+  first.reset(); // waits for the held item, skips the other
+  releaser.join();
+  std::atomic<int> outcome{0}; // 1: threw the reason, 2: returned
+  std::thread waiter([&] {
+    try {
+      second->synchronize();
+      outcome = 2;
+    } catch (const Error &e) {
+      outcome = std::string(e.what()) ==
+                        "a stream destroyed before its queued work ran"
+                    ? 1
+                    : 3;
+    }
+  });
+  for (int i = 0; i < 500 && outcome == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(outcome, 1) << "0: still blocked after 5 s";
+  EXPECT_FALSE(ranSkipped);
+  if (outcome == 0) {
+    // Blocked for good: leave the waiter and the stream (whose destructor
+    // would join its blocked worker) so the test fails instead of hanging.
+    waiter.detach();
+    (void)second.release();
+  } else {
+    waiter.join();
+  }
+}
+
 } // namespace

@@ -152,6 +152,39 @@ TEST(NcclEmulatedTest, StoppedRankFailsOthersWithinTimeout) {
   }
 }
 
+// Tests that ranks that make their groups in different orders get an error
+// naming the group instead of a communicator of the wrong ranks: ranks 0
+// and 1 ask for their row of a 2x2 mesh while ranks 2 and 3 ask for their
+// column, so one ncclCommSplit gathers {0, 1, 2} under one color.
+TEST(NcclEmulatedTest, GroupsMadeInDifferentOrdersAreAnError) {
+  std::vector<std::string> errors(4);
+  EXPECT_THROW(runLocalRanks(4,
+                             [&](Communicator &local) {
+                               auto comm = emulatedNccl(local);
+                               int r = comm->rank();
+                               std::vector<int> ranks =
+                                   r < 2 ? std::vector<int>{0, 1}
+                                         : std::vector<int>{r % 2, r % 2 + 2};
+                               try {
+                                 comm->createGroup(ranks);
+                               } catch (const Error &e) {
+                                 errors[r] = e.what();
+                                 throw;
+                               }
+                             }),
+               Error);
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(errors[r]);
+    EXPECT_NE(errors[r].find("rank " + std::to_string(r) + ": create_group"),
+              std::string::npos);
+    EXPECT_NE(errors[r].find("ncclCommSplit made a communicator of " +
+                             std::string(r == 3 ? "1" : "3") +
+                             " ranks, not 2 (every rank must make the same "
+                             "groups in the same order)"),
+              std::string::npos);
+  }
+}
+
 /// A gate a stream item waits at until the test opens it (or 5 s pass: a
 /// host that waits for the stream then fails the test instead of hanging).
 struct Gate {
