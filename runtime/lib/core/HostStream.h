@@ -151,6 +151,11 @@ public:
   }
 
   bool canCapture() const override { return options.canCapture; }
+  /// Whether the caller is this stream's own thread (running one of its
+  /// items), which must not wait for the stream.
+  bool onWorkerThread() const {
+    return std::this_thread::get_id() == worker.get_id();
+  }
   /// Whether a capture is under way (the emulated device refuses to
   /// allocate or free meanwhile, as CUDA does on the capturing thread).
   bool isCapturing() const { return capturing; }

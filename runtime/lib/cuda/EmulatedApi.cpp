@@ -150,6 +150,15 @@ public:
     // Frees run in destructors, so this one fails the capture quietly
     // (as cudaFree's error invalidates a CUDA capture) and frees.
     compute.failCapture("frees device memory");
+    // cudaFree waits for the device first: work still queued (a failed
+    // step's kernels on a stream that runs ahead) may read these bytes.
+    // A failed stream has skipped what it had; its error was the step's.
+    if (!compute.isCapturing() && !compute.onWorkerThread()) {
+      try {
+        compute.synchronize();
+      } catch (const std::exception &) {
+      }
+    }
     if (space == MemorySpace::Device && options.guardDeviceMemory) {
       std::unique_lock<std::mutex> lock(guardedMutex);
       auto it = guarded.find(reinterpret_cast<uintptr_t>(p));
