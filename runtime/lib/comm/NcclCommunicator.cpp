@@ -290,40 +290,24 @@ public:
   }
 
   void waitEnqueued() override {
-    while (true) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        sweepLocked();
-        if (!failure.empty()) {
-          settleAfterFailureLocked();
-          throw Error(failure);
-        }
-        if (enqueued.empty())
-          return;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    std::unique_lock<std::mutex> lock(mutex);
+    if (sweepUntil(lock, [&] { return enqueued.empty(); }))
+      return;
+    settleAfterFailure(lock);
+    throw Error(failure);
   }
 
   /// Before an enqueue on `comm`: while kMaxEnqueuedPerComm of its calls
   /// are unfinished, waits (each call is bounded by its deadline).
   void waitForRoom(const nccl::Comm &comm) {
-    while (true) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        sweepLocked();
-        if (!failure.empty())
-          throw Error("rank " + std::to_string(rank()) +
-                      ": nccl communicator unusable after an earlier "
-                      "failure: " + failure);
-        size_t mine = 0;
-        for (const Enqueued &e : enqueued)
-          mine += e.comm.get() == &comm;
-        if (mine < kMaxEnqueuedPerComm)
-          return;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!sweepUntil(lock, [&] {
+          size_t mine = 0;
+          for (const Enqueued &e : enqueued)
+            mine += e.comm.get() == &comm;
+          return mine < kMaxEnqueuedPerComm;
+        }))
+      throw Error(unusable());
   }
 
   /// `args` (a collective, not Send, Recv or Barrier) as NCCL's call.
@@ -482,9 +466,13 @@ private:
   void checkUsable() {
     std::lock_guard<std::mutex> lock(mutex);
     if (!failure.empty())
-      throw Error("rank " + std::to_string(rank()) +
-                  ": nccl communicator unusable after an earlier failure: " +
-                  failure);
+      throw Error(unusable());
+  }
+
+  /// What a call after a failure throws. Requires `mutex`.
+  std::string unusable() const {
+    return "rank " + std::to_string(rank()) +
+           ": nccl communicator unusable after an earlier failure: " + failure;
   }
 
   const NcclGroup &ncclGroup(const CommGroup &g) const {
@@ -528,12 +516,29 @@ private:
     }
   }
 
+  /// Sweeps (sweepLocked) every 20 us until `done()` holds: true, or until
+  /// the communicator has failed: false. `lock` holds `mutex`, released
+  /// while sleeping.
+  template <typename Done>
+  bool sweepUntil(std::unique_lock<std::mutex> &lock, Done &&done) {
+    while (true) {
+      sweepLocked();
+      if (!failure.empty())
+        return false;
+      if (done())
+        return true;
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lock.lock();
+    }
+  }
+
   /// After a failure: waits until no enqueued call is still running (an
   /// aborted one ends; the emulated layer's ends at the bootstrap's
   /// deadline), so the buffers they touch may be freed, for at most the
-  /// timeout past the latest deadline. Requires `mutex` (released while
-  /// sleeping).
-  void settleAfterFailureLocked() {
+  /// timeout past the latest deadline. `lock` holds `mutex`, released
+  /// while sleeping.
+  void settleAfterFailure(std::unique_lock<std::mutex> &lock) {
     Clock::time_point limit = Clock::now();
     for (const Enqueued &e : enqueued)
       limit = std::max(limit, e.deadline);
@@ -548,9 +553,9 @@ private:
       }
       if (enqueued.empty())
         return;
-      mutex.unlock();
+      lock.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-      mutex.lock();
+      lock.lock();
     }
   }
 

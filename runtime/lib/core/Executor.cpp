@@ -1669,6 +1669,8 @@ static void buildPipelined(Executor::Impl &s,
     throw Error("a pipelined plan needs a communicator");
   auto pipe = std::make_unique<Pipe>();
   Pipe &p = *pipe;
+  // The groups of every stage program, made once (see makeGroups).
+  s.groupCache = std::make_shared<Impl::GroupCache>();
   p.ranks = schedule.ranks();
   p.stages = schedule.stages_size();
   p.microbatches = schedule.microbatches();
@@ -1684,12 +1686,9 @@ static void buildPipelined(Executor::Impl &s,
       chunk.ownStep = std::make_unique<Impl>();
       chunk.step = chunk.ownStep.get();
     }
-    if (chunk.step != &s)
-      chunk.step->groupCache = s.groupCache;
+    chunk.step->groupCache = s.groupCache;
     buildImpl(*chunk.step, plan, proto.programs(stage.optimizer()).name(),
               comm, backend, options, nullptr);
-    if (c == 0)
-      s.groupCache = chunk.step->groupCache; // made by its makeGroups
     chunk.step->pipelineAxis = schedule.axis();
     for (int index : pipeline::microbatchPrograms(stage))
       chunk.arenaBytes =

@@ -11,9 +11,9 @@
 // executor's) then meet in that order. A call ordered on a stream of the
 // emulated device (a host stream too) waits for an event of that stream,
 // and that stream for the call's event: real dependencies between threads,
-// as CUDA events are between streams. ncclCommSplit gathers every parent member's
-// (color, key) and orders the members of a color by key, then parent rank,
-// as NCCL does. The unique id is checked: every rank of an init must hold
+// as CUDA events are between streams. ncclCommSplit gathers every parent
+// member's (color, key) and orders the members of a color by key, then
+// parent rank, as NCCL does. The unique id is checked: every rank of an init must hold
 // the same one.
 //
 //===----------------------------------------------------------------------===//
