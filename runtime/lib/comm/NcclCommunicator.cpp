@@ -29,6 +29,10 @@
 // a device stream waits for, so the host is never stuck behind them). The
 // next call or waitEnqueued() throws that error. The timeout counts from
 // the enqueue, so it covers the device work queued ahead of the call too.
+// Send and Recv are enqueued the same way after their header (below): the
+// host of a receive waits for its sender's host to have sent the header,
+// not for either device; the sends' headers are waited for by
+// waitEnqueued, once their receives are known to be complete.
 //
 // The blocking methods that take a rank list (the training loop's stop flag,
 // a checkpoint's barrier, send and recv) act on host memory, which NCCL
@@ -268,12 +272,21 @@ public:
                Stream &stream) override {
     checkUsable();
     const NcclGroup &group = ncclGroup(g);
-    std::string head = headOf(args, g);
+    if (args.kind == CollectiveKind::Barrier)
+      throw Error(headOf(args, g) +
+                  ": nccl enqueues no barrier (start() it)");
+    PeerMessage peer;
+    std::string head;
+    nccl::Call call{nccl::Call::AllReduce};
     if (args.kind == CollectiveKind::Send ||
-        args.kind == CollectiveKind::Recv ||
-        args.kind == CollectiveKind::Barrier)
-      throw Error(head + ": nccl enqueues collectives only (start() it)");
-    nccl::Call call = collectiveCall(args, g, head);
+        args.kind == CollectiveKind::Recv) {
+      peer = preparePeer(args, group);
+      head = peer.head;
+      call = peer.call;
+    } else {
+      head = headOf(args, g);
+      call = collectiveCall(args, g, head);
+    }
     waitForRoom(*group.comm);
     Clock::time_point now = Clock::now(), deadline = now + getTimeout();
     std::unique_ptr<nccl::Op> op;
@@ -282,6 +295,8 @@ public:
     } catch (const Error &e) {
       fail(head + " on nccl failed: " + e.what());
     }
+    if (peer.header)
+      sentHeaders.push_back({std::move(peer.header), head});
     std::lock_guard<std::mutex> lock(mutex);
     enqueued.push_back({group.comm, std::move(op), std::move(head), now,
                         deadline});
@@ -290,11 +305,25 @@ public:
   }
 
   void waitEnqueued() override {
-    std::unique_lock<std::mutex> lock(mutex);
-    if (sweepUntil(lock, [&] { return enqueued.empty(); }))
-      return;
-    settleAfterFailure(lock);
-    throw Error(failure);
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!sweepUntil(lock, [&] { return enqueued.empty(); })) {
+        settleAfterFailure(lock);
+        throw Error(failure);
+      }
+    }
+    // Every enqueued receive took its header before it was posted, so the
+    // headers of the sends complete now (or name the receiver that never
+    // posted its receive).
+    std::vector<std::pair<std::unique_ptr<SentHeader>, std::string>> headers;
+    headers.swap(sentHeaders);
+    for (auto &[header, head] : headers) {
+      try {
+        header->request->wait(Clock::now() + getTimeout());
+      } catch (const Error &e) {
+        fail(head + " on nccl: sending its header: " + e.what());
+      }
+    }
   }
 
   /// Before an enqueue on `comm`: while kMaxEnqueuedPerComm of its calls
@@ -364,43 +393,54 @@ public:
                                          std::move(head), now);
   }
 
+  /// A Send or Recv made ready to post: its NCCL call, its head for
+  /// messages, the peer's rank, and a send's header on its way.
+  struct PeerMessage {
+    nccl::Call call{nccl::Call::Send};
+    std::string head;
+    int peerRank = -1;
+    std::unique_ptr<SentHeader> header;
+  };
+
   /// Send or Recv on `group`: the header over the bootstrap (see the file
-  /// comment), then ncclSend or ncclRecv.
-  std::unique_ptr<CommRequest> startPeer(const CollectiveArgs &args,
-                                         const NcclGroup &group) {
+  /// comment; a receive waits for its header here), and the ncclSend or
+  /// ncclRecv to post.
+  PeerMessage preparePeer(const CollectiveArgs &args, const NcclGroup &group) {
     comm::PeerCall peer;
     try {
       peer = comm::checkPeerCall(args, group);
     } catch (const Error &e) {
       fail(e.what());
     }
-    std::string head = peer.head;
+    PeerMessage message;
+    message.head = peer.head;
     if (!group.label().empty())
-      head += " (" + group.label() + ")";
+      message.head += " (" + group.label() + ")";
+    const std::string &head = message.head;
+    message.peerRank = peer.peerRank;
     bool isSend = args.kind == CollectiveKind::Send;
     uint64_t &number =
         (isSend ? sentTo : receivedFrom)[{group.comm.get(), args.peer}];
     int64_t words[4] = {int64_t(args.count), int64_t(args.dtype),
                         int64_t(number), int64_t(comm::groupHash(group.ranks()))};
-    nccl::Call call{isSend ? nccl::Call::Send : nccl::Call::Recv};
+    nccl::Call &call = message.call;
+    call.kind = isSend ? nccl::Call::Send : nccl::Call::Recv;
     call.send = args.send;
     call.recv = args.recv;
     call.count = args.count;
     call.dtype = args.dtype;
     call.sendTo = isSend ? args.peer : -1;
     call.recvFrom = isSend ? -1 : args.peer;
-    call.tag = args.tag;
-    std::unique_ptr<SentHeader> header;
     if (isSend) {
-      header = std::make_unique<SentHeader>();
-      std::copy(words, words + 4, header->words);
-      CollectiveArgs h{CollectiveKind::Send, header->words, nullptr, 4,
-                       DType::I64};
+      message.header = std::make_unique<SentHeader>();
+      std::copy(words, words + 4, message.header->words);
+      CollectiveArgs h{CollectiveKind::Send, message.header->words, nullptr,
+                       4, DType::I64};
       h.peer = args.peer;
       h.tag = args.tag;
       try {
-        header->request = boot.start(h, CommGroup(group.ranks(),
-                                                  group.position()));
+        message.header->request =
+            boot.start(h, CommGroup(group.ranks(), group.position()));
       } catch (const Error &e) {
         fail(head + " on nccl: sending its header: " + e.what());
       }
@@ -414,9 +454,17 @@ public:
       checkHeader(head, peer.peerRank, sent, words);
     }
     ++number;
-    auto request = post(group, call, head);
-    request->peerRank = peer.peerRank;
-    request->header = std::move(header);
+    return message;
+  }
+
+  /// start() of a Send or Recv: preparePeer, then posted after everything
+  /// queued on the device so far.
+  std::unique_ptr<CommRequest> startPeer(const CollectiveArgs &args,
+                                         const NcclGroup &group) {
+    PeerMessage message = preparePeer(args, group);
+    auto request = post(group, message.call, message.head);
+    request->peerRank = message.peerRank;
+    request->header = std::move(message.header);
     return request;
   }
 
@@ -590,6 +638,10 @@ private:
     Clock::time_point started, deadline;
   };
   std::deque<Enqueued> enqueued;
+  /// The headers of the enqueued sends (and their heads), waited for by
+  /// waitEnqueued. The owner's thread only.
+  std::vector<std::pair<std::unique_ptr<SentHeader>, std::string>>
+      sentHeaders;
   bool stopping = false;
   std::condition_variable watched;
   std::thread watchdog; // last: joined in the destructor
@@ -633,7 +685,8 @@ void NcclRequest::wait(Clock::time_point deadline) {
 std::unique_ptr<Communicator>
 createNcclCommunicator(Communicator &bootstrap, const NcclOptions &options) {
   std::unique_ptr<nccl::NcclApi> api =
-      options.emulate ? nccl::createEmulatedNccl(bootstrap)
+      options.emulate ? nccl::createEmulatedNccl(bootstrap,
+                                                 options.emulatedDelay)
                       : nccl::createRealNccl(options.device);
   auto comm = std::make_unique<NcclCommunicator>(bootstrap, std::move(api),
                                                  options.emulate);

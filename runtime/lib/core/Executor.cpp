@@ -1607,9 +1607,28 @@ struct Executor::Impl::Pipe {
   /// The step's results (PlanFile::results order): (stage, its position
   /// in that stage's once-per-step program's results).
   std::vector<std::pair<int, int>> results;
+  /// One microbatch's values of one kind and chunk: a buffer each. Where
+  /// the messages are enqueued on the device (streamOrdered, nccl), the
+  /// events that order a slot's uses without the host: `released` (compute
+  /// stream, where the slot was last given back: a receive into it waits
+  /// for it), `arrived` (message stream, after a receive into it: the
+  /// compute stream waits for it before it reads the slot, while
+  /// `arriving`) and `sent` (message stream, after a send from it: the
+  /// compute stream waits for it before the slot is given back).
+  struct Slot {
+    std::vector<DeviceBuffer> buffers;
+    std::unique_ptr<Event> released, arrived, sent;
+    bool arriving = false;
+  };
   /// (kind, chunk, microbatch) -> its slot; spare ones by (kind, chunk).
-  std::map<std::tuple<int, int, int>, std::vector<DeviceBuffer>> slots;
-  std::map<std::pair<int, int>, std::vector<std::vector<DeviceBuffer>>> spare;
+  std::map<std::tuple<int, int, int>, Slot> slots;
+  std::map<std::pair<int, int>, std::vector<Slot>> spare;
+  /// streamOrdered: the stream the messages are enqueued on, beside the
+  /// compute stream (so a send does not hold up the compute queued after
+  /// it, and a receive may run ahead of the compute before its reader),
+  /// and an event of the compute stream that a send waits for.
+  std::unique_ptr<Stream> messages;
+  std::unique_ptr<Event> computed;
   /// This rank's Impl of `stage`'s once-per-step program, or null.
   Impl *stepOf(int stage) const {
     for (const Chunk &c : chunks)
@@ -1643,11 +1662,11 @@ static int64_t wholeInputOf(const Executor::Impl &step,
 }
 
 /// A new pipeline slot: one buffer per value, counted in `s`'s memory.
-static std::vector<DeviceBuffer>
+static Executor::Impl::Pipe::Slot
 newSlot(Executor::Impl &s, const std::vector<Executor::Impl::Pipe::Value> &values) {
-  std::vector<DeviceBuffer> slot;
+  Executor::Impl::Pipe::Slot slot;
   for (const Executor::Impl::Pipe::Value &v : values) {
-    slot.push_back(s.device->allocateBuffer(v.bytes));
+    slot.buffers.push_back(s.device->allocateBuffer(v.bytes));
     s.memory.pipelineSlots += int64_t(v.bytes);
     s.hold(int64_t(v.bytes));
   }
@@ -1783,6 +1802,10 @@ static void buildPipelined(Executor::Impl &s,
   axis.Add()->assign(schedule.axis());
   p.group = comm->createGroup(s.group(axis));
   p.group->setLabel("pipeline axis " + schedule.axis());
+  if (s.streamOrdered) {
+    p.messages = s.device->createStream();
+    p.computed = s.compute->createEvent();
+  }
   // The step's results: each stage's once-per-step program's, in order,
   // a name once (PlanFile::results).
   std::set<std::string> seen;
@@ -2150,25 +2173,36 @@ static void runPipelined(Executor::Impl &s) {
   // the step. So a rank goes on computing while its peer has not yet
   // posted the receive (the lists were proven free of deadlock with
   // blocking sends, which wait earlier).
+  //
+  // Where the communicator orders calls on device streams (nccl), nothing
+  // waits on the host: sends and receives are enqueued on the message
+  // stream (p.messages), a send behind the compute that filled its slot,
+  // a receive behind the compute that last read its slot; the compute
+  // stream waits for a receive before it reads the slot and for a send
+  // before the slot is reused (the Slot's events).
+  using Slot = Pipe::Slot;
   struct PendingSend {
     std::vector<std::unique_ptr<CommRequest>> requests;
     Kind kind;
     int chunk, mb;
   };
   std::deque<PendingSend> pending;
-  bool asyncSends = !s.staged && s.device->isHostAccessible();
+  bool ordered = bool(p.messages);
+  bool asyncSends = ordered || (!s.staged && s.device->isHostAccessible());
   std::function<void(Kind, int, int)> release;
+  std::function<Slot &(Kind, int, int)> find;
   auto complete = [&](std::deque<PendingSend>::iterator it) {
     for (auto &request : it->requests)
       request->wait(CommRequest::Clock::now() + s.comm->getTimeout());
+    if (ordered)
+      s.compute->wait(*find(it->kind, it->chunk, it->mb).sent);
     PendingSend done = std::move(*it);
     pending.erase(it);
     release(done.kind, done.chunk, done.mb);
   };
   // A slot: one buffer per value of its kind.
-  auto take = [&](Kind kind, int chunk,
-                  int mb) -> std::vector<DeviceBuffer> & {
-    std::vector<DeviceBuffer> slot;
+  auto take = [&](Kind kind, int chunk, int mb) -> Slot & {
+    Slot slot;
     auto &spare = p.spare[{int(kind), chunk}];
     if (spare.empty())
       for (auto it = pending.begin(); it != pending.end(); ++it)
@@ -2189,12 +2223,18 @@ static void runPipelined(Executor::Impl &s) {
                   pipeline::describe(kind) + " slot already");
     return it->second;
   };
-  auto find = [&](Kind kind, int chunk, int mb) -> std::vector<DeviceBuffer> & {
+  find = [&](Kind kind, int chunk, int mb) -> Slot & {
     auto it = p.slots.find({int(kind), chunk, mb});
     if (it == p.slots.end())
       throw Error("microbatch " + std::to_string(mb) + ": its " +
                   pipeline::describe(kind) + " are read before they arrive");
     return it->second;
+  };
+  // A received slot, before the compute stream reads it.
+  auto arrive = [&](Slot &slot) {
+    if (slot.arriving)
+      s.compute->wait(*slot.arrived);
+    slot.arriving = false;
   };
   release = [&](Kind kind, int chunk, int mb) {
     auto it = p.slots.find({int(kind), chunk, mb});
@@ -2202,7 +2242,14 @@ static void runPipelined(Executor::Impl &s) {
       throw Error("microbatch " + std::to_string(mb) + ": its " +
                   pipeline::describe(kind) + " are released before they "
                   "were made");
-    p.spare[{int(kind), chunk}].push_back(std::move(it->second));
+    Slot &slot = it->second;
+    if (ordered) {
+      arrive(slot);
+      if (!slot.released)
+        slot.released = s.compute->createEvent();
+      s.compute->record(*slot.released);
+    }
+    p.spare[{int(kind), chunk}].push_back(std::move(slot));
     p.slots.erase(it);
   };
   // Copies between a program's buffers and a slot, for the values of
@@ -2211,15 +2258,18 @@ static void runPipelined(Executor::Impl &s) {
     const Pipe::Port &port = part.in[int(kind)];
     if (port.empty())
       return;
-    std::vector<DeviceBuffer> &slot = find(kind, chunk, mb);
+    Slot &slot = find(kind, chunk, mb);
+    arrive(slot);
     for (auto [k, id] : port)
-      s.device->copy(part.program->views[id].data, slot[size_t(k)].get(),
+      s.device->copy(part.program->views[id].data,
+                     slot.buffers[size_t(k)].get(),
                      part.program->views[id].numBytes(), *s.compute);
   };
   auto copyOut = [&](const Pipe::Part &part, Kind kind, int chunk, int mb) {
-    std::vector<DeviceBuffer> &slot = take(kind, chunk, mb);
+    Slot &slot = take(kind, chunk, mb);
     for (auto [k, id] : part.out[int(kind)])
-      s.device->copy(slot[size_t(k)].get(), part.program->views[id].data,
+      s.device->copy(slot.buffers[size_t(k)].get(),
+                     part.program->views[id].data,
                      part.program->views[id].numBytes(), *s.compute);
   };
   // Messages: tag 2 x sending stage + direction (0 forward, 1 backward),
@@ -2227,23 +2277,39 @@ static void runPipelined(Executor::Impl &s) {
   // the rank of the stage before or after (its position in the group).
   auto exchange = [&](bool send, Kind kind, int ci, int mb, int peerStage,
                       int tag) {
-    std::vector<DeviceBuffer> &slot = send ? find(kind, ci, mb)
-                                           : take(kind, ci, mb);
+    Slot &slot = send ? find(kind, ci, mb) : take(kind, ci, mb);
     const std::vector<Pipe::Value> &values = p.chunks[size_t(ci)].values[int(kind)];
+    if (ordered) {
+      if (send) {
+        s.compute->record(*p.computed);
+        p.messages->wait(*p.computed);
+      } else if (slot.released) {
+        p.messages->wait(*slot.released);
+      }
+    }
     PendingSend posted{{}, kind, ci, mb};
     for (size_t k = 0; k < values.size(); ++k) {
       CollectiveArgs args;
       args.kind = send ? CollectiveKind::Send : CollectiveKind::Recv;
-      args.send = slot[k].get();
-      args.recv = slot[k].get();
+      args.send = slot.buffers[k].get();
+      args.recv = slot.buffers[k].get();
       args.count = values[k].elements;
       args.dtype = values[k].dtype;
       args.peer = peerStage % p.ranks;
       args.tag = tag;
-      if (send && asyncSends)
+      if (ordered)
+        s.runComm(args, *p.group, p.messages.get());
+      else if (send && asyncSends)
         posted.requests.push_back(s.comm->start(args, *p.group));
       else
         s.runComm(args, *p.group);
+    }
+    if (ordered) {
+      std::unique_ptr<Event> &mark = send ? slot.sent : slot.arrived;
+      if (!mark)
+        mark = p.messages->createEvent();
+      p.messages->record(*mark);
+      slot.arriving = !send;
     }
     if (send && asyncSends)
       pending.push_back(std::move(posted));

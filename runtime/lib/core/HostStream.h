@@ -15,6 +15,7 @@
 #include "partita/runtime/Stream.h"
 #include "partita/runtime/Tensor.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -63,6 +64,9 @@ struct HostStreamOptions {
   /// beginCapture records work instead of running it (the emulated
   /// device's compute stream, standing in for a CUDA stream's capture).
   bool canCapture = false;
+  /// Testing: the worker waits this long before each item (a slow device),
+  /// so that what is queued stays queued while the host goes on.
+  std::chrono::microseconds itemDelay{0};
 };
 
 /// What a HostStream recorded: launch() queues each item again.
@@ -225,6 +229,8 @@ private:
       queue.pop_front();
       if (!state->error) {
         lock.unlock();
+        if (options.itemDelay.count() > 0)
+          std::this_thread::sleep_for(options.itemDelay);
         std::exception_ptr failure;
         try {
           work();

@@ -1848,6 +1848,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
     EmulatedApiOptions emu;
     emu.emulator.checkRaces = options.checkRaces;
     emu.synchronousCompute = !options.emulateAsync;
+    emu.computeDelay = options.emulatedComputeDelay;
     api = createEmulatedApi(emu);
     if (options.gemmAutotune && options.log)
       options.log("cuda (emulated): gemm autotune: nothing to tune (the "

@@ -100,16 +100,19 @@ HostStreamOptions emuStream(bool synchronous) {
 }
 
 /// The compute stream: as a CUDA stream, it can capture its work.
-HostStreamOptions emuComputeStream(bool synchronous) {
+HostStreamOptions emuComputeStream(bool synchronous,
+                                   std::chrono::microseconds delay) {
   HostStreamOptions o = emuStream(synchronous);
   o.canCapture = true;
+  o.itemDelay = delay;
   return o;
 }
 
 class EmulatedApi final : public GpuApi {
 public:
   explicit EmulatedApi(const EmulatedApiOptions &options)
-      : options(options), compute(emuComputeStream(options.synchronousCompute)) {
+      : options(options), compute(emuComputeStream(options.synchronousCompute,
+                                 options.computeDelay)) {
     if (options.guardDeviceMemory)
       installSegvNote();
   }

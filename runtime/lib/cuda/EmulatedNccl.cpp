@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <tuple>
 
 namespace partita::runtime::nccl {
@@ -59,7 +60,8 @@ struct EmuOp final : Op {
 
 class EmulatedNccl final : public NcclApi {
 public:
-  explicit EmulatedNccl(Communicator &bootstrap) : boot(bootstrap) {}
+  EmulatedNccl(Communicator &bootstrap, std::chrono::microseconds delay)
+      : boot(bootstrap), delay(delay) {}
 
   std::string name() const override { return "nccl (emulated)"; }
 
@@ -150,25 +152,12 @@ public:
       caller->record(*ready);
       stream.wait(*ready);
     }
-    if (call.kind == Call::Send || call.kind == Call::Recv) {
-      // Posted now, from the caller's thread, right after the header that
-      // the nccl communicator sends or receives before it (the bootstrap
-      // matches both by tag, in posting order); the stream waits for it,
-      // as NCCL's stream waits for a send's receive.
-      CollectiveArgs args{call.kind == Call::Send ? CollectiveKind::Send
-                                                  : CollectiveKind::Recv,
-                          call.send, call.recv, call.count, call.dtype};
-      args.peer = call.kind == Call::Send ? call.sendTo : call.recvFrom;
-      args.tag = call.tag;
-      std::shared_ptr<CommRequest> request =
-          b.start(args, CommGroup(members, comm.position));
-      Clock::time_point deadline = Clock::now() + b.getTimeout();
-      stream.enqueue([request, deadline] { request->wait(deadline); });
-    } else {
-      stream.enqueue([&b, members, position = comm.position, call] {
-        runCollective(b, members, position, call);
-      });
-    }
+    stream.enqueue([&b, members, position = comm.position, call,
+                    delay = delay] {
+      if (delay.count() > 0)
+        std::this_thread::sleep_for(delay);
+      runCollective(b, members, position, call);
+    });
     stream.record(*op->event);
     // What `order` queues from now on reads the call's result (a
     // synchronous stream, the emulated compute stream, waits here, and
@@ -224,16 +213,18 @@ private:
       b.allToAll(call.send, call.recv, call.count, call.dtype, members);
       return;
     case Call::SendRecv:
-      return sendRecv(b, members, position, call);
     case Call::Send:
     case Call::Recv:
-      return; // posted by post()
+      return sendRecv(b, members, position, call);
     }
   }
 
   /// ncclGroupStart; ncclSend; ncclRecv; ncclGroupEnd: the send is posted
-  /// before the receive is waited for, so a ring cannot deadlock. Under the
-  /// runtime's own tag, which no caller of the bootstrap uses.
+  /// before the receive is waited for, so a ring cannot deadlock (a Send or
+  /// a Recv alone is its one half). Under the runtime's own tag, which no
+  /// caller of the bootstrap uses: every rank's NCCL thread runs its calls
+  /// in posting order, so the messages between two ranks meet in the order
+  /// they were posted, as NCCL matches them, whatever the caller's tags.
   static void sendRecv(Communicator &b, const std::vector<int> &members,
                        int position, const Call &call) {
     size_t bytes = call.count * sizeOf(call.dtype);
@@ -253,7 +244,7 @@ private:
     if (call.recvFrom >= 0)
       b.recv(call.recv, call.count, call.dtype, call.recvFrom, kRuntimeTag,
              members);
-    else if (bytes)
+    else if (call.kind == Call::SendRecv && bytes)
       std::memset(call.recv, 0, bytes);
     if (sent)
       sent->wait(Clock::now() + b.getTimeout());
@@ -266,14 +257,16 @@ private:
   }
 
   Communicator &boot;
+  std::chrono::microseconds delay;
   /// The rank's NCCL thread (skips what has not started when destroyed).
   host::HostStream stream;
 };
 
 } // namespace
 
-std::unique_ptr<NcclApi> createEmulatedNccl(Communicator &bootstrap) {
-  return std::make_unique<EmulatedNccl>(bootstrap);
+std::unique_ptr<NcclApi> createEmulatedNccl(Communicator &bootstrap,
+                                            std::chrono::microseconds delay) {
+  return std::make_unique<EmulatedNccl>(bootstrap, delay);
 }
 
 } // namespace partita::runtime::nccl

@@ -23,6 +23,7 @@
 #include "runtime/lib/cuda/BlockEmulator.h"
 #include "runtime/lib/cuda/Kernels.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -90,6 +91,9 @@ struct EmulatedApiOptions {
   /// a stream that runs ahead as a CUDA stream does (tests of streams and
   /// events).
   bool synchronousCompute = true;
+  /// Testing: the compute stream waits this long before each item
+  /// (HostStreamOptions::itemDelay), a slow device.
+  std::chrono::microseconds computeDelay{0};
   /// Device-space memory is handed out at PROT_NONE addresses (its bytes
   /// live elsewhere, reached only through this layer), so a host access to
   /// device memory faults as on a GPU instead of working by accident.

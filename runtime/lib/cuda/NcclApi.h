@@ -67,9 +67,7 @@ enum class OpState { Pending, Done, Failed };
 ///   Send: ncclSend of `count` elements of send to rank `sendTo`.
 ///   Recv: ncclRecv of `count` elements into recv from rank `recvFrom`.
 ///     NCCL matches a communicator's sends and receives between two ranks
-///     in the order they are posted (it has no tags); `tag` is the message's
-///     tag in the communicator above, which the emulated layer's messages
-///     carry.
+///     in the order they are posted (it has no tags).
 /// Ranks are ranks of the communicator.
 struct Call {
   enum Kind {
@@ -87,7 +85,6 @@ struct Call {
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
   int sendTo = -1, recvFrom = -1;
-  int tag = 0; // Send, Recv
 };
 
 class NcclApi {
@@ -140,8 +137,11 @@ std::unique_ptr<NcclApi> createRealNccl(int device);
 
 /// The emulated layer of rank `bootstrap.rank()`: every communicator's
 /// calls are carried out by `bootstrap` (which must outlive it and is
-/// called from the layer's own threads, one call at a time).
-std::unique_ptr<NcclApi> createEmulatedNccl(Communicator &bootstrap);
+/// called from the layer's own threads, one call at a time), each after
+/// `delay` (NcclOptions::emulatedDelay).
+std::unique_ptr<NcclApi>
+createEmulatedNccl(Communicator &bootstrap,
+                   std::chrono::microseconds delay = {});
 
 } // namespace partita::runtime::nccl
 

@@ -131,6 +131,11 @@ const OptionSpec kOptions[] = {
     // Testing: the emulated compute stream runs ahead of the host
     // (CudaBackendOptions::emulateAsync).
     {"emulate-async", nullptr, nullptr},
+    // Testing: each emulated nccl call, or each item of the emulated
+    // compute stream, waits this long first (NcclOptions::emulatedDelay,
+    // CudaBackendOptions::emulatedComputeDelay).
+    {"emulate-nccl-delay-us", "us", nullptr},
+    {"emulate-compute-delay-us", "us[@rank,...]", nullptr},
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
@@ -609,6 +614,38 @@ int Tool::run() {
   ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
   if (ranksOptions.cudaEmulateAsync && !emulate)
     return fail("--emulate-async needs --backend cuda --emulate");
+  for (const char *option : {"emulate-nccl-delay-us", "emulate-compute-delay-us"}) {
+    std::optional<std::string> text = args.get(option);
+    if (!text)
+      continue;
+    bool isNccl = std::string(option) == "emulate-nccl-delay-us";
+    // The compute delay may name its ranks: "US@R,R,...".
+    std::string amount = *text;
+    size_t at = isNccl ? std::string::npos : amount.find('@');
+    if (at != std::string::npos) {
+      std::string list = amount.substr(at + 1) + ",";
+      amount.resize(at);
+      for (size_t start = 0, comma; (comma = list.find(',', start)) !=
+                                    std::string::npos;
+           start = comma + 1) {
+        std::optional<int64_t> rank = parseWhole(list.substr(start, comma - start));
+        if (!rank || *rank < 0 || *rank > INT_MAX)
+          return fail("--" + std::string(option) + " " + *text +
+                      ": expected US or US@RANK,RANK,...");
+        ranksOptions.cudaEmulatedDelayRanks.push_back(int(*rank));
+      }
+    }
+    std::optional<int64_t> us = parseWhole(amount);
+    if (!us || *us < 0 || *us > 1000000)
+      return fail("--" + std::string(option) + " " + *text +
+                  ": expected microseconds, 0 to 1000000");
+    if (!emulate || (isNccl && comm != "nccl"))
+      return fail("--" + std::string(option) + " needs --backend cuda --emulate" +
+                  (isNccl ? " --comm nccl" : ""));
+    (isNccl ? ranksOptions.ncclEmulatedDelay
+            : ranksOptions.cudaEmulatedComputeDelay) =
+        std::chrono::microseconds(*us);
+  }
   for (const char *option : {"ranks", "steps"})
     if (std::optional<std::string> text = args.get(option)) {
       std::optional<int64_t> v = parseWhole(*text);

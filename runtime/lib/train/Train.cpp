@@ -152,7 +152,8 @@ int mpiLauncherWorldSize() {
   return 0;
 }
 
-std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
+std::unique_ptr<Backend> createRankBackend(const RunOptions &options,
+                                           int rank) {
   if (options.backend == "cuda") {
     CudaBackendOptions cuda;
     cuda.emulate = options.cudaEmulate;
@@ -165,6 +166,9 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options) {
         io::writeErrorLine(tool + ": " + line);
       };
     cuda.emulateAsync = options.cudaEmulateAsync;
+    const std::vector<int> &slow = options.cudaEmulatedDelayRanks;
+    if (slow.empty() || std::count(slow.begin(), slow.end(), rank))
+      cuda.emulatedComputeDelay = options.cudaEmulatedComputeDelay;
     // The emulator pays per simulated thread at every barrier, and several
     // ranks share this host's cores: one warp per block keeps plan runs
     // quick (the kernels' unit tests cover blocks of 32 to 256 threads).
@@ -190,6 +194,7 @@ void onEveryRank(const PlanFile &plan, const std::string &program,
         [&](Communicator &local) {
           NcclOptions nccl;
           nccl.emulate = true;
+          nccl.emulatedDelay = options.ncclEmulatedDelay;
           std::unique_ptr<Communicator> comm =
               createNcclCommunicator(local, nccl);
           body(comm.get());
@@ -210,7 +215,7 @@ ProgramRun runProgram(std::shared_ptr<const PlanFile> plan,
   ProgramRun out;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
-    auto backend = createRankBackend(options);
+    auto backend = createRankBackend(options, comm ? comm->rank() : 0);
     Executor executor(plan, program, comm, *backend, executorOptions(options));
     if (beforeFirstStep)
       beforeFirstStep(executor, comm);
@@ -413,7 +418,7 @@ TrainRun train(std::shared_ptr<const PlanFile> plan, const std::string &program,
   std::vector<std::vector<TraceEvent>> traces;
   std::mutex mutex;
   auto body = [&](Communicator *comm) {
-    auto backend = createRankBackend(ranks);
+    auto backend = createRankBackend(ranks, comm ? comm->rank() : 0);
     Executor executor(plan, program, comm, *backend, executorOptions(ranks));
     bool printer = !comm || comm->rank() == 0;
     if (options.beforeFirstStep)

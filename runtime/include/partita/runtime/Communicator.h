@@ -73,6 +73,9 @@
 // complete within the timeout of its enqueue, aborts (unblocking the
 // device) and fails; the next call, or waitEnqueued(), which a step's end
 // calls, throws the Error naming the rank, the collective and its group.
+// Send and Recv may be enqueued too (pipeline messages): a receive's host
+// thread still waits for its sender's host to have enqueued the send (the
+// header that nccl checks the message against), never for the device.
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H
@@ -262,7 +265,7 @@ public:
   /// stream of the device whose memory the buffers are) so far has run, and
   /// work queued on `stream` afterwards starts once the call is complete. A
   /// failure, or a call not complete within the timeout from now, is thrown
-  /// by a later call or waitEnqueued(). Collectives only (not Send, Recv or
+  /// by a later call or waitEnqueued(). Collectives, Send and Recv (not
   /// Barrier). Where !ordersOnStreams(), throws Error.
   virtual void enqueue(const CollectiveArgs &args, const CommGroup &group,
                        Stream &stream);
@@ -311,6 +314,11 @@ struct NcclOptions {
   /// communicator (the local communicator's threads) instead of NCCL on a
   /// GPU: `--backend cuda --emulate --comm nccl`.
   bool emulate = false;
+  /// Testing, emulated only: each call waits this long on the rank's NCCL
+  /// thread before it runs (a slow network), so that calls stay in flight
+  /// while the host and the device's streams go on; ordering that is
+  /// missing then shows as wrong data.
+  std::chrono::microseconds emulatedDelay{0};
   /// The CUDA device of this rank (one GPU per rank).
   int device = 0;
   /// Called with the unique id's fingerprint once it has reached this rank

@@ -15,6 +15,7 @@
 
 #include "partita/runtime/Backend.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,6 +56,10 @@ struct CudaBackendOptions {
   /// returns), so host code that reads results without ordering itself
   /// after the stream gets stale bytes here too.
   bool emulateAsync = false;
+  /// Emulation, testing: the compute stream waits this long before each
+  /// kernel, copy or GEMM (a slow device; with emulateAsync the host runs
+  /// far ahead of it).
+  std::chrono::microseconds emulatedComputeDelay{0};
   /// f32 GEMMs take TF32 operands (CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit
   /// mantissas, fp32 accumulation); emulated, the operands are rounded to
   /// TF32 before the CPU's GEMM. bf16 and f16 GEMMs always accumulate in

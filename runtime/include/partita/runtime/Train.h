@@ -110,6 +110,12 @@ struct RunOptions {
   bool cudaGraph = false;
   /// CudaBackendOptions::emulateAsync (testing).
   bool cudaEmulateAsync = false;
+  /// CudaBackendOptions::emulatedComputeDelay (testing), of the ranks in
+  /// cudaEmulatedDelayRanks (empty: every rank).
+  std::chrono::microseconds cudaEmulatedComputeDelay{0};
+  std::vector<int> cudaEmulatedDelayRanks;
+  /// NcclOptions::emulatedDelay of the emulated nccl ranks (testing).
+  std::chrono::microseconds ncclEmulatedDelay{0};
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the
   /// caller makes (createNcclCommunicator) and passes as `mpi`; with
   /// cudaEmulate, one per local rank over the local communicator.
@@ -129,7 +135,8 @@ struct RunOptions {
 int mpiLauncherWorldSize();
 
 /// The backend `options` names, for one rank of them.
-std::unique_ptr<Backend> createRankBackend(const RunOptions &options);
+std::unique_ptr<Backend> createRankBackend(const RunOptions &options,
+                                           int rank = 0);
 
 /// Runs `body` for each rank of `program`: once with no communicator when
 /// the program is not partitioned, once with options.mpi when set, else on

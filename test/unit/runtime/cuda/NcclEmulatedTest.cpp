@@ -248,14 +248,130 @@ TEST(NcclEmulatedTest, EnqueuedCallIsOrderedOnItsStream) {
   EXPECT_EQ(results, (std::vector<float>{3, 3}));
 }
 
+// Tests enqueued sends and receives (pipeline messages): the send reads
+// what its stream's earlier work wrote, the receive's stream reads the
+// message after it, neither host waits for its stream; messages between
+// two ranks arrive in the order they were sent. A receive of another size
+// than its send fails at the receiver's enqueue, naming both, from the
+// headers alone; a send whose receiver never posts fails from the
+// watchdog, naming the send.
+TEST(NcclEmulatedTest, EnqueuedSendsAndReceivesMoveMessagesInOrder) {
+  std::vector<float> got(2, -1);
+  int hostRanAhead = 0;
+  runLocalRanks(2, [&](Communicator &local) {
+    auto comm = emulatedNccl(local);
+    std::shared_ptr<CommGroup> world = comm->createGroup({0, 1});
+    std::unique_ptr<Device> device = createCpuDevice();
+    std::unique_ptr<Stream> stream = device->createStream();
+    float a = 0, b = 0;
+    Gate gate;
+    if (comm->rank() == 0) {
+      stream->enqueue([&] {
+        gate.wait();
+        a = 7;
+        b = 9;
+      });
+      for (float *x : {&a, &b}) {
+        CollectiveArgs send{CollectiveKind::Send, x, nullptr, 1};
+        send.peer = 1;
+        send.tag = 3;
+        comm->enqueue(send, *world, *stream);
+      }
+      hostRanAhead = a == 0 && b == 0;
+      gate.release();
+    } else {
+      for (float *x : {&a, &b}) {
+        CollectiveArgs recv{CollectiveKind::Recv, nullptr, x, 1};
+        recv.peer = 0;
+        recv.tag = 3;
+        comm->enqueue(recv, *world, *stream);
+      }
+      stream->enqueue([&] {
+        got[0] = a;
+        got[1] = b;
+      });
+    }
+    stream->synchronize();
+    comm->waitEnqueued();
+  });
+  EXPECT_EQ(hostRanAhead, 1);
+  EXPECT_EQ(got, (std::vector<float>{7, 9}));
+
+  std::string mismatch;
+  EXPECT_THROW(runLocalRanks(
+                   2,
+                   [&](Communicator &local) {
+                     auto comm = emulatedNccl(local);
+                     std::shared_ptr<CommGroup> world =
+                         comm->createGroup({0, 1});
+                     std::unique_ptr<Stream> stream =
+                         createCpuDevice()->createStream();
+                     float x[2] = {1, 2};
+                     bool sender = comm->rank() == 0;
+                     CollectiveArgs args{sender ? CollectiveKind::Send
+                                                : CollectiveKind::Recv,
+                                         x, x, sender ? 2u : 1u};
+                     args.peer = sender ? 1 : 0;
+                     try {
+                       comm->enqueue(args, *world, *stream);
+                       comm->waitEnqueued();
+                     } catch (const Error &e) {
+                       if (!sender)
+                         mismatch = e.what();
+                       throw;
+                     }
+                   },
+                   std::chrono::milliseconds(2000)),
+               Error);
+  EXPECT_NE(mismatch.find("rank 1: recv of 1 x f32 from rank 0 with tag 0"),
+            std::string::npos)
+      << mismatch;
+  EXPECT_NE(mismatch.find("2 x f32 that rank 0 sent"), std::string::npos)
+      << mismatch;
+
+  std::string lost;
+  EXPECT_THROW(runLocalRanks(
+                   2,
+                   [&](Communicator &local) {
+                     auto comm = emulatedNccl(local);
+                     comm->setTimeout(std::chrono::milliseconds(200));
+                     std::shared_ptr<CommGroup> world =
+                         comm->createGroup({0, 1});
+                     world->setLabel("pipeline axis pp");
+                     if (comm->rank() == 1)
+                       return; // never receives
+                     std::unique_ptr<Stream> stream =
+                         createCpuDevice()->createStream();
+                     float x = 1;
+                     CollectiveArgs send{CollectiveKind::Send, &x, nullptr, 1};
+                     send.peer = 1;
+                     send.tag = 5;
+                     comm->enqueue(send, *world, *stream);
+                     try {
+                       comm->waitEnqueued();
+                     } catch (const Error &e) {
+                       lost = e.what();
+                       throw;
+                     }
+                   },
+                   std::chrono::milliseconds(2000)),
+               Error);
+  EXPECT_NE(lost.find("rank 0: send of 1 x f32 to rank 1 with tag 5 "
+                      "(pipeline axis pp) on nccl timed out after 200 ms "
+                      "(enqueued on a device stream); aborted every nccl "
+                      "communicator of this rank"),
+            std::string::npos)
+      << lost;
+}
+
 // Tests that a call enqueued on a stream whose peer never makes it fails
 // the communicator from the watchdog after the nccl timeout (shorter here
 // than the bootstrap's): the host makes no call meanwhile, and its next
 // call and waitEnqueued() throw the error naming rank, collective, group
-// and axes, with every communicator aborted. Point-to-point calls and
-// barriers are not enqueued, and the other communicators cannot enqueue.
+// and axes, with every communicator aborted. Barriers are not enqueued,
+// and the other communicators cannot enqueue.
 TEST(NcclEmulatedTest, EnqueuedCallOfAStoppedPeerFailsFromTheWatchdog) {
-  std::string next, waited, p2p;
+  std::string next, waited, barrier;
   double seconds = 0;
   // The bootstrap's all_reduce on the NCCL thread still times out later,
   // and runLocalRanks reports that.
@@ -271,12 +387,10 @@ TEST(NcclEmulatedTest, EnqueuedCallOfAStoppedPeerFailsFromTheWatchdog) {
         std::unique_ptr<Device> device = createCpuDevice();
         std::unique_ptr<Stream> stream = device->createStream();
         float x = 1;
-        CollectiveArgs send{CollectiveKind::Send, &x, nullptr, 1};
-        send.peer = 1;
         try {
-          comm->enqueue(send, *world, *stream);
+          comm->enqueue({CollectiveKind::Barrier}, *world, *stream);
         } catch (const Error &e) {
-          p2p = e.what();
+          barrier = e.what();
         }
         auto start = std::chrono::steady_clock::now();
         comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1}, *world,
@@ -297,9 +411,10 @@ TEST(NcclEmulatedTest, EnqueuedCallOfAStoppedPeerFailsFromTheWatchdog) {
         }
       },
       std::chrono::milliseconds(2000)), Error);
-  EXPECT_NE(p2p.find("rank 0: send"), std::string::npos) << p2p;
-  EXPECT_NE(p2p.find("nccl enqueues collectives only"), std::string::npos)
-      << p2p;
+  EXPECT_NE(barrier.find("rank 0: barrier over group [0,1] (axes dp): nccl "
+                         "enqueues no barrier (start() it)"),
+            std::string::npos)
+      << barrier;
   SCOPED_TRACE(next);
   EXPECT_NE(next.find("rank 0: nccl communicator unusable after an earlier "
                       "failure: rank 0: all_reduce over group [0,1] (axes "
