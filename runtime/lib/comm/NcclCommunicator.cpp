@@ -503,11 +503,13 @@ private:
   void failLocked(const std::string &message) {
     if (!failure.empty())
       return;
+    std::vector<nccl::Comm *> comms;
     for (const auto &g : groups)
-      if (g->comm)
-        api->abort(*g->comm);
+      if (g->comm && g->comm != world)
+        comms.push_back(g->comm.get());
     if (world)
-      api->abort(*world);
+      comms.push_back(world.get());
+    api->abortAll(comms);
     failure = message + "; aborted every nccl communicator of this rank";
   }
 
@@ -538,6 +540,18 @@ private:
     return head;
   }
 
+  /// The layer's poll of an enqueued call; a poll that throws (a CUDA
+  /// error on the polling thread) is the call's failure, never an
+  /// exception on the watchdog's thread.
+  nccl::OpState pollOp(nccl::Comm &comm, nccl::Op &op, std::string &error) {
+    try {
+      return api->poll(comm, op, error);
+    } catch (const std::exception &x) {
+      error = x.what();
+      return nccl::OpState::Failed;
+    }
+  }
+
   /// Drops the enqueued calls that are complete; fails on one that failed
   /// or is past its deadline. Requires `mutex`.
   void sweepLocked() {
@@ -546,7 +560,7 @@ private:
     Clock::time_point now = Clock::now();
     for (auto it = enqueued.begin(); it != enqueued.end();) {
       std::string error;
-      nccl::OpState state = api->poll(*it->comm, *it->op, error);
+      nccl::OpState state = pollOp(*it->comm, *it->op, error);
       if (state == nccl::OpState::Done) {
         it = enqueued.erase(it);
         continue;
@@ -594,7 +608,7 @@ private:
     while (!enqueued.empty() && Clock::now() < limit) {
       for (auto it = enqueued.begin(); it != enqueued.end();) {
         std::string error;
-        if (api->poll(*it->comm, *it->op, error) != nccl::OpState::Pending)
+        if (pollOp(*it->comm, *it->op, error) != nccl::OpState::Pending)
           it = enqueued.erase(it);
         else
           ++it;

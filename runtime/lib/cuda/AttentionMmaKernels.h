@@ -62,8 +62,12 @@ constexpr int kMmaGradTile = 32;  // the gradients' key (query) tile
 constexpr int kMmaOneTf32 = 8;
 
 /// Shared-memory floats of each kernel (K and V tiles, or q, dO and the
-/// two statistics); row strides pad by 4 or 8 floats so a warp's fragment
-/// loads fall in different banks.
+/// two statistics); row strides pad by 4 or 8 floats: kMmaLdA makes the
+/// fragment loads of a tile read as (row g, column t) fall in 32 different
+/// banks, kMmaLdB those of a tile read as (row t, column g). A tile read
+/// both ways pays a 2-way conflict on the other reading: K and q at
+/// kMmaLdA in the gradients' dS K and dS^T Q, dO at kMmaLdB in V dO^T
+/// (the forward's reads are conflict free).
 constexpr int kMmaLdA = kMmaMaxDim + 4; // rows read as (row g, column t)
 constexpr int kMmaLdB = kMmaMaxDim + 8; // rows read as (row t, column g)
 constexpr int64_t mmaSharedFloats(GpuKernel k) {
@@ -73,6 +77,15 @@ constexpr int64_t mmaSharedFloats(GpuKernel k) {
              ? int64_t(kMmaGradTile) * 2 * kMmaLdA
              : int64_t(kMmaGradTile) * (kMmaLdA + kMmaLdB + 2);
 }
+// A launch gets 48 KiB of dynamic shared memory without
+// cudaFuncSetAttribute (which the backend does not call), and each of the
+// block's warps owns 16 of its kMmaRows rows.
+static_assert(mmaSharedFloats(GpuKernel::AttentionMmaForward) * 4 <= int64_t(kMaxDynamicSharedBytes) &&
+                  mmaSharedFloats(GpuKernel::AttentionMmaGradQ) * 4 <= int64_t(kMaxDynamicSharedBytes) &&
+                  mmaSharedFloats(GpuKernel::AttentionMmaGradKV) * 4 <= int64_t(kMaxDynamicSharedBytes),
+              "a tensor-core attention kernel's tiles outgrow 48 KiB of shared memory");
+static_assert(kMmaBlock / 32 * 16 == kMmaRows,
+              "a tensor-core attention block is one warp per 16 rows");
 
 /// The launch's shape, with its scale in f32 and whether products are
 /// split in three TF32 mmas (op without kMmaOneTf32).

@@ -44,8 +44,9 @@ void check(cudaError_t e, const char *what) {
 
 void checkLt(cublasStatus_t s, const char *what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw Error(std::string("cuda: ") + what + ": cuBLASLt status " +
-                std::to_string(int(s)));
+    throw Error(std::string("cuda: ") + what + ": " +
+                cublasLtGetStatusString(s) + " (" + cublasLtGetStatusName(s) +
+                ")");
 }
 
 struct HostWork {
@@ -91,11 +92,19 @@ class CudaGraph final : public Graph {
 public:
   CudaGraph(cudaGraphExec_t exec, std::vector<std::unique_ptr<HostWork>> items)
       : exec(exec), items(std::move(items)) {}
-  ~CudaGraph() override { cudaGraphExecDestroy(exec); }
+  /// A graph destroyed while a launch still runs goes on running (CUDA
+  /// frees it on completion), and its host nodes read `items`: the last
+  /// launch's stream is drained first.
+  ~CudaGraph() override {
+    if (launchedOn)
+      cudaStreamSynchronize(launchedOn);
+    cudaGraphExecDestroy(exec);
+  }
   void launch(Stream &stream) override;
 
 private:
   cudaGraphExec_t exec;
+  cudaStream_t launchedOn = nullptr;
   std::vector<std::unique_ptr<HostWork>> items;
 };
 
@@ -212,7 +221,8 @@ public:
 cudaStream_t native(Stream &s) { return static_cast<CudaStream &>(s).stream; }
 
 void CudaGraph::launch(Stream &stream) {
-  check(cudaGraphLaunch(exec, native(stream)), "cudaGraphLaunch");
+  launchedOn = native(stream);
+  check(cudaGraphLaunch(exec, launchedOn), "cudaGraphLaunch");
 }
 
 class CudaApi final : public GpuApi {
@@ -233,7 +243,9 @@ public:
     checkLt(cublasLtCreate(&lt), "cublasLtCreate");
   }
   ~CudaApi() override {
-    bind();
+    // Not bind(): a destructor must not throw (after a device fault
+    // cudaSetDevice may fail; the frees below then fail quietly too).
+    cudaSetDevice(ordinal);
     compute.reset();
     gemmPlans.clear();
     if (workspace)
@@ -311,6 +323,7 @@ public:
                  int keyBits, Stream &stream) override {
     if (count <= 0)
       return;
+    bind();
     if (count > INT32_MAX)
       throw Error("cuda: sortPairs of " + std::to_string(count) +
                   " pairs (at most 2^31 - 1)");

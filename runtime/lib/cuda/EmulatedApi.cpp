@@ -191,6 +191,19 @@ public:
   }
 
   void launch(const KernelLaunch &original, Stream &stream) override {
+    // What a GPU refuses at launch: more threads than the kernel's
+    // __launch_bounds__, more than 48 KiB of dynamic shared memory (the
+    // backend never raises cudaFuncAttributeMaxDynamicSharedMemorySize).
+    if (original.block > maxBlockOf(original.params.kernel) ||
+        original.sharedBytes > kMaxDynamicSharedBytes)
+      throw Error("cuda (emulated): kernel " +
+                  std::to_string(static_cast<int>(original.params.kernel)) +
+                  " launched with " + std::to_string(original.block) +
+                  " threads a block (at most " +
+                  std::to_string(maxBlockOf(original.params.kernel)) +
+                  ") and " + std::to_string(original.sharedBytes) +
+                  " bytes of shared memory (at most " +
+                  std::to_string(kMaxDynamicSharedBytes) + ")");
     EmulatorOptions emu = options.emulator;
     KernelLaunch launch = original;
     for (const void *&p : launch.params.in)

@@ -184,7 +184,10 @@ public:
                                                  : OpState::Pending;
   }
 
-  void abort(Comm &c) override { static_cast<EmuComm &>(c).aborted = true; }
+  void abortAll(const std::vector<Comm *> &comms) override {
+    for (Comm *c : comms)
+      static_cast<EmuComm &>(*c).aborted = true;
+  }
 
   int size(Comm &c) override {
     return int(static_cast<EmuComm &>(c).members.size());

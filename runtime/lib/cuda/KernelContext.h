@@ -78,7 +78,8 @@ struct DeviceContext {
   __device__ int blockSize() const { return blockDim.x; }
   __device__ int gridSize() const { return gridDim.x; }
   template <typename T> __device__ DeviceShared<T> shared() const {
-    extern __shared__ double partitaSharedMemory[];
+    // 16-byte aligned: kernels stage tiles with 16-byte (float4) stores.
+    extern __shared__ __align__(16) double partitaSharedMemory[];
     return DeviceShared<T>{reinterpret_cast<T *>(partitaSharedMemory)};
   }
   __device__ void barrier() const { __syncthreads(); }

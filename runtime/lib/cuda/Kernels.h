@@ -120,6 +120,11 @@ struct KernelLaunch {
   KernelParams params;
 };
 
+/// The dynamic shared memory a launch may ask for without raising
+/// cudaFuncAttributeMaxDynamicSharedMemorySize, which the backend never
+/// does.
+constexpr size_t kMaxDynamicSharedBytes = 48 * 1024;
+
 /// Shared memory a block reduction needs (one double per warp).
 constexpr size_t kReduceSharedBytes = 32 * sizeof(double);
 

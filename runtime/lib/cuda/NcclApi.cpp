@@ -30,6 +30,22 @@
 // thread that polls makes the layer's device current first (the watchdog's
 // first CUDA call would otherwise make device 0's context).
 //
+// Settling. NCCL refuses any call on a non-blocking communicator whose
+// previous call is still ncclInProgress (and the refusal poisons the
+// communicator), so every call here is settled before the next: post()
+// polls its call until NCCL has enqueued it and only then records its
+// event, and a split polls its *parent*, since NCCL fills in the child
+// only once the parent's state leaves ncclInProgress (until then the
+// child is null, and NCCL's thread writes it later: the storage must
+// outlive the split).
+//
+// Aborts. ncclCommAbort blocks until the communicator's device work has
+// stopped, and a communicator's stream may wait (through the executor's
+// streams) for another communicator's call: aborting them one after the
+// other could wait for a call whose communicator is aborted only next.
+// abortAll marks every communicator aborted, then aborts them all at once,
+// one thread each.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/NcclApi.h"
@@ -40,7 +56,9 @@
 
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 namespace partita::runtime::nccl {
 
@@ -86,6 +104,7 @@ ncclRedOp_t ncclOp(ReduceOp op) {
 }
 
 struct RealComm final : Comm {
+  /// Written by NCCL's own thread while a split is in progress.
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   /// Recorded on a caller's stream for `stream` to wait for (a wait takes
@@ -102,13 +121,12 @@ struct RealComm final : Comm {
   }
 };
 
-class RealNccl;
-
 struct RealOp final : Op {
   cudaEvent_t event = nullptr;
-  /// Clears the layer's `pending` when it is this op.
-  RealNccl *layer = nullptr;
-  ~RealOp() override;
+  ~RealOp() override {
+    if (event)
+      cudaEventDestroy(event);
+  }
 };
 
 class RealNccl final : public NcclApi {
@@ -151,24 +169,43 @@ public:
 
   std::unique_ptr<Comm> split(Comm &parentComm, int color, int key,
                               Clock::time_point deadline) override {
+    useDevice();
     auto &parent = static_cast<RealComm &>(parentComm);
     auto comm = std::make_unique<RealComm>();
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t r = ncclCommSplit(parent.comm, color < 0 ? NCCL_SPLIT_NOCOLOR
-                                                          : color,
-                                   key, &comm->comm, &config);
+    ncclResult_t r;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (parent.aborted)
+        throw Error("nccl: ncclCommSplit of an aborted communicator");
+      r = ncclCommSplit(parent.comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color,
+                        key, &comm->comm, &config);
+    }
     if (r != ncclSuccess && r != ncclInProgress)
       throw Error("nccl: ncclCommSplit: " + ncclText(r, parent.comm));
-    if (!comm->comm)
-      return nullptr; // no color
-    settle(*comm, ncclInProgress, "ncclCommSplit", deadline);
+    // The child exists once the parent has settled; NCCL's thread writes
+    // it into comm->comm meanwhile, so on a timeout the parent is aborted
+    // (which ends that thread) before `comm` may be freed.
+    settle(parent, r, "ncclCommSplit", deadline);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!comm->comm) {
+        if (color < 0)
+          return nullptr; // NCCL_SPLIT_NOCOLOR: no communicator
+        throw Error("nccl: ncclCommSplit completed without a communicator");
+      }
+    }
+    // The child's own initialization may still be going on.
+    settle(*comm, ncclInProgress, "ncclCommSplit (the new communicator)",
+           deadline);
     makeStream(*comm);
     return comm;
   }
 
   std::unique_ptr<Op> post(Comm &c, const Call &call, Stream *order,
                            Clock::time_point deadline) override {
+    useDevice();
     auto &comm = static_cast<RealComm &>(c);
     cudaStream_t caller = order ? gpu::nativeCudaStream(*order) : nullptr;
     {
@@ -182,7 +219,6 @@ public:
     else
       checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     auto op = std::make_unique<RealOp>();
-    op->layer = this;
     checkCuda(cudaEventCreateWithFlags(&op->event, cudaEventDisableTiming),
               "cudaEventCreateWithFlags");
     ncclResult_t r;
@@ -196,17 +232,11 @@ public:
       r = issue(comm, call);
       if (r != ncclSuccess && r != ncclInProgress)
         throw Error("nccl: " + ncclText(r, comm.comm));
-      // Recording before NCCL has enqueued the kernel would record too
-      // early: a non-blocking call is enqueued once its async state leaves
-      // ncclInProgress.
-      if (!caller) {
-        pending = {&comm, op.get(), r == ncclInProgress};
-        if (!pending.enqueuing)
-          record(comm, *op);
-        return op;
-      }
     }
-    // One locked query at a time, so the watchdog can abort meanwhile.
+    // Settled before anything else touches the communicator (see the file
+    // comment), one locked query at a time so the watchdog can abort
+    // meanwhile; the event is recorded only once NCCL has enqueued the
+    // call's kernel (recorded earlier, it would be reached too soon).
     while (r == ncclInProgress) {
       if (Clock::now() > deadline)
         throw Error("nccl: the call was still not enqueued at the "
@@ -226,11 +256,12 @@ public:
         throw Error("nccl: " + ncclText(r, comm.comm));
       if (comm.aborted)
         throw Error("nccl: a collective on an aborted communicator");
-      record(comm, *op);
+      checkCuda(cudaEventRecord(op->event, comm.stream), "cudaEventRecord");
     }
     // What `order` queues from now on reads the call's result.
-    checkCuda(cudaStreamWaitEvent(caller, op->event, 0),
-              "cudaStreamWaitEvent");
+    if (caller)
+      checkCuda(cudaStreamWaitEvent(caller, op->event, 0),
+                "cudaStreamWaitEvent");
     return op;
   }
 
@@ -240,31 +271,48 @@ public:
     return pollLocked(c, o, error);
   }
 
-  void abort(Comm &c) override {
+  void abortAll(const std::vector<Comm *> &comms) override {
     useDevice();
-    std::lock_guard<std::mutex> lock(mutex);
-    auto &comm = static_cast<RealComm &>(c);
-    if (comm.aborted || !comm.comm)
+    std::vector<ncclComm_t> live;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (Comm *c : comms) {
+        auto &comm = static_cast<RealComm &>(*c);
+        if (comm.aborted || !comm.comm)
+          continue;
+        comm.aborted = true; // nothing here touches it again
+        live.push_back(comm.comm);
+      }
+    }
+    if (live.size() == 1) {
+      ncclCommAbort(live[0]);
       return;
-    comm.aborted = true;
-    ncclCommAbort(comm.comm);
+    }
+    std::vector<std::thread> threads;
+    for (ncclComm_t comm : live) {
+      try {
+        threads.emplace_back([this, comm] {
+          cudaSetDevice(device);
+          ncclCommAbort(comm);
+        });
+      } catch (const std::system_error &) {
+        ncclCommAbort(comm); // no thread to spare: in line
+      }
+    }
+    for (std::thread &t : threads)
+      t.join();
   }
 
   int size(Comm &c) override {
     auto &comm = static_cast<RealComm &>(c);
     std::lock_guard<std::mutex> lock(mutex);
+    if (comm.aborted)
+      throw Error("nccl: ncclCommCount of an aborted communicator");
     int count = 0;
     ncclResult_t r = ncclCommCount(comm.comm, &count);
     if (r != ncclSuccess)
       throw Error("nccl: ncclCommCount: " + ncclText(r, comm.comm));
     return count;
-  }
-
-  /// Forgets `op` as the post whose event is still to be recorded.
-  void forget(RealOp *op) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (pending.op == op)
-      pending = {};
   }
 
 private:
@@ -345,39 +393,46 @@ private:
       error = ncclText(async, comm.comm);
       return OpState::Failed;
     }
-    if (pending.op == &op && pending.enqueuing) {
-      if (async == ncclInProgress)
-        return OpState::Pending;
-      pending.enqueuing = false;
-      record(comm, op);
-    }
     cudaError_t e = cudaEventQuery(op.event);
     if (e == cudaSuccess)
       return OpState::Done;
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+      // Not an error, but the runtime may keep it as this thread's last
+      // one, which the next kernel launch's check would report.
+      (void)cudaGetLastError();
       return OpState::Pending;
+    }
     error = std::string("cudaEventQuery: ") + cudaGetErrorString(e);
     return OpState::Failed;
   }
 
-  /// Polls a non-blocking init or split until it leaves ncclInProgress;
-  /// aborts and throws on an error or at the deadline.
+  /// Polls `comm` (after a non-blocking init, or a split of it) until it
+  /// leaves ncclInProgress, one locked query at a time; aborts it and
+  /// throws on an error or at the deadline.
   void settle(RealComm &comm, ncclResult_t r, const char *what,
               Clock::time_point deadline) {
     while (r == ncclInProgress) {
       if (Clock::now() > deadline) {
-        abort(comm);
+        abortAll({&comm});
         throw Error(std::string("nccl: ") + what +
                     " did not complete before the deadline");
       }
       std::this_thread::yield();
+      std::lock_guard<std::mutex> lock(mutex);
+      if (comm.aborted)
+        throw Error(std::string("nccl: ") + what +
+                    ": the communicator was aborted meanwhile");
       ncclResult_t q = ncclCommGetAsyncError(comm.comm, &r);
       if (q != ncclSuccess)
         r = q;
     }
     if (r != ncclSuccess) {
-      std::string text = ncclText(r, comm.comm);
-      abort(comm);
+      std::string text;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        text = ncclText(r, comm.comm);
+      }
+      abortAll({&comm});
       throw Error(std::string("nccl: ") + what + ": " + text);
     }
   }
@@ -389,25 +444,9 @@ private:
               "cudaEventCreateWithFlags");
   }
 
-  void record(RealComm &comm, RealOp &op) {
-    checkCuda(cudaEventRecord(op.event, comm.stream), "cudaEventRecord");
-  }
-
   int device;
   std::mutex mutex; // every NCCL call (see the file comment)
-  struct {
-    RealComm *comm = nullptr;
-    RealOp *op = nullptr;
-    bool enqueuing = false;
-  } pending;
 };
-
-RealOp::~RealOp() {
-  if (layer)
-    layer->forget(this);
-  if (event)
-    cudaEventDestroy(event);
-}
 
 } // namespace
 

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace partita::runtime::nccl {
 
@@ -123,10 +124,12 @@ public:
   /// ncclCommGetAsyncError reports an error (Failed, with NCCL's text in
   /// `error`).
   virtual OpState poll(Comm &comm, Op &op, std::string &error) = 0;
-  /// ncclCommAbort: the communicator stops; what is in flight ends (so a
-  /// device stream waiting for it goes on). Later polls of its ops report
-  /// Failed.
-  virtual void abort(Comm &comm) = 0;
+  /// ncclCommAbort of each of `comms` (all at once: one may wait for
+  /// another's call through the device's streams): the communicators stop;
+  /// what is in flight ends (so a device stream waiting for it goes on).
+  /// Later polls of their ops report Failed. Aborting one twice is
+  /// nothing.
+  virtual void abortAll(const std::vector<Comm *> &comms) = 0;
   /// The number of ranks of `comm` (ncclCommCount).
   virtual int size(Comm &comm) = 0;
 };
