@@ -167,7 +167,10 @@ public:
     return op;
   }
 
-  OpState poll(Comm &, Op &o, std::string &error) override {
+  /// As NCCL's: an op of an aborted communicator reports Failed, but only
+  /// once its item has stopped (an abort here does not end a bootstrap
+  /// call in flight, which may still touch its buffers).
+  OpState poll(Comm &c, Op &o, std::string &error) override {
     auto &event = static_cast<host::HostEvent &>(*static_cast<EmuOp &>(o).event);
     std::lock_guard<std::mutex> lock(event.state->mutex);
     if (event.state->error) {
@@ -180,8 +183,13 @@ public:
       }
       return OpState::Failed;
     }
-    return event.state->finished >= event.ticket ? OpState::Done
-                                                 : OpState::Pending;
+    if (event.state->finished < event.ticket)
+      return OpState::Pending;
+    if (static_cast<EmuComm &>(c).aborted) {
+      error = "the communicator was aborted";
+      return OpState::Failed;
+    }
+    return OpState::Done;
   }
 
   void abortAll(const std::vector<Comm *> &comms) override {

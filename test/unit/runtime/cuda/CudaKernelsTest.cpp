@@ -14,6 +14,7 @@
 #include "CudaTestUtil.h"
 
 #include "partita/runtime/Communicator.h"
+#include "runtime/lib/cuda/NcclApi.h"
 
 #include <cmath>
 #include <cstdio>
@@ -1059,6 +1060,90 @@ TEST(CudaNcclTest, EnqueuedCallIsOrderedOnTheComputeStream) {
   for (float v : out)
     sevens += v == 7;
   EXPECT_EQ(sevens, out.size());
+}
+
+// Tests the NCCL layer itself on one rank (on a GPU: NCCL 2.28's
+// non-blocking communicators): a split of the world gives a communicator
+// of one rank (NCCL fills the child in only once the parent has settled);
+// two calls posted back to back with no stream, and two ordered on the
+// compute stream, all complete with the right bytes (each post settles
+// its call before the next, or NCCL refuses the second); after abortAll
+// of both communicators, polls report Failed.
+TEST(CudaNcclTest, LayerSettlesSplitsAndPostsAndAbortsTogether) {
+  std::string error;
+  std::vector<float> out;
+  std::vector<nccl::OpState> afterAbort;
+  runLocalRanks(1, [&](Communicator &local) {
+    try {
+      std::unique_ptr<nccl::NcclApi> api =
+          cudaTestEmulated() ? nccl::createEmulatedNccl(local)
+                             : nccl::createRealNccl(0);
+      auto deadline = [] {
+        return nccl::Clock::now() + std::chrono::seconds(20);
+      };
+      std::unique_ptr<nccl::Comm> world =
+          api->initRank(1, api->uniqueId(), 0, deadline());
+      std::unique_ptr<nccl::Comm> child = api->split(*world, 0, 0, deadline());
+      if (!child)
+        throw Error("the split gave no communicator");
+      if (api->size(*child) != 1)
+        throw Error("the split gave " + std::to_string(api->size(*child)) +
+                    " ranks");
+      CudaBackendOptions options;
+      options.emulateAsync = true;
+      std::unique_ptr<Backend> backend = cudaTestBackend(options);
+      Device &dev = backend->device();
+      Stream &stream = dev.computeStream();
+      const size_t n = 1 << 16;
+      DeviceBuffer a = dev.allocateBuffer(n * 4), b = dev.allocateBuffer(n * 4);
+      float three = 3;
+      dev.fill(a.get(), &three, 4, n, stream);
+      stream.synchronize();
+      nccl::Call gather{nccl::Call::AllGather};
+      gather.send = a.get();
+      gather.recv = b.get();
+      gather.count = n;
+      nccl::Call reduce{nccl::Call::AllReduce};
+      reduce.send = reduce.recv = b.get();
+      reduce.count = n;
+      std::vector<std::unique_ptr<nccl::Op>> ops;
+      ops.push_back(api->post(*child, gather, nullptr, deadline()));
+      ops.push_back(api->post(*child, reduce, nullptr, deadline()));
+      ops.push_back(api->post(*world, reduce, &stream, deadline()));
+      ops.push_back(api->post(*child, gather, &stream, deadline()));
+      nccl::Comm *of[] = {child.get(), child.get(), world.get(), child.get()};
+      for (size_t i = 0; i < ops.size(); ++i) {
+        std::string why;
+        nccl::OpState state;
+        auto until = deadline();
+        while ((state = api->poll(*of[i], *ops[i], why)) ==
+                   nccl::OpState::Pending &&
+               nccl::Clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        if (state != nccl::OpState::Done)
+          throw Error("call " + std::to_string(i) + " did not complete: " +
+                      why);
+      }
+      out.resize(n);
+      dev.copyToHost(out.data(), b.get(), n * 4, stream);
+      api->abortAll({child.get(), world.get()});
+      api->abortAll({world.get()}); // twice is nothing
+      for (size_t i = 0; i < 2; ++i) {
+        std::string why;
+        afterAbort.push_back(api->poll(*of[i], *ops[i], why));
+      }
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  });
+  ASSERT_EQ(error, "");
+  ASSERT_EQ(out.size(), size_t(1) << 16);
+  size_t threes = 0;
+  for (float v : out)
+    threes += v == 3;
+  EXPECT_EQ(threes, out.size());
+  EXPECT_EQ(afterAbort, (std::vector<nccl::OpState>{nccl::OpState::Failed,
+                                                    nccl::OpState::Failed}));
 }
 
 // Tests that an einsum that is not one GEMM, and a kind with no port, fail
