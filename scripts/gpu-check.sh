@@ -12,7 +12,7 @@
 #     shape, each --attention kind, fp32 and TF32);
 #   - the speed benchmark, bench/gpu-gpt/run.sh run PLAN_DIR/bench: the
 #     GPT train step of issue 17 beside PyTorch's, with the ratios;
-#   - compute-sanitizer memcheck and racecheck on a subset of the GPU tests;
+#   - compute-sanitizer memcheck, racecheck and synccheck on a subset of the GPU tests;
 #   - the runtime's unit tests (ctest);
 #   - every plan of PLAN_DIR/plans.txt with `partita-run --check` on 4 local
 #     ranks and under `mpirun -np 4` (cpu backend);
@@ -352,16 +352,18 @@ if [ -n "$plans" ]; then
 fi
 
 if [ "$gpu_ok" -eq 1 ]; then
-  begin "compute-sanitizer memcheck and racecheck"
+  begin "compute-sanitizer memcheck, racecheck and synccheck"
   if ! command -v compute-sanitizer >/dev/null; then
     fail "compute-sanitizer not found"
     end "not found"
   elif enough 30; then
     r=""
-    for tool in memcheck racecheck; do
+    # The tensor-core attention (mma.sync, shared-memory tiles, shuffles)
+    # at a small shape, beside the row and reduction kernels.
+    for tool in memcheck racecheck synccheck; do
       if limited 90 compute-sanitizer --tool "$tool" --error-exitcode 1 "$gputests" \
           --gtest_brief=1 \
-          --gtest_filter='*Softmax*:*LayerNorm*:*CrossEntropy*:*Reduce*:*DataMovement*' \
+          --gtest_filter='*Softmax*:*LayerNorm*:*CrossEntropy*:*Reduce*:*DataMovement*:*TensorCoresWithTf32*' \
           >"$build/sanitizer-$tool.log" 2>&1; then
         echo "$tool: clean"
         r+="$tool clean; "
@@ -372,7 +374,7 @@ if [ "$gpu_ok" -eq 1 ]; then
       fi
       keep_log "$build/sanitizer-$tool.log"
     done
-    end "${r%; } (softmax, layer_norm, cross_entropy, reduce, data movement)"
+    end "${r%; } (softmax, layer_norm, cross_entropy, reduce, data movement, tensor-core attention)"
   fi
 fi
 
