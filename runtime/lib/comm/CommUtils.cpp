@@ -122,7 +122,8 @@ PeerCall checkPeerCall(const CollectiveArgs &args, const CommGroup &group) {
   if (args.peer == group.position())
     throw Error(who + ": that is rank " + std::to_string(rank) +
                 " itself, and a rank cannot send to itself");
-  if ((args.tag < 0 || args.tag > kMaxTag) && args.tag != kRuntimeTag)
+  if ((args.tag < 0 || args.tag > kMaxTag) && args.tag != kRuntimeTag &&
+      args.tag != kRuntimePeerTag)
     throw Error(who + ": tags are 0.." + std::to_string(kMaxTag));
   (void)sizeOf(args.dtype); // throws on a dtype out of the enum
   int peerRank = group.ranks()[args.peer];

@@ -63,7 +63,7 @@ struct PeerCall {
 /// Checks `args` (Send or Recv) from the member at `group`'s position():
 /// throws Error naming the call when the peer is no position of the group
 /// or is this rank's own, the tag is outside 0..kMaxTag (and not
-/// kRuntimeTag), or the dtype is
+/// kRuntimeTag or kRuntimePeerTag), or the dtype is
 /// out of the enum.
 PeerCall checkPeerCall(const CollectiveArgs &args, const CommGroup &group);
 

@@ -6,9 +6,16 @@
 // communicators) that carries out NCCL's documented layout with the
 // bootstrap communicator (the local communicator's threads), whose own
 // deadline and poisoning stand in for NCCL's asynchronous errors. One
-// thread per rank, not per communicator: the bootstrap takes one call of a
-// rank at a time, and calls posted in program order on every rank (the
-// executor's) then meet in that order. A call ordered on a stream of the
+// thread per rank, not per communicator: the bootstrap takes one
+// collective of a rank at a time, and calls posted in program order on
+// every rank (the executor's) then meet in that order. Sends and receives
+// (ncclSend, ncclRecv) run on a second thread of the rank, in posting
+// order under a tag of their own (kRuntimePeerTag): the bootstrap takes
+// point-to-point calls from several threads of a rank, and as on a GPU,
+// where the pipeline's messages and a stage's collectives are on different
+// NCCL communicators and streams, a message then never waits for an
+// unrelated collective of its rank (or the other way round), which would
+// make a deadlock NCCL does not have. A call ordered on a stream of the
 // emulated device (a host stream too) waits for an event of that stream,
 // and that stream for the call's event: real dependencies between threads,
 // as CUDA events are between streams. ncclCommSplit gathers every parent
@@ -145,20 +152,23 @@ public:
                     std::to_string(n));
     Communicator &b = boot;
     const std::vector<int> &members = comm.members;
-    auto op = std::make_unique<EmuOp>(stream.createEvent());
+    host::HostStream &runs =
+        call.kind == Call::Send || call.kind == Call::Recv ? peerStream
+                                                           : stream;
+    auto op = std::make_unique<EmuOp>(runs.createEvent());
     if (caller) {
       // The call reads what the work queued on `order` so far writes.
       std::unique_ptr<Event> ready = caller->createEvent();
       caller->record(*ready);
-      stream.wait(*ready);
+      runs.wait(*ready);
     }
-    stream.enqueue([&b, members, position = comm.position, call,
-                    delay = delay] {
+    runs.enqueue([&b, members, position = comm.position, call,
+                  delay = delay] {
       if (delay.count() > 0)
         std::this_thread::sleep_for(delay);
       runCollective(b, members, position, call);
     });
-    stream.record(*op->event);
+    runs.record(*op->event);
     // What `order` queues from now on reads the call's result (a
     // synchronous stream, the emulated compute stream, waits here, and
     // throws the call's error).
@@ -232,10 +242,11 @@ private:
 
   /// ncclGroupStart; ncclSend; ncclRecv; ncclGroupEnd: the send is posted
   /// before the receive is waited for, so a ring cannot deadlock (a Send or
-  /// a Recv alone is its one half). Under the runtime's own tag, which no
-  /// caller of the bootstrap uses: every rank's NCCL thread runs its calls
-  /// in posting order, so the messages between two ranks meet in the order
-  /// they were posted, as NCCL matches them, whatever the caller's tags.
+  /// a Recv alone is its one half). Under a tag of the runtime's own, which
+  /// no caller of the bootstrap uses (SendRecv kRuntimeTag, Send and Recv
+  /// kRuntimePeerTag): each runs on one thread of the rank in posting
+  /// order, so the messages between two ranks meet in the order they were
+  /// posted, as NCCL matches them, whatever the caller's tags.
   static void sendRecv(Communicator &b, const std::vector<int> &members,
                        int position, const Call &call) {
     size_t bytes = call.count * sizeOf(call.dtype);
@@ -244,17 +255,17 @@ private:
         std::memmove(call.recv, call.send, bytes);
       return;
     }
+    int tag = call.kind == Call::SendRecv ? kRuntimeTag : kRuntimePeerTag;
     std::unique_ptr<CommRequest> sent;
     if (call.sendTo >= 0) {
       CollectiveArgs args{CollectiveKind::Send, call.send, nullptr,
                           call.count, call.dtype};
       args.peer = call.sendTo;
-      args.tag = kRuntimeTag;
+      args.tag = tag;
       sent = b.start(args, CommGroup(members, position));
     }
     if (call.recvFrom >= 0)
-      b.recv(call.recv, call.count, call.dtype, call.recvFrom, kRuntimeTag,
-             members);
+      b.recv(call.recv, call.count, call.dtype, call.recvFrom, tag, members);
     else if (call.kind == Call::SendRecv && bytes)
       std::memset(call.recv, 0, bytes);
     if (sent)
@@ -269,8 +280,9 @@ private:
 
   Communicator &boot;
   std::chrono::microseconds delay;
-  /// The rank's NCCL thread (skips what has not started when destroyed).
-  host::HostStream stream;
+  /// The rank's NCCL threads, for collectives and for sends and receives
+  /// (each skips what has not started when destroyed).
+  host::HostStream stream, peerStream;
 };
 
 } // namespace

@@ -9,10 +9,12 @@
 //     communicator's own, completion as a CUDA event, ncclCommAbort;
 //   - the emulated one (EmulatedNccl.cpp, always built): NCCL's documented
 //     buffer layouts carried out by another communicator of the same ranks
-//     (the local communicator's threads) on one host thread per rank, so
-//     the nccl communicator's own code runs in CI.
+//     (the local communicator's threads) on one host thread per rank (and
+//     one more for its sends and receives, which match in posting order
+//     between two ranks, as NCCL's do), so the nccl communicator's own
+//     code runs in CI.
 // One object per rank. Calls on one NcclComm are made by one thread at a
-// time, except poll() and abort(), which a watchdog thread may call while
+// time, except poll() and abortAll(), which a watchdog thread may call while
 // the owner posts (each layer guards its NCCL state with a mutex of its
 // own).
 //

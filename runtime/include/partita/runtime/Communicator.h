@@ -142,13 +142,15 @@ enum class CollectiveKind : uint8_t {
 };
 
 /// Tags of point-to-point messages are 0..kMaxTag: MPI guarantees tags up
-/// to 32767, and the runtime keeps two for itself (the mpi communicator's
-/// collective_permute, and kRuntimeTag).
-constexpr int kMaxTag = 32765;
-/// The tag of the runtime's own point-to-point messages, which no other
-/// caller may use: the emulated nccl layer's collective_permute over the
-/// bootstrap communicator.
+/// to 32767, and the runtime keeps three for itself (kRuntimeTag,
+/// kRuntimePeerTag, and 32767, the mpi communicator's own).
+constexpr int kMaxTag = 32764;
+/// The tags of the runtime's own point-to-point messages, which no other
+/// caller may use: the emulated nccl layer's collective_permute
+/// (kRuntimeTag) and its sends and receives (kRuntimePeerTag) over the
+/// bootstrap communicator, each on a thread of its own.
 constexpr int kRuntimeTag = kMaxTag + 1;
+constexpr int kRuntimePeerTag = kMaxTag + 2;
 
 /// "all_reduce", "all_gather", ..., "send", "recv" (as error messages name
 /// them).

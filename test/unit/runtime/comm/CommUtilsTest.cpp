@@ -85,15 +85,17 @@ TEST(CommUtils, PeerCallNamesThePeersRankAndTheTag) {
   args.tag = kMaxTag;
   call = checkPeerCall(args, group);
   EXPECT_EQ(call.peerRank, 0);
-  EXPECT_EQ(call.head, "rank 1: recv of 4 x f32 from rank 0 with tag 32765");
+  EXPECT_EQ(call.head, "rank 1: recv of 4 x f32 from rank 0 with tag 32764");
   args.tag = kRuntimeTag; // the runtime's own
   EXPECT_EQ(checkPeerCall(args, group).peerRank, 0);
-  args.tag = kRuntimeTag + 1;
+  args.tag = kRuntimePeerTag;
+  EXPECT_EQ(checkPeerCall(args, group).peerRank, 0);
+  args.tag = kRuntimePeerTag + 1;
   expectError([&] { checkPeerCall(args, group); },
               "rank 1: recv with tag 32767 from position 2 of group [3,1,0]: "
-              "tags are 0..32765");
+              "tags are 0..32764");
   EXPECT_EQ(peerMismatch(call.head, 8, DType::I32, 0),
-            "rank 1: recv of 4 x f32 from rank 0 with tag 32765 does not "
+            "rank 1: recv of 4 x f32 from rank 0 with tag 32764 does not "
             "match the 8 x i32 that rank 0 sent");
   EXPECT_EQ(peerProgress(/*isSend=*/false, 9, 1, 0, 1),
             "it had posted 0 sends with tag 9 to rank 1, and this receive is "

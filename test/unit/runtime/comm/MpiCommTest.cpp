@@ -486,7 +486,7 @@ int runPointToPoint() {
   });
   expectPeerError(r, 0, [&](Communicator &f) {
     float x = 0;
-    f.recv(&x, 1, DType::F32, 1 - r % 2, kMaxTag + 2, pair);
+    f.recv(&x, 1, DType::F32, 1 - r % 2, kMaxTag + 3, pair);
     return true;
   });
 
