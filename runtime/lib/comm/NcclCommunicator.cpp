@@ -23,12 +23,16 @@
 // collective is posted on the layer ordered on the caller's device stream
 // (events, see NcclApi.h) and returns at once; the request is kept in
 // `enqueued`. A watchdog thread (started by the first enqueue) polls them
-// every kWatchPeriod: a completed one is dropped, a failed one or one not
-// complete within the timeout of its enqueue fails the communicator as
-// above (every NCCL communicator aborted, which also ends the NCCL kernels
-// a device stream waits for, so the host is never stuck behind them). The
-// next call or waitEnqueued() throws that error. The timeout counts from
-// the enqueue, so it covers the device work queued ahead of the call too.
+// every kWatchPeriod: a completed one is dropped, a failed one or one that
+// makes no progress fails the communicator as above (every NCCL
+// communicator aborted, which also ends the NCCL kernels a device stream
+// waits for, so the host is never stuck behind them). The next call or
+// waitEnqueued() throws that error. No progress: the oldest unfinished
+// call of an NCCL communicator (whose calls run in order) not complete
+// within the timeout of its enqueue and of the communicator's previous
+// completion. So the timeout covers the device work queued ahead of a
+// call since its communicator last moved, not a whole step the host
+// enqueued at once (a pipelined one).
 // Send and Recv are enqueued the same way after their header (below): the
 // host of a receive waits for its sender's host to have sent the header,
 // not for either device; the sends' headers are waited for by
@@ -212,12 +216,23 @@ public:
   void send(const void *data, size_t count, DType dtype, int peer, int tag,
             const std::vector<int> &group) override {
     checkUsable();
+    checkCallerTag("send", tag);
     boot.send(data, count, dtype, peer, tag, group);
   }
   void recv(void *data, size_t count, DType dtype, int peer, int tag,
             const std::vector<int> &group) override {
     checkUsable();
+    checkCallerTag("recv", tag);
     boot.recv(data, count, dtype, peer, tag, group);
+  }
+
+  /// The bootstrap takes the runtime's own tags (the emulated layer's
+  /// messages); a caller of this communicator may not use them.
+  void checkCallerTag(const char *what, int tag) const {
+    if (tag > kMaxTag)
+      throw Error("rank " + std::to_string(rank()) + ": " + what +
+                  " with tag " + std::to_string(tag) + ": tags are 0.." +
+                  std::to_string(kMaxTag));
   }
   void barrier(const std::vector<int> &group) override {
     checkUsable();
@@ -287,6 +302,10 @@ public:
       head = headOf(args, g);
       call = collectiveCall(args, g, head);
     }
+    // Kept from now on: on a failure below, its bootstrap send may still
+    // read it (MPI).
+    if (peer.header)
+      sentHeaders.push_back({std::move(peer.header), head});
     waitForRoom(*group.comm);
     Clock::time_point now = Clock::now(), deadline = now + getTimeout();
     std::unique_ptr<nccl::Op> op;
@@ -295,8 +314,6 @@ public:
     } catch (const Error &e) {
       fail(head + " on nccl failed: " + e.what());
     }
-    if (peer.header)
-      sentHeaders.push_back({std::move(peer.header), head});
     std::lock_guard<std::mutex> lock(mutex);
     enqueued.push_back({group.comm, std::move(op), std::move(head), now,
                         deadline});
@@ -314,15 +331,16 @@ public:
     }
     // Every enqueued receive took its header before it was posted, so the
     // headers of the sends complete now (or name the receiver that never
-    // posted its receive).
-    std::vector<std::pair<std::unique_ptr<SentHeader>, std::string>> headers;
-    headers.swap(sentHeaders);
-    for (auto &[header, head] : headers) {
+    // posted its receive). One that fails stays kept with the rest, as
+    // after any failure.
+    while (!sentHeaders.empty()) {
+      auto &[header, head] = sentHeaders.front();
       try {
         header->request->wait(Clock::now() + getTimeout());
       } catch (const Error &e) {
         fail(head + " on nccl: sending its header: " + e.what());
       }
+      sentHeaders.pop_front();
     }
   }
 
@@ -408,6 +426,8 @@ public:
   PeerMessage preparePeer(const CollectiveArgs &args, const NcclGroup &group) {
     comm::PeerCall peer;
     try {
+      checkCallerTag(args.kind == CollectiveKind::Send ? "send" : "recv",
+                     args.tag);
       peer = comm::checkPeerCall(args, group);
     } catch (const Error &e) {
       fail(e.what());
@@ -495,7 +515,18 @@ public:
     throw Error(failure);
   }
 
-  nccl::NcclApi &layer() { return *api; }
+  /// The layer's poll of a call; a poll that throws (a CUDA
+  /// error on the polling thread) is the call's failure, never an
+  /// exception on the watchdog's thread.
+  nccl::OpState pollOp(nccl::Comm &comm, nccl::Op &op, std::string &error) {
+    try {
+      return api->poll(comm, op, error);
+    } catch (const std::exception &x) {
+      error = x.what();
+      return nccl::OpState::Failed;
+    }
+  }
+
 
 private:
   /// The first failure: aborts every NCCL communicator and keeps `message`.
@@ -540,39 +571,39 @@ private:
     return head;
   }
 
-  /// The layer's poll of an enqueued call; a poll that throws (a CUDA
-  /// error on the polling thread) is the call's failure, never an
-  /// exception on the watchdog's thread.
-  nccl::OpState pollOp(nccl::Comm &comm, nccl::Op &op, std::string &error) {
-    try {
-      return api->poll(comm, op, error);
-    } catch (const std::exception &x) {
-      error = x.what();
-      return nccl::OpState::Failed;
-    }
-  }
-
   /// Drops the enqueued calls that are complete; fails on one that failed
-  /// or is past its deadline. Requires `mutex`.
+  /// or that makes no progress: the oldest unfinished call of an NCCL
+  /// communicator (the calls of one run in order) fails once the timeout
+  /// has passed since its enqueue and since the communicator's previous
+  /// call was seen complete. So a whole step enqueued at once (a
+  /// pipelined one) is not bounded by the timeout, each wait for a peer
+  /// is. Requires `mutex`.
   void sweepLocked() {
     if (!failure.empty())
       return;
     Clock::time_point now = Clock::now();
+    std::vector<const nccl::Comm *> seen;
     for (auto it = enqueued.begin(); it != enqueued.end();) {
       std::string error;
       nccl::OpState state = pollOp(*it->comm, *it->op, error);
       if (state == nccl::OpState::Done) {
+        lastDone[it->comm.get()] = now;
         it = enqueued.erase(it);
         continue;
       }
       if (state == nccl::OpState::Failed)
         return failLocked(it->head + " on nccl failed: " + error);
-      if (now >= it->deadline) {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-            it->deadline - it->started);
-        return failLocked(it->head + " on nccl timed out after " +
-                          std::to_string(ms.count()) +
-                          " ms (enqueued on a device stream)");
+      const nccl::Comm *comm = it->comm.get();
+      if (std::find(seen.begin(), seen.end(), comm) == seen.end()) {
+        seen.push_back(comm);
+        Clock::time_point since = it->started;
+        auto done = lastDone.find(comm);
+        if (done != lastDone.end())
+          since = std::max(since, done->second);
+        if (now - since >= getTimeout())
+          return failLocked(it->head + " on nccl timed out after " +
+                            std::to_string(getTimeout().count()) +
+                            " ms (enqueued on a device stream)");
       }
       ++it;
     }
@@ -652,9 +683,12 @@ private:
     Clock::time_point started, deadline;
   };
   std::deque<Enqueued> enqueued;
+  /// When the sweep last saw a call of each NCCL communicator complete.
+  std::map<const nccl::Comm *, Clock::time_point> lastDone;
   /// The headers of the enqueued sends (and their heads), waited for by
-  /// waitEnqueued. The owner's thread only.
-  std::vector<std::pair<std::unique_ptr<SentHeader>, std::string>>
+  /// waitEnqueued; after a failure kept until the communicator goes (a
+  /// bootstrap send may still read one). The owner's thread only.
+  std::deque<std::pair<std::unique_ptr<SentHeader>, std::string>>
       sentHeaders;
   bool stopping = false;
   std::condition_variable watched;
@@ -666,7 +700,7 @@ void NcclRequest::wait(Clock::time_point deadline) {
     return;
   while (true) {
     std::string error;
-    nccl::OpState state = owner.layer().poll(*group.comm, *op, error);
+    nccl::OpState state = owner.pollOp(*group.comm, *op, error);
     if (state == nccl::OpState::Done) {
       // The receiver took the header before it posted ncclRecv.
       if (header) {

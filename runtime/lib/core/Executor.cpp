@@ -1610,8 +1610,8 @@ struct Executor::Impl::Pipe {
   /// One microbatch's values of one kind and chunk: a buffer each. Where
   /// the messages are enqueued on the device (streamOrdered, nccl), the
   /// events that order a slot's uses without the host: `released` (compute
-  /// stream, where the slot was last given back: a receive into it waits
-  /// for it), `arrived` (message stream, after a receive into it: the
+  /// stream, after the slot's last copy into a program: a receive into it
+  /// waits for it), `arrived` (message stream, after a receive into it: the
   /// compute stream waits for it before it reads the slot, while
   /// `arriving`) and `sent` (message stream, after a send from it: the
   /// compute stream waits for it before the slot is given back).
@@ -2236,6 +2236,16 @@ static void runPipelined(Executor::Impl &s) {
       s.compute->wait(*slot.arrived);
     slot.arriving = false;
   };
+  // Only received slots are written by the message stream: the compute
+  // stream's last read of one is what a receive into it waits for.
+  auto received = [](Kind kind) {
+    return kind == Kind::ActivationIn || kind == Kind::GradientIn;
+  };
+  auto readOut = [&](Slot &slot) {
+    if (!slot.released)
+      slot.released = s.compute->createEvent();
+    s.compute->record(*slot.released);
+  };
   release = [&](Kind kind, int chunk, int mb) {
     auto it = p.slots.find({int(kind), chunk, mb});
     if (it == p.slots.end())
@@ -2243,11 +2253,11 @@ static void runPipelined(Executor::Impl &s) {
                   pipeline::describe(kind) + " are released before they "
                   "were made");
     Slot &slot = it->second;
-    if (ordered) {
+    // A received slot that no program read (its values all unused):
+    // whatever comes next waits for the receive.
+    if (ordered && received(kind) && slot.arriving) {
       arrive(slot);
-      if (!slot.released)
-        slot.released = s.compute->createEvent();
-      s.compute->record(*slot.released);
+      readOut(slot);
     }
     p.spare[{int(kind), chunk}].push_back(std::move(slot));
     p.slots.erase(it);
@@ -2264,6 +2274,10 @@ static void runPipelined(Executor::Impl &s) {
       s.device->copy(part.program->views[id].data,
                      slot.buffers[size_t(k)].get(),
                      part.program->views[id].numBytes(), *s.compute);
+    // Copied out: a later receive into the slot need not wait for the
+    // program that reads the copy (each reader records it again).
+    if (ordered && received(kind))
+      readOut(slot);
   };
   auto copyOut = [&](const Pipe::Part &part, Kind kind, int chunk, int mb) {
     Slot &slot = take(kind, chunk, mb);

@@ -14,8 +14,10 @@
 // point-to-point calls from several threads of a rank, and as on a GPU,
 // where the pipeline's messages and a stage's collectives are on different
 // NCCL communicators and streams, a message then never waits for an
-// unrelated collective of its rank (or the other way round), which would
-// make a deadlock NCCL does not have. A call ordered on a stream of the
+// unrelated collective of its rank (or the other way round). Limit: NCCL
+// matches messages per communicator; here the messages of two
+// communicators between the same two ranks match in their common posting
+// order (the executor sends on one group only). A call ordered on a stream of the
 // emulated device (a host stream too) waits for an event of that stream,
 // and that stream for the call's event: real dependencies between threads,
 // as CUDA events are between streams. ncclCommSplit gathers every parent

@@ -185,9 +185,16 @@ public:
     if (r != ncclSuccess && r != ncclInProgress)
       throw Error("nccl: ncclCommSplit: " + ncclText(r, parent.comm));
     // The child exists once the parent has settled; NCCL's thread writes
-    // it into comm->comm meanwhile, so on a timeout the parent is aborted
-    // (which ends that thread) before `comm` may be freed.
-    settle(parent, r, "ncclCommSplit", deadline);
+    // it into comm->comm meanwhile. When the settling fails (the parent
+    // aborted here, or by the watchdog, whose abort may still be joining
+    // that thread), the storage is left allocated, never freed under it: a
+    // failed split ends the run.
+    try {
+      settle(parent, r, "ncclCommSplit", deadline);
+    } catch (...) {
+      comm.release();
+      throw;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (!comm->comm) {

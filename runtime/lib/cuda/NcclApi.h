@@ -142,7 +142,8 @@ std::unique_ptr<NcclApi> createRealNccl(int device);
 
 /// The emulated layer of rank `bootstrap.rank()`: every communicator's
 /// calls are carried out by `bootstrap` (which must outlive it and is
-/// called from the layer's own threads, one call at a time), each after
+/// called from the layer's own two threads: collectives from one, one at a
+/// time, sends and receives from the other), each after
 /// `delay` (NcclOptions::emulatedDelay).
 std::unique_ptr<NcclApi>
 createEmulatedNccl(Communicator &bootstrap,

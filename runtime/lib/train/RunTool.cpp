@@ -736,6 +736,11 @@ int Tool::run() {
                 "(partita plan writes one)");
 
   ranksOptions.ranks = int(ranks);
+  for (int r : ranksOptions.cudaEmulatedDelayRanks)
+    if (r >= ranksOptions.ranks)
+      return fail("--emulate-compute-delay-us names rank " + std::to_string(r) +
+                  ", but the run has " + std::to_string(ranksOptions.ranks) +
+                  " rank" + (ranksOptions.ranks == 1 ? "" : "s"));
   ranksOptions.timeout = std::chrono::milliseconds(timeoutMs);
   ranksOptions.overlapBuckets = !args.flags.count("sync-comm");
   ranksOptions.profileEinsums = args.flags.count("profile-einsums");

@@ -69,13 +69,16 @@
 // work queued there afterwards reads its result, with no host wait in
 // between (NCCL's own stream ordering, joined to `stream` by CUDA events).
 // The host learns of a failure later: the communicator watches every
-// enqueued call from a thread of its own and, when one fails or is not
-// complete within the timeout of its enqueue, aborts (unblocking the
-// device) and fails; the next call, or waitEnqueued(), which a step's end
-// calls, throws the Error naming the rank, the collective and its group.
-// Send and Recv may be enqueued too (pipeline messages): a receive's host
-// thread still waits for its sender's host to have enqueued the send (the
-// header that nccl checks the message against), never for the device.
+// enqueued call from a thread of its own and, when one fails or makes no
+// progress (the oldest unfinished call of its NCCL communicator, not
+// complete within the timeout of its enqueue and of that communicator's
+// previous completion), aborts (unblocking the device) and fails; the
+// next call, or waitEnqueued(), which a step's end calls, throws the Error
+// naming the rank, the collective and its group. Send and Recv may be
+// enqueued too (pipeline messages): a receive's host thread still waits
+// for its sender's host to have enqueued the send (the header that nccl
+// checks the message against). The host waits for the device only to
+// keep a bounded number of calls in flight (nccl: 64 a communicator).
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H
@@ -233,7 +236,7 @@ public:
                                  const std::vector<int> &group) = 0;
   /// Point to point (see the file comment): `count` elements to / from the
   /// rank at position `peer` of `group` (which holds this rank), with `tag`
-  /// in 0..kMaxTag (kRuntimeTag is the runtime's own). A bad peer (outside the group, or this rank) or tag is
+  /// in 0..kMaxTag (kRuntimeTag and kRuntimePeerTag are the runtime's own). A bad peer (outside the group, or this rank) or tag is
   /// an Error naming it. The default runs start() with a group of `group`'s
   /// ranks under the timeout.
   virtual void send(const void *data, size_t count, DType dtype, int peer,
@@ -266,9 +269,10 @@ public:
   /// file comment): the call starts once the work queued on `stream` (a
   /// stream of the device whose memory the buffers are) so far has run, and
   /// work queued on `stream` afterwards starts once the call is complete. A
-  /// failure, or a call not complete within the timeout from now, is thrown
-  /// by a later call or waitEnqueued(). Collectives, Send and Recv (not
-  /// Barrier). Where !ordersOnStreams(), throws Error.
+  /// failure, or a call that makes no progress within the timeout (above),
+  /// is thrown by a later call or waitEnqueued(). Collectives, Send and
+  /// Recv (not Barrier; tags 0..kMaxTag). Where !ordersOnStreams(), throws
+  /// Error.
   virtual void enqueue(const CollectiveArgs &args, const CommGroup &group,
                        Stream &stream);
   /// Blocks until every call enqueued so far is complete; throws the first

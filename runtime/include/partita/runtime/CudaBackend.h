@@ -56,9 +56,9 @@ struct CudaBackendOptions {
   /// returns), so host code that reads results without ordering itself
   /// after the stream gets stale bytes here too.
   bool emulateAsync = false;
-  /// Emulation, testing: the compute stream waits this long before each
-  /// kernel, copy or GEMM (a slow device; with emulateAsync the host runs
-  /// far ahead of it).
+  /// Emulation, testing: the compute stream waits this long before each of
+  /// its items (kernels, copies, GEMMs, its waits for other streams'
+  /// events: a slow device; with emulateAsync the host runs far ahead).
   std::chrono::microseconds emulatedComputeDelay{0};
   /// f32 GEMMs take TF32 operands (CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit
   /// mantissas, fp32 accumulation); emulated, the operands are rounded to

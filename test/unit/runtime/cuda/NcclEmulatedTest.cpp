@@ -274,7 +274,7 @@ TEST(NcclEmulatedTest, EnqueuedSendsAndReceivesMoveMessagesInOrder) {
       for (float *x : {&a, &b}) {
         CollectiveArgs send{CollectiveKind::Send, x, nullptr, 1};
         send.peer = 1;
-        send.tag = 3;
+        send.tag = x == &a ? 3 : 4; // tags of their own: NCCL has none
         comm->enqueue(send, *world, *stream);
       }
       hostRanAhead = a == 0 && b == 0;
@@ -283,7 +283,7 @@ TEST(NcclEmulatedTest, EnqueuedSendsAndReceivesMoveMessagesInOrder) {
       for (float *x : {&a, &b}) {
         CollectiveArgs recv{CollectiveKind::Recv, nullptr, x, 1};
         recv.peer = 0;
-        recv.tag = 3;
+        recv.tag = x == &a ? 3 : 4;
         comm->enqueue(recv, *world, *stream);
       }
       stream->enqueue([&] {
@@ -362,6 +362,54 @@ TEST(NcclEmulatedTest, EnqueuedSendsAndReceivesMoveMessagesInOrder) {
                       "communicator of this rank"),
             std::string::npos)
       << lost;
+}
+
+// Tests that the timeout bounds a wait without progress, not a whole
+// step: four all_reduces enqueued at once behind 150 ms of stream work each
+// complete 150 ms apart, the last 600 ms after its enqueue, under a timeout
+// of 400 ms; none times out, since each was the oldest of its communicator
+// for 150 ms only. And that the runtime's own tags are refused.
+TEST(NcclEmulatedTest, TimeoutCountsFromTheCommunicatorsLastProgress) {
+  std::vector<float> results(2, -1);
+  runLocalRanks(2, [&](Communicator &local) {
+    auto comm = emulatedNccl(local);
+    comm->setTimeout(std::chrono::milliseconds(400));
+    std::shared_ptr<CommGroup> world = comm->createGroup({0, 1});
+    std::unique_ptr<Stream> stream = createCpuDevice()->createStream();
+    float x = 1;
+    for (int i = 0; i < 4; ++i) {
+      stream->enqueue([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      });
+      comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1}, *world,
+                    *stream);
+    }
+    stream->synchronize();
+    comm->waitEnqueued();
+    results[comm->rank()] = x;
+  });
+  EXPECT_EQ(results, (std::vector<float>{16, 16}));
+
+  std::string refused;
+  runLocalRanks(2, [&](Communicator &local) {
+    auto comm = emulatedNccl(local);
+    std::shared_ptr<CommGroup> world = comm->createGroup({0, 1});
+    if (comm->rank() == 1)
+      return;
+    std::unique_ptr<Stream> stream = createCpuDevice()->createStream();
+    float x = 1;
+    CollectiveArgs send{CollectiveKind::Send, &x, nullptr, 1};
+    send.peer = 1;
+    send.tag = kRuntimePeerTag;
+    try {
+      comm->enqueue(send, *world, *stream);
+    } catch (const Error &e) {
+      refused = e.what();
+    }
+  });
+  EXPECT_NE(refused.find("rank 0: send with tag 32766: tags are 0..32764"),
+            std::string::npos)
+      << refused;
 }
 
 // Tests that a call enqueued on a stream whose peer never makes it fails
