@@ -29,10 +29,10 @@
 // waits for, so the host is never stuck behind them). The next call or
 // waitEnqueued() throws that error. No progress: the oldest unfinished
 // call of an NCCL communicator (whose calls run in order) not complete
-// within the timeout of its enqueue and of the communicator's previous
-// completion. So the timeout covers the device work queued ahead of a
-// call since its communicator last moved, not a whole step the host
-// enqueued at once (a pipelined one).
+// within the timeout of its stream reaching it (its inputs ready) and of
+// the communicator's previous completion; so the timeout bounds each wait
+// for a peer, not a whole step the host enqueued at once (a pipelined
+// one). A call its stream never reaches fails after kQueuedTimeouts.
 // Send and Recv are enqueued the same way after their header (below): the
 // host of a receive waits for its sender's host to have sent the header,
 // not for either device; the sends' headers are waited for by
@@ -86,6 +86,9 @@ constexpr std::chrono::milliseconds kWatchPeriod(5);
 /// which the watchdog's abort needs) and the host runs at most this far
 /// ahead of NCCL.
 constexpr size_t kMaxEnqueuedPerComm = 64;
+/// A call whose stream has not reached it fails after this many timeouts
+/// from its enqueue (the host may run a whole step ahead of the device).
+constexpr int kQueuedTimeouts = 10;
 
 class NcclGroup final : public CommGroup {
 public:
@@ -574,10 +577,12 @@ private:
   /// Drops the enqueued calls that are complete; fails on one that failed
   /// or that makes no progress: the oldest unfinished call of an NCCL
   /// communicator (the calls of one run in order) fails once the timeout
-  /// has passed since its enqueue and since the communicator's previous
-  /// call was seen complete. So a whole step enqueued at once (a
-  /// pipelined one) is not bounded by the timeout, each wait for a peer
-  /// is. Requires `mutex`.
+  /// has passed since its stream reached it (its inputs ready) and since
+  /// the communicator's previous call was seen complete. So a whole step
+  /// enqueued at once (a pipelined one) is not bounded by the timeout,
+  /// each wait for a peer is. A call its stream never reaches (a device
+  /// stuck, or an order that cannot be met) fails after kQueuedTimeouts
+  /// timeouts from its enqueue. Requires `mutex`.
   void sweepLocked() {
     if (!failure.empty())
       return;
@@ -593,17 +598,30 @@ private:
       }
       if (state == nccl::OpState::Failed)
         return failLocked(it->head + " on nccl failed: " + error);
+      if (state == nccl::OpState::Pending && !it->ready) {
+        it->ready = true;
+        it->readyAt = now;
+      }
       const nccl::Comm *comm = it->comm.get();
       if (std::find(seen.begin(), seen.end(), comm) == seen.end()) {
         seen.push_back(comm);
-        Clock::time_point since = it->started;
-        auto done = lastDone.find(comm);
-        if (done != lastDone.end())
-          since = std::max(since, done->second);
-        if (now - since >= getTimeout())
-          return failLocked(it->head + " on nccl timed out after " +
-                            std::to_string(getTimeout().count()) +
-                            " ms (enqueued on a device stream)");
+        if (!it->ready) {
+          if (now - it->started >= kQueuedTimeouts * getTimeout())
+            return failLocked(
+                it->head + " on nccl was not started " +
+                std::to_string((kQueuedTimeouts * getTimeout()).count()) +
+                " ms after its enqueue (enqueued on a device stream that "
+                "did not reach it: the device is stuck, or far behind)");
+        } else {
+          Clock::time_point since = it->readyAt;
+          auto done = lastDone.find(comm);
+          if (done != lastDone.end())
+            since = std::max(since, done->second);
+          if (now - since >= getTimeout())
+            return failLocked(it->head + " on nccl timed out after " +
+                              std::to_string(getTimeout().count()) +
+                              " ms (enqueued on a device stream)");
+        }
       }
       ++it;
     }
@@ -639,7 +657,8 @@ private:
     while (!enqueued.empty() && Clock::now() < limit) {
       for (auto it = enqueued.begin(); it != enqueued.end();) {
         std::string error;
-        if (pollOp(*it->comm, *it->op, error) != nccl::OpState::Pending)
+        nccl::OpState state = pollOp(*it->comm, *it->op, error);
+        if (state == nccl::OpState::Done || state == nccl::OpState::Failed)
           it = enqueued.erase(it);
         else
           ++it;
@@ -681,6 +700,9 @@ private:
     std::unique_ptr<nccl::Op> op;
     std::string head;
     Clock::time_point started, deadline;
+    /// Whether (and when) the sweep saw its stream reach it.
+    bool ready = false;
+    Clock::time_point readyAt{};
   };
   std::deque<Enqueued> enqueued;
   /// When the sweep last saw a call of each NCCL communicator complete.

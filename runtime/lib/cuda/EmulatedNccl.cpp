@@ -64,7 +64,9 @@ struct EmuComm final : Comm {
 
 struct EmuOp final : Op {
   explicit EmuOp(std::unique_ptr<Event> e) : event(std::move(e)) {}
-  std::unique_ptr<Event> event;
+  /// The caller's stream's event before the call (null: no stream), and
+  /// the call's own.
+  std::unique_ptr<Event> ready, event;
 };
 
 class EmulatedNccl final : public NcclApi {
@@ -160,9 +162,9 @@ public:
     auto op = std::make_unique<EmuOp>(runs.createEvent());
     if (caller) {
       // The call reads what the work queued on `order` so far writes.
-      std::unique_ptr<Event> ready = caller->createEvent();
-      caller->record(*ready);
-      runs.wait(*ready);
+      op->ready = caller->createEvent();
+      caller->record(*op->ready);
+      runs.wait(*op->ready);
     }
     runs.enqueue([&b, members, position = comm.position, call,
                   delay = delay] {
@@ -183,20 +185,29 @@ public:
   /// once its item has stopped (an abort here does not end a bootstrap
   /// call in flight, which may still touch its buffers).
   OpState poll(Comm &c, Op &o, std::string &error) override {
-    auto &event = static_cast<host::HostEvent &>(*static_cast<EmuOp &>(o).event);
-    std::lock_guard<std::mutex> lock(event.state->mutex);
-    if (event.state->error) {
-      try {
-        std::rethrow_exception(event.state->error);
-      } catch (const std::exception &e) {
-        error = e.what();
-      } catch (...) {
-        error = "an exception that is not a std::exception";
+    auto &op = static_cast<EmuOp &>(o);
+    auto reached = [](Event &e) {
+      auto &h = static_cast<host::HostEvent &>(e);
+      std::lock_guard<std::mutex> lock(h.state->mutex);
+      return h.state->finished >= h.ticket || bool(h.state->error);
+    };
+    {
+      auto &event = static_cast<host::HostEvent &>(*op.event);
+      std::lock_guard<std::mutex> lock(event.state->mutex);
+      if (event.state->error) {
+        try {
+          std::rethrow_exception(event.state->error);
+        } catch (const std::exception &e) {
+          error = e.what();
+        } catch (...) {
+          error = "an exception that is not a std::exception";
+        }
+        return OpState::Failed;
       }
-      return OpState::Failed;
     }
-    if (event.state->finished < event.ticket)
-      return OpState::Pending;
+    if (!reached(*op.event))
+      return op.ready && !reached(*op.ready) ? OpState::Queued
+                                             : OpState::Pending;
     if (static_cast<EmuComm &>(c).aborted) {
       error = "the communicator was aborted";
       return OpState::Failed;

@@ -107,23 +107,22 @@ struct RealComm final : Comm {
   /// Written by NCCL's own thread while a split is in progress.
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  /// Recorded on a caller's stream for `stream` to wait for (a wait takes
-  /// the event's state when it is queued, so one event serves every call).
-  cudaEvent_t ready = nullptr;
   bool aborted = false;
   ~RealComm() override {
     if (comm && !aborted)
       ncclCommDestroy(comm);
-    if (ready)
-      cudaEventDestroy(ready);
     if (stream)
       cudaStreamDestroy(stream);
   }
 };
 
 struct RealOp final : Op {
-  cudaEvent_t event = nullptr;
+  /// Recorded on the caller's stream before the call (its inputs ready:
+  /// the communicator's stream waits for it), and after the call.
+  cudaEvent_t ready = nullptr, event = nullptr;
   ~RealOp() override {
+    if (ready)
+      cudaEventDestroy(ready);
     if (event)
       cudaEventDestroy(event);
   }
@@ -221,20 +220,23 @@ public:
         throw Error("nccl: a collective on an aborted communicator");
     }
     // The inputs come from kernels queued on `order`, or on the device.
-    if (caller)
-      checkCuda(cudaEventRecord(comm.ready, caller), "cudaEventRecord");
-    else
-      checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     auto op = std::make_unique<RealOp>();
     checkCuda(cudaEventCreateWithFlags(&op->event, cudaEventDisableTiming),
               "cudaEventCreateWithFlags");
+    if (caller) {
+      checkCuda(cudaEventCreateWithFlags(&op->ready, cudaEventDisableTiming),
+                "cudaEventCreateWithFlags");
+      checkCuda(cudaEventRecord(op->ready, caller), "cudaEventRecord");
+    } else {
+      checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (comm.aborted)
         throw Error("nccl: a collective on an aborted communicator");
       if (caller)
-        checkCuda(cudaStreamWaitEvent(comm.stream, comm.ready, 0),
+        checkCuda(cudaStreamWaitEvent(comm.stream, op->ready, 0),
                   "cudaStreamWaitEvent");
       r = issue(comm, call);
       if (r != ncclSuccess && r != ncclInProgress)
@@ -407,6 +409,10 @@ private:
       // Not an error, but the runtime may keep it as this thread's last
       // one, which the next kernel launch's check would report.
       (void)cudaGetLastError();
+      if (op.ready && cudaEventQuery(op.ready) == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return OpState::Queued;
+      }
       return OpState::Pending;
     }
     error = std::string("cudaEventQuery: ") + cudaGetErrorString(e);
@@ -447,8 +453,6 @@ private:
   void makeStream(RealComm &comm) {
     checkCuda(cudaStreamCreateWithFlags(&comm.stream, cudaStreamNonBlocking),
               "cudaStreamCreateWithFlags");
-    checkCuda(cudaEventCreateWithFlags(&comm.ready, cudaEventDisableTiming),
-              "cudaEventCreateWithFlags");
   }
 
   int device;

@@ -54,7 +54,9 @@ public:
   virtual ~Op() = default;
 };
 
-enum class OpState { Pending, Done, Failed };
+/// Queued: a call ordered on a stream whose work ahead of it has not run
+/// (its inputs are not ready); Pending: ready, not complete.
+enum class OpState { Queued, Pending, Done, Failed };
 
 /// One call in NCCL's terms (counts as NCCL counts them):
 ///   AllReduce(send, recv, count): recv = reduction of every rank's send.
@@ -124,7 +126,8 @@ public:
                                    Clock::time_point deadline) = 0;
   /// Whether `op` has completed: its event has been reached (Done), or
   /// ncclCommGetAsyncError reports an error (Failed, with NCCL's text in
-  /// `error`).
+  /// `error`); else whether its stream has reached it (Pending) or not
+  /// (Queued).
   virtual OpState poll(Comm &comm, Op &op, std::string &error) = 0;
   /// ncclCommAbort of each of `comms` (all at once: one may wait for
   /// another's call through the device's streams): the communicators stop;

@@ -71,14 +71,15 @@
 // The host learns of a failure later: the communicator watches every
 // enqueued call from a thread of its own and, when one fails or makes no
 // progress (the oldest unfinished call of its NCCL communicator, not
-// complete within the timeout of its enqueue and of that communicator's
-// previous completion), aborts (unblocking the device) and fails; the
-// next call, or waitEnqueued(), which a step's end calls, throws the Error
-// naming the rank, the collective and its group. Send and Recv may be
-// enqueued too (pipeline messages): a receive's host thread still waits
-// for its sender's host to have enqueued the send (the header that nccl
-// checks the message against). The host waits for the device only to
-// keep a bounded number of calls in flight (nccl: 64 a communicator).
+// complete within the timeout of its stream reaching it and of that
+// communicator's previous completion), aborts (unblocking the device) and
+// fails; the next call, or waitEnqueued(), which a step's end calls,
+// throws the Error naming the rank, the collective and its group. Send and
+// Recv may be enqueued too (pipeline messages): a receive's host thread
+// still waits for its sender's host to have enqueued the send (the header
+// that nccl checks the message against). The host waits for the device
+// only to keep a bounded number of calls in flight (nccl: 64 a
+// communicator).
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_COMMUNICATOR_H

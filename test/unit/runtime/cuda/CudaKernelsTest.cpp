@@ -1116,8 +1116,9 @@ TEST(CudaNcclTest, LayerSettlesSplitsAndPostsAndAbortsTogether) {
         std::string why;
         nccl::OpState state;
         auto until = deadline();
-        while ((state = api->poll(*of[i], *ops[i], why)) ==
-                   nccl::OpState::Pending &&
+        while (((state = api->poll(*of[i], *ops[i], why)) ==
+                    nccl::OpState::Pending ||
+                state == nccl::OpState::Queued) &&
                nccl::Clock::now() < until)
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         if (state != nccl::OpState::Done)

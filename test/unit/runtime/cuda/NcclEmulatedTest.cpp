@@ -365,10 +365,12 @@ TEST(NcclEmulatedTest, EnqueuedSendsAndReceivesMoveMessagesInOrder) {
 }
 
 // Tests that the timeout bounds a wait without progress, not a whole
-// step: four all_reduces enqueued at once behind 150 ms of stream work each
-// complete 150 ms apart, the last 600 ms after its enqueue, under a timeout
-// of 400 ms; none times out, since each was the oldest of its communicator
-// for 150 ms only. And that the runtime's own tags are refused.
+// step: four all_reduces enqueued at once, the first behind 700 ms of
+// stream work, the others 150 ms apart, the last 1150 ms after its
+// enqueue, under a timeout of 400 ms; none times out, since the clock of
+// each starts when its stream reaches it and its communicator's previous
+// call is done. A call whose stream never reaches it fails after 10
+// timeouts, saying so. And that the runtime's own tags are refused.
 TEST(NcclEmulatedTest, TimeoutCountsFromTheCommunicatorsLastProgress) {
   std::vector<float> results(2, -1);
   runLocalRanks(2, [&](Communicator &local) {
@@ -378,8 +380,8 @@ TEST(NcclEmulatedTest, TimeoutCountsFromTheCommunicatorsLastProgress) {
     std::unique_ptr<Stream> stream = createCpuDevice()->createStream();
     float x = 1;
     for (int i = 0; i < 4; ++i) {
-      stream->enqueue([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      stream->enqueue([i] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(i ? 150 : 700));
       });
       comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1}, *world,
                     *stream);
@@ -389,6 +391,39 @@ TEST(NcclEmulatedTest, TimeoutCountsFromTheCommunicatorsLastProgress) {
     results[comm->rank()] = x;
   });
   EXPECT_EQ(results, (std::vector<float>{16, 16}));
+
+  std::string stuck;
+  EXPECT_THROW(runLocalRanks(
+                   2,
+                   [&](Communicator &local) {
+                     auto comm = emulatedNccl(local);
+                     comm->setTimeout(std::chrono::milliseconds(50));
+                     std::shared_ptr<CommGroup> world =
+                         comm->createGroup({0, 1});
+                     std::unique_ptr<Stream> stream =
+                         createCpuDevice()->createStream();
+                     Gate gate; // never opened: the stream waits 5 s
+                     float x = 1;
+                     stream->enqueue([&] { gate.wait(); });
+                     comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1},
+                                   *world, *stream);
+                     try {
+                       comm->waitEnqueued();
+                     } catch (const Error &e) {
+                       if (comm->rank() == 0)
+                         stuck = e.what();
+                       gate.release();
+                       stream->synchronize();
+                       throw;
+                     }
+                   },
+                   std::chrono::milliseconds(2000)),
+               Error);
+  EXPECT_NE(stuck.find("rank 0: all_reduce over group [0,1] on nccl was not "
+                       "started 500 ms after its enqueue (enqueued on a device "
+                       "stream that did not reach it"),
+            std::string::npos)
+      << stuck;
 
   std::string refused;
   runLocalRanks(2, [&](Communicator &local) {
