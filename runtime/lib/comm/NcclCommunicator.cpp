@@ -70,6 +70,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace partita::runtime {
@@ -530,7 +531,6 @@ public:
     }
   }
 
-
 private:
   /// The first failure: aborts every NCCL communicator and keeps `message`.
   /// Requires `mutex`.
@@ -598,14 +598,12 @@ private:
       }
       if (state == nccl::OpState::Failed)
         return failLocked(it->head + " on nccl failed: " + error);
-      if (state == nccl::OpState::Pending && !it->ready) {
-        it->ready = true;
+      if (state == nccl::OpState::Pending && !it->readyAt)
         it->readyAt = now;
-      }
       const nccl::Comm *comm = it->comm.get();
       if (std::find(seen.begin(), seen.end(), comm) == seen.end()) {
         seen.push_back(comm);
-        if (!it->ready) {
+        if (!it->readyAt) {
           if (now - it->started >= kQueuedTimeouts * getTimeout())
             return failLocked(
                 it->head + " on nccl was not started " +
@@ -613,7 +611,7 @@ private:
                 " ms after its enqueue (enqueued on a device stream that "
                 "did not reach it: the device is stuck, or far behind)");
         } else {
-          Clock::time_point since = it->readyAt;
+          Clock::time_point since = *it->readyAt;
           auto done = lastDone.find(comm);
           if (done != lastDone.end())
             since = std::max(since, done->second);
@@ -700,9 +698,8 @@ private:
     std::unique_ptr<nccl::Op> op;
     std::string head;
     Clock::time_point started, deadline;
-    /// Whether (and when) the sweep saw its stream reach it.
-    bool ready = false;
-    Clock::time_point readyAt{};
+    /// When the sweep first saw its stream reach it.
+    std::optional<Clock::time_point> readyAt;
   };
   std::deque<Enqueued> enqueued;
   /// When the sweep last saw a call of each NCCL communicator complete.

@@ -1626,7 +1626,8 @@ struct Executor::Impl::Pipe {
   /// streamOrdered: the stream the messages are enqueued on, beside the
   /// compute stream (so a send does not hold up the compute queued after
   /// it, and a receive may run ahead of the compute before its reader),
-  /// and an event of the compute stream that a send waits for.
+  /// and an event of the compute stream that a send waits for (made on
+  /// first use).
   std::unique_ptr<Stream> messages;
   std::unique_ptr<Event> computed;
   /// This rank's Impl of `stage`'s once-per-step program, or null.
@@ -1802,10 +1803,8 @@ static void buildPipelined(Executor::Impl &s,
   axis.Add()->assign(schedule.axis());
   p.group = comm->createGroup(s.group(axis));
   p.group->setLabel("pipeline axis " + schedule.axis());
-  if (s.streamOrdered) {
+  if (s.streamOrdered)
     p.messages = s.device->createStream();
-    p.computed = s.compute->createEvent();
-  }
   // The step's results: each stage's once-per-step program's, in order,
   // a name once (PlanFile::results).
   std::set<std::string> seen;
@@ -2236,15 +2235,16 @@ static void runPipelined(Executor::Impl &s) {
       s.compute->wait(*slot.arrived);
     slot.arriving = false;
   };
+  // Moves `event` (made on first use) to the end of `stream`.
+  auto mark = [](Stream &stream, std::unique_ptr<Event> &event) {
+    if (!event)
+      event = stream.createEvent();
+    stream.record(*event);
+  };
   // Only received slots are written by the message stream: the compute
   // stream's last read of one is what a receive into it waits for.
   auto received = [](Kind kind) {
     return kind == Kind::ActivationIn || kind == Kind::GradientIn;
-  };
-  auto readOut = [&](Slot &slot) {
-    if (!slot.released)
-      slot.released = s.compute->createEvent();
-    s.compute->record(*slot.released);
   };
   release = [&](Kind kind, int chunk, int mb) {
     auto it = p.slots.find({int(kind), chunk, mb});
@@ -2255,9 +2255,9 @@ static void runPipelined(Executor::Impl &s) {
     Slot &slot = it->second;
     // A received slot that no program read (its values all unused):
     // whatever comes next waits for the receive.
-    if (ordered && received(kind) && slot.arriving) {
+    if (slot.arriving) {
       arrive(slot);
-      readOut(slot);
+      mark(*s.compute, slot.released);
     }
     p.spare[{int(kind), chunk}].push_back(std::move(slot));
     p.slots.erase(it);
@@ -2277,7 +2277,7 @@ static void runPipelined(Executor::Impl &s) {
     // Copied out: a later receive into the slot need not wait for the
     // program that reads the copy (each reader records it again).
     if (ordered && received(kind))
-      readOut(slot);
+      mark(*s.compute, slot.released);
   };
   auto copyOut = [&](const Pipe::Part &part, Kind kind, int chunk, int mb) {
     Slot &slot = take(kind, chunk, mb);
@@ -2295,7 +2295,7 @@ static void runPipelined(Executor::Impl &s) {
     const std::vector<Pipe::Value> &values = p.chunks[size_t(ci)].values[int(kind)];
     if (ordered) {
       if (send) {
-        s.compute->record(*p.computed);
+        mark(*s.compute, p.computed);
         p.messages->wait(*p.computed);
       } else if (slot.released) {
         p.messages->wait(*slot.released);
@@ -2319,10 +2319,7 @@ static void runPipelined(Executor::Impl &s) {
         s.runComm(args, *p.group);
     }
     if (ordered) {
-      std::unique_ptr<Event> &mark = send ? slot.sent : slot.arrived;
-      if (!mark)
-        mark = p.messages->createEvent();
-      p.messages->record(*mark);
+      mark(*p.messages, send ? slot.sent : slot.arrived);
       slot.arriving = !send;
     }
     if (send && asyncSends)

@@ -186,11 +186,7 @@ public:
   /// call in flight, which may still touch its buffers).
   OpState poll(Comm &c, Op &o, std::string &error) override {
     auto &op = static_cast<EmuOp &>(o);
-    auto reached = [](Event &e) {
-      auto &h = static_cast<host::HostEvent &>(e);
-      std::lock_guard<std::mutex> lock(h.state->mutex);
-      return h.state->finished >= h.ticket || bool(h.state->error);
-    };
+    bool done;
     {
       auto &event = static_cast<host::HostEvent &>(*op.event);
       std::lock_guard<std::mutex> lock(event.state->mutex);
@@ -204,10 +200,17 @@ public:
         }
         return OpState::Failed;
       }
+      done = event.state->finished >= event.ticket;
     }
-    if (!reached(*op.event))
-      return op.ready && !reached(*op.ready) ? OpState::Queued
-                                             : OpState::Pending;
+    if (!done) {
+      if (!op.ready)
+        return OpState::Pending;
+      auto &ready = static_cast<host::HostEvent &>(*op.ready);
+      std::lock_guard<std::mutex> lock(ready.state->mutex);
+      return ready.state->finished >= ready.ticket || ready.state->error
+                 ? OpState::Pending
+                 : OpState::Queued;
+    }
     if (static_cast<EmuComm &>(c).aborted) {
       error = "the communicator was aborted";
       return OpState::Failed;

@@ -265,6 +265,19 @@ struct Args {
   }
 };
 
+/// The pieces of `text` between its commas ("a,,b" -> a, "", b).
+std::vector<std::string> commaPieces(const std::string &text) {
+  std::vector<std::string> pieces;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    pieces.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos)
+      return pieces;
+    start = comma + 1;
+  }
+}
+
 /// A whole number in `text`, or nullopt.
 std::optional<int64_t> parseWhole(const std::string &text) {
   if (text.empty())
@@ -512,15 +525,9 @@ int Tool::parse(const std::vector<std::string> &given) {
       continue;
     }
     if (key == "inputs") {
-      size_t start = 0;
-      while (start <= value->size()) {
-        size_t comma = value->find(',', start);
-        if (comma == std::string::npos)
-          comma = value->size();
-        if (comma > start)
-          args.inputs.push_back(value->substr(start, comma - start));
-        start = comma + 1;
-      }
+      for (std::string &piece : commaPieces(*value))
+        if (!piece.empty())
+          args.inputs.push_back(std::move(piece));
       continue;
     }
     args.values[key] = *value;
@@ -623,12 +630,10 @@ int Tool::run() {
     std::string amount = *text;
     size_t at = isNccl ? std::string::npos : amount.find('@');
     if (at != std::string::npos) {
-      std::string list = amount.substr(at + 1) + ",";
+      std::vector<std::string> listed = commaPieces(amount.substr(at + 1));
       amount.resize(at);
-      for (size_t start = 0, comma; (comma = list.find(',', start)) !=
-                                    std::string::npos;
-           start = comma + 1) {
-        std::optional<int64_t> rank = parseWhole(list.substr(start, comma - start));
+      for (const std::string &piece : listed) {
+        std::optional<int64_t> rank = parseWhole(piece);
         if (!rank || *rank < 0 || *rank > INT_MAX)
           return fail("--" + std::string(option) + " " + *text +
                       ": expected US or US@RANK,RANK,...");

@@ -402,7 +402,7 @@ TEST(NcclEmulatedTest, TimeoutCountsFromTheCommunicatorsLastProgress) {
                          comm->createGroup({0, 1});
                      std::unique_ptr<Stream> stream =
                          createCpuDevice()->createStream();
-                     Gate gate; // never opened: the stream waits 5 s
+                     Gate gate; // opened only once the call has failed
                      float x = 1;
                      stream->enqueue([&] { gate.wait(); });
                      comm->enqueue({CollectiveKind::AllReduce, nullptr, &x, 1},
