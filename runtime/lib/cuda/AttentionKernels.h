@@ -187,28 +187,11 @@ PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
 }
 
 /// out = s[at .. at + N), N = AttnTile<T>::kVec, `at` a multiple of N: one
-/// 16-byte load on the device, checked element loads in the emulator.
+/// 16-byte shared load.
 template <int N, typename T, typename S>
 PARTITA_HD void attnLoadVec(const S &s, int64_t at, T (&out)[N]) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == 4 && N == 4) {
-    float4 v = *reinterpret_cast<const float4 *>(s.base + at);
-    out[0] = v.x;
-    out[1] = v.y;
-    out[2] = v.z;
-    out[3] = v.w;
-  } else if constexpr (sizeof(T) == 8 && N == 2) {
-    double2 v = *reinterpret_cast<const double2 *>(s.base + at);
-    out[0] = v.x;
-    out[1] = v.y;
-  } else {
-    for (int i = 0; i < N; ++i)
-      out[i] = s.load(at + i);
-  }
-#else
-  for (int i = 0; i < N; ++i)
-    out[i] = s.load(at + i);
-#endif
+  static_assert(N * sizeof(T) == 16);
+  s.load16(at, out);
 }
 
 /// The sum of `v` over the tpr lanes of a row (aligned, a power of two):
@@ -307,21 +290,10 @@ PARTITA_HD void attnStage(const Ctx &c, const S &s, int64_t dst, const T *src,
     int r = e >> shift, d = (e & mask) * VN;
     int64_t row = r0 + r;
     bool ok = row < rowEnd && d < a.headDim;
-    const T *from = src + row * ld + d;
-#if defined(__CUDA_ARCH__)
-    if constexpr (VN == 4) {
-      float4 v = ok ? *reinterpret_cast<const float4 *>(from)
-                    : make_float4(0.f, 0.f, 0.f, 0.f);
-      *reinterpret_cast<float4 *>(s.base + dst + int64_t(e) * VN) = v;
-    } else {
-      double2 v = ok ? *reinterpret_cast<const double2 *>(from)
-                     : make_double2(0.0, 0.0);
-      *reinterpret_cast<double2 *>(s.base + dst + int64_t(e) * VN) = v;
-    }
-#else
-    for (int y = 0; y < VN; ++y)
-      s.store(dst + int64_t(e) * VN + y, ok ? from[y] : T(0));
-#endif
+    T v[VN] = {};
+    if (ok)
+      vecLoad16(src + row * ld + d, v);
+    s.store16(dst + int64_t(e) * VN, v);
   }
 }
 

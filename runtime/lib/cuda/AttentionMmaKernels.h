@@ -61,21 +61,29 @@ constexpr int kMmaGradTile = 32;  // the gradients' key (query) tile
 /// KernelParams::op bit: one TF32 mma a product instead of three.
 constexpr int kMmaOneTf32 = 8;
 
+/// Staged tiles: rows kMmaLd floats apart, the second four of every eight
+/// rows shifted by 4 floats (mmaTileAt), so that the B-fragment loads of
+/// an 8 x 8 tile hit 32 different banks read either way: as (row g,
+/// column t) for a tile used transposed (K in Q K^T) and as (row t, column
+/// g) for one used as is (V in P V). The gradients read K, q and dO both
+/// ways, which no plain row padding serves (a pad of 4 floats suits the
+/// first reading, 8 the second, each costing the other 2 wavefronts a
+/// load). The shift depends on the row's last three bits only, which a
+/// fragment's lane fixes (or its unrolled index, read as is), so offsets
+/// stay affine in the unrolled loops; 16-byte quads stay whole.
+constexpr int kMmaLd = kMmaMaxDim + 8;
+PARTITA_HD inline int64_t mmaTileAt(int64_t tile, int row, int col) {
+  return tile + int64_t(row) * kMmaLd + col + (row & 4);
+}
+
 /// Shared-memory floats of each kernel (K and V tiles, or q, dO and the
-/// two statistics); row strides pad by 4 or 8 floats: kMmaLdA makes the
-/// fragment loads of a tile read as (row g, column t) fall in 32 different
-/// banks, kMmaLdB those of a tile read as (row t, column g). A tile read
-/// both ways pays a 2-way conflict on the other reading: K and q at
-/// kMmaLdA in the gradients' dS K and dS^T Q, dO at kMmaLdB in V dO^T
-/// (the forward's reads are conflict free).
-constexpr int kMmaLdA = kMmaMaxDim + 4; // rows read as (row g, column t)
-constexpr int kMmaLdB = kMmaMaxDim + 8; // rows read as (row t, column g)
+/// two statistics).
 constexpr int64_t mmaSharedFloats(GpuKernel k) {
   return k == GpuKernel::AttentionMmaForward
-             ? int64_t(kMmaFwdKeys) * (kMmaLdA + kMmaLdB)
+             ? int64_t(kMmaFwdKeys) * 2 * kMmaLd
          : k == GpuKernel::AttentionMmaGradQ
-             ? int64_t(kMmaGradTile) * 2 * kMmaLdA
-             : int64_t(kMmaGradTile) * (kMmaLdA + kMmaLdB + 2);
+             ? int64_t(kMmaGradTile) * 2 * kMmaLd
+             : int64_t(kMmaGradTile) * (2 * kMmaLd + 2);
 }
 // A launch gets 48 KiB of dynamic shared memory without
 // cudaFuncSetAttribute (which the backend does not call), and each of the
@@ -157,10 +165,11 @@ template <typename Ctx> PARTITA_HD float quadMax(const Ctx &c, float v) {
 }
 
 /// Stages rows r0 .. r0 + rows of a head (rows `ld` floats apart from
-/// `src`) into shared memory at `dst`, rows `ldS` apart, kMmaMaxDim columns:
-/// zeros past headDim and at rows >= rowEnd. With a.vec 16 bytes a load.
+/// `src`) into the tile at `dst` (mmaTileAt), kMmaMaxDim columns: zeros
+/// past headDim and at rows >= rowEnd. With a.vec 16 bytes a global load;
+/// 16 bytes a shared store.
 template <typename Ctx, typename S>
-PARTITA_HD void mmaStage(const Ctx &c, const S &s, int64_t dst, int ldS,
+PARTITA_HD void mmaStage(const Ctx &c, const S &s, int64_t dst,
                          const float *src, int64_t ld, int64_t r0,
                          int64_t rowEnd, int rows, const MmaAttn &a) {
   constexpr int Q = kMmaMaxDim / 4; // 4-float quads a row
@@ -170,17 +179,14 @@ PARTITA_HD void mmaStage(const Ctx &c, const S &s, int64_t dst, int ldS,
     int64_t row = r0 + r;
     const float *from = src + row * ld + d;
     bool ok = row < rowEnd;
-    int64_t at = dst + int64_t(r) * ldS + d;
-#if defined(__CUDA_ARCH__)
-    if (a.vec) {
-      float4 v = ok && d < a.headDim ? *reinterpret_cast<const float4 *>(from)
-                                     : make_float4(0.f, 0.f, 0.f, 0.f);
-      *reinterpret_cast<float4 *>(s.base + at) = v;
-      continue;
-    }
-#endif
-    for (int y = 0; y < 4; ++y)
-      s.store(at + y, ok && d + y < a.headDim ? from[y] : 0.f);
+    int64_t at = mmaTileAt(dst, r, d);
+    float v[4] = {};
+    if (a.vec && ok && d < a.headDim)
+      vecLoad16(from, v);
+    else if (!a.vec)
+      for (int y = 0; y < 4; ++y)
+        v[y] = ok && d + y < a.headDim ? from[y] : 0.f;
+    s.store16(at, v);
   }
 }
 
@@ -201,17 +207,17 @@ PARTITA_HD void mmaLoadA(const float *base, int64_t ld, int64_t row0,
     }
 }
 
-/// B fragment of the 8 x 8 tile at (k0, n0) of a matrix B stored in shared
-/// memory transposed (B[k][n] = s[at + n * ld + k]: key rows of K for
-/// Q K^T) or as is (B[k][n] = s[at + k * ld + n]).
+/// B fragment of the 8 x 8 tile at (k0, n0) of a matrix B staged at `at`
+/// (mmaTileAt) transposed (B[k][n] is element (n, k): key rows of K for
+/// Q K^T) or as is (element (k, n)).
 template <typename S>
-PARTITA_HD void mmaLoadB(const S &s, int64_t at, int ld, int k0, int n0,
+PARTITA_HD void mmaLoadB(const S &s, int64_t at, int k0, int n0,
                          bool transposed, int lane, uint32_t (&big)[2],
                          uint32_t (&small)[2]) {
   PARTITA_UNROLL
   for (int r = 0; r < 2; ++r) {
     int k = k0 + MmaTf32Layout::bRow(lane, r), n = n0 + MmaTf32Layout::bCol(lane, r);
-    float x = s.load(at + (transposed ? int64_t(n) * ld + k : int64_t(k) * ld + n));
+    float x = s.load(transposed ? mmaTileAt(at, n, k) : mmaTileAt(at, k, n));
     tf32Split(x, big[r], small[r]);
   }
 }
@@ -220,15 +226,15 @@ PARTITA_HD void mmaLoadB(const S &s, int64_t at, int ld, int k0, int n0,
 /// one k-step (rows k0 .. k0 + 8 of B), B from shared memory (mmaLoadB).
 template <int NT, typename Ctx, typename S>
 PARTITA_HD void mmaKStep(const Ctx &c, const float (&a)[4], const S &s,
-                         int64_t at, int ld, int k0, bool transposed,
-                         bool split, float (&acc)[NT][4]) {
+                         int64_t at, int k0, bool transposed, bool split,
+                         float (&acc)[NT][4]) {
   int lane = c.threadIndex() % kWarpSize;
   uint32_t aBig[4], aSmall[4];
   tf32SplitAll(a, aBig, aSmall);
   PARTITA_UNROLL
   for (int nt = 0; nt < NT; ++nt) {
     uint32_t bBig[2], bSmall[2];
-    mmaLoadB(s, at, ld, k0, 8 * nt, transposed, lane, bBig, bSmall);
+    mmaLoadB(s, at, k0, 8 * nt, transposed, lane, bBig, bSmall);
     mma3(c, acc[nt], aBig, aSmall, bBig, bSmall, split);
   }
 }
@@ -237,12 +243,11 @@ PARTITA_HD void mmaKStep(const Ctx &c, const float (&a)[4], const S &s,
 /// a[ks] (KS k-steps of 8), B from shared memory (mmaLoadB).
 template <int KS, int NT, typename Ctx, typename S>
 PARTITA_HD void mmaRowTimesShared(const Ctx &c, const float (&a)[KS][4],
-                                  const S &s, int64_t at, int ld,
-                                  bool transposed, bool split,
-                                  float (&acc)[NT][4]) {
+                                  const S &s, int64_t at, bool transposed,
+                                  bool split, float (&acc)[NT][4]) {
   PARTITA_UNROLL
   for (int ks = 0; ks < KS; ++ks)
-    mmaKStep(c, a[ks], s, at, ld, 8 * ks, transposed, split, acc);
+    mmaKStep(c, a[ks], s, at, 8 * ks, transposed, split, acc);
 }
 
 /// acc[nt] += P B with P the warp's 16 x (8 KT) accumulator tiles p[kt]
@@ -250,13 +255,13 @@ PARTITA_HD void mmaRowTimesShared(const Ctx &c, const float (&a)[KS][4],
 /// as is.
 template <int KT, int NT, typename Ctx, typename S>
 PARTITA_HD void mmaAccTimesShared(const Ctx &c, const float (&p)[KT][4],
-                                  const S &s, int64_t at, int ld, bool split,
+                                  const S &s, int64_t at, bool split,
                                   float (&acc)[NT][4]) {
   PARTITA_UNROLL
   for (int kt = 0; kt < KT; ++kt) {
     float a[4];
     accToA(c, p[kt], a);
-    mmaKStep(c, a, s, at, ld, 8 * kt, /*transposed=*/false, split, acc);
+    mmaKStep(c, a, s, at, 8 * kt, /*transposed=*/false, split, acc);
   }
 }
 
@@ -301,7 +306,7 @@ PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
   int lane = c.threadIndex() % kWarpSize, warp = c.threadIndex() / kWarpSize;
   int64_t qTiles = (a.seqQ + kMmaRows - 1) / kMmaRows, pairs = a.batch * a.heads;
   auto sh = c.template shared<float>();
-  const int64_t kAt = 0, vAt = int64_t(kMmaFwdKeys) * kMmaLdA;
+  const int64_t kAt = 0, vAt = int64_t(kMmaFwdKeys) * kMmaLd;
   const float negInf = -infinity<float>();
   for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
     // The longest (causal) query tiles first.
@@ -320,13 +325,12 @@ PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
       kEnd = a.offset + qBlock + kMmaRows;
     for (int64_t k0 = 0; k0 < kEnd; k0 += kMmaFwdKeys) {
       c.barrier(); // the previous tile's reads are done
-      mmaStage(c, sh, kAt, kMmaLdA, kh, ldkv, k0, a.seqKV, kMmaFwdKeys, a);
-      mmaStage(c, sh, vAt, kMmaLdB, vh, ldkv, k0, a.seqKV, kMmaFwdKeys, a);
+      mmaStage(c, sh, kAt, kh, ldkv, k0, a.seqKV, kMmaFwdKeys, a);
+      mmaStage(c, sh, vAt, vh, ldkv, k0, a.seqKV, kMmaFwdKeys, a);
       c.barrier();
       float s[NS][4];
       mmaZero(s);
-      mmaRowTimesShared(c, qa, sh, kAt, kMmaLdA, /*transposed=*/true, a.split,
-                        s);
+      mmaRowTimesShared(c, qa, sh, kAt, /*transposed=*/true, a.split, s);
       // Scale and mask; the rows' maxima over the tile.
       float tileMax[2] = {negInf, negInf};
       PARTITA_UNROLL
@@ -362,7 +366,7 @@ PARTITA_HD void attentionMmaForwardKernel(const Ctx &c, const KernelParams &p) {
         PARTITA_UNROLL
         for (int r = 0; r < 4; ++r)
           o[nt][r] *= alpha[r / 2];
-      mmaAccTimesShared(c, s, sh, vAt, kMmaLdB, a.split, o);
+      mmaAccTimesShared(c, s, sh, vAt, a.split, o);
     }
     float inv[2];
     PARTITA_UNROLL
@@ -420,7 +424,7 @@ PARTITA_HD void attentionMmaGradQKernel(const Ctx &c, const KernelParams &p) {
   int64_t qTiles = (a.seqQ + kMmaRows - 1) / kMmaRows, pairs = a.batch * a.heads;
   int64_t plane = a.batch * a.heads * a.seqQ;
   auto sh = c.template shared<float>();
-  const int64_t kAt = 0, vAt = int64_t(kMmaGradTile) * kMmaLdA;
+  const int64_t kAt = 0, vAt = int64_t(kMmaGradTile) * kMmaLd;
   for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
     int64_t qt = qTiles - 1 - w / pairs, pair = w % pairs;
     int64_t b = pair / a.heads, h = pair % a.heads, g = h / group;
@@ -445,14 +449,14 @@ PARTITA_HD void attentionMmaGradQKernel(const Ctx &c, const KernelParams &p) {
       kEnd = a.offset + qBlock + kMmaRows;
     for (int64_t k0 = 0; k0 < kEnd; k0 += kMmaGradTile) {
       c.barrier();
-      mmaStage(c, sh, kAt, kMmaLdA, kh, ldkv, k0, a.seqKV, kMmaGradTile, a);
-      mmaStage(c, sh, vAt, kMmaLdA, vh, ldkv, k0, a.seqKV, kMmaGradTile, a);
+      mmaStage(c, sh, kAt, kh, ldkv, k0, a.seqKV, kMmaGradTile, a);
+      mmaStage(c, sh, vAt, vh, ldkv, k0, a.seqKV, kMmaGradTile, a);
       c.barrier();
       float s[NS][4], dp[NS][4];
       mmaZero(s);
       mmaZero(dp);
-      mmaRowTimesShared(c, qa, sh, kAt, kMmaLdA, true, a.split, s);
-      mmaRowTimesShared(c, da, sh, vAt, kMmaLdA, true, a.split, dp);
+      mmaRowTimesShared(c, qa, sh, kAt, true, a.split, s);
+      mmaRowTimesShared(c, da, sh, vAt, true, a.split, dp);
       PARTITA_UNROLL
       for (int nt = 0; nt < NS; ++nt)
         PARTITA_UNROLL
@@ -465,7 +469,7 @@ PARTITA_HD void attentionMmaGradQKernel(const Ctx &c, const KernelParams &p) {
           s[nt][r] = pr * (dp[nt][r] - dd[r / 2]); // dS
         }
       // dq += dS K (K's rows as they are: B[key][dim]).
-      mmaAccTimesShared(c, s, sh, kAt, kMmaLdA, a.split, acc);
+      mmaAccTimesShared(c, s, sh, kAt, a.split, acc);
     }
     float scale[2] = {a.scalef, a.scalef};
     mmaStoreRows(dq + qOff, ldq, q0, a.seqQ, a.headDim, lane, acc, scale);
@@ -485,8 +489,8 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
   int64_t pairs = a.batch * a.kvHeads;
   int64_t plane = a.batch * a.heads * a.seqQ;
   auto sh = c.template shared<float>();
-  const int64_t qAt = 0, dAt = int64_t(kMmaGradTile) * kMmaLdA,
-                lseAt = dAt + int64_t(kMmaGradTile) * kMmaLdB,
+  const int64_t qAt = 0, dAt = int64_t(kMmaGradTile) * kMmaLd,
+                lseAt = dAt + int64_t(kMmaGradTile) * kMmaLd,
                 ddAt = lseAt + kMmaGradTile;
   for (int64_t w = c.blockIndex(); w < p.n; w += c.gridSize()) {
     // Key tiles in order: with causal masking the first see most queries.
@@ -509,10 +513,8 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
       int64_t qOff = b * a.seqQ * ldq + h * a.headDim;
       for (int64_t i0 = qStart; i0 < a.seqQ; i0 += kMmaGradTile) {
         c.barrier();
-        mmaStage(c, sh, qAt, kMmaLdA, q + qOff, ldq, i0, a.seqQ, kMmaGradTile,
-                 a);
-        mmaStage(c, sh, dAt, kMmaLdB, dy + qOff, ldq, i0, a.seqQ,
-                 kMmaGradTile, a);
+        mmaStage(c, sh, qAt, q + qOff, ldq, i0, a.seqQ, kMmaGradTile, a);
+        mmaStage(c, sh, dAt, dy + qOff, ldq, i0, a.seqQ, kMmaGradTile, a);
         for (int e = c.threadIndex(); e < kMmaGradTile; e += c.blockSize()) {
           int64_t i = i0 + e;
           bool ok = i < a.seqQ;
@@ -523,7 +525,7 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
         // P^T = exp(scale K Q^T - lse[query]), masked to 0.
         float pt[NQ][4];
         mmaZero(pt);
-        mmaRowTimesShared(c, ka, sh, qAt, kMmaLdA, true, a.split, pt);
+        mmaRowTimesShared(c, ka, sh, qAt, true, a.split, pt);
         PARTITA_UNROLL
         for (int nt = 0; nt < NQ; ++nt)
           PARTITA_UNROLL
@@ -535,13 +537,13 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
                             : 0.f;
           }
         if (wantV) // dv += P^T dO
-          mmaAccTimesShared(c, pt, sh, dAt, kMmaLdB, a.split, dv);
+          mmaAccTimesShared(c, pt, sh, dAt, a.split, dv);
         if (!wantK)
           continue;
         // dP^T = V dO^T; dS^T = P^T (dP^T - D); dk += dS^T Q.
         float dpt[NQ][4];
         mmaZero(dpt);
-        mmaRowTimesShared(c, va, sh, dAt, kMmaLdB, true, a.split, dpt);
+        mmaRowTimesShared(c, va, sh, dAt, true, a.split, dpt);
         PARTITA_UNROLL
         for (int nt = 0; nt < NQ; ++nt)
           PARTITA_UNROLL
@@ -549,7 +551,7 @@ PARTITA_HD void attentionMmaGradKVKernel(const Ctx &c, const KernelParams &p) {
             int col = 8 * nt + MmaTf32Layout::cCol(lane, r);
             pt[nt][r] *= dpt[nt][r] - sh.load(ddAt + col);
           }
-        mmaAccTimesShared(c, pt, sh, qAt, kMmaLdA, a.split, dk);
+        mmaAccTimesShared(c, pt, sh, qAt, a.split, dk);
       }
     }
     float one[2] = {1.f, 1.f}, scale[2] = {a.scalef, a.scalef};

@@ -14,6 +14,13 @@
 // shuffle, or the end of the thread's block); a later arrival for anything
 // else is a divergent barrier, which the launch reports and aborts.
 //
+// Bank counts: each thread numbers its shared accesses by source line
+// since its last arrival at a barrier or warp exchange; the accesses of a
+// warp's lanes with the same line and number are one request. When the
+// last lane of a warp arrives at a barrier or exchange (before any lane
+// goes on), the warp's requests are complete: they are counted and
+// dropped.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/lib/cuda/BlockEmulator.h"
@@ -24,8 +31,10 @@
 
 #include "partita/runtime/Tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,7 +64,62 @@ struct BarrierState {
   uint64_t generation = 0;
   Arrival kind = Arrival::Barrier;
   int firstThread = -1;
+  int warp = -1; // a warp's exchange; -1: the block's barrier
 };
+
+/// A shared access's place in its thread's epoch: the source line and how
+/// many accesses from that line came before it.
+struct SiteKey {
+  const char *file;
+  int line;
+  uint32_t n;
+  bool operator<(const SiteKey &o) const {
+    if (line != o.line)
+      return line < o.line;
+    if (int c = std::strcmp(file, o.file))
+      return c < 0;
+    return n < o.n;
+  }
+};
+
+/// One instruction's accesses by the lanes of a warp: each lane's byte
+/// offset in shared memory (-1: the lane made none).
+struct BankRequest {
+  size_t bytes = 0;
+  bool write = false;
+  int64_t offset[kWarpSize];
+  BankRequest() {
+    for (int64_t &o : offset)
+      o = -1;
+  }
+};
+
+/// A request's wavefronts: its lanes in phases (all 32 for 4-byte
+/// accesses, half warps for 8, quarter warps for 16), each phase taking as
+/// many as the most distinct 4-byte words one of the 32 banks holds.
+void countRequest(const BankRequest &r, SharedBankCounts &c) {
+  int words = std::max<int>(1, int(r.bytes / 4));
+  int perPhase = kWarpSize / std::min(words, 4);
+  ++c.requests;
+  for (int p0 = 0; p0 < kWarpSize; p0 += perPhase) {
+    std::vector<int64_t> seen;
+    for (int lane = p0; lane < p0 + perPhase; ++lane)
+      if (r.offset[lane] >= 0)
+        for (int64_t w = r.offset[lane] / 4;
+             w <= (r.offset[lane] + int64_t(r.bytes) - 1) / 4; ++w)
+          seen.push_back(w);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    if (seen.empty())
+      continue;
+    int perBank[32] = {};
+    int most = 0;
+    for (int64_t w : seen)
+      most = std::max(most, ++perBank[w % 32]);
+    c.wavefronts += uint64_t(most);
+    c.ideal += (seen.size() + 31) / 32;
+  }
+}
 
 struct WarpState {
   BarrierState barrier;
@@ -83,10 +147,16 @@ public:
         shared((dims.sharedBytes + sizeof(double) - 1) / sizeof(double) + 1),
         warps(dims.block / kWarpSize) {
     block.expected = dims.block;
-    for (WarpState &w : warps)
-      w.barrier.expected = kWarpSize;
+    for (size_t i = 0; i < warps.size(); ++i) {
+      warps[i].barrier.expected = kWarpSize;
+      warps[i].barrier.warp = int(i);
+    }
     if (options.checkRaces)
       shadow.resize(dims.sharedBytes);
+    if (options.bankStats) {
+      threadSites.resize(dims.block);
+      pending.resize(warps.size());
+    }
     poisonShared();
   }
 
@@ -98,6 +168,8 @@ public:
               Complete &&complete) {
     if (aborted)
       throw Aborted{};
+    if (options.bankStats) // the thread's next accesses start anew
+      threadSites[thread].clear();
     if (b.arrived == 0) {
       b.kind = why;
       b.firstThread = thread;
@@ -112,6 +184,10 @@ public:
     if (++b.arrived == b.expected) {
       b.arrived = 0;
       ++b.generation;
+      if (options.bankStats) // every lane of these warps has arrived
+        for (size_t w = 0; w < warps.size(); ++w)
+          if (b.warp < 0 || b.warp == int(w))
+            countPending(w);
       complete();
       return;
     }
@@ -226,7 +302,7 @@ public:
   }
 
   void sharedAccess(int thread, void *address, void *value, size_t bytes,
-                    bool write) {
+                    bool write, SourceSite site) {
     if (aborted)
       throw Aborted{};
     auto *base = reinterpret_cast<unsigned char *>(shared.data());
@@ -241,6 +317,31 @@ public:
       throw Aborted{};
     }
     size_t offset = at - base;
+    if (offset % bytes != 0) { // a GPU faults: misaligned address
+      fail("block " + std::to_string(blockIdx) + ", thread " +
+           std::to_string(thread) + ": shared-memory " +
+           (write ? "write" : "read") + " of " + std::to_string(bytes) +
+           " bytes at offset " + std::to_string(offset) +
+           ", not a multiple of " + std::to_string(bytes));
+      throw Aborted{};
+    }
+    if (options.bankStats) {
+      uint32_t &n = threadSites[thread][{site.file, site.line, 0}];
+      BankRequest &r = pending[thread / kWarpSize][{site.file, site.line, n++}];
+      r.bytes = bytes;
+      r.write = write;
+      r.offset[thread % kWarpSize] = int64_t(offset);
+    }
+    if (options.checkRaces)
+      checkRace(thread, offset, bytes, write);
+    if (write)
+      std::memcpy(address, value, bytes);
+    else
+      std::memcpy(value, address, bytes);
+  }
+
+  /// Records the access in the shadow; fails on a race.
+  void checkRace(int thread, size_t offset, size_t bytes, bool write) {
     uint64_t epoch = block.generation + 1;
     for (size_t k = offset; k < offset + bytes; ++k) {
       Shadow &s = shadow[k];
@@ -274,10 +375,14 @@ public:
         s.reader = -2;
       }
     }
-    if (write)
-      std::memcpy(address, value, bytes);
-    else
-      std::memcpy(value, address, bytes);
+  }
+
+  /// Counts warp w's requests (all complete: its lanes have arrived at a
+  /// barrier or exchange since making them).
+  void countPending(size_t w) {
+    for (const auto &[key, request] : pending[w])
+      countRequest(request, request.write ? bankStats.stores : bankStats.loads);
+    pending[w].clear();
   }
 
   /// The first failure wins; every waiting thread unwinds when it next
@@ -301,6 +406,7 @@ public:
   const LaunchDims dims;
   const EmulatorOptions options;
   std::string error; // read after the threads joined
+  SharedBankTraffic bankStats; // options.bankStats: this launch's counts
 
 private:
   /// NaN in every double (and a NaN or huge value in narrower types), so a
@@ -313,14 +419,18 @@ private:
   BarrierState block;
   std::vector<WarpState> warps;
   std::vector<Shadow> shadow;
+  /// Bank counts: each thread's accesses per line since its last arrival
+  /// (n = 0 in the keys), and each warp's requests not yet counted.
+  std::vector<std::map<SiteKey, uint32_t>> threadSites;
+  std::vector<std::map<SiteKey, BankRequest>> pending;
   int blockIdx = 0;
   uint64_t arrivals = 0;
   bool aborted = false;
 };
 
 void emuSharedAccess(EmuLaunch *launch, int thread, void *address, void *value,
-                     size_t bytes, bool write) {
-  launch->sharedAccess(thread, address, value, bytes, write);
+                     size_t bytes, bool write, SourceSite site) {
+  launch->sharedAccess(thread, address, value, bytes, write, site);
 }
 void emuBarrier(EmuLaunch *launch, int thread) { launch->barrier(thread); }
 void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
@@ -331,8 +441,8 @@ void emuMmaTf32(EmuLaunch *launch, int thread, float *d, const uint32_t *a,
                 const uint32_t *b, int count) {
   launch->mmaTf32(thread, d, a, b, count);
 }
-bool emuChecksRaces(const EmuLaunch *launch) {
-  return launch->options.checkRaces;
+bool emuTracksShared(const EmuLaunch *launch) {
+  return launch->options.checkRaces || launch->options.bankStats;
 }
 unsigned char *emuSharedBase(EmuLaunch *launch) { return launch->sharedBase(); }
 
@@ -376,6 +486,8 @@ void emulateLaunch(const LaunchDims &dims,
       });
   if (!launch.error.empty())
     throw Error("block emulator: " + launch.error);
+  if (options.bankStats)
+    *options.bankStats += launch.bankStats;
 }
 
 } // namespace partita::runtime::gpu

@@ -20,26 +20,46 @@
 //     (what compute-sanitizer's racecheck reports). A launch's fibers share
 //     one host thread, so even a racy kernel is free of data races in the
 //     C++ sense and ThreadSanitizer stays quiet about the emulator itself;
-//   - threads that wait for each other at different barriers (a stall).
+//   - threads that wait for each other at different barriers (a stall);
+//   - a 16-byte shared access at an address that is not a multiple of 16
+//     (with either option below).
 // A failed check, or an exception in a simulated thread, stops the launch
 // and emulateLaunch throws Error naming the block and thread.
+//
+// With EmulatorOptions::bankStats the launch also counts what its shared
+// memory accesses cost in bank wavefronts (ncu's "shared wavefronts"): the
+// accesses of a warp's lanes that one instruction makes are one request,
+// found as the n-th access from the same place in the kernel's source (its
+// file and line) by each lane since the warp's last barrier, shuffle or
+// mma. Banks are 32, 4 bytes wide; a request of 4-byte accesses takes as
+// many wavefronts as the most distinct words any bank holds (lanes reading
+// one word share it), 8- and 16-byte ones the same for each half or
+// quarter warp in turn; the ideal is the distinct words over 32 (each
+// phase's). So a kernel's layouts of shared memory can be measured, and
+// kept free of conflicts, without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_LIB_CUDA_BLOCKEMULATOR_H
 #define PARTITA_RUNTIME_LIB_CUDA_BLOCKEMULATOR_H
 
+#include "partita/runtime/CudaBackend.h"
 #include "runtime/lib/cuda/KernelContext.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <type_traits>
 
 namespace partita::runtime::gpu {
 
 struct EmulatorOptions {
   /// Track every shared-memory access and fail on a race between barriers.
   bool checkRaces = false;
+  /// Add the launch's shared-memory requests and their wavefronts here
+  /// (see the file comment); null: not counted.
+  SharedBankTraffic *bankStats = nullptr;
 };
 
 struct LaunchDims {
@@ -50,11 +70,18 @@ struct LaunchDims {
 
 class EmuLaunch; // the state threads of one launch share (BlockEmulator.cpp)
 
+/// Where in a kernel's source a shared access is made (its request's
+/// identity in the bank counts).
+struct SourceSite {
+  const char *file;
+  int line;
+};
+
 /// A checked shared-memory access: copies `bytes` between `address` and
-/// `value` (to `address` when `write`) under the checker's lock, after
-/// recording it; throws (unwinding the simulated thread) when it races.
+/// `value` (to `address` when `write`), after recording it; throws
+/// (unwinding the simulated thread) when it races or is misaligned.
 void emuSharedAccess(EmuLaunch *launch, int thread, void *address,
-                     void *value, size_t bytes, bool write);
+                     void *value, size_t bytes, bool write, SourceSite site);
 /// The block barrier and the warp exchange of an emulated thread.
 void emuBarrier(EmuLaunch *launch, int thread);
 /// `lane` is a lane mask (xorMode) or the lane to read.
@@ -64,29 +91,55 @@ void emuShuffle(EmuLaunch *launch, int thread, const void *in, void *out,
 /// rounding to f32 after each, as that many mma.sync instructions do.
 void emuMmaTf32(EmuLaunch *launch, int thread, float *d, const uint32_t *a,
                 const uint32_t *b, int count);
-bool emuChecksRaces(const EmuLaunch *launch);
+/// Whether the launch records shared accesses (races or bank counts).
+bool emuTracksShared(const EmuLaunch *launch);
 unsigned char *emuSharedBase(EmuLaunch *launch);
 
-/// Shared memory in the emulator: each load and store is checked when the
-/// launch checks races.
+/// Shared memory in the emulator: each load and store is recorded when the
+/// launch checks races or counts banks. The default arguments name the
+/// caller's line (GCC's and Clang's builtins, evaluated where called).
 template <typename T> struct EmuShared {
   T *base;
   EmuLaunch *launch;
   int thread;
   bool checked;
-  T load(int64_t i) const {
-    if (!checked)
-      return base[i];
+  T load(int64_t i, const char *file = __builtin_FILE(),
+         int line = __builtin_LINE()) const {
     T v;
-    emuSharedAccess(launch, thread, base + i, &v, sizeof(T), /*write=*/false);
+    access(i, &v, sizeof(T), false, file, line);
     return v;
   }
-  void store(int64_t i, T v) const {
-    if (!checked) {
-      base[i] = v;
+  void store(int64_t i, T v, const char *file = __builtin_FILE(),
+             int line = __builtin_LINE()) const {
+    access(i, &v, sizeof(T), true, file, line);
+  }
+  void load16(int64_t i, T (&out)[16 / sizeof(T)],
+              const char *file = __builtin_FILE(),
+              int line = __builtin_LINE()) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    access(i, out, 16, false, file, line);
+  }
+  void store16(int64_t i, const T (&v)[16 / sizeof(T)],
+               const char *file = __builtin_FILE(),
+               int line = __builtin_LINE()) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    T copy[16 / sizeof(T)];
+    std::memcpy(copy, v, 16);
+    access(i, copy, 16, true, file, line);
+  }
+
+private:
+  void access(int64_t i, void *value, size_t bytes, bool write,
+              const char *file, int line) const {
+    if (checked) {
+      emuSharedAccess(launch, thread, base + i, value, bytes, write,
+                      SourceSite{file, line});
       return;
     }
-    emuSharedAccess(launch, thread, base + i, &v, sizeof(T), /*write=*/true);
+    if (write)
+      std::memcpy(base + i, value, bytes);
+    else
+      std::memcpy(value, base + i, bytes);
   }
 };
 
@@ -103,7 +156,7 @@ public:
   int gridSize() const { return grid; }
   template <typename T> EmuShared<T> shared() const {
     return EmuShared<T>{reinterpret_cast<T *>(emuSharedBase(launch)), launch,
-                        thread, emuChecksRaces(launch)};
+                        thread, emuTracksShared(launch)};
   }
   void barrier() const { emuBarrier(launch, thread); }
   template <typename T> T shuffleXor(T v, int laneMask) const {

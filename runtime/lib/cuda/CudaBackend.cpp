@@ -1847,6 +1847,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options) {
   if (options.emulate) {
     EmulatedApiOptions emu;
     emu.emulator.checkRaces = options.checkRaces;
+    emu.bankReport = options.bankReport;
     emu.synchronousCompute = !options.emulateAsync;
     emu.computeDelay = options.emulatedComputeDelay;
     api = createEmulatedApi(emu);

@@ -197,7 +197,7 @@ public:
     if (original.block > maxBlockOf(original.params.kernel) ||
         original.sharedBytes > kMaxDynamicSharedBytes)
       throw Error("cuda (emulated): kernel " +
-                  std::to_string(static_cast<int>(original.params.kernel)) +
+                  std::string(kernelName(original.params.kernel)) +
                   " launched with " + std::to_string(original.block) +
                   " threads a block (at most " +
                   std::to_string(maxBlockOf(original.params.kernel)) +
@@ -210,9 +210,12 @@ public:
       p = emulatedHostAddress(p, 0, "a kernel's input");
     for (void *&p : launch.params.out)
       p = emulatedHostAddress(p, 0, "a kernel's output");
-    stream.enqueue([launch, emu] {
+    stream.enqueue([launch, emu, report = options.bankReport]() mutable {
       const KernelParams &p = launch.params;
       LaunchDims dims{launch.grid, launch.block, launch.sharedBytes};
+      SharedBankTraffic banks;
+      if (report)
+        emu.bankStats = &banks;
       bool found = dispatchKernel(p, [&](auto tag, auto type) {
         using T = decltype(type);
         emulateLaunch(
@@ -222,9 +225,13 @@ public:
       });
       if (!found)
         throw Error("cuda (emulated): kernel " +
-                    std::to_string(static_cast<int>(p.kernel)) +
+                    std::string(kernelName(p.kernel)) +
                     " has no variant for element type " +
                     std::to_string(static_cast<int>(p.type)));
+      if (report) {
+        std::lock_guard<std::mutex> lock(report->mutex);
+        report->kernels[kernelName(p.kernel)] += banks;
+      }
     });
   }
 

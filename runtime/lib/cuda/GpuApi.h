@@ -84,6 +84,9 @@ public:
 
 struct EmulatedApiOptions {
   EmulatorOptions emulator;
+  /// Each launch's shared-memory bank counts are added here under its
+  /// kernel's name (emulator.bankStats is per launch); null: not counted.
+  std::shared_ptr<SharedBankReport> bankReport;
   /// The compute stream's thread runs each item before enqueue returns
   /// (and an item's error is thrown to the caller), as the cpu device's
   /// inline stream does: the executor issues collectives from the host

@@ -10,8 +10,11 @@
 // A context offers, for a 1-D launch:
 //   threadIndex() blockIndex() blockSize() gridSize()
 //   shared<T>()         the block's dynamic shared memory as a Shared<T>:
-//                       load(i) / store(i, v), which the emulator can check
-//                       for races between barriers
+//                       load(i) / store(i, v), and load16(i, out) /
+//                       store16(i, v) of 16 bytes at once (T float or
+//                       double, i a multiple of 16 / sizeof(T)), which the
+//                       emulator can check for races between barriers and
+//                       count in bank wavefronts
 //   barrier()           __syncthreads
 //   shuffleXor(v, m)    __shfl_xor_sync over the full warp (32 lanes)
 //   shuffle(v, lane)    __shfl_sync: every lane reads `lane`'s v
@@ -33,6 +36,7 @@
 #define PARTITA_RUNTIME_LIB_CUDA_KERNELCONTEXT_H
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define PARTITA_HD __host__ __device__
@@ -68,6 +72,24 @@ template <typename T> struct DeviceShared {
   T *base;
   __device__ T load(int64_t i) const { return base[i]; }
   __device__ void store(int64_t i, T v) const { base[i] = v; }
+  /// One 16-byte access (ld.shared.v4.f32 / .v2.f64).
+  __device__ void load16(int64_t i, T (&out)[16 / sizeof(T)]) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    if constexpr (std::is_same_v<T, float>) {
+      float4 v = *reinterpret_cast<const float4 *>(base + i);
+      out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else {
+      double2 v = *reinterpret_cast<const double2 *>(base + i);
+      out[0] = v.x, out[1] = v.y;
+    }
+  }
+  __device__ void store16(int64_t i, const T (&v)[16 / sizeof(T)]) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    if constexpr (std::is_same_v<T, float>)
+      *reinterpret_cast<float4 *>(base + i) = make_float4(v[0], v[1], v[2], v[3]);
+    else
+      *reinterpret_cast<double2 *>(base + i) = make_double2(v[0], v[1]);
+  }
 };
 
 /// The context of a __global__ kernel (1-D grid and block).

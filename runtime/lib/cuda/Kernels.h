@@ -64,6 +64,42 @@ enum class GpuKernel : uint8_t {
   AttentionMmaGradKV,  // its dk and dv
 };
 
+/// The kernel's name in messages and reports, e.g. "attention_mma_grad_kv".
+inline const char *kernelName(GpuKernel k) {
+  switch (k) {
+  case GpuKernel::Binary: return "binary";
+  case GpuKernel::Unary: return "unary";
+  case GpuKernel::ElementwiseGrad: return "elementwise_grad";
+  case GpuKernel::Fill: return "fill";
+  case GpuKernel::Strided: return "strided";
+  case GpuKernel::Softmax: return "softmax";
+  case GpuKernel::LayerNorm: return "layer_norm";
+  case GpuKernel::CrossEntropyRows: return "cross_entropy_rows";
+  case GpuKernel::SumToScalar: return "sum_to_scalar";
+  case GpuKernel::AdamW: return "adamw";
+  case GpuKernel::Reduce: return "reduce";
+  case GpuKernel::CrossEntropyGrad: return "cross_entropy_grad";
+  case GpuKernel::Embedding: return "embedding";
+  case GpuKernel::RMSNorm: return "rms_norm";
+  case GpuKernel::Sgd: return "sgd";
+  case GpuKernel::EmbeddingGrad: return "embedding_grad";
+  case GpuKernel::NormGrad: return "norm_grad";
+  case GpuKernel::Rotary: return "rotary";
+  case GpuKernel::Convert: return "convert";
+  case GpuKernel::EmbeddingKeys: return "embedding_keys";
+  case GpuKernel::AttentionForward: return "attention_forward";
+  case GpuKernel::AttentionGradQ: return "attention_grad_q";
+  case GpuKernel::AttentionGradKV: return "attention_grad_kv";
+  case GpuKernel::AttentionRows: return "attention_rows";
+  case GpuKernel::ColumnPartials: return "column_partials";
+  case GpuKernel::ColumnCombine: return "column_combine";
+  case GpuKernel::AttentionMmaForward: return "attention_mma_forward";
+  case GpuKernel::AttentionMmaGradQ: return "attention_mma_grad_q";
+  case GpuKernel::AttentionMmaGradKV: return "attention_mma_grad_kv";
+  }
+  return "?";
+}
+
 enum class BinaryOp : int { Add, Sub, Mul, Div, Max };
 enum class UnaryOp : int {
   Neg, Exp, Log, Tanh, Relu, Silu, Rsqrt, Sqrt, GeluErf, GeluTanh

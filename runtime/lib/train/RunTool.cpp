@@ -136,6 +136,12 @@ const OptionSpec kOptions[] = {
     // CudaBackendOptions::emulatedComputeDelay).
     {"emulate-nccl-delay-us", "us", nullptr},
     {"emulate-compute-delay-us", "us[@rank,...]", nullptr},
+    {"emulate-banks", nullptr,
+     "With --backend cuda --emulate: count each kernel's shared-memory "
+     "requests and the bank wavefronts they take (the block emulator's "
+     "model of a GPU's 32 banks; conflicts show as more wavefronts than "
+     "the ideal) and print them per kernel at the end. Slow: every shared "
+     "access is recorded"},
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
@@ -621,6 +627,11 @@ int Tool::run() {
   ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
   if (ranksOptions.cudaEmulateAsync && !emulate)
     return fail("--emulate-async needs --backend cuda --emulate");
+  if (args.flags.count("emulate-banks")) {
+    if (!emulate)
+      return fail("--emulate-banks needs --backend cuda --emulate");
+    ranksOptions.cudaBankReport = std::make_shared<SharedBankReport>();
+  }
   for (const char *option : {"emulate-nccl-delay-us", "emulate-compute-delay-us"}) {
     std::optional<std::string> text = args.get(option);
     if (!text)
@@ -884,6 +895,8 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
     std::cout << "step " << step + 1 << ": " << format("%.6f", run.seconds[step])
               << " s\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
+  if (ranksOptions.cudaBankReport)
+    std::cout << formatBankReport(*ranksOptions.cudaBankReport);
   if (args.flags.count("report-memory"))
     std::cout << formatMemory(*plan, run.memory, run.memoryByRank);
   std::optional<std::string> outputs = args.get("outputs");
@@ -1081,6 +1094,8 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
                                                          : "did not fall")
               << ")\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
+  if (ranksOptions.cudaBankReport)
+    std::cout << formatBankReport(*ranksOptions.cudaBankReport);
   if (args.flags.count("report-memory"))
     std::cout << formatMemory(*plan, run.memory, run.memoryByRank);
   if (args.flags.count("report-data")) {

@@ -166,6 +166,7 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options,
         io::writeErrorLine(tool + ": " + line);
       };
     cuda.emulateAsync = options.cudaEmulateAsync;
+    cuda.bankReport = options.cudaBankReport;
     const std::vector<int> &slow = options.cudaEmulatedDelayRanks;
     if (slow.empty() || std::count(slow.begin(), slow.end(), rank))
       cuda.emulatedComputeDelay = options.cudaEmulatedComputeDelay;
@@ -841,6 +842,29 @@ std::string formatMemory(const PlanFile &plan, const ExecutorMemory &m,
     }
   }
   return text + formatProcessMemory();
+}
+
+std::string formatBankReport(SharedBankReport &report) {
+  std::lock_guard<std::mutex> lock(report.mutex);
+  std::string text;
+  auto part = [](const char *what, const SharedBankCounts &c) {
+    if (c.requests == 0)
+      return std::string(what) + " none";
+    return format("%s %llu requests in %llu wavefronts (%.2fx the ideal %llu)",
+                  what, (unsigned long long)c.requests,
+                  (unsigned long long)c.wavefronts,
+                  double(c.wavefronts) / double(c.ideal),
+                  (unsigned long long)c.ideal);
+  };
+  for (const auto &[kernel, t] : report.kernels)
+    if (t.loads.requests + t.stores.requests > 0)
+      text += format("  %-24s ", kernel.c_str()) + part("loads", t.loads) +
+              "; " + part("stores", t.stores) + "\n";
+  if (text.empty())
+    return "";
+  return "shared-memory banks (the block emulator's model of 32 banks, all "
+         "ranks and steps):\n" +
+         text;
 }
 
 std::string formatProfile(const std::vector<ProfileEntry> &profile,

@@ -16,8 +16,11 @@
 #include "partita/runtime/Backend.h"
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -42,6 +45,34 @@ const char *toString(CudaAttention attention);
 /// The kind a name gives; nullopt for another name.
 std::optional<CudaAttention> parseCudaAttention(const std::string &name);
 
+/// Warp-wide shared-memory requests of emulated kernels and the bank
+/// wavefronts they take (the block emulator's model: docs/gpu.md).
+struct SharedBankCounts {
+  uint64_t requests = 0;
+  uint64_t wavefronts = 0; // as the 32 banks serve them
+  uint64_t ideal = 0;      // the fewest the same words could take
+  SharedBankCounts &operator+=(const SharedBankCounts &o) {
+    requests += o.requests;
+    wavefronts += o.wavefronts;
+    ideal += o.ideal;
+    return *this;
+  }
+};
+struct SharedBankTraffic {
+  SharedBankCounts loads, stores;
+  SharedBankTraffic &operator+=(const SharedBankTraffic &o) {
+    loads += o.loads;
+    stores += o.stores;
+    return *this;
+  }
+};
+/// What an emulated backend's launches added up to, by kernel name (e.g.
+/// "attention_mma_grad_kv"); read it once the backend's work is done.
+struct SharedBankReport {
+  std::mutex mutex;
+  std::map<std::string, SharedBankTraffic> kernels;
+};
+
 struct CudaBackendOptions {
   /// Run on the emulated device layer instead of a GPU.
   bool emulate = false;
@@ -51,6 +82,9 @@ struct CudaBackendOptions {
   int blockSize = 256;
   /// Emulation: fail a launch whose threads race on shared memory.
   bool checkRaces = false;
+  /// Emulation: count every launch's shared-memory requests and bank
+  /// wavefronts into this report (slow: each access is recorded).
+  std::shared_ptr<SharedBankReport> bankReport;
   /// Emulation: the compute stream runs ahead of the host on a thread of
   /// its own, as a GPU's does (default: each item runs before enqueue
   /// returns), so host code that reads results without ordering itself

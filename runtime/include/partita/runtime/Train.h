@@ -116,6 +116,8 @@ struct RunOptions {
   std::vector<int> cudaEmulatedDelayRanks;
   /// NcclOptions::emulatedDelay of the emulated nccl ranks (testing).
   std::chrono::microseconds ncclEmulatedDelay{0};
+  /// CudaBackendOptions::bankReport of every emulated rank (`--emulate-banks`).
+  std::shared_ptr<SharedBankReport> cudaBankReport;
   /// The nccl communicator: over `mpi` (its bootstrap) on GPUs, which the
   /// caller makes (createNcclCommunicator) and passes as `mpi`; with
   /// cudaEmulate, one per local rank over the local communicator.
@@ -381,6 +383,11 @@ std::string formatMemory(const PlanFile &plan, const ExecutorMemory &memory,
 
 /// The profile table: a line per entry with its calls and time per step
 /// beside the measured step time. Empty without entries.
+/// A SharedBankReport as lines (`--emulate-banks`): per kernel, the
+/// shared-memory requests of its loads and stores, their wavefronts and
+/// the ideal; "" when no kernel touched shared memory.
+std::string formatBankReport(SharedBankReport &report);
+
 std::string formatProfile(const std::vector<ProfileEntry> &profile,
                           int64_t steps, const std::vector<double> &seconds);
 

@@ -340,6 +340,96 @@ TEST(BlockEmulatorTest, UnwrittenSharedMemoryReadsAsNaN) {
     EXPECT_TRUE(std::isnan(v));
 }
 
+/// The bank counts of one launch of 2 warps whose lanes run `body(c, s,
+/// lane)` over 16 KiB of shared floats.
+template <typename Body> SharedBankTraffic bankCounts(Body body) {
+  SharedBankTraffic stats;
+  EmulatorOptions options;
+  options.bankStats = &stats;
+  emulateLaunch(
+      {1, 64, 4096 * sizeof(float)},
+      [&](EmuContext &c) {
+        body(c, c.template shared<float>(), c.threadIndex() % kWarpSize);
+      },
+      options);
+  return stats;
+}
+
+void expectCounts(const SharedBankCounts &c, uint64_t requests,
+                  uint64_t wavefronts, uint64_t ideal, const char *what) {
+  EXPECT_EQ(c.requests, requests) << what;
+  EXPECT_EQ(c.wavefronts, wavefronts) << what;
+  EXPECT_EQ(c.ideal, ideal) << what;
+}
+
+// Tests the bank counts against patterns whose cost is known: consecutive
+// words and a stride of 33 take one wavefront a warp, a stride of 2 two,
+// of 32 thirty-two, lanes reading one word share it; 16-byte accesses are
+// served a quarter warp at a time (4 wavefronts at best, 32 when each
+// quarter's lanes are 32 floats apart); loads and stores are counted
+// apart.
+TEST(BlockEmulatorTest, SharedBankCountsFollowTheBanks) {
+  struct Case {
+    const char *what;
+    int stride; // floats between lanes; 0: all read word 5
+    uint64_t wavefronts;
+  };
+  for (Case k : {Case{"consecutive", 1, 1}, Case{"stride 33", 33, 1},
+                 Case{"stride 2", 2, 2}, Case{"stride 32", 32, 32},
+                 Case{"one word", 0, 1}}) {
+    SharedBankTraffic t = bankCounts([&](EmuContext &, auto s, int lane) {
+      (void)s.load(k.stride ? lane * k.stride : 5);
+    });
+    expectCounts(t.loads, 2, 2 * k.wavefronts, 2, k.what);
+    expectCounts(t.stores, 0, 0, 0, k.what);
+  }
+  SharedBankTraffic quads = bankCounts([](EmuContext &, auto s, int lane) {
+    float v[4] = {1, 2, 3, 4};
+    s.store16(4 * lane, v);
+    s.load16(32 * lane, v);
+  });
+  expectCounts(quads.stores, 2, 2 * 4, 2 * 4, "16-byte stores, consecutive");
+  expectCounts(quads.loads, 2, 2 * 32, 2 * 4, "16-byte loads, 32 floats apart");
+}
+
+// Tests how accesses are paired into requests: the n-th access from one
+// line of each lane (lanes that loop fewer times leave later requests
+// partial), a new request after a shuffle even from the same line, and
+// that a 16-byte access off a 16-byte boundary fails the launch as it
+// faults on a GPU.
+TEST(BlockEmulatorTest, SharedRequestsAreALinesNthAccessBetweenExchanges) {
+  SharedBankTraffic loop = bankCounts([](EmuContext &, auto s, int lane) {
+    for (int i = 0; i < (lane < 16 ? 3 : 1); ++i)
+      (void)s.load(32 * i + lane);
+  });
+  // Per warp: all 32 lanes, then lanes 0-15 twice (one wavefront each).
+  expectCounts(loop.loads, 2 * 3, 2 * 3, 2 * 3, "a loop of 3 or 1");
+  // One line (ld's load), before a shuffle by lanes 0-15 (words 0-15),
+  // after it by all (words 32-47, two lanes a word): two requests of one
+  // wavefront each. Numbered across the shuffle, lanes 0-15's second
+  // access would be a request apart from lanes 16-31's first: 3.
+  SharedBankTraffic exchanged = bankCounts([](EmuContext &c, auto s, int lane) {
+    auto ld = [&](int i) { return s.load(i); };
+    float x = lane < 16 ? ld(lane) : 0.f;
+    x = c.shuffleXor(x, 1);
+    x += ld(32 + lane % 16);
+    (void)x;
+  });
+  expectCounts(exchanged.loads, 2 * 2, 2 * 2, 2 * 2, "a shuffle between");
+  try {
+    bankCounts([](EmuContext &, auto s, int) {
+      float v[4];
+      s.load16(2, v);
+    });
+    ADD_FAILURE() << "a misaligned 16-byte load was not reported";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "read of 16 bytes at offset 8, not a multiple of 16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Tests that an exception in a simulated thread fails the launch naming the
 // block and thread, and that a bad block size is refused.
 TEST(BlockEmulatorTest, FailuresNameTheirThread) {
