@@ -11,8 +11,12 @@
 //
 //   partita-attention-bench [--batch B] [--seq S] [--heads H] [--kv-heads K]
 //       [--dim D] [--no-causal] [--f64] [--iters N] [--block T] [--check]
-//       [--emulate] [--attention KIND] [--tf32] [--cpu THREADS]
+//       [--emulate [--banks]] [--attention KIND] [--tf32] [--cpu THREADS]
 //
+// --banks (with --emulate) counts the kernels' shared-memory requests and
+// bank wavefronts in the block emulator (partita-run --emulate-banks) and
+// prints them per kernel at the end: a layout's bank conflicts at the
+// benchmark's shapes and block size, without a GPU.
 // --cpu THREADS times the cpu backend instead (createCpuBackend(THREADS):
 // OpenBLAS and the intra-op pool at that many threads), no GPU needed.
 //
@@ -35,6 +39,7 @@
 
 #include "partita/runtime/Backend.h"
 #include "partita/runtime/CudaBackend.h"
+#include "partita/runtime/Train.h"
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +59,7 @@ namespace {
 struct Options {
   int64_t batch = 16, seq = 1024, heads = 12, kvHeads = 0, dim = 64;
   bool causal = true, f64 = false, check = false, emulate = false;
+  bool banks = false;
   CudaAttention attention = CudaAttention::Gemm;
   bool tf32 = false;
   int iters = 20, block = 256;
@@ -65,7 +71,7 @@ struct Options {
                "partita-attention-bench: %s\nusage: partita-attention-bench "
                "[--batch B] [--seq S] [--heads H] [--kv-heads K] [--dim D] "
                "[--no-causal] [--f64] [--iters N] [--block T] [--check] "
-               "[--emulate] [--attention KIND] [--tf32] [--cpu THREADS]\n"
+               "[--emulate [--banks]] [--attention KIND] [--tf32] [--cpu THREADS]\n"
                "  --attention gemm|simt|tensor: as partita run's (default "
                "gemm: GEMMs and the row kernel)\n"
                "  --cpu THREADS: the cpu backend at THREADS threads\n",
@@ -106,6 +112,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--f64") o.f64 = true;
     else if (a == "--check") o.check = true;
     else if (a == "--emulate") o.emulate = true;
+    else if (a == "--banks") o.banks = true;
     else if (a == "--cpu") o.cpuThreads = int(value());
     else usage(("unknown argument " + a).c_str());
   }
@@ -181,6 +188,8 @@ double relativeDifference(const Tensor &a, const Tensor &b) {
 
 int main(int argc, char **argv) {
   Options o = parse(argc, argv);
+  if (o.banks && (!o.emulate || o.cpuThreads > 0))
+    usage("--banks needs --emulate (the block emulator counts them)");
   try {
     if (!o.emulate && o.cpuThreads == 0) {
       std::string error = cudaDeviceError();
@@ -192,6 +201,8 @@ int main(int argc, char **argv) {
     }
     CudaBackendOptions options;
     options.emulate = o.emulate;
+    if (o.banks)
+      options.bankReport = std::make_shared<SharedBankReport>();
     options.blockSize = o.block;
     options.attention = o.attention;
     options.tf32 = o.tf32;
@@ -305,6 +316,8 @@ int main(int argc, char **argv) {
                   (b.forward + b.seconds) * 1e3,
                   14 * unit / (b.forward + b.seconds) / rate, rateName,
                   b.what);
+    if (options.bankReport)
+      std::printf("%s", formatBankReport(*options.bankReport).c_str());
   } catch (const std::exception &e) {
     std::fprintf(stderr, "partita-attention-bench: %s\n", e.what());
     return 1;

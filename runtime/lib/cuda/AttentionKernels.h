@@ -14,8 +14,9 @@
 //   - forward (AttentionForward, op 0): one block per (batch, head, tile of
 //     blockSize / tpr * kRows queries); a group of `tpr` lanes (a power of
 //     two <= 32, a warp's aligned lanes) owns kRows query rows (2 for f32,
-//     1 for f64), each lane a slice of kDims head dimensions of each,
-//     held in registers (q, the output accumulator). Key and value tiles of
+//     1 for f64), each lane a slice of kDims head dimensions of each (16-byte
+//     chunks dealt round the group's lanes, attnDim), held in registers
+//     (q, the output accumulator). Key and value tiles of
 //     `cols` rows are staged in shared memory; one shared load feeds the
 //     lane's rows; each lane forms its partial q.k, the group adds them with
 //     an xor butterfly (every lane gets the same sum), and a row's running
@@ -44,7 +45,7 @@
 // forward keeps kAttnScoreKeys scores a row in registers; the gradients
 // step kAttnChunk keys or queries at a time. Launches are at most
 // kAttnMaxBlock threads (the kernels' __launch_bounds__(256, 1), so the
-// compiler may use up to 255 registers: 200-230 for f32, 185-255 for f64 at
+// compiler may use up to 255 registers: 220-232 for f32, 198-253 for f64 at
 // sm_90, no spills).
 //
 // Measured on an H100 (f32, batch 16, seq 1024, 12 heads, head_dim 64,
@@ -204,10 +205,23 @@ PARTITA_HD T attnRowSum(const Ctx &c, T v, int tpr) {
   return v;
 }
 
-/// out[r] = the sum over the thread's kDims of x[r][i] * s[at + i] (a
-/// partial: one slice), for its R rows: one shared load feeds every row.
+/// Which head dimensions a lane holds: its slice of kDims elements is
+/// kVec-element chunks dealt round the tpr lanes of its group (chunk i of
+/// lane j is the row's chunk j + tpr i), so at each step of a loop over
+/// the slice the group reads consecutive chunks of a staged row: a quarter
+/// warp's 16-byte loads in one wavefront (dims of a lane contiguous, lanes
+/// kDims apart, took 2 to 4 at head_dim 64: the block emulator's bank
+/// counts). Element x of lane j's slice is head dimension attnDim(j, x).
+template <typename T> PARTITA_HD int attnDim(int lane, int tpr, int x) {
+  constexpr int VN = AttnTile<T>::kVec;
+  return VN * (lane + tpr * (x / VN)) + x % VN;
+}
+
+/// out[r] = the sum over the thread's kDims of x[r][i] * (its slice of the
+/// staged row whose first chunk of the lane's is at `at`, chunks `stride`
+/// apart) (a partial), for its R rows: one shared load feeds every row.
 template <int R, typename T, typename S>
-PARTITA_HD void attnDots(const S &s, int64_t at,
+PARTITA_HD void attnDots(const S &s, int64_t at, int stride,
                          const T (&x)[R][AttnTile<T>::kDims], T (&out)[R]) {
   constexpr int DPT = AttnTile<T>::kDims, VN = AttnTile<T>::kVec;
   T part[R][VN];
@@ -219,7 +233,7 @@ PARTITA_HD void attnDots(const S &s, int64_t at,
   PARTITA_UNROLL
   for (int x0 = 0; x0 < DPT; x0 += VN) {
     T w[VN];
-    attnLoadVec(s, at + x0, w);
+    attnLoadVec(s, at + x0 / VN * stride, w);
     PARTITA_UNROLL
     for (int r = 0; r < R; ++r)
       PARTITA_UNROLL
@@ -235,15 +249,16 @@ PARTITA_HD void attnDots(const S &s, int64_t at,
   }
 }
 
-/// acc[r][i] += f[r] * s[at + i] over the thread's kDims and R rows.
+/// acc[r][i] += f[r] * (element i of the slice at `at`, as attnDots)
+/// over the thread's kDims and R rows.
 template <int R, typename T, typename S>
-PARTITA_HD void attnAxpys(const S &s, int64_t at, const T (&f)[R],
+PARTITA_HD void attnAxpys(const S &s, int64_t at, int stride, const T (&f)[R],
                           T (&acc)[R][AttnTile<T>::kDims]) {
   constexpr int DPT = AttnTile<T>::kDims, VN = AttnTile<T>::kVec;
   PARTITA_UNROLL
   for (int x0 = 0; x0 < DPT; x0 += VN) {
     T w[VN];
-    attnLoadVec(s, at + x0, w);
+    attnLoadVec(s, at + x0 / VN * stride, w);
     PARTITA_UNROLL
     for (int r = 0; r < R; ++r)
       PARTITA_UNROLL
@@ -252,16 +267,33 @@ PARTITA_HD void attnAxpys(const S &s, int64_t at, const T (&f)[R],
   }
 }
 
-/// Loads the thread's slice [d0, d0 + kDims) of row `row` of a head (rows
-/// `ld` apart from `base`), zeros past headDim or when !ok.
+/// Loads lane `lane`'s slice (attnDim) of row `row` of a head (rows `ld`
+/// apart from `base`), zeros past headDim or when !ok.
 template <typename T>
-PARTITA_HD void attnLoadRow(const T *base, int64_t row, int64_t ld, int d0,
-                            int64_t headDim, bool ok,
+PARTITA_HD void attnLoadRow(const T *base, int64_t row, int64_t ld, int lane,
+                            int tpr, int64_t headDim, bool ok,
                             T (&out)[AttnTile<T>::kDims]) {
   constexpr int DPT = AttnTile<T>::kDims;
   PARTITA_UNROLL
-  for (int x = 0; x < DPT; ++x)
-    out[x] = (ok && d0 + x < headDim) ? base[row * ld + d0 + x] : T(0);
+  for (int x = 0; x < DPT; ++x) {
+    int d = attnDim<T>(lane, tpr, x);
+    out[x] = (ok && d < headDim) ? base[row * ld + d] : T(0);
+  }
+}
+
+/// Stores lane `lane`'s slice of row `row` (attnDim), times `factor`,
+/// within headDim.
+template <typename T>
+PARTITA_HD void attnStoreRow(T *base, int64_t row, int64_t ld, int lane,
+                             int tpr, int64_t headDim,
+                             const T (&v)[AttnTile<T>::kDims], T factor) {
+  constexpr int DPT = AttnTile<T>::kDims;
+  PARTITA_UNROLL
+  for (int x = 0; x < DPT; ++x) {
+    int d = attnDim<T>(lane, tpr, x);
+    if (d < headDim)
+      base[row * ld + d] = v[x] * factor;
+  }
 }
 
 /// Stages rows r0 .. r0 + tile of a head (rows `ld` apart from `src`) into
@@ -310,7 +342,9 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
   bool values = mode != AttnMode::StatsNoD;
   int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
   int groups = c.blockSize() / tpr, rows = groups * R;
-  int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
+  // The lane's first chunk in a staged row, its chunks vs apart.
+  int grp = t / tpr, lane = t % tpr, ldS = tpr * DPT;
+  int vs = tpr * AttnTile<T>::kVec, d0 = lane * AttnTile<T>::kVec;
   int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
   auto sh = c.template shared<T>();
   const T scale = T(a.scale), negInf = -infinity<T>();
@@ -330,7 +364,7 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
     for (int r = 0; r < R; ++r) {
       i[r] = q0 + grp + int64_t(r) * groups;
       rowOk[r] = i[r] < a.seqQ;
-      attnLoadRow(q + qOff, i[r], ldq, d0, a.headDim, rowOk[r], qr[r]);
+      attnLoadRow(q + qOff, i[r], ldq, lane, tpr, a.headDim, rowOk[r], qr[r]);
       PARTITA_UNROLL
       for (int x = 0; x < DPT; ++x)
         o[r][x] = T(0);
@@ -366,7 +400,7 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
             s[r][jj] = negInf;
           if (j < jEnd) {
             T part[R];
-            attnDots(sh, int64_t(j) * ldS + d0, qr, part);
+            attnDots(sh, int64_t(j) * ldS + d0, vs, qr, part);
             PARTITA_UNROLL
             for (int r = 0; r < R; ++r) {
               T dot = attnRowSum(c, part[r], tpr);
@@ -397,7 +431,7 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
               l[r] += pj[r];
             }
             if (values)
-              attnAxpys(sh, int64_t(bc + j) * ldS + d0, pj, o);
+              attnAxpys(sh, int64_t(bc + j) * ldS + d0, vs, pj, o);
           }
         }
       }
@@ -406,11 +440,9 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
     for (int r = 0; r < R; ++r) {
       T inv = T(1) / l[r];
       if (mode == AttnMode::Output) {
-        T *out = static_cast<T *>(p.out[0]) + qOff;
-        PARTITA_UNROLL
-        for (int x = 0; x < DPT; ++x)
-          if (rowOk[r] && d0 + x < a.headDim)
-            out[i[r] * ldq + d0 + x] = o[r][x] * inv;
+        if (rowOk[r])
+          attnStoreRow(static_cast<T *>(p.out[0]) + qOff, i[r], ldq, lane,
+                       tpr, a.headDim, o[r], inv);
         // The optional lse output [batch, heads, seqQ]: m + log(l).
         if (p.out[1] && rowOk[r] && d0 == 0)
           static_cast<T *>(p.out[1])[(b * a.heads + h) * a.seqQ + i[r]] =
@@ -420,7 +452,7 @@ PARTITA_HD void attentionForwardKernel(const Ctx &c, const KernelParams &p) {
       T dd = T(0);
       if (mode == AttnMode::Stats) {
         T g2[DPT];
-        attnLoadRow(dy + qOff, i[r], ldq, d0, a.headDim, rowOk[r], g2);
+        attnLoadRow(dy + qOff, i[r], ldq, lane, tpr, a.headDim, rowOk[r], g2);
         T part = T(0);
         PARTITA_UNROLL
         for (int x = 0; x < DPT; ++x)
@@ -447,7 +479,9 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
   const auto [q, k, v, dy, stats, group, ldq, ldkv] = attnOperands<T>(p, a);
   int t = c.threadIndex(), tpr = a.tpr, bc = a.tile;
   int groups = c.blockSize() / tpr, rows = groups * R;
-  int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
+  // The lane's first chunk in a staged row, its chunks vs apart.
+  int grp = t / tpr, lane = t % tpr, ldS = tpr * DPT;
+  int vs = tpr * AttnTile<T>::kVec, d0 = lane * AttnTile<T>::kVec;
   int64_t qTiles = (a.seqQ + rows - 1) / rows, pairs = a.batch * a.heads;
   int64_t count = pairs * a.seqQ;
   auto sh = c.template shared<T>();
@@ -466,8 +500,8 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
     for (int r = 0; r < R; ++r) {
       i[r] = q0 + grp + int64_t(r) * groups;
       rowOk[r] = i[r] < a.seqQ;
-      attnLoadRow(q + qOff, i[r], ldq, d0, a.headDim, rowOk[r], qr[r]);
-      attnLoadRow(dy + qOff, i[r], ldq, d0, a.headDim, rowOk[r], gr[r]);
+      attnLoadRow(q + qOff, i[r], ldq, lane, tpr, a.headDim, rowOk[r], qr[r]);
+      attnLoadRow(dy + qOff, i[r], ldq, lane, tpr, a.headDim, rowOk[r], gr[r]);
       PARTITA_UNROLL
       for (int x = 0; x < DPT; ++x)
         acc[r][x] = T(0);
@@ -497,8 +531,8 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
         for (int jj = 0; jj < CH; ++jj) {
           int64_t kr = int64_t(j0 + jj) * ldS + d0;
           T ps[R], pd[R];
-          attnDots(sh, kr, qr, ps);
-          attnDots(sh, int64_t(bc) * ldS + kr, gr, pd);
+          attnDots(sh, kr, vs, qr, ps);
+          attnDots(sh, int64_t(bc) * ldS + kr, vs, gr, pd);
           PARTITA_UNROLL
           for (int r = 0; r < R; ++r) {
             s[r][jj] = attnRowSum(c, ps[r], tpr);
@@ -515,17 +549,15 @@ PARTITA_HD void attentionGradQKernel(const Ctx &c, const KernelParams &p) {
                        : T(0);
             f[r] = pj * (dp[r][jj] - dd[r]);
           }
-          attnAxpys(sh, int64_t(j0 + jj) * ldS + d0, f, acc);
+          attnAxpys(sh, int64_t(j0 + jj) * ldS + d0, vs, f, acc);
         }
       }
     }
-    T *dq = static_cast<T *>(p.out[0]) + qOff;
     PARTITA_UNROLL
     for (int r = 0; r < R; ++r)
-      PARTITA_UNROLL
-      for (int x = 0; x < DPT; ++x)
-        if (rowOk[r] && d0 + x < a.headDim)
-          dq[i[r] * ldq + d0 + x] = acc[r][x] * scale;
+      if (rowOk[r])
+        attnStoreRow(static_cast<T *>(p.out[0]) + qOff, i[r], ldq, lane, tpr,
+                     a.headDim, acc[r], scale);
   }
 }
 
@@ -540,7 +572,9 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
   bool wantK = p.op == 0;
   int t = c.threadIndex(), tpr = a.tpr, bq = a.tile;
   int groups = c.blockSize() / tpr, rows = groups * R;
-  int grp = t / tpr, d0 = (t % tpr) * DPT, ldS = tpr * DPT;
+  // The lane's first chunk in a staged row, its chunks vs apart.
+  int grp = t / tpr, lane = t % tpr, ldS = tpr * DPT;
+  int vs = tpr * AttnTile<T>::kVec, d0 = lane * AttnTile<T>::kVec;
   int64_t pairs = a.batch * a.kvHeads;
   int64_t count = a.batch * a.heads * a.seqQ;
   // Shared: q tile, dO tile (bq rows of ldS), then m, 1/l, D (bq each).
@@ -562,9 +596,10 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
     for (int r = 0; r < R; ++r) {
       j[r] = k0 + grp + int64_t(r) * groups;
       colOk[r] = j[r] < a.seqKV;
-      attnLoadRow(k + kvOff, j[r], ldkv, d0, a.headDim, colOk[r], kr[r]);
-      attnLoadRow(v + kvOff, j[r], ldkv, d0, a.headDim, colOk[r] && wantK,
-                  vr[r]);
+      attnLoadRow(k + kvOff, j[r], ldkv, lane, tpr, a.headDim, colOk[r],
+                  kr[r]);
+      attnLoadRow(v + kvOff, j[r], ldkv, lane, tpr, a.headDim,
+                  colOk[r] && wantK, vr[r]);
       PARTITA_UNROLL
       for (int x = 0; x < DPT; ++x)
         acc[r][x] = T(0);
@@ -601,14 +636,14 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
           for (int ii = 0; ii < CH; ++ii) {
             int64_t at = int64_t(c0 + ii) * ldS + d0;
             T ps[R], pd[R];
-            attnDots(sh, at, kr, ps);
+            attnDots(sh, at, vs, kr, ps);
             PARTITA_UNROLL
             for (int r = 0; r < R; ++r) {
               s[r][ii] = attnRowSum(c, ps[r], tpr);
               dp[r][ii] = T(0);
             }
             if (wantK) {
-              attnDots(sh, dyAt + at, vr, pd);
+              attnDots(sh, dyAt + at, vs, vr, pd);
               PARTITA_UNROLL
               for (int r = 0; r < R; ++r)
                 dp[r][ii] = attnRowSum(c, pd[r], tpr);
@@ -628,19 +663,17 @@ PARTITA_HD void attentionGradKVKernel(const Ctx &c, const KernelParams &p) {
               f[r] = wantK ? pj * (dp[r][ii] - di) : pj;
             }
             int64_t at = int64_t(c0 + ii) * ldS + d0;
-            attnAxpys(sh, wantK ? at : dyAt + at, f, acc);
+            attnAxpys(sh, wantK ? at : dyAt + at, vs, f, acc);
           }
         }
       }
     }
-    T *out = static_cast<T *>(p.out[0]) + kvOff;
     T factor = wantK ? scale : T(1);
     PARTITA_UNROLL
     for (int r = 0; r < R; ++r)
-      PARTITA_UNROLL
-      for (int x = 0; x < DPT; ++x)
-        if (colOk[r] && d0 + x < a.headDim)
-          out[j[r] * ldkv + d0 + x] = acc[r][x] * factor;
+      if (colOk[r])
+        attnStoreRow(static_cast<T *>(p.out[0]) + kvOff, j[r], ldkv, lane,
+                     tpr, a.headDim, acc[r], factor);
   }
 }
 

@@ -11,42 +11,66 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <random>
+#include <string>
 
 namespace partita::runtime::test {
 namespace {
 
-Tensor randomF32(std::vector<int64_t> shape, uint64_t seed) {
-  Tensor t(DType::F32, std::move(shape));
+Tensor randomTensor(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t(dtype, std::move(shape));
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    t.data<float>()[i] = dist(rng);
+  std::uniform_real_distribution<double> dist(-1.5, 1.5);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (dtype == DType::F32)
+      t.data<float>()[i] = float(dist(rng));
+    else
+      t.data<double>()[i] = dist(rng);
+  }
   return t;
 }
 
-/// Runs attention and its "qkv" gradient on the emulated tensor-core
-/// kernels and returns the bank report.
-std::shared_ptr<SharedBankReport> attentionBanks(std::vector<int64_t> shape,
-                                                 bool causal, bool tf32) {
+/// Runs attention and its "qkv" gradient on the emulated backend with
+/// `options` and returns the bank report.
+std::shared_ptr<SharedBankReport> attentionBanks(CudaBackendOptions options,
+                                                 DType dtype,
+                                                 std::vector<int64_t> shape,
+                                                 bool causal) {
   auto report = std::make_shared<SharedBankReport>();
-  CudaBackendOptions options;
   options.emulate = true;
-  options.attention = CudaAttention::Tensor;
-  options.tf32 = tf32;
   options.bankReport = report;
   std::unique_ptr<Backend> backend = createCudaBackend(options);
   std::vector<Tensor> in;
   for (uint64_t seed = 1; seed <= 4; ++seed)
-    in.push_back(randomF32(shape, seed));
+    in.push_back(randomTensor(dtype, shape, seed));
   KernelAttrs a;
   a.causal = causal;
   runOnBackend(*backend, KernelKind::Attention, a, {in[0], in[1], in[2]},
-               {{DType::F32, shape}});
+               {{dtype, shape}});
   a.wrt = "qkv";
   runOnBackend(*backend, KernelKind::AttentionGrad, a, in,
-               {{DType::F32, shape}, {DType::F32, shape}, {DType::F32, shape}});
+               {{dtype, shape}, {dtype, shape}, {dtype, shape}});
   return report;
+}
+
+/// Expects `kernels` in the report, each with loads and stores, at the
+/// ideal wavefronts.
+void expectConflictFree(const SharedBankReport &report,
+                        std::initializer_list<const char *> kernels) {
+  for (const char *kernel : kernels) {
+    auto it = report.kernels.find(kernel);
+    ASSERT_NE(it, report.kernels.end()) << kernel << " did not run";
+    const SharedBankTraffic &t = it->second;
+    EXPECT_GT(t.loads.requests, 0u) << kernel;
+    EXPECT_GT(t.stores.requests, 0u) << kernel;
+    EXPECT_EQ(t.loads.wavefronts, t.loads.ideal)
+        << kernel << ": loads in " << t.loads.wavefronts << " wavefronts where "
+        << t.loads.ideal << " would do";
+    EXPECT_EQ(t.stores.wavefronts, t.stores.ideal)
+        << kernel << ": stores in " << t.stores.wavefronts
+        << " wavefronts where " << t.stores.ideal << " would do";
+  }
 }
 
 // Tests that the tensor-core attention kernels (forward, dq, dk and dv)
@@ -63,23 +87,34 @@ TEST(SharedBanksTest, TensorCoreAttentionHasNoBankConflicts) {
       for (bool tf32 : {false, true}) {
         SCOPED_TRACE("head_dim " + std::to_string(shape[3]) +
                      (causal ? ", causal" : "") + (tf32 ? ", --tf32" : ""));
-        std::shared_ptr<SharedBankReport> report =
-            attentionBanks(shape, causal, tf32);
-        for (const char *kernel :
-             {"attention_mma_forward", "attention_mma_grad_q",
-              "attention_mma_grad_kv"}) {
-          auto it = report->kernels.find(kernel);
-          ASSERT_NE(it, report->kernels.end()) << kernel << " did not run";
-          const SharedBankTraffic &t = it->second;
-          EXPECT_GT(t.loads.requests, 0u) << kernel;
-          EXPECT_GT(t.stores.requests, 0u) << kernel;
-          EXPECT_EQ(t.loads.wavefronts, t.loads.ideal)
-              << kernel << ": loads in " << t.loads.wavefronts
-              << " wavefronts where " << t.loads.ideal << " would do";
-          EXPECT_EQ(t.stores.wavefronts, t.stores.ideal)
-              << kernel << ": stores in " << t.stores.wavefronts
-              << " wavefronts where " << t.stores.ideal << " would do";
-        }
+        CudaBackendOptions options;
+        options.attention = CudaAttention::Tensor;
+        options.tf32 = tf32;
+        expectConflictFree(*attentionBanks(options, DType::F32, shape, causal),
+                           {"attention_mma_forward", "attention_mma_grad_q",
+                            "attention_mma_grad_kv"});
+      }
+}
+
+// Tests that the flash-style kernels on CUDA cores (--attention simt) read
+// their staged rows without a bank conflict: each lane's head dimensions
+// are 16-byte chunks dealt round its group (attnDim), so a group reads
+// consecutive chunks. f32 and f64 at head_dim 64 (4 lanes a row), 128 (8)
+// and 16 (1), blocks of 64 and 256. With each lane's dimensions contiguous
+// in a staged row (lanes kDims apart, the layout before 2026-11-30) the
+// loads take 2x to 8x the ideal (head_dim 64 to 128) and this test fails.
+TEST(SharedBanksTest, SimtAttentionHasNoBankConflicts) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (int64_t dim : {64, 128, 16})
+      for (int block : {64, 256}) {
+        SCOPED_TRACE(std::string(toString(dtype)) + ", head_dim " +
+                     std::to_string(dim) + ", block " + std::to_string(block));
+        CudaBackendOptions options;
+        options.attention = CudaAttention::Simt;
+        options.blockSize = block;
+        expectConflictFree(
+            *attentionBanks(options, dtype, {1, 40, 2, dim}, /*causal=*/true),
+            {"attention_forward", "attention_grad_q", "attention_grad_kv"});
       }
 }
 
