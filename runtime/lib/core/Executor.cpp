@@ -915,6 +915,30 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
     return std::make_tuple(a, b, offset);
   };
   Impl *self = this;
+  // A gather or scatter along dimension d > 0: d moved to the front into
+  // the scratch (contiguous blocks), the collective, and the result moved
+  // back; `blocks` the result's front dimension (d's size times or over g).
+  auto alongFront = [&](CollectiveKind kind, int64_t d, int64_t blocks) {
+    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
+    std::tie(perm, front) = toFront(in.shape, d);
+    std::vector<int64_t> result = front;
+    result[0] = blocks;
+    auto [sendView, recvView, recvOffset] = scratchPair(front, result);
+    std::vector<int64_t> back = inverse(perm);
+    return std::function<void()>([=, sendView = sendView, recvView = recvView,
+                                  recvOffset = recvOffset] {
+      TensorView sendT = sendView, recvT = recvView;
+      sendT.data = self->collectiveScratch;
+      recvT.data = self->collectiveScratch + recvOffset;
+      transpose(in, sendT, perm);
+      size_t count = kind == CollectiveKind::AllGather
+                         ? size_t(sendT.numElements())
+                         : size_t(recvT.numElements());
+      self->runComm({kind, sendT.data, recvT.data, count, dtype, op, {}}, *grp,
+                    cs);
+      transpose(recvT, out, back);
+    });
+  };
   switch (c.kind()) {
   case plan::Collective::ALL_REDUCE:
     return [=] {
@@ -934,22 +958,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
           self->runComm({CollectiveKind::AllGather, in.data, out.data,
                          size_t(in.numElements()), dtype, op, {}}, *grp, cs);
       };
-    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
-    std::tie(perm, front) = toFront(in.shape, d);
-    std::vector<int64_t> gathered = front;
-    gathered[0] *= g;
-    auto [sendView, recvView, recvOffset] = scratchPair(front, gathered);
-    std::vector<int64_t> back = inverse(perm);
-    return [=, sendView = sendView, recvView = recvView,
-            recvOffset = recvOffset] {
-      TensorView sendT = sendView, recvT = recvView;
-      sendT.data = self->collectiveScratch;
-      recvT.data = self->collectiveScratch + recvOffset;
-      transpose(in, sendT, perm);
-      self->runComm({CollectiveKind::AllGather, sendT.data, recvT.data,
-                     size_t(sendT.numElements()), dtype, op, {}}, *grp, cs);
-      transpose(recvT, out, back);
-    };
+    return alongFront(CollectiveKind::AllGather, d, in.shape[d] * g);
   }
   case plan::Collective::REDUCE_SCATTER: {
     int64_t d = c.dim();
@@ -960,22 +969,7 @@ Executor::Impl::compileCollective(const plan::Collective &c) {
         self->runComm({CollectiveKind::ReduceScatter, in.data, out.data,
                        size_t(out.numElements()), dtype, op, {}}, *grp, cs);
       };
-    std::vector<int64_t> perm, front; // not bindings: lambdas capture them
-    std::tie(perm, front) = toFront(in.shape, d);
-    std::vector<int64_t> scattered = front;
-    scattered[0] /= g;
-    auto [sendView, recvView, recvOffset] = scratchPair(front, scattered);
-    std::vector<int64_t> back = inverse(perm);
-    return [=, sendView = sendView, recvView = recvView,
-            recvOffset = recvOffset] {
-      TensorView sendT = sendView, recvT = recvView;
-      sendT.data = self->collectiveScratch;
-      recvT.data = self->collectiveScratch + recvOffset;
-      transpose(in, sendT, perm);
-      self->runComm({CollectiveKind::ReduceScatter, sendT.data, recvT.data,
-                     size_t(recvT.numElements()), dtype, op, {}}, *grp, cs);
-      transpose(recvT, out, back);
-    };
+    return alongFront(CollectiveKind::ReduceScatter, d, in.shape[d] / g);
   }
   case plan::Collective::ALL_TO_ALL: {
     int64_t s = c.dim(), cd = c.concat_dim(), rank = in.shape.size();

@@ -67,8 +67,9 @@ struct BarrierState {
   int warp = -1; // a warp's exchange; -1: the block's barrier
 };
 
-/// A shared access's place in its thread's epoch: the source line and how
-/// many accesses from that line came before it.
+/// A shared access's place among its thread's since the thread's last
+/// arrival at a barrier or exchange: the source line, and how many accesses
+/// from that line came before it.
 struct SiteKey {
   const char *file;
   int line;
