@@ -317,7 +317,9 @@ int main(int argc, char **argv) {
                   14 * unit / (b.forward + b.seconds) / rate, rateName,
                   b.what);
     if (options.bankReport)
-      std::printf("%s", formatBankReport(*options.bankReport).c_str());
+      std::printf("%s", formatBankReport(*options.bankReport,
+                                         "every call above, warm-ups too")
+                            .c_str());
   } catch (const std::exception &e) {
     std::fprintf(stderr, "partita-attention-bench: %s\n", e.what());
     return 1;

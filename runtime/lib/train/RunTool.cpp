@@ -896,7 +896,8 @@ int Tool::runForward(std::shared_ptr<const PlanFile> plan,
               << " s\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
   if (ranksOptions.cudaBankReport)
-    std::cout << formatBankReport(*ranksOptions.cudaBankReport);
+    std::cout << formatBankReport(*ranksOptions.cudaBankReport,
+                                  "all ranks and steps");
   if (args.flags.count("report-memory"))
     std::cout << formatMemory(*plan, run.memory, run.memoryByRank);
   std::optional<std::string> outputs = args.get("outputs");
@@ -1095,7 +1096,8 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
               << ")\n";
   std::cout << formatProfile(run.profile, steps, run.seconds);
   if (ranksOptions.cudaBankReport)
-    std::cout << formatBankReport(*ranksOptions.cudaBankReport);
+    std::cout << formatBankReport(*ranksOptions.cudaBankReport,
+                                  "all ranks and steps");
   if (args.flags.count("report-memory"))
     std::cout << formatMemory(*plan, run.memory, run.memoryByRank);
   if (args.flags.count("report-data")) {

@@ -844,7 +844,8 @@ std::string formatMemory(const PlanFile &plan, const ExecutorMemory &m,
   return text + formatProcessMemory();
 }
 
-std::string formatBankReport(SharedBankReport &report) {
+std::string formatBankReport(SharedBankReport &report,
+                             const std::string &over) {
   std::lock_guard<std::mutex> lock(report.mutex);
   std::string text;
   auto part = [](const char *what, const SharedBankCounts &c) {
@@ -862,9 +863,8 @@ std::string formatBankReport(SharedBankReport &report) {
               "; " + part("stores", t.stores) + "\n";
   if (text.empty())
     return "";
-  return "shared-memory banks (the block emulator's model of 32 banks, all "
-         "ranks and steps):\n" +
-         text;
+  return "shared-memory banks (the block emulator's model of 32 banks, " +
+         over + "):\n" + text;
 }
 
 std::string formatProfile(const std::vector<ProfileEntry> &profile,

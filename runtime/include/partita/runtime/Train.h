@@ -385,8 +385,9 @@ std::string formatMemory(const PlanFile &plan, const ExecutorMemory &memory,
 /// beside the measured step time. Empty without entries.
 /// A SharedBankReport as lines (`--emulate-banks`): per kernel, the
 /// shared-memory requests of its loads and stores, their wavefronts and
-/// the ideal; "" when no kernel touched shared memory.
-std::string formatBankReport(SharedBankReport &report);
+/// the ideal, summed over `over` (e.g. "all ranks and steps"); "" when no
+/// kernel touched shared memory.
+std::string formatBankReport(SharedBankReport &report, const std::string &over);
 
 std::string formatProfile(const std::vector<ProfileEntry> &profile,
                           int64_t steps, const std::vector<double> &seconds);
