@@ -9,7 +9,7 @@
 #     (mlp; gpt forward, fp32, 1e-5, on 1 rank and on 4 ranks sharing the
 #     GPU over `local`; gpt's train step);
 #   - the attention kernels alone (partita-attention-bench at the GPT
-#     shape, each --attention kind, fp32 and TF32);
+#     shape: gemm and tensor in fp32 and TF32, simt in fp32);
 #   - the speed benchmark, bench/gpu-gpt/run.sh run PLAN_DIR/bench: the
 #     GPT train step of issue 17 beside PyTorch's, with the ratios;
 #   - compute-sanitizer memcheck, racecheck and synccheck on a subset of the GPU tests;
@@ -17,7 +17,10 @@
 #   - every plan of PLAN_DIR/plans.txt with `partita-run --check` on 4 local
 #     ranks and under `mpirun -np 4` (cpu backend);
 #   - PLAN_DIR/nccl-plans.txt with `--comm nccl` under mpirun, one rank per
-#     GPU (plans needing more GPUs than the machine has are skipped).
+#     GPU (plans needing more GPUs than the machine has are skipped);
+#   - with time left and Nsight Compute (ncu) at hand, the attention
+#     kernels' shared-memory bank conflicts on the GPU beside the block
+#     emulator's counts (scripts/compare-banks.py; informs, never fails).
 # PLAN_DIR comes from scripts/make-gpu-check-plans.sh, run where LLVM is.
 # Prints a summary and writes it as Markdown (for docs/gpu-check-results.md)
 # to --summary FILE (default: $OUT/gpu-check-summary.md when $OUT is set,
@@ -161,6 +164,14 @@ write_summary() {
       echo
       echo '```'
       cat "$build/attention-bench.txt"
+      echo '```'
+    fi
+    if [ -f "$build/banks.txt" ]; then
+      echo
+      echo "Shared-memory banks, the block emulator beside ncu (scripts/compare-banks.py):"
+      echo
+      echo '```'
+      cat "$build/banks.txt"
       echo '```'
     fi
     if [ -f "$build/bench-results.txt" ]; then
@@ -307,8 +318,10 @@ if [ -n "$plans" ]; then
     elif enough 40; then
       : >"$build/attention-bench.txt"
       n0=$failures
-      for kind in gemm tensor; do
+      for kind in gemm tensor simt; do
         for precision in fp32 tf32; do
+          # The CUDA-core kernels have no TF32.
+          [ "$kind" = simt ] && [ "$precision" = tf32 ] && continue
           flags=(--iters 10 --attention "$kind")
           [ "$precision" = tf32 ] && flags+=(--tf32)
           log="$build/attention-bench-$kind-$precision.log"
@@ -469,6 +482,46 @@ if [ -f "$plans/nccl-plans.txt" ]; then
     done <"$plans/nccl-plans.txt"
     cd "$root" || exit 1
     end "$([ "$failures" -eq "$n0" ] && echo ok || echo "$((failures - n0)) FAILED")"
+  fi
+fi
+
+# The block emulator's model of shared-memory banks (docs/gpu.md) against
+# the GPU's own counters: Nsight Compute on the first launches of small
+# attention calls, the emulator on the same calls. Informs only: a missing
+# ncu, no time left, or a profiler error is recorded, not a failure.
+if [ "$gpu_ok" -eq 1 ] && [ "$bench" -eq 1 ]; then
+  begin "shared-memory banks: ncu beside the block emulator"
+  ab="$build/bin/partita-attention-bench"
+  ncu_bin="$(command -v ncu || true)"
+  [ -z "$ncu_bin" ] && [ -x /usr/local/cuda/bin/ncu ] && ncu_bin=/usr/local/cuda/bin/ncu
+  if [ -z "$ncu_bin" ] || [ ! -x "$ab" ]; then
+    end "not run (no ncu, or no partita-attention-bench)"
+  elif [ "$(left)" -lt 60 ]; then
+    end "not run ($(left) s left)"
+  else
+    metrics=smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
+    metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum
+    metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+    metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+    metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+    : >"$build/banks.txt"
+    for kind in tensor simt; do
+      shape=(--batch 1 --seq 256 --heads 2 --iters 1 --attention "$kind")
+      emu="$build/banks-$kind-emulated.txt" csv="$build/banks-$kind-ncu.csv"
+      if limited 60 "$ab" "${shape[@]}" --emulate --banks >"$emu" 2>&1 &&
+          limited 90 "$ncu_bin" --csv --print-kernel-base mangled \
+            --launch-count 16 --metrics "$metrics" "$ab" "${shape[@]}" >"$csv" 2>&1 &&
+          python3 "$root/scripts/compare-banks.py" "$emu" "$csv" \
+            "$root/runtime/lib/cuda/Kernels.h" >"$build/banks-$kind.txt" 2>&1; then
+        { echo "--attention $kind:"; cat "$build/banks-$kind.txt"; } >>"$build/banks.txt"
+      else
+        { echo "--attention $kind: not compared:"; tail -3 "$csv" "$emu" 2>/dev/null; } >>"$build/banks.txt"
+      fi
+      keep_log "$emu"
+      keep_log "$csv"
+    done
+    cat "$build/banks.txt"
+    end "see the bank table"
   fi
 fi
 
