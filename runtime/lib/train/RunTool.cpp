@@ -141,7 +141,9 @@ const OptionSpec kOptions[] = {
      "requests and the bank wavefronts they take (the block emulator's "
      "model of a GPU's 32 banks; conflicts show as more wavefronts than "
      "the ideal) and print them per kernel at the end. Slow: every shared "
-     "access is recorded"},
+     "access is recorded. Emulated plan runs launch blocks of 32 threads; "
+     "partita-attention-bench --emulate --banks --block N counts attention "
+     "at other sizes"},
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
