@@ -141,9 +141,12 @@ const OptionSpec kOptions[] = {
      "requests and the bank wavefronts they take (the block emulator's "
      "model of a GPU's 32 banks; conflicts show as more wavefronts than "
      "the ideal) and print them per kernel at the end. Slow: every shared "
-     "access is recorded. Emulated plan runs launch blocks of 32 threads; "
-     "partita-attention-bench --emulate --banks --block N counts attention "
-     "at other sizes"},
+     "access is recorded. Emulated plan runs launch blocks of 32 threads "
+     "unless --emulate-block says otherwise"},
+    {"emulate-block", "n",
+     "With --backend cuda --emulate: threads per block of every kernel "
+     "launch (a multiple of 32 up to 1024; default 32, quick to emulate; a "
+     "GPU launches 256), e.g. to count --emulate-banks at a GPU's block size"},
     {"save-params", "dir",
      "Training: write the final parameters as DIR/<name>.npy"},
     {"save-checkpoint", "dir",
@@ -629,6 +632,15 @@ int Tool::run() {
   ranksOptions.cudaEmulateAsync = args.flags.count("emulate-async");
   if (ranksOptions.cudaEmulateAsync && !emulate)
     return fail("--emulate-async needs --backend cuda --emulate");
+  if (std::optional<std::string> text = args.get("emulate-block")) {
+    std::optional<int64_t> block = parseWhole(*text);
+    if (!block || *block < 32 || *block > 1024 || *block % 32 != 0)
+      return fail("--emulate-block " + *text +
+                  ": expected a multiple of 32 from 32 to 1024");
+    if (!emulate)
+      return fail("--emulate-block needs --backend cuda --emulate");
+    ranksOptions.cudaEmulatedBlock = int(*block);
+  }
   if (args.flags.count("emulate-banks")) {
     if (!emulate)
       return fail("--emulate-banks needs --backend cuda --emulate");

@@ -171,10 +171,11 @@ std::unique_ptr<Backend> createRankBackend(const RunOptions &options,
     if (slow.empty() || std::count(slow.begin(), slow.end(), rank))
       cuda.emulatedComputeDelay = options.cudaEmulatedComputeDelay;
     // The emulator pays per simulated thread at every barrier, and several
-    // ranks share this host's cores: one warp per block keeps plan runs
-    // quick (the kernels' unit tests cover blocks of 32 to 256 threads).
+    // ranks share this host's cores: one warp per block (the default of
+    // cudaEmulatedBlock) keeps plan runs quick (the kernels' unit tests
+    // cover blocks of 32 to 256 threads).
     if (options.cudaEmulate)
-      cuda.blockSize = 32;
+      cuda.blockSize = options.cudaEmulatedBlock;
     return createCudaBackend(cuda);
   }
   if (options.backend != "cpu")

@@ -110,6 +110,9 @@ struct RunOptions {
   bool cudaGraph = false;
   /// CudaBackendOptions::emulateAsync (testing).
   bool cudaEmulateAsync = false;
+  /// CudaBackendOptions::blockSize of emulated ranks (`--emulate-block`; a
+  /// GPU's ranks launch blocks of 256).
+  int cudaEmulatedBlock = 32;
   /// CudaBackendOptions::emulatedComputeDelay (testing), of the ranks in
   /// cudaEmulatedDelayRanks (empty: every rank).
   std::chrono::microseconds cudaEmulatedComputeDelay{0};
