@@ -187,14 +187,6 @@ PARTITA_HD inline AttnDims attnDims(const KernelParams &p) {
   return a;
 }
 
-/// out = s[at .. at + N), N = AttnTile<T>::kVec, `at` a multiple of N: one
-/// 16-byte shared load.
-template <int N, typename T, typename S>
-PARTITA_HD void attnLoadVec(const S &s, int64_t at, T (&out)[N]) {
-  static_assert(N * sizeof(T) == 16);
-  s.load16(at, out);
-}
-
 /// The sum of `v` over the tpr lanes of a row (aligned, a power of two):
 /// an xor butterfly, so every lane gets the same bits. Every lane of the
 /// warp calls it.
@@ -209,9 +201,10 @@ PARTITA_HD T attnRowSum(const Ctx &c, T v, int tpr) {
 /// kVec-element chunks dealt round the tpr lanes of its group (chunk i of
 /// lane j is the row's chunk j + tpr i), so at each step of a loop over
 /// the slice the group reads consecutive chunks of a staged row: a quarter
-/// warp's 16-byte loads in one wavefront (dims of a lane contiguous, lanes
-/// kDims apart, took 2 to 4 at head_dim 64: the block emulator's bank
-/// counts). Element x of lane j's slice is head dimension attnDim(j, x).
+/// warp's 16-byte loads in one wavefront (with a lane's dims contiguous,
+/// lanes kDims apart, the loads took 2x to 8x that at head_dim 64 to 128:
+/// the block emulator's bank counts). Element x of lane j's slice is head
+/// dimension attnDim(j, x).
 template <typename T> PARTITA_HD int attnDim(int lane, int tpr, int x) {
   constexpr int VN = AttnTile<T>::kVec;
   return VN * (lane + tpr * (x / VN)) + x % VN;
@@ -233,7 +226,7 @@ PARTITA_HD void attnDots(const S &s, int64_t at, int stride,
   PARTITA_UNROLL
   for (int x0 = 0; x0 < DPT; x0 += VN) {
     T w[VN];
-    attnLoadVec(s, at + x0 / VN * stride, w);
+    s.load16(at + x0 / VN * stride, w);
     PARTITA_UNROLL
     for (int r = 0; r < R; ++r)
       PARTITA_UNROLL
@@ -258,7 +251,7 @@ PARTITA_HD void attnAxpys(const S &s, int64_t at, int stride, const T (&f)[R],
   PARTITA_UNROLL
   for (int x0 = 0; x0 < DPT; x0 += VN) {
     T w[VN];
-    attnLoadVec(s, at + x0 / VN * stride, w);
+    s.load16(at + x0 / VN * stride, w);
     PARTITA_UNROLL
     for (int r = 0; r < R; ++r)
       PARTITA_UNROLL

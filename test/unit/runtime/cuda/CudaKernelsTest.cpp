@@ -29,16 +29,6 @@ namespace {
 
 const int kBlockSizes[] = {32, 64, 96, 128, 256};
 
-template <typename T> Tensor random(std::vector<int64_t> shape, uint64_t seed,
-                                    double lo = -3, double hi = 3) {
-  Tensor t(sizeof(T) == 4 ? DType::F32 : DType::F64, std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    t.data<T>()[i] = static_cast<T>(dist(rng));
-  return t;
-}
-
 template <typename I> Tensor labels(std::vector<int64_t> shape, int64_t vocab,
                                     uint64_t seed) {
   Tensor t(sizeof(I) == 4 ? DType::I32 : DType::I64, std::move(shape));

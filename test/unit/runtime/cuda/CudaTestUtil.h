@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,19 @@ namespace partita::runtime::test {
 /// The backend under test with `options` (defined by each test binary's
 /// main file: the emulated device layer with its race check, or the GPU).
 std::unique_ptr<Backend> cudaTestBackend(CudaBackendOptions options);
+
+/// A tensor of T (float: f32, double: f64) uniform in [lo, hi), the same
+/// values for the same seed.
+template <typename T>
+Tensor random(std::vector<int64_t> shape, uint64_t seed, double lo = -3,
+              double hi = 3) {
+  Tensor t(sizeof(T) == 4 ? DType::F32 : DType::F64, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<T>()[i] = static_cast<T>(dist(rng));
+  return t;
+}
 
 /// Whether cudaTestBackend runs on the emulated device layer.
 bool cudaTestEmulated();

@@ -12,23 +12,15 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
-#include <random>
 #include <string>
 
 namespace partita::runtime::test {
 namespace {
 
+/// random<T> (CudaTestUtil.h) in [-1.5, 1.5) of `dtype`, f32 or f64.
 Tensor randomTensor(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
-  Tensor t(dtype, std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.5, 1.5);
-  for (int64_t i = 0; i < t.numElements(); ++i) {
-    if (dtype == DType::F32)
-      t.data<float>()[i] = float(dist(rng));
-    else
-      t.data<double>()[i] = dist(rng);
-  }
-  return t;
+  return dtype == DType::F32 ? random<float>(std::move(shape), seed, -1.5, 1.5)
+                             : random<double>(std::move(shape), seed, -1.5, 1.5);
 }
 
 /// Runs attention and its "qkv" gradient on the emulated backend with
