@@ -17,8 +17,8 @@
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/dist/IR/TensorBuilder.h"
 #include "dialects/nn/IR/NNAttributes.h"
-#include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -271,6 +271,12 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
     }
   }
 
+  const dist::TensorBuilderInterface *tensors = dist::findTensorBuilder(step);
+  if (!points.empty() && !tensors)
+    return step.emitError()
+           << "microbatches: no dialect of the step's ops builds the sums "
+              "that accumulate microbatches (dist::TensorBuilderInterface)";
+
   // The per-microbatch part: the backward slice of the points.
   llvm::DenseSet<Operation *> micro;
   SmallVector<Operation *> work;
@@ -368,8 +374,7 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
       b.setInsertionPointAfter(last);
     else
       b.setInsertionPointAfterValue(v); // an argument: at the block's start
-    sums.push_back(
-        nn::AddOp::create(b, p.getLoc(), v.getType(), microAccs[k], v));
+    sums.push_back(tensors->buildSum(b, p.getLoc(), microAccs[k], v));
   }
   b.setInsertionPoint(mret);
   func::ReturnOp::create(b, mret.getLoc(), sums);
@@ -398,7 +403,7 @@ LogicalResult DistMicrobatchSplitPass::split(ModuleOp module,
     for (OpOperand &use : ret->getOpOperands())
       if (use.get() == p) {
         // A fresh value, so the result keeps its own sharding.
-        use.set(nn::ReshapeOp::create(b, p.getLoc(), p.getType(), stepAccs[k]));
+        use.set(tensors->buildCopy(b, p.getLoc(), stepAccs[k]));
       }
   }
   // (With one microbatch the per-microbatch part may have some too.)

@@ -25,8 +25,8 @@
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/dist/IR/TensorBuilder.h"
 #include "dialects/nn/IR/NNAttributes.h"
-#include "dialects/nn/IR/NNOps.h"
 #include "partita/runtime/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -164,6 +164,8 @@ private:
   StringRef schedule;
   int64_t chunks; // per pipeline rank: P / chunks ranks
   MLIRContext *ctx;
+  // Builds the zeros, copies and sums the pieces need (the model dialect's).
+  const dist::TensorBuilderInterface *tensors = nullptr;
   // zb-h1 (or a hand-written schedule with B and W actions): the backward
   // segments are split into B and W.
   bool splitBackward;
@@ -380,10 +382,7 @@ Value StageSplitter::shareOverPipeline(Piece &piece, Value mine, Type type,
                                        Location loc) {
   OpBuilder &b = piece.builder;
   if (!mine) {
-    auto tensor = cast<RankedTensorType>(type);
-    mine = nn::ConstantOp::create(
-        b, loc, tensor,
-        DenseElementsAttr::get(tensor, b.getZeroAttr(tensor.getElementType())));
+    mine = tensors->buildZeros(b, loc, cast<RankedTensorType>(type));
   }
   return dist::AllReduceOp::create(
       b, loc, type, mine, step->getAttrOfType<FlatSymbolRefAttr>("dist.mesh"),
@@ -502,8 +501,7 @@ LogicalResult StageSplitter::buildMicroPieces() {
                << "pipeline stages: internal error: a value leaving "
                << segmentName(seg) << " is not computed there";
       if (isa<BlockArgument>(mapped) || returned.contains(mapped))
-        mapped = nn::ReshapeOp::create(piece.builder, v.getLoc(),
-                                       mapped.getType(), mapped);
+        mapped = tensors->buildCopy(piece.builder, v.getLoc(), mapped);
       returned.insert(mapped);
       piece.results.push_back(mapped);
       piece.resultAttrs.push_back(attr);
@@ -629,8 +627,9 @@ LogicalResult StageSplitter::splitStep() {
       global |= vs == kGlobal;
     }
     int64_t s = stages.empty() ? (global ? kGlobal : -1) : *stages.begin();
-    if (stages.size() > 1 || (global && !stages.empty() && isa<nn::AddOp>(op))) {
-      if (!isa<nn::AddOp>(op)) {
+    bool sum = dist::isTensorSum(&op);
+    if (stages.size() > 1 || (global && !stages.empty() && sum)) {
+      if (!sum) {
         // At the step (the model's function): the op may carry only a name.
         InFlightDiagnostic diag = step.emitError();
         diag << "pipeline stages: '" << op.getName()
@@ -869,6 +868,14 @@ LogicalResult StageSplitter::run() {
     return step.emitError() << "pipeline stages: " << P
                             << " stages do not divide into " << chunks
                             << " chunks per pipeline rank";
+  tensors = dist::findTensorBuilder(step);
+  if (!tensors)
+    tensors = dist::findTensorBuilder(micro);
+  if (!tensors)
+    return step.emitError()
+           << "pipeline stages: no dialect of the step's ops builds the "
+              "zeros and copies the stages need "
+              "(dist::TensorBuilderInterface)";
   forwardFuncs.resize(P);
   backwardFuncs.resize(P);
   inputFuncs.resize(P);

@@ -42,7 +42,6 @@
 #include "dialects/dist/IR/KernelInterface.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
-#include "dialects/nn/IR/NNOps.h"
 #include "partita/runtime/PipelineSchedule.h"
 #include "runtime/plan/PlanMemory.h"
 
@@ -751,76 +750,79 @@ LogicalResult FunctionLowering::checkReplacements(func::ReturnOp ret) {
   return success();
 }
 
-/// Integer inputs used as embedding ids or cross-entropy labels get the
-/// vocabulary (or class count) as their bound, so tools generate valid ones.
-/// In a partitioned program logits may be split over the vocabulary, so
-/// their local width only bounds the labels from below; the embedding's
-/// global vocabulary, when there is one, is used instead.
+/// Integer inputs that ops read as indices (KernelOpInterface's index
+/// operands: embedding ids, cross-entropy labels) get the size of the
+/// dimension they index as their bound, so tools generate valid ones. Only
+/// arguments and results carry their global shape, and a dist op keeps the
+/// global shape of its operand (it reshards): a value reached through dist
+/// ops from an argument has the argument's global size (an embedding table
+/// stored sharded over the data axis is all-gathered before the lookup
+/// under fsdp+megatron; its local rows are the tensor-axis shard, not the
+/// vocabulary). Other values have their local size, which in a partitioned
+/// program may be a shard (logits split over the vocabulary): there the
+/// largest global size found bounds them instead, when it is larger.
 void FunctionLowering::setValueBounds() {
   auto dimOf = [&](Value v, int64_t dim) -> int64_t {
     const pb::Buffer &b = program.buffers(use(v));
     return b.global_shape(dim < 0 ? b.global_shape_size() + dim : dim);
   };
-  // Only arguments and results carry their global shape, and a dist op
-  // keeps the global shape of its operand (it reshards): a table reached
-  // through dist ops from an argument has the argument's global rows (an
-  // embedding table stored sharded over the data axis is all-gathered
-  // before the lookup under fsdp+megatron; its local rows are the
-  // tensor-axis shard, not the vocabulary).
-  auto globalRows = [&](Value table) -> int64_t {
-    Value v = table;
+  // The argument `v` reshards, if any.
+  auto argumentOf = [&](Value v) -> Value {
     while (Operation *def = v.getDefiningOp()) {
       auto in = def->getNumOperands() == 1
                     ? dyn_cast<RankedTensorType>(def->getOperand(0).getType())
                     : RankedTensorType();
       if (!isa_and_nonnull<dist::DistDialect>(def->getDialect()) || !in ||
           in.getRank() != cast<RankedTensorType>(v.getType()).getRank())
-        break;
+        return nullptr;
       v = def->getOperand(0);
     }
-    auto arg = dyn_cast<BlockArgument>(v);
-    return dimOf(arg && arg.getOwner()->getParentOp() == func.getOperation()
-                     ? v
-                     : table,
-                 0);
+    auto arg = cast<BlockArgument>(v);
+    return arg.getOwner()->getParentOp() == func.getOperation() ? v : nullptr;
   };
-  auto inputBuffer = [&](Value ids) -> pb::Buffer * {
-    auto arg = dyn_cast<BlockArgument>(ids);
+  struct Bound {
+    Value indices;
+    int64_t size;
+    bool global;
+  };
+  SmallVector<Bound> bounds;
+  int64_t largestGlobal = 0, largest = 0;
+  func.walk([&](dist::KernelOpInterface op) {
+    for (dist::IndexOperand index : op.getIndexOperands()) {
+      Value indexed = op->getOperand(index.into);
+      Value arg = argumentOf(indexed);
+      int64_t size = dimOf(arg ? arg : indexed, index.dim);
+      // Padded over that dimension (dist-partition): masked past its real
+      // size first, which bounds the indices.
+      if (auto mask = indexed.getDefiningOp<dist::MaskOp>()) {
+        int64_t rank = cast<RankedTensorType>(mask.getType()).getRank();
+        if (int64_t(mask.getDim()) ==
+            (index.dim < 0 ? rank + index.dim : index.dim))
+          size = std::min<int64_t>(size, mask.getSize());
+      }
+      bounds.push_back({op->getOperand(index.index), size, bool(arg)});
+      (arg ? largestGlobal : largest) =
+          std::max(arg ? largestGlobal : largest, size);
+    }
+  });
+  for (Bound &bound : bounds) {
+    if (partitioned && !bound.global)
+      bound.size = std::max(bound.size, largestGlobal);
+    auto arg = dyn_cast<BlockArgument>(bound.indices);
     if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
-      return nullptr;
-    return program.mutable_buffers(use(ids));
-  };
-  int64_t vocab = 0;
-  func.walk([&](nn::EmbeddingOp op) {
-    int64_t bound = globalRows(op.getTable());
-    vocab = std::max(vocab, bound);
-    if (pb::Buffer *b = inputBuffer(op.getIds()))
-      b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)
-                                          : bound);
-  });
-  int64_t classes = 0;
-  func.walk([&](nn::CrossEntropyOp op) {
-    int64_t bound = dimOf(op.getLogits(), -1);
-    // Logits padded over the vocabulary (dist-partition) are masked past
-    // the real vocabulary first: that size bounds the labels.
-    if (auto mask = op.getLogits().getDefiningOp<dist::MaskOp>())
-      if (int64_t(mask.getDim()) ==
-          cast<RankedTensorType>(mask.getType()).getRank() - 1)
-        bound = std::min<int64_t>(bound, mask.getSize());
-    if (partitioned && vocab > bound)
-      bound = vocab;
-    classes = std::max(classes, bound);
-    if (pb::Buffer *b = inputBuffer(op.getLabels()))
-      b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound)
-                                          : bound);
-  });
-  // A partitioned program may remap ids before they reach the op (a
+      continue;
+    pb::Buffer *b = program.mutable_buffers(use(bound.indices));
+    b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound.size)
+                                        : bound.size);
+  }
+  // A partitioned program may remap indices before they reach the op (a
   // vocabulary-parallel embedding subtracts its shard's first row): such
-  // inputs get the global vocabulary, else the class count.
+  // inputs get the largest global size, else the largest size.
   for (pb::Buffer &b : *program.mutable_buffers())
     if (b.role() == pb::INPUT &&
         (b.dtype() == pb::I32 || b.dtype() == pb::I64) && b.value_bound() == 0)
-      b.set_value_bound(vocab ? vocab : classes);
+      b.set_value_bound(largestGlobal ? largestGlobal
+                                      : std::max(largest, largestGlobal));
 }
 
 /// A constant that is not a splat: a CONSTANT buffer holding its bytes.

@@ -5,7 +5,6 @@
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/dist/IR/ShardingAdapters.h"
 #include "dialects/nn/IR/NNAttributes.h"
-#include "dialects/nn/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -98,7 +97,7 @@ LogicalResult sharding::applySequenceParallel(FunctionOpInterface func,
 
   SmallVector<Operation *> norms, partials;
   func.walk([&](Operation *op) {
-    if (op->hasTrait<nn::RowNormalization>() && op->getNumOperands() >= 1) {
+    if (op->hasTrait<dist::RowNormalization>() && op->getNumOperands() >= 1) {
       auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
       if (type && type.getRank() == 3)
         norms.push_back(op);

@@ -103,4 +103,12 @@ def PartitionOpInterface : OpInterface<"PartitionOpInterface"> {
   ];
 }
 
+// Normalizes each row (the last dimension) of its first operand on its own,
+// so the rows may be split over devices: Megatron sequence parallelism splits
+// the sequence of the [batch, seq, hidden] activations entering one. The C++
+// class is in DistTraits.h.
+def RowNormalization : NativeOpTrait<"RowNormalization"> {
+  let cppNamespace = "::partita::dist";
+}
+
 #endif // PARTITA_DIST_INTERFACES

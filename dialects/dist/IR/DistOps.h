@@ -9,6 +9,7 @@
 #define PARTITA_DIALECTS_DIST_IR_DISTOPS_H
 
 #include "dialects/dist/IR/DistDialect.h"
+#include "dialects/dist/IR/DistTraits.h"
 #include "dialects/dist/IR/PartitionHooks.h"
 #include "dialects/dist/IR/ShardingRule.h"
 

@@ -12,6 +12,7 @@
 
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -57,6 +58,14 @@ struct KernelDescription {
     attrs[key.str()] = std::vector<int64_t>(values.begin(), values.end());
     return *this;
   }
+};
+
+/// Operand `index` of an op holds indices into dimension `dim` of operand
+/// `into` (negative: from the last).
+struct IndexOperand {
+  unsigned index;
+  unsigned into;
+  int64_t dim;
 };
 
 /// "int", "float", "bool", "string" or "int list": how diagnostics name the

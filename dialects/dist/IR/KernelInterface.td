@@ -36,6 +36,17 @@ def KernelOpInterface : OpInterface<"KernelOpInterface"> {
         unsupported element type, a value out of range).
       }],
       "::mlir::FailureOr<::partita::dist::KernelDescription>", "getKernel">,
+    InterfaceMethod<[{
+        The operands that hold indices into a dimension of another operand
+        (an embedding's ids into its table's rows, cross entropy's labels
+        into its logits' classes). The plan lowering bounds the integer
+        inputs they read by that dimension, so tools that make inputs make
+        valid ones. A gradient op may leave them out: its forward op says it.
+        The default (which the generated note below does not know of)
+        returns none.
+      }],
+      "::llvm::SmallVector<::partita::dist::IndexOperand>", "getIndexOperands",
+      (ins), /*methodBody=*/"", /*defaultImplementation=*/"return {};">,
   ];
 }
 

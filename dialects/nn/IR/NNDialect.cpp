@@ -10,6 +10,7 @@
 #include "dialects/nn/IR/NNCost.h"
 #include "dialects/nn/IR/NNKernels.h"
 #include "dialects/nn/IR/NNPartition.h"
+#include "dialects/nn/IR/NNTensorBuilder.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -38,6 +39,7 @@ void NNDialect::initialize() {
   attachNNCostModels(*getContext());
   attachNNPartitionModels(*getContext());
   attachNNKernelModels(*getContext());
+  addNNTensorBuilder(*this);
 }
 
 //===----------------------------------------------------------------------===//

@@ -167,6 +167,20 @@ Kernel describe(ConvertOp op) {
   return byName(op);
 }
 
+using IndexOperands = SmallVector<dist::IndexOperand>;
+
+IndexOperands indexOperands(Operation *) { return {}; }
+
+IndexOperands indexOperands(EmbeddingOp op) {
+  return {{op.getIdsMutable().getOperandNumber(),
+           op.getTableMutable().getOperandNumber(), 0}};
+}
+
+IndexOperands indexOperands(CrossEntropyOp op) {
+  return {{op.getLabelsMutable().getOperandNumber(),
+           op.getLogitsMutable().getOperandNumber(), -1}};
+}
+
 template <typename OpT>
 struct NNKernelModel
     : public dist::KernelOpInterface::ExternalModel<NNKernelModel<OpT>, OpT> {
@@ -176,6 +190,9 @@ struct NNKernelModel
     // The most specific describe() overload; ops without one take the
     // Operation * overload (the mnemonic, no attributes).
     return describe(cast<OpT>(op));
+  }
+  IndexOperands getIndexOperands(Operation *op) const {
+    return indexOperands(cast<OpT>(op));
   }
 };
 

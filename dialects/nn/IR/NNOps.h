@@ -22,16 +22,6 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/nn/IR/NNAttrs.h.inc"
 
-namespace partita::nn {
-/// Trait of ops that normalize each row (the last dimension) of their first
-/// operand on its own, so the rows may be split over devices (Megatron
-/// sequence parallelism splits the sequence entering one). Declared in
-/// NNOps.td as NN_RowNormalization.
-template <typename ConcreteType>
-class RowNormalization
-    : public mlir::OpTrait::TraitBase<ConcreteType, RowNormalization> {};
-} // namespace partita::nn
-
 #define GET_OP_CLASSES
 #include "dialects/nn/IR/NNOps.h.inc"
 

@@ -47,13 +47,6 @@ def NN_GradKind : I32EnumAttr<"GradKind",
   let genSpecializedAttr = 0;
 }
 
-// Normalizes each row (the last dimension) of its first operand on its own:
-// the rows may be split over devices (Megatron sequence parallelism splits
-// the sequence of [batch, seq, hidden] activations entering one).
-def NN_RowNormalization : NativeOpTrait<"RowNormalization"> {
-  let cppNamespace = "::partita::nn";
-}
-
 class NN_ShardableOp<string mnemonic, list<Trait> traits = []>
     : NN_Op<mnemonic, !listconcat(traits, [
         Pure, DeclareOpInterfaceMethods<ShardingRuleOpInterface>])> {
@@ -242,7 +235,7 @@ def NN_SoftmaxOp : NN_ShardableOp<"softmax", [AllTypesMatch<["input", "result"]>
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
 }
 
-def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [NN_RowNormalization,
+def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [RowNormalization,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>]> {
   let summary = "Layer normalization over the last dimension, with scale and shift.";
   let description = [{
@@ -263,7 +256,7 @@ def NN_LayerNormOp : NN_ShardableOp<"layer_norm", [NN_RowNormalization,
   }];
 }
 
-def NN_RMSNormOp : NN_ShardableOp<"rms_norm", [NN_RowNormalization,
+def NN_RMSNormOp : NN_ShardableOp<"rms_norm", [RowNormalization,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "RMS normalization over the last dimension, with scale.";
   let description = [{

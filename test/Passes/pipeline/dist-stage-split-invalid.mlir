@@ -101,3 +101,27 @@ func.func @step(%w0: tensor<4xf32> {nn.param = "w0"},
   %m = nn.add %w0, %acc0 : tensor<4xf32>
   return %m : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a step whose ops come from a dialect without
+// dist::TensorBuilderInterface (ptest, test/lib) cannot be split into stages:
+// the pieces need zeros and copies built in the model's dialect.
+dist.mesh @mesh <[]>
+func.func @step.microbatch(%w0: tensor<8x16xf32> {nn.param = "w0"},
+                           %acc0: tensor<8x16xf32> {nn.state = "microbatch.acc.0", dist.accumulator})
+    -> (tensor<8x16xf32> {nn.state = "microbatch.acc.0"})
+    attributes {dist.mesh = @mesh, dist.pipeline_stages = 2 : i64} {
+  %a = "ptest.sum_normalize"(%w0) {dist.stage = 0 : i64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %b = "ptest.sum_normalize"(%a) {dist.stage = 1 : i64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %b : tensor<8x16xf32>
+}
+// expected-error @+1 {{pipeline stages: no dialect of the step's ops builds the zeros and copies the stages need (dist::TensorBuilderInterface)}}
+func.func @step(%w0: tensor<8x16xf32> {nn.param = "w0"},
+                %acc0: tensor<8x16xf32> {nn.state = "microbatch.acc.0", dist.accumulator})
+    -> (tensor<8x16xf32> {nn.param = "w0"})
+    attributes {dist.mesh = @mesh, dist.pipeline_stages = 2 : i64, dist.microbatches = 1 : i64,
+                dist.microbatch_step = @step.microbatch} {
+  %m = "ptest.sum_normalize"(%acc0) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %m : tensor<8x16xf32>
+}
