@@ -2130,6 +2130,7 @@ void Executor::run() {
   // the host, and a step timed around run() would otherwise time only the
   // queuing (the cpu device's stream runs in line: nothing to wait for).
   s.compute->synchronize();
+  s.backend->checkDeviceErrors();
 }
 
 /// Copies block `microbatch` of each step input into the program's

@@ -76,6 +76,37 @@ public:
   const char *name() const override { return "cuda"; }
   Device &device() override { return *dev; }
 
+  /// Labels at or beyond the vocabulary, which the kernels recorded in
+  /// their slots (recordBadIndex): the first slot that holds one, as the
+  /// cpu backend words it. Reads the slots once a step (one small copy)
+  /// when a cross entropy kernel has ever run, and clears them.
+  void checkDeviceErrors() override {
+    if (badIndexSlots.empty())
+      return;
+    std::vector<uint64_t> words(badIndexSlots.size());
+    size_t bytes = words.size() * sizeof(uint64_t);
+    dev->copyToHost(words.data(), badIndexWords.get(), bytes,
+                    api->computeStream());
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (words[i] == 0)
+        continue;
+      std::vector<uint64_t> zeros(words.size(), 0);
+      dev->copyFromHost(badIndexWords.get(), zeros.data(), bytes,
+                        api->computeStream());
+      uint64_t key = ~words[i];
+      auto [kind, vocab] = badIndexSlots[i];
+      auto clamped = [](uint64_t v) {
+        return v == 0xFFFFFFFFull ? std::to_string(v) + " or more"
+                                  : std::to_string(v);
+      };
+      fail(kind, "label " + clamped(key & 0xFFFFFFFFull) + " of token " +
+                     clamped(key >> 32) + " is outside [0, " +
+                     std::to_string(vocab) +
+                     ") (found on the device after the step; the loss is "
+                     "NaN)");
+    }
+  }
+
   void run(const KernelCall &call) override {
     switch (call.kind) {
     case KernelKind::Einsum:
@@ -726,6 +757,7 @@ private:
     rows.params.cols = logits.shape.back();
     rows.params.vec16 = wholeVec16Rows(logits, rows.params.cols);
     rows.params.wideLabels = labels.dtype == DType::I64;
+    rows.params.out[1] = badIndexSlot(kind, rows.params.cols);
     rows.params.in[0] = logits.data;
     rows.params.in[1] = labels.data;
     rows.params.out[0] = terms;
@@ -922,6 +954,7 @@ private:
     p.cols = logits.shape.back();
     p.vec16 = wholeVec16Rows(logits, p.cols, &out);
     p.wideLabels = labels.dtype == DType::I64;
+    p.out[1] = badIndexSlot(kind, p.cols);
     p.a[0] = double(call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens);
     for (int i = 0; i < 3; ++i)
       p.in[i] = call.inputs[i].data;
@@ -1813,6 +1846,25 @@ private:
 
   /// Device scratch of at least `count` elements, kept for later calls
   /// (work on the one compute stream is ordered, so reuse is safe).
+  /// The device word in which a kernel of `kind` over rows of `vocab`
+  /// records a label outside [0, vocab) (its out[1]: recordBadIndex); one per
+  /// (kind, vocab), so a captured CUDA graph's launches keep theirs, and
+  /// null past kMaxBadIndexSlots of them (their NaN loss still shows it).
+  uint64_t *badIndexSlot(KernelKind kind, int64_t vocab) {
+    auto key = std::make_pair(kind, vocab);
+    auto it = std::find(badIndexSlots.begin(), badIndexSlots.end(), key);
+    if (it == badIndexSlots.end()) {
+      if (badIndexSlots.size() == kMaxBadIndexSlots)
+        return nullptr;
+      if (!badIndexWords)
+        badIndexWords =
+            dev->allocateBuffer(kMaxBadIndexSlots * sizeof(uint64_t));
+      it = badIndexSlots.insert(badIndexSlots.end(), key);
+    }
+    return reinterpret_cast<uint64_t *>(badIndexWords.get()) +
+           (it - badIndexSlots.begin());
+  }
+
   template <typename T> T *workspace(int64_t count) {
     size_t bytes = size_t(count) * sizeof(T);
     if (bytes > workspaceBytes) {
@@ -1833,6 +1885,9 @@ private:
   size_t workspaceBytes = 0;
   std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>
       rotaryTables;
+  static constexpr size_t kMaxBadIndexSlots = 64;
+  std::vector<std::pair<KernelKind, int64_t>> badIndexSlots;
+  DeviceBuffer badIndexWords; // zeroed when allocated
 };
 
 } // namespace

@@ -200,6 +200,34 @@ template <typename T> PARTITA_HD T quietNaN() {
   return static_cast<T>(NAN);
 }
 
+/// Records in `slot` that `value` at `position` is out of range, keeping the
+/// smallest (position, value) of all such calls until the host reads and
+/// clears it (CudaBackend::checkDeviceErrors): one 64-bit word holding the
+/// complement of position << 32 | value (each clamped to 32 bits), so a
+/// zeroed slot means none and the largest word wins (atomicMax on the
+/// device: which thread records first does not change what is kept).
+PARTITA_HD inline void recordBadIndex(uint64_t *slot, int64_t position,
+                                      int64_t value) {
+  constexpr uint64_t kMax32 = 0xFFFFFFFFull;
+  uint64_t pos = position < 0                  ? 0
+                 : uint64_t(position) > kMax32 ? kMax32
+                                               : uint64_t(position);
+  uint64_t val = value < 0                  ? 0
+                 : uint64_t(value) > kMax32 ? kMax32
+                                            : uint64_t(value);
+  uint64_t word = ~((pos << 32) | val);
+#ifdef __CUDA_ARCH__
+  atomicMax(reinterpret_cast<unsigned long long *>(slot),
+            static_cast<unsigned long long>(word));
+#else
+  uint64_t seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
+  while (seen < word &&
+         !__atomic_compare_exchange_n(slot, &seen, word, /*weak=*/true,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+#endif
+}
+
 /// NaN in either operand gives NaN (the cpu backend's max).
 template <typename T> PARTITA_HD T maxOf(T x, T y) {
   return (x > y || x != x) ? x : y;
@@ -681,9 +709,11 @@ PARTITA_HD RowMaxSum<T> rowMaxSum(const Ctx &c, const T *x, int64_t cols,
 /// Cross-entropy terms of n tokens of `cols` logits: in[0] logits, in[1]
 /// labels (i64 when wideLabels, else i32) -> out[0] (double per token):
 /// max + log(sum exp(x - max)) - x[label] (rowMaxSum: one read of the
-/// row); 0 for a negative label (a padded token), NaN for a label >= cols
-/// (the host cannot check labels that live on the device; the loss shows
-/// it). vec16: rowMaxSum's 16-byte loads.
+/// row); 0 for a negative label (a padded token), NaN for a label >= cols,
+/// which is also recorded in out[1] (a uint64_t, when not null:
+/// recordBadIndex) for the host to report after the step (it cannot check
+/// labels that live on the device before the launch). vec16: rowMaxSum's
+/// 16-byte loads.
 template <typename T, typename Ctx>
 PARTITA_HD void crossEntropyRowsKernel(const Ctx &c, const KernelParams &p) {
   const T *logits = static_cast<const T *>(p.in[0]);
@@ -695,8 +725,11 @@ PARTITA_HD void crossEntropyRowsKernel(const Ctx &c, const KernelParams &p) {
                      : int64_t(static_cast<const int32_t *>(p.in[1])[row]);
     // Uniform over the block: every thread takes the same branch.
     if (label < 0 || label >= p.cols) {
-      if (t == 0)
+      if (t == 0) {
         terms[row] = label < 0 ? 0.0 : quietNaN<double>();
+        if (label >= 0 && p.out[1])
+          recordBadIndex(static_cast<uint64_t *>(p.out[1]), row, label);
+      }
       continue;
     }
     const T *x = logits + row * p.cols;
@@ -898,7 +931,8 @@ PARTITA_HD void columnCombineKernel(const Ctx &c, const KernelParams &p) {
 /// The gradient of cross_entropy for n tokens of `cols` logits: in[0]
 /// logits, in[1] labels (as crossEntropyRowsKernel), in[2] dloss (0-d) ->
 /// out[0] = (softmax(row) - onehot(label)) * dloss / a[0]; a zero row for a
-/// negative label, a NaN row for a label >= cols. Two reads of the row
+/// negative label, a NaN row for a label >= cols (recorded in out[1], as
+/// crossEntropyRowsKernel does). Two reads of the row
 /// (rowMaxSum, then the write) and one write; as the cpu backend, each
 /// element is exp(x - max) * (scale / sum) in T, and the label's less
 /// scale. vec16: 16-byte loads and stores.
@@ -917,6 +951,8 @@ PARTITA_HD void crossEntropyGradKernel(const Ctx &c, const KernelParams &p) {
     T *dst = out + row * p.cols;
     if (label < 0 || label >= p.cols) {
       T fill = label < 0 ? T(0) : quietNaN<T>();
+      if (label >= 0 && t == 0 && p.out[1])
+        recordBadIndex(static_cast<uint64_t *>(p.out[1]), row, label);
       for (int64_t j = t; j < p.cols; j += bs)
         dst[j] = fill;
       continue;

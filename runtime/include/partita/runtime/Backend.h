@@ -201,6 +201,13 @@ public:
   /// Runs one kernel; throws Error naming the kernel and what is wrong when
   /// the shapes or dtypes do not fit it.
   virtual void run(const KernelCall &call) = 0;
+  /// Throws Error for a fault in the data that a kernel found on the
+  /// device, where the host could not look before launching it (a label
+  /// outside the vocabulary: the cuda backend's cross entropy kernels record
+  /// it), and forgets it. The Executor calls it when a step's work is done;
+  /// backends that check on the host before running a kernel have nothing
+  /// to report.
+  virtual void checkDeviceErrors() {}
 
   /// For a profile (ExecutorOptions::profile): while on, the backend times
   /// parts of kernels that a profile shows as rows of their own: the

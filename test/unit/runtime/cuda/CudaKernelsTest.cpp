@@ -206,6 +206,73 @@ TYPED_TEST(CudaKernelsTest, CrossEntropy) {
              {{dt<T>(), {}}});
 }
 
+/// The message of the Error that checkDeviceErrors throws ("" if none).
+std::string deviceError(Backend &backend) {
+  try {
+    backend.checkDeviceErrors();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Tests that labels at or beyond the vocabulary, which the host cannot read
+// before launching on a device, are found there and reported after the
+// step (Backend::checkDeviceErrors) as the cpu backend words them, naming
+// the smallest such token whichever block meets one first; once (the
+// record is cleared), and never when every label is in range. Both kernels,
+// i32 and i64 labels (one past 32 bits, which the record clamps).
+TYPED_TEST(CudaKernelsTest, LabelsOutsideTheVocabularyAreFoundOnTheDevice) {
+  using T = TypeParam;
+  std::vector<int64_t> shape{3, 5, 9}; // 15 tokens, vocabulary 9
+  Tensor x = random<T>(shape, 40, -3, 3);
+  Tensor dloss(dt<T>(), {});
+  dloss.data<T>()[0] = T(1);
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  const char *tail = " (found on the device after the step; the loss is NaN)";
+  for (int block : {32, 256}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+    Tensor good = labels<int32_t>({3, 5}, 9, 41);
+    runOnBackend(*gpu, KernelKind::CrossEntropy, {}, {x, good},
+                 {{dt<T>(), {}}});
+    runOnBackend(*gpu, KernelKind::CrossEntropyGrad, {}, {x, good, dloss},
+                 {{dt<T>(), shape}});
+    EXPECT_EQ(deviceError(*gpu), "") << "block " << block;
+
+    Tensor bad = labels<int32_t>({3, 5}, 9, 42);
+    bad.data<int32_t>()[13] = 100;
+    bad.data<int32_t>()[11] = 9;
+    bad.data<int32_t>()[6] = 12;
+    std::string want =
+        runError(*cpu, KernelKind::CrossEntropy, {}, {x, bad}, {{dt<T>(), {}}});
+    EXPECT_EQ(want, "cross_entropy: label 12 of token 6 is outside [0, 9)");
+    std::vector<Tensor> loss = runOnBackend(*gpu, KernelKind::CrossEntropy, {},
+                                            {x, bad}, {{dt<T>(), {}}});
+    EXPECT_TRUE(std::isnan(double(loss[0].data<T>()[0])));
+    EXPECT_EQ(deviceError(*gpu), want + tail) << "block " << block;
+    EXPECT_EQ(deviceError(*gpu), "") << "block " << block << ": not cleared";
+
+    want = runError(*cpu, KernelKind::CrossEntropyGrad, {}, {x, bad, dloss},
+                    {{dt<T>(), shape}});
+    EXPECT_EQ(want,
+              "cross_entropy_grad: label 12 of token 6 is outside [0, 9)");
+    runOnBackend(*gpu, KernelKind::CrossEntropyGrad, {}, {x, bad, dloss},
+                 {{dt<T>(), shape}});
+    EXPECT_EQ(deviceError(*gpu), want + tail) << "block " << block;
+
+    Tensor wide = labels<int64_t>({3, 5}, 9, 43);
+    wide.data<int64_t>()[14] = 9;
+    wide.data<int64_t>()[4] = int64_t(5) << 32;
+    runOnBackend(*gpu, KernelKind::CrossEntropy, {}, {x, wide},
+                 {{dt<T>(), {}}});
+    EXPECT_EQ(deviceError(*gpu),
+              std::string("cross_entropy: label 4294967295 or more of token 4 "
+                          "is outside [0, 9)") +
+                  tail)
+        << "block " << block;
+  }
+}
+
 // Tests reduce_sum, reduce_max and reduce_mean over inner, outer and
 // several dimensions (and a size-1 one), with and without meanCount.
 TYPED_TEST(CudaKernelsTest, Reduce) {
