@@ -2044,6 +2044,29 @@ void Executor::setInputs(const std::vector<Tensor> &globalInputs) {
   setInputViews(views);
 }
 
+/// Throws when an integer input holds a value at or beyond the plan's bound
+/// for it (Buffer.value_bound: the rows of the table or the classes that it
+/// indexes), as a train step's token file is checked: an embedding would
+/// read zeros for such an id and a cross entropy give a NaN loss (the cpu
+/// backend stops at the op; a device sees it after the step). Negative
+/// values pass: a cross entropy skips a negative label.
+static void checkValueBound(const plan::Buffer &b, const TensorView &data,
+                            const std::string &what) {
+  int64_t bound = b.value_bound();
+  if (bound <= 0 || (data.dtype != DType::I32 && data.dtype != DType::I64))
+    return;
+  for (int64_t i = 0, n = data.numElements(); i < n; ++i) {
+    int64_t v = data.dtype == DType::I32
+                    ? static_cast<const int32_t *>(data.data)[i]
+                    : static_cast<const int64_t *>(data.data)[i];
+    if (v >= bound)
+      throw Error(what + ": element " + std::to_string(i) + " is " +
+                  std::to_string(v) + ", outside [0, " + std::to_string(bound) +
+                  "), the plan's bound for it (the size of the dimension it "
+                  "indexes: a vocabulary, a class count)");
+  }
+}
+
 void Executor::setInputViews(const std::vector<TensorView> &globalInputs) {
   Impl &s = *pimpl;
   size_t next = 0;
@@ -2055,6 +2078,8 @@ void Executor::setInputViews(const std::vector<TensorView> &globalInputs) {
     if (next >= globalInputs.size())
       throw Error("too few inputs: " + what + " is missing (got " +
                   std::to_string(globalInputs.size()) + ")");
+    if (globalInputs[next].dtype == toDType(b.dtype()))
+      checkValueBound(b, globalInputs[next], what);
     s.scatterInto(id, globalInputs[next++], what);
   }
   if (next != globalInputs.size())
@@ -2783,6 +2808,7 @@ void Executor::setInputBlock(size_t index, const TensorView &data) {
     throw Error("the block of input '" + b.name() + "' on this rank must be " +
                 want + ", got " + got);
   }
+  checkValueBound(b, data, "the block of input '" + b.name() + "' on this rank");
   const TensorView &view = s.views[id];
   size_t elem = sizeOf(view.dtype);
   const auto *from = static_cast<const unsigned char *>(data.data);
