@@ -462,6 +462,54 @@ TEST(Executor, InputBlocksSetOnlyThisRanksRows) {
   expectNear(got[0], xin);
 }
 
+// Tests that an integer input is checked against the plan's bound for it
+// (Buffer.value_bound), whole (setInputs) or as this rank's block
+// (setInputBlock): a value at or beyond it fails naming the input, the
+// element and the bound; negative values (skipped labels) and values below
+// it pass.
+TEST(Executor, IntegerInputsAreCheckedAgainstTheirBound) {
+  PlanBuilder b({{"dp", 2}}, true);
+  int64_t ids = b.buffer(plan::INPUT, {3}, {{"dp"}}, "ids", {6});
+  b.prog->mutable_buffers(ids)->set_dtype(plan::I32);
+  b.prog->mutable_buffers(ids)->set_value_bound(5);
+  b.prog->add_results(ids);
+  auto file = PlanFile::parse(b.finish());
+  runLocalRanks(2, [&](Communicator &comm) {
+    auto backend = createCpuBackend(1);
+    Executor ex(file, "main", &comm, *backend);
+    Tensor whole(DType::I32, {6});
+    for (int i = 0; i < 6; ++i)
+      whole.data<int32_t>()[i] = i == 1 ? -1 : 4 - i % 5;
+    EXPECT_NO_THROW(ex.setInputs({whole}));
+    whole.data<int32_t>()[4] = 5;
+    whole.data<int32_t>()[5] = 70;
+    try {
+      ex.setInputs({whole});
+      ADD_FAILURE() << "an id past the bound was taken";
+    } catch (const Error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                "input 'ids': element 4 is 5, outside [0, 5), the plan's "
+                "bound for it (the size of the dimension it indexes: a "
+                "vocabulary, a class count)");
+    }
+    Tensor block(DType::I32, {3});
+    for (int i = 0; i < 3; ++i)
+      block.data<int32_t>()[i] = i;
+    EXPECT_NO_THROW(ex.setInputBlock(0, block.view()));
+    block.data<int32_t>()[2] = 9;
+    try {
+      ex.setInputBlock(0, block.view());
+      ADD_FAILURE() << "an id past the bound was taken in a block";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "the block of input 'ids' on this rank: element 2 is 9, "
+                    "outside [0, 5)"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
 TEST(Executor, RejectsWrongInputsAndCommunicators) {
   PlanBuilder b({{"tp", 2}}, true);
   b.buffer(plan::INPUT, {2, 3}, {{"tp"}, {}}, "x", {4, 3});
