@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -76,34 +77,48 @@ public:
   const char *name() const override { return "cuda"; }
   Device &device() override { return *dev; }
 
-  /// Labels at or beyond the vocabulary, which the kernels recorded in
-  /// their slots (recordBadIndex): the first slot that holds one, as the
-  /// cpu backend words it. Reads the slots once a step (one small copy)
-  /// when a cross entropy kernel has ever run, and clears them.
+  /// Faults in data that the kernels found and recorded in their slots
+  /// (recordBadIndex): the first slot that holds one, as the cpu backend
+  /// words it. Reads the slots once a step (one small copy) when a kernel
+  /// that records has ever run, and clears them.
   void checkDeviceErrors() override {
-    if (badIndexSlots.empty())
+    if (faultSlots.empty())
       return;
-    std::vector<uint64_t> words(badIndexSlots.size());
+    std::vector<uint64_t> words(faultSlots.size());
     size_t bytes = words.size() * sizeof(uint64_t);
-    dev->copyToHost(words.data(), badIndexWords.get(), bytes,
+    dev->copyToHost(words.data(), faultWords.get(), bytes,
                     api->computeStream());
     for (size_t i = 0; i < words.size(); ++i) {
       if (words[i] == 0)
         continue;
       std::vector<uint64_t> zeros(words.size(), 0);
-      dev->copyFromHost(badIndexWords.get(), zeros.data(), bytes,
+      dev->copyFromHost(faultWords.get(), zeros.data(), bytes,
                         api->computeStream());
       uint64_t key = ~words[i];
-      auto [kind, vocab] = badIndexSlots[i];
+      const FaultSlot &slot = faultSlots[i];
       auto clamped = [](uint64_t v) {
         return v == 0xFFFFFFFFull ? std::to_string(v) + " or more"
                                   : std::to_string(v);
       };
-      fail(kind, "label " + clamped(key & 0xFFFFFFFFull) + " of token " +
-                     clamped(key >> 32) + " is outside [0, " +
-                     std::to_string(vocab) +
-                     ") (found on the device after the step; the loss is "
-                     "NaN)");
+      std::string where = clamped(key >> 32);
+      const char *found = " (found on the device after the step; ";
+      switch (slot.fault) {
+      case Fault::LabelOutOfRange:
+        fail(slot.kind, "label " + clamped(key & 0xFFFFFFFFull) +
+                            " of token " + where + " is outside [0, " +
+                            std::to_string(slot.bound) + ")" + found +
+                            "the loss is NaN)");
+      case Fault::DivisionByZero:
+        fail(slot.kind, "integer division by zero at element " + where +
+                            found + "the result there is 0)");
+      case Fault::DivisionOverflow:
+        fail(slot.kind,
+             "integer division overflows at element " + where + " (" +
+                 (slot.bound == 32
+                      ? std::to_string(std::numeric_limits<int32_t>::min())
+                      : std::to_string(std::numeric_limits<int64_t>::min())) +
+                 " / -1)" + found + "the result there wraps to the minimum)");
+      }
     }
   }
 
@@ -268,6 +283,12 @@ private:
       vec = vec && aligned16(l.params.in[i]);
     }
     l.params.out[0] = out.data;
+    if (kernel == GpuKernel::Binary && op == int(BinaryOp::Div) &&
+        (l.params.type == ElemType::I32 || l.params.type == ElemType::I64)) {
+      int64_t bits = l.params.type == ElemType::I32 ? 32 : 64;
+      l.params.out[1] = faultSlot(Fault::DivisionByZero, call.kind, bits);
+      l.params.out[2] = faultSlot(Fault::DivisionOverflow, call.kind, bits);
+    }
     int64_t group = 16 / int64_t(sizeOf(out.dtype));
     if (vec && aligned16(out.data) && l.params.n % group == 0) {
       // Each thread takes 16-byte groups (Kernels.h, elementwise).
@@ -757,7 +778,8 @@ private:
     rows.params.cols = logits.shape.back();
     rows.params.vec16 = wholeVec16Rows(logits, rows.params.cols);
     rows.params.wideLabels = labels.dtype == DType::I64;
-    rows.params.out[1] = badIndexSlot(kind, rows.params.cols);
+    rows.params.out[1] =
+        faultSlot(Fault::LabelOutOfRange, kind, rows.params.cols);
     rows.params.in[0] = logits.data;
     rows.params.in[1] = labels.data;
     rows.params.out[0] = terms;
@@ -954,7 +976,7 @@ private:
     p.cols = logits.shape.back();
     p.vec16 = wholeVec16Rows(logits, p.cols, &out);
     p.wideLabels = labels.dtype == DType::I64;
-    p.out[1] = badIndexSlot(kind, p.cols);
+    p.out[1] = faultSlot(Fault::LabelOutOfRange, kind, p.cols);
     p.a[0] = double(call.attrs.meanCount > 0 ? call.attrs.meanCount : tokens);
     for (int i = 0; i < 3; ++i)
       p.in[i] = call.inputs[i].data;
@@ -1844,27 +1866,42 @@ private:
     }
   }
 
-  /// Device scratch of at least `count` elements, kept for later calls
-  /// (work on the one compute stream is ordered, so reuse is safe).
-  /// The device word in which a kernel of `kind` over rows of `vocab`
-  /// records a label outside [0, vocab) (its out[1]: recordBadIndex); one per
-  /// (kind, vocab), so a captured CUDA graph's launches keep theirs, and
-  /// null past kMaxBadIndexSlots of them (their NaN loss still shows it).
-  uint64_t *badIndexSlot(KernelKind kind, int64_t vocab) {
-    auto key = std::make_pair(kind, vocab);
-    auto it = std::find(badIndexSlots.begin(), badIndexSlots.end(), key);
-    if (it == badIndexSlots.end()) {
-      if (badIndexSlots.size() == kMaxBadIndexSlots)
-        return nullptr;
-      if (!badIndexWords)
-        badIndexWords =
-            dev->allocateBuffer(kMaxBadIndexSlots * sizeof(uint64_t));
-      it = badIndexSlots.insert(badIndexSlots.end(), key);
+  /// What a kernel records in a fault slot (recordBadIndex's position and
+  /// value) and how checkDeviceErrors words it.
+  enum class Fault {
+    LabelOutOfRange,  // a label at or beyond `bound` (the vocabulary)
+    DivisionByZero,   // an integer divisor of 0
+    DivisionOverflow, // MIN / -1 of a `bound`-bit integer
+  };
+  struct FaultSlot {
+    Fault fault;
+    KernelKind kind;
+    int64_t bound;
+    bool operator==(const FaultSlot &o) const {
+      return fault == o.fault && kind == o.kind && bound == o.bound;
     }
-    return reinterpret_cast<uint64_t *>(badIndexWords.get()) +
-           (it - badIndexSlots.begin());
+  };
+
+  /// The device word in which a kernel records `fault` (in a KernelParams
+  /// out[] slot the kernel documents); one per (fault, kind, bound), so a
+  /// captured CUDA graph's launches keep theirs, and null past
+  /// kMaxFaultSlots of them (the data's NaN or 0 then goes unreported).
+  uint64_t *faultSlot(Fault fault, KernelKind kind, int64_t bound) {
+    FaultSlot key{fault, kind, bound};
+    auto it = std::find(faultSlots.begin(), faultSlots.end(), key);
+    if (it == faultSlots.end()) {
+      if (faultSlots.size() == kMaxFaultSlots)
+        return nullptr;
+      if (!faultWords)
+        faultWords = dev->allocateBuffer(kMaxFaultSlots * sizeof(uint64_t));
+      it = faultSlots.insert(faultSlots.end(), key);
+    }
+    return reinterpret_cast<uint64_t *>(faultWords.get()) +
+           (it - faultSlots.begin());
   }
 
+  /// Device scratch of at least `count` elements, kept for later calls
+  /// (work on the one compute stream is ordered, so reuse is safe).
   template <typename T> T *workspace(int64_t count) {
     size_t bytes = size_t(count) * sizeof(T);
     if (bytes > workspaceBytes) {
@@ -1885,9 +1922,9 @@ private:
   size_t workspaceBytes = 0;
   std::map<std::tuple<int64_t, int64_t, double, int64_t>, DeviceBuffer>
       rotaryTables;
-  static constexpr size_t kMaxBadIndexSlots = 64;
-  std::vector<std::pair<KernelKind, int64_t>> badIndexSlots;
-  DeviceBuffer badIndexWords; // zeroed when allocated
+  static constexpr size_t kMaxFaultSlots = 64;
+  std::vector<FaultSlot> faultSlots;
+  DeviceBuffer faultWords; // zeroed when allocated
 };
 
 } // namespace

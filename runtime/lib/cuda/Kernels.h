@@ -378,17 +378,36 @@ PARTITA_HD inline int64_t stridedOffset(int64_t index, int rank,
 }
 
 /// in[0], in[1] -> out[0]; n elements; op: BinaryOp (elementwise: 16-byte
-/// accesses with vec16).
+/// accesses with vec16). Integer division records the first zero divisor
+/// in out[1] and the first MIN / -1 in out[2] (uint64_t words, when not
+/// null: recordBadIndex), for the host to report after the step.
 template <typename T, typename Ctx>
 PARTITA_HD void binaryKernel(const Ctx &c, const KernelParams &p) {
   auto op = static_cast<BinaryOp>(p.op);
+  if constexpr (std::is_integral_v<T>) {
+    // Each thread checks the elements it writes below, before writing them
+    // (the output may be an input).
+    if (op == BinaryOp::Div && (p.out[1] || p.out[2])) {
+      const T *a = static_cast<const T *>(p.in[0]);
+      const T *b = static_cast<const T *>(p.in[1]);
+      // The smallest T (std::numeric_limits is not for device code here).
+      const T min = T(std::make_unsigned_t<T>(1) << (sizeof(T) * 8 - 1));
+      for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+        if (b[i] == 0 && p.out[1])
+          recordBadIndex(static_cast<uint64_t *>(p.out[1]), i, 0);
+        else if (b[i] == T(-1) && a[i] == min && p.out[2])
+          recordBadIndex(static_cast<uint64_t *>(p.out[2]), i, 0);
+      }
+    }
+  }
   elementwise<2, T>(c, p, [op](T x, T y) {
     T r;
     if constexpr (std::is_integral_v<T>) {
       // The cpu backend's integer ops: add, sub and mul wrap (unsigned
       // arithmetic); max. Division truncates; the cpu backend throws for
-      // a zero divisor and for MIN / -1, which the host cannot see on the
-      // device: here x / 0 gives 0 and MIN / -1 wraps to MIN (no trap).
+      // a zero divisor and for MIN / -1, which the host cannot see before
+      // the launch: here x / 0 gives 0 and MIN / -1 wraps to MIN (no trap),
+      // and the first of each is recorded (above).
       using U = std::make_unsigned_t<T>;
       switch (op) {
       case BinaryOp::Add: r = T(U(x) + U(y)); break;

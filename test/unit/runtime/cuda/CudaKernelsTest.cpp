@@ -1365,6 +1365,55 @@ TEST(CudaKernelsIntTest, IntegerBinary) {
   }
 }
 
+// Tests that an integer division by zero and MIN / -1, which the host
+// cannot see before the launch, are found on the device and reported after
+// the step in the cpu backend's words (the first element of each; a zero
+// divisor before an overflow), and that a clean division reports nothing.
+TEST(CudaKernelsIntTest, IntegerDivisionFaultsAreFoundOnTheDevice) {
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  const char *zeroTail =
+      " (found on the device after the step; the result there is 0)";
+  const char *overflowTail = " (found on the device after the step; the "
+                             "result there wraps to the minimum)";
+  for (DType type : {DType::I32, DType::I64}) {
+    std::vector<int64_t> shape{2, 150};
+    auto filled = [&](auto set) {
+      Tensor t(type, shape);
+      for (int64_t i = 0; i < t.numElements(); ++i) {
+        int64_t v = set(i);
+        if (type == DType::I32)
+          t.data<int32_t>()[i] = int32_t(v);
+        else
+          t.data<int64_t>()[i] = v;
+      }
+      return t;
+    };
+    int64_t min = type == DType::I32 ? int64_t(INT32_MIN) : INT64_MIN;
+    Tensor a = filled([&](int64_t i) { return i == 230 ? min : 1000 - i; });
+    Tensor clean = filled([](int64_t i) { return i % 5 + 1; });
+    Tensor zero = filled([](int64_t i) {
+      return i == 170 || i == 260 ? 0 : i == 230 ? -1 : i % 5 + 1;
+    });
+    Tensor overflow = filled([](int64_t i) { return i == 230 ? -1 : 3; });
+    for (int block : {32, 256}) {
+      std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+      runOnBackend(*gpu, KernelKind::Div, {}, {a, clean}, {{type, shape}});
+      EXPECT_EQ(deviceError(*gpu), "") << "block " << block;
+      std::string want =
+          runError(*cpu, KernelKind::Div, {}, {a, zero}, {{type, shape}});
+      EXPECT_EQ(want, "div: integer division by zero at element 170");
+      runOnBackend(*gpu, KernelKind::Div, {}, {a, zero}, {{type, shape}});
+      EXPECT_EQ(deviceError(*gpu), want + zeroTail) << "block " << block;
+      EXPECT_EQ(deviceError(*gpu), "") << "block " << block << ": not cleared";
+      want = runError(*cpu, KernelKind::Div, {}, {a, overflow}, {{type, shape}});
+      EXPECT_EQ(want, "div: integer division overflows at element 230 (" +
+                          std::to_string(min) + " / -1)");
+      runOnBackend(*gpu, KernelKind::Div, {}, {a, overflow}, {{type, shape}});
+      EXPECT_EQ(deviceError(*gpu), want + overflowTail) << "block " << block;
+    }
+  }
+}
+
 // Tests convert between f32 and f64, f16 and bf16 (every pair the cpu
 // backend has) on random values and the hard ones: ties to even, values
 // that round into the next binade or to inf, f16 subnormals, zeros, inf
