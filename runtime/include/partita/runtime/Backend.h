@@ -202,11 +202,11 @@ public:
   /// the shapes or dtypes do not fit it.
   virtual void run(const KernelCall &call) = 0;
   /// Throws Error for a fault in the data that a kernel found on the
-  /// device, where the host could not look before launching it (a label
-  /// outside the vocabulary: the cuda backend's cross entropy kernels record
-  /// it), and forgets it. The Executor calls it when a step's work is done;
-  /// backends that check on the host before running a kernel have nothing
-  /// to report.
+  /// device, where the host could not look before launching it (the cuda
+  /// backend's cross entropy kernels record a label outside the vocabulary,
+  /// its integer division a zero divisor or MIN / -1), and forgets it. The
+  /// Executor calls it when a step's work is done; backends that check on
+  /// the host before running a kernel have nothing to report.
   virtual void checkDeviceErrors() {}
 
   /// For a profile (ExecutorOptions::profile): while on, the backend times
