@@ -118,6 +118,13 @@ public:
                       ? std::to_string(std::numeric_limits<int32_t>::min())
                       : std::to_string(std::numeric_limits<int64_t>::min())) +
                  " / -1)" + found + "the result there wraps to the minimum)");
+      case Fault::BadStep: {
+        float step = half::floatOf(uint32_t(key & 0xFFFFFFFFull));
+        fail(slot.kind, "input 4 (step) must hold the step number t >= 1 (the "
+                        "step function increments it before the update), got " +
+                            std::to_string(double(step)) + found +
+                            "the update there is not finite)");
+      }
       }
     }
   }
@@ -1023,6 +1030,7 @@ private:
     k.in[5] = a.lrOnDevice;
     for (int o = 0; o < 3; ++o)
       k.out[o] = call.outputs[o].data;
+    k.out[3] = faultSlot(Fault::BadStep, call.kind, 0);
     launch(l);
   }
 
@@ -1872,6 +1880,7 @@ private:
     LabelOutOfRange,  // a label at or beyond `bound` (the vocabulary)
     DivisionByZero,   // an integer divisor of 0
     DivisionOverflow, // MIN / -1 of a `bound`-bit integer
+    BadStep,          // an AdamW step below 1 or infinite (its f32 bits)
   };
   struct FaultSlot {
     Fault fault;

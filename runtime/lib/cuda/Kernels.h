@@ -135,7 +135,7 @@ struct KernelParams {
                            // (n whole groups, every pointer aligned), cross
                            // entropy (every row aligned and whole groups)
   const void *in[6] = {};
-  void *out[3] = {};
+  void *out[4] = {};
   int64_t n = 0;     // elements, or rows
   int64_t cols = 0;  // row length
   int64_t inner = 1; // distance between a row's elements
@@ -773,7 +773,11 @@ PARTITA_HD void sumToScalarKernel(const Ctx &c, const KernelParams &p) {
 }
 
 /// PyTorch's AdamW, as the cpu backend computes it: in p, g, m, v, step
-/// (0-d) -> out p', m', v'; a: lr, beta1, beta2, eps, weightDecay.
+/// (0-d) -> out p', m', v'; a: lr, beta1, beta2, eps, weightDecay. A NaN
+/// step (fp16-mixed's skipped step) leaves each output its input's value;
+/// any other step below 1 or infinite is recorded in out[3] (a uint64_t,
+/// when not null: recordBadIndex of the step's f32 bits) for the host to
+/// report after the step, the cpu backend's error.
 template <typename T, typename Ctx>
 PARTITA_HD void adamwKernel(const Ctx &c, const KernelParams &p) {
   const T *param = static_cast<const T *>(p.in[0]);
@@ -784,6 +788,19 @@ PARTITA_HD void adamwKernel(const Ctx &c, const KernelParams &p) {
   T *pOut = static_cast<T *>(p.out[0]);
   T *mOut = static_cast<T *>(p.out[1]);
   T *vOut = static_cast<T *>(p.out[2]);
+  if (step != step) {
+    for (int64_t i = globalThread(c); i < p.n; i += gridThreads(c)) {
+      pOut[i] = param[i];
+      mOut[i] = m[i];
+      vOut[i] = v[i];
+    }
+    return;
+  }
+  // (step - step is 0 for a finite step, NaN for an infinite one.)
+  if (!(step >= 1 && step - step == 0) && p.out[3] && globalThread(c) == 0) {
+    recordBadIndex(static_cast<uint64_t *>(p.out[3]), 0,
+                   int64_t(half::bitsOf(float(step))));
+  }
   // in[5]: the learning rate in device memory (KernelAttrs::lrOnDevice).
   double lr = p.in[5] ? *static_cast<const double *>(p.in[5]) : p.a[0];
   double beta1 = p.a[1], beta2 = p.a[2], eps = p.a[3];

@@ -204,7 +204,8 @@ public:
   /// Throws Error for a fault in the data that a kernel found on the
   /// device, where the host could not look before launching it (the cuda
   /// backend's cross entropy kernels record a label outside the vocabulary,
-  /// its integer division a zero divisor or MIN / -1), and forgets it. The
+  /// its integer division a zero divisor or MIN / -1, its AdamW a step
+  /// below 1), and forgets it. The
   /// Executor calls it when a step's work is done; backends that check on
   /// the host before running a kernel have nothing to report.
   virtual void checkDeviceErrors() {}

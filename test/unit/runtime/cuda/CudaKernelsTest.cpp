@@ -371,6 +371,49 @@ TYPED_TEST(CudaKernelsTest, AdamW) {
              {{dt<T>(), shape}, {dt<T>(), shape}, {dt<T>(), shape}});
 }
 
+// Tests AdamW's step as the cpu backend reads it: a NaN step (fp16-mixed's
+// skipped step) leaves every output its input's value; a step below 1 or
+// infinite, which the host cannot read before the launch, fails after the
+// step in the cpu backend's words.
+TYPED_TEST(CudaKernelsTest, AdamWStepIsCheckedOnTheDevice) {
+  using T = TypeParam;
+  std::vector<int64_t> shape{300};
+  KernelAttrs a;
+  a.lr = 1e-2;
+  a.weightDecay = 0.1;
+  std::vector<Tensor> state = {random<T>(shape, 23), random<T>(shape, 24),
+                               random<T>(shape, 25, -0.1, 0.1),
+                               random<T>(shape, 26, 0, 0.1)};
+  auto withStep = [&](double t) {
+    std::vector<Tensor> inputs = state;
+    inputs.emplace_back(dt<T>(), std::vector<int64_t>{});
+    inputs.back().template data<T>()[0] = T(t);
+    return inputs;
+  };
+  std::vector<OutputSpec> outs = {
+      {dt<T>(), shape}, {dt<T>(), shape}, {dt<T>(), shape}};
+  std::unique_ptr<Backend> cpu = createCpuBackend(1);
+  for (int block : {32, 256}) {
+    std::unique_ptr<Backend> gpu = cudaTestBackend(block);
+    std::vector<Tensor> got =
+        runOnBackend(*gpu, KernelKind::AdamW, a, withStep(NAN), outs);
+    for (int o = 0; o < 3; ++o)
+      EXPECT_EQ(relativeDifference(got[o], state[o == 0 ? 0 : o + 1]), 0.0)
+          << "output " << o << ", block " << block;
+    EXPECT_EQ(deviceError(*gpu), "") << "block " << block;
+    for (double t : {0.0, 0.5, double(INFINITY)}) {
+      std::string want = runError(*cpu, KernelKind::AdamW, a, withStep(t), outs);
+      EXPECT_NE(want.find("must hold the step number t >= 1"), std::string::npos)
+          << want;
+      runOnBackend(*gpu, KernelKind::AdamW, a, withStep(t), outs);
+      EXPECT_EQ(deviceError(*gpu),
+                want + " (found on the device after the step; the update "
+                       "there is not finite)")
+          << "step " << t << ", block " << block;
+    }
+  }
+}
+
 // Tests SGD with momentum and weight decay on 1001 elements (not a multiple
 // of any block size).
 TYPED_TEST(CudaKernelsTest, Sgd) {
