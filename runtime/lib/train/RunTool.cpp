@@ -168,7 +168,9 @@ const OptionSpec kOptions[] = {
      "partita_register_kernels, KernelRegistry.h) that registers the custom "
      "kernels the plan names; repeatable"},
     {"inputs", "a.npy,...",
-     "Input arrays in the program's input order (default: generated)"},
+     "Input arrays in the program's input order (default: generated); "
+     "integer ones must lie below the plan's bound for them ('values in "
+     "[0, N)' in partita explain: a vocabulary, a class count)"},
     {"outputs", "dir", "Write every result as DIR/<name>.npy"},
     {"check", nullptr,
      "Compare with the plan's unpartitioned reference program run on one "
