@@ -72,9 +72,14 @@ def DistMicrobatchSplit : Pass<"dist-microbatch-split", "::mlir::ModuleOp"> {
     `dist.microbatch_step = @<step>.microbatch`; `dist-lower-to-plan`
     lowers both and the plan's pipeline schedule runs them.
 
+    The sums and copies are built by the model dialect's
+    `dist::TensorBuilderInterface` (nn: `nn.add`, an `nn.reshape` to the
+    same type); the pass names no op of its own.
+
     Diagnostics: another collective over `microbatch`, a value other than an
     accumulation point used by both parts, an optimizer update in the
-    per-microbatch part.
+    per-microbatch part, accumulation points in a step whose dialects have no
+    `dist::TensorBuilderInterface`.
   }];
   let dependentDialects = ["::partita::dist::DistDialect",
                            "::partita::nn::NNDialect"];
@@ -203,7 +208,10 @@ def DistStageSplit : Pass<"dist-stage-split", "::mlir::ModuleOp"> {
     already has a `pp` axis or an explicit device order; a stage count that
     `chunks` does not divide; with `chunks` > 1, a shared parameter or a sum
     over stages (each chunk of a rank updates apart, so their collectives
-    over `pp` would not meet).
+    over `pp` would not meet); a step whose dialects have no
+    `dist::TensorBuilderInterface`, which builds the zeros, copies and sums
+    the pieces need (nn: `nn.constant`, `nn.reshape`, `nn.add`) and says
+    which op is a sum.
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
