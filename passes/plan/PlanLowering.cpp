@@ -766,6 +766,10 @@ void FunctionLowering::setValueBounds() {
     const pb::Buffer &b = program.buffers(use(v));
     return b.global_shape(dim < 0 ? b.global_shape_size() + dim : dim);
   };
+  auto isOwnArgument = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner()->getParentOp() == func.getOperation();
+  };
   // The argument `v` reshards, if any.
   auto argumentOf = [&](Value v) -> Value {
     while (Operation *def = v.getDefiningOp()) {
@@ -777,8 +781,7 @@ void FunctionLowering::setValueBounds() {
         return nullptr;
       v = def->getOperand(0);
     }
-    auto arg = cast<BlockArgument>(v);
-    return arg.getOwner()->getParentOp() == func.getOperation() ? v : nullptr;
+    return isOwnArgument(v) ? v : nullptr;
   };
   struct Bound {
     Value indices;
@@ -801,15 +804,14 @@ void FunctionLowering::setValueBounds() {
           size = std::min<int64_t>(size, mask.getSize());
       }
       bounds.push_back({op->getOperand(index.index), size, bool(arg)});
-      (arg ? largestGlobal : largest) =
-          std::max(arg ? largestGlobal : largest, size);
+      int64_t &largestOfKind = arg ? largestGlobal : largest;
+      largestOfKind = std::max(largestOfKind, size);
     }
   });
   for (Bound &bound : bounds) {
     if (partitioned && !bound.global)
       bound.size = std::max(bound.size, largestGlobal);
-    auto arg = dyn_cast<BlockArgument>(bound.indices);
-    if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
+    if (!isOwnArgument(bound.indices))
       continue;
     pb::Buffer *b = program.mutable_buffers(use(bound.indices));
     b->set_value_bound(b->value_bound() ? std::min(b->value_bound(), bound.size)
@@ -821,8 +823,7 @@ void FunctionLowering::setValueBounds() {
   for (pb::Buffer &b : *program.mutable_buffers())
     if (b.role() == pb::INPUT &&
         (b.dtype() == pb::I32 || b.dtype() == pb::I64) && b.value_bound() == 0)
-      b.set_value_bound(largestGlobal ? largestGlobal
-                                      : std::max(largest, largestGlobal));
+      b.set_value_bound(largestGlobal ? largestGlobal : largest);
 }
 
 /// A constant that is not a splat: a CONSTANT buffer holding its bytes.
