@@ -22,6 +22,7 @@
 #include "tools/partita/ModelInput.h"
 
 #include "partita/runtime/Metrics.h"
+#include "partita/runtime/RunTool.h"
 #include "partita/runtime/TrainLoop.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -782,6 +783,7 @@ int TrainRun::run(bool dryRun) {
 }
 
 int runWithArgs(int argc, char **argv) {
+  runtime::ignoreFileSizeSignal();
   Config config;
   std::string configPath;
   bool dryRun = false;

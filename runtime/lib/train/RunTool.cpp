@@ -39,6 +39,8 @@
 #include <set>
 #include <thread>
 
+#include <csignal>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -1145,7 +1147,10 @@ int Tool::runTraining(std::shared_ptr<const PlanFile> plan,
 
 } // namespace
 
+void ignoreFileSizeSignal() { std::signal(SIGXFSZ, SIG_IGN); }
+
 int runTool(const std::string &toolName, const std::vector<std::string> &args) {
+  ignoreFileSizeSignal();
   return Tool(toolName).main(args);
 }
 

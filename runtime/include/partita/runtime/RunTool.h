@@ -22,6 +22,15 @@ namespace partita::runtime {
 /// code: 0 on success, 1 after reporting an error.
 int runTool(const std::string &toolName, const std::vector<std::string> &args);
 
+/// Ignores SIGXFSZ for the rest of the process, so that a file size limit
+/// (`ulimit -f`) fails the write that passes it with EFBIG, which the
+/// checkpoint and output writers report with the file's name, instead of
+/// ending the process (a core dump; under the LLVM-linked `partita` driver,
+/// LLVM's crash report, whose one-shot handler also let a second rank's
+/// signal end the process). runTool calls it; so does `partita train`. A
+/// program that embeds the runtime keeps its own disposition.
+void ignoreFileSizeSignal();
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_RUNTOOL_H
