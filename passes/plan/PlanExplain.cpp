@@ -357,6 +357,86 @@ double wireBytes(plan::Collective::Kind kind, int64_t in, int64_t out,
   }
 }
 
+/// Devices in the group of a collective over `axes`.
+int64_t groupSize(const google::protobuf::RepeatedPtrField<std::string> &axes,
+                  const std::map<std::string, int64_t> &axisSize) {
+  int64_t group = 1;
+  for (const std::string &axis : axes)
+    if (auto it = axisSize.find(axis); it != axisSize.end())
+      group *= it->second;
+  return group;
+}
+
+/// The mesh's axis sizes by name.
+std::map<std::string, int64_t> axisSizes(const plan::Plan &proto) {
+  std::map<std::string, int64_t> sizes;
+  for (const plan::MeshAxis &axis : proto.mesh().axes())
+    sizes[axis.name()] = axis.size();
+  return sizes;
+}
+
+/// Whether `id` names a buffer of `program`.
+bool isBuffer(const plan::Program &program, int64_t id) {
+  return id >= 0 && id < program.buffers_size();
+}
+
+/// Local bytes of buffer `id`, 0 for none.
+int64_t bufferBytes(const plan::Program &program, int64_t id) {
+  return isBuffer(program, id) ? localBytes(program.buffers(id)) : 0;
+}
+
+/// Bytes one device sends for collective `c` of `program` (wireBytes).
+double collectiveWire(const plan::Program &program, const plan::Collective &c,
+                      const std::map<std::string, int64_t> &axisSize) {
+  int64_t in = c.kind() == plan::Collective::AXIS_INDEX
+                   ? 0
+                   : bufferBytes(program, c.input());
+  return wireBytes(c.kind(), in, bufferBytes(program, c.output()),
+                   groupSize(c.axes(), axisSize));
+}
+
+/// Floating-point operations of an einsum: 2 x the product of every index's
+/// size (its first two inputs name the indices; an addend names none).
+double einsumFlops(const plan::Program &program, const plan::Kernel &kernel) {
+  StringRef spec = kernel.attrs().spec();
+  StringRef lhs = spec.split("->").first;
+  SmallVector<StringRef, 2> operands;
+  lhs.split(operands, ',');
+  std::map<char, int64_t> sizes;
+  for (size_t k = 0; k < operands.size() && k < 2; ++k) {
+    if (k >= size_t(kernel.inputs_size()) ||
+        !isBuffer(program, kernel.inputs(k)))
+      return 0;
+    const plan::Buffer &buffer = program.buffers(kernel.inputs(k));
+    if (size_t(buffer.local_shape_size()) != operands[k].size())
+      return 0;
+    for (size_t d = 0; d < operands[k].size(); ++d)
+      sizes[operands[k][d]] = buffer.local_shape(d);
+  }
+  double flops = 2;
+  for (auto [index, size] : sizes)
+    flops *= double(size);
+  return flops;
+}
+
+/// Floating-point operations of an attention's two products (Q K^T and
+/// P V) over q [batch, seq_q, heads, d] and k [batch, seq_kv, kv_heads, d]:
+/// 4 x batch x heads x seq_q x seq_kv x d, half of it when causal.
+double attentionFlops(const plan::Program &program,
+                      const plan::Kernel &kernel) {
+  if (kernel.inputs_size() < 2 || !isBuffer(program, kernel.inputs(0)) ||
+      !isBuffer(program, kernel.inputs(1)))
+    return 0;
+  const plan::Buffer &q = program.buffers(kernel.inputs(0));
+  const plan::Buffer &k = program.buffers(kernel.inputs(1));
+  if (q.local_shape_size() != 4 || k.local_shape_size() != 4)
+    return 0;
+  double flops = 4.0 * double(q.local_shape(0)) * double(q.local_shape(2)) *
+                 double(q.local_shape(1)) * double(k.local_shape(1)) *
+                 double(q.local_shape(3));
+  return kernel.attrs().causal() ? flops / 2 : flops;
+}
+
 /// "1536 B (1.50 KiB)" for a fractional byte count, rounded.
 std::string wireText(double bytes) {
   return bytesText(int64_t(bytes + 0.5));
@@ -436,14 +516,8 @@ struct OutsideArena {
 OutsideArena outsideArenaBytes(const plan::Plan &proto,
                                const plan::Program &program) {
   auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
-  std::map<std::string, int64_t> axisSize;
-  for (const plan::MeshAxis &axis : proto.mesh().axes())
-    axisSize[axis.name()] = axis.size();
-  auto bytesOf = [&](int64_t id) {
-    return id >= 0 && id < program.buffers().size()
-               ? localBytes(program.buffers(id))
-               : 0;
-  };
+  std::map<std::string, int64_t> axisSize = axisSizes(proto);
+  auto bytesOf = [&](int64_t id) { return bufferBytes(program, id); };
   OutsideArena out;
   // The open bucket: its id, first member, and packed bytes.
   int64_t bucket = -1, start = 0, send = 0, recv = 0;
@@ -464,9 +538,7 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
       continue;
     }
     const plan::Collective &c = inst.collective();
-    int64_t g = 1;
-    for (const std::string &axis : c.axes())
-      g *= axisSize.count(axis) ? axisSize[axis] : 1;
+    int64_t g = groupSize(c.axes(), axisSize);
     int64_t in = bytesOf(c.input()), result = bytesOf(c.output());
     if (bucket >= 0 && c.bucket() != bucket)
       closeBucket(i);
@@ -502,6 +574,42 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
   return out;
 }
 } // namespace
+
+PlanWork measurePlanWork(const plan::Plan &proto,
+                         const plan::Program &program) {
+  PlanWork work;
+  std::map<std::string, int64_t> axisSize = axisSizes(proto);
+  int64_t lastBucket = 0;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (inst.has_kernel()) {
+      const plan::Kernel &kernel = inst.kernel();
+      if (kernel.kind() == plan::Kernel::EINSUM)
+        work.flops += einsumFlops(program, kernel);
+      else if (kernel.kind() == plan::Kernel::ATTENTION)
+        work.flops += attentionFlops(program, kernel);
+      else if (kernel.kind() == plan::Kernel::ATTENTION_GRAD)
+        // dq, dk and dv together are 2.5 forwards (5 products against 2);
+        // a call for some of them a third of that each.
+        work.flops += attentionFlops(program, kernel) * 2.5 *
+                      double(kernel.attrs().wrt().empty()
+                                 ? 3
+                                 : kernel.attrs().wrt().size()) /
+                      3.0;
+      continue;
+    }
+    if (!inst.has_collective())
+      continue;
+    const plan::Collective &c = inst.collective();
+    if (!rt::collectiveCommunicates(c.kind()))
+      continue;
+    ++work.collectives;
+    work.wireBytes += collectiveWire(program, c, axisSize);
+    if (c.bucket() <= 0 || c.bucket() != lastBucket)
+      ++work.calls;
+    lastBucket = c.bucket();
+  }
+  return work;
+}
 
 /// explainPlan; `rankTotal`: for a stage of an interleaved rank, also the
 /// rank's total over its chunks (each chunk explained to nowhere).
@@ -853,9 +961,7 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
         "an all-reduce 2(N-1)/N x input, an all-gather (N-1)/N x output, a "
         "reduce-scatter or all-to-all (N-1)/N x input, a permute its "
         "input):\n";
-  std::map<std::string, int64_t> axisSize;
-  for (const plan::MeshAxis &axis : proto.mesh().axes())
-    axisSize[axis.name()] = axis.size();
+  std::map<std::string, int64_t> axisSize = axisSizes(proto);
   int64_t collectives = 0, collectiveBytes = 0, calls = 0;
   double wireTotal = 0;
   std::map<std::string, double> trafficByAxes;
@@ -869,19 +975,12 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
     if (!inst.has_collective())
       continue;
     const plan::Collective &c = inst.collective();
-    int64_t bytes = 0;
-    if (c.kind() != plan::Collective::AXIS_INDEX && c.input() >= 0 &&
-        c.input() < program.buffers().size())
-      bytes = localBytes(program.buffers(c.input()));
+    int64_t bytes = c.kind() == plan::Collective::AXIS_INDEX
+                        ? 0
+                        : bufferBytes(program, c.input());
     // slice, mask and axis_index move nothing between devices.
     bool local = !rt::collectiveCommunicates(c.kind());
-    int64_t group = 1;
-    for (const std::string &axis : c.axes())
-      group *= axisSize.count(axis) ? axisSize[axis] : 1;
-    int64_t outBytes = c.output() >= 0 && c.output() < program.buffers().size()
-                           ? localBytes(program.buffers(c.output()))
-                           : 0;
-    double wire = wireBytes(c.kind(), bytes, outBytes, group);
+    double wire = collectiveWire(program, c, axisSize);
     if (!local) {
       ++collectives;
       collectiveBytes += bytes;
@@ -944,15 +1043,9 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
         if (!inst.has_collective() ||
             !rt::collectiveCommunicates(inst.collective().kind()))
           continue;
-        const plan::Collective &c = inst.collective();
-        const plan::Program &part = proto.programs(index);
-        int64_t group = 1;
-        for (const std::string &axis : c.axes())
-          group *= axisSize.count(axis) ? axisSize[axis] : 1;
-        double wire = wireBytes(
-            c.kind(), localBytes(part.buffers(c.input())),
-            c.output() >= 0 ? localBytes(part.buffers(c.output())) : 0, group);
-        trafficByAxes[axesText(c.axes())] += m * wire;
+        double wire = collectiveWire(proto.programs(index),
+                                     inst.collective(), axisSize);
+        trafficByAxes[axesText(inst.collective().axes())] += m * wire;
         perMicrobatch += wire;
       }
     os << "\n" << stageName << "'s forward and backward collectives: "

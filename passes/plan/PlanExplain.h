@@ -58,6 +58,29 @@ struct PlanMemory {
   int64_t otherActivations = 0;
 };
 
+/// The work of one step of a program on one device, for cost models
+/// (`partita plan --strategy auto`): what `partita explain` counts, as
+/// numbers.
+struct PlanWork {
+  /// Floating-point operations of the contractions on this device: einsums
+  /// (2 per multiply-add), attention (its two products, half of them when
+  /// causal) and attention gradients (2.5x the forward's for dq, dk and dv
+  /// together, the FlashAttention paper's count; each gradient's share
+  /// otherwise). Elementwise and row kernels are not counted.
+  double flops = 0;
+  /// Bytes this device sends under the ring algorithms (the explain
+  /// report's "wire"), summed over the communicating collectives.
+  double wireBytes = 0;
+  /// Communicating collectives, and the communicator calls they make (a
+  /// gradient bucket's members are one call).
+  int64_t collectives = 0, calls = 0;
+};
+
+/// The work of one step of `program` (not pipelined: a stage's microbatch
+/// programs are not counted).
+PlanWork measurePlanWork(const plan::Plan &proto,
+                         const plan::Program &program);
+
 /// Prints the report on `program` of `proto` (a plan the runtime validated:
 /// PlanFile::parse) to `os`, naming the plan `source`; returns its totals.
 PlanMemory explainPlan(const plan::Plan &proto, const plan::Program &program,

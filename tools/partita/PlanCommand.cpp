@@ -11,6 +11,7 @@
 #include "dialects/InitAllDialects.h"
 #include "passes/Pipelines.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/search/StrategySearch.h"
 #include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
 #include "tools/partita/MeshSpec.h"
@@ -52,8 +53,46 @@ cl::opt<std::string> meshArg(
 cl::opt<std::string> strategyArg(
     "strategy", cl::sub(planCommand), cl::value_desc("name"),
     cl::desc("Parallelization recipe: one of dist-annotate's strategies (dp, "
-             "megatron, dp+megatron, ...), or none (keep the model's own "
-             "annotations)"));
+             "megatron, dp+megatron, ...), none (keep the model's own "
+             "annotations), or auto (search every strategy and mesh of "
+             "--devices n by a cost model)"));
+// The automatic search (--strategy auto; passes/search/StrategySearch.h).
+cl::OptionCategory searchCategory("Search (partita plan --strategy auto)");
+cl::opt<int64_t> devicesArg(
+    "devices", cl::sub(planCommand), cl::init(0), cl::value_desc("n"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: the number of devices to plan for (at least "
+             "2); every strategy is tried on every mesh of n devices it can "
+             "use"));
+cl::opt<std::string> memoryPerDeviceArg(
+    "memory-per-device", cl::sub(planCommand), cl::value_desc("n[KiB|MiB|GiB]"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: the most memory a device may use for the plan "
+             "(what `partita explain` totals; default: no limit)"));
+cl::opt<std::string> deviceTflopsArg(
+    "device-tflops", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: the cost model's contraction rate of a device "
+             "in TFLOP/s (default 100)"));
+cl::opt<std::string> linkGbytesArg(
+    "link-gbytes", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: the cost model's bytes a device sends a "
+             "second, in GB/s (default 100)"));
+cl::opt<std::string> callMicrosArg(
+    "call-us", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: the cost model's fixed cost of a communicator "
+             "call in microseconds (default 20)"));
+cl::list<std::string> searchStrategiesArg(
+    "search-strategies", cl::sub(planCommand), cl::CommaSeparated,
+    cl::value_desc("a,b,..."), cl::cat(searchCategory),
+    cl::desc("--strategy auto: try only these strategies (default: all)"));
+cl::opt<std::string> searchReportArg(
+    "search-report", cl::sub(planCommand), cl::value_desc("file.tsv"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: also write every candidate with its exact "
+             "numbers as tab-separated values"));
 cl::opt<std::string> emitArg(
     "emit", cl::sub(planCommand), cl::init("propagated"),
     cl::value_desc("stage"),
@@ -274,14 +313,15 @@ SmallVector<StringRef> axesNeededBy(StringRef strategy) {
   return axes;
 }
 
-/// "dp, megatron, dp+megatron or none": every strategy --strategy takes.
+/// "dp, megatron, dp+megatron, none or auto": every strategy --strategy
+/// takes.
 std::string knownStrategies() {
   std::string known;
   for (const sharding::Strategy &strategy : sharding::getStrategies())
     known += strategy.name.str() + ", ";
   if (!known.empty())
     known.resize(known.size() - 2);
-  return known + (known.empty() ? "" : " or ") + "none";
+  return known + (known.empty() ? "" : ", ") + "none or auto";
 }
 
 /// "4096", "64KiB", "25MiB" or "2GiB" as bytes (at least 0).
@@ -302,6 +342,76 @@ Expected<int64_t> parseByteCount(StringRef text) {
         "GiB (e.g. 65536, 64KiB, 25MiB), got '" +
         text + "'");
   return value * unit;
+}
+
+/// "--flag must be greater than 0, got 'x'" unless `option` (if given) is
+/// a finite number above 0; stores it times `unit` in `value`.
+int parsePositive(const cl::opt<std::string> &option, double unit,
+                  double &value) {
+  if (!option.getNumOccurrences())
+    return 0;
+  double parsed;
+  if (parseNumber(kCommand, option, parsed))
+    return 1;
+  if (!(parsed > 0) || parsed == INFINITY)
+    return reportError(kCommand, "--" + option.ArgStr +
+                                     " must be greater than 0, got " + option);
+  value = parsed * unit;
+  return 0;
+}
+
+/// Checks the search flags: with --strategy auto, --devices and the cost
+/// model's (into `cost`); without it, none of them. Returns 1 after
+/// reporting.
+int checkSearchOptions(search::CostModel &cost) {
+  bool automatic = strategyArg == "auto";
+  if (!automatic) {
+    for (const cl::Option *option :
+         {(const cl::Option *)&devicesArg, (const cl::Option *)&memoryPerDeviceArg,
+          (const cl::Option *)&deviceTflopsArg, (const cl::Option *)&linkGbytesArg,
+          (const cl::Option *)&callMicrosArg,
+          (const cl::Option *)&searchStrategiesArg,
+          (const cl::Option *)&searchReportArg})
+      if (option->getNumOccurrences())
+        return reportError(kCommand, "--" + option->ArgStr +
+                                         " needs --strategy auto");
+    return 0;
+  }
+  if (!devicesArg.getNumOccurrences())
+    return reportError(kCommand, "--strategy auto needs --devices n, the "
+                                 "number of devices to plan for");
+  if (devicesArg < 2 || devicesArg > 4096)
+    return reportError(kCommand, "--devices must be from 2 to 4096, got " +
+                                     std::to_string(devicesArg));
+  if (meshArg.getNumOccurrences())
+    return reportError(kCommand, "--mesh and --strategy auto both given: "
+                                 "the search chooses the mesh (give "
+                                 "--devices n), or give a strategy");
+  if (sequenceParallel || ppArg.getNumOccurrences() ||
+      stagesByArg.getNumOccurrences() || microbatchesArg > 1)
+    return reportError(kCommand, "--strategy auto does not search pipeline "
+                                 "stages, microbatches or sequence "
+                                 "parallelism yet: give a strategy to use "
+                                 "them");
+  for (const std::string &name : searchStrategiesArg)
+    if (!sharding::lookupStrategy(name))
+      return reportError(kCommand, "--search-strategies: unknown strategy '" +
+                                       name + "'");
+  if (memoryPerDeviceArg.getNumOccurrences()) {
+    Expected<int64_t> parsed = parseByteCount(memoryPerDeviceArg);
+    if (!parsed || *parsed == 0)
+      return reportError(kCommand,
+                         "--memory-per-device: " +
+                             (parsed ? std::string("expected a byte count "
+                                                   "above 0, got '0'")
+                                     : toString(parsed.takeError())));
+    cost.memoryPerDevice = *parsed;
+  }
+  if (parsePositive(deviceTflopsArg, 1e12, cost.deviceFlops) ||
+      parsePositive(linkGbytesArg, 1e9, cost.linkBytesPerSecond) ||
+      parsePositive(callMicrosArg, 1e-6, cost.callSeconds))
+    return 1;
+  return 0;
 }
 
 /// Checks the training flags and sets nn-autodiff's options in `options`
@@ -476,6 +586,78 @@ int writePlan(StringRef command, const partita::plan::Plan &plan,
   return 0;
 }
 
+/// --strategy auto: searches every strategy and mesh of --devices devices
+/// (StrategySearch.h), prints the ranked table (unless --quiet), writes
+/// --search-report, and sets the winner's strategy and mesh in `options`.
+/// Returns 1 after reporting when nothing fits.
+int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
+                   const search::CostModel &cost, Progress &progress) {
+  std::vector<search::Candidate> candidates = search::enumerateCandidates(
+      devicesArg, searchStrategiesArg, options.annotate);
+  if (candidates.empty())
+    return reportError(kCommand, "no strategy of --search-strategies can use " +
+                                     std::to_string(devicesArg) +
+                                     " devices (each mesh axis needs at least "
+                                     "2)");
+  progress.start();
+  search::SearchResult result = search::searchStrategies(
+      module, options, std::move(candidates), cost,
+      [&](const search::Candidate &c, size_t index, size_t count) {
+        if (quiet)
+          return;
+        errs() << "partita plan: [" << index + 1 << "/" << count << "] "
+               << c.strategy << " on " << c.mesh << ": "
+               << (c.compiled() ? "compiled" : "rejected") << "\n";
+      });
+  progress.done("searched " + Twine(result.candidates.size()) +
+                " candidates for " + Twine(int64_t(devicesArg)) + " devices");
+  if (!quiet) {
+    errs() << "partita plan: cost model: "
+           << format("%g", cost.deviceFlops / 1e12) << " TFLOP/s a device, "
+           << format("%g", cost.linkBytesPerSecond / 1e9) << " GB/s a link, "
+           << format("%g", cost.callSeconds * 1e6)
+           << " us a communicator call; step = compute + communication";
+    if (cost.memoryPerDevice > 0)
+      errs() << "; at most " << cost.memoryPerDevice << " bytes a device";
+    errs() << "\n";
+    search::printSearchTable(result, cost, errs());
+  }
+  if (!searchReportArg.empty()) {
+    std::string message;
+    std::unique_ptr<ToolOutputFile> file =
+        mlir::openOutputFile(searchReportArg, &message);
+    if (!file)
+      return reportError(kCommand, "cannot write '" + searchReportArg +
+                                       "': " + message);
+    search::writeSearchReport(result, cost, file->os());
+    file->keep();
+  }
+  if (!result.found) {
+    const search::Candidate &first = result.candidates.front();
+    if (!first.compiled())
+      return reportError(kCommand,
+                         "no candidate compiled for " +
+                             Twine(int64_t(devicesArg)) +
+                             " devices; the first, " + first.strategy +
+                             " on " + first.mesh + ": " + first.rejection);
+    return reportError(kCommand, "no candidate fits --memory-per-device " +
+                                     memoryPerDeviceArg + " (" +
+                                     Twine(cost.memoryPerDevice) +
+                                     " bytes): the smallest, " +
+                                     first.strategy + " on " + first.mesh +
+                                     ", needs " + Twine(first.memory) +
+                                     " bytes a device");
+  }
+  const search::Candidate &best = result.candidates.front();
+  options.annotate.strategy = best.strategy;
+  options.annotate.mesh = best.mesh;
+  if (!quiet)
+    errs() << "partita plan: chose " << best.strategy << " on " << best.mesh
+           << " (estimated step " << format("%.4g", best.seconds * 1e3)
+           << " ms, " << best.memory << " bytes a device)\n";
+  return 0;
+}
+
 int runPlan() {
   // Everything that can be checked without the model is checked first.
   if (inputFile.empty())
@@ -483,9 +665,14 @@ int runPlan() {
                                  "MODEL.mlir --mesh ... --strategy ...)");
   if (strategyArg.getNumOccurrences() == 0)
     return reportError(kCommand, "missing --strategy: " + knownStrategies());
-  if (strategyArg != "none" && !sharding::lookupStrategy(strategyArg))
+  bool automatic = strategyArg == "auto";
+  if (strategyArg != "none" && !automatic &&
+      !sharding::lookupStrategy(strategyArg))
     return reportError(kCommand, "unknown --strategy '" + strategyArg +
                                      "': expected " + knownStrategies());
+  search::CostModel cost;
+  if (checkSearchOptions(cost))
+    return 1;
   SmallVector<MeshAxisSpec> axes;
   std::string mesh;
   if (meshArg.getNumOccurrences() && strategyArg == "none")
@@ -693,7 +880,15 @@ int runPlan() {
   if (module->getOps<mlir::func::FuncOp>().empty())
     return reportError(kCommand, inputFile + " defines no func.func to compile");
 
-  if (strategyArg != "none") {
+  if (automatic) {
+    if (hasModelMesh(*module))
+      return reportError(kCommand,
+                         inputFile + " declares dist.mesh @" + kMeshName +
+                             ", and --strategy auto chooses the mesh: remove "
+                             "it, or give a strategy");
+    if (chooseStrategy(*module, options, cost, progress))
+      return 1;
+  } else if (strategyArg != "none") {
     if (!axes.empty() && failed(checkModelMesh(*module, axes)))
       return 1;
     if (axes.empty() && !hasModelMesh(*module))

@@ -1,0 +1,240 @@
+//===- StrategySearch.cpp - choose a strategy and mesh by cost -------------===//
+//
+// Enumerates (strategy, mesh) pairs, compiles each from a copy of the model
+// with the compiler library (Pipelines.h), measures the step program of its
+// plan (PlanExplain.h) and ranks them by the cost model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/search/StrategySearch.h"
+
+#include "passes/plan/PlanExplain.h"
+#include "passes/sharding/Strategies.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+
+using namespace llvm;
+
+namespace partita::search {
+namespace {
+
+/// Every ordered way to write `n` as a product of `k` factors, each at
+/// least 2.
+void factorizations(int64_t n, size_t k, SmallVectorImpl<int64_t> &prefix,
+                    std::vector<SmallVector<int64_t>> &out) {
+  if (k == 1) {
+    if (n >= 2) {
+      prefix.push_back(n);
+      out.emplace_back(prefix.begin(), prefix.end());
+      prefix.pop_back();
+    }
+    return;
+  }
+  for (int64_t f = 2; f <= n / 2; ++f) {
+    if (n % f)
+      continue;
+    prefix.push_back(f);
+    factorizations(n / f, k - 1, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+/// The first error of a failed compile, with its location when it has one.
+std::string describeDiagnostic(mlir::Diagnostic &diag) {
+  std::string text;
+  raw_string_ostream os(text);
+  if (auto loc = dyn_cast<mlir::FileLineColLoc>(diag.getLocation()))
+    os << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
+       << loc.getColumn() << ": ";
+  os << diag.str();
+  return text;
+}
+
+/// "1.50 MiB" (binary units from KiB on).
+std::string bytesText(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  std::string text;
+  raw_string_ostream os(text);
+  if (unit == 0)
+    os << int64_t(bytes) << " B";
+  else
+    os << format("%.2f ", bytes) << units[unit];
+  return text;
+}
+
+/// "1.23 ms" / "45.6 us" / "2.10 s".
+std::string secondsText(double seconds) {
+  std::string text;
+  raw_string_ostream os(text);
+  if (seconds >= 1)
+    os << format("%.2f s", seconds);
+  else if (seconds >= 1e-3)
+    os << format("%.2f ms", seconds * 1e3);
+  else
+    os << format("%.1f us", seconds * 1e6);
+  return text;
+}
+} // namespace
+
+std::vector<Candidate>
+enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
+                    const sharding::DistAnnotateOptions &annotate) {
+  std::vector<Candidate> out;
+  for (const sharding::Strategy &strategy : sharding::getStrategies()) {
+    if (!strategies.empty() &&
+        !llvm::is_contained(strategies, strategy.name.str()))
+      continue;
+    SmallVector<std::string> axes;
+    if (strategy.needsDataAxis())
+      axes.push_back(annotate.dataAxis);
+    if (strategy.needsTensorAxis())
+      axes.push_back(annotate.tensorAxis);
+    if (strategy.needsContextAxis())
+      axes.push_back(annotate.contextAxis);
+    if (axes.empty())
+      continue;
+    std::vector<SmallVector<int64_t>> shapes;
+    SmallVector<int64_t> prefix;
+    factorizations(devices, axes.size(), prefix, shapes);
+    for (const SmallVector<int64_t> &sizes : shapes) {
+      Candidate candidate;
+      candidate.strategy = strategy.name.str();
+      for (size_t i = 0; i < axes.size(); ++i)
+        candidate.mesh += (i ? "," : "") + axes[i] + "=" +
+                          std::to_string(sizes[i]);
+      out.push_back(std::move(candidate));
+    }
+  }
+  return out;
+}
+
+SearchResult
+searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
+                 std::vector<Candidate> candidates, const CostModel &cost,
+                 const std::function<void(const Candidate &, size_t, size_t)>
+                     &progress) {
+  mlir::MLIRContext *context = model.getContext();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Candidate &candidate = candidates[i];
+    CompilerOptions options = base;
+    options.annotate.strategy = candidate.strategy;
+    options.annotate.mesh = candidate.mesh;
+    // The candidate's errors are its rejection, not the user's errors:
+    // this handler, registered last, sees each diagnostic first.
+    std::string firstError;
+    mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
+      if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
+          firstError.empty())
+        firstError = describeDiagnostic(d);
+      return mlir::success();
+    });
+    mlir::OwningOpRef<mlir::ModuleOp> copy = model.clone();
+    mlir::FailureOr<plan::Plan> plan = compileToPlan(*copy, options);
+    if (failed(plan)) {
+      candidate.rejection = firstError.empty()
+                                ? "did not compile (no diagnostic)"
+                                : firstError;
+    } else {
+      StringRef step = getStepFunctionName(options);
+      const plan::Program *program = nullptr;
+      for (const plan::Program &p : plan->programs())
+        if (p.name() == step)
+          program = &p;
+      if (!program) {
+        candidate.rejection = ("its plan has no program '" + step + "'").str();
+      } else {
+        plan_lowering::PlanWork work =
+            plan_lowering::measurePlanWork(*plan, *program);
+        plan_lowering::PlanMemory memory =
+            plan_lowering::explainPlan(*plan, *program, "", nulls());
+        candidate.flops = work.flops;
+        candidate.wireBytes = work.wireBytes;
+        candidate.collectives = work.collectives;
+        candidate.calls = work.calls;
+        candidate.memory = memory.total;
+        candidate.computeSeconds = work.flops / cost.deviceFlops;
+        candidate.commSeconds = double(work.calls) * cost.callSeconds +
+                                work.wireBytes / cost.linkBytesPerSecond;
+        candidate.seconds = candidate.computeSeconds + candidate.commSeconds;
+      }
+    }
+    if (progress)
+      progress(candidate, i, candidates.size());
+  }
+
+  // Fitting first by time, then over the limit by memory, then rejected;
+  // stable, so ties keep the enumeration order.
+  auto group = [&](const Candidate &c) {
+    return c.fits(cost) ? 0 : c.compiled() ? 1 : 2;
+  };
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const Candidate &a, const Candidate &b) {
+                     int ga = group(a), gb = group(b);
+                     if (ga != gb)
+                       return ga < gb;
+                     if (ga == 0 && a.seconds != b.seconds)
+                       return a.seconds < b.seconds;
+                     if (ga < 2 && a.memory != b.memory)
+                       return a.memory < b.memory;
+                     return false;
+                   });
+  SearchResult result;
+  result.found = !candidates.empty() && candidates.front().fits(cost);
+  result.candidates = std::move(candidates);
+  return result;
+}
+
+void printSearchTable(const SearchResult &result, const CostModel &cost,
+                      raw_ostream &os) {
+  os << format("  %-4s %-15s %-11s %11s %11s %11s %6s %12s %12s\n", "rank",
+               "strategy", "mesh", "step (est.)", "compute", "comm", "calls",
+               "wire/device", "memory");
+  size_t rank = 0;
+  for (const Candidate &c : result.candidates) {
+    std::string place = c.fits(cost) ? std::to_string(++rank) : "-";
+    os << format("  %-4s %-15s %-11s ", place.c_str(), c.strategy.c_str(),
+                 c.mesh.c_str());
+    if (!c.compiled()) {
+      os << "rejected: " << c.rejection << "\n";
+      continue;
+    }
+    os << format("%11s %11s %11s %6lld %12s %12s",
+                 secondsText(c.seconds).c_str(),
+                 secondsText(c.computeSeconds).c_str(),
+                 secondsText(c.commSeconds).c_str(), (long long)c.calls,
+                 bytesText(c.wireBytes).c_str(), bytesText(c.memory).c_str());
+    if (!c.fits(cost))
+      os << "  over the memory limit (" << bytesText(cost.memoryPerDevice)
+         << ")";
+    os << "\n";
+  }
+}
+
+void writeSearchReport(const SearchResult &result, const CostModel &cost,
+                       raw_ostream &os) {
+  os << "rank\tstrategy\tmesh\tseconds\tcompute_seconds\tcomm_seconds\t"
+        "flops\twire_bytes\tcalls\tcollectives\tmemory_bytes\trejection\n";
+  int64_t rank = 0;
+  for (const Candidate &c : result.candidates) {
+    std::string rejection = c.rejection;
+    std::replace(rejection.begin(), rejection.end(), '\t', ' ');
+    std::replace(rejection.begin(), rejection.end(), '\n', ' ');
+    os << (c.fits(cost) ? ++rank : 0) << "\t" << c.strategy << "\t" << c.mesh
+       << "\t" << format("%.9g\t%.9g\t%.9g\t%.17g\t%.17g", c.seconds,
+                          c.computeSeconds, c.commSeconds, c.flops,
+                          c.wireBytes)
+       << "\t" << c.calls << "\t" << c.collectives << "\t" << c.memory << "\t"
+       << rejection << "\n";
+  }
+}
+
+} // namespace partita::search

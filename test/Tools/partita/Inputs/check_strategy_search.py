@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Checks `partita plan --strategy auto` against what it claims.
+
+Usage: check_strategy_search.py PARTITA MODEL.mlir WORKDIR
+
+On 4 devices, with the default cost model:
+- the candidates are every strategy preset on every mesh of 4 devices it
+  can use (the set is written out here, not read from the tool);
+- each row's estimate is the cost model applied to its numbers, and the
+  ranks follow the estimates;
+- the chosen plan is rank 1, and `partita explain` of the written plan
+  gives the same memory total, communicator calls and wire bytes;
+- dp's FLOPs per device are 6 x matmul parameters x tokens / 4, within 10%,
+  and every data- or tensor-parallel split has the same FLOPs per device;
+- a memory limit one byte under the winner's memory makes the search choose
+  the fastest candidate within the limit, not the winner;
+- a limit under every candidate fails with a diagnostic naming the smallest;
+- both chosen plans train 2 steps matching the unpartitioned reference
+  (`partita run --check`).
+Prints one line per check; any failure exits 1 with the reason.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+EXPECTED = {
+    ("dp", "dp=4"), ("zero1", "dp=4"), ("zero2", "dp=4"), ("zero3", "dp=4"),
+    ("fsdp", "dp=4"), ("megatron", "tp=4"), ("dp+megatron", "dp=2,tp=2"),
+    ("zero1+megatron", "dp=2,tp=2"), ("zero2+megatron", "dp=2,tp=2"),
+    ("zero3+megatron", "dp=2,tp=2"), ("fsdp+megatron", "dp=2,tp=2"),
+    ("cp", "cp=4"), ("dp+cp", "dp=2,cp=2"),
+}
+FLOPS, LINK, CALL = 100e12, 100e9, 20e-6
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def close(a, b, rel=1e-6):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
+
+
+def search(partita, model, work, name, extra):
+    report = os.path.join(work, name + ".tsv")
+    plan = os.path.join(work, name + ".pb")
+    run = subprocess.run(
+        [partita, "plan", model, "--train", "adamw", "--strategy", "auto",
+         "--devices", "4", "--search-report", report, "-o", plan] + extra,
+        capture_output=True, text=True)
+    rows = []
+    if os.path.exists(report):
+        with open(report) as f:
+            header = f.readline().rstrip("\n").split("\t")
+            for line in f:
+                row = dict(zip(header, line.rstrip("\n").split("\t")))
+                for key in ("rank", "calls", "collectives", "memory_bytes"):
+                    row[key] = int(row[key])
+                for key in ("seconds", "compute_seconds", "comm_seconds",
+                            "flops", "wire_bytes"):
+                    row[key] = float(row[key])
+                rows.append(row)
+    return run, rows, plan
+
+
+def check_rows(rows, limit):
+    pairs = {(r["strategy"], r["mesh"]) for r in rows}
+    if pairs != EXPECTED or len(rows) != len(EXPECTED):
+        fail("candidates %s, expected %s" % (sorted(pairs), sorted(EXPECTED)))
+    for r in rows:
+        if r["rejection"]:
+            fail("%s on %s rejected: %s" % (r["strategy"], r["mesh"],
+                                            r["rejection"]))
+        if not close(r["compute_seconds"], r["flops"] / FLOPS):
+            fail("compute of %s is not flops / %g" % (r["strategy"], FLOPS))
+        if not close(r["comm_seconds"], r["calls"] * CALL + r["wire_bytes"] / LINK):
+            fail("comm of %s is not calls x %g + wire / %g" %
+                 (r["strategy"], CALL, LINK))
+        if not close(r["seconds"], r["compute_seconds"] + r["comm_seconds"]):
+            fail("step of %s is not compute + comm" % r["strategy"])
+        fits = limit is None or r["memory_bytes"] <= limit
+        if fits != (r["rank"] > 0):
+            fail("%s on %s: memory %d, limit %s, rank %d" %
+                 (r["strategy"], r["mesh"], r["memory_bytes"], limit, r["rank"]))
+    ranked = sorted((r for r in rows if r["rank"] > 0), key=lambda r: r["rank"])
+    if [r["rank"] for r in ranked] != list(range(1, len(ranked) + 1)):
+        fail("ranks are not 1..n")
+    for a, b in zip(ranked, ranked[1:]):
+        if a["seconds"] > b["seconds"]:
+            fail("rank %d (%s) is slower than rank %d (%s)" %
+                 (a["rank"], a["strategy"], b["rank"], b["strategy"]))
+    return ranked
+
+
+def chosen(run):
+    m = re.search(r"chose (\S+) on (\S+) ", run.stderr)
+    if not m:
+        fail("no 'chose' line in:\n" + run.stderr)
+    return m.group(1), m.group(2)
+
+
+def check_explain(partita, plan, row):
+    text = subprocess.run([partita, "explain", plan], capture_output=True,
+                          text=True, check=True).stdout
+    total = int(re.search(r"^  total +(\d+) B", text, re.M).group(1))
+    m = re.search(r"in (\d+) communicator calls?, .* on the wire (\d+) B", text)
+    calls, wire = int(m.group(1)), int(m.group(2))
+    if total != row["memory_bytes"] or calls != row["calls"] or \
+            wire != round(row["wire_bytes"]):
+        fail("explain says memory %d, calls %d, wire %d; the search %d, %d, %g"
+             % (total, calls, wire, row["memory_bytes"], row["calls"],
+                row["wire_bytes"]))
+
+
+def check_run(partita, plan):
+    run = subprocess.run([partita, "run", plan, "--steps", "2", "--check",
+                          "--rtol", "1e-4"], capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("partita run --check %s:\n%s%s" % (plan, run.stdout, run.stderr))
+
+
+def main():
+    partita, model, work = sys.argv[1:4]
+    os.makedirs(work, exist_ok=True)
+
+    run, rows, plan = search(partita, model, work, "free", [])
+    if run.returncode != 0:
+        fail("the search failed:\n" + run.stderr)
+    ranked = check_rows(rows, None)
+    best = ranked[0]
+    if chosen(run) != (best["strategy"], best["mesh"]):
+        fail("chose %s, rank 1 is %s" % (chosen(run), best["strategy"]))
+    check_explain(partita, plan, best)
+    print("no limit: %d candidates ranked by the cost model; chose rank 1, "
+          "%s on %s; explain agrees" % (len(rows), best["strategy"], best["mesh"]))
+
+    # Layers 2, hidden 32, mlp 4x, vocab 256, batch 8 x seq 16: the
+    # contractions' parameters (attention 4 H^2, mlp 8 H^2 a layer; the head
+    # V H) times 6 FLOPs a token, over 4 devices.
+    matmul_params = 2 * (4 * 32 * 32 + 8 * 32 * 32) + 256 * 32
+    expected = 6 * matmul_params * 8 * 16 / 4
+    dp = next(r for r in rows if r["strategy"] == "dp")
+    if abs(dp["flops"] - expected) > 0.1 * expected:
+        fail("dp's FLOPs per device %g, expected about %g" % (dp["flops"], expected))
+    for r in rows:
+        if "cp" not in r["mesh"] and not close(r["flops"], dp["flops"]):
+            fail("%s on %s: %g FLOPs per device, dp %g" %
+                 (r["strategy"], r["mesh"], r["flops"], dp["flops"]))
+    print("FLOPs per device: dp %.4g, 6 N T / 4 = %.4g; the same for every "
+          "dp and tp split" % (dp["flops"], expected))
+    check_run(partita, plan)
+    print("chosen plan: 2 steps match the reference")
+
+    limit = best["memory_bytes"] - 1
+    run, rows, plan = search(partita, model, work, "limited",
+                             ["--memory-per-device", str(limit)])
+    if run.returncode != 0:
+        fail("the limited search failed:\n" + run.stderr)
+    ranked = check_rows(rows, limit)
+    fitting = [r for r in rows if r["memory_bytes"] <= limit]
+    fastest = min(r["seconds"] for r in fitting)
+    pick = ranked[0]
+    if chosen(run) != (pick["strategy"], pick["mesh"]) or \
+            pick["seconds"] != fastest or pick["strategy"] == best["strategy"]:
+        fail("under the limit chose %s" % (chosen(run),))
+    check_explain(partita, plan, pick)
+    check_run(partita, plan)
+    print("limit 1 byte under %s's memory: chose %s on %s, the fastest of %d "
+          "within it; explain agrees; 2 steps match the reference" %
+          (best["strategy"], pick["strategy"], pick["mesh"], len(fitting)))
+
+    smallest = min(r["memory_bytes"] for r in rows)
+    run, _, _ = search(partita, model, work, "none",
+                       ["--memory-per-device", str(smallest - 1)])
+    if run.returncode == 0 or "no candidate fits --memory-per-device" not in run.stderr \
+            or ("needs %d bytes a device" % smallest) not in run.stderr:
+        fail("a limit under every candidate:\n" + run.stderr)
+    print("limit under every candidate: exit %d, names the smallest (%d bytes)"
+          % (run.returncode, smallest))
+
+
+if __name__ == "__main__":
+    main()
