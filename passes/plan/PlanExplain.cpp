@@ -18,9 +18,11 @@
 #include "passes/sharding/ModelStateMemory.h"
 #include "runtime/plan/PlanMemory.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Format.h"
 
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -603,10 +605,22 @@ PlanWork measurePlanWork(const plan::Plan &proto,
     if (!rt::collectiveCommunicates(c.kind()))
       continue;
     ++work.collectives;
-    work.wireBytes += collectiveWire(program, c, axisSize);
-    if (c.bucket() <= 0 || c.bucket() != lastBucket)
-      ++work.calls;
+    double wire = collectiveWire(program, c, axisSize);
+    bool call = c.bucket() <= 0 || c.bucket() != lastBucket;
+    work.wireBytes += wire;
+    work.calls += call;
     lastBucket = c.bucket();
+    std::vector<std::string> axes(c.axes().begin(), c.axes().end());
+    bool bucketed = c.bucket() > 0;
+    auto it = llvm::find_if(work.traffic, [&](const PlanTraffic &t) {
+      return t.axes == axes && t.bucketed == bucketed;
+    });
+    if (it == work.traffic.end()) {
+      work.traffic.push_back({std::move(axes), bucketed, 0, 0});
+      it = std::prev(work.traffic.end());
+    }
+    it->wireBytes += wire;
+    it->calls += call;
   }
   return work;
 }

@@ -16,6 +16,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace partita::plan_lowering {
@@ -58,6 +59,17 @@ struct PlanMemory {
   int64_t otherActivations = 0;
 };
 
+/// The communication of a step over one group of mesh axes.
+struct PlanTraffic {
+  /// The collectives' axes, as the plan lists them.
+  std::vector<std::string> axes;
+  /// Gradient reductions in buckets (dist-optimize-comm), issued as soon
+  /// as their gradients exist: they may overlap the rest of the backward.
+  bool bucketed = false;
+  double wireBytes = 0;
+  int64_t calls = 0;
+};
+
 /// The work of one step of a program on one device, for cost models
 /// (`partita plan --strategy auto`): what `partita explain` counts, as
 /// numbers.
@@ -74,6 +86,8 @@ struct PlanWork {
   /// Communicating collectives, and the communicator calls they make (a
   /// gradient bucket's members are one call).
   int64_t collectives = 0, calls = 0;
+  /// The same bytes and calls by axes and bucketing, in first-use order.
+  std::vector<PlanTraffic> traffic;
 };
 
 /// The work of one step of `program` (not pipelined: a stage's microbatch

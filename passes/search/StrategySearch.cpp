@@ -13,9 +13,11 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace llvm;
 
@@ -85,9 +87,37 @@ std::string secondsText(double seconds) {
 }
 } // namespace
 
+bool groupSpansNodes(ArrayRef<std::pair<std::string, int64_t>> axes,
+                     ArrayRef<std::string> groupAxes, int64_t devicesPerNode) {
+  int64_t devices = 1;
+  for (const auto &axis : axes)
+    devices *= axis.second;
+  if (devicesPerNode <= 0 || devicesPerNode >= devices)
+    return false;
+  // A device's group is named by its coordinates along the other axes; the
+  // group spans nodes when two of its devices are on different nodes.
+  std::map<std::vector<int64_t>, int64_t> nodeOfGroup;
+  for (int64_t device = 0; device < devices; ++device) {
+    std::vector<int64_t> key;
+    int64_t rest = device;
+    for (size_t i = axes.size(); i-- > 0;) {
+      int64_t coordinate = rest % axes[i].second;
+      rest /= axes[i].second;
+      if (!llvm::is_contained(groupAxes, axes[i].first))
+        key.push_back(coordinate);
+    }
+    int64_t node = device / devicesPerNode;
+    auto [it, inserted] = nodeOfGroup.try_emplace(key, node);
+    if (!inserted && it->second != node)
+      return true;
+  }
+  return false;
+}
+
 std::vector<Candidate>
 enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
-                    const sharding::DistAnnotateOptions &annotate) {
+                    const sharding::DistAnnotateOptions &annotate,
+                    bool axisOrders) {
   std::vector<Candidate> out;
   for (const sharding::Strategy &strategy : sharding::getStrategies()) {
     if (!strategies.empty() &&
@@ -105,14 +135,24 @@ enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
     std::vector<SmallVector<int64_t>> shapes;
     SmallVector<int64_t> prefix;
     factorizations(devices, axes.size(), prefix, shapes);
-    for (const SmallVector<int64_t> &sizes : shapes) {
-      Candidate candidate;
-      candidate.strategy = strategy.name.str();
-      for (size_t i = 0; i < axes.size(); ++i)
-        candidate.mesh += (i ? "," : "") + axes[i] + "=" +
-                          std::to_string(sizes[i]);
-      out.push_back(std::move(candidate));
-    }
+    // Each shape in the canonical axis order, then (axisOrders) in the
+    // others, so that every assignment of sizes to axes comes once per
+    // order.
+    SmallVector<size_t> order;
+    for (size_t i = 0; i < axes.size(); ++i)
+      order.push_back(i);
+    do {
+      for (const SmallVector<int64_t> &sizes : shapes) {
+        Candidate candidate;
+        candidate.strategy = strategy.name.str();
+        for (size_t i : order) {
+          candidate.mesh += (candidate.mesh.empty() ? "" : ",") + axes[i] +
+                            "=" + std::to_string(sizes[i]);
+          candidate.axes.emplace_back(axes[i], sizes[i]);
+        }
+        out.push_back(std::move(candidate));
+      }
+    } while (axisOrders && std::next_permutation(order.begin(), order.end()));
   }
   return out;
 }
@@ -162,9 +202,25 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
         candidate.calls = work.calls;
         candidate.memory = memory.total;
         candidate.computeSeconds = work.flops / cost.deviceFlops;
-        candidate.commSeconds = double(work.calls) * cost.callSeconds +
-                                work.wireBytes / cost.linkBytesPerSecond;
-        candidate.seconds = candidate.computeSeconds + candidate.commSeconds;
+        candidate.traffic = work.traffic;
+        double bucketed = 0;
+        for (const plan_lowering::PlanTraffic &traffic : work.traffic) {
+          bool spans = groupSpansNodes(candidate.axes, traffic.axes,
+                                       cost.devicesPerNode);
+          candidate.crossesNodes |= spans;
+          double seconds =
+              double(traffic.calls) * cost.callSeconds +
+              traffic.wireBytes / (spans ? cost.nodeLinkBytesPerSecond
+                                         : cost.linkBytesPerSecond);
+          candidate.commSeconds += seconds;
+          if (traffic.bucketed)
+            bucketed += seconds;
+        }
+        if (options.train)
+          candidate.hiddenSeconds = std::min(
+              bucketed, cost.backwardShare * candidate.computeSeconds);
+        candidate.seconds = candidate.computeSeconds +
+                            candidate.commSeconds - candidate.hiddenSeconds;
       }
     }
     if (progress)
@@ -195,9 +251,9 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
 
 void printSearchTable(const SearchResult &result, const CostModel &cost,
                       raw_ostream &os) {
-  os << format("  %-4s %-15s %-11s %11s %11s %11s %6s %12s %12s\n", "rank",
-               "strategy", "mesh", "step (est.)", "compute", "comm", "calls",
-               "wire/device", "memory");
+  os << format("  %-4s %-15s %-11s %11s %11s %11s %11s %6s %12s %12s\n",
+               "rank", "strategy", "mesh", "step (est.)", "compute", "comm",
+               "hidden", "calls", "wire/device", "memory");
   size_t rank = 0;
   for (const Candidate &c : result.candidates) {
     std::string place = c.fits(cost) ? std::to_string(++rank) : "-";
@@ -207,11 +263,14 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
       os << "rejected: " << c.rejection << "\n";
       continue;
     }
-    os << format("%11s %11s %11s %6lld %12s %12s",
+    os << format("%11s %11s %11s %11s %6lld %12s %12s",
                  secondsText(c.seconds).c_str(),
                  secondsText(c.computeSeconds).c_str(),
-                 secondsText(c.commSeconds).c_str(), (long long)c.calls,
+                 secondsText(c.commSeconds).c_str(),
+                 secondsText(c.hiddenSeconds).c_str(), (long long)c.calls,
                  bytesText(c.wireBytes).c_str(), bytesText(c.memory).c_str());
+    if (c.crossesNodes)
+      os << "  across nodes";
     if (!c.fits(cost))
       os << "  over the memory limit (" << bytesText(cost.memoryPerDevice)
          << ")";
@@ -222,18 +281,27 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 void writeSearchReport(const SearchResult &result, const CostModel &cost,
                        raw_ostream &os) {
   os << "rank\tstrategy\tmesh\tseconds\tcompute_seconds\tcomm_seconds\t"
-        "flops\twire_bytes\tcalls\tcollectives\tmemory_bytes\trejection\n";
+        "hidden_seconds\tflops\twire_bytes\tcalls\tcollectives\t"
+        "memory_bytes\tcrosses_nodes\ttraffic\trejection\n";
   int64_t rank = 0;
   for (const Candidate &c : result.candidates) {
     std::string rejection = c.rejection;
     std::replace(rejection.begin(), rejection.end(), '\t', ' ');
     std::replace(rejection.begin(), rejection.end(), '\n', ' ');
     os << (c.fits(cost) ? ++rank : 0) << "\t" << c.strategy << "\t" << c.mesh
-       << "\t" << format("%.9g\t%.9g\t%.9g\t%.17g\t%.17g", c.seconds,
-                          c.computeSeconds, c.commSeconds, c.flops,
-                          c.wireBytes)
+       << "\t"
+       << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
+                 c.computeSeconds, c.commSeconds, c.hiddenSeconds, c.flops,
+                 c.wireBytes)
        << "\t" << c.calls << "\t" << c.collectives << "\t" << c.memory << "\t"
-       << rejection << "\n";
+       << int(c.crossesNodes) << "\t";
+    for (size_t i = 0; i < c.traffic.size(); ++i) {
+      const plan_lowering::PlanTraffic &t = c.traffic[i];
+      os << (i ? ";" : "") << llvm::join(t.axes, "+") << "/"
+         << (t.bucketed ? "bucketed" : "plain") << "/" << t.calls << "/"
+         << format("%.17g", t.wireBytes);
+    }
+    os << "\t" << rejection << "\n";
   }
 }
 

@@ -11,8 +11,8 @@
 //
 // What it does not search yet: per-op shardings (Alpa's intra-op ILP),
 // pipeline stages and microbatches, sequence parallelism. The cost model
-// adds compute and communication (no overlap), which ranks plans of equal
-// compute by their traffic; docs/strategies.md has the model.
+// (docs/strategies.md) adds compute and the communication the backward does
+// not hide, with links inside and across nodes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@
 #define PARTITA_PASSES_SEARCH_STRATEGYSEARCH_H
 
 #include "passes/Pipelines.h"
+#include "passes/plan/PlanExplain.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -28,18 +29,29 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace partita::search {
 
-/// The device and link the cost model prices a step on.
+/// The devices and links the cost model prices a step on.
 struct CostModel {
   /// Contraction FLOP/s a device sustains.
   double deviceFlops = 100e12;
-  /// Bytes a second a device sends (each ring step's link).
+  /// Bytes a second a device sends to a device of its node (each ring
+  /// step's link).
   double linkBytesPerSecond = 100e9;
+  /// Devices a node holds, numbered consecutively (the mesh is laid out
+  /// row-major over device numbers, its last axis fastest); 0: one node.
+  int64_t devicesPerNode = 0;
+  /// Bytes a second a device sends to another node: a collective whose
+  /// group spans nodes runs at this rate.
+  double nodeLinkBytesPerSecond = 25e9;
   /// Fixed cost of a communicator call (latency, launch), seconds.
   double callSeconds = 20e-6;
+  /// The share of a train step's compute that is its backward, which the
+  /// bucketed gradient reductions may hide behind (forward 1, backward 2).
+  double backwardShare = 2.0 / 3.0;
   /// Bytes a device may allocate for the plan; 0: no limit.
   int64_t memoryPerDevice = 0;
 };
@@ -49,15 +61,25 @@ struct Candidate {
   std::string strategy;
   /// "dp=2,tp=2", major axis first.
   std::string mesh;
+  /// The same as (name, size) pairs.
+  std::vector<std::pair<std::string, int64_t>> axes;
   /// Empty when the candidate compiled; otherwise why it did not (the
   /// compiler's first error).
   std::string rejection;
   /// Per device and step, from the plan (PlanWork, PlanMemory::total).
   double flops = 0, wireBytes = 0;
   int64_t collectives = 0, calls = 0, memory = 0;
-  /// The cost model's estimate: flops / deviceFlops, calls x callSeconds +
-  /// wireBytes / linkBytesPerSecond, and their sum.
-  double computeSeconds = 0, commSeconds = 0, seconds = 0;
+  /// The cost model's estimate: compute = flops / deviceFlops; comm = the
+  /// sum over the step's traffic of calls x callSeconds + wire bytes / the
+  /// rate of its group's slowest link; hidden = the part of the bucketed
+  /// gradient reductions' comm that fits in backwardShare x compute (train
+  /// steps only); seconds = compute + comm - hidden.
+  double computeSeconds = 0, commSeconds = 0, hiddenSeconds = 0,
+         seconds = 0;
+  /// Whether some collective's group spans nodes.
+  bool crossesNodes = false;
+  /// The plan's communication by axes (PlanWork::traffic).
+  std::vector<plan_lowering::PlanTraffic> traffic;
 
   bool compiled() const { return rejection.empty(); }
   /// Compiled and within the memory limit.
@@ -79,10 +101,20 @@ struct SearchResult {
 /// The (strategy, mesh) pairs the search compiles for `devices` devices:
 /// every preset in `strategies` (empty: all of getStrategies()) on every
 /// mesh whose axes are the ones it needs (data, tensor, context, under the
-/// names in `annotate`), each at least 2, with product `devices`.
+/// names in `annotate`, in that order), each at least 2, with product
+/// `devices`. With `axisOrders`, every order of the axes too (which axis
+/// is inside a node matters when the cost model has nodes).
 std::vector<Candidate>
 enumerateCandidates(int64_t devices, llvm::ArrayRef<std::string> strategies,
-                    const sharding::DistAnnotateOptions &annotate);
+                    const sharding::DistAnnotateOptions &annotate,
+                    bool axisOrders = false);
+
+/// Whether some group of devices that differ only in `groupAxes` of the
+/// mesh `axes` (row-major over device numbers) holds devices of two nodes
+/// of `devicesPerNode` (0: one node).
+bool groupSpansNodes(llvm::ArrayRef<std::pair<std::string, int64_t>> axes,
+                     llvm::ArrayRef<std::string> groupAxes,
+                     int64_t devicesPerNode);
 
 /// Compiles each candidate of `candidates` from a copy of `model` with
 /// `base` (its strategy and mesh replaced), measures its plan and prices it
@@ -102,8 +134,10 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 
 /// The same as tab-separated values with exact numbers, a header line
 /// first: rank (0 when it does not fit), strategy, mesh, seconds,
-/// compute_seconds, comm_seconds, flops, wire_bytes, calls, collectives,
-/// memory_bytes, rejection.
+/// compute_seconds, comm_seconds, hidden_seconds, flops, wire_bytes, calls,
+/// collectives, memory_bytes, crosses_nodes (0 or 1), traffic (per group of
+/// axes "AXES/bucketed|plain/CALLS/WIRE_BYTES", AXES joined by "+", entries
+/// by ";"), rejection.
 void writeSearchReport(const SearchResult &result, const CostModel &cost,
                        llvm::raw_ostream &os);
 

@@ -79,6 +79,18 @@ cl::opt<std::string> linkGbytesArg(
     cl::cat(searchCategory),
     cl::desc("--strategy auto: the cost model's bytes a device sends a "
              "second, in GB/s (default 100)"));
+cl::opt<int64_t> devicesPerNodeArg(
+    "devices-per-node", cl::sub(planCommand), cl::init(0), cl::value_desc("k"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto: devices a node holds (numbered consecutively; "
+             "it divides --devices): a collective whose group spans nodes "
+             "runs at --node-link-gbytes, and every order of a mesh's axes "
+             "is tried (default: one node)"));
+cl::opt<std::string> nodeLinkGbytesArg(
+    "node-link-gbytes", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto --devices-per-node: the bytes a device sends "
+             "to another node a second, in GB/s (default 25)"));
 cl::opt<std::string> callMicrosArg(
     "call-us", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
@@ -370,6 +382,8 @@ int checkSearchOptions(search::CostModel &cost) {
          {(const cl::Option *)&devicesArg, (const cl::Option *)&memoryPerDeviceArg,
           (const cl::Option *)&deviceTflopsArg, (const cl::Option *)&linkGbytesArg,
           (const cl::Option *)&callMicrosArg,
+          (const cl::Option *)&devicesPerNodeArg,
+          (const cl::Option *)&nodeLinkGbytesArg,
           (const cl::Option *)&searchStrategiesArg,
           (const cl::Option *)&searchReportArg})
       if (option->getNumOccurrences())
@@ -409,8 +423,21 @@ int checkSearchOptions(search::CostModel &cost) {
   }
   if (parsePositive(deviceTflopsArg, 1e12, cost.deviceFlops) ||
       parsePositive(linkGbytesArg, 1e9, cost.linkBytesPerSecond) ||
+      parsePositive(nodeLinkGbytesArg, 1e9, cost.nodeLinkBytesPerSecond) ||
       parsePositive(callMicrosArg, 1e-6, cost.callSeconds))
     return 1;
+  if (devicesPerNodeArg.getNumOccurrences()) {
+    if (devicesPerNodeArg < 1 || devicesArg % devicesPerNodeArg != 0)
+      return reportError(kCommand,
+                         "--devices-per-node must be at least 1 and divide "
+                         "--devices " +
+                             std::to_string(devicesArg) + ", got " +
+                             std::to_string(devicesPerNodeArg));
+    cost.devicesPerNode = devicesPerNodeArg;
+  } else if (nodeLinkGbytesArg.getNumOccurrences()) {
+    return reportError(kCommand, "--node-link-gbytes needs --devices-per-node "
+                                 "(without it every device is in one node)");
+  }
   return 0;
 }
 
@@ -592,8 +619,10 @@ int writePlan(StringRef command, const partita::plan::Plan &plan,
 /// Returns 1 after reporting when nothing fits.
 int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
                    const search::CostModel &cost, Progress &progress) {
+  bool nodes = cost.devicesPerNode > 0 && cost.devicesPerNode < devicesArg;
   std::vector<search::Candidate> candidates = search::enumerateCandidates(
-      devicesArg, searchStrategiesArg, options.annotate);
+      devicesArg, searchStrategiesArg, options.annotate,
+      /*axisOrders=*/nodes);
   if (candidates.empty())
     return reportError(kCommand, "no strategy of --search-strategies can use " +
                                      std::to_string(devicesArg) +
@@ -615,8 +644,12 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
     errs() << "partita plan: cost model: "
            << format("%g", cost.deviceFlops / 1e12) << " TFLOP/s a device, "
            << format("%g", cost.linkBytesPerSecond / 1e9) << " GB/s a link, "
-           << format("%g", cost.callSeconds * 1e6)
-           << " us a communicator call; step = compute + communication";
+           << format("%g", cost.callSeconds * 1e6) << " us a communicator call";
+    if (nodes)
+      errs() << "; " << cost.devicesPerNode << " devices a node, "
+             << format("%g", cost.nodeLinkBytesPerSecond / 1e9)
+             << " GB/s across nodes";
+    errs() << "; step = compute + comm - hidden";
     if (cost.memoryPerDevice > 0)
       errs() << "; at most " << cost.memoryPerDevice << " bytes a device";
     errs() << "\n";

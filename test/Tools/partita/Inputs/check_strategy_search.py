@@ -6,8 +6,9 @@ Usage: check_strategy_search.py PARTITA MODEL.mlir WORKDIR
 On 4 devices, with the default cost model:
 - the candidates are every strategy preset on every mesh of 4 devices it
   can use (the set is written out here, not read from the tool);
-- each row's estimate is the cost model applied to its numbers, and the
-  ranks follow the estimates;
+- each row's estimate is the cost model applied to its traffic (calls and
+  wire bytes by mesh axes; bucketed gradient reductions hidden behind the
+  backward, up to 2/3 of the compute), and the ranks follow the estimates;
 - the chosen plan is rank 1, and `partita explain` of the written plan
   gives the same memory total, communicator calls and wire bytes;
 - dp's FLOPs per device are 6 x matmul parameters x tokens / 4, within 10%,
@@ -15,6 +16,8 @@ On 4 devices, with the default cost model:
 - a memory limit one byte under the winner's memory makes the search choose
   the fastest candidate within the limit, not the winner;
 - a limit under every candidate fails with a diagnostic naming the smallest;
+- with 4 devices a node on 8, every axis order is tried, and which groups
+  span nodes (worked out here apart from the tool) sets each link's rate;
 - both chosen plans train 2 steps matching the unpartitioned reference
   (`partita run --check`).
 Prints one line per check; any failure exits 1 with the reason.
@@ -32,7 +35,7 @@ EXPECTED = {
     ("zero3+megatron", "dp=2,tp=2"), ("fsdp+megatron", "dp=2,tp=2"),
     ("cp", "cp=4"), ("dp+cp", "dp=2,cp=2"),
 }
-FLOPS, LINK, CALL = 100e12, 100e9, 20e-6
+FLOPS, LINK, NODE_LINK, CALL, BACKWARD = 100e12, 100e9, 25e9, 20e-6, 2 / 3
 
 
 def fail(message):
@@ -44,12 +47,40 @@ def close(a, b, rel=1e-6):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
 
 
-def search(partita, model, work, name, extra):
+def spans_nodes(mesh, group_axes, per_node):
+    """Whether a group over group_axes of the row-major mesh holds devices
+    of two nodes of per_node devices (written apart from the tool's)."""
+    axes = [(a.split("=")[0], int(a.split("=")[1])) for a in mesh.split(",")]
+    devices = 1
+    for _, size in axes:
+        devices *= size
+    if not per_node or per_node >= devices:
+        return False
+    strides, stride = {}, 1
+    for name, size in reversed(axes):
+        strides[name] = stride
+        stride *= size
+    for device in range(devices):
+        coords = {n: (device // strides[n]) % size for n, size in axes}
+        # The group's devices: every coordinate along group_axes.
+        members = [0]
+        for name, size in axes:
+            if name in group_axes:
+                members = [m + c * strides[name] for m in members
+                           for c in range(size)]
+            else:
+                members = [m + coords[name] * strides[name] for m in members]
+        if len({m // per_node for m in members}) > 1:
+            return True
+    return False
+
+
+def search(partita, model, work, name, extra, devices=4):
     report = os.path.join(work, name + ".tsv")
     plan = os.path.join(work, name + ".pb")
     run = subprocess.run(
         [partita, "plan", model, "--train", "adamw", "--strategy", "auto",
-         "--devices", "4", "--search-report", report, "-o", plan] + extra,
+         "--devices", str(devices), "--search-report", report, "-o", plan] + extra,
         capture_output=True, text=True)
     rows = []
     if os.path.exists(report):
@@ -57,30 +88,51 @@ def search(partita, model, work, name, extra):
             header = f.readline().rstrip("\n").split("\t")
             for line in f:
                 row = dict(zip(header, line.rstrip("\n").split("\t")))
-                for key in ("rank", "calls", "collectives", "memory_bytes"):
+                for key in ("rank", "calls", "collectives", "memory_bytes",
+                            "crosses_nodes"):
                     row[key] = int(row[key])
                 for key in ("seconds", "compute_seconds", "comm_seconds",
-                            "flops", "wire_bytes"):
+                            "hidden_seconds", "flops", "wire_bytes"):
                     row[key] = float(row[key])
+                row["traffic"] = [
+                    (t.split("/")[0].split("+"), t.split("/")[1] == "bucketed",
+                     int(t.split("/")[2]), float(t.split("/")[3]))
+                    for t in row["traffic"].split(";") if t]
                 rows.append(row)
     return run, rows, plan
 
 
-def check_rows(rows, limit):
+def check_rows(rows, limit, expected=EXPECTED, per_node=0):
     pairs = {(r["strategy"], r["mesh"]) for r in rows}
-    if pairs != EXPECTED or len(rows) != len(EXPECTED):
-        fail("candidates %s, expected %s" % (sorted(pairs), sorted(EXPECTED)))
+    if pairs != expected or len(rows) != len(expected):
+        fail("candidates %s, expected %s" % (sorted(pairs), sorted(expected)))
     for r in rows:
+        name = "%s on %s" % (r["strategy"], r["mesh"])
         if r["rejection"]:
-            fail("%s on %s rejected: %s" % (r["strategy"], r["mesh"],
-                                            r["rejection"]))
+            fail("%s rejected: %s" % (name, r["rejection"]))
         if not close(r["compute_seconds"], r["flops"] / FLOPS):
-            fail("compute of %s is not flops / %g" % (r["strategy"], FLOPS))
-        if not close(r["comm_seconds"], r["calls"] * CALL + r["wire_bytes"] / LINK):
-            fail("comm of %s is not calls x %g + wire / %g" %
-                 (r["strategy"], CALL, LINK))
-        if not close(r["seconds"], r["compute_seconds"] + r["comm_seconds"]):
-            fail("step of %s is not compute + comm" % r["strategy"])
+            fail("compute of %s is not flops / %g" % (name, FLOPS))
+        if not close(sum(t[2] for t in r["traffic"]), r["calls"]) or \
+                not close(sum(t[3] for t in r["traffic"]), r["wire_bytes"]):
+            fail("the traffic of %s does not add up to its calls and wire" % name)
+        comm = bucketed = 0
+        crosses = False
+        for axes, is_bucketed, calls, wire in r["traffic"]:
+            spans = spans_nodes(r["mesh"], axes, per_node)
+            crosses |= spans
+            seconds = calls * CALL + wire / (NODE_LINK if spans else LINK)
+            comm += seconds
+            bucketed += seconds if is_bucketed else 0
+        if crosses != bool(r["crosses_nodes"]):
+            fail("%s: crosses nodes %d, expected %d" % (name, r["crosses_nodes"], crosses))
+        if not close(r["comm_seconds"], comm):
+            fail("comm of %s is %g, the model gives %g" % (name, r["comm_seconds"], comm))
+        hidden = min(bucketed, BACKWARD * r["compute_seconds"])
+        if not close(r["hidden_seconds"], hidden):
+            fail("hidden of %s is %g, the model gives %g" %
+                 (name, r["hidden_seconds"], hidden))
+        if not close(r["seconds"], r["compute_seconds"] + comm - hidden):
+            fail("step of %s is not compute + comm - hidden" % name)
         fits = limit is None or r["memory_bytes"] <= limit
         if fits != (r["rank"] > 0):
             fail("%s on %s: memory %d, limit %s, rank %d" %
@@ -180,6 +232,24 @@ def main():
         fail("a limit under every candidate:\n" + run.stderr)
     print("limit under every candidate: exit %d, names the smallest (%d bytes)"
           % (run.returncode, smallest))
+
+    # 8 devices, 4 a node: every order of the axes is a candidate, and a
+    # group that spans nodes runs at the node link's rate.
+    expected = {("dp+megatron", m) for m in
+                ("dp=2,tp=4", "dp=4,tp=2", "tp=4,dp=2", "tp=2,dp=4")}
+    run, rows, plan = search(partita, model, work, "nodes",
+                             ["--devices-per-node", "4", "--search-strategies",
+                              "dp+megatron"], devices=8)
+    if run.returncode != 0:
+        fail("the search over nodes failed:\n" + run.stderr)
+    ranked = check_rows(rows, None, expected, per_node=4)
+    if chosen(run) != (ranked[0]["strategy"], ranked[0]["mesh"]):
+        fail("over nodes chose %s, rank 1 is %s" % (chosen(run), ranked[0]["mesh"]))
+    check_explain(partita, plan, ranked[0])
+    check_run(partita, plan)
+    print("8 devices, 4 a node: %d meshes, %d across nodes; chose %s; explain "
+          "agrees; 2 steps match the reference" %
+          (len(rows), sum(r["crosses_nodes"] for r in rows), ranked[0]["mesh"]))
 
 
 if __name__ == "__main__":
