@@ -114,15 +114,33 @@ bool groupSpansNodes(ArrayRef<std::pair<std::string, int64_t>> axes,
   return false;
 }
 
+/// The presets that take --sequence-parallel.
+bool takesSequenceParallel(StringRef preset) {
+  return preset == "megatron" || preset == "dp+megatron";
+}
+
+std::vector<std::string> searchableStrategies() {
+  std::vector<std::string> names;
+  for (const sharding::Strategy &strategy : sharding::getStrategies()) {
+    names.push_back(strategy.name.str());
+    if (takesSequenceParallel(strategy.name))
+      names.push_back(strategy.name.str() + "+sp");
+  }
+  return names;
+}
+
 std::vector<Candidate>
 enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
                     const sharding::DistAnnotateOptions &annotate,
                     bool axisOrders) {
   std::vector<Candidate> out;
-  for (const sharding::Strategy &strategy : sharding::getStrategies()) {
-    if (!strategies.empty() &&
-        !llvm::is_contained(strategies, strategy.name.str()))
+  for (const std::string &name : searchableStrategies()) {
+    if (!strategies.empty() && !llvm::is_contained(strategies, name))
       continue;
+    bool sequenceParallel = StringRef(name).ends_with("+sp");
+    StringRef preset =
+        sequenceParallel ? StringRef(name).drop_back(3) : StringRef(name);
+    const sharding::Strategy &strategy = *sharding::lookupStrategy(preset);
     SmallVector<std::string> axes;
     if (strategy.needsDataAxis())
       axes.push_back(annotate.dataAxis);
@@ -144,7 +162,9 @@ enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
     do {
       for (const SmallVector<int64_t> &sizes : shapes) {
         Candidate candidate;
-        candidate.strategy = strategy.name.str();
+        candidate.strategy = name;
+        candidate.preset = preset.str();
+        candidate.sequenceParallel = sequenceParallel;
         for (size_t i : order) {
           candidate.mesh += (candidate.mesh.empty() ? "" : ",") + axes[i] +
                             "=" + std::to_string(sizes[i]);
@@ -166,7 +186,8 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate &candidate = candidates[i];
     CompilerOptions options = base;
-    options.annotate.strategy = candidate.strategy;
+    options.annotate.strategy = candidate.preset;
+    options.annotate.sequenceParallel = candidate.sequenceParallel;
     options.annotate.mesh = candidate.mesh;
     // The candidate's errors are its rejection, not the user's errors:
     // this handler, registered last, sees each diagnostic first.

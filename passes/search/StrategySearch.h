@@ -1,8 +1,9 @@
 //===- StrategySearch.h - choose a strategy and mesh by cost -----*- C++ -*-===//
 //
 // The first automatic search (`partita plan --strategy auto --devices N`):
-// every strategy preset of dist-annotate on every mesh of N devices it can
-// use (each of its axes at least 2, their product N) is compiled to a plan,
+// every strategy preset of dist-annotate (megatron and dp+megatron also
+// with sequence parallelism) on every mesh of N devices it can use (each of
+// its axes at least 2, their product N) is compiled to a plan,
 // its step measured from the plan (PlanExplain.h: memory per device, FLOPs,
 // bytes on the wire, communicator calls) and priced by a simple cost model;
 // the cheapest that fits the memory limit wins. Every candidate is kept with
@@ -10,7 +11,7 @@
 // and checked.
 //
 // What it does not search yet: per-op shardings (Alpa's intra-op ILP),
-// pipeline stages and microbatches, sequence parallelism. The cost model
+// pipeline stages and microbatches. The cost model
 // (docs/strategies.md) adds compute and the communication the backward does
 // not hide, with links inside and across nodes.
 //
@@ -58,7 +59,11 @@ struct CostModel {
 
 /// One strategy on one mesh, and what its plan costs.
 struct Candidate {
+  /// The preset's name, with "+sp" when sequenceParallel.
   std::string strategy;
+  /// The preset, and whether Megatron sequence parallelism is on.
+  std::string preset;
+  bool sequenceParallel = false;
   /// "dp=2,tp=2", major axis first.
   std::string mesh;
   /// The same as (name, size) pairs.
@@ -99,15 +104,22 @@ struct SearchResult {
 };
 
 /// The (strategy, mesh) pairs the search compiles for `devices` devices:
-/// every preset in `strategies` (empty: all of getStrategies()) on every
-/// mesh whose axes are the ones it needs (data, tensor, context, under the
-/// names in `annotate`, in that order), each at least 2, with product
-/// `devices`. With `axisOrders`, every order of the axes too (which axis
-/// is inside a node matters when the cost model has nodes).
+/// every preset of getStrategies(), and megatron and dp+megatron also with
+/// sequence parallelism ("megatron+sp", "dp+megatron+sp"; the pairs
+/// `partita plan --sequence-parallel` takes), whose name is in `strategies`
+/// (empty: all), on every mesh whose axes are the ones it needs (data,
+/// tensor, context, under the names in `annotate`, in that order), each at
+/// least 2, with product `devices`. With `axisOrders`, every order of the
+/// axes too (which axis is inside a node matters when the cost model has
+/// nodes).
 std::vector<Candidate>
 enumerateCandidates(int64_t devices, llvm::ArrayRef<std::string> strategies,
                     const sharding::DistAnnotateOptions &annotate,
                     bool axisOrders = false);
+
+/// The names enumerateCandidates knows, in its order: every preset, and
+/// "megatron+sp", "dp+megatron+sp" after their presets.
+std::vector<std::string> searchableStrategies();
 
 /// Whether some group of devices that differ only in `groupAxes` of the
 /// mesh `axes` (row-major over device numbers) holds devices of two nodes

@@ -99,7 +99,9 @@ cl::opt<std::string> callMicrosArg(
 cl::list<std::string> searchStrategiesArg(
     "search-strategies", cl::sub(planCommand), cl::CommaSeparated,
     cl::value_desc("a,b,..."), cl::cat(searchCategory),
-    cl::desc("--strategy auto: try only these strategies (default: all)"));
+    cl::desc("--strategy auto: try only these strategies (default: all; "
+             "megatron+sp and dp+megatron+sp name the two with sequence "
+             "parallelism)"));
 cl::opt<std::string> searchReportArg(
     "search-report", cl::sub(planCommand), cl::value_desc("file.tsv"),
     cl::cat(searchCategory),
@@ -401,16 +403,22 @@ int checkSearchOptions(search::CostModel &cost) {
     return reportError(kCommand, "--mesh and --strategy auto both given: "
                                  "the search chooses the mesh (give "
                                  "--devices n), or give a strategy");
-  if (sequenceParallel || ppArg.getNumOccurrences() ||
-      stagesByArg.getNumOccurrences() || microbatchesArg > 1)
+  if (sequenceParallel)
+    return reportError(kCommand, "--sequence-parallel and --strategy auto "
+                                 "both given: the search tries megatron and "
+                                 "dp+megatron with and without it "
+                                 "(megatron+sp, dp+megatron+sp)");
+  if (ppArg.getNumOccurrences() || stagesByArg.getNumOccurrences() ||
+      microbatchesArg > 1)
     return reportError(kCommand, "--strategy auto does not search pipeline "
-                                 "stages, microbatches or sequence "
-                                 "parallelism yet: give a strategy to use "
-                                 "them");
+                                 "stages or microbatches yet: give a "
+                                 "strategy to use them");
+  std::vector<std::string> searchable = search::searchableStrategies();
   for (const std::string &name : searchStrategiesArg)
-    if (!sharding::lookupStrategy(name))
+    if (!llvm::is_contained(searchable, name))
       return reportError(kCommand, "--search-strategies: unknown strategy '" +
-                                       name + "'");
+                                       name + "': expected " +
+                                       join(searchable, ", "));
   if (memoryPerDeviceArg.getNumOccurrences()) {
     Expected<int64_t> parsed = parseByteCount(memoryPerDeviceArg);
     if (!parsed || *parsed == 0)
@@ -682,7 +690,8 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
                                      " bytes a device");
   }
   const search::Candidate &best = result.candidates.front();
-  options.annotate.strategy = best.strategy;
+  options.annotate.strategy = best.preset;
+  options.annotate.sequenceParallel = best.sequenceParallel;
   options.annotate.mesh = best.mesh;
   if (!quiet)
     errs() << "partita plan: chose " << best.strategy << " on " << best.mesh
