@@ -28,6 +28,44 @@ class Argument(NamedTuple):
 _STAGES = ("differentiated", "annotated", "propagated", "partitioned")
 
 
+class Candidate(NamedTuple):
+    """One strategy on one mesh as Model.search priced it (per device and
+    step; `partita plan --strategy auto`, docs/strategies.md). `rank` is 0
+    when it does not fit the memory limit or did not compile (then
+    `rejection` says why)."""
+
+    strategy: str  # the preset, "+sp" with sequence parallelism
+    preset: str
+    sequence_parallel: bool
+    mesh: Mesh
+    rank: int
+    seconds: float
+    compute_seconds: float
+    comm_seconds: float
+    hidden_seconds: float
+    flops: float
+    wire_bytes: float
+    calls: int
+    collectives: int
+    memory_bytes: int
+    crosses_nodes: bool
+    rejection: str
+
+
+class SearchResult(NamedTuple):
+    """Model.search's candidates, ranked (those that fit by estimated step
+    time, then those over the memory limit, then those rejected), and the
+    table `partita plan --strategy auto` prints."""
+
+    candidates: List[Candidate]
+    table: str
+
+    @property
+    def best(self) -> Optional[Candidate]:
+        """The cheapest candidate that fits, or None."""
+        return next((c for c in self.candidates if c.rank == 1), None)
+
+
 class Model:
     """An nn module (its own MLIR context). `str(m)` is its IR."""
 
@@ -137,6 +175,47 @@ class Model:
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
                                 "plan", seed, sequence_parallel, precision)
         return Plan(data, f"<plan of {strategy or 'annotations'}>")
+
+    def search(self, devices: int, train: Union[None, bool, str] = None,
+               memory_per_device: Optional[int] = None,
+               device_tflops: float = 100.0, link_gbytes: float = 100.0,
+               call_us: float = 20.0, devices_per_node: Optional[int] = None,
+               node_link_gbytes: float = 25.0,
+               strategies: Optional[Sequence[str]] = None,
+               lr: Optional[float] = None, precision: str = "fp32",
+               seed: int = 0) -> SearchResult:
+        """`partita plan --strategy auto`: compiles every strategy preset on
+        every mesh of `devices` devices (as a train step when `train` is
+        set) and prices each plan by the cost model (docs/strategies.md).
+        `plan_best(result)` compiles the winner. The GIL is released while
+        it compiles."""
+        if train is True:
+            train = "adamw"
+        elif train is False:
+            train = None
+        table, rows = _compiler.search(
+            self._impl, devices, train, lr, None, precision, seed,
+            memory_per_device or 0, device_tflops, link_gbytes, call_us,
+            devices_per_node or 0, node_link_gbytes, list(strategies or []))
+        candidates = [
+            Candidate(s, p, sp, Mesh(dict(axes)), *rest)
+            for s, p, sp, axes, *rest in rows]
+        return SearchResult(candidates, table)
+
+    def plan_best(self, result: SearchResult,
+                  train: Union[None, bool, str] = None,
+                  lr: Optional[float] = None, seed: int = 0,
+                  precision: str = "fp32") -> Plan:
+        """The plan of `result.best` (give the same train, lr, seed and
+        precision as to search). Raises Error when nothing fits."""
+        best = result.best
+        if best is None:
+            raise Error("no candidate of the search fits: "
+                        + (result.candidates[0].rejection
+                           or "each is over the memory limit"))
+        return self.plan(best.mesh, strategy=best.preset, train=train, lr=lr,
+                         seed=seed, sequence_parallel=best.sequence_parallel,
+                         precision=precision)
 
     def compile(self, mesh: Optional[Mesh] = None,
                 strategy: Optional[str] = None, stage: str = "propagated",

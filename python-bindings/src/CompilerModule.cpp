@@ -26,18 +26,21 @@
 #include "passes/Pipelines.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/plan/PlanExplain.h"
+#include "passes/search/StrategySearch.h"
 #include "passes/sharding/Strategies.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -411,6 +414,32 @@ struct CompileRequest {
   std::string precision = "fp32"; // fp32, bf16-mixed or fp16-mixed
 };
 
+/// The train step's options of `request` (train, lr, weight decay,
+/// precision) in `options`; raises on a bad value.
+void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
+  if (request.train) {
+    if (*request.train != "adamw" && *request.train != "sgd" &&
+        *request.train != "none")
+      raiseError("unknown train '" + *request.train +
+                 "': expected adamw, sgd or none");
+    options.train = true;
+    options.autodiff.optimizer = *request.train;
+    if (request.lr)
+      options.autodiff.lr = *request.lr;
+    if (request.weightDecay)
+      options.autodiff.weightDecay = *request.weightDecay;
+    if (!autodiff::parsePrecision(request.precision))
+      raiseError("unknown precision '" + request.precision +
+                 "': expected fp32, bf16-mixed or fp16-mixed");
+    options.autodiff.precision = request.precision;
+  } else if (request.precision != "fp32") {
+    raiseError("precision '" + request.precision +
+               "' needs train= (a mixed recipe is a train step's)");
+  }
+  options.optimizeComm.bucketBytes = 25 << 20;
+  options.seed = request.seed;
+}
+
 /// Compiles a copy of the model through `last`: returns the module after
 /// that stage (as a new Model) or, for "plan", the serialized plan.
 std::pair<std::unique_ptr<Model>, std::optional<nb::bytes>>
@@ -433,27 +462,7 @@ compileModel(Model &model, const CompileRequest &request) {
       mesh.axes.push_back({axisName, size});
     options.annotate.mesh = meshText(mesh);
   }
-  if (request.train) {
-    if (*request.train != "adamw" && *request.train != "sgd" &&
-        *request.train != "none")
-      raiseError("unknown train '" + *request.train +
-                 "': expected adamw, sgd or none");
-    options.train = true;
-    options.autodiff.optimizer = *request.train;
-    if (request.lr)
-      options.autodiff.lr = *request.lr;
-    if (request.weightDecay)
-      options.autodiff.weightDecay = *request.weightDecay;
-    if (!autodiff::parsePrecision(request.precision))
-      raiseError("unknown precision '" + request.precision +
-                 "': expected fp32, bf16-mixed or fp16-mixed");
-    options.autodiff.precision = request.precision;
-  } else if (request.precision != "fp32") {
-    raiseError("precision '" + request.precision +
-               "' needs train= (a mixed recipe is a train step's)");
-  }
-  options.optimizeComm.bucketBytes = 25 << 20;
-  options.seed = request.seed;
+  setTrainOptions(request, options);
   std::optional<CompileStage> last = symbolizeCompileStage(request.last);
   if (!last || !llvm::is_contained(getCompileStages(options), *last))
     raiseError("unknown stage '" + request.last +
@@ -505,6 +514,72 @@ compileModel(Model &model, const CompileRequest &request) {
   if (*last == CompileStage::Plan)
     return {nullptr, nb::bytes(planBytes.data(), planBytes.size())};
   return {std::move(result), std::nullopt};
+}
+
+/// One candidate of Model.search, as the Python side takes it: strategy,
+/// preset, sequence parallel, mesh axes, rank (0: does not fit), seconds,
+/// compute, comm, hidden, flops, wire bytes, calls, collectives, memory,
+/// crosses nodes, rejection.
+using CandidateTuple =
+    std::tuple<std::string, std::string, bool,
+               std::vector<std::pair<std::string, int64_t>>, int64_t, double,
+               double, double, double, double, double, int64_t, int64_t,
+               int64_t, bool, std::string>;
+
+/// `partita plan --strategy auto` on a copy of the model: the ranked
+/// candidates and the table the command prints.
+std::pair<std::string, std::vector<CandidateTuple>>
+searchModel(Model &model, const CompileRequest &request, int64_t devices,
+            const search::CostModel &cost,
+            const std::vector<std::string> &strategies) {
+  if (devices < 2 || devices > 4096)
+    raiseError("devices must be from 2 to 4096, got " +
+               std::to_string(devices));
+  std::vector<std::string> searchable = search::searchableStrategies();
+  for (const std::string &name : strategies)
+    if (!llvm::is_contained(searchable, name))
+      raiseError("unknown strategy '" + name + "': expected " +
+                 llvm::join(searchable, ", "));
+  if (!(cost.deviceFlops > 0) || !(cost.linkBytesPerSecond > 0) ||
+      !(cost.nodeLinkBytesPerSecond > 0) || !(cost.callSeconds >= 0) ||
+      cost.memoryPerDevice < 0 || cost.devicesPerNode < 0 ||
+      (cost.devicesPerNode > 0 && devices % cost.devicesPerNode != 0))
+    raiseError("the cost model needs rates above 0, a call cost and memory "
+               "of at least 0, and devices_per_node dividing devices");
+  CompilerOptions options;
+  options.annotate.meshName = kMeshName.str();
+  setTrainOptions(request, options);
+  std::vector<search::Candidate> candidates = search::enumerateCandidates(
+      devices, strategies, options.annotate,
+      cost.devicesPerNode > 0 && cost.devicesPerNode < devices);
+  if (candidates.empty())
+    raiseError("no strategy can use " + std::to_string(devices) +
+               " devices (each mesh axis needs at least 2)");
+  std::unique_lock<std::mutex> lock = lockModel(model);
+  search::SearchResult result;
+  runCompiler(*model.context, "cannot search",
+              [&](std::string &error) -> LogicalResult {
+                if (model.module->lookupSymbol<dist::MeshOp>(kMeshName)) {
+                  error = "the model declares dist.mesh @mesh, and the "
+                          "search chooses the mesh";
+                  return failure();
+                }
+                result = search::searchStrategies(*model.module, options,
+                                                  std::move(candidates), cost);
+                return success();
+              });
+  std::string table;
+  llvm::raw_string_ostream os(table);
+  search::printSearchTable(result, cost, os);
+  std::vector<CandidateTuple> out;
+  int64_t rank = 0;
+  for (const search::Candidate &c : result.candidates)
+    out.emplace_back(c.strategy, c.preset, c.sequenceParallel, c.axes,
+                     c.fits(cost) ? ++rank : 0, c.seconds, c.computeSeconds,
+                     c.commSeconds, c.hiddenSeconds, c.flops, c.wireBytes,
+                     c.calls, c.collectives, c.memory, c.crossesNodes,
+                     c.rejection);
+  return {table, out};
 }
 
 /// The explain report of a serialized plan's step program, and its memory
@@ -603,6 +678,35 @@ NB_MODULE(_compiler, m) {
           nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"),
           nb::arg("precision") = "fp32");
 
+  m.def(
+      "search",
+      [](Model &model, int64_t devices, std::optional<std::string> train,
+         std::optional<double> lr, std::optional<double> weightDecay,
+         const std::string &precision, uint64_t seed, int64_t memoryPerDevice,
+         double deviceTflops, double linkGbytes, double callUs,
+         int64_t devicesPerNode, double nodeLinkGbytes,
+         const std::vector<std::string> &strategies) {
+        CompileRequest request;
+        request.train = train;
+        request.lr = lr;
+        request.weightDecay = weightDecay;
+        request.precision = precision;
+        request.seed = seed;
+        partita::search::CostModel cost;
+        cost.memoryPerDevice = memoryPerDevice;
+        cost.deviceFlops = deviceTflops * 1e12;
+        cost.linkBytesPerSecond = linkGbytes * 1e9;
+        cost.callSeconds = callUs * 1e-6;
+        cost.devicesPerNode = devicesPerNode;
+        cost.nodeLinkBytesPerSecond = nodeLinkGbytes * 1e9;
+        return searchModel(model, request, devices, cost, strategies);
+      },
+      nb::arg("model"), nb::arg("devices"), nb::arg("train").none(),
+      nb::arg("lr").none(), nb::arg("weight_decay").none(),
+      nb::arg("precision"), nb::arg("seed"), nb::arg("memory_per_device"),
+      nb::arg("device_tflops"), nb::arg("link_gbytes"), nb::arg("call_us"),
+      nb::arg("devices_per_node"), nb::arg("node_link_gbytes"),
+      nb::arg("strategies"));
   m.def("parse", &parseModel, nb::arg("text"), nb::arg("source"));
   m.def("build_model", &buildModel, nb::arg("kind"), nb::arg("layers").none(),
         nb::arg("hidden").none(), nb::arg("heads").none(),

@@ -172,3 +172,48 @@ def test_user_annotations_compile_without_a_strategy(small_gpt):
     out = plan.run(batch)
     ref = plan.run(batch, program="reference")
     assert relative_error(out["logits"], ref["logits"]) < 1e-5
+
+
+# Tests Model.search (`partita plan --strategy auto` from Python): every
+# preset on every mesh of 4 devices, ranked by the estimate; a memory limit
+# one byte under the winner's makes another win; plan_best compiles the
+# winner, whose explained memory is the search's and whose forward matches
+# the unpartitioned reference; bad arguments raise.
+def test_search_ranks_and_plans_the_best(small_gpt):
+    result = small_gpt.search(4, train=True)
+    assert len(result.candidates) == 15
+    ranked = [c for c in result.candidates if c.rank > 0]
+    assert [c.rank for c in ranked] == list(range(1, len(ranked) + 1))
+    assert all(a.seconds <= b.seconds for a, b in zip(ranked, ranked[1:]))
+    for c in ranked:
+        assert c.mesh.size == 4
+        assert c.seconds == pytest.approx(
+            c.compute_seconds + c.comm_seconds - c.hidden_seconds)
+    best = result.best
+    assert best is ranked[0] and best.strategy in result.table
+
+    plan = small_gpt.plan_best(result, train=True)
+    assert plan.explain().memory["total"] == best.memory_bytes
+
+    limited = small_gpt.search(4, train=True,
+                               memory_per_device=best.memory_bytes - 1)
+    assert limited.best is not None
+    assert limited.best.strategy != best.strategy or \
+        limited.best.mesh.axes != best.mesh.axes
+    assert limited.best.memory_bytes < best.memory_bytes
+
+    forward = small_gpt.search(2, strategies=["dp", "megatron"])
+    fplan = small_gpt.plan_best(forward)
+    batch = token_batch(3)
+    out = fplan.run(batch)
+    ref = fplan.run(batch, program="reference")
+    assert relative_error(out["logits"], ref["logits"]) < 1e-5
+
+    nothing = small_gpt.search(4, train=True, memory_per_device=1)
+    assert nothing.best is None
+    with pytest.raises(partita.Error, match="no candidate of the search fits"):
+        small_gpt.plan_best(nothing, train=True)
+    with pytest.raises(partita.Error, match="devices must be from 2 to 4096"):
+        small_gpt.search(1)
+    with pytest.raises(partita.Error, match="unknown strategy 'zero4'"):
+        small_gpt.search(4, strategies=["zero4"])
