@@ -31,7 +31,10 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     where its operand is split and the propagated result is partial over
     those axes. Operands are resharded to what the factors need by the
     resharding planner (cheapest sequence of `dist.slice`, `all_gather`,
-    `all_to_all`, `reduce_scatter`, `all_reduce`, `collective_permute`),
+    `all_to_all`, `reduce_scatter`, `all_reduce`, `collective_permute`,
+    each collective priced as the bytes a device sends plus 1 MiB for the
+    call, so a plan of more collectives must save that much traffic per
+    extra one),
     the op builds its local form (its `dist::PartitionOpInterface` hook;
     without one it is cloned on local types), and its results are partial
     over the axes of its split reduction factors and of its split collective

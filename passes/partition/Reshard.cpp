@@ -59,8 +59,15 @@
 // 4 axes plan in milliseconds; 6 axes and rank 4 in well under a second
 // unweighted, and up to ~75000 states (~5 s) when one axis weighs 8.
 //
-// Known limits. Costs model bandwidth only: no latency term, no overlap, no
-// topology beyond per-axis weights, and a collective_permute is charged the
+// Latency. ReshardOptions::stepCost adds a fixed cost to every
+// communicating step (the partitioner's default: kReshardStepCost in
+// Partitioner.cpp), so a plan of more collectives must save that much
+// traffic per extra one. The bounds stay valid: the lower bound ignores it
+// (it only makes steps dearer), and the fallback plan's upper bound counts
+// it once per step.
+//
+// Known limits. Costs model bandwidth and a fixed cost per step only: no
+// overlap, no topology beyond per-axis weights, and a collective_permute is charged the
 // whole local tensor even when some devices keep their block. The planner
 // never makes a value partial (a replicated value could be, for free), never
 // pads uneven dimensions, and does not support sub-axes (it rejects them
@@ -351,6 +358,8 @@ private:
 llvm::Error Planner::validateMeshAndTensor() {
   if (mesh.axes.empty())
     return fail("the mesh has no axes");
+  if (!std::isfinite(options.stepCost) || options.stepCost < 0)
+    return fail("the cost of a step must be a finite number of at least 0");
   int64_t devices = 1;
   unsigned searchAxes = 0;
   for (auto [i, axis] : llvm::enumerate(mesh.axes)) {
@@ -693,13 +702,13 @@ double Planner::upperBound(const State &source) const {
     if (dim.empty())
       continue;
     double g = double(shardCount(dim));
-    cost += (g - 1) * bytes * maxWeight(dim);
+    cost += (g - 1) * bytes * maxWeight(dim) + options.stepCost;
     bytes *= g;
   }
   AxisList resolvable = axesOf(source.partial & ~targetState.partial);
   if (!resolvable.empty()) {
     double g = double(shardCount(resolvable));
-    cost += 2 * (g - 1) * bytes / g * maxWeight(resolvable);
+    cost += 2 * (g - 1) * bytes / g * maxWeight(resolvable) + options.stepCost;
   }
   return cost;
 }
@@ -825,6 +834,8 @@ void Planner::relax(int from, Move move, const std::string *knownKey,
   Visit &visit = visits[key];
   if (visit.closed)
     return;
+  if (move.kind != StepKind::LocalSlice)
+    move.cost += options.stepCost;
   double cost = nodes[from].cost + move.cost;
   unsigned steps = nodes[from].steps + 1;
   double bound;

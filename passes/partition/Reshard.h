@@ -44,6 +44,13 @@ struct ReshardOptions {
   std::map<std::string, double> axisWeights;
   /// The search gives up with an error after expanding this many states.
   unsigned maxStates = 100000;
+  /// A fixed cost added to every communicating step (all but local_slice),
+  /// in the unit of the byte costs: a collective call's latency as the
+  /// bytes a weight-1 link moves meanwhile. 0: bandwidth only. With it, a
+  /// plan of more steps must save at least this much traffic per extra
+  /// step (a gradient reduced on a slice and gathered, rather than reduced
+  /// whole, pays only for large tensors).
+  double stepCost = 0;
 };
 
 /// Step kinds, in the order used to break ties between equal plans.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -326,6 +327,47 @@ TEST(ReshardTest, InvalidOptionsOrMeshHaveNoPlan) {
   EXPECT_EQ(plan(makeMesh({{"x", 0}}), tensor8x8(), makeSharding({{}, {}}),
                  makeSharding({{}, {}})),
             "error: mesh axis 'x' has size 0; sizes must be at least 1");
+}
+
+// A partial sum over x (4) of a value replicated over y (4), to replicated.
+// Bandwidth only, reducing a quarter and gathering it beats reducing the
+// whole: slice dim 0 over y (free, 64 bytes left), all_reduce x on them
+// (2 * 3/4 * 64 = 96), all_gather y (3 * 64 = 192): 288 against 384 for
+// one all_reduce. A cost of 1 MiB a step makes the two extra steps dearer
+// than the 96 bytes they save, so the one all_reduce wins (384 + 1 MiB).
+// At 4 MiB (1024x1024 f32) the decomposition saves 3/8 of 4 MiB = 1.5 MiB,
+// more than its extra step: 4.5 MiB + 2 steps against 6 MiB + 1 step.
+TEST(ReshardTest, StepCostKeepsSmallReductionsWhole) {
+  Mesh mesh = makeMesh({{"x", 4}, {"y", 4}});
+  Sharding partial = makeSharding({{}, {}}, {"x"});
+  Sharding whole = makeSharding({{}, {}});
+  llvm::Expected<ReshardPlan> bandwidth =
+      planReshard(mesh, tensor8x8(), partial, whole);
+  ASSERT_TRUE(bool(bandwidth)) << llvm::toString(bandwidth.takeError());
+  EXPECT_EQ(bandwidth->cost, 288);
+  ASSERT_EQ(bandwidth->steps.size(), 3u);
+  EXPECT_EQ(bandwidth->steps[0].kind, StepKind::LocalSlice);
+
+  ReshardOptions options;
+  options.stepCost = 1 << 20;
+  EXPECT_EQ(plan(mesh, tensor8x8(), partial, whole, options),
+            "all_reduce(axes=[x], sum) (cost 1048960)");
+
+  TensorInfo large{{1024, 1024}, 4};
+  llvm::Expected<ReshardPlan> decomposed =
+      planReshard(mesh, large, partial, whole, options);
+  ASSERT_TRUE(bool(decomposed)) << llvm::toString(decomposed.takeError());
+  EXPECT_EQ(decomposed->cost, 4.5 * (1 << 20) + 2 * (1 << 20));
+  ASSERT_EQ(decomposed->steps.size(), 3u);
+  EXPECT_EQ(decomposed->steps[1].kind, StepKind::AllReduce);
+  EXPECT_EQ(decomposed->steps[2].kind, StepKind::AllGather);
+
+  options.stepCost = -1;
+  EXPECT_EQ(plan(mesh, tensor8x8(), partial, whole, options),
+            "error: the cost of a step must be a finite number of at least 0");
+  options.stepCost = std::nan("");
+  EXPECT_EQ(plan(mesh, tensor8x8(), partial, whole, options),
+            "error: the cost of a step must be a finite number of at least 0");
 }
 
 // A bound of one expanded state cannot reach a target two steps away.
