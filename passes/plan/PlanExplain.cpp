@@ -577,26 +577,28 @@ OutsideArena outsideArenaBytes(const plan::Plan &proto,
 }
 } // namespace
 
-PlanWork measurePlanWork(const plan::Plan &proto,
-                         const plan::Program &program) {
-  PlanWork work;
+/// Adds `times` runs of `program`'s work to `work`.
+static void addProgramWork(PlanWork &work, const plan::Plan &proto,
+                           const plan::Program &program, int64_t times) {
   std::map<std::string, int64_t> axisSize = axisSizes(proto);
   int64_t lastBucket = 0;
   for (const plan::Instruction &inst : program.instructions()) {
     if (inst.has_kernel()) {
       const plan::Kernel &kernel = inst.kernel();
+      double flops = 0;
       if (kernel.kind() == plan::Kernel::EINSUM)
-        work.flops += einsumFlops(program, kernel);
+        flops = einsumFlops(program, kernel);
       else if (kernel.kind() == plan::Kernel::ATTENTION)
-        work.flops += attentionFlops(program, kernel);
+        flops = attentionFlops(program, kernel);
       else if (kernel.kind() == plan::Kernel::ATTENTION_GRAD)
         // dq, dk and dv together are 2.5 forwards (5 products against 2);
         // a call for some of them a third of that each.
-        work.flops += attentionFlops(program, kernel) * 2.5 *
-                      double(kernel.attrs().wrt().empty()
-                                 ? 3
-                                 : kernel.attrs().wrt().size()) /
-                      3.0;
+        flops = attentionFlops(program, kernel) * 2.5 *
+                double(kernel.attrs().wrt().empty()
+                           ? 3
+                           : kernel.attrs().wrt().size()) /
+                3.0;
+      work.flops += double(times) * flops;
       continue;
     }
     if (!inst.has_collective())
@@ -604,11 +606,12 @@ PlanWork measurePlanWork(const plan::Plan &proto,
     const plan::Collective &c = inst.collective();
     if (!rt::collectiveCommunicates(c.kind()))
       continue;
-    ++work.collectives;
-    double wire = collectiveWire(program, c, axisSize);
-    bool call = c.bucket() <= 0 || c.bucket() != lastBucket;
+    work.collectives += times;
+    double wire = double(times) * collectiveWire(program, c, axisSize);
+    int64_t calls =
+        (c.bucket() <= 0 || c.bucket() != lastBucket) ? times : 0;
     work.wireBytes += wire;
-    work.calls += call;
+    work.calls += calls;
     lastBucket = c.bucket();
     std::vector<std::string> axes(c.axes().begin(), c.axes().end());
     bool bucketed = c.bucket() > 0;
@@ -620,7 +623,22 @@ PlanWork measurePlanWork(const plan::Plan &proto,
       it = std::prev(work.traffic.end());
     }
     it->wireBytes += wire;
-    it->calls += call;
+    it->calls += calls;
+  }
+}
+
+PlanWork measurePlanWork(const plan::Plan &proto,
+                         const plan::Program &program) {
+  PlanWork work;
+  addProgramWork(work, proto, program, 1);
+  // A microbatched step (a one-stage pipeline; the step is program 0): its
+  // per-microbatch program runs `microbatches` times a step.
+  if (proto.has_pipeline() && proto.pipeline().stages_size() == 1 &&
+      &program == &proto.programs(0)) {
+    int32_t index = proto.pipeline().stages(0).forward();
+    if (index > 0 && index < proto.programs_size())
+      addProgramWork(work, proto, proto.programs(index),
+                     proto.pipeline().microbatches());
   }
   return work;
 }

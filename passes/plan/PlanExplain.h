@@ -90,8 +90,10 @@ struct PlanWork {
   std::vector<PlanTraffic> traffic;
 };
 
-/// The work of one step of `program` (not pipelined: a stage's microbatch
-/// programs are not counted).
+/// The work of one step of `program`: for the step program of a
+/// microbatched plan (program 0 of a one-stage pipeline) with its
+/// per-microbatch program's work times the microbatches. A pipelined
+/// plan's stage programs are not counted.
 PlanWork measurePlanWork(const plan::Plan &proto,
                          const plan::Program &program);
 

@@ -177,76 +177,111 @@ enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
   return out;
 }
 
+/// Compiles `candidate` (its strategy, mesh and microbatches) from a copy
+/// of `model` with `base`, and measures and prices its plan, or sets its
+/// rejection.
+static void evaluate(Candidate &candidate, mlir::ModuleOp model,
+                     const CompilerOptions &base, const CostModel &cost) {
+  CompilerOptions options = base;
+  options.annotate.strategy = candidate.preset;
+  options.annotate.sequenceParallel = candidate.sequenceParallel;
+  options.annotate.mesh = candidate.mesh;
+  options.microbatches = candidate.microbatches;
+  // The candidate's errors are its rejection, not the user's errors: this
+  // handler, registered last, sees each diagnostic first.
+  std::string firstError;
+  mlir::ScopedDiagnosticHandler capture(
+      model.getContext(), [&](mlir::Diagnostic &d) {
+        if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
+            firstError.empty())
+          firstError = describeDiagnostic(d);
+        return mlir::success();
+      });
+  mlir::OwningOpRef<mlir::ModuleOp> copy = model.clone();
+  mlir::FailureOr<plan::Plan> plan = compileToPlan(*copy, options);
+  if (failed(plan)) {
+    candidate.rejection =
+        firstError.empty() ? "did not compile (no diagnostic)" : firstError;
+    return;
+  }
+  StringRef step = getStepFunctionName(options);
+  const plan::Program *program = nullptr;
+  for (const plan::Program &p : plan->programs())
+    if (p.name() == step)
+      program = &p;
+  if (!program) {
+    candidate.rejection = ("its plan has no program '" + step + "'").str();
+    return;
+  }
+  plan_lowering::PlanWork work = plan_lowering::measurePlanWork(*plan, *program);
+  plan_lowering::PlanMemory memory =
+      plan_lowering::explainPlan(*plan, *program, "", nulls());
+  candidate.flops = work.flops;
+  candidate.wireBytes = work.wireBytes;
+  candidate.collectives = work.collectives;
+  candidate.calls = work.calls;
+  candidate.memory = memory.total;
+  candidate.computeSeconds = work.flops / cost.deviceFlops;
+  candidate.traffic = work.traffic;
+  double bucketed = 0;
+  for (const plan_lowering::PlanTraffic &traffic : work.traffic) {
+    bool spans =
+        groupSpansNodes(candidate.axes, traffic.axes, cost.devicesPerNode);
+    candidate.crossesNodes |= spans;
+    double seconds = double(traffic.calls) * cost.callSeconds +
+                     traffic.wireBytes / (spans ? cost.nodeLinkBytesPerSecond
+                                                : cost.linkBytesPerSecond);
+    candidate.commSeconds += seconds;
+    if (traffic.bucketed)
+      bucketed += seconds;
+  }
+  if (options.train)
+    candidate.hiddenSeconds =
+        std::min(bucketed, cost.backwardShare * candidate.computeSeconds);
+  candidate.seconds =
+      candidate.computeSeconds + candidate.commSeconds - candidate.hiddenSeconds;
+}
+
 SearchResult
 searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
                  std::vector<Candidate> candidates, const CostModel &cost,
                  const std::function<void(const Candidate &, size_t, size_t)>
                      &progress) {
-  mlir::MLIRContext *context = model.getContext();
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  // A train step over the memory limit is tried again with 2, 4, ...
+  // microbatches (gradient accumulation: less activation memory, the same
+  // compute) until it fits or no longer compiles; the first that fits
+  // joins the candidates.
+  std::vector<Candidate> accumulated;
+  size_t count = candidates.size();
+  for (size_t i = 0; i < count; ++i) {
     Candidate &candidate = candidates[i];
-    CompilerOptions options = base;
-    options.annotate.strategy = candidate.preset;
-    options.annotate.sequenceParallel = candidate.sequenceParallel;
-    options.annotate.mesh = candidate.mesh;
-    // The candidate's errors are its rejection, not the user's errors:
-    // this handler, registered last, sees each diagnostic first.
-    std::string firstError;
-    mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
-      if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
-          firstError.empty())
-        firstError = describeDiagnostic(d);
-      return mlir::success();
-    });
-    mlir::OwningOpRef<mlir::ModuleOp> copy = model.clone();
-    mlir::FailureOr<plan::Plan> plan = compileToPlan(*copy, options);
-    if (failed(plan)) {
-      candidate.rejection = firstError.empty()
-                                ? "did not compile (no diagnostic)"
-                                : firstError;
-    } else {
-      StringRef step = getStepFunctionName(options);
-      const plan::Program *program = nullptr;
-      for (const plan::Program &p : plan->programs())
-        if (p.name() == step)
-          program = &p;
-      if (!program) {
-        candidate.rejection = ("its plan has no program '" + step + "'").str();
-      } else {
-        plan_lowering::PlanWork work =
-            plan_lowering::measurePlanWork(*plan, *program);
-        plan_lowering::PlanMemory memory =
-            plan_lowering::explainPlan(*plan, *program, "", nulls());
-        candidate.flops = work.flops;
-        candidate.wireBytes = work.wireBytes;
-        candidate.collectives = work.collectives;
-        candidate.calls = work.calls;
-        candidate.memory = memory.total;
-        candidate.computeSeconds = work.flops / cost.deviceFlops;
-        candidate.traffic = work.traffic;
-        double bucketed = 0;
-        for (const plan_lowering::PlanTraffic &traffic : work.traffic) {
-          bool spans = groupSpansNodes(candidate.axes, traffic.axes,
-                                       cost.devicesPerNode);
-          candidate.crossesNodes |= spans;
-          double seconds =
-              double(traffic.calls) * cost.callSeconds +
-              traffic.wireBytes / (spans ? cost.nodeLinkBytesPerSecond
-                                         : cost.linkBytesPerSecond);
-          candidate.commSeconds += seconds;
-          if (traffic.bucketed)
-            bucketed += seconds;
-        }
-        if (options.train)
-          candidate.hiddenSeconds = std::min(
-              bucketed, cost.backwardShare * candidate.computeSeconds);
-        candidate.seconds = candidate.computeSeconds +
-                            candidate.commSeconds - candidate.hiddenSeconds;
+    evaluate(candidate, model, base, cost);
+    if (progress)
+      progress(candidate, i, count);
+    if (!base.train || cost.memoryPerDevice <= 0 || !candidate.compiled() ||
+        candidate.fits(cost))
+      continue;
+    for (int64_t m = 2; m <= kMaxMicrobatches; m *= 2) {
+      Candidate retry;
+      retry.strategy = candidate.strategy;
+      retry.preset = candidate.preset;
+      retry.sequenceParallel = candidate.sequenceParallel;
+      retry.mesh = candidate.mesh;
+      retry.axes = candidate.axes;
+      retry.microbatches = m;
+      evaluate(retry, model, base, cost);
+      if (!retry.compiled())
+        break;
+      if (progress)
+        progress(retry, i, count);
+      if (retry.fits(cost)) {
+        accumulated.push_back(std::move(retry));
+        break;
       }
     }
-    if (progress)
-      progress(candidate, i, candidates.size());
   }
+  for (Candidate &c : accumulated)
+    candidates.push_back(std::move(c));
 
   // Fitting first by time, then over the limit by memory, then rejected;
   // stable, so ties keep the enumeration order.
@@ -272,14 +307,15 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
 
 void printSearchTable(const SearchResult &result, const CostModel &cost,
                       raw_ostream &os) {
-  os << format("  %-4s %-15s %-11s %11s %11s %11s %11s %6s %12s %12s\n",
-               "rank", "strategy", "mesh", "step (est.)", "compute", "comm",
-               "hidden", "calls", "wire/device", "memory");
+  os << format("  %-4s %-15s %-11s %3s %11s %11s %11s %11s %6s %12s %12s\n",
+               "rank", "strategy", "mesh", "mb", "step (est.)", "compute",
+               "comm", "hidden", "calls", "wire/device", "memory");
   size_t rank = 0;
   for (const Candidate &c : result.candidates) {
     std::string place = c.fits(cost) ? std::to_string(++rank) : "-";
-    os << format("  %-4s %-15s %-11s ", place.c_str(), c.strategy.c_str(),
-                 c.mesh.c_str());
+    os << format("  %-4s %-15s %-11s %3lld ", place.c_str(),
+                 c.strategy.c_str(), c.mesh.c_str(),
+                 (long long)c.microbatches);
     if (!c.compiled()) {
       os << "rejected: " << c.rejection << "\n";
       continue;
@@ -301,7 +337,8 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 
 void writeSearchReport(const SearchResult &result, const CostModel &cost,
                        raw_ostream &os) {
-  os << "rank\tstrategy\tmesh\tseconds\tcompute_seconds\tcomm_seconds\t"
+  os << "rank\tstrategy\tmesh\tmicrobatches\tseconds\tcompute_seconds\t"
+        "comm_seconds\t"
         "hidden_seconds\tflops\twire_bytes\tcalls\tcollectives\t"
         "memory_bytes\tcrosses_nodes\ttraffic\trejection\n";
   int64_t rank = 0;
@@ -310,7 +347,7 @@ void writeSearchReport(const SearchResult &result, const CostModel &cost,
     std::replace(rejection.begin(), rejection.end(), '\t', ' ');
     std::replace(rejection.begin(), rejection.end(), '\n', ' ');
     os << (c.fits(cost) ? ++rank : 0) << "\t" << c.strategy << "\t" << c.mesh
-       << "\t"
+       << "\t" << c.microbatches << "\t"
        << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
                  c.computeSeconds, c.commSeconds, c.hiddenSeconds, c.flops,
                  c.wireBytes)

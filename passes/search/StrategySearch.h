@@ -10,8 +10,8 @@
 // its numbers or the reason it was rejected, so the choice can be printed
 // and checked.
 //
-// What it does not search yet: per-op shardings (Alpa's intra-op ILP),
-// pipeline stages and microbatches. The cost model
+// What it does not search yet: per-op shardings (Alpa's intra-op ILP) and
+// pipeline stages; microbatches only to fit a memory limit. The cost model
 // (docs/strategies.md) adds compute and the communication the backward does
 // not hide, with links inside and across nodes.
 //
@@ -66,6 +66,9 @@ struct Candidate {
   bool sequenceParallel = false;
   /// "dp=2,tp=2", major axis first.
   std::string mesh;
+  /// Microbatches a step (gradient accumulation); > 1 only for a train
+  /// step tried again because it did not fit.
+  int64_t microbatches = 1;
   /// The same as (name, size) pairs.
   std::vector<std::pair<std::string, int64_t>> axes;
   /// Empty when the candidate compiled; otherwise why it did not (the
@@ -93,6 +96,9 @@ struct Candidate {
            (model.memoryPerDevice <= 0 || memory <= model.memoryPerDevice);
   }
 };
+
+/// The most microbatches the search tries a candidate with (2, 4, ...).
+constexpr int64_t kMaxMicrobatches = 64;
 
 struct SearchResult {
   /// Every candidate: those that fit by estimated step time (then memory,
@@ -131,8 +137,11 @@ bool groupSpansNodes(llvm::ArrayRef<std::pair<std::string, int64_t>> axes,
 /// Compiles each candidate of `candidates` from a copy of `model` with
 /// `base` (its strategy and mesh replaced), measures its plan and prices it
 /// with `model`; `progress` (may be empty) is told after each one, with its
-/// index. Diagnostics of a candidate that does not compile are kept as its
-/// rejection, not reported. Returns the ranked result.
+/// index. A train step over a memory limit is tried again with 2, 4, ...
+/// kMaxMicrobatches microbatches until it fits (the first that fits is
+/// added as a candidate of its own) or stops compiling. Diagnostics of a
+/// candidate that does not compile are kept as its rejection, not
+/// reported. Returns the ranked result.
 SearchResult
 searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
                  std::vector<Candidate> candidates, const CostModel &cost,
@@ -145,7 +154,7 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
                       llvm::raw_ostream &os);
 
 /// The same as tab-separated values with exact numbers, a header line
-/// first: rank (0 when it does not fit), strategy, mesh, seconds,
+/// first: rank (0 when it does not fit), strategy, mesh, microbatches, seconds,
 /// compute_seconds, comm_seconds, hidden_seconds, flops, wire_bytes, calls,
 /// collectives, memory_bytes, crosses_nodes (0 or 1), traffic (per group of
 /// axes "AXES/bucketed|plain/CALLS/WIRE_BYTES", AXES joined by "+", entries

@@ -38,6 +38,7 @@ class Candidate(NamedTuple):
     preset: str
     sequence_parallel: bool
     mesh: Mesh
+    microbatches: int  # > 1: accumulated to fit the memory limit
     rank: int
     seconds: float
     compute_seconds: float
@@ -145,7 +146,7 @@ class Model:
         return self
 
     def _compile(self, mesh, strategy, train, lr, weight_decay, stage, seed,
-                 sequence_parallel, precision="fp32"):
+                 sequence_parallel, precision="fp32", microbatches=1):
         annotated = any(a.sharding for a in self.arguments())
         if strategy is None:
             if not annotated:
@@ -159,21 +160,24 @@ class Model:
             train = None
         axes = mesh.axes if (mesh is not None and strategy != "none") else []
         return self._impl.compile(strategy, axes, train, lr, weight_decay,
-                                  stage, seed, sequence_parallel, precision)
+                                  stage, seed, sequence_parallel, precision,
+                                  microbatches)
 
     def plan(self, mesh: Optional[Mesh] = None, strategy: Optional[str] = None,
              train: Union[None, bool, str] = None, lr: Optional[float] = None,
              weight_decay: Optional[float] = None, seed: int = 0,
              sequence_parallel: bool = False,
-             precision: str = "fp32") -> Plan:
+             precision: str = "fp32", microbatches: int = 1) -> Plan:
         """Compiles the model for `mesh` with a strategy preset (dp, megatron,
         dp+megatron, zero1..3, fsdp, ...; default: the model's own
         annotations), as a train step when `train` is set (True/"adamw",
         "sgd", or "none" for gradients only), in `precision` ("fp32",
-        "bf16-mixed" or "fp16-mixed": `partita plan --precision`). The GIL
+        "bf16-mixed" or "fp16-mixed": `partita plan --precision`), with
+        `microbatches` (gradient accumulation, `--microbatches`). The GIL
         is released while it compiles."""
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
-                                "plan", seed, sequence_parallel, precision)
+                                "plan", seed, sequence_parallel, precision,
+                                microbatches)
         return Plan(data, f"<plan of {strategy or 'annotations'}>")
 
     def search(self, devices: int, train: Union[None, bool, str] = None,
@@ -215,7 +219,7 @@ class Model:
                            or "each is over the memory limit"))
         return self.plan(best.mesh, strategy=best.preset, train=train, lr=lr,
                          seed=seed, sequence_parallel=best.sequence_parallel,
-                         precision=precision)
+                         precision=precision, microbatches=best.microbatches)
 
     def compile(self, mesh: Optional[Mesh] = None,
                 strategy: Optional[str] = None, stage: str = "propagated",

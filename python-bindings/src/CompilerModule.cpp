@@ -412,6 +412,7 @@ struct CompileRequest {
   uint64_t seed = 0;
   bool sequenceParallel = false;
   std::string precision = "fp32"; // fp32, bf16-mixed or fp16-mixed
+  int64_t microbatches = 1;       // with train: gradient accumulation
 };
 
 /// The train step's options of `request` (train, lr, weight decay,
@@ -438,6 +439,10 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
   }
   options.optimizeComm.bucketBytes = 25 << 20;
   options.seed = request.seed;
+  if (request.microbatches < 1 || (request.microbatches > 1 && !request.train))
+    raiseError("microbatches must be at least 1, and above 1 only with "
+               "train=");
+  options.microbatches = request.microbatches;
 }
 
 /// Compiles a copy of the model through `last`: returns the module after
@@ -517,14 +522,15 @@ compileModel(Model &model, const CompileRequest &request) {
 }
 
 /// One candidate of Model.search, as the Python side takes it: strategy,
-/// preset, sequence parallel, mesh axes, rank (0: does not fit), seconds,
+/// preset, sequence parallel, mesh axes, microbatches, rank (0: does not
+/// fit), seconds,
 /// compute, comm, hidden, flops, wire bytes, calls, collectives, memory,
 /// crosses nodes, rejection.
 using CandidateTuple =
     std::tuple<std::string, std::string, bool,
-               std::vector<std::pair<std::string, int64_t>>, int64_t, double,
-               double, double, double, double, double, int64_t, int64_t,
-               int64_t, bool, std::string>;
+               std::vector<std::pair<std::string, int64_t>>, int64_t,
+               int64_t, double, double, double, double, double, double,
+               int64_t, int64_t, int64_t, bool, std::string>;
 
 /// `partita plan --strategy auto` on a copy of the model: the ranked
 /// candidates and the table the command prints.
@@ -575,7 +581,8 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
   int64_t rank = 0;
   for (const search::Candidate &c : result.candidates)
     out.emplace_back(c.strategy, c.preset, c.sequenceParallel, c.axes,
-                     c.fits(cost) ? ++rank : 0, c.seconds, c.computeSeconds,
+                     c.microbatches, c.fits(cost) ? ++rank : 0, c.seconds,
+                     c.computeSeconds,
                      c.commSeconds, c.hiddenSeconds, c.flops, c.wireBytes,
                      c.calls, c.collectives, c.memory, c.crossesNodes,
                      c.rejection);
@@ -660,9 +667,10 @@ NB_MODULE(_compiler, m) {
              std::optional<std::string> train, std::optional<double> lr,
              std::optional<double> weightDecay, const std::string &last,
              uint64_t seed, bool sequenceParallel,
-             const std::string &precision) {
+             const std::string &precision, int64_t microbatches) {
             CompileRequest request;
             request.precision = precision;
+            request.microbatches = microbatches;
             request.strategy = strategy;
             request.mesh = mesh;
             request.train = train;
@@ -676,7 +684,7 @@ NB_MODULE(_compiler, m) {
           nb::arg("strategy"), nb::arg("mesh"), nb::arg("train").none(),
           nb::arg("lr").none(), nb::arg("weight_decay").none(),
           nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"),
-          nb::arg("precision") = "fp32");
+          nb::arg("precision") = "fp32", nb::arg("microbatches") = 1);
 
   m.def(
       "search",

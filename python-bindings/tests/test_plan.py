@@ -209,6 +209,15 @@ def test_search_ranks_and_plans_the_best(small_gpt):
     ref = fplan.run(batch, program="reference")
     assert relative_error(out["logits"], ref["logits"]) < 1e-5
 
+    # Under every candidate with one microbatch, more microbatches fit.
+    smallest = min(c.memory_bytes for c in result.candidates
+                   if not c.rejection)
+    accumulated = small_gpt.search(4, train=True,
+                                   memory_per_device=smallest - 1)
+    assert accumulated.best is not None and accumulated.best.microbatches > 1
+    aplan = small_gpt.plan_best(accumulated, train=True)
+    assert aplan.explain().memory["total"] == accumulated.best.memory_bytes
+
     nothing = small_gpt.search(4, train=True, memory_per_device=1)
     assert nothing.best is None
     with pytest.raises(partita.Error, match="no candidate of the search fits"):

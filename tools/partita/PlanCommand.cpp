@@ -68,7 +68,8 @@ cl::opt<std::string> memoryPerDeviceArg(
     "memory-per-device", cl::sub(planCommand), cl::value_desc("n[KiB|MiB|GiB]"),
     cl::cat(searchCategory),
     cl::desc("--strategy auto: the most memory a device may use for the plan "
-             "(what `partita explain` totals; default: no limit)"));
+             "(what `partita explain` totals; default: no limit); a train "
+             "step over it is tried again with 2, 4, ... microbatches"));
 cl::opt<std::string> deviceTflopsArg(
     "device-tflops", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
@@ -411,8 +412,9 @@ int checkSearchOptions(search::CostModel &cost) {
   if (ppArg.getNumOccurrences() || stagesByArg.getNumOccurrences() ||
       microbatchesArg > 1)
     return reportError(kCommand, "--strategy auto does not search pipeline "
-                                 "stages or microbatches yet: give a "
-                                 "strategy to use them");
+                                 "stages yet, and chooses microbatches "
+                                 "itself (to fit --memory-per-device): give "
+                                 "a strategy to set --pp or --microbatches");
   std::vector<std::string> searchable = search::searchableStrategies();
   for (const std::string &name : searchStrategiesArg)
     if (!llvm::is_contained(searchable, name))
@@ -643,8 +645,13 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
         if (quiet)
           return;
         errs() << "partita plan: [" << index + 1 << "/" << count << "] "
-               << c.strategy << " on " << c.mesh << ": "
-               << (c.compiled() ? "compiled" : "rejected") << "\n";
+               << c.strategy << " on " << c.mesh;
+        if (c.microbatches > 1)
+          errs() << " with " << c.microbatches << " microbatches";
+        errs() << ": " << (c.compiled() ? "compiled" : "rejected");
+        if (c.compiled() && !c.fits(cost))
+          errs() << ", over the memory limit";
+        errs() << "\n";
       });
   progress.done("searched " + Twine(result.candidates.size()) +
                 " candidates for " + Twine(int64_t(devicesArg)) + " devices");
@@ -693,8 +700,13 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
   options.annotate.strategy = best.preset;
   options.annotate.sequenceParallel = best.sequenceParallel;
   options.annotate.mesh = best.mesh;
+  options.microbatches = best.microbatches;
   if (!quiet)
     errs() << "partita plan: chose " << best.strategy << " on " << best.mesh
+           << (best.microbatches > 1
+                   ? " with " + std::to_string(best.microbatches) +
+                         " microbatches"
+                   : std::string())
            << " (estimated step " << format("%.4g", best.seconds * 1e3)
            << " ms, " << best.memory << " bytes a device)\n";
   return 0;
