@@ -387,14 +387,33 @@ int64_t bufferBytes(const plan::Program &program, int64_t id) {
   return isBuffer(program, id) ? localBytes(program.buffers(id)) : 0;
 }
 
+/// Local bytes of collective `c`'s input (axis_index has none).
+int64_t collectiveInputBytes(const plan::Program &program,
+                             const plan::Collective &c) {
+  return c.kind() == plan::Collective::AXIS_INDEX
+             ? 0
+             : bufferBytes(program, c.input());
+}
+
 /// Bytes one device sends for collective `c` of `program` (wireBytes).
 double collectiveWire(const plan::Program &program, const plan::Collective &c,
                       const std::map<std::string, int64_t> &axisSize) {
-  int64_t in = c.kind() == plan::Collective::AXIS_INDEX
-                   ? 0
-                   : bufferBytes(program, c.input());
-  return wireBytes(c.kind(), in, bufferBytes(program, c.output()),
+  return wireBytes(c.kind(), collectiveInputBytes(program, c),
+                   bufferBytes(program, c.output()),
                    groupSize(c.axes(), axisSize));
+}
+
+/// A microbatched step's per-microbatch program (the forward of a
+/// one-stage pipeline, run `microbatches` times a step) when `program` is
+/// its step program (program 0), else null.
+const plan::Program *microbatchProgramOf(const plan::Plan &proto,
+                                         const plan::Program &program) {
+  if (!proto.has_pipeline() || proto.pipeline().stages_size() != 1 ||
+      &program != &proto.programs(0))
+    return nullptr;
+  int32_t index = proto.pipeline().stages(0).forward();
+  return index > 0 && index < proto.programs_size() ? &proto.programs(index)
+                                                    : nullptr;
 }
 
 /// Floating-point operations of an einsum: 2 x the product of every index's
@@ -631,15 +650,8 @@ PlanWork measurePlanWork(const plan::Plan &proto,
                          const plan::Program &program) {
   PlanWork work;
   addProgramWork(work, proto, program, 1);
-  // A microbatched step (a one-stage pipeline; the step is program 0): its
-  // per-microbatch program runs `microbatches` times a step.
-  if (proto.has_pipeline() && proto.pipeline().stages_size() == 1 &&
-      &program == &proto.programs(0)) {
-    int32_t index = proto.pipeline().stages(0).forward();
-    if (index > 0 && index < proto.programs_size())
-      addProgramWork(work, proto, proto.programs(index),
-                     proto.pipeline().microbatches());
-  }
+  if (const plan::Program *micro = microbatchProgramOf(proto, program))
+    addProgramWork(work, proto, *micro, proto.pipeline().microbatches());
   return work;
 }
 
@@ -795,13 +807,7 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
   // A microbatched step (Plan.pipeline on one rank): the per-microbatch
   // program's arena, inputs and collective buffers live beside the step's.
   int64_t microBytes = 0;
-  const plan::Program *micro = nullptr;
-  if (proto.has_pipeline() && proto.pipeline().stages_size() == 1 &&
-      &program == &proto.programs(0)) {
-    int32_t index = proto.pipeline().stages(0).forward();
-    if (index > 0 && index < proto.programs_size())
-      micro = &proto.programs(index);
-  }
+  const plan::Program *micro = microbatchProgramOf(proto, program);
   if (micro) {
     int64_t microInputs = 0;
     for (const plan::Buffer &buffer : micro->buffers())
@@ -1007,9 +1013,7 @@ static PlanMemory explain(const plan::Plan &proto, const plan::Program &program,
     if (!inst.has_collective())
       continue;
     const plan::Collective &c = inst.collective();
-    int64_t bytes = c.kind() == plan::Collective::AXIS_INDEX
-                        ? 0
-                        : bufferBytes(program, c.input());
+    int64_t bytes = collectiveInputBytes(program, c);
     // slice, mask and axis_index move nothing between devices.
     bool local = !rt::collectiveCommunicates(c.kind());
     double wire = collectiveWire(program, c, axisSize);

@@ -129,6 +129,22 @@ std::vector<std::string> searchableStrategies() {
   return names;
 }
 
+std::string checkDevices(int64_t devices) {
+  if (devices >= kMinDevices && devices <= kMaxDevices)
+    return "";
+  return "devices must be from " + std::to_string(kMinDevices) + " to " +
+         std::to_string(kMaxDevices) + ", got " + std::to_string(devices);
+}
+
+std::string checkSearchable(StringRef name) {
+  std::vector<std::string> searchable = searchableStrategies();
+  if (llvm::is_contained(searchable, name))
+    return "";
+  return ("unknown strategy '" + name + "': expected " +
+          llvm::join(searchable, ", "))
+      .str();
+}
+
 std::vector<Candidate>
 enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
                     const sharding::DistAnnotateOptions &annotate,
@@ -213,18 +229,12 @@ static void evaluate(Candidate &candidate, mlir::ModuleOp model,
     candidate.rejection = ("its plan has no program '" + step + "'").str();
     return;
   }
-  plan_lowering::PlanWork work = plan_lowering::measurePlanWork(*plan, *program);
-  plan_lowering::PlanMemory memory =
-      plan_lowering::explainPlan(*plan, *program, "", nulls());
-  candidate.flops = work.flops;
-  candidate.wireBytes = work.wireBytes;
-  candidate.collectives = work.collectives;
-  candidate.calls = work.calls;
-  candidate.memory = memory.total;
-  candidate.computeSeconds = work.flops / cost.deviceFlops;
-  candidate.traffic = work.traffic;
+  candidate.work = plan_lowering::measurePlanWork(*plan, *program);
+  candidate.memory =
+      plan_lowering::explainPlan(*plan, *program, "", nulls()).total;
+  candidate.computeSeconds = candidate.work.flops / cost.deviceFlops;
   double bucketed = 0;
-  for (const plan_lowering::PlanTraffic &traffic : work.traffic) {
+  for (const plan_lowering::PlanTraffic &traffic : candidate.work.traffic) {
     bool spans =
         groupSpansNodes(candidate.axes, traffic.axes, cost.devicesPerNode);
     candidate.crossesNodes |= spans;
@@ -299,6 +309,9 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
                        return a.memory < b.memory;
                      return false;
                    });
+  int64_t rank = 0;
+  for (Candidate &c : candidates)
+    c.rank = c.fits(cost) ? ++rank : 0;
   SearchResult result;
   result.found = !candidates.empty() && candidates.front().fits(cost);
   result.candidates = std::move(candidates);
@@ -310,9 +323,8 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
   os << format("  %-4s %-15s %-11s %3s %11s %11s %11s %11s %6s %12s %12s\n",
                "rank", "strategy", "mesh", "mb", "step (est.)", "compute",
                "comm", "hidden", "calls", "wire/device", "memory");
-  size_t rank = 0;
   for (const Candidate &c : result.candidates) {
-    std::string place = c.fits(cost) ? std::to_string(++rank) : "-";
+    std::string place = c.rank ? std::to_string(c.rank) : "-";
     os << format("  %-4s %-15s %-11s %3lld ", place.c_str(),
                  c.strategy.c_str(), c.mesh.c_str(),
                  (long long)c.microbatches);
@@ -324,8 +336,9 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
                  secondsText(c.seconds).c_str(),
                  secondsText(c.computeSeconds).c_str(),
                  secondsText(c.commSeconds).c_str(),
-                 secondsText(c.hiddenSeconds).c_str(), (long long)c.calls,
-                 bytesText(c.wireBytes).c_str(), bytesText(c.memory).c_str());
+                 secondsText(c.hiddenSeconds).c_str(),
+                 (long long)c.work.calls, bytesText(c.work.wireBytes).c_str(),
+                 bytesText(c.memory).c_str());
     if (c.crossesNodes)
       os << "  across nodes";
     if (!c.fits(cost))
@@ -335,26 +348,24 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
   }
 }
 
-void writeSearchReport(const SearchResult &result, const CostModel &cost,
-                       raw_ostream &os) {
+void writeSearchReport(const SearchResult &result, raw_ostream &os) {
   os << "rank\tstrategy\tmesh\tmicrobatches\tseconds\tcompute_seconds\t"
         "comm_seconds\t"
         "hidden_seconds\tflops\twire_bytes\tcalls\tcollectives\t"
         "memory_bytes\tcrosses_nodes\ttraffic\trejection\n";
-  int64_t rank = 0;
   for (const Candidate &c : result.candidates) {
     std::string rejection = c.rejection;
     std::replace(rejection.begin(), rejection.end(), '\t', ' ');
     std::replace(rejection.begin(), rejection.end(), '\n', ' ');
-    os << (c.fits(cost) ? ++rank : 0) << "\t" << c.strategy << "\t" << c.mesh
-       << "\t" << c.microbatches << "\t"
+    os << c.rank << "\t" << c.strategy << "\t" << c.mesh << "\t"
+       << c.microbatches << "\t"
        << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
-                 c.computeSeconds, c.commSeconds, c.hiddenSeconds, c.flops,
-                 c.wireBytes)
-       << "\t" << c.calls << "\t" << c.collectives << "\t" << c.memory << "\t"
-       << int(c.crossesNodes) << "\t";
-    for (size_t i = 0; i < c.traffic.size(); ++i) {
-      const plan_lowering::PlanTraffic &t = c.traffic[i];
+                 c.computeSeconds, c.commSeconds, c.hiddenSeconds,
+                 c.work.flops, c.work.wireBytes)
+       << "\t" << c.work.calls << "\t" << c.work.collectives << "\t"
+       << c.memory << "\t" << int(c.crossesNodes) << "\t";
+    for (size_t i = 0; i < c.work.traffic.size(); ++i) {
+      const plan_lowering::PlanTraffic &t = c.work.traffic[i];
       os << (i ? ";" : "") << llvm::join(t.axes, "+") << "/"
          << (t.bucketed ? "bucketed" : "plain") << "/" << t.calls << "/"
          << format("%.17g", t.wireBytes);

@@ -74,10 +74,11 @@ struct Candidate {
   /// Empty when the candidate compiled; otherwise why it did not (the
   /// compiler's first error).
   std::string rejection;
-  /// Per device and step, from the plan (PlanWork, PlanMemory::total).
-  double flops = 0, wireBytes = 0;
-  int64_t collectives = 0, calls = 0, memory = 0;
-  /// The cost model's estimate: compute = flops / deviceFlops; comm = the
+  /// Per device and step, from the plan: its FLOPs, wire bytes, calls and
+  /// traffic by axes (measurePlanWork), and its memory (PlanMemory::total).
+  plan_lowering::PlanWork work;
+  int64_t memory = 0;
+  /// The cost model's estimate: compute = FLOPs / deviceFlops; comm = the
   /// sum over the step's traffic of calls x callSeconds + wire bytes / the
   /// rate of its group's slowest link; hidden = the part of the bucketed
   /// gradient reductions' comm that fits in backwardShare x compute (train
@@ -86,8 +87,9 @@ struct Candidate {
          seconds = 0;
   /// Whether some collective's group spans nodes.
   bool crossesNodes = false;
-  /// The plan's communication by axes (PlanWork::traffic).
-  std::vector<plan_lowering::PlanTraffic> traffic;
+  /// Its place among the candidates that fit, from 1, once searched; 0
+  /// when it does not fit.
+  int64_t rank = 0;
 
   bool compiled() const { return rejection.empty(); }
   /// Compiled and within the memory limit.
@@ -99,6 +101,17 @@ struct Candidate {
 
 /// The most microbatches the search tries a candidate with (2, 4, ...).
 constexpr int64_t kMaxMicrobatches = 64;
+
+/// The device counts the search takes.
+constexpr int64_t kMinDevices = 2, kMaxDevices = 4096;
+
+/// Why the search cannot plan for `devices` devices ("devices must be from
+/// 2 to 4096, got 1"), or empty.
+std::string checkDevices(int64_t devices);
+
+/// Why `name` is no strategy the search knows ("unknown strategy 'x':
+/// expected dp, ..."), or empty.
+std::string checkSearchable(llvm::StringRef name);
 
 struct SearchResult {
   /// Every candidate: those that fit by estimated step time (then memory,
@@ -159,8 +172,7 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 /// collectives, memory_bytes, crosses_nodes (0 or 1), traffic (per group of
 /// axes "AXES/bucketed|plain/CALLS/WIRE_BYTES", AXES joined by "+", entries
 /// by ";"), rejection.
-void writeSearchReport(const SearchResult &result, const CostModel &cost,
-                       llvm::raw_ostream &os);
+void writeSearchReport(const SearchResult &result, llvm::raw_ostream &os);
 
 } // namespace partita::search
 

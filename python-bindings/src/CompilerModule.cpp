@@ -33,7 +33,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -523,9 +522,8 @@ compileModel(Model &model, const CompileRequest &request) {
 
 /// One candidate of Model.search, as the Python side takes it: strategy,
 /// preset, sequence parallel, mesh axes, microbatches, rank (0: does not
-/// fit), seconds,
-/// compute, comm, hidden, flops, wire bytes, calls, collectives, memory,
-/// crosses nodes, rejection.
+/// fit), seconds, compute, comm, hidden, flops, wire bytes, calls,
+/// collectives, memory, crosses nodes, rejection.
 using CandidateTuple =
     std::tuple<std::string, std::string, bool,
                std::vector<std::pair<std::string, int64_t>>, int64_t,
@@ -538,14 +536,11 @@ std::pair<std::string, std::vector<CandidateTuple>>
 searchModel(Model &model, const CompileRequest &request, int64_t devices,
             const search::CostModel &cost,
             const std::vector<std::string> &strategies) {
-  if (devices < 2 || devices > 4096)
-    raiseError("devices must be from 2 to 4096, got " +
-               std::to_string(devices));
-  std::vector<std::string> searchable = search::searchableStrategies();
+  if (std::string error = search::checkDevices(devices); !error.empty())
+    raiseError(error);
   for (const std::string &name : strategies)
-    if (!llvm::is_contained(searchable, name))
-      raiseError("unknown strategy '" + name + "': expected " +
-                 llvm::join(searchable, ", "));
+    if (std::string error = search::checkSearchable(name); !error.empty())
+      raiseError(error);
   if (!(cost.deviceFlops > 0) || !(cost.linkBytesPerSecond > 0) ||
       !(cost.nodeLinkBytesPerSecond > 0) || !(cost.callSeconds >= 0) ||
       cost.memoryPerDevice < 0 || cost.devicesPerNode < 0 ||
@@ -578,14 +573,12 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
   llvm::raw_string_ostream os(table);
   search::printSearchTable(result, cost, os);
   std::vector<CandidateTuple> out;
-  int64_t rank = 0;
   for (const search::Candidate &c : result.candidates)
     out.emplace_back(c.strategy, c.preset, c.sequenceParallel, c.axes,
-                     c.microbatches, c.fits(cost) ? ++rank : 0, c.seconds,
-                     c.computeSeconds,
-                     c.commSeconds, c.hiddenSeconds, c.flops, c.wireBytes,
-                     c.calls, c.collectives, c.memory, c.crossesNodes,
-                     c.rejection);
+                     c.microbatches, c.rank, c.seconds, c.computeSeconds,
+                     c.commSeconds, c.hiddenSeconds, c.work.flops,
+                     c.work.wireBytes, c.work.calls, c.work.collectives,
+                     c.memory, c.crossesNodes, c.rejection);
   return {table, out};
 }
 

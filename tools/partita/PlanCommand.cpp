@@ -397,9 +397,8 @@ int checkSearchOptions(search::CostModel &cost) {
   if (!devicesArg.getNumOccurrences())
     return reportError(kCommand, "--strategy auto needs --devices n, the "
                                  "number of devices to plan for");
-  if (devicesArg < 2 || devicesArg > 4096)
-    return reportError(kCommand, "--devices must be from 2 to 4096, got " +
-                                     std::to_string(devicesArg));
+  if (std::string error = search::checkDevices(devicesArg); !error.empty())
+    return reportError(kCommand, "--" + error);
   if (meshArg.getNumOccurrences())
     return reportError(kCommand, "--mesh and --strategy auto both given: "
                                  "the search chooses the mesh (give "
@@ -415,12 +414,9 @@ int checkSearchOptions(search::CostModel &cost) {
                                  "stages yet, and chooses microbatches "
                                  "itself (to fit --memory-per-device): give "
                                  "a strategy to set --pp or --microbatches");
-  std::vector<std::string> searchable = search::searchableStrategies();
   for (const std::string &name : searchStrategiesArg)
-    if (!llvm::is_contained(searchable, name))
-      return reportError(kCommand, "--search-strategies: unknown strategy '" +
-                                       name + "': expected " +
-                                       join(searchable, ", "));
+    if (std::string error = search::checkSearchable(name); !error.empty())
+      return reportError(kCommand, "--search-strategies: " + error);
   if (memoryPerDeviceArg.getNumOccurrences()) {
     Expected<int64_t> parsed = parseByteCount(memoryPerDeviceArg);
     if (!parsed || *parsed == 0)
@@ -677,7 +673,7 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
     if (!file)
       return reportError(kCommand, "cannot write '" + searchReportArg +
                                        "': " + message);
-    search::writeSearchReport(result, cost, file->os());
+    search::writeSearchReport(result, file->os());
     file->keep();
   }
   if (!result.found) {

@@ -25,6 +25,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
@@ -38,8 +39,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-
-#include <csignal>
 
 #include <fcntl.h>
 #include <unistd.h>
