@@ -1,15 +1,18 @@
 //===- StrategySearch.cpp - choose a strategy and mesh by cost -------------===//
 //
-// Enumerates (strategy, mesh) pairs, compiles each from a copy of the model
-// with the compiler library (Pipelines.h), measures the step program of its
-// plan (PlanExplain.h) and ranks them by the cost model.
+// Enumerates (strategy, mesh) pairs, pipelined or not, compiles each from a
+// copy of the model with the compiler library (Pipelines.h), measures the
+// programs of its plan (PlanExplain.h), simulates a pipelined one's schedule
+// (PipelineSchedule.h) and ranks them by the cost model.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/search/StrategySearch.h"
 
+#include "passes/pipeline/Passes.h"
 #include "passes/plan/PlanExplain.h"
 #include "passes/sharding/Strategies.h"
+#include "partita/runtime/PipelineSchedule.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -114,6 +117,9 @@ bool groupSpansNodes(ArrayRef<std::pair<std::string, int64_t>> axes,
   return false;
 }
 
+/// The pure pipeline's strategy name: stages not sharded further.
+constexpr char kPurePipeline[] = "pp";
+
 /// The presets that take --sequence-parallel.
 bool takesSequenceParallel(StringRef preset) {
   return preset == "megatron" || preset == "dp+megatron";
@@ -126,8 +132,11 @@ std::vector<std::string> searchableStrategies() {
     if (takesSequenceParallel(strategy.name))
       names.push_back(strategy.name.str() + "+sp");
   }
+  names.push_back(kPurePipeline);
   return names;
 }
+
+std::vector<std::string> searchableSchedules() { return {"1f1b", "zb-h1"}; }
 
 std::string checkDevices(int64_t devices) {
   if (devices >= kMinDevices && devices <= kMaxDevices)
@@ -145,13 +154,45 @@ std::string checkSearchable(StringRef name) {
       .str();
 }
 
-std::vector<Candidate>
-enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
-                    const sharding::DistAnnotateOptions &annotate,
-                    bool axisOrders) {
+std::string checkSearchableSchedule(StringRef name) {
+  std::vector<std::string> searchable = searchableSchedules();
+  if (llvm::is_contained(searchable, name))
+    return "";
+  return ("unknown schedule '" + name + "': the search prices " +
+          llvm::join(searchable, ", "))
+      .str();
+}
+
+std::string Candidate::stageMesh() const {
+  std::string text;
+  for (const auto &[name, size] : axes)
+    if (name != pipeline::kPipelineAxis)
+      text += (text.empty() ? "" : ",") + name + "=" + std::to_string(size);
+  return text;
+}
+
+void applyCandidate(const Candidate &candidate, CompilerOptions &options) {
+  options.annotate.strategy = candidate.preset;
+  options.annotate.sequenceParallel = candidate.sequenceParallel;
+  options.annotate.mesh = candidate.stageMesh();
+  options.microbatches = candidate.microbatches;
+  options.pipelineSplit = candidate.pipelined();
+  if (candidate.pipelined()) {
+    options.pipelineStages = candidate.pipelineStages;
+    options.stagesBy = "layers";
+    options.schedule = candidate.schedule;
+  }
+}
+
+/// The unpipelined candidates of `space` on `devices` devices.
+static std::vector<Candidate>
+enumerateMeshes(int64_t devices, const SearchSpace &space,
+                const sharding::DistAnnotateOptions &annotate) {
   std::vector<Candidate> out;
   for (const std::string &name : searchableStrategies()) {
-    if (!strategies.empty() && !llvm::is_contained(strategies, name))
+    if (name == kPurePipeline ||
+        (!space.strategies.empty() &&
+         !llvm::is_contained(space.strategies, name)))
       continue;
     bool sequenceParallel = StringRef(name).ends_with("+sp");
     StringRef preset =
@@ -188,21 +229,219 @@ enumerateCandidates(int64_t devices, ArrayRef<std::string> strategies,
         }
         out.push_back(std::move(candidate));
       }
-    } while (axisOrders && std::next_permutation(order.begin(), order.end()));
+    } while (space.axisOrders &&
+             std::next_permutation(order.begin(), order.end()));
   }
   return out;
 }
 
-/// Compiles `candidate` (its strategy, mesh and microbatches) from a copy
-/// of `model` with `base`, and measures and prices its plan, or sets its
-/// rejection.
+std::vector<Candidate>
+enumerateCandidates(int64_t devices, const SearchSpace &space,
+                    const sharding::DistAnnotateOptions &annotate) {
+  std::vector<Candidate> out = enumerateMeshes(devices, space, annotate);
+  for (const std::string &schedule : space.schedules) {
+    for (int64_t stages = 2; stages <= devices; ++stages) {
+      if (devices % stages)
+        continue;
+      int64_t inner = devices / stages;
+      std::vector<Candidate> meshes;
+      if (inner == 1) {
+        if (space.strategies.empty() ||
+            llvm::is_contained(space.strategies, kPurePipeline)) {
+          Candidate pure;
+          pure.strategy = kPurePipeline;
+          pure.preset = "none";
+          meshes.push_back(std::move(pure));
+        }
+      } else {
+        meshes = enumerateMeshes(inner, space, annotate);
+      }
+      std::string axis = pipeline::kPipelineAxis.str();
+      for (Candidate &candidate : meshes) {
+        candidate.axes.insert(candidate.axes.begin(), {axis, stages});
+        candidate.mesh = axis + "=" + std::to_string(stages) +
+                         (candidate.mesh.empty() ? "" : ",") + candidate.mesh;
+        candidate.pipelineStages = stages;
+        candidate.schedule = schedule;
+        candidate.microbatches = stages;
+        out.push_back(std::move(candidate));
+      }
+    }
+  }
+  return out;
+}
+
+/// Seconds the cost model gives `work`'s communication on the mesh `axes`
+/// (calls x callSeconds + wire / the rate of each group's slowest link);
+/// adds its bucketed share to `bucketed` and sets `crossesNodes` when a
+/// group spans nodes.
+static double commSeconds(const plan_lowering::PlanWork &work,
+                          ArrayRef<std::pair<std::string, int64_t>> axes,
+                          const CostModel &cost, double &bucketed,
+                          bool &crossesNodes) {
+  double total = 0;
+  for (const plan_lowering::PlanTraffic &traffic : work.traffic) {
+    bool spans = groupSpansNodes(axes, traffic.axes, cost.devicesPerNode);
+    crossesNodes |= spans;
+    double seconds = double(traffic.calls) * cost.callSeconds +
+                     traffic.wireBytes / (spans ? cost.nodeLinkBytesPerSecond
+                                                : cost.linkBytesPerSecond);
+    total += seconds;
+    if (traffic.bucketed)
+      bucketed += seconds;
+  }
+  return total;
+}
+
+/// `work` plus `more` times `times` (traffic merged by axes and bucketing).
+static void addWork(plan_lowering::PlanWork &work,
+                    const plan_lowering::PlanWork &more, int64_t times) {
+  work.flops += double(times) * more.flops;
+  work.wireBytes += double(times) * more.wireBytes;
+  work.collectives += times * more.collectives;
+  work.calls += times * more.calls;
+  for (const plan_lowering::PlanTraffic &t : more.traffic) {
+    auto it = llvm::find_if(work.traffic, [&](const auto &w) {
+      return w.axes == t.axes && w.bucketed == t.bucketed;
+    });
+    if (it == work.traffic.end()) {
+      work.traffic.push_back(t);
+      it = std::prev(work.traffic.end());
+      it->wireBytes = 0;
+      it->calls = 0;
+    }
+    it->wireBytes += double(times) * t.wireBytes;
+    it->calls += times * t.calls;
+  }
+}
+
+/// Prices a compiled pipelined plan: each stage's forward, backward, send
+/// and update times from its own programs, its schedule simulated with
+/// them (sends buffered, as the executor posts them), its busiest stage's
+/// work as the candidate's. Returns an error, or empty.
+static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
+                                 const CostModel &cost) {
+  namespace pl = runtime::pipeline;
+  const plan::PipelineSchedule &schedule = plan.pipeline();
+  int64_t m = schedule.microbatches();
+  bool ppSpans = groupSpansNodes(candidate.axes, {pipeline::kPipelineAxis.str()},
+                                 cost.devicesPerNode);
+  double ppRate =
+      ppSpans ? cost.nodeLinkBytesPerSecond : cost.linkBytesPerSecond;
+  std::vector<pl::ActionCosts> costs(schedule.stages_size());
+  std::vector<plan_lowering::PlanWork> works(schedule.stages_size());
+  candidate.stages.assign(schedule.stages_size(), StageCost());
+  auto programAt = [&](int index) -> const plan::Program * {
+    return index >= 0 && index < plan.programs_size() ? &plan.programs(index)
+                                                      : nullptr;
+  };
+  for (int t = 0; t < schedule.stages_size(); ++t) {
+    const plan::PipelineStage &stage = schedule.stages(t);
+    StageCost &stageCost = candidate.stages[t];
+    plan_lowering::PlanWork &work = works[t];
+    // Seconds of one run of program `index`, its work added `times` times.
+    auto run = [&](int index, int64_t times) -> double {
+      const plan::Program *program = programAt(index);
+      if (!program)
+        return 0;
+      plan_lowering::PlanWork one =
+          plan_lowering::measurePlanWork(plan, *program);
+      addWork(work, one, times);
+      double bucketed = 0;
+      return one.flops / cost.deviceFlops +
+             commSeconds(one, candidate.axes, cost, bucketed,
+                         candidate.crossesNodes);
+    };
+    stageCost.forward = run(stage.forward(), m);
+    if (stage.backward() >= 0) {
+      stageCost.backwardInput = run(stage.backward(), m);
+    } else {
+      stageCost.backwardInput = run(stage.backward_input(), m);
+      stageCost.backwardWeight = run(stage.backward_weight(), m);
+    }
+    stageCost.update = run(stage.optimizer(), 1);
+    const plan::Program *update = programAt(stage.optimizer());
+    if (!update)
+      return "stage " + std::to_string(t) + " has no update program";
+    stageCost.memory =
+        plan_lowering::explainPlan(plan, *update, "", nulls()).total;
+    // What the stage sends per microbatch: activations to the next stage,
+    // gradients to the previous one (the first stage sends no gradient, the
+    // last no activation), each one point-to-point call over "pp".
+    std::vector<const plan::Program *> programs;
+    for (int index : pl::microbatchPrograms(stage))
+      if (const plan::Program *program = programAt(index))
+        programs.push_back(program);
+    pl::SlotBytes slots = pl::slotBytes(programs);
+    plan_lowering::PlanTraffic sends;
+    sends.axes = {pipeline::kPipelineAxis.str()};
+    int64_t largest = 0;
+    for (pl::SlotKind kind :
+         {pl::SlotKind::ActivationOut, pl::SlotKind::GradientOut}) {
+      int64_t bytes = slots[size_t(kind)];
+      if (bytes <= 0)
+        continue;
+      largest = std::max(largest, bytes);
+      sends.calls += m;
+      sends.wireBytes += double(m) * double(bytes);
+    }
+    if (sends.calls) {
+      candidate.crossesNodes |= ppSpans;
+      stageCost.send = cost.callSeconds + double(largest) / ppRate;
+      work.traffic.push_back(sends);
+      work.wireBytes += sends.wireBytes;
+      work.calls += sends.calls;
+    }
+    costs[t].forward = stageCost.forward;
+    costs[t].backwardInput = stageCost.backwardInput;
+    costs[t].backwardWeight = stageCost.backwardWeight;
+    costs[t].send = stageCost.send;
+    costs[t].optimizer = stageCost.update;
+  }
+  // The library throws for a schedule that does not validate, and this
+  // library is built without exceptions: validate first (plan lowering
+  // wrote it from a named schedule, so it does).
+  pl::Schedule actions = pl::fromProto(schedule);
+  if (std::optional<pl::ScheduleError> error = pl::validate(actions))
+    return "its schedule does not validate: " + pl::toString(*error);
+  pl::Simulation simulation =
+      pl::simulate(actions, costs, pl::SendMode::Buffered);
+  // The busiest stage (most compute and communication a step) stands for
+  // the candidate; the rest of the makespan is the bubble.
+  double busiest = -1;
+  for (size_t t = 0; t < works.size(); ++t) {
+    double bucketed = 0;
+    bool crosses = false;
+    double compute = works[t].flops / cost.deviceFlops;
+    double comm = commSeconds(works[t], candidate.axes, cost, bucketed, crosses);
+    if (compute + comm > busiest) {
+      busiest = compute + comm;
+      candidate.work = works[t];
+      candidate.computeSeconds = compute;
+      candidate.commSeconds = comm;
+    }
+    candidate.memory = std::max(candidate.memory, candidate.stages[t].memory);
+  }
+  candidate.hiddenSeconds = 0;
+  // A stage that sends gradients smaller than its activations (or the
+  // reverse) is priced at its larger message in the simulation: the
+  // makespan can then exceed the busy time by that, never fall below it
+  // except by rounding.
+  candidate.bubbleSeconds = std::max(0.0, simulation.makespan - busiest);
+  candidate.seconds = candidate.computeSeconds + candidate.commSeconds +
+                      candidate.bubbleSeconds;
+  return "";
+}
+
+/// Compiles `candidate` (its strategy, mesh, microbatches and pipeline)
+/// from a copy of `model` with `base`, and measures and prices its plan, or
+/// sets its rejection. `splitFailed` is set when a pipelined candidate
+/// fails in the stage that splits the pipeline (the differentiated step).
 static void evaluate(Candidate &candidate, mlir::ModuleOp model,
-                     const CompilerOptions &base, const CostModel &cost) {
+                     const CompilerOptions &base, const CostModel &cost,
+                     bool *splitFailed = nullptr) {
   CompilerOptions options = base;
-  options.annotate.strategy = candidate.preset;
-  options.annotate.sequenceParallel = candidate.sequenceParallel;
-  options.annotate.mesh = candidate.mesh;
-  options.microbatches = candidate.microbatches;
+  applyCandidate(candidate, options);
   // The candidate's errors are its rejection, not the user's errors: this
   // handler, registered last, sees each diagnostic first.
   std::string firstError;
@@ -214,10 +453,24 @@ static void evaluate(Candidate &candidate, mlir::ModuleOp model,
         return mlir::success();
       });
   mlir::OwningOpRef<mlir::ModuleOp> copy = model.clone();
-  mlir::FailureOr<plan::Plan> plan = compileToPlan(*copy, options);
+  CompileStage current = CompileStage::Differentiated;
+  CompileCallbacks callbacks;
+  callbacks.beforeStage = [&](CompileStage stage, const mlir::OpPassManager &) {
+    current = stage;
+  };
+  mlir::FailureOr<plan::Plan> plan = compileToPlan(*copy, options, callbacks);
   if (failed(plan)) {
     candidate.rejection =
         firstError.empty() ? "did not compile (no diagnostic)" : firstError;
+    if (splitFailed)
+      *splitFailed =
+          candidate.pipelined() && current == CompileStage::Differentiated;
+    return;
+  }
+  if (candidate.pipelined()) {
+    if (std::string error = pricePipeline(candidate, *plan, cost);
+        !error.empty())
+      candidate.rejection = error;
     return;
   }
   StringRef step = getStepFunctionName(options);
@@ -234,22 +487,25 @@ static void evaluate(Candidate &candidate, mlir::ModuleOp model,
       plan_lowering::explainPlan(*plan, *program, "", nulls()).total;
   candidate.computeSeconds = candidate.work.flops / cost.deviceFlops;
   double bucketed = 0;
-  for (const plan_lowering::PlanTraffic &traffic : candidate.work.traffic) {
-    bool spans =
-        groupSpansNodes(candidate.axes, traffic.axes, cost.devicesPerNode);
-    candidate.crossesNodes |= spans;
-    double seconds = double(traffic.calls) * cost.callSeconds +
-                     traffic.wireBytes / (spans ? cost.nodeLinkBytesPerSecond
-                                                : cost.linkBytesPerSecond);
-    candidate.commSeconds += seconds;
-    if (traffic.bucketed)
-      bucketed += seconds;
-  }
+  candidate.commSeconds = commSeconds(candidate.work, candidate.axes, cost,
+                                      bucketed, candidate.crossesNodes);
   if (options.train)
     candidate.hiddenSeconds =
         std::min(bucketed, cost.backwardShare * candidate.computeSeconds);
   candidate.seconds =
       candidate.computeSeconds + candidate.commSeconds - candidate.hiddenSeconds;
+}
+
+/// Whether `a` is the better choice of two microbatch counts of one
+/// pipelined candidate: fitting beats not; of two that fit the faster, of
+/// two that do not the smaller.
+static bool betterPipeline(const Candidate &a, const Candidate &b,
+                           const CostModel &cost) {
+  if (a.fits(cost) != b.fits(cost))
+    return a.fits(cost);
+  if (a.fits(cost))
+    return a.seconds < b.seconds;
+  return a.memory < b.memory;
 }
 
 SearchResult
@@ -262,9 +518,52 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
   // compute) until it fits or no longer compiles; the first that fits
   // joins the candidates.
   std::vector<Candidate> accumulated;
+  // Pipeline stage counts whose split failed: (stages, schedule) -> reason.
+  std::map<int64_t, std::string> failedSplits;
+  std::vector<bool> dropped(candidates.size(), false);
   size_t count = candidates.size();
   for (size_t i = 0; i < count; ++i) {
     Candidate &candidate = candidates[i];
+    if (candidate.pipelined()) {
+      if (failedSplits.count(candidate.pipelineStages)) {
+        dropped[i] = true;
+        continue;
+      }
+      bool splitFailed = false;
+      evaluate(candidate, model, base, cost, &splitFailed);
+      if (progress)
+        progress(candidate, i, count);
+      if (splitFailed) {
+        failedSplits[candidate.pipelineStages] = candidate.rejection;
+        candidate.rejection += " (every candidate with " +
+                               std::string(pipeline::kPipelineAxis) + "=" +
+                               std::to_string(candidate.pipelineStages) +
+                               " left out)";
+        continue;
+      }
+      if (!candidate.compiled())
+        continue;
+      // More microbatches shrink the bubble and each one's activations;
+      // double them while that prices better.
+      for (int64_t m = 2 * candidate.microbatches; m <= kMaxMicrobatches;
+           m *= 2) {
+        Candidate more = candidate;
+        more.microbatches = m;
+        more.stages.clear();
+        more.work = {};
+        more.memory = 0;
+        more.crossesNodes = false;
+        evaluate(more, model, base, cost);
+        if (!more.compiled())
+          break;
+        if (progress)
+          progress(more, i, count);
+        if (!betterPipeline(more, candidate, cost))
+          break;
+        candidate = std::move(more);
+      }
+      continue;
+    }
     evaluate(candidate, model, base, cost);
     if (progress)
       progress(candidate, i, count);
@@ -290,6 +589,11 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
       }
     }
   }
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < count; ++i)
+    if (!dropped[i])
+      kept.push_back(std::move(candidates[i]));
+  candidates = std::move(kept);
   for (Candidate &c : accumulated)
     candidates.push_back(std::move(c));
 
@@ -320,23 +624,26 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
 
 void printSearchTable(const SearchResult &result, const CostModel &cost,
                       raw_ostream &os) {
-  os << format("  %-4s %-15s %-11s %3s %11s %11s %11s %11s %6s %12s %12s\n",
-               "rank", "strategy", "mesh", "mb", "step (est.)", "compute",
-               "comm", "hidden", "calls", "wire/device", "memory");
+  os << format("  %-4s %-15s %-15s %3s %-5s %10s %10s %10s %10s %10s %6s "
+               "%11s %11s\n",
+               "rank", "strategy", "mesh", "mb", "sched", "step (est.)",
+               "compute", "comm", "hidden", "bubble", "calls", "wire/device",
+               "memory");
   for (const Candidate &c : result.candidates) {
     std::string place = c.rank ? std::to_string(c.rank) : "-";
-    os << format("  %-4s %-15s %-11s %3lld ", place.c_str(),
-                 c.strategy.c_str(), c.mesh.c_str(),
-                 (long long)c.microbatches);
+    os << format("  %-4s %-15s %-15s %3lld %-5s ", place.c_str(),
+                 c.strategy.c_str(), c.mesh.c_str(), (long long)c.microbatches,
+                 c.pipelined() ? c.schedule.c_str() : "-");
     if (!c.compiled()) {
       os << "rejected: " << c.rejection << "\n";
       continue;
     }
-    os << format("%11s %11s %11s %11s %6lld %12s %12s",
+    os << format("%11s %10s %10s %10s %10s %6lld %11s %11s",
                  secondsText(c.seconds).c_str(),
                  secondsText(c.computeSeconds).c_str(),
                  secondsText(c.commSeconds).c_str(),
                  secondsText(c.hiddenSeconds).c_str(),
+                 secondsText(c.bubbleSeconds).c_str(),
                  (long long)c.work.calls, bytesText(c.work.wireBytes).c_str(),
                  bytesText(c.memory).c_str());
     if (c.crossesNodes)
@@ -349,19 +656,19 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 }
 
 void writeSearchReport(const SearchResult &result, raw_ostream &os) {
-  os << "rank\tstrategy\tmesh\tmicrobatches\tseconds\tcompute_seconds\t"
-        "comm_seconds\t"
-        "hidden_seconds\tflops\twire_bytes\tcalls\tcollectives\t"
-        "memory_bytes\tcrosses_nodes\ttraffic\trejection\n";
+  os << "rank\tstrategy\tmesh\tmicrobatches\tschedule\tseconds\t"
+        "compute_seconds\tcomm_seconds\thidden_seconds\tbubble_seconds\t"
+        "flops\twire_bytes\tcalls\tcollectives\tmemory_bytes\tcrosses_nodes\t"
+        "traffic\tstages\trejection\n";
   for (const Candidate &c : result.candidates) {
     std::string rejection = c.rejection;
     std::replace(rejection.begin(), rejection.end(), '\t', ' ');
     std::replace(rejection.begin(), rejection.end(), '\n', ' ');
     os << c.rank << "\t" << c.strategy << "\t" << c.mesh << "\t"
-       << c.microbatches << "\t"
-       << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
+       << c.microbatches << "\t" << (c.pipelined() ? c.schedule : "-") << "\t"
+       << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
                  c.computeSeconds, c.commSeconds, c.hiddenSeconds,
-                 c.work.flops, c.work.wireBytes)
+                 c.bubbleSeconds, c.work.flops, c.work.wireBytes)
        << "\t" << c.work.calls << "\t" << c.work.collectives << "\t"
        << c.memory << "\t" << int(c.crossesNodes) << "\t";
     for (size_t i = 0; i < c.work.traffic.size(); ++i) {
@@ -369,6 +676,14 @@ void writeSearchReport(const SearchResult &result, raw_ostream &os) {
       os << (i ? ";" : "") << llvm::join(t.axes, "+") << "/"
          << (t.bucketed ? "bucketed" : "plain") << "/" << t.calls << "/"
          << format("%.17g", t.wireBytes);
+    }
+    os << "\t";
+    for (size_t i = 0; i < c.stages.size(); ++i) {
+      const StageCost &t = c.stages[i];
+      os << (i ? ";" : "")
+         << format("%.17g/%.17g/%.17g/%.17g/%.17g", t.forward, t.backwardInput,
+                   t.backwardWeight, t.send, t.update)
+         << "/" << t.memory;
     }
     os << "\t" << rejection << "\n";
   }

@@ -10,8 +10,17 @@
 // its numbers or the reason it was rejected, so the choice can be printed
 // and checked.
 //
-// What it does not search yet: per-op shardings (Alpa's intra-op ILP) and
-// pipeline stages; microbatches only to fit a memory limit. The cost model
+// A train step is also tried pipelined: P stages along a major-most "pp"
+// axis (P from 2, dividing N), each stage's N / P devices sharded by every
+// preset (or by none: the pure pipeline "pp"), under each searched schedule
+// (1f1b, zb-h1), with the microbatch count that prices best (P, 2P, 4P,
+// ...). A pipelined step is priced by simulating its schedule
+// (runtime/PipelineSchedule.h) with each stage's forward, backward, send
+// and update times from its own programs; its memory is its largest
+// stage's.
+//
+// What it does not search yet: per-op shardings (Alpa's intra-op ILP),
+// interleaved schedules and unbalanced stage cuts. The cost model
 // (docs/strategies.md) adds compute and the communication the backward does
 // not hide, with links inside and across nodes.
 //
@@ -57,6 +66,19 @@ struct CostModel {
   int64_t memoryPerDevice = 0;
 };
 
+/// One pipeline stage of a pipelined candidate as the cost model prices
+/// it: seconds per microbatch of its forward, its backward (the input
+/// gradient B and the weight gradient W of a split backward; a full
+/// backward is all B), one send (its larger message: activations to the
+/// next stage or gradients to the previous one), and its once-per-step
+/// update (gradient reductions and optimizer); its memory per device
+/// (explain's total).
+struct StageCost {
+  double forward = 0, backwardInput = 0, backwardWeight = 0, send = 0,
+         update = 0;
+  int64_t memory = 0;
+};
+
 /// One strategy on one mesh, and what its plan costs.
 struct Candidate {
   /// The preset's name, with "+sp" when sequenceParallel.
@@ -64,27 +86,42 @@ struct Candidate {
   /// The preset, and whether Megatron sequence parallelism is on.
   std::string preset;
   bool sequenceParallel = false;
-  /// "dp=2,tp=2", major axis first.
+  /// "dp=2,tp=2", major axis first; a pipelined candidate's starts with
+  /// "pp=P".
   std::string mesh;
-  /// Microbatches a step (gradient accumulation); > 1 only for a train
-  /// step tried again because it did not fit.
+  /// Microbatches a step: a pipelined step's (the count that priced best);
+  /// otherwise gradient accumulation, > 1 only for a train step tried again
+  /// because it did not fit.
   int64_t microbatches = 1;
   /// The same as (name, size) pairs.
   std::vector<std::pair<std::string, int64_t>> axes;
+  /// Pipeline stages (the "pp" axis; 1: not pipelined) and their schedule
+  /// ("1f1b", "zb-h1"; empty when not pipelined).
+  int64_t pipelineStages = 1;
+  std::string schedule;
   /// Empty when the candidate compiled; otherwise why it did not (the
   /// compiler's first error).
   std::string rejection;
   /// Per device and step, from the plan: its FLOPs, wire bytes, calls and
   /// traffic by axes (measurePlanWork), and its memory (PlanMemory::total).
+  /// A pipelined candidate's are its busiest stage's (the most compute and
+  /// communication a step): its programs' work, the microbatch programs'
+  /// times the microbatches, with its sends as traffic over "pp"; its
+  /// memory is the largest stage's.
   plan_lowering::PlanWork work;
   int64_t memory = 0;
   /// The cost model's estimate: compute = FLOPs / deviceFlops; comm = the
   /// sum over the step's traffic of calls x callSeconds + wire bytes / the
   /// rate of its group's slowest link; hidden = the part of the bucketed
   /// gradient reductions' comm that fits in backwardShare x compute (train
-  /// steps only); seconds = compute + comm - hidden.
+  /// steps only; 0 pipelined: a stage's reductions run in its update);
+  /// bubble = a pipelined step's simulated makespan minus its busiest
+  /// stage's compute + comm (0 otherwise); seconds = compute + comm -
+  /// hidden + bubble.
   double computeSeconds = 0, commSeconds = 0, hiddenSeconds = 0,
-         seconds = 0;
+         bubbleSeconds = 0, seconds = 0;
+  /// A pipelined candidate's stages, in stage order (empty otherwise).
+  std::vector<StageCost> stages;
   /// Whether some collective's group spans nodes.
   bool crossesNodes = false;
   /// Its place among the candidates that fit, from 1, once searched; 0
@@ -92,6 +129,10 @@ struct Candidate {
   int64_t rank = 0;
 
   bool compiled() const { return rejection.empty(); }
+  bool pipelined() const { return pipelineStages > 1; }
+  /// The mesh each pipeline stage is sharded on: `mesh` without "pp=P"
+  /// (empty for the pure pipeline).
+  std::string stageMesh() const;
   /// Compiled and within the memory limit.
   bool fits(const CostModel &model) const {
     return compiled() &&
@@ -122,23 +163,48 @@ struct SearchResult {
   bool found = false;
 };
 
+/// What the search enumerates.
+struct SearchSpace {
+  /// Strategy names (searchableStrategies()); empty: all.
+  std::vector<std::string> strategies;
+  /// Every order of a mesh's axes too (which axis is inside a node matters
+  /// when the cost model has nodes).
+  bool axisOrders = false;
+  /// The pipeline schedules to try (searchableSchedules()); empty: no
+  /// pipelined candidates (a forward step never has them).
+  std::vector<std::string> schedules;
+};
+
 /// The (strategy, mesh) pairs the search compiles for `devices` devices:
 /// every preset of getStrategies(), and megatron and dp+megatron also with
 /// sequence parallelism ("megatron+sp", "dp+megatron+sp"; the pairs
-/// `partita plan --sequence-parallel` takes), whose name is in `strategies`
-/// (empty: all), on every mesh whose axes are the ones it needs (data,
-/// tensor, context, under the names in `annotate`, in that order), each at
-/// least 2, with product `devices`. With `axisOrders`, every order of the
-/// axes too (which axis is inside a node matters when the cost model has
-/// nodes).
+/// `partita plan --sequence-parallel` takes), whose name is in
+/// `space.strategies` (empty: all), on every mesh whose axes are the ones it
+/// needs (data, tensor, context, under the names in `annotate`, in that
+/// order), each at least 2, with product `devices` (in every order with
+/// `space.axisOrders`). Then, for each schedule of `space.schedules` and
+/// each P from 2 dividing `devices`, the pipelined candidates: "pp=P" before
+/// every such mesh of devices / P devices (and "pp" alone, the pure
+/// pipeline, when P = devices), with P microbatches to start from.
 std::vector<Candidate>
-enumerateCandidates(int64_t devices, llvm::ArrayRef<std::string> strategies,
-                    const sharding::DistAnnotateOptions &annotate,
-                    bool axisOrders = false);
+enumerateCandidates(int64_t devices, const SearchSpace &space,
+                    const sharding::DistAnnotateOptions &annotate);
 
 /// The names enumerateCandidates knows, in its order: every preset, and
-/// "megatron+sp", "dp+megatron+sp" after their presets.
+/// "megatron+sp", "dp+megatron+sp" after their presets; then "pp", the
+/// pure pipeline (searched only with schedules).
 std::vector<std::string> searchableStrategies();
+
+/// The pipeline schedules the search prices: "1f1b", "zb-h1".
+std::vector<std::string> searchableSchedules();
+
+/// Why `name` is no schedule the search prices, or empty.
+std::string checkSearchableSchedule(llvm::StringRef name);
+
+/// Sets `options` to compile `candidate`: its preset, sequence
+/// parallelism, stage mesh, microbatches and pipeline (stages by layers,
+/// its schedule).
+void applyCandidate(const Candidate &candidate, CompilerOptions &options);
 
 /// Whether some group of devices that differ only in `groupAxes` of the
 /// mesh `axes` (row-major over device numbers) holds devices of two nodes
@@ -152,26 +218,35 @@ bool groupSpansNodes(llvm::ArrayRef<std::pair<std::string, int64_t>> axes,
 /// with `model`; `progress` (may be empty) is told after each one, with its
 /// index. A train step over a memory limit is tried again with 2, 4, ...
 /// kMaxMicrobatches microbatches until it fits (the first that fits is
-/// added as a candidate of its own) or stops compiling. Diagnostics of a
-/// candidate that does not compile are kept as its rejection, not
-/// reported. Returns the ranked result.
+/// added as a candidate of its own) or stops compiling. A pipelined
+/// candidate is compiled with P, 2P, 4P, ... kMaxMicrobatches microbatches
+/// while the estimate improves and the batch divides; it keeps the fastest
+/// that fits (else the smallest). Once the pipeline split itself fails for
+/// some P (more stages than layers), the other candidates with that P are
+/// rejected with its reason without compiling. Diagnostics of a candidate
+/// that does not compile are kept as its rejection, not reported. Returns
+/// the ranked result.
 SearchResult
 searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
                  std::vector<Candidate> candidates, const CostModel &cost,
                  const std::function<void(const Candidate &, size_t index,
                                           size_t count)> &progress = {});
 
-/// The ranked table: one line per candidate (estimated step, compute and
-/// communication time, calls, wire bytes, memory), or why it was rejected.
+/// The ranked table: one line per candidate (estimated step, compute,
+/// communication, hidden and bubble time, calls, wire bytes, memory), or
+/// why it was rejected.
 void printSearchTable(const SearchResult &result, const CostModel &cost,
                       llvm::raw_ostream &os);
 
 /// The same as tab-separated values with exact numbers, a header line
-/// first: rank (0 when it does not fit), strategy, mesh, microbatches, seconds,
-/// compute_seconds, comm_seconds, hidden_seconds, flops, wire_bytes, calls,
+/// first: rank (0 when it does not fit), strategy, mesh, microbatches,
+/// schedule ("-" when not pipelined), seconds, compute_seconds,
+/// comm_seconds, hidden_seconds, bubble_seconds, flops, wire_bytes, calls,
 /// collectives, memory_bytes, crosses_nodes (0 or 1), traffic (per group of
 /// axes "AXES/bucketed|plain/CALLS/WIRE_BYTES", AXES joined by "+", entries
-/// by ";"), rejection.
+/// by ";"), stages (per pipeline stage
+/// "FORWARD/BACKWARD_INPUT/BACKWARD_WEIGHT/SEND/UPDATE/MEMORY", seconds and
+/// bytes, entries by ";"; empty when not pipelined), rejection.
 void writeSearchReport(const SearchResult &result, llvm::raw_ostream &os);
 
 } // namespace partita::search

@@ -38,12 +38,15 @@ class Candidate(NamedTuple):
     preset: str
     sequence_parallel: bool
     mesh: Mesh
-    microbatches: int  # > 1: accumulated to fit the memory limit
+    microbatches: int  # a pipeline's; else > 1: accumulated to fit memory
+    pipeline_stages: int  # 1: not pipelined ("pp" in `mesh` otherwise)
+    schedule: str  # the pipeline's ("1f1b", "zb-h1"); "" when not pipelined
     rank: int
     seconds: float
     compute_seconds: float
     comm_seconds: float
     hidden_seconds: float
+    bubble_seconds: float
     flops: float
     wire_bytes: float
     calls: int
@@ -146,7 +149,8 @@ class Model:
         return self
 
     def _compile(self, mesh, strategy, train, lr, weight_decay, stage, seed,
-                 sequence_parallel, precision="fp32", microbatches=1):
+                 sequence_parallel, precision="fp32", microbatches=1, pp=0,
+                 schedule="1f1b"):
         annotated = any(a.sharding for a in self.arguments())
         if strategy is None:
             if not annotated:
@@ -161,23 +165,27 @@ class Model:
         axes = mesh.axes if (mesh is not None and strategy != "none") else []
         return self._impl.compile(strategy, axes, train, lr, weight_decay,
                                   stage, seed, sequence_parallel, precision,
-                                  microbatches)
+                                  microbatches, pp, schedule)
 
     def plan(self, mesh: Optional[Mesh] = None, strategy: Optional[str] = None,
              train: Union[None, bool, str] = None, lr: Optional[float] = None,
              weight_decay: Optional[float] = None, seed: int = 0,
              sequence_parallel: bool = False,
-             precision: str = "fp32", microbatches: int = 1) -> Plan:
+             precision: str = "fp32", microbatches: int = 1, pp: int = 0,
+             schedule: str = "1f1b") -> Plan:
         """Compiles the model for `mesh` with a strategy preset (dp, megatron,
         dp+megatron, zero1..3, fsdp, ...; default: the model's own
         annotations), as a train step when `train` is set (True/"adamw",
         "sgd", or "none" for gradients only), in `precision` ("fp32",
         "bf16-mixed" or "fp16-mixed": `partita plan --precision`), with
-        `microbatches` (gradient accumulation, `--microbatches`). The GIL
-        is released while it compiles."""
+        `microbatches` (gradient accumulation, `--microbatches`). With `pp`
+        (a train step) the step is split into `pp` pipeline stages by
+        layers along a new major-most axis "pp" (`mesh` is each stage's),
+        run by `schedule` ("gpipe", "1f1b" or "zb-h1"): `--pp`,
+        `--schedule`. The GIL is released while it compiles."""
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
                                 "plan", seed, sequence_parallel, precision,
-                                microbatches)
+                                microbatches, pp, schedule)
         return Plan(data, f"<plan of {strategy or 'annotations'}>")
 
     def search(self, devices: int, train: Union[None, bool, str] = None,
@@ -186,13 +194,15 @@ class Model:
                call_us: float = 20.0, devices_per_node: Optional[int] = None,
                node_link_gbytes: float = 25.0,
                strategies: Optional[Sequence[str]] = None,
+               schedules: Optional[Sequence[str]] = None,
                lr: Optional[float] = None, precision: str = "fp32",
                seed: int = 0) -> SearchResult:
         """`partita plan --strategy auto`: compiles every strategy preset on
         every mesh of `devices` devices (as a train step when `train` is
-        set) and prices each plan by the cost model (docs/strategies.md).
-        `plan_best(result)` compiles the winner. The GIL is released while
-        it compiles."""
+        set, also pipelined under each of `schedules`: default 1f1b and
+        zb-h1, [] for none) and prices each plan by the cost model
+        (docs/strategies.md). `plan_best(result)` compiles the winner. The
+        GIL is released while it compiles."""
         if train is True:
             train = "adamw"
         elif train is False:
@@ -200,7 +210,8 @@ class Model:
         table, rows = _compiler.search(
             self._impl, devices, train, lr, None, precision, seed,
             memory_per_device or 0, device_tflops, link_gbytes, call_us,
-            devices_per_node or 0, node_link_gbytes, list(strategies or []))
+            devices_per_node or 0, node_link_gbytes, list(strategies or []),
+            None if schedules is None else list(schedules))
         candidates = [
             Candidate(s, p, sp, Mesh(dict(axes)), *rest)
             for s, p, sp, axes, *rest in rows]
@@ -217,9 +228,17 @@ class Model:
             raise Error("no candidate of the search fits: "
                         + (result.candidates[0].rejection
                            or "each is over the memory limit"))
-        return self.plan(best.mesh, strategy=best.preset, train=train, lr=lr,
+        # A pipelined candidate's mesh starts with "pp"; each stage's is
+        # the rest (none for the pure pipeline).
+        stage_axes = {name: size for name, size in best.mesh.axes
+                      if best.pipeline_stages == 1 or name != "pp"}
+        return self.plan(Mesh(stage_axes) if stage_axes else None,
+                         strategy=best.preset, train=train, lr=lr,
                          seed=seed, sequence_parallel=best.sequence_parallel,
-                         precision=precision, microbatches=best.microbatches)
+                         precision=precision, microbatches=best.microbatches,
+                         pp=best.pipeline_stages if best.pipeline_stages > 1
+                         else 0,
+                         schedule=best.schedule or "1f1b")
 
     def compile(self, mesh: Optional[Mesh] = None,
                 strategy: Optional[str] = None, stage: str = "propagated",

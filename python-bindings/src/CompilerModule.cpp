@@ -412,6 +412,8 @@ struct CompileRequest {
   bool sequenceParallel = false;
   std::string precision = "fp32"; // fp32, bf16-mixed or fp16-mixed
   int64_t microbatches = 1;       // with train: gradient accumulation
+  int64_t pipelineStages = 0;     // with train: --pp (0: not pipelined)
+  std::string schedule = "1f1b";  // with pipelineStages: gpipe, 1f1b, zb-h1
 };
 
 /// The train step's options of `request` (train, lr, weight decay,
@@ -442,6 +444,19 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
     raiseError("microbatches must be at least 1, and above 1 only with "
                "train=");
   options.microbatches = request.microbatches;
+  if (request.pipelineStages < 0 ||
+      (request.pipelineStages > 0 && !request.train))
+    raiseError("pp must be at least 0, and above 0 only with train=");
+  if (request.pipelineStages > 0) {
+    if (request.schedule != "gpipe" && request.schedule != "1f1b" &&
+        request.schedule != "zb-h1")
+      raiseError("unknown schedule '" + request.schedule +
+                 "': expected gpipe, 1f1b or zb-h1");
+    options.pipelineSplit = true;
+    options.pipelineStages = request.pipelineStages;
+    options.stagesBy = "layers";
+    options.schedule = request.schedule;
+  }
 }
 
 /// Compiles a copy of the model through `last`: returns the module after
@@ -521,26 +536,34 @@ compileModel(Model &model, const CompileRequest &request) {
 }
 
 /// One candidate of Model.search, as the Python side takes it: strategy,
-/// preset, sequence parallel, mesh axes, microbatches, rank (0: does not
-/// fit), seconds, compute, comm, hidden, flops, wire bytes, calls,
+/// preset, sequence parallel, mesh axes, microbatches, pipeline stages (1:
+/// not pipelined), schedule ("" when not), rank (0: does not fit),
+/// seconds, compute, comm, hidden, bubble, flops, wire bytes, calls,
 /// collectives, memory, crosses nodes, rejection.
 using CandidateTuple =
     std::tuple<std::string, std::string, bool,
                std::vector<std::pair<std::string, int64_t>>, int64_t,
-               int64_t, double, double, double, double, double, double,
-               int64_t, int64_t, int64_t, bool, std::string>;
+               int64_t, std::string, int64_t, double, double, double, double,
+               double, double, double, int64_t, int64_t, int64_t, bool,
+               std::string>;
 
 /// `partita plan --strategy auto` on a copy of the model: the ranked
 /// candidates and the table the command prints.
 std::pair<std::string, std::vector<CandidateTuple>>
 searchModel(Model &model, const CompileRequest &request, int64_t devices,
             const search::CostModel &cost,
-            const std::vector<std::string> &strategies) {
+            const std::vector<std::string> &strategies,
+            std::optional<std::vector<std::string>> schedules) {
   if (std::string error = search::checkDevices(devices); !error.empty())
     raiseError(error);
   for (const std::string &name : strategies)
     if (std::string error = search::checkSearchable(name); !error.empty())
       raiseError(error);
+  if (schedules)
+    for (const std::string &name : *schedules)
+      if (std::string error = search::checkSearchableSchedule(name);
+          !error.empty())
+        raiseError(error);
   if (!(cost.deviceFlops > 0) || !(cost.linkBytesPerSecond > 0) ||
       !(cost.nodeLinkBytesPerSecond > 0) || !(cost.callSeconds >= 0) ||
       cost.memoryPerDevice < 0 || cost.devicesPerNode < 0 ||
@@ -550,9 +573,14 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
   CompilerOptions options;
   options.annotate.meshName = kMeshName.str();
   setTrainOptions(request, options);
-  std::vector<search::Candidate> candidates = search::enumerateCandidates(
-      devices, strategies, options.annotate,
-      cost.devicesPerNode > 0 && cost.devicesPerNode < devices);
+  search::SearchSpace space;
+  space.strategies = strategies;
+  space.axisOrders = cost.devicesPerNode > 0 && cost.devicesPerNode < devices;
+  // Pipelines split a train step; None: every schedule the search prices.
+  if (options.train)
+    space.schedules = schedules ? *schedules : search::searchableSchedules();
+  std::vector<search::Candidate> candidates =
+      search::enumerateCandidates(devices, space, options.annotate);
   if (candidates.empty())
     raiseError("no strategy can use " + std::to_string(devices) +
                " devices (each mesh axis needs at least 2)");
@@ -575,8 +603,9 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
   std::vector<CandidateTuple> out;
   for (const search::Candidate &c : result.candidates)
     out.emplace_back(c.strategy, c.preset, c.sequenceParallel, c.axes,
-                     c.microbatches, c.rank, c.seconds, c.computeSeconds,
-                     c.commSeconds, c.hiddenSeconds, c.work.flops,
+                     c.microbatches, c.pipelineStages, c.schedule, c.rank,
+                     c.seconds, c.computeSeconds, c.commSeconds,
+                     c.hiddenSeconds, c.bubbleSeconds, c.work.flops,
                      c.work.wireBytes, c.work.calls, c.work.collectives,
                      c.memory, c.crossesNodes, c.rejection);
   return {table, out};
@@ -660,10 +689,13 @@ NB_MODULE(_compiler, m) {
              std::optional<std::string> train, std::optional<double> lr,
              std::optional<double> weightDecay, const std::string &last,
              uint64_t seed, bool sequenceParallel,
-             const std::string &precision, int64_t microbatches) {
+             const std::string &precision, int64_t microbatches,
+             int64_t pipelineStages, const std::string &schedule) {
             CompileRequest request;
             request.precision = precision;
             request.microbatches = microbatches;
+            request.pipelineStages = pipelineStages;
+            request.schedule = schedule;
             request.strategy = strategy;
             request.mesh = mesh;
             request.train = train;
@@ -677,7 +709,8 @@ NB_MODULE(_compiler, m) {
           nb::arg("strategy"), nb::arg("mesh"), nb::arg("train").none(),
           nb::arg("lr").none(), nb::arg("weight_decay").none(),
           nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"),
-          nb::arg("precision") = "fp32", nb::arg("microbatches") = 1);
+          nb::arg("precision") = "fp32", nb::arg("microbatches") = 1,
+          nb::arg("pp") = 0, nb::arg("schedule") = "1f1b");
 
   m.def(
       "search",
@@ -686,7 +719,8 @@ NB_MODULE(_compiler, m) {
          const std::string &precision, uint64_t seed, int64_t memoryPerDevice,
          double deviceTflops, double linkGbytes, double callUs,
          int64_t devicesPerNode, double nodeLinkGbytes,
-         const std::vector<std::string> &strategies) {
+         const std::vector<std::string> &strategies,
+         std::optional<std::vector<std::string>> schedules) {
         CompileRequest request;
         request.train = train;
         request.lr = lr;
@@ -700,14 +734,15 @@ NB_MODULE(_compiler, m) {
         cost.callSeconds = callUs * 1e-6;
         cost.devicesPerNode = devicesPerNode;
         cost.nodeLinkBytesPerSecond = nodeLinkGbytes * 1e9;
-        return searchModel(model, request, devices, cost, strategies);
+        return searchModel(model, request, devices, cost, strategies,
+                           schedules);
       },
       nb::arg("model"), nb::arg("devices"), nb::arg("train").none(),
       nb::arg("lr").none(), nb::arg("weight_decay").none(),
       nb::arg("precision"), nb::arg("seed"), nb::arg("memory_per_device"),
       nb::arg("device_tflops"), nb::arg("link_gbytes"), nb::arg("call_us"),
       nb::arg("devices_per_node"), nb::arg("node_link_gbytes"),
-      nb::arg("strategies"));
+      nb::arg("strategies"), nb::arg("schedules").none());
   m.def("parse", &parseModel, nb::arg("text"), nb::arg("source"));
   m.def("build_model", &buildModel, nb::arg("kind"), nb::arg("layers").none(),
         nb::arg("hidden").none(), nb::arg("heads").none(),

@@ -31,7 +31,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <initializer_list>
 #include <limits>
+#include <memory>
 
 using namespace llvm;
 using partita::CompileCallbacks;
@@ -102,7 +104,14 @@ cl::list<std::string> searchStrategiesArg(
     cl::value_desc("a,b,..."), cl::cat(searchCategory),
     cl::desc("--strategy auto: try only these strategies (default: all; "
              "megatron+sp and dp+megatron+sp name the two with sequence "
-             "parallelism)"));
+             "parallelism, pp the pipeline whose stages are not sharded "
+             "further); a pipelined candidate's stages are sharded by them"));
+cl::list<std::string> searchSchedulesArg(
+    "search-schedules", cl::sub(planCommand), cl::CommaSeparated,
+    cl::value_desc("a,b,...|none"), cl::cat(searchCategory),
+    cl::desc("--strategy auto --train: the pipeline schedules to try "
+             "pipelined candidates with (default 1f1b,zb-h1; none: no "
+             "pipelines)"));
 cl::opt<std::string> searchReportArg(
     "search-report", cl::sub(planCommand), cl::value_desc("file.tsv"),
     cl::cat(searchCategory),
@@ -381,14 +390,16 @@ int parsePositive(const cl::opt<std::string> &option, double unit,
 int checkSearchOptions(search::CostModel &cost) {
   bool automatic = strategyArg == "auto";
   if (!automatic) {
-    for (const cl::Option *option :
-         {(const cl::Option *)&devicesArg, (const cl::Option *)&memoryPerDeviceArg,
-          (const cl::Option *)&deviceTflopsArg, (const cl::Option *)&linkGbytesArg,
-          (const cl::Option *)&callMicrosArg,
-          (const cl::Option *)&devicesPerNodeArg,
-          (const cl::Option *)&nodeLinkGbytesArg,
-          (const cl::Option *)&searchStrategiesArg,
-          (const cl::Option *)&searchReportArg})
+    // By reference: a cl::list's operator& gives its vector of values, not
+    // the option.
+    for (const cl::Option *option : std::initializer_list<const cl::Option *>{
+             std::addressof(devicesArg), std::addressof(memoryPerDeviceArg),
+             std::addressof(deviceTflopsArg), std::addressof(linkGbytesArg),
+             std::addressof(callMicrosArg), std::addressof(devicesPerNodeArg),
+             std::addressof(nodeLinkGbytesArg),
+             std::addressof(searchStrategiesArg),
+             std::addressof(searchSchedulesArg),
+             std::addressof(searchReportArg)})
       if (option->getNumOccurrences())
         return reportError(kCommand, "--" + option->ArgStr +
                                          " needs --strategy auto");
@@ -409,14 +420,26 @@ int checkSearchOptions(search::CostModel &cost) {
                                  "dp+megatron with and without it "
                                  "(megatron+sp, dp+megatron+sp)");
   if (ppArg.getNumOccurrences() || stagesByArg.getNumOccurrences() ||
-      microbatchesArg > 1)
-    return reportError(kCommand, "--strategy auto does not search pipeline "
-                                 "stages yet, and chooses microbatches "
-                                 "itself (to fit --memory-per-device): give "
-                                 "a strategy to set --pp or --microbatches");
+      microbatchesArg > 1 || scheduleArg.getNumOccurrences() ||
+      scheduleFileArg.getNumOccurrences() || chunksArg.getNumOccurrences() ||
+      stageMemoryLimitArg.getNumOccurrences())
+    return reportError(kCommand,
+                       "--strategy auto chooses the pipeline stages, the "
+                       "schedule (among --search-schedules) and the "
+                       "microbatches itself: give a strategy to set --pp, "
+                       "--stages-by, --schedule, --schedule-file, --chunks, "
+                       "--stage-memory-limit or --microbatches");
   for (const std::string &name : searchStrategiesArg)
     if (std::string error = search::checkSearchable(name); !error.empty())
       return reportError(kCommand, "--search-strategies: " + error);
+  bool noPipelines = searchSchedulesArg.size() == 1 &&
+                     searchSchedulesArg.front() == "none";
+  if (!noPipelines)
+    for (const std::string &name : searchSchedulesArg)
+      if (std::string error = search::checkSearchableSchedule(name);
+          !error.empty())
+        return reportError(kCommand, "--search-schedules: " + error +
+                                         " (or none: no pipelines)");
   if (memoryPerDeviceArg.getNumOccurrences()) {
     Expected<int64_t> parsed = parseByteCount(memoryPerDeviceArg);
     if (!parsed || *parsed == 0)
@@ -626,14 +649,30 @@ int writePlan(StringRef command, const partita::plan::Plan &plan,
 int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
                    const search::CostModel &cost, Progress &progress) {
   bool nodes = cost.devicesPerNode > 0 && cost.devicesPerNode < devicesArg;
-  std::vector<search::Candidate> candidates = search::enumerateCandidates(
-      devicesArg, searchStrategiesArg, options.annotate,
-      /*axisOrders=*/nodes);
+  search::SearchSpace space;
+  space.strategies = searchStrategiesArg;
+  space.axisOrders = nodes;
+  // Pipelines split a train step (a forward plan has no backward to
+  // schedule).
+  if (options.train)
+    space.schedules = searchSchedulesArg.empty() ? search::searchableSchedules()
+                                                 : searchSchedulesArg;
+  if (space.schedules.size() == 1 && space.schedules.front() == "none")
+    space.schedules.clear();
+  std::vector<search::Candidate> candidates =
+      search::enumerateCandidates(devicesArg, space, options.annotate);
   if (candidates.empty())
-    return reportError(kCommand, "no strategy of --search-strategies can use " +
-                                     std::to_string(devicesArg) +
-                                     " devices (each mesh axis needs at least "
-                                     "2)");
+    return reportError(
+        kCommand,
+        "no strategy of --search-strategies can use " +
+            std::to_string(devicesArg) +
+            " devices (each mesh axis needs at least 2" +
+            (llvm::is_contained(searchStrategiesArg, "pp") &&
+                     space.schedules.empty()
+                 ? "; pp, a pipeline, splits only a train step (--train) "
+                   "and needs a schedule (--search-schedules)"
+                 : "") +
+            ")");
   progress.start();
   search::SearchResult result = search::searchStrategies(
       module, options, std::move(candidates), cost,
@@ -642,6 +681,8 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
           return;
         errs() << "partita plan: [" << index + 1 << "/" << count << "] "
                << c.strategy << " on " << c.mesh;
+        if (c.pipelined())
+          errs() << " (" << c.schedule << ")";
         if (c.microbatches > 1)
           errs() << " with " << c.microbatches << " microbatches";
         errs() << ": " << (c.compiled() ? "compiled" : "rejected");
@@ -660,7 +701,7 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
       errs() << "; " << cost.devicesPerNode << " devices a node, "
              << format("%g", cost.nodeLinkBytesPerSecond / 1e9)
              << " GB/s across nodes";
-    errs() << "; step = compute + comm - hidden";
+    errs() << "; step = compute + comm - hidden + bubble";
     if (cost.memoryPerDevice > 0)
       errs() << "; at most " << cost.memoryPerDevice << " bytes a device";
     errs() << "\n";
@@ -693,12 +734,10 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
                                      " bytes a device");
   }
   const search::Candidate &best = result.candidates.front();
-  options.annotate.strategy = best.preset;
-  options.annotate.sequenceParallel = best.sequenceParallel;
-  options.annotate.mesh = best.mesh;
-  options.microbatches = best.microbatches;
+  search::applyCandidate(best, options);
   if (!quiet)
     errs() << "partita plan: chose " << best.strategy << " on " << best.mesh
+           << (best.pipelined() ? " (" + best.schedule + ")" : std::string())
            << (best.microbatches > 1
                    ? " with " + std::to_string(best.microbatches) +
                          " microbatches"
