@@ -180,7 +180,8 @@ def test_user_annotations_compile_without_a_strategy(small_gpt):
 # winner, whose explained memory is the search's and whose forward matches
 # the unpartitioned reference; bad arguments raise.
 def test_search_ranks_and_plans_the_best(small_gpt):
-    result = small_gpt.search(4, train=True)
+    # Pipelines left out (schedules=[]): test_search_pipelines has them.
+    result = small_gpt.search(4, train=True, schedules=[])
     assert len(result.candidates) == 15
     ranked = [c for c in result.candidates if c.rank > 0]
     assert [c.rank for c in ranked] == list(range(1, len(ranked) + 1))
@@ -195,7 +196,7 @@ def test_search_ranks_and_plans_the_best(small_gpt):
     plan = small_gpt.plan_best(result, train=True)
     assert plan.explain().memory["total"] == best.memory_bytes
 
-    limited = small_gpt.search(4, train=True,
+    limited = small_gpt.search(4, train=True, schedules=[],
                                memory_per_device=best.memory_bytes - 1)
     assert limited.best is not None
     assert limited.best.strategy != best.strategy or \
@@ -212,7 +213,7 @@ def test_search_ranks_and_plans_the_best(small_gpt):
     # Under every candidate with one microbatch, more microbatches fit.
     smallest = min(c.memory_bytes for c in result.candidates
                    if not c.rejection)
-    accumulated = small_gpt.search(4, train=True,
+    accumulated = small_gpt.search(4, train=True, schedules=[],
                                    memory_per_device=smallest - 1)
     assert accumulated.best is not None and accumulated.best.microbatches > 1
     aplan = small_gpt.plan_best(accumulated, train=True)
@@ -226,3 +227,43 @@ def test_search_ranks_and_plans_the_best(small_gpt):
         small_gpt.search(1)
     with pytest.raises(partita.Error, match="unknown strategy 'zero4'"):
         small_gpt.search(4, strategies=["zero4"])
+
+
+def test_search_pipelines(small_gpt):
+    # 2 layers on 4 devices: pp=2 before dp=2, under 1f1b and zb-h1; pp=4
+    # does not split 2 layers (one rejected row).
+    result = small_gpt.search(4, train=True, strategies=["dp", "pp"],
+                              device_tflops=0.01)
+    piped = [c for c in result.candidates if c.pipeline_stages > 1]
+    assert {(c.mesh.axes[0], c.schedule) for c in piped if not c.rejection} \
+        == {(("pp", 2), "1f1b"), (("pp", 2), "zb-h1")}
+    rejected = [c for c in piped if c.rejection]
+    assert len(rejected) == 1 and "4 stages but the model has 2 layers" \
+        in rejected[0].rejection
+    for c in piped:
+        if c.rejection:
+            continue
+        assert c.microbatches in (2, 4) and c.hidden_seconds == 0
+        assert c.bubble_seconds >= 0
+        assert c.seconds == pytest.approx(
+            c.compute_seconds + c.comm_seconds + c.bubble_seconds)
+        assert c.schedule in result.table
+    unpiped = [c for c in result.candidates if c.pipeline_stages == 1]
+    assert all(c.schedule == "" and c.bubble_seconds == 0 for c in unpiped)
+
+    # Only pipelines: the best is one, and plan_best compiles it as such.
+    only = small_gpt.search(2, train=True, strategies=["pp"],
+                            schedules=["zb-h1"])
+    best = only.best
+    assert best.pipeline_stages == 2 and best.schedule == "zb-h1"
+    plan = small_gpt.plan_best(only, train=True)
+    text = plan.explain().text
+    assert ("pipeline: 2 stages along \"pp\", %d microbatches per step, "
+            "schedule 'zb-h1'" % best.microbatches) in text
+    # explain reports stage 0; the candidate's memory is its largest stage's.
+    assert plan.explain().memory["total"] <= best.memory_bytes
+
+    with pytest.raises(partita.Error, match="unknown schedule 'gpipe'"):
+        small_gpt.search(4, train=True, schedules=["gpipe"])
+    with pytest.raises(partita.Error, match="pp must be at least 0"):
+        small_gpt.plan(strategy="dp", mesh=partita.Mesh({"dp": 2}), pp=2)

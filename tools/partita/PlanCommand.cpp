@@ -57,7 +57,8 @@ cl::opt<std::string> strategyArg(
     cl::desc("Parallelization recipe: one of dist-annotate's strategies (dp, "
              "megatron, dp+megatron, ...), none (keep the model's own "
              "annotations), or auto (search every strategy and mesh of "
-             "--devices n by a cost model)"));
+             "--devices n, and with --train pipelines of them, by a cost "
+             "model)"));
 // The automatic search (--strategy auto; passes/search/StrategySearch.h).
 cl::OptionCategory searchCategory("Search (partita plan --strategy auto)");
 cl::opt<int64_t> devicesArg(
