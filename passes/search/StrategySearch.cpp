@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 
 using namespace llvm;
 
@@ -179,7 +181,7 @@ void applyCandidate(const Candidate &candidate, CompilerOptions &options) {
   options.pipelineSplit = candidate.pipelined();
   if (candidate.pipelined()) {
     options.pipelineStages = candidate.pipelineStages;
-    options.stagesBy = "layers";
+    options.stagesBy = candidate.stagesBy;
     options.schedule = candidate.schedule;
   }
 }
@@ -518,8 +520,8 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
   // compute) until it fits or no longer compiles; the first that fits
   // joins the candidates.
   std::vector<Candidate> accumulated;
-  // Pipeline stage counts whose split failed: (stages, schedule) -> reason.
-  std::map<int64_t, std::string> failedSplits;
+  // Pipeline stage counts whose split failed under every cut.
+  std::set<int64_t> failedSplits;
   std::vector<bool> dropped(candidates.size(), false);
   size_t count = candidates.size();
   for (size_t i = 0; i < count; ++i) {
@@ -529,38 +531,60 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
         dropped[i] = true;
         continue;
       }
-      bool splitFailed = false;
-      evaluate(candidate, model, base, cost, &splitFailed);
-      if (progress)
-        progress(candidate, i, count);
-      if (splitFailed) {
-        failedSplits[candidate.pipelineStages] = candidate.rejection;
+      // Each cut, with more microbatches while that prices better (they
+      // shrink the bubble and each one's activations); the best of all.
+      std::optional<Candidate> best;
+      std::string rejection;
+      const char *rejectionCut = kStageCuts[0];
+      bool everySplitFailed = true, rejectedAtSplit = false;
+      for (const char *cut : kStageCuts) {
+        Candidate trial = candidate;
+        trial.stagesBy = cut;
+        bool splitFailed = false;
+        evaluate(trial, model, base, cost, &splitFailed);
+        if (progress)
+          progress(trial, i, count);
+        everySplitFailed &= splitFailed;
+        if (!trial.compiled()) {
+          // The reason of a cut that got past the split says more (the
+          // layers cut fails on a model with fewer layers than stages,
+          // where the cost cut may go on to fail for another reason).
+          if (rejection.empty() || (!splitFailed && rejectedAtSplit)) {
+            rejection = trial.rejection;
+            rejectionCut = cut;
+            rejectedAtSplit = splitFailed;
+          }
+          continue;
+        }
+        for (int64_t m = 2 * trial.microbatches; m <= kMaxMicrobatches;
+             m *= 2) {
+          Candidate more = candidate;
+          more.stagesBy = cut;
+          more.microbatches = m;
+          evaluate(more, model, base, cost);
+          if (!more.compiled())
+            break;
+          if (progress)
+            progress(more, i, count);
+          if (!betterPipeline(more, trial, cost))
+            break;
+          trial = std::move(more);
+        }
+        if (!best || betterPipeline(trial, *best, cost))
+          best = std::move(trial);
+      }
+      if (best) {
+        candidate = std::move(*best);
+        continue;
+      }
+      candidate.stagesBy = rejectionCut;
+      candidate.rejection = rejection;
+      if (everySplitFailed) {
+        failedSplits.insert(candidate.pipelineStages);
         candidate.rejection += " (every candidate with " +
                                std::string(pipeline::kPipelineAxis) + "=" +
                                std::to_string(candidate.pipelineStages) +
                                " left out)";
-        continue;
-      }
-      if (!candidate.compiled())
-        continue;
-      // More microbatches shrink the bubble and each one's activations;
-      // double them while that prices better.
-      for (int64_t m = 2 * candidate.microbatches; m <= kMaxMicrobatches;
-           m *= 2) {
-        Candidate more = candidate;
-        more.microbatches = m;
-        more.stages.clear();
-        more.work = {};
-        more.memory = 0;
-        more.crossesNodes = false;
-        evaluate(more, model, base, cost);
-        if (!more.compiled())
-          break;
-        if (progress)
-          progress(more, i, count);
-        if (!betterPipeline(more, candidate, cost))
-          break;
-        candidate = std::move(more);
       }
       continue;
     }
@@ -624,16 +648,17 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
 
 void printSearchTable(const SearchResult &result, const CostModel &cost,
                       raw_ostream &os) {
-  os << format("  %-4s %-15s %-15s %3s %-5s %10s %10s %10s %10s %10s %6s "
-               "%11s %11s\n",
-               "rank", "strategy", "mesh", "mb", "sched", "step (est.)",
+  os << format("  %-4s %-15s %-15s %3s %-5s %-6s %10s %10s %10s %10s %10s "
+               "%6s %11s %11s\n",
+               "rank", "strategy", "mesh", "mb", "sched", "cut", "step (est.)",
                "compute", "comm", "hidden", "bubble", "calls", "wire/device",
                "memory");
   for (const Candidate &c : result.candidates) {
     std::string place = c.rank ? std::to_string(c.rank) : "-";
-    os << format("  %-4s %-15s %-15s %3lld %-5s ", place.c_str(),
+    os << format("  %-4s %-15s %-15s %3lld %-5s %-6s ", place.c_str(),
                  c.strategy.c_str(), c.mesh.c_str(), (long long)c.microbatches,
-                 c.pipelined() ? c.schedule.c_str() : "-");
+                 c.pipelined() ? c.schedule.c_str() : "-",
+                 c.pipelined() ? c.stagesBy.c_str() : "-");
     if (!c.compiled()) {
       os << "rejected: " << c.rejection << "\n";
       continue;
@@ -656,7 +681,7 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 }
 
 void writeSearchReport(const SearchResult &result, raw_ostream &os) {
-  os << "rank\tstrategy\tmesh\tmicrobatches\tschedule\tseconds\t"
+  os << "rank\tstrategy\tmesh\tmicrobatches\tschedule\tstages_by\tseconds\t"
         "compute_seconds\tcomm_seconds\thidden_seconds\tbubble_seconds\t"
         "flops\twire_bytes\tcalls\tcollectives\tmemory_bytes\tcrosses_nodes\t"
         "traffic\tstages\trejection\n";
@@ -666,6 +691,7 @@ void writeSearchReport(const SearchResult &result, raw_ostream &os) {
     std::replace(rejection.begin(), rejection.end(), '\n', ' ');
     os << c.rank << "\t" << c.strategy << "\t" << c.mesh << "\t"
        << c.microbatches << "\t" << (c.pipelined() ? c.schedule : "-") << "\t"
+       << (c.pipelined() ? c.stagesBy : "-") << "\t"
        << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
                  c.computeSeconds, c.commSeconds, c.hiddenSeconds,
                  c.bubbleSeconds, c.work.flops, c.work.wireBytes)

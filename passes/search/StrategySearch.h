@@ -13,16 +13,16 @@
 // A train step is also tried pipelined: P stages along a major-most "pp"
 // axis (P from 2, dividing N), each stage's N / P devices sharded by every
 // preset (or by none: the pure pipeline "pp"), under each searched schedule
-// (1f1b, zb-h1), with the microbatch count that prices best (P, 2P, 4P,
-// ...). A pipelined step is priced by simulating its schedule
+// (1f1b, zb-h1), cut at layer boundaries or balanced by cost, with the cut
+// and the microbatch count (P, 2P, 4P, ...) that price best. A pipelined step is priced by simulating its schedule
 // (runtime/PipelineSchedule.h) with each stage's forward, backward, send
 // and update times from its own programs; its memory is its largest
 // stage's.
 //
-// What it does not search yet: per-op shardings (Alpa's intra-op ILP),
-// interleaved schedules and unbalanced stage cuts. The cost model
-// (docs/strategies.md) adds compute and the communication the backward does
-// not hide, with links inside and across nodes.
+// What it does not search yet: per-op shardings (Alpa's intra-op ILP) and
+// interleaved schedules. The cost model (docs/strategies.md) adds compute
+// and the communication the backward does not hide, with links inside and
+// across nodes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,10 +95,12 @@ struct Candidate {
   int64_t microbatches = 1;
   /// The same as (name, size) pairs.
   std::vector<std::pair<std::string, int64_t>> axes;
-  /// Pipeline stages (the "pp" axis; 1: not pipelined) and their schedule
-  /// ("1f1b", "zb-h1"; empty when not pipelined).
+  /// Pipeline stages (the "pp" axis; 1: not pipelined), their schedule
+  /// ("1f1b", "zb-h1") and how the model is cut into them ("layers": at
+  /// layer boundaries, "cost": balanced by cost, `--stages-by`); empty when
+  /// not pipelined.
   int64_t pipelineStages = 1;
-  std::string schedule;
+  std::string schedule, stagesBy;
   /// Empty when the candidate compiled; otherwise why it did not (the
   /// compiler's first error).
   std::string rejection;
@@ -139,6 +141,9 @@ struct Candidate {
            (model.memoryPerDevice <= 0 || memory <= model.memoryPerDevice);
   }
 };
+
+/// How the search cuts a pipelined candidate into stages (`--stages-by`).
+inline constexpr const char *kStageCuts[] = {"layers", "cost"};
 
 /// The most microbatches the search tries a candidate with (2, 4, ...).
 constexpr int64_t kMaxMicrobatches = 64;
@@ -202,8 +207,8 @@ std::vector<std::string> searchableSchedules();
 std::string checkSearchableSchedule(llvm::StringRef name);
 
 /// Sets `options` to compile `candidate`: its preset, sequence
-/// parallelism, stage mesh, microbatches and pipeline (stages by layers,
-/// its schedule).
+/// parallelism, stage mesh, microbatches and pipeline (stages, cut and
+/// schedule).
 void applyCandidate(const Candidate &candidate, CompilerOptions &options);
 
 /// Whether some group of devices that differ only in `groupAxes` of the
@@ -240,7 +245,7 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 
 /// The same as tab-separated values with exact numbers, a header line
 /// first: rank (0 when it does not fit), strategy, mesh, microbatches,
-/// schedule ("-" when not pipelined), seconds, compute_seconds,
+/// schedule and stages_by ("-" when not pipelined), seconds, compute_seconds,
 /// comm_seconds, hidden_seconds, bubble_seconds, flops, wire_bytes, calls,
 /// collectives, memory_bytes, crosses_nodes (0 or 1), traffic (per group of
 /// axes "AXES/bucketed|plain/CALLS/WIRE_BYTES", AXES joined by "+", entries

@@ -41,6 +41,7 @@ class Candidate(NamedTuple):
     microbatches: int  # a pipeline's; else > 1: accumulated to fit memory
     pipeline_stages: int  # 1: not pipelined ("pp" in `mesh` otherwise)
     schedule: str  # the pipeline's ("1f1b", "zb-h1"); "" when not pipelined
+    stages_by: str  # its cut: "layers" or "cost"; "" when not pipelined
     rank: int
     seconds: float
     compute_seconds: float
@@ -150,7 +151,7 @@ class Model:
 
     def _compile(self, mesh, strategy, train, lr, weight_decay, stage, seed,
                  sequence_parallel, precision="fp32", microbatches=1, pp=0,
-                 schedule="1f1b"):
+                 schedule="1f1b", stages_by="layers"):
         annotated = any(a.sharding for a in self.arguments())
         if strategy is None:
             if not annotated:
@@ -165,14 +166,14 @@ class Model:
         axes = mesh.axes if (mesh is not None and strategy != "none") else []
         return self._impl.compile(strategy, axes, train, lr, weight_decay,
                                   stage, seed, sequence_parallel, precision,
-                                  microbatches, pp, schedule)
+                                  microbatches, pp, schedule, stages_by)
 
     def plan(self, mesh: Optional[Mesh] = None, strategy: Optional[str] = None,
              train: Union[None, bool, str] = None, lr: Optional[float] = None,
              weight_decay: Optional[float] = None, seed: int = 0,
              sequence_parallel: bool = False,
              precision: str = "fp32", microbatches: int = 1, pp: int = 0,
-             schedule: str = "1f1b") -> Plan:
+             schedule: str = "1f1b", stages_by: str = "layers") -> Plan:
         """Compiles the model for `mesh` with a strategy preset (dp, megatron,
         dp+megatron, zero1..3, fsdp, ...; default: the model's own
         annotations), as a train step when `train` is set (True/"adamw",
@@ -180,12 +181,13 @@ class Model:
         "bf16-mixed" or "fp16-mixed": `partita plan --precision`), with
         `microbatches` (gradient accumulation, `--microbatches`). With `pp`
         (a train step) the step is split into `pp` pipeline stages by
-        layers along a new major-most axis "pp" (`mesh` is each stage's),
-        run by `schedule` ("gpipe", "1f1b" or "zb-h1"): `--pp`,
-        `--schedule`. The GIL is released while it compiles."""
+        `stages_by` ("layers" or balanced by "cost") along a new major-most
+        axis "pp" (`mesh` is each stage's), run by `schedule` ("gpipe",
+        "1f1b" or "zb-h1"): `--pp`, `--stages-by`, `--schedule`. The GIL is
+        released while it compiles."""
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
                                 "plan", seed, sequence_parallel, precision,
-                                microbatches, pp, schedule)
+                                microbatches, pp, schedule, stages_by)
         return Plan(data, f"<plan of {strategy or 'annotations'}>")
 
     def search(self, devices: int, train: Union[None, bool, str] = None,
@@ -238,7 +240,8 @@ class Model:
                          precision=precision, microbatches=best.microbatches,
                          pp=best.pipeline_stages if best.pipeline_stages > 1
                          else 0,
-                         schedule=best.schedule or "1f1b")
+                         schedule=best.schedule or "1f1b",
+                         stages_by=best.stages_by or "layers")
 
     def compile(self, mesh: Optional[Mesh] = None,
                 strategy: Optional[str] = None, stage: str = "propagated",

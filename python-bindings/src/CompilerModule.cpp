@@ -414,6 +414,7 @@ struct CompileRequest {
   int64_t microbatches = 1;       // with train: gradient accumulation
   int64_t pipelineStages = 0;     // with train: --pp (0: not pipelined)
   std::string schedule = "1f1b";  // with pipelineStages: gpipe, 1f1b, zb-h1
+  std::string stagesBy = "layers"; // with pipelineStages: layers or cost
 };
 
 /// The train step's options of `request` (train, lr, weight decay,
@@ -454,7 +455,10 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
                  "': expected gpipe, 1f1b or zb-h1");
     options.pipelineSplit = true;
     options.pipelineStages = request.pipelineStages;
-    options.stagesBy = "layers";
+    if (request.stagesBy != "layers" && request.stagesBy != "cost")
+      raiseError("unknown stages_by '" + request.stagesBy +
+                 "': expected layers or cost");
+    options.stagesBy = request.stagesBy;
     options.schedule = request.schedule;
   }
 }
@@ -537,13 +541,15 @@ compileModel(Model &model, const CompileRequest &request) {
 
 /// One candidate of Model.search, as the Python side takes it: strategy,
 /// preset, sequence parallel, mesh axes, microbatches, pipeline stages (1:
-/// not pipelined), schedule ("" when not), rank (0: does not fit),
+/// not pipelined), schedule and stages by ("" when not), rank (0: does not
+/// fit),
 /// seconds, compute, comm, hidden, bubble, flops, wire bytes, calls,
 /// collectives, memory, crosses nodes, rejection.
 using CandidateTuple =
     std::tuple<std::string, std::string, bool,
                std::vector<std::pair<std::string, int64_t>>, int64_t,
-               int64_t, std::string, int64_t, double, double, double, double,
+               int64_t, std::string, std::string, int64_t, double, double,
+               double, double,
                double, double, double, int64_t, int64_t, int64_t, bool,
                std::string>;
 
@@ -603,7 +609,8 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
   std::vector<CandidateTuple> out;
   for (const search::Candidate &c : result.candidates)
     out.emplace_back(c.strategy, c.preset, c.sequenceParallel, c.axes,
-                     c.microbatches, c.pipelineStages, c.schedule, c.rank,
+                     c.microbatches, c.pipelineStages, c.schedule, c.stagesBy,
+                     c.rank,
                      c.seconds, c.computeSeconds, c.commSeconds,
                      c.hiddenSeconds, c.bubbleSeconds, c.work.flops,
                      c.work.wireBytes, c.work.calls, c.work.collectives,
@@ -690,12 +697,14 @@ NB_MODULE(_compiler, m) {
              std::optional<double> weightDecay, const std::string &last,
              uint64_t seed, bool sequenceParallel,
              const std::string &precision, int64_t microbatches,
-             int64_t pipelineStages, const std::string &schedule) {
+             int64_t pipelineStages, const std::string &schedule,
+             const std::string &stagesBy) {
             CompileRequest request;
             request.precision = precision;
             request.microbatches = microbatches;
             request.pipelineStages = pipelineStages;
             request.schedule = schedule;
+            request.stagesBy = stagesBy;
             request.strategy = strategy;
             request.mesh = mesh;
             request.train = train;
@@ -710,7 +719,8 @@ NB_MODULE(_compiler, m) {
           nb::arg("lr").none(), nb::arg("weight_decay").none(),
           nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"),
           nb::arg("precision") = "fp32", nb::arg("microbatches") = 1,
-          nb::arg("pp") = 0, nb::arg("schedule") = "1f1b");
+          nb::arg("pp") = 0, nb::arg("schedule") = "1f1b",
+          nb::arg("stages_by") = "layers");
 
   m.def(
       "search",

@@ -230,26 +230,28 @@ def test_search_ranks_and_plans_the_best(small_gpt):
 
 
 def test_search_pipelines(small_gpt):
-    # 2 layers on 4 devices: pp=2 before dp=2, under 1f1b and zb-h1; pp=4
-    # does not split 2 layers (one rejected row).
+    # 2 layers on 4 devices: pp=2 before dp=2, and pp=4 alone, under 1f1b
+    # and zb-h1; 4 stages of 2 layers only cut by cost.
     result = small_gpt.search(4, train=True, strategies=["dp", "pp"],
                               device_tflops=0.01)
     piped = [c for c in result.candidates if c.pipeline_stages > 1]
-    assert {(c.mesh.axes[0], c.schedule) for c in piped if not c.rejection} \
-        == {(("pp", 2), "1f1b"), (("pp", 2), "zb-h1")}
-    rejected = [c for c in piped if c.rejection]
-    assert len(rejected) == 1 and "4 stages but the model has 2 layers" \
-        in rejected[0].rejection
+    assert sorted((c.mesh.axes[0], c.schedule) for c in piped) == [
+        (("pp", 2), "1f1b"), (("pp", 2), "zb-h1"),
+        (("pp", 4), "1f1b"), (("pp", 4), "zb-h1")]
+    assert all(c.stages_by == "cost" for c in piped
+               if c.pipeline_stages == 4)
     for c in piped:
         if c.rejection:
             continue
         assert c.microbatches in (2, 4) and c.hidden_seconds == 0
+        assert c.stages_by in ("layers", "cost")
         assert c.bubble_seconds >= 0
         assert c.seconds == pytest.approx(
             c.compute_seconds + c.comm_seconds + c.bubble_seconds)
         assert c.schedule in result.table
     unpiped = [c for c in result.candidates if c.pipeline_stages == 1]
-    assert all(c.schedule == "" and c.bubble_seconds == 0 for c in unpiped)
+    assert all(c.schedule == "" and c.stages_by == "" and
+               c.bubble_seconds == 0 for c in unpiped)
 
     # Only pipelines: the best is one, and plan_best compiles it as such.
     only = small_gpt.search(2, train=True, strategies=["pp"],

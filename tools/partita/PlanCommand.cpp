@@ -683,7 +683,7 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
         errs() << "partita plan: [" << index + 1 << "/" << count << "] "
                << c.strategy << " on " << c.mesh;
         if (c.pipelined())
-          errs() << " (" << c.schedule << ")";
+          errs() << " (" << c.schedule << ", stages by " << c.stagesBy << ")";
         if (c.microbatches > 1)
           errs() << " with " << c.microbatches << " microbatches";
         errs() << ": " << (c.compiled() ? "compiled" : "rejected");
@@ -738,7 +738,9 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
   search::applyCandidate(best, options);
   if (!quiet)
     errs() << "partita plan: chose " << best.strategy << " on " << best.mesh
-           << (best.pipelined() ? " (" + best.schedule + ")" : std::string())
+           << (best.pipelined()
+                   ? " (" + best.schedule + ", stages by " + best.stagesBy + ")"
+                   : std::string())
            << (best.microbatches > 1
                    ? " with " + std::to_string(best.microbatches) +
                          " microbatches"

@@ -11,9 +11,9 @@ noise):
 - the candidates are dp and megatron on 4 devices, and under each schedule
   (1f1b, zb-h1) pp=2 before dp=2 and tp=2, and pp=4 alone (the set is
   written out here);
-- each pipelined row's microbatches are P x 2^k; compiled by hand with
-  `partita plan --pp P --schedule S --microbatches m`, each of its stages'
-  memory is `partita explain --stage s`'s total and the row's memory the
+- each pipelined row's microbatches are P x 2^k and its cut layers or
+  cost; compiled by hand with `partita plan --pp P --schedule S
+  --stages-by CUT --microbatches m`, each of its stages' memory is `partita explain --stage s`'s total and the row's memory the
   largest; each stage's send is a call plus its larger message (activations
   or gradients, from explain's "sends" line) over the link;
 - each row's comm is the cost model applied to its traffic, and its step is
@@ -213,13 +213,15 @@ def check_row_costs(row, flops, call, link, node_link, per_node):
         m = row["microbatches"]
         if m % p or (m // p) & (m // p - 1):
             fail("%s: %d microbatches is not %d x 2^k" % (name, m, p))
+        if row["stages_by"] not in ("layers", "cost"):
+            fail("%s: cut %s" % (name, row["stages_by"]))
         if row["hidden_seconds"] != 0 or row["bubble_seconds"] < 0:
             fail("%s: hidden %g, bubble %g" % (name, row["hidden_seconds"],
                                                row["bubble_seconds"]))
         if not close(row["seconds"], row["compute_seconds"] +
                      row["comm_seconds"] + row["bubble_seconds"]):
             fail("step of %s is not compute + comm + bubble" % name)
-    elif row["bubble_seconds"] != 0 or row["stages"]:
+    elif row["bubble_seconds"] != 0 or row["stages"] or row["stages_by"] != "-":
         fail("%s is not pipelined but has a bubble or stages" % name)
     return name
 
@@ -249,8 +251,9 @@ def main():
         subprocess.run(
             [partita, "plan", model, "--train", "adamw", "--strategy", strategy]
             + (["--mesh", stage_mesh] if stage_mesh else [])
-            + ["--pp", p, "--schedule", row["schedule"], "--microbatches",
-               str(row["microbatches"]), "--quiet", "-o", manual], check=True)
+            + ["--pp", p, "--schedule", row["schedule"], "--stages-by",
+               row["stages_by"], "--microbatches", str(row["microbatches"]),
+               "--quiet", "-o", manual], check=True)
         name = check_pipelined(partita, row, manual, call, link, link, 0)
         busiest = max(row["microbatches"] * (s["F"] + s["B"] + s["W"]) +
                       s["update"] for s in row["stages"])
@@ -292,10 +295,10 @@ def main():
     if best["schedule"] == "-":
         fail("over a slow node link chose %s on %s, not a pipeline" %
              (best["strategy"], best["mesh"]))
-    m = re.search(r"chose (\S+) on (\S+) \((\S+)\) with (\d+) microbatches",
-                  run.stderr)
-    if not m or m.groups() != (best["strategy"], best["mesh"],
-                               best["schedule"], str(best["microbatches"])):
+    m = re.search(r"chose (\S+) on (\S+) \((\S+), stages by (\S+)\) with "
+                  r"(\d+) microbatches", run.stderr)
+    if not m or m.groups() != (best["strategy"], best["mesh"], best["schedule"],
+                               best["stages_by"], str(best["microbatches"])):
         fail("rank 1 is %s on %s; the tool says:\n%s" %
              (best["strategy"], best["mesh"], run.stderr))
     inner = [a.split("=")[0] for a in best["mesh"].split(",")[1:]]
