@@ -24,7 +24,12 @@ noise):
   with the row's stage times; a zb-h1 row's step is at least its busiest
   stage's work;
 - pipelining moves FLOPs, it adds none: the pure pipeline's stages' FLOPs
-  sum to dp's per device times 4, within 1%.
+  sum to dp's per device times 4, within 1%;
+- under a memory limit that another cut or count of a pipelined row meets
+  but its chosen one does not (each compiled by hand and measured by
+  explain), that pipeline fits, and every pipeline over the limit is over
+  it under every cut and count: the search keeps one that fits when there
+  is one.
 On 8 devices in 2 nodes of 4 with a slow link between them (0.2 GB/s):
 - rank 1 is pipelined, its "pp" groups span the nodes and nothing else
   does; the chosen plan agrees with explain stage by stage and trains 2
@@ -188,6 +193,31 @@ def check_pipelined(partita, row, plan, call, link, node_link, per_node):
     return name
 
 
+def variants(partita, model, work, row):
+    """(cut, microbatches, largest stage's memory) of the row's pipeline
+    under each cut and P, 2P, ... microbatches that compile, by hand."""
+    p = int(row["mesh"].split(",")[0].split("=")[1])
+    stage_mesh = ",".join(row["mesh"].split(",")[1:])
+    strategy = "none" if row["strategy"] == "pp" else row["strategy"]
+    out = []
+    for cut in ("layers", "cost"):
+        m = p
+        while m <= 64:
+            variant = os.path.join(work, "variant.pb")
+            made = subprocess.run(
+                [partita, "plan", model, "--train", "adamw", "--strategy",
+                 strategy] + (["--mesh", stage_mesh] if stage_mesh else [])
+                + ["--pp", str(p), "--schedule", row["schedule"],
+                   "--stages-by", cut, "--microbatches", str(m), "--quiet",
+                   "-o", variant], capture_output=True, text=True)
+            if made.returncode != 0:
+                break
+            out.append((cut, m, max(explain_stage(partita, variant, s)[0]
+                                    for s in range(p))))
+            m *= 2
+    return out
+
+
 def check_row_costs(row, flops, call, link, node_link, per_node):
     name = "%s on %s (%s)" % (row["strategy"], row["mesh"], row["schedule"])
     if row["rejection"]:
@@ -280,6 +310,46 @@ def main():
     print("4 devices, compute-bound: %d candidates; %d pipelined rows agree "
           "with explain stage by stage; 1f1b steps match 1F1B simulated here; "
           "pp=4's stages hold dp's FLOPs x 4" % (len(rows), checked))
+
+    # A memory limit that one of a pipeline's other cuts or counts meets but
+    # its chosen one does not: the search must then keep one that fits.
+    found = {}
+    for row in rows:
+        if row["schedule"] == "-":
+            continue
+        for cut, m, need in variants(partita, model, work, row):
+            if need < row["memory_bytes"] and not found:
+                found = dict(row=row, cut=cut, m=m, need=need)
+    if not found:
+        fail("no pipelined row has a smaller cut or count to test a limit with")
+    limit = found["need"]
+    key = (found["row"]["strategy"], found["row"]["mesh"], found["row"]["schedule"])
+    run, rows, plan = search(partita, model, work, "limited", cost,
+                             ["--search-strategies", "dp,megatron,pp",
+                              "--memory-per-device", str(limit)], 4)
+    over = 0
+    for row in rows:
+        if row["schedule"] == "-":
+            continue
+        name = "%s on %s (%s)" % (row["strategy"], row["mesh"], row["schedule"])
+        if (row["rank"] > 0) != (row["memory_bytes"] <= limit):
+            fail("%s: memory %d, limit %d, rank %d" % (
+                name, row["memory_bytes"], limit, row["rank"]))
+        if (row["strategy"], row["mesh"], row["schedule"]) == key and \
+                row["rank"] == 0:
+            fail("%s: over the limit %d, but cut by %s with %d microbatches "
+                 "it fits" % (name, limit, found["cut"], found["m"]))
+        if row["rank"] > 0:
+            continue
+        over += 1
+        for cut, m, need in variants(partita, model, work, row):
+            if need <= limit:
+                fail("%s is over the limit, but cut by %s with %d "
+                     "microbatches it needs %d bytes" % (name, cut, m, need))
+    print("a limit that %s on %s (%s) meets cut by %s with %d microbatches, "
+          "not as first chosen: it fits; %d pipelined rows over it are over "
+          "under every cut and count" % (key[0], key[1], key[2], found["cut"],
+                                         found["m"], over))
 
     # Two nodes of 4 with a slow link between them: the pipeline crosses it
     # with activations, not gradients.
