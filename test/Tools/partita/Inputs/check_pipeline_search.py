@@ -42,6 +42,8 @@ import re
 import subprocess
 import sys
 
+from search_report import read_report, spans_nodes
+
 SCHEDULES = ("1f1b", "zb-h1")
 EXPECTED = {("dp", "dp=4", "-"), ("megatron", "tp=4", "-")} | {
     (s, m, sched) for sched in SCHEDULES
@@ -67,53 +69,8 @@ def search(partita, model, work, name, cost, extra, devices):
         + cost + extra, capture_output=True, text=True)
     if run.returncode != 0:
         fail("the search %s failed:\n%s" % (name, run.stderr))
-    rows = []
-    with open(report) as f:
-        header = f.readline().rstrip("\n").split("\t")
-        for line in f:
-            row = dict(zip(header, line.rstrip("\n").split("\t")))
-            for key in ("rank", "microbatches", "calls", "memory_bytes",
-                        "crosses_nodes"):
-                row[key] = int(row[key])
-            for key in ("seconds", "compute_seconds", "comm_seconds",
-                        "hidden_seconds", "bubble_seconds", "flops",
-                        "wire_bytes"):
-                row[key] = float(row[key])
-            row["traffic"] = [
-                (t.split("/")[0].split("+"), t.split("/")[1] == "bucketed",
-                 int(t.split("/")[2]), float(t.split("/")[3]))
-                for t in row["traffic"].split(";") if t]
-            row["stages"] = [
-                dict(zip(("F", "B", "W", "send", "update"),
-                         map(float, s.split("/")[:5])),
-                     memory=int(s.split("/")[5]))
-                for s in row["stages"].split(";") if s]
-            rows.append(row)
+    rows = read_report(report)
     return run, rows, plan
-
-
-def spans_nodes(mesh, group_axes, per_node):
-    """Whether a group over group_axes of the row-major mesh holds devices
-    of two nodes of per_node devices (written apart from the tool's)."""
-    axes = [(a.split("=")[0], int(a.split("=")[1])) for a in mesh.split(",")]
-    devices = 1
-    for _, size in axes:
-        devices *= size
-    if not per_node or per_node >= devices:
-        return False
-    strides, stride = {}, 1
-    for name, size in reversed(axes):
-        strides[name] = stride
-        stride *= size
-    for device in range(devices):
-        members = [0]
-        for name, size in axes:
-            coord = (device // strides[name]) % size
-            choices = range(size) if name in group_axes else [coord]
-            members = [m + c * strides[name] for m in members for c in choices]
-        if len({m // per_node for m in members}) > 1:
-            return True
-    return False
 
 
 def simulate_1f1b(stages, m):

@@ -33,6 +33,8 @@ import re
 import subprocess
 import sys
 
+from search_report import read_report, spans_nodes
+
 EXPECTED = {
     ("dp", "dp=4"), ("zero1", "dp=4"), ("zero2", "dp=4"), ("zero3", "dp=4"),
     ("fsdp", "dp=4"), ("megatron", "tp=4"), ("dp+megatron", "dp=2,tp=2"),
@@ -53,34 +55,6 @@ def close(a, b, rel=1e-6):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
 
 
-def spans_nodes(mesh, group_axes, per_node):
-    """Whether a group over group_axes of the row-major mesh holds devices
-    of two nodes of per_node devices (written apart from the tool's)."""
-    axes = [(a.split("=")[0], int(a.split("=")[1])) for a in mesh.split(",")]
-    devices = 1
-    for _, size in axes:
-        devices *= size
-    if not per_node or per_node >= devices:
-        return False
-    strides, stride = {}, 1
-    for name, size in reversed(axes):
-        strides[name] = stride
-        stride *= size
-    for device in range(devices):
-        coords = {n: (device // strides[n]) % size for n, size in axes}
-        # The group's devices: every coordinate along group_axes.
-        members = [0]
-        for name, size in axes:
-            if name in group_axes:
-                members = [m + c * strides[name] for m in members
-                           for c in range(size)]
-            else:
-                members = [m + coords[name] * strides[name] for m in members]
-        if len({m // per_node for m in members}) > 1:
-            return True
-    return False
-
-
 def search(partita, model, work, name, extra, devices=4):
     report = os.path.join(work, name + ".tsv")
     plan = os.path.join(work, name + ".pb")
@@ -89,25 +63,7 @@ def search(partita, model, work, name, extra, devices=4):
          "--devices", str(devices), "--search-report", report, "-o", plan,
          "--search-schedules", "none"] + extra,
         capture_output=True, text=True)
-    rows = []
-    if os.path.exists(report):
-        with open(report) as f:
-            header = f.readline().rstrip("\n").split("\t")
-            for line in f:
-                row = dict(zip(header, line.rstrip("\n").split("\t")))
-                for key in ("rank", "microbatches", "calls", "collectives",
-                            "memory_bytes",
-                            "crosses_nodes"):
-                    row[key] = int(row[key])
-                for key in ("seconds", "compute_seconds", "comm_seconds",
-                            "hidden_seconds", "bubble_seconds", "flops",
-                            "wire_bytes"):
-                    row[key] = float(row[key])
-                row["traffic"] = [
-                    (t.split("/")[0].split("+"), t.split("/")[1] == "bucketed",
-                     int(t.split("/")[2]), float(t.split("/")[3]))
-                    for t in row["traffic"].split(";") if t]
-                rows.append(row)
+    rows = read_report(report) if os.path.exists(report) else []
     return run, rows, plan
 
 
