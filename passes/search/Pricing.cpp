@@ -1,0 +1,242 @@
+//===- Pricing.cpp - the cost model applied to a compiled plan -------------===//
+//
+// Measures a candidate's plan (PlanExplain.h) and prices it: compute and
+// communication by the cost model, the overlap of bucketed gradient
+// reductions, and for a pipeline its schedule simulated with each stage's
+// times (PipelineSchedule.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/search/Pricing.h"
+
+#include "passes/pipeline/Passes.h"
+#include "passes/plan/PlanExplain.h"
+#include "partita/runtime/PipelineSchedule.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+using namespace llvm;
+
+namespace partita::search {
+
+bool groupSpansNodes(ArrayRef<std::pair<std::string, int64_t>> axes,
+                     ArrayRef<std::string> groupAxes, int64_t devicesPerNode) {
+  int64_t devices = 1;
+  for (const auto &axis : axes)
+    devices *= axis.second;
+  if (devicesPerNode <= 0 || devicesPerNode >= devices)
+    return false;
+  // A device's group is named by its coordinates along the other axes; the
+  // group spans nodes when two of its devices are on different nodes.
+  std::map<std::vector<int64_t>, int64_t> nodeOfGroup;
+  for (int64_t device = 0; device < devices; ++device) {
+    std::vector<int64_t> key;
+    int64_t rest = device;
+    for (size_t i = axes.size(); i-- > 0;) {
+      int64_t coordinate = rest % axes[i].second;
+      rest /= axes[i].second;
+      if (!llvm::is_contained(groupAxes, axes[i].first))
+        key.push_back(coordinate);
+    }
+    int64_t node = device / devicesPerNode;
+    auto [it, inserted] = nodeOfGroup.try_emplace(key, node);
+    if (!inserted && it->second != node)
+      return true;
+  }
+  return false;
+}
+
+/// Seconds the cost model gives `work`'s communication on the mesh `axes`
+/// (calls x callSeconds + wire / the rate of each group's slowest link);
+/// adds its bucketed share to `bucketed` and sets `crossesNodes` when a
+/// group spans nodes.
+static double commSeconds(const plan_lowering::PlanWork &work,
+                          ArrayRef<std::pair<std::string, int64_t>> axes,
+                          const CostModel &cost, double &bucketed,
+                          bool &crossesNodes) {
+  double total = 0;
+  for (const plan_lowering::PlanTraffic &traffic : work.traffic) {
+    bool spans = groupSpansNodes(axes, traffic.axes, cost.devicesPerNode);
+    crossesNodes |= spans;
+    double seconds = double(traffic.calls) * cost.callSeconds +
+                     traffic.wireBytes / (spans ? cost.nodeLinkBytesPerSecond
+                                                : cost.linkBytesPerSecond);
+    total += seconds;
+    if (traffic.bucketed)
+      bucketed += seconds;
+  }
+  return total;
+}
+
+/// `work` plus `more` times `times` (traffic merged by axes and bucketing).
+static void addWork(plan_lowering::PlanWork &work,
+                    const plan_lowering::PlanWork &more, int64_t times) {
+  work.flops += double(times) * more.flops;
+  work.wireBytes += double(times) * more.wireBytes;
+  work.collectives += times * more.collectives;
+  work.calls += times * more.calls;
+  for (const plan_lowering::PlanTraffic &t : more.traffic) {
+    auto it = llvm::find_if(work.traffic, [&](const auto &w) {
+      return w.axes == t.axes && w.bucketed == t.bucketed;
+    });
+    if (it == work.traffic.end()) {
+      work.traffic.push_back(t);
+      it = std::prev(work.traffic.end());
+      it->wireBytes = 0;
+      it->calls = 0;
+    }
+    it->wireBytes += double(times) * t.wireBytes;
+    it->calls += times * t.calls;
+  }
+}
+
+/// Prices a compiled pipelined plan: each stage's forward, backward, send
+/// and update times from its own programs, its schedule simulated with
+/// them (sends buffered, as the executor posts them), its busiest stage's
+/// work as the candidate's. Returns an error, or empty.
+static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
+                                 const CostModel &cost) {
+  namespace pl = runtime::pipeline;
+  const plan::PipelineSchedule &schedule = plan.pipeline();
+  int64_t m = schedule.microbatches();
+  bool ppSpans = groupSpansNodes(candidate.axes, {pipeline::kPipelineAxis.str()},
+                                 cost.devicesPerNode);
+  double ppRate =
+      ppSpans ? cost.nodeLinkBytesPerSecond : cost.linkBytesPerSecond;
+  std::vector<pl::ActionCosts> costs(schedule.stages_size());
+  std::vector<plan_lowering::PlanWork> works(schedule.stages_size());
+  candidate.stages.assign(schedule.stages_size(), StageCost());
+  auto programAt = [&](int index) -> const plan::Program * {
+    return index >= 0 && index < plan.programs_size() ? &plan.programs(index)
+                                                      : nullptr;
+  };
+  for (int t = 0; t < schedule.stages_size(); ++t) {
+    const plan::PipelineStage &stage = schedule.stages(t);
+    StageCost &stageCost = candidate.stages[t];
+    plan_lowering::PlanWork &work = works[t];
+    // Seconds of one run of program `index`, its work added `times` times.
+    auto run = [&](int index, int64_t times) -> double {
+      const plan::Program *program = programAt(index);
+      if (!program)
+        return 0;
+      plan_lowering::PlanWork one =
+          plan_lowering::measurePlanWork(plan, *program);
+      addWork(work, one, times);
+      double bucketed = 0;
+      return one.flops / cost.deviceFlops +
+             commSeconds(one, candidate.axes, cost, bucketed,
+                         candidate.crossesNodes);
+    };
+    stageCost.forward = run(stage.forward(), m);
+    if (stage.backward() >= 0) {
+      stageCost.backwardInput = run(stage.backward(), m);
+    } else {
+      stageCost.backwardInput = run(stage.backward_input(), m);
+      stageCost.backwardWeight = run(stage.backward_weight(), m);
+    }
+    stageCost.update = run(stage.optimizer(), 1);
+    const plan::Program *update = programAt(stage.optimizer());
+    if (!update)
+      return "stage " + std::to_string(t) + " has no update program";
+    stageCost.memory =
+        plan_lowering::explainPlan(plan, *update, "", nulls()).total;
+    // What the stage sends per microbatch: activations to the next stage,
+    // gradients to the previous one (the first stage sends no gradient, the
+    // last no activation), each one point-to-point call over "pp".
+    std::vector<const plan::Program *> programs;
+    for (int index : pl::microbatchPrograms(stage))
+      if (const plan::Program *program = programAt(index))
+        programs.push_back(program);
+    pl::SlotBytes slots = pl::slotBytes(programs);
+    plan_lowering::PlanTraffic sends;
+    sends.axes = {pipeline::kPipelineAxis.str()};
+    int64_t largest = 0;
+    for (pl::SlotKind kind :
+         {pl::SlotKind::ActivationOut, pl::SlotKind::GradientOut}) {
+      int64_t bytes = slots[size_t(kind)];
+      if (bytes <= 0)
+        continue;
+      largest = std::max(largest, bytes);
+      sends.calls += m;
+      sends.wireBytes += double(m) * double(bytes);
+    }
+    if (sends.calls) {
+      candidate.crossesNodes |= ppSpans;
+      stageCost.send = cost.callSeconds + double(largest) / ppRate;
+      work.traffic.push_back(sends);
+      work.wireBytes += sends.wireBytes;
+      work.calls += sends.calls;
+    }
+    costs[t].forward = stageCost.forward;
+    costs[t].backwardInput = stageCost.backwardInput;
+    costs[t].backwardWeight = stageCost.backwardWeight;
+    costs[t].send = stageCost.send;
+    costs[t].optimizer = stageCost.update;
+  }
+  // The library throws for a schedule that does not validate, and this
+  // library is built without exceptions: validate first (plan lowering
+  // wrote it from a named schedule, so it does).
+  pl::Schedule actions = pl::fromProto(schedule);
+  if (std::optional<pl::ScheduleError> error = pl::validate(actions))
+    return "its schedule does not validate: " + pl::toString(*error);
+  pl::Simulation simulation =
+      pl::simulate(actions, costs, pl::SendMode::Buffered);
+  // The busiest stage (most compute and communication a step) stands for
+  // the candidate; the rest of the makespan is the bubble.
+  double busiest = -1;
+  for (size_t t = 0; t < works.size(); ++t) {
+    double bucketed = 0;
+    bool crosses = false;
+    double compute = works[t].flops / cost.deviceFlops;
+    double comm = commSeconds(works[t], candidate.axes, cost, bucketed, crosses);
+    if (compute + comm > busiest) {
+      busiest = compute + comm;
+      candidate.work = works[t];
+      candidate.computeSeconds = compute;
+      candidate.commSeconds = comm;
+    }
+    candidate.memory = std::max(candidate.memory, candidate.stages[t].memory);
+  }
+  candidate.hiddenSeconds = 0;
+  // A stage that sends gradients smaller than its activations (or the
+  // reverse) is priced at its larger message in the simulation: the
+  // makespan can then exceed the busy time by that, never fall below it
+  // except by rounding.
+  candidate.bubbleSeconds = std::max(0.0, simulation.makespan - busiest);
+  candidate.seconds = candidate.computeSeconds + candidate.commSeconds +
+                      candidate.bubbleSeconds;
+  return "";
+}
+
+std::string pricePlan(Candidate &candidate, const plan::Plan &plan,
+                      StringRef stepProgram, bool train,
+                      const CostModel &cost) {
+  if (candidate.pipelined())
+    return pricePipeline(candidate, plan, cost);
+  const plan::Program *program = nullptr;
+  for (const plan::Program &p : plan.programs())
+    if (p.name() == stepProgram)
+      program = &p;
+  if (!program)
+    return ("its plan has no program '" + stepProgram + "'").str();
+  candidate.work = plan_lowering::measurePlanWork(plan, *program);
+  candidate.memory =
+      plan_lowering::explainPlan(plan, *program, "", nulls()).total;
+  candidate.computeSeconds = candidate.work.flops / cost.deviceFlops;
+  double bucketed = 0;
+  candidate.commSeconds = commSeconds(candidate.work, candidate.axes, cost,
+                                      bucketed, candidate.crossesNodes);
+  if (train)
+    candidate.hiddenSeconds =
+        std::min(bucketed, cost.backwardShare * candidate.computeSeconds);
+  candidate.seconds =
+      candidate.computeSeconds + candidate.commSeconds - candidate.hiddenSeconds;
+  return "";
+}
+
+} // namespace partita::search
