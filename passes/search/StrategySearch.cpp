@@ -343,6 +343,8 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
       }
       continue;
     }
+    // The choice alone, before its numbers: what a retry starts from.
+    const Candidate choice = candidate;
     evaluate(candidate, model, base, cost);
     if (progress)
       progress(candidate, i, count);
@@ -350,12 +352,7 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
         candidate.fits(cost))
       continue;
     for (int64_t m = 2; m <= kMaxMicrobatches; m *= 2) {
-      Candidate retry;
-      retry.strategy = candidate.strategy;
-      retry.preset = candidate.preset;
-      retry.sequenceParallel = candidate.sequenceParallel;
-      retry.mesh = candidate.mesh;
-      retry.axes = candidate.axes;
+      Candidate retry = choice;
       retry.microbatches = m;
       evaluate(retry, model, base, cost);
       if (!retry.compiled())
