@@ -97,8 +97,8 @@ static void addWork(plan_lowering::PlanWork &work,
 
 /// Prices a compiled pipelined plan: each stage's forward, backward, send
 /// and update times from its own programs, its schedule simulated with
-/// them (sends buffered, as the executor posts them), its busiest stage's
-/// work as the candidate's. Returns an error, or empty.
+/// them (sends buffered, as the executor posts them), its busiest pipeline
+/// rank's work as the candidate's. Returns an error, or empty.
 static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
                                  const CostModel &cost) {
   namespace pl = runtime::pipeline;
@@ -186,27 +186,38 @@ static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
     return "its schedule does not validate: " + pl::toString(*error);
   pl::Simulation simulation =
       pl::simulate(actions, costs, pl::SendMode::Buffered);
-  // The busiest stage (most compute and communication a step) stands for
-  // the candidate; the rest of the makespan is the bubble.
-  double busiest = -1;
+  // The busiest pipeline rank (most compute and communication a step: its
+  // stages, one per chunk, together) stands for the candidate; the rest of
+  // the makespan is the bubble. A rank holds every chunk's stage, so its
+  // memory is their sum.
+  int ranks = std::max(1, schedule.ranks());
+  std::vector<plan_lowering::PlanWork> rankWorks(ranks);
+  std::vector<int64_t> rankMemory(ranks, 0);
   for (size_t t = 0; t < works.size(); ++t) {
+    addWork(rankWorks[t % ranks], works[t], 1);
+    rankMemory[t % ranks] += candidate.stages[t].memory;
+  }
+  double busiest = -1;
+  for (int r = 0; r < ranks; ++r) {
     double bucketed = 0;
     bool crosses = false;
-    double compute = works[t].flops / cost.deviceFlops;
-    double comm = commSeconds(works[t], candidate.axes, cost, bucketed, crosses);
+    double compute = rankWorks[r].flops / cost.deviceFlops;
+    double comm =
+        commSeconds(rankWorks[r], candidate.axes, cost, bucketed, crosses);
     if (compute + comm > busiest) {
       busiest = compute + comm;
-      candidate.work = works[t];
+      candidate.work = rankWorks[r];
       candidate.computeSeconds = compute;
       candidate.commSeconds = comm;
     }
-    candidate.memory = std::max(candidate.memory, candidate.stages[t].memory);
+    candidate.memory = std::max(candidate.memory, rankMemory[r]);
   }
   candidate.hiddenSeconds = 0;
   // A stage that sends gradients smaller than its activations (or the
-  // reverse) is priced at its larger message in the simulation: the
-  // makespan can then exceed the busy time by that, never fall below it
-  // except by rounding.
+  // reverse) is priced at its larger message in the simulation, and a
+  // receive takes the time of its message on the receiver too: the
+  // makespan exceeds the busiest rank's compute and comm by those and the
+  // idle time, never falls below it but by rounding.
   candidate.bubbleSeconds = std::max(0.0, simulation.makespan - busiest);
   candidate.seconds = candidate.computeSeconds + candidate.commSeconds +
                       candidate.bubbleSeconds;

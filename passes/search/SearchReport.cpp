@@ -50,14 +50,14 @@ std::string secondsText(double seconds) {
 
 void printSearchTable(const SearchResult &result, const CostModel &cost,
                       raw_ostream &os) {
-  os << format("  %-4s %-15s %-15s %3s %-5s %-6s %10s %10s %10s %10s %10s "
+  os << format("  %-4s %-15s %-15s %3s %-11s %-6s %10s %10s %10s %10s %10s "
                "%6s %11s %11s\n",
                "rank", "strategy", "mesh", "mb", "sched", "cut", "step (est.)",
                "compute", "comm", "hidden", "bubble", "calls", "wire/device",
                "memory");
   for (const Candidate &c : result.candidates) {
     std::string place = c.rank ? std::to_string(c.rank) : "-";
-    os << format("  %-4s %-15s %-15s %3lld %-5s %-6s ", place.c_str(),
+    os << format("  %-4s %-15s %-15s %3lld %-11s %-6s ", place.c_str(),
                  c.strategy.c_str(), c.mesh.c_str(), (long long)c.microbatches,
                  c.pipelined() ? c.schedule.c_str() : "-",
                  c.pipelined() ? c.stagesBy.c_str() : "-");

@@ -78,7 +78,9 @@ std::vector<std::string> searchableStrategies() {
   return names;
 }
 
-std::vector<std::string> searchableSchedules() { return {"1f1b", "zb-h1"}; }
+std::vector<std::string> searchableSchedules() {
+  return {"1f1b", "zb-h1", "interleaved"};
+}
 
 std::string checkDevices(int64_t devices) {
   if (devices >= kMinDevices && devices <= kMaxDevices)
@@ -123,6 +125,7 @@ void applyCandidate(const Candidate &candidate, CompilerOptions &options) {
     options.pipelineStages = candidate.pipelineStages;
     options.stagesBy = candidate.stagesBy;
     options.schedule = candidate.schedule;
+    options.pipelineChunks = candidate.chunks;
   }
 }
 
@@ -205,6 +208,7 @@ enumerateCandidates(int64_t devices, const SearchSpace &space,
                          (candidate.mesh.empty() ? "" : ",") + candidate.mesh;
         candidate.pipelineStages = stages;
         candidate.schedule = schedule;
+        candidate.chunks = schedule == "interleaved" ? kInterleavedChunks : 1;
         candidate.microbatches = stages;
         out.push_back(std::move(candidate));
       }
@@ -275,14 +279,15 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
   // compute) until it fits or no longer compiles; the first that fits
   // joins the candidates.
   std::vector<Candidate> accumulated;
-  // Pipeline stage counts whose split failed under every cut.
+  // Stage counts (ranks x chunks) whose split failed under every cut.
   std::set<int64_t> failedSplits;
   std::vector<bool> dropped(candidates.size(), false);
   size_t count = candidates.size();
   for (size_t i = 0; i < count; ++i) {
     Candidate &candidate = candidates[i];
     if (candidate.pipelined()) {
-      if (failedSplits.count(candidate.pipelineStages)) {
+      int64_t stageCount = candidate.pipelineStages * candidate.chunks;
+      if (failedSplits.count(stageCount)) {
         dropped[i] = true;
         continue;
       }
@@ -335,11 +340,10 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
       candidate.stagesBy = rejectionCut;
       candidate.rejection = rejection;
       if (everySplitFailed) {
-        failedSplits.insert(candidate.pipelineStages);
-        candidate.rejection += " (every candidate with " +
-                               std::string(pipeline::kPipelineAxis) + "=" +
-                               std::to_string(candidate.pipelineStages) +
-                               " left out)";
+        failedSplits.insert(stageCount);
+        candidate.rejection += " (the other candidates of " +
+                               std::to_string(stageCount) +
+                               " stages left out)";
       }
       continue;
     }

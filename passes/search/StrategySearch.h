@@ -10,19 +10,20 @@
 // its numbers or the reason it was rejected, so the choice can be printed
 // and checked.
 //
-// A train step is also tried pipelined: P stages along a major-most "pp"
-// axis (P from 2, dividing N), each stage's N / P devices sharded by every
-// preset (or by none: the pure pipeline "pp"), under each searched schedule
-// (1f1b, zb-h1), cut at layer boundaries or balanced by cost, with the cut
-// and the microbatch count (P, 2P, 4P, ...) that price best. A pipelined step is priced by simulating its schedule
-// (runtime/PipelineSchedule.h) with each stage's forward, backward, send
-// and update times from its own programs; its memory is its largest
-// stage's.
+// A train step is also tried pipelined: P pipeline ranks along a
+// major-most "pp" axis (P from 2, dividing N), each rank's N / P devices
+// sharded by every preset (or by none: the pure pipeline "pp"), under each
+// searched schedule (1f1b, zb-h1, interleaved with 2 stages a rank), cut at
+// layer boundaries or balanced by cost, with the cut and the microbatch
+// count (P, 2P, 4P, ...) that price best. A pipelined step is priced by
+// simulating its schedule (runtime/PipelineSchedule.h) with each stage's
+// forward, backward, send and update times from its own programs; its
+// memory is its largest rank's.
 //
-// What it does not search yet: per-op shardings (Alpa's intra-op ILP) and
-// interleaved schedules. The cost model (docs/strategies.md) adds compute
-// and the communication the backward does not hide, with links inside and
-// across nodes.
+// What it does not search yet: per-op shardings (Alpa's intra-op ILP), and
+// more than kInterleavedChunks chunks. The cost model (docs/strategies.md)
+// adds compute and the communication the backward does not hide, with
+// links inside and across nodes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,21 +96,23 @@ struct Candidate {
   int64_t microbatches = 1;
   /// The same as (name, size) pairs.
   std::vector<std::pair<std::string, int64_t>> axes;
-  /// Pipeline stages (the "pp" axis; 1: not pipelined), their schedule
-  /// ("1f1b", "zb-h1") and how the model is cut into them ("layers": at
-  /// layer boundaries, "cost": balanced by cost, `--stages-by`); empty when
-  /// not pipelined.
-  int64_t pipelineStages = 1;
+  /// Pipeline ranks (the "pp" axis; 1: not pipelined), their schedule
+  /// ("1f1b", "zb-h1", "interleaved") and how the model is cut into stages
+  /// ("layers": at layer boundaries, "cost": balanced by cost,
+  /// `--stages-by`); empty when not pipelined. Each rank runs `chunks`
+  /// stages (kInterleavedChunks for interleaved, else 1).
+  int64_t pipelineStages = 1, chunks = 1;
   std::string schedule, stagesBy;
   /// Empty when the candidate compiled; otherwise why it did not (the
   /// compiler's first error).
   std::string rejection;
   /// Per device and step, from the plan: its FLOPs, wire bytes, calls and
   /// traffic by axes (measurePlanWork), and its memory (PlanMemory::total).
-  /// A pipelined candidate's are its busiest stage's (the most compute and
-  /// communication a step): its programs' work, the microbatch programs'
-  /// times the microbatches, with its sends as traffic over "pp"; its
-  /// memory is the largest stage's.
+  /// A pipelined candidate's are its busiest pipeline rank's (the most
+  /// compute and communication a step; a rank runs one stage per chunk):
+  /// its stages' programs' work, the microbatch programs' times the
+  /// microbatches, with its sends as traffic over "pp"; its memory is the
+  /// largest rank's, its stages' together.
   plan_lowering::PlanWork work;
   int64_t memory = 0;
   /// The cost model's estimate: compute = FLOPs / deviceFlops; comm = the
@@ -122,7 +125,8 @@ struct Candidate {
   /// hidden + bubble.
   double computeSeconds = 0, commSeconds = 0, hiddenSeconds = 0,
          bubbleSeconds = 0, seconds = 0;
-  /// A pipelined candidate's stages, in stage order (empty otherwise).
+  /// A pipelined candidate's stages, in stage order (empty otherwise): stage
+  /// t runs on pipeline rank t mod pipelineStages.
   std::vector<StageCost> stages;
   /// Whether some collective's group spans nodes.
   bool crossesNodes = false;
@@ -141,6 +145,10 @@ struct Candidate {
            (model.memoryPerDevice <= 0 || memory <= model.memoryPerDevice);
   }
 };
+
+/// Model chunks a pipeline rank runs under the interleaved schedule
+/// (`--chunks`, Megatron-LM's virtual stages).
+inline constexpr int64_t kInterleavedChunks = 2;
 
 /// How the search cuts a pipelined candidate into stages (`--stages-by`).
 inline constexpr const char *kStageCuts[] = {"layers", "cost"};
@@ -200,7 +208,8 @@ enumerateCandidates(int64_t devices, const SearchSpace &space,
 /// pure pipeline (searched only with schedules).
 std::vector<std::string> searchableStrategies();
 
-/// The pipeline schedules the search prices: "1f1b", "zb-h1".
+/// The pipeline schedules the search prices: "1f1b", "zb-h1",
+/// "interleaved" (kInterleavedChunks chunks a rank).
 std::vector<std::string> searchableSchedules();
 
 /// Why `name` is no schedule the search prices, or empty.
@@ -224,13 +233,14 @@ bool groupSpansNodes(llvm::ArrayRef<std::pair<std::string, int64_t>> axes,
 /// index. A train step over a memory limit is tried again with 2, 4, ...
 /// kMaxMicrobatches microbatches until it fits (the first that fits is
 /// added as a candidate of its own) or stops compiling. A pipelined
-/// candidate is compiled with P, 2P, 4P, ... kMaxMicrobatches microbatches
-/// while the estimate improves and the batch divides; it keeps the fastest
-/// that fits (else the smallest). Once the pipeline split itself fails for
-/// some P (more stages than layers), the other candidates with that P are
-/// rejected with its reason without compiling. Diagnostics of a candidate
-/// that does not compile are kept as its rejection, not reported. Returns
-/// the ranked result.
+/// candidate is compiled cut by layers and by cost (kStageCuts), each with
+/// P, 2P, 4P, ... kMaxMicrobatches microbatches while the estimate improves
+/// and the batch divides; it keeps the fastest cut and count that fit
+/// (else the smallest). Once the pipeline split itself fails for some stage
+/// count (ranks x chunks) under every cut (more stages than the model can
+/// be cut into), the other candidates with that count are left out without
+/// compiling. Diagnostics of a candidate that does not compile are kept as
+/// its rejection, not reported. Returns the ranked result.
 SearchResult
 searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
                  std::vector<Candidate> candidates, const CostModel &cost,

@@ -40,7 +40,7 @@ class Candidate(NamedTuple):
     mesh: Mesh
     microbatches: int  # a pipeline's; else > 1: accumulated to fit memory
     pipeline_stages: int  # 1: not pipelined ("pp" in `mesh` otherwise)
-    schedule: str  # the pipeline's ("1f1b", "zb-h1"); "" when not pipelined
+    schedule: str  # "1f1b", "zb-h1", "interleaved"; "" when not pipelined
     stages_by: str  # its cut: "layers" or "cost"; "" when not pipelined
     rank: int
     seconds: float
@@ -183,8 +183,9 @@ class Model:
         (a train step) the step is split into `pp` pipeline stages by
         `stages_by` ("layers" or balanced by "cost") along a new major-most
         axis "pp" (`mesh` is each stage's), run by `schedule` ("gpipe",
-        "1f1b" or "zb-h1"): `--pp`, `--stages-by`, `--schedule`. The GIL is
-        released while it compiles."""
+        "1f1b", "zb-h1" or "interleaved" with 2 stages a rank): `--pp`,
+        `--stages-by`, `--schedule`. The GIL is released while it
+        compiles."""
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
                                 "plan", seed, sequence_parallel, precision,
                                 microbatches, pp, schedule, stages_by)
@@ -201,8 +202,8 @@ class Model:
                seed: int = 0) -> SearchResult:
         """`partita plan --strategy auto`: compiles every strategy preset on
         every mesh of `devices` devices (as a train step when `train` is
-        set, also pipelined under each of `schedules`: default 1f1b and
-        zb-h1, [] for none) and prices each plan by the cost model
+        set, also pipelined under each of `schedules`: default 1f1b, zb-h1
+        and interleaved, [] for none) and prices each plan by the cost model
         (docs/strategies.md). `plan_best(result)` compiles the winner. The
         GIL is released while it compiles."""
         if train is True:

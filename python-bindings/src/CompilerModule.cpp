@@ -413,7 +413,8 @@ struct CompileRequest {
   std::string precision = "fp32"; // fp32, bf16-mixed or fp16-mixed
   int64_t microbatches = 1;       // with train: gradient accumulation
   int64_t pipelineStages = 0;     // with train: --pp (0: not pipelined)
-  std::string schedule = "1f1b";  // with pipelineStages: gpipe, 1f1b, zb-h1
+  std::string schedule = "1f1b";  // with pipelineStages: gpipe, 1f1b, zb-h1,
+                                  // interleaved (2 chunks a rank)
   std::string stagesBy = "layers"; // with pipelineStages: layers or cost
 };
 
@@ -450,9 +451,9 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
     raiseError("pp must be at least 0, and above 0 only with train=");
   if (request.pipelineStages > 0) {
     if (request.schedule != "gpipe" && request.schedule != "1f1b" &&
-        request.schedule != "zb-h1")
+        request.schedule != "zb-h1" && request.schedule != "interleaved")
       raiseError("unknown schedule '" + request.schedule +
-                 "': expected gpipe, 1f1b or zb-h1");
+                 "': expected gpipe, 1f1b, zb-h1 or interleaved");
     options.pipelineSplit = true;
     options.pipelineStages = request.pipelineStages;
     if (request.stagesBy != "layers" && request.stagesBy != "cost")
@@ -460,6 +461,9 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
                  "': expected layers or cost");
     options.stagesBy = request.stagesBy;
     options.schedule = request.schedule;
+    // Interleaved runs --chunks' default, as the search prices it.
+    if (request.schedule == "interleaved")
+      options.pipelineChunks = search::kInterleavedChunks;
   }
 }
 

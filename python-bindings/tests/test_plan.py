@@ -230,16 +230,18 @@ def test_search_ranks_and_plans_the_best(small_gpt):
 
 
 def test_search_pipelines(small_gpt):
-    # 2 layers on 4 devices: pp=2 before dp=2, and pp=4 alone, under 1f1b
-    # and zb-h1; 4 stages of 2 layers only cut by cost.
+    # 2 layers on 4 devices: pp=2 before dp=2, and pp=4 alone, under 1f1b,
+    # zb-h1 and interleaved (2 stages a rank); 4 or more stages of 2 layers
+    # only cut by cost.
     result = small_gpt.search(4, train=True, strategies=["dp", "pp"],
                               device_tflops=0.01)
     piped = [c for c in result.candidates if c.pipeline_stages > 1]
     assert sorted((c.mesh.axes[0], c.schedule) for c in piped) == [
-        (("pp", 2), "1f1b"), (("pp", 2), "zb-h1"),
-        (("pp", 4), "1f1b"), (("pp", 4), "zb-h1")]
+        (("pp", 2), "1f1b"), (("pp", 2), "interleaved"), (("pp", 2), "zb-h1"),
+        (("pp", 4), "1f1b"), (("pp", 4), "interleaved"), (("pp", 4), "zb-h1")]
     assert all(c.stages_by == "cost" for c in piped
-               if c.pipeline_stages == 4)
+               if c.pipeline_stages * (2 if c.schedule == "interleaved" else 1)
+               > 2)
     for c in piped:
         if c.rejection:
             continue
@@ -267,5 +269,11 @@ def test_search_pipelines(small_gpt):
 
     with pytest.raises(partita.Error, match="unknown schedule 'gpipe'"):
         small_gpt.search(4, train=True, schedules=["gpipe"])
+    # Model.plan takes interleaved too (2 stages a rank, as searched).
+    iplan = small_gpt.plan(strategy="none", train=True, pp=2, microbatches=2,
+                           schedule="interleaved", stages_by="cost")
+    assert "(2 ranks x 2 chunks)" in iplan.explain().text
+    with pytest.raises(partita.Error, match="unknown stages_by 'weight'"):
+        small_gpt.plan(strategy="none", train=True, pp=2, stages_by="weight")
     with pytest.raises(partita.Error, match="pp must be at least 0"):
         small_gpt.plan(strategy="dp", mesh=partita.Mesh({"dp": 2}), pp=2)

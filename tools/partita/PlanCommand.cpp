@@ -111,8 +111,8 @@ cl::list<std::string> searchSchedulesArg(
     "search-schedules", cl::sub(planCommand), cl::CommaSeparated,
     cl::value_desc("a,b,...|none"), cl::cat(searchCategory),
     cl::desc("--strategy auto --train: the pipeline schedules to try "
-             "pipelined candidates with (default 1f1b,zb-h1; none: no "
-             "pipelines)"));
+             "pipelined candidates with (default 1f1b,zb-h1,interleaved; "
+             "none: no pipelines)"));
 cl::opt<std::string> searchReportArg(
     "search-report", cl::sub(planCommand), cl::value_desc("file.tsv"),
     cl::cat(searchCategory),

@@ -9,20 +9,22 @@ On 4 devices with dp, megatron and the pure pipeline pp, compute-bound (10
 GFLOP/s a device; links so fast and calls so cheap that communication is
 noise):
 - the candidates are dp and megatron on 4 devices, and under each schedule
-  (1f1b, zb-h1) pp=2 before dp=2 and tp=2, and pp=4 alone (the set is
-  written out here);
+  (1f1b, zb-h1, interleaved) pp=2 before dp=2 and tp=2, and pp=4 alone (the
+  set is written out here);
 - each pipelined row's microbatches are P x 2^k and its cut layers or
   cost; compiled by hand with `partita plan --pp P --schedule S
-  --stages-by CUT --microbatches m`, each of its stages' memory is `partita explain --stage s`'s total and the row's memory the
-  largest; each stage's send is a call plus its larger message (activations
-  or gradients, from explain's "sends" line) over the link;
+  --stages-by CUT --microbatches m`, each of its stages' memory is `partita
+  explain --stage s`'s total (P stages, 2P interleaved) and the row's memory
+  the largest rank's (its stages t = r mod P together); each stage's send
+  is a call plus its larger message (activations or gradients, from
+  explain's "sends" line) over the link;
 - each row's comm is the cost model applied to its traffic, and its step is
   compute + comm + bubble (hidden 0);
 - a 1f1b row's step is the makespan of 1F1B simulated here (its published
   order: rank r runs P - r - 1 forwards, then alternates, then drains; a
   forward waits for the previous stage's, a backward for the next stage's)
-  with the row's stage times; a zb-h1 row's step is at least its busiest
-  stage's work;
+  with the row's stage times; a zb-h1 or interleaved row's step is at
+  least its busiest rank's work;
 - pipelining moves FLOPs, it adds none: the pure pipeline's stages' FLOPs
   sum to dp's per device times 4, within 1%;
 - under a memory limit that another cut or count of a pipelined row meets
@@ -44,7 +46,17 @@ import sys
 
 from search_report import read_report, spans_nodes
 
-SCHEDULES = ("1f1b", "zb-h1")
+SCHEDULES = ("1f1b", "zb-h1", "interleaved")
+
+
+def chunks_of(schedule):
+    """Stages a pipeline rank runs: interleaved's 2 (--chunks' default)."""
+    return 2 if schedule == "interleaved" else 1
+
+
+def rank_memory(stage_memory, ranks):
+    """The most a pipeline rank holds: its stages' (t mod ranks) together."""
+    return max(sum(stage_memory[r::ranks]) for r in range(ranks))
 EXPECTED = {("dp", "dp=4", "-"), ("megatron", "tp=4", "-")} | {
     (s, m, sched) for sched in SCHEDULES
     for s, m in (("dp", "pp=2,dp=2"), ("megatron", "pp=2,tp=2"),
@@ -130,7 +142,7 @@ def check_pipelined(partita, row, plan, call, link, node_link, per_node):
     name = "%s on %s (%s, %d microbatches)" % (
         row["strategy"], row["mesh"], row["schedule"], row["microbatches"])
     p = int(row["mesh"].split(",")[0].split("=")[1])
-    if len(row["stages"]) != p:
+    if len(row["stages"]) != p * chunks_of(row["schedule"]):
         fail("%s: %d stages" % (name, len(row["stages"])))
     spans = spans_nodes(row["mesh"], ["pp"], per_node)
     rate = node_link if spans else link
@@ -145,8 +157,8 @@ def check_pipelined(partita, row, plan, call, link, node_link, per_node):
             fail("%s stage %d: send %g, expected %g (%d B of activations, %d "
                  "B of gradients)" % (name, s, stage["send"], expected, act,
                                       grad))
-    if row["memory_bytes"] != max(st["memory"] for st in row["stages"]):
-        fail("%s: memory is not its largest stage's" % name)
+    if row["memory_bytes"] != rank_memory([st["memory"] for st in row["stages"]], p):
+        fail("%s: memory is not its largest rank's" % name)
     return name
 
 
@@ -169,8 +181,9 @@ def variants(partita, model, work, row):
                    "-o", variant], capture_output=True, text=True)
             if made.returncode != 0:
                 break
-            out.append((cut, m, max(explain_stage(partita, variant, s)[0]
-                                    for s in range(p))))
+            out.append((cut, m, rank_memory(
+                [explain_stage(partita, variant, s)[0]
+                 for s in range(p * chunks_of(row["schedule"]))], p)))
             m *= 2
     return out
 
@@ -242,10 +255,11 @@ def main():
                row["stages_by"], "--microbatches", str(row["microbatches"]),
                "--quiet", "-o", manual], check=True)
         name = check_pipelined(partita, row, manual, call, link, link, 0)
-        busiest = max(row["microbatches"] * (s["F"] + s["B"] + s["W"]) +
-                      s["update"] for s in row["stages"])
+        stage_work = [row["microbatches"] * (s["F"] + s["B"] + s["W"]) +
+                      s["update"] for s in row["stages"]]
+        busiest = max(sum(stage_work[r::int(p)]) for r in range(int(p)))
         if row["seconds"] < busiest * (1 - 1e-9):
-            fail("%s: step %g under its busiest stage's work %g" %
+            fail("%s: step %g under its busiest rank's work %g" %
                  (name, row["seconds"], busiest))
         if row["schedule"] == "1f1b":
             makespan = simulate_1f1b(row["stages"], row["microbatches"])
