@@ -433,8 +433,11 @@ int checkSearchOptions(search::CostModel &cost) {
   for (const std::string &name : searchStrategiesArg)
     if (std::string error = search::checkSearchable(name); !error.empty())
       return reportError(kCommand, "--search-strategies: " + error);
-  bool noPipelines = searchSchedulesArg.size() == 1 &&
-                     searchSchedulesArg.front() == "none";
+  bool noPipelines = llvm::is_contained(searchSchedulesArg, "none");
+  if (noPipelines && searchSchedulesArg.size() > 1)
+    return reportError(kCommand, "--search-schedules: none (no pipelines) "
+                                 "stands alone, got " +
+                                     llvm::join(searchSchedulesArg, ","));
   if (!noPipelines)
     for (const std::string &name : searchSchedulesArg)
       if (std::string error = search::checkSearchableSchedule(name);
