@@ -89,22 +89,24 @@ std::string checkDevices(int64_t devices) {
          std::to_string(kMaxDevices) + ", got " + std::to_string(devices);
 }
 
-std::string checkSearchable(StringRef name) {
-  std::vector<std::string> searchable = searchableStrategies();
-  if (llvm::is_contained(searchable, name))
+/// Empty when `name` is one of `known`; else "unknown KIND 'NAME':
+/// INTRO a, b, c".
+static std::string checkKnown(StringRef name, ArrayRef<std::string> known,
+                              StringRef kind, StringRef intro) {
+  if (llvm::is_contained(known, name))
     return "";
-  return ("unknown strategy '" + name + "': expected " +
-          llvm::join(searchable, ", "))
+  return ("unknown " + kind + " '" + name + "': " + intro + " " +
+          llvm::join(known, ", "))
       .str();
 }
 
+std::string checkSearchable(StringRef name) {
+  return checkKnown(name, searchableStrategies(), "strategy", "expected");
+}
+
 std::string checkSearchableSchedule(StringRef name) {
-  std::vector<std::string> searchable = searchableSchedules();
-  if (llvm::is_contained(searchable, name))
-    return "";
-  return ("unknown schedule '" + name + "': the search prices " +
-          llvm::join(searchable, ", "))
-      .str();
+  return checkKnown(name, searchableSchedules(), "schedule",
+                    "the search prices");
 }
 
 std::string Candidate::stageMesh() const {
@@ -269,111 +271,126 @@ static bool betterPipeline(const Candidate &a, const Candidate &b,
   return a.memory < b.memory;
 }
 
+/// Tells the search's progress callback about one compile.
+using Told = llvm::function_ref<void(const Candidate &)>;
+
+/// Compiles the pipelined `candidate` under each cut, each with P, 2P, ...
+/// microbatches while that prices better (more shrink the bubble and each
+/// one's activations), and keeps the best of all in `candidate`. When no cut
+/// compiles it keeps the reason of the cut that got furthest, and returns
+/// whether the split itself failed under every cut (the other candidates
+/// of its stage count need not be compiled).
+static bool choosePipeline(Candidate &candidate, mlir::ModuleOp model,
+                           const CompilerOptions &base, const CostModel &cost,
+                           Told told) {
+  std::optional<Candidate> best;
+  std::string rejection;
+  const char *rejectionCut = kStageCuts[0];
+  bool everySplitFailed = true, rejectedAtSplit = false;
+  for (const char *cut : kStageCuts) {
+    Candidate trial = candidate;
+    trial.stagesBy = cut;
+    bool splitFailed = false;
+    evaluate(trial, model, base, cost, &splitFailed);
+    told(trial);
+    everySplitFailed &= splitFailed;
+    if (!trial.compiled()) {
+      // The reason of a cut that got past the split says more (the layers
+      // cut fails on a model with fewer layers than stages, where the cost
+      // cut may go on to fail for another reason).
+      if (rejection.empty() || (!splitFailed && rejectedAtSplit)) {
+        rejection = trial.rejection;
+        rejectionCut = cut;
+        rejectedAtSplit = splitFailed;
+      }
+      continue;
+    }
+    for (int64_t m = 2 * trial.microbatches; m <= kMaxMicrobatches; m *= 2) {
+      Candidate more = candidate;
+      more.stagesBy = cut;
+      more.microbatches = m;
+      evaluate(more, model, base, cost);
+      if (!more.compiled())
+        break;
+      told(more);
+      if (!betterPipeline(more, trial, cost))
+        break;
+      trial = std::move(more);
+    }
+    if (!best || betterPipeline(trial, *best, cost))
+      best = std::move(trial);
+  }
+  if (best) {
+    candidate = std::move(*best);
+    return false;
+  }
+  candidate.stagesBy = rejectionCut;
+  candidate.rejection = rejection;
+  if (everySplitFailed)
+    candidate.rejection += " (the other candidates of " +
+                           std::to_string(candidate.pipelineStages *
+                                          candidate.chunks) +
+                           " stages left out)";
+  return everySplitFailed;
+}
+
+/// A train step over the memory limit tried again with 2, 4, ...
+/// microbatches (gradient accumulation: less activation memory, the same
+/// compute) from `choice` (unpriced): the first that fits, or none once one
+/// no longer compiles.
+static std::optional<Candidate> accumulate(const Candidate &choice,
+                                           mlir::ModuleOp model,
+                                           const CompilerOptions &base,
+                                           const CostModel &cost, Told told) {
+  for (int64_t m = 2; m <= kMaxMicrobatches; m *= 2) {
+    Candidate retry = choice;
+    retry.microbatches = m;
+    evaluate(retry, model, base, cost);
+    if (!retry.compiled())
+      return std::nullopt;
+    told(retry);
+    if (retry.fits(cost))
+      return retry;
+  }
+  return std::nullopt;
+}
+
 SearchResult
 searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
                  std::vector<Candidate> candidates, const CostModel &cost,
                  const std::function<void(const Candidate &, size_t, size_t)>
                      &progress) {
-  // A train step over the memory limit is tried again with 2, 4, ...
-  // microbatches (gradient accumulation: less activation memory, the same
-  // compute) until it fits or no longer compiles; the first that fits
-  // joins the candidates.
-  std::vector<Candidate> accumulated;
+  // Every candidate priced, but those left out; then the accumulated
+  // retries that fit.
+  std::vector<Candidate> priced, accumulated;
   // Stage counts (ranks x chunks) whose split failed under every cut.
   std::set<int64_t> failedSplits;
-  std::vector<bool> dropped(candidates.size(), false);
   size_t count = candidates.size();
   for (size_t i = 0; i < count; ++i) {
     Candidate &candidate = candidates[i];
+    auto told = [&](const Candidate &c) {
+      if (progress)
+        progress(c, i, count);
+    };
     if (candidate.pipelined()) {
       int64_t stageCount = candidate.pipelineStages * candidate.chunks;
-      if (failedSplits.count(stageCount)) {
-        dropped[i] = true;
+      if (failedSplits.count(stageCount))
         continue;
-      }
-      // Each cut, with more microbatches while that prices better (they
-      // shrink the bubble and each one's activations); the best of all.
-      std::optional<Candidate> best;
-      std::string rejection;
-      const char *rejectionCut = kStageCuts[0];
-      bool everySplitFailed = true, rejectedAtSplit = false;
-      for (const char *cut : kStageCuts) {
-        Candidate trial = candidate;
-        trial.stagesBy = cut;
-        bool splitFailed = false;
-        evaluate(trial, model, base, cost, &splitFailed);
-        if (progress)
-          progress(trial, i, count);
-        everySplitFailed &= splitFailed;
-        if (!trial.compiled()) {
-          // The reason of a cut that got past the split says more (the
-          // layers cut fails on a model with fewer layers than stages,
-          // where the cost cut may go on to fail for another reason).
-          if (rejection.empty() || (!splitFailed && rejectedAtSplit)) {
-            rejection = trial.rejection;
-            rejectionCut = cut;
-            rejectedAtSplit = splitFailed;
-          }
-          continue;
-        }
-        for (int64_t m = 2 * trial.microbatches; m <= kMaxMicrobatches;
-             m *= 2) {
-          Candidate more = candidate;
-          more.stagesBy = cut;
-          more.microbatches = m;
-          evaluate(more, model, base, cost);
-          if (!more.compiled())
-            break;
-          if (progress)
-            progress(more, i, count);
-          if (!betterPipeline(more, trial, cost))
-            break;
-          trial = std::move(more);
-        }
-        if (!best || betterPipeline(trial, *best, cost))
-          best = std::move(trial);
-      }
-      if (best) {
-        candidate = std::move(*best);
-        continue;
-      }
-      candidate.stagesBy = rejectionCut;
-      candidate.rejection = rejection;
-      if (everySplitFailed) {
+      if (choosePipeline(candidate, model, base, cost, told))
         failedSplits.insert(stageCount);
-        candidate.rejection += " (the other candidates of " +
-                               std::to_string(stageCount) +
-                               " stages left out)";
-      }
-      continue;
+    } else {
+      const Candidate choice = candidate;
+      evaluate(candidate, model, base, cost);
+      told(candidate);
+      if (base.train && cost.memoryPerDevice > 0 && candidate.compiled() &&
+          !candidate.fits(cost))
+        if (std::optional<Candidate> fit =
+                accumulate(choice, model, base, cost, told))
+          accumulated.push_back(std::move(*fit));
     }
-    // The choice alone, before its numbers: what a retry starts from.
-    const Candidate choice = candidate;
-    evaluate(candidate, model, base, cost);
-    if (progress)
-      progress(candidate, i, count);
-    if (!base.train || cost.memoryPerDevice <= 0 || !candidate.compiled() ||
-        candidate.fits(cost))
-      continue;
-    for (int64_t m = 2; m <= kMaxMicrobatches; m *= 2) {
-      Candidate retry = choice;
-      retry.microbatches = m;
-      evaluate(retry, model, base, cost);
-      if (!retry.compiled())
-        break;
-      if (progress)
-        progress(retry, i, count);
-      if (retry.fits(cost)) {
-        accumulated.push_back(std::move(retry));
-        break;
-      }
-    }
+    priced.push_back(std::move(candidate));
   }
-  std::vector<Candidate> kept;
-  for (size_t i = 0; i < count; ++i)
-    if (!dropped[i])
-      kept.push_back(std::move(candidates[i]));
-  candidates = std::move(kept);
+  candidates = std::move(priced);
   for (Candidate &c : accumulated)
     candidates.push_back(std::move(c));
 

@@ -456,7 +456,7 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
                  "': expected gpipe, 1f1b, zb-h1 or interleaved");
     options.pipelineSplit = true;
     options.pipelineStages = request.pipelineStages;
-    if (request.stagesBy != "layers" && request.stagesBy != "cost")
+    if (!llvm::is_contained(search::kStageCuts, request.stagesBy))
       raiseError("unknown stages_by '" + request.stagesBy +
                  "': expected layers or cost");
     options.stagesBy = request.stagesBy;
@@ -546,16 +546,14 @@ compileModel(Model &model, const CompileRequest &request) {
 /// One candidate of Model.search, as the Python side takes it: strategy,
 /// preset, sequence parallel, mesh axes, microbatches, pipeline stages (1:
 /// not pipelined), schedule and stages by ("" when not), rank (0: does not
-/// fit),
-/// seconds, compute, comm, hidden, bubble, flops, wire bytes, calls,
+/// fit), seconds, compute, comm, hidden, bubble, flops, wire bytes, calls,
 /// collectives, memory, crosses nodes, rejection.
 using CandidateTuple =
     std::tuple<std::string, std::string, bool,
                std::vector<std::pair<std::string, int64_t>>, int64_t,
                int64_t, std::string, std::string, int64_t, double, double,
-               double, double,
-               double, double, double, int64_t, int64_t, int64_t, bool,
-               std::string>;
+               double, double, double, double, double, int64_t, int64_t,
+               int64_t, bool, std::string>;
 
 /// `partita plan --strategy auto` on a copy of the model: the ranked
 /// candidates and the table the command prints.
@@ -614,8 +612,7 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
   for (const search::Candidate &c : result.candidates)
     out.emplace_back(c.strategy, c.preset, c.sequenceParallel, c.axes,
                      c.microbatches, c.pipelineStages, c.schedule, c.stagesBy,
-                     c.rank,
-                     c.seconds, c.computeSeconds, c.commSeconds,
+                     c.rank, c.seconds, c.computeSeconds, c.commSeconds,
                      c.hiddenSeconds, c.bubbleSeconds, c.work.flops,
                      c.work.wireBytes, c.work.calls, c.work.collectives,
                      c.memory, c.crossesNodes, c.rejection);
