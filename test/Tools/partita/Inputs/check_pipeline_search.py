@@ -44,7 +44,7 @@ import re
 import subprocess
 import sys
 
-from search_report import read_report, spans_nodes
+from search_report import price_traffic, read_report, spans_nodes
 
 SCHEDULES = ("1f1b", "zb-h1", "interleaved")
 
@@ -162,24 +162,30 @@ def check_pipelined(partita, row, plan, call, link, node_link, per_node):
     return name
 
 
-def variants(partita, model, work, row):
-    """(cut, microbatches, largest stage's memory) of the row's pipeline
-    under each cut and P, 2P, ... microbatches that compile, by hand."""
-    p = int(row["mesh"].split(",")[0].split("=")[1])
+def plan_row(partita, model, row, cut, microbatches, out):
+    """`partita plan` of a pipelined row's pipeline by hand (its preset on
+    its stage mesh, --pp, --schedule, --stages-by `cut`, --microbatches)."""
+    p = row["mesh"].split(",")[0].split("=")[1]
     stage_mesh = ",".join(row["mesh"].split(",")[1:])
     strategy = "none" if row["strategy"] == "pp" else row["strategy"]
+    return subprocess.run(
+        [partita, "plan", model, "--train", "adamw", "--strategy", strategy]
+        + (["--mesh", stage_mesh] if stage_mesh else [])
+        + ["--pp", p, "--schedule", row["schedule"], "--stages-by", cut,
+           "--microbatches", str(microbatches), "--quiet", "-o", out],
+        capture_output=True, text=True)
+
+
+def variants(partita, model, work, row):
+    """(cut, microbatches, largest rank's memory) of the row's pipeline
+    under each cut and P, 2P, ... microbatches that compile, by hand."""
+    p = int(row["mesh"].split(",")[0].split("=")[1])
     out = []
     for cut in ("layers", "cost"):
         m = p
         while m <= 64:
             variant = os.path.join(work, "variant.pb")
-            made = subprocess.run(
-                [partita, "plan", model, "--train", "adamw", "--strategy",
-                 strategy] + (["--mesh", stage_mesh] if stage_mesh else [])
-                + ["--pp", str(p), "--schedule", row["schedule"],
-                   "--stages-by", cut, "--microbatches", str(m), "--quiet",
-                   "-o", variant], capture_output=True, text=True)
-            if made.returncode != 0:
+            if plan_row(partita, model, row, cut, m, variant).returncode != 0:
                 break
             out.append((cut, m, rank_memory(
                 [explain_stage(partita, variant, s)[0]
@@ -197,11 +203,7 @@ def check_row_costs(row, flops, call, link, node_link, per_node):
     if not close(sum(t[2] for t in row["traffic"]), row["calls"]) or \
             not close(sum(t[3] for t in row["traffic"]), row["wire_bytes"]):
         fail("the traffic of %s does not add up to its calls and wire" % name)
-    comm, crosses = 0, False
-    for axes, _, calls, wire in row["traffic"]:
-        spans = spans_nodes(row["mesh"], axes, per_node)
-        crosses |= spans
-        comm += calls * call + wire / (node_link if spans else link)
+    comm, _, crosses = price_traffic(row, call, link, node_link, per_node)
     if crosses != bool(row["crosses_nodes"]):
         fail("%s: crosses nodes %d, expected %d" % (name, row["crosses_nodes"],
                                                     crosses))
@@ -244,16 +246,13 @@ def main():
         check_row_costs(row, flops, call, link, link, 0)
         if row["schedule"] == "-":
             continue
-        stage_mesh = ",".join(row["mesh"].split(",")[1:])
         p = row["mesh"].split(",")[0].split("=")[1]
         manual = os.path.join(work, "manual%d.pb" % checked)
-        strategy = "none" if row["strategy"] == "pp" else row["strategy"]
-        subprocess.run(
-            [partita, "plan", model, "--train", "adamw", "--strategy", strategy]
-            + (["--mesh", stage_mesh] if stage_mesh else [])
-            + ["--pp", p, "--schedule", row["schedule"], "--stages-by",
-               row["stages_by"], "--microbatches", str(row["microbatches"]),
-               "--quiet", "-o", manual], check=True)
+        made = plan_row(partita, model, row, row["stages_by"],
+                        row["microbatches"], manual)
+        if made.returncode != 0:
+            fail("partita plan of %s on %s by hand:\n%s" %
+                 (row["strategy"], row["mesh"], made.stderr))
         name = check_pipelined(partita, row, manual, call, link, link, 0)
         stage_work = [row["microbatches"] * (s["F"] + s["B"] + s["W"]) +
                       s["update"] for s in row["stages"]]

@@ -33,7 +33,7 @@ import re
 import subprocess
 import sys
 
-from search_report import read_report, spans_nodes
+from search_report import price_traffic, read_report
 
 EXPECTED = {
     ("dp", "dp=4"), ("zero1", "dp=4"), ("zero2", "dp=4"), ("zero3", "dp=4"),
@@ -96,14 +96,8 @@ def check_rows(rows, limit, expected=EXPECTED, per_node=0):
         if not close(sum(t[2] for t in r["traffic"]), r["calls"]) or \
                 not close(sum(t[3] for t in r["traffic"]), r["wire_bytes"]):
             fail("the traffic of %s does not add up to its calls and wire" % name)
-        comm = bucketed = 0
-        crosses = False
-        for axes, is_bucketed, calls, wire in r["traffic"]:
-            spans = spans_nodes(r["mesh"], axes, per_node)
-            crosses |= spans
-            seconds = calls * CALL + wire / (NODE_LINK if spans else LINK)
-            comm += seconds
-            bucketed += seconds if is_bucketed else 0
+        comm, bucketed, crosses = price_traffic(r, CALL, LINK, NODE_LINK,
+                                                per_node)
         if crosses != bool(r["crosses_nodes"]):
             fail("%s: crosses nodes %d, expected %d" % (name, r["crosses_nodes"], crosses))
         if not close(r["comm_seconds"], comm):

@@ -56,3 +56,19 @@ def spans_nodes(mesh, group_axes, per_node):
         if len({m // per_node for m in members}) > 1:
             return True
     return False
+
+
+def price_traffic(row, call, link, node_link, per_node):
+    """The cost model applied to a row's traffic, written apart from the
+    tool: (comm seconds, the bucketed share of them, whether some group
+    spans nodes), each group at `node_link` bytes/s when it spans nodes of
+    `per_node` devices, else at `link`, plus `call` seconds a call."""
+    comm = bucketed = 0
+    crosses = False
+    for axes, is_bucketed, calls, wire in row["traffic"]:
+        spans = spans_nodes(row["mesh"], axes, per_node)
+        crosses |= spans
+        seconds = calls * call + wire / (node_link if spans else link)
+        comm += seconds
+        bucketed += seconds if is_bucketed else 0
+    return comm, bucketed, crosses
