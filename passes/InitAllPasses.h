@@ -5,6 +5,7 @@
 
 #include "dialects/nn/Transforms/Passes.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/autoshard/Passes.h"
 #include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
 #include "passes/pipeline/Passes.h"
@@ -14,6 +15,7 @@
 namespace partita {
 inline void registerAllPasses() {
   autodiff::registerAutodiffPasses();
+  autoshard::registerAutoShardPasses();
   sharding::registerShardingPasses();
   partition::registerPartitionPasses();
   plan_lowering::registerPlanPasses();

@@ -73,8 +73,14 @@ void buildAnnotatePassPipeline(OpPassManager &pm,
   // Before anything is annotated: an einsum reads its weight in place of a
   // transposed copy, and a tied weight's gradients meet before a reduction.
   pm.addPass(nn::createNNAbsorbTransposes());
-  if (options.annotate.strategy != "none")
+  if (options.annotate.strategy == kILPStrategy) {
+    autoshard::DistAutoShardOptions autoShard = options.autoShard;
+    autoShard.mesh = options.annotate.mesh;
+    autoShard.meshName = options.annotate.meshName;
+    pm.addPass(autoshard::createDistAutoShard(autoShard));
+  } else if (options.annotate.strategy != "none") {
     pm.addPass(sharding::createDistAnnotate(options.annotate));
+  }
   if (options.train && (options.microbatches > 1 || options.pipelineSplit))
     pm.addPass(pipeline::createDistMicrobatchAnnotate(
         pipeline::DistMicrobatchAnnotateOptions{options.microbatches,

@@ -13,7 +13,8 @@
 //   differentiated  nn-autodiff                    (only with `train`)
 //       takes: @forward of nn ops with a scalar loss, nn.param/nn.input args
 //       leaves: @train_step (or @grads), still unannotated nn ops
-//   annotated       dist-annotate                  (none for strategy "none")
+//   annotated       dist-annotate                  (none for strategy "none";
+//                                                   dist-auto-shard for "ilp")
 //       takes: an unannotated (or user-annotated) module
 //       leaves: the same, with the strategy's #dist.sharding on the step
 //               function's arguments and a dist.mesh @<mesh-name>
@@ -34,6 +35,7 @@
 #define PARTITA_PASSES_PIPELINES_H
 
 #include "passes/autodiff/Passes.h"
+#include "passes/autoshard/Passes.h"
 #include "passes/comm/Passes.h"
 #include "passes/partition/Passes.h"
 #include "passes/pipeline/Passes.h"
@@ -55,6 +57,10 @@
 
 namespace partita {
 
+/// The `strategy` that chooses every op's sharding by dist-auto-shard's
+/// integer program instead of a dist-annotate preset.
+inline constexpr llvm::StringLiteral kILPStrategy = "ilp";
+
 /// Every stage's options. The defaults compile @forward as the model
 /// annotates it (no train step, strategy "none").
 struct CompilerOptions {
@@ -65,6 +71,9 @@ struct CompilerOptions {
   /// dist-annotate's options; strategy "none" runs no annotation (the
   /// model's own annotations are kept).
   sharding::DistAnnotateOptions annotate = defaultAnnotateOptions();
+  /// With annotate.strategy "ilp": dist-auto-shard's cost rates and limits
+  /// (its mesh and mesh name are annotate's), in place of dist-annotate.
+  autoshard::DistAutoShardOptions autoShard;
   sharding::DistPropagateOptions propagate;
   partition::DistPartitionOptions partition;
   /// With `train`: bucket the gradient reductions and issue them early
@@ -148,7 +157,7 @@ llvm::StringRef getStepFunctionName(const CompilerOptions &options);
 void buildTrainStepPassPipeline(mlir::OpPassManager &pm,
                                 const CompilerOptions &options);
 /// Unannotated -> annotated by `options.annotate.strategy` (nothing for
-/// "none").
+/// "none"; every op's sharding chosen by dist-auto-shard for "ilp").
 void buildAnnotatePassPipeline(mlir::OpPassManager &pm,
                                const CompilerOptions &options);
 /// Partly annotated -> every value sharded.

@@ -11,45 +11,20 @@
 
 #include "passes/pipeline/Passes.h"
 #include "passes/plan/PlanExplain.h"
+#include "passes/sharding/MeshSpec.h"
 #include "partita/runtime/PipelineSchedule.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
 using namespace llvm;
 
 namespace partita::search {
 
-bool groupSpansNodes(ArrayRef<std::pair<std::string, int64_t>> axes,
-                     ArrayRef<std::string> groupAxes, int64_t devicesPerNode) {
-  int64_t devices = 1;
-  for (const auto &axis : axes)
-    devices *= axis.second;
-  if (devicesPerNode <= 0 || devicesPerNode >= devices)
-    return false;
-  // A device's group is named by its coordinates along the other axes; the
-  // group spans nodes when two of its devices are on different nodes.
-  std::map<std::vector<int64_t>, int64_t> nodeOfGroup;
-  for (int64_t device = 0; device < devices; ++device) {
-    std::vector<int64_t> key;
-    int64_t rest = device;
-    for (size_t i = axes.size(); i-- > 0;) {
-      int64_t coordinate = rest % axes[i].second;
-      rest /= axes[i].second;
-      if (!llvm::is_contained(groupAxes, axes[i].first))
-        key.push_back(coordinate);
-    }
-    int64_t node = device / devicesPerNode;
-    auto [it, inserted] = nodeOfGroup.try_emplace(key, node);
-    if (!inserted && it->second != node)
-      return true;
-  }
-  return false;
-}
+using sharding::groupSpansNodes;
 
 /// Seconds the cost model gives `work`'s communication on the mesh `axes`
 /// (calls x callSeconds + wire / the rate of each group's slowest link);

@@ -220,13 +220,6 @@ std::string checkSearchableSchedule(llvm::StringRef name);
 /// schedule).
 void applyCandidate(const Candidate &candidate, CompilerOptions &options);
 
-/// Whether some group of devices that differ only in `groupAxes` of the
-/// mesh `axes` (row-major over device numbers) holds devices of two nodes
-/// of `devicesPerNode` (0: one node).
-bool groupSpansNodes(llvm::ArrayRef<std::pair<std::string, int64_t>> axes,
-                     llvm::ArrayRef<std::string> groupAxes,
-                     int64_t devicesPerNode);
-
 /// Compiles each candidate of `candidates` from a copy of `model` with
 /// `base` (its strategy and mesh replaced), measures its plan and prices it
 /// with `model`; `progress` (may be empty) is told after each one, with its

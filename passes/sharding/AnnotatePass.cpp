@@ -46,7 +46,7 @@ struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
                          << "' has none; use megatron or dp+megatron";
       return signalPassFailure();
     }
-    FailureOr<dist::MeshOp> meshOp = getOrCreateMesh(module);
+    FailureOr<dist::MeshOp> meshOp = getOrCreateMesh(module, meshName, mesh);
     if (failed(meshOp) || failed(checkAxes(*recipe, *meshOp)))
       return signalPassFailure();
 
@@ -63,55 +63,6 @@ struct DistAnnotatePass : public impl::DistAnnotateBase<DistAnnotatePass> {
   }
 
 private:
-  /// The mesh called `meshName`; created from the `mesh` option when absent,
-  /// checked against it when present.
-  FailureOr<dist::MeshOp> getOrCreateMesh(ModuleOp module) {
-    if (meshName.empty()) {
-      module.emitError() << "mesh-name is empty; name the mesh to annotate for";
-      return failure();
-    }
-    // A blank spec is no spec: the option parser strips quotes and blanks.
-    bool hasSpec = !StringRef(mesh).trim().empty();
-    SmallVector<dist::MeshAxisAttr> wanted;
-    if (hasSpec) {
-      auto axes = parseMeshSpec(mesh, module.getContext(),
-                                [&] { return module.emitError(); });
-      if (failed(axes))
-        return failure();
-      wanted = std::move(*axes);
-    }
-
-    Operation *symbol = SymbolTable::lookupSymbolIn(module, meshName);
-    if (symbol) {
-      auto meshOp = dyn_cast<dist::MeshOp>(symbol);
-      if (!meshOp) {
-        symbol->emitError() << "symbol @" << meshName
-                            << " is not a dist.mesh; mesh-name must name one";
-        return failure();
-      }
-      ArrayRef<dist::MeshAxisAttr> have = meshOp.getMesh().getAxes();
-      if (hasSpec && ArrayRef<dist::MeshAxisAttr>(wanted) != have) {
-        meshOp.emitError() << "mesh @" << meshName << " has axes \""
-                           << printMeshSpec(have)
-                           << "\" but the mesh option asks for \""
-                           << printMeshSpec(wanted) << "\"";
-        return failure();
-      }
-      return meshOp;
-    }
-    if (!hasSpec) {
-      module.emitError() << "module has no mesh @" << meshName
-                         << "; declare one or pass the mesh option "
-                            "(e.g. mesh=dp=2,tp=4) to create it";
-      return failure();
-    }
-    auto builder = OpBuilder::atBlockBegin(module.getBody());
-    auto meshAttr =
-        dist::MeshAttr::get(module.getContext(), wanted, /*deviceIds=*/{});
-    return dist::MeshOp::create(builder, module.getLoc(), meshName.getValue(),
-                                meshAttr);
-  }
-
   /// Checks that `meshOp` has the axes `recipe` splits over.
   LogicalResult checkAxes(const Strategy &recipe, dist::MeshOp meshOp) {
     dist::MeshAttr meshAttr = meshOp.getMesh();

@@ -7,6 +7,12 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <map>
+#include <vector>
+
 using namespace mlir;
 using namespace partita;
 using namespace partita::sharding;
@@ -83,4 +89,79 @@ std::string sharding::printMeshSpec(ArrayRef<dist::MeshAxisAttr> axes) {
       },
       ",");
   return out;
+}
+
+FailureOr<dist::MeshOp> sharding::getOrCreateMesh(ModuleOp module,
+                                                  StringRef meshName,
+                                                  StringRef spec) {
+  if (meshName.empty()) {
+    module.emitError() << "mesh-name is empty; name the mesh to annotate for";
+    return failure();
+  }
+  // A blank spec is no spec: the option parser strips quotes and blanks.
+  bool hasSpec = !spec.trim().empty();
+  SmallVector<dist::MeshAxisAttr> wanted;
+  if (hasSpec) {
+    auto axes = parseMeshSpec(spec, module.getContext(),
+                              [&] { return module.emitError(); });
+    if (failed(axes))
+      return failure();
+    wanted = std::move(*axes);
+  }
+
+  Operation *symbol = SymbolTable::lookupSymbolIn(module, meshName);
+  if (symbol) {
+    auto meshOp = dyn_cast<dist::MeshOp>(symbol);
+    if (!meshOp) {
+      symbol->emitError() << "symbol @" << meshName
+                          << " is not a dist.mesh; mesh-name must name one";
+      return failure();
+    }
+    ArrayRef<dist::MeshAxisAttr> have = meshOp.getMesh().getAxes();
+    if (hasSpec && ArrayRef<dist::MeshAxisAttr>(wanted) != have) {
+      meshOp.emitError() << "mesh @" << meshName << " has axes \""
+                         << printMeshSpec(have)
+                         << "\" but the mesh option asks for \""
+                         << printMeshSpec(wanted) << "\"";
+      return failure();
+    }
+    return meshOp;
+  }
+  if (!hasSpec) {
+    module.emitError() << "module has no mesh @" << meshName
+                       << "; declare one or pass the mesh option "
+                          "(e.g. mesh=dp=2,tp=4) to create it";
+    return failure();
+  }
+  auto builder = OpBuilder::atBlockBegin(module.getBody());
+  auto meshAttr =
+      dist::MeshAttr::get(module.getContext(), wanted, /*deviceIds=*/{});
+  return dist::MeshOp::create(builder, module.getLoc(), meshName, meshAttr);
+}
+
+bool sharding::groupSpansNodes(ArrayRef<std::pair<std::string, int64_t>> axes,
+                     ArrayRef<std::string> groupAxes, int64_t devicesPerNode) {
+  int64_t devices = 1;
+  for (const auto &axis : axes)
+    devices *= axis.second;
+  if (devicesPerNode <= 0 || devicesPerNode >= devices)
+    return false;
+  // A device's group is named by its coordinates along the other axes; the
+  // group spans nodes when two of its devices are on different nodes.
+  std::map<std::vector<int64_t>, int64_t> nodeOfGroup;
+  for (int64_t device = 0; device < devices; ++device) {
+    std::vector<int64_t> key;
+    int64_t rest = device;
+    for (size_t i = axes.size(); i-- > 0;) {
+      int64_t coordinate = rest % axes[i].second;
+      rest /= axes[i].second;
+      if (!llvm::is_contained(groupAxes, axes[i].first))
+        key.push_back(coordinate);
+    }
+    int64_t node = device / devicesPerNode;
+    auto [it, inserted] = nodeOfGroup.try_emplace(key, node);
+    if (!inserted && it->second != node)
+      return true;
+  }
+  return false;
 }

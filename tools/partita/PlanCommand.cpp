@@ -39,6 +39,7 @@ using namespace llvm;
 using partita::CompileCallbacks;
 using partita::CompilerOptions;
 using partita::CompileStage;
+using partita::kILPStrategy;
 
 namespace partita::driver {
 namespace {
@@ -56,11 +57,13 @@ cl::opt<std::string> strategyArg(
     "strategy", cl::sub(planCommand), cl::value_desc("name"),
     cl::desc("Parallelization recipe: one of dist-annotate's strategies (dp, "
              "megatron, dp+megatron, ...), none (keep the model's own "
-             "annotations), or auto (search every strategy and mesh of "
+             "annotations), auto (search every strategy and mesh of "
              "--devices n, and with --train pipelines of them, by a cost "
-             "model)"));
+             "model), or ilp (choose every op's sharding on --mesh by an "
+             "integer program over the same cost model, as Alpa does)"));
 // The automatic search (--strategy auto; passes/search/StrategySearch.h).
-cl::OptionCategory searchCategory("Search (partita plan --strategy auto)");
+cl::OptionCategory searchCategory(
+    "Search (partita plan --strategy auto, and the cost model of ilp)");
 cl::opt<int64_t> devicesArg(
     "devices", cl::sub(planCommand), cl::init(0), cl::value_desc("n"),
     cl::cat(searchCategory),
@@ -72,33 +75,35 @@ cl::opt<std::string> memoryPerDeviceArg(
     cl::cat(searchCategory),
     cl::desc("--strategy auto: the most memory a device may use for the plan "
              "(what `partita explain` totals; default: no limit); a train "
-             "step over it is tried again with 2, 4, ... microbatches"));
+             "step over it is tried again with 2, 4, ... microbatches. "
+             "--strategy ilp: the most argument bytes (parameters, optimizer "
+             "state, inputs) a device may hold"));
 cl::opt<std::string> deviceTflopsArg(
     "device-tflops", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
-    cl::desc("--strategy auto: the cost model's contraction rate of a device "
+    cl::desc("--strategy auto or ilp: the cost model's FLOP rate of a device "
              "in TFLOP/s (default 100)"));
 cl::opt<std::string> linkGbytesArg(
     "link-gbytes", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
-    cl::desc("--strategy auto: the cost model's bytes a device sends a "
+    cl::desc("--strategy auto or ilp: the cost model's bytes a device sends a "
              "second, in GB/s (default 100)"));
 cl::opt<int64_t> devicesPerNodeArg(
     "devices-per-node", cl::sub(planCommand), cl::init(0), cl::value_desc("k"),
     cl::cat(searchCategory),
-    cl::desc("--strategy auto: devices a node holds (numbered consecutively; "
-             "it divides --devices): a collective whose group spans nodes "
-             "runs at --node-link-gbytes, and every order of a mesh's axes "
-             "is tried (default: one node)"));
+    cl::desc("--strategy auto or ilp: devices a node holds (numbered "
+             "consecutively; it divides --devices): a collective whose group "
+             "spans nodes runs at --node-link-gbytes, and auto tries every "
+             "order of a mesh's axes (default: one node)"));
 cl::opt<std::string> nodeLinkGbytesArg(
     "node-link-gbytes", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
-    cl::desc("--strategy auto --devices-per-node: the bytes a device sends "
+    cl::desc("--strategy auto or ilp, --devices-per-node: the bytes a device sends "
              "to another node a second, in GB/s (default 25)"));
 cl::opt<std::string> callMicrosArg(
     "call-us", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
-    cl::desc("--strategy auto: the cost model's fixed cost of a communicator "
+    cl::desc("--strategy auto or ilp: the cost model's fixed cost of a communicator "
              "call in microseconds (default 20)"));
 cl::list<std::string> searchStrategiesArg(
     "search-strategies", cl::sub(planCommand), cl::CommaSeparated,
@@ -324,6 +329,42 @@ std::string describeStage(CompileStage stage, const CompilerOptions &options) {
   llvm_unreachable("unknown compile stage");
 }
 
+/// What dist-auto-shard solved and estimated, from the `dist.auto_shard`
+/// it left on the step function: ": an integer program of ... ".
+std::string describeAutoShard(mlir::ModuleOp module) {
+  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+    auto report = func->getAttrOfType<mlir::DictionaryAttr>(
+        dist::DistDialect::kAutoShardAttrName);
+    if (!report)
+      continue;
+    auto number = [&](StringRef key) {
+      if (auto i = report.getAs<mlir::IntegerAttr>(key))
+        return double(i.getInt());
+      if (auto f = report.getAs<mlir::FloatAttr>(key))
+        return f.getValueAsDouble();
+      return 0.0;
+    };
+    auto optimal = report.getAs<mlir::BoolAttr>("optimal");
+    std::string text;
+    raw_string_ostream os(text);
+    os << ": " << int64_t(number("nodes")) << " ops and values, "
+       << int64_t(number("choices")) << " choices; an integer program of "
+       << int64_t(number("binary_variables")) << " binary and "
+       << int64_t(number("continuous_variables")) << " continuous variables, "
+       << int64_t(number("constraints")) << " rows, solved "
+       << (optimal && optimal.getValue() ? "optimally"
+                                         : "to CBC's time limit (not proven "
+                                           "optimal)")
+       << "; estimated step " << format("%.4g", number("compute_seconds") * 1e3)
+       << " ms compute + " << format("%.4g", number("comm_seconds") * 1e3)
+       << " ms communication, " << int64_t(number("reshards"))
+       << " reshards, " << int64_t(number("argument_bytes"))
+       << " argument bytes a device";
+    return text;
+  }
+  return "";
+}
+
 /// Axes a strategy needs, under the names dist-annotate uses by default.
 SmallVector<StringRef> axesNeededBy(StringRef strategy) {
   SmallVector<StringRef> axes;
@@ -338,15 +379,15 @@ SmallVector<StringRef> axesNeededBy(StringRef strategy) {
   return axes;
 }
 
-/// "dp, megatron, dp+megatron, none or auto": every strategy --strategy
-/// takes.
+/// "dp, megatron, dp+megatron, none, auto or ilp": every strategy
+/// --strategy takes.
 std::string knownStrategies() {
   std::string known;
   for (const sharding::Strategy &strategy : sharding::getStrategies())
     known += strategy.name.str() + ", ";
   if (!known.empty())
     known.resize(known.size() - 2);
-  return known + (known.empty() ? "" : ", ") + "none or auto";
+  return known + (known.empty() ? "" : ", ") + "none, auto or ilp";
 }
 
 /// "4096", "64KiB", "25MiB" or "2GiB" as bytes (at least 0).
@@ -385,26 +426,46 @@ int parsePositive(const cl::opt<std::string> &option, double unit,
   return 0;
 }
 
+int parseCostFlags(search::CostModel &cost, int64_t devices);
+
 /// Checks the search flags: with --strategy auto, --devices and the cost
-/// model's (into `cost`); without it, none of them. Returns 1 after
-/// reporting.
+/// model's (into `cost`); with ilp the cost model's; otherwise none of them.
+/// Returns 1 after reporting.
 int checkSearchOptions(search::CostModel &cost) {
   bool automatic = strategyArg == "auto";
+  bool ilp = strategyArg == kILPStrategy;
+  // By reference: a cl::list's operator& gives its vector of values, not
+  // the option.
+  std::initializer_list<const cl::Option *> searchOnly = {
+      std::addressof(devicesArg), std::addressof(searchStrategiesArg),
+      std::addressof(searchSchedulesArg), std::addressof(searchReportArg)};
+  std::initializer_list<const cl::Option *> costFlags = {
+      std::addressof(memoryPerDeviceArg), std::addressof(deviceTflopsArg),
+      std::addressof(linkGbytesArg),      std::addressof(callMicrosArg),
+      std::addressof(devicesPerNodeArg),  std::addressof(nodeLinkGbytesArg)};
   if (!automatic) {
-    // By reference: a cl::list's operator& gives its vector of values, not
-    // the option.
-    for (const cl::Option *option : std::initializer_list<const cl::Option *>{
-             std::addressof(devicesArg), std::addressof(memoryPerDeviceArg),
-             std::addressof(deviceTflopsArg), std::addressof(linkGbytesArg),
-             std::addressof(callMicrosArg), std::addressof(devicesPerNodeArg),
-             std::addressof(nodeLinkGbytesArg),
-             std::addressof(searchStrategiesArg),
-             std::addressof(searchSchedulesArg),
-             std::addressof(searchReportArg)})
+    for (const cl::Option *option : searchOnly)
       if (option->getNumOccurrences())
         return reportError(kCommand, "--" + option->ArgStr +
                                          " needs --strategy auto");
-    return 0;
+    if (!ilp) {
+      for (const cl::Option *option : costFlags)
+        if (option->getNumOccurrences())
+          return reportError(kCommand, "--" + option->ArgStr +
+                                           " needs --strategy auto or ilp");
+      return 0;
+    }
+  }
+  if (ilp) {
+    if (sequenceParallel)
+      return reportError(kCommand, "--sequence-parallel and --strategy ilp "
+                                   "both given: ilp chooses every op's "
+                                   "sharding itself");
+    if (ppArg.getNumOccurrences() || microbatchesArg > 1)
+      return reportError(kCommand, "--strategy ilp does not take --pp or "
+                                   "--microbatches yet: it shards one step "
+                                   "on one mesh");
+    return parseCostFlags(cost, /*devices=*/0);
   }
   if (!devicesArg.getNumOccurrences())
     return reportError(kCommand, "--strategy auto needs --devices n, the "
@@ -444,6 +505,12 @@ int checkSearchOptions(search::CostModel &cost) {
           !error.empty())
         return reportError(kCommand, "--search-schedules: " + error +
                                          " (or none: no pipelines)");
+  return parseCostFlags(cost, devicesArg);
+}
+
+/// Reads the cost model's flags into `cost`; `devices` (0: not known yet)
+/// must be a multiple of --devices-per-node. Returns 1 after reporting.
+int parseCostFlags(search::CostModel &cost, int64_t devices) {
   if (memoryPerDeviceArg.getNumOccurrences()) {
     Expected<int64_t> parsed = parseByteCount(memoryPerDeviceArg);
     if (!parsed || *parsed == 0)
@@ -460,12 +527,16 @@ int checkSearchOptions(search::CostModel &cost) {
       parsePositive(callMicrosArg, 1e-6, cost.callSeconds))
     return 1;
   if (devicesPerNodeArg.getNumOccurrences()) {
-    if (devicesPerNodeArg < 1 || devicesArg % devicesPerNodeArg != 0)
+    if (devicesPerNodeArg < 1 ||
+        (devices > 0 && devices % devicesPerNodeArg != 0))
       return reportError(kCommand,
-                         "--devices-per-node must be at least 1 and divide "
-                         "--devices " +
-                             std::to_string(devicesArg) + ", got " +
-                             std::to_string(devicesPerNodeArg));
+                         devices > 0
+                             ? "--devices-per-node must be at least 1 and "
+                               "divide --devices " +
+                                   std::to_string(devices) + ", got " +
+                                   std::to_string(devicesPerNodeArg)
+                             : "--devices-per-node must be at least 1, got " +
+                                   std::to_string(devicesPerNodeArg));
     cost.devicesPerNode = devicesPerNodeArg;
   } else if (nodeLinkGbytesArg.getNumOccurrences()) {
     return reportError(kCommand, "--node-link-gbytes needs --devices-per-node "
@@ -761,7 +832,7 @@ int runPlan() {
   if (strategyArg.getNumOccurrences() == 0)
     return reportError(kCommand, "missing --strategy: " + knownStrategies());
   bool automatic = strategyArg == "auto";
-  if (strategyArg != "none" && !automatic &&
+  if (strategyArg != "none" && !automatic && strategyArg != kILPStrategy &&
       !sharding::lookupStrategy(strategyArg))
     return reportError(kCommand, "unknown --strategy '" + strategyArg +
                                      "': expected " + knownStrategies());
@@ -806,6 +877,16 @@ int runPlan() {
     return reportError(kCommand, "--regather-norm-outputs needs "
                                  "--sequence-parallel");
   options.annotate.regatherNormOutputs = regatherNormOutputs;
+  if (strategyArg == kILPStrategy) {
+    autoshard::DistAutoShardOptions &autoShard = options.autoShard;
+    autoShard.deviceTflops = cost.deviceFlops / 1e12;
+    autoShard.linkGbytes = cost.linkBytesPerSecond / 1e9;
+    autoShard.nodeLinkGbytes = cost.nodeLinkBytesPerSecond / 1e9;
+    autoShard.devicesPerNode = cost.devicesPerNode;
+    autoShard.callUs = cost.callSeconds / 1e-6;
+    autoShard.memoryPerDeviceGib =
+        double(cost.memoryPerDevice) / double(int64_t(1) << 30);
+  }
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;
   options.fuseAdds = fuseAdds;
@@ -1017,7 +1098,10 @@ int runPlan() {
           [&](mlir::Pass *, mlir::Operation *) { return bool(mlirPrintAfter); });
   };
   callbacks.afterStage = [&](CompileStage stage) {
-    progress.done(describeStage(stage, options));
+    std::string what = describeStage(stage, options);
+    if (stage == CompileStage::Annotated && strategyArg == kILPStrategy)
+      what += describeAutoShard(*module);
+    progress.done(what);
   };
   partita::plan::Plan plan;
   if (failed(compileModule(*module, options, *last, callbacks, &plan))) {

@@ -56,6 +56,11 @@ def Dist_Dialect : Dialect {
     /// nn-autodiff onto the backward ops of an op and by dist-partition onto
     /// the local ops and collectives it builds for one.
     static constexpr ::llvm::StringLiteral kStageAttrName = "dist.stage";
+    /// The discardable attribute dist-auto-shard puts on a function it
+    /// chose the shardings of: a dictionary of what it solved and estimated
+    /// (its AutoShardReport), for `partita plan` to print.
+    static constexpr ::llvm::StringLiteral kAutoShardAttrName =
+        "dist.auto_shard";
   private:
     void registerAttributes();
   public:

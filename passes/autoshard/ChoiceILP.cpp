@@ -1,0 +1,249 @@
+//===- ChoiceILP.cpp - one choice per node, pairwise costs, by CBC --------===//
+//
+// See ChoiceILP.h. The program goes to CBC in one piece (column-wise, as
+// Cbc_loadProblem takes it); costs are scaled to microseconds-sized numbers
+// and memory to MiB, so CBC's tolerances are neither too tight nor too loose
+// for either.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/autoshard/ChoiceILP.h"
+
+#include <coin/Cbc_C_Interface.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+namespace partita::autoshard {
+
+namespace {
+/// Seconds in, microseconds to CBC.
+constexpr double kCostScale = 1e6;
+/// Bytes in, MiB to CBC.
+constexpr double kMemoryScale = 1.0 / (1 << 20);
+
+/// The program as rows of (column, coefficient) and per-column bounds.
+struct Program {
+  std::vector<double> objective, lower, upper;
+  std::vector<char> integer;
+  std::vector<std::vector<std::pair<int, double>>> columns;
+  std::vector<double> rowLower, rowUpper;
+
+  int addColumn(double cost, bool isInteger, double upperBound) {
+    objective.push_back(cost);
+    lower.push_back(0);
+    upper.push_back(upperBound);
+    integer.push_back(isInteger);
+    columns.emplace_back();
+    return static_cast<int>(objective.size() - 1);
+  }
+  int addRow(double lo, double hi) {
+    rowLower.push_back(lo);
+    rowUpper.push_back(hi);
+    return static_cast<int>(rowLower.size() - 1);
+  }
+  void set(int row, int column, double value) {
+    columns[column].push_back({row, value});
+  }
+};
+
+bool fail(std::string &error, std::string message) {
+  error = std::move(message);
+  return false;
+}
+
+struct CbcDeleter {
+  void operator()(Cbc_Model *model) const { Cbc_deleteModel(model); }
+};
+} // namespace
+
+double evaluateChoices(const ChoiceProblem &problem,
+                       const std::vector<int64_t> &choices, double *memory) {
+  double total = 0, held = 0;
+  for (size_t u = 0; u < problem.nodes.size(); ++u) {
+    const ChoiceNode &node = problem.nodes[u];
+    total += node.costs[choices[u]];
+    if (!node.memory.empty())
+      held += node.memory[choices[u]];
+  }
+  for (const ChoiceEdge &edge : problem.edges)
+    total += edge.cost[edge.fromClass[choices[edge.from]]]
+                      [edge.toClass[choices[edge.to]]];
+  if (memory)
+    *memory = held;
+  return total;
+}
+
+bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
+                  ChoiceSolution &solution, std::string &error) {
+  const int64_t numNodes = problem.nodes.size();
+  // Check the shape first: CBC must never see an index out of range.
+  for (int64_t u = 0; u < numNodes; ++u) {
+    const ChoiceNode &node = problem.nodes[u];
+    if (node.costs.empty())
+      return fail(error, "node " + std::to_string(u) + " has no choices");
+    if (!node.memory.empty() && node.memory.size() != node.costs.size())
+      return fail(error, "node " + std::to_string(u) +
+                             " has memory for a different number of choices");
+  }
+  for (size_t i = 0; i < problem.edges.size(); ++i) {
+    const ChoiceEdge &edge = problem.edges[i];
+    auto bad = [&](const std::string &what) {
+      return fail(error, "edge " + std::to_string(i) + ": " + what);
+    };
+    if (edge.from < 0 || edge.from >= numNodes || edge.to < 0 ||
+        edge.to >= numNodes || edge.from == edge.to)
+      return bad("node index out of range or a node to itself");
+    if (edge.fromClass.size() != problem.nodes[edge.from].costs.size() ||
+        edge.toClass.size() != problem.nodes[edge.to].costs.size())
+      return bad("a class per choice expected");
+    for (int64_t a : edge.fromClass)
+      if (a < 0 || a >= static_cast<int64_t>(edge.cost.size()))
+        return bad("producer class out of range");
+    for (const auto &row : edge.cost)
+      for (int64_t b : edge.toClass)
+        if (b < 0 || b >= static_cast<int64_t>(row.size()))
+          return bad("consumer class out of range");
+  }
+
+  Program program;
+  // One binary column per choice; its objective gathers the node's cost and
+  // the costs of edges whose other side has one class.
+  std::vector<std::vector<int>> column(numNodes);
+  std::vector<std::vector<double>> costs(numNodes);
+  for (int64_t u = 0; u < numNodes; ++u)
+    costs[u] = problem.nodes[u].costs;
+  double constant = 0;
+  auto numClasses = [](const std::vector<int64_t> &classes) {
+    int64_t count = 0;
+    for (int64_t c : classes)
+      count = std::max(count, c + 1);
+    return count;
+  };
+  std::vector<const ChoiceEdge *> paired;
+  for (const ChoiceEdge &edge : problem.edges) {
+    bool oneFrom = numClasses(edge.fromClass) == 1 ||
+                   problem.nodes[edge.from].costs.size() == 1;
+    bool oneTo = numClasses(edge.toClass) == 1 ||
+                 problem.nodes[edge.to].costs.size() == 1;
+    if (oneFrom && oneTo) {
+      constant += edge.cost[edge.fromClass[0]][edge.toClass[0]];
+    } else if (oneFrom) {
+      for (size_t t = 0; t < costs[edge.to].size(); ++t)
+        costs[edge.to][t] += edge.cost[edge.fromClass[0]][edge.toClass[t]];
+    } else if (oneTo) {
+      for (size_t s = 0; s < costs[edge.from].size(); ++s)
+        costs[edge.from][s] += edge.cost[edge.fromClass[s]][edge.toClass[0]];
+    } else {
+      paired.push_back(&edge);
+    }
+  }
+  if (std::isinf(constant))
+    return fail(error, "two fixed choices are forbidden together");
+
+  int memoryRow = -1;
+  if (problem.memoryLimit > 0)
+    memoryRow = program.addRow(-std::numeric_limits<double>::max(),
+                               problem.memoryLimit * kMemoryScale);
+  for (int64_t u = 0; u < numNodes; ++u) {
+    int row = program.addRow(1, 1);
+    bool any = false;
+    for (size_t s = 0; s < costs[u].size(); ++s) {
+      bool forbidden = std::isinf(costs[u][s]);
+      any |= !forbidden;
+      int col = program.addColumn(forbidden ? 0 : costs[u][s] * kCostScale,
+                                  /*isInteger=*/true, forbidden ? 0 : 1);
+      column[u].push_back(col);
+      program.set(row, col, 1);
+      const ChoiceNode &node = problem.nodes[u];
+      if (memoryRow >= 0 && !node.memory.empty() && node.memory[s] != 0)
+        program.set(memoryRow, col, node.memory[s] * kMemoryScale);
+    }
+    if (!any)
+      return fail(error, "every choice of node " + std::to_string(u) +
+                             " is forbidden");
+  }
+  int64_t binaries = program.objective.size();
+
+  // Per paired edge: a continuous e_ab per allowed class pair, tied to both
+  // sides' choices by the marginal rows.
+  for (const ChoiceEdge *edge : paired) {
+    int64_t fromClasses = numClasses(edge->fromClass);
+    int64_t toClasses = numClasses(edge->toClass);
+    std::vector<int> fromRow(fromClasses), toRow(toClasses);
+    for (int64_t a = 0; a < fromClasses; ++a)
+      fromRow[a] = program.addRow(0, 0);
+    for (int64_t b = 0; b < toClasses; ++b)
+      toRow[b] = program.addRow(0, 0);
+    for (size_t s = 0; s < edge->fromClass.size(); ++s)
+      program.set(fromRow[edge->fromClass[s]], column[edge->from][s], -1);
+    for (size_t t = 0; t < edge->toClass.size(); ++t)
+      program.set(toRow[edge->toClass[t]], column[edge->to][t], -1);
+    for (int64_t a = 0; a < fromClasses; ++a)
+      for (int64_t b = 0; b < toClasses; ++b) {
+        double cost = edge->cost[a][b];
+        if (std::isinf(cost))
+          continue;
+        int col = program.addColumn(cost * kCostScale, /*isInteger=*/false, 1);
+        program.set(fromRow[a], col, 1);
+        program.set(toRow[b], col, 1);
+      }
+  }
+
+  // Column-wise into CBC.
+  std::vector<CoinBigIndex> starts{0};
+  std::vector<int> indices;
+  std::vector<double> values;
+  for (const auto &entries : program.columns) {
+    for (auto [row, value] : entries) {
+      indices.push_back(row);
+      values.push_back(value);
+    }
+    starts.push_back(static_cast<CoinBigIndex>(indices.size()));
+  }
+  std::unique_ptr<Cbc_Model, CbcDeleter> model(Cbc_newModel());
+  int numColumns = program.objective.size();
+  int numRows = program.rowLower.size();
+  Cbc_loadProblem(model.get(), numColumns, numRows, starts.data(),
+                  indices.data(), values.data(), program.lower.data(),
+                  program.upper.data(), program.objective.data(),
+                  program.rowLower.data(), program.rowUpper.data());
+  for (int col = 0; col < numColumns; ++col)
+    if (program.integer[col])
+      Cbc_setInteger(model.get(), col);
+  Cbc_setObjSense(model.get(), 1);
+  Cbc_setLogLevel(model.get(), 0);
+  Cbc_setMaximumSeconds(model.get(), options.timeLimitSeconds);
+  Cbc_solve(model.get());
+
+  solution.binaryVariables = binaries;
+  solution.continuousVariables = numColumns - binaries;
+  solution.constraints = numRows;
+  if (Cbc_isProvenInfeasible(model.get()))
+    return fail(error, problem.memoryLimit > 0
+                           ? "no choices fit the memory limit"
+                           : "no choices avoid the forbidden pairs");
+  const double *solved = Cbc_getColSolution(model.get());
+  if (!solved)
+    return fail(error, "CBC found no solution");
+  solution.choices.assign(numNodes, -1);
+  for (int64_t u = 0; u < numNodes; ++u) {
+    for (size_t s = 0; s < column[u].size(); ++s)
+      if (solved[column[u][s]] > 0.5)
+        solution.choices[u] = s;
+    if (solution.choices[u] < 0)
+      return fail(error, "CBC stopped without a solution (time limit " +
+                             std::to_string(options.timeLimitSeconds) + " s)");
+  }
+  double memory = 0;
+  solution.cost = evaluateChoices(problem, solution.choices, &memory);
+  if (std::isinf(solution.cost) ||
+      (problem.memoryLimit > 0 && memory > problem.memoryLimit * (1 + 1e-9)))
+    return fail(error, "CBC's solution breaks a constraint");
+  solution.optimal = Cbc_isProvenOptimal(model.get());
+  return true;
+}
+
+} // namespace partita::autoshard

@@ -1,0 +1,91 @@
+//===- ChoiceILP.h - one choice per node, pairwise costs, by CBC -*- C++ -*-===//
+//
+// The integer program at the heart of the per-op sharding search
+// (OpShardingSearch.h), kept free of MLIR so it can be tested against brute
+// force: every node picks one of its choices; a choice costs something of
+// its own and holds some memory; an edge between two nodes costs an amount
+// that depends on both choices, through classes (the producer's choices that
+// write the same sharding form one class, the consumer's that read the same
+// one another), so an edge's table is classes x classes, not choices x
+// choices. Minimise the total cost with the memory held at most a limit.
+//
+// The formulation is Alpa's (Zheng et al. 2022, "Alpa: Automating Inter-
+// and Intra-Operator Parallelism for Distributed Deep Learning", section
+// 4.2): binary s_u per node, and per edge a product variable e_uv linearised
+// by its marginals. Here the marginals are taken over classes (for each
+// producer class a, sum_b e_ab = sum of s_u over a's choices; for each
+// consumer class b, sum_a e_ab = sum of s_v over b's choices), which with
+// binary s forces e to the one pair chosen, so e may stay continuous. An
+// edge whose side has one class adds its costs to the other side's choices
+// instead, with no variables. CBC (COIN-OR branch and cut) solves it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_AUTOSHARD_CHOICEILP_H
+#define PARTITA_PASSES_AUTOSHARD_CHOICEILP_H
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace partita::autoshard {
+
+/// A cost that forbids the pair (or choice) it is given to.
+inline constexpr double kForbidden = std::numeric_limits<double>::infinity();
+
+struct ChoiceNode {
+  /// The cost of each choice (kForbidden: never chosen).
+  std::vector<double> costs;
+  /// The memory each choice holds (bytes); empty: none.
+  std::vector<double> memory;
+};
+
+struct ChoiceEdge {
+  int64_t from = 0, to = 0;
+  /// The class of each choice of `from` and of `to`.
+  std::vector<int64_t> fromClass, toClass;
+  /// cost[a][b]: the cost when `from` picks a choice of class a and `to` one
+  /// of class b (kForbidden: never both).
+  std::vector<std::vector<double>> cost;
+};
+
+struct ChoiceProblem {
+  std::vector<ChoiceNode> nodes;
+  std::vector<ChoiceEdge> edges;
+  /// The most memory the chosen choices may hold together; <= 0: no limit.
+  double memoryLimit = 0;
+};
+
+struct ChoiceOptions {
+  /// CBC gives up after this long and keeps the best solution it has.
+  double timeLimitSeconds = 60;
+};
+
+struct ChoiceSolution {
+  /// The choice of each node.
+  std::vector<int64_t> choices;
+  /// The total cost of those choices (node and edge costs).
+  double cost = 0;
+  /// CBC proved it optimal (false: the time limit stopped it first).
+  bool optimal = false;
+  /// The size of the program it solved.
+  int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
+};
+
+/// The total cost of `choices` (kForbidden when a choice or pair is
+/// forbidden), and their memory through `memory`.
+double evaluateChoices(const ChoiceProblem &problem,
+                       const std::vector<int64_t> &choices,
+                       double *memory = nullptr);
+
+/// Solves `problem`. Fails, with the reason in `error`, when it is malformed
+/// (a class or node index out of range, a node without choices), when no
+/// choices fit the memory limit and the forbidden pairs, or when CBC finds
+/// no solution in the time limit.
+bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
+                  ChoiceSolution &solution, std::string &error);
+
+} // namespace partita::autoshard
+
+#endif // PARTITA_PASSES_AUTOSHARD_CHOICEILP_H

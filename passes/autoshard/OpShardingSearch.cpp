@@ -1,0 +1,656 @@
+//===- OpShardingSearch.cpp - every op's sharding, chosen by an ILP -------===//
+//
+// See OpShardingSearch.h. The function becomes a ChoiceProblem: a node per
+// argument, per op and per function result that no argument takes back
+// (a train step's updated parameters and state are read by their
+// argument's node instead), each with its choices (the shardings it reads
+// and writes, its compute and memory); an edge per value read, whose cost
+// table is the reshard between the producer's written and the consumer's
+// read layouts, by classes of equal layouts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/autoshard/OpShardingSearch.h"
+#include "passes/autoshard/ChoiceILP.h"
+#include "passes/partition/Reshard.h"
+#include "passes/sharding/MeshSpec.h"
+
+#include "dialects/dist/IR/CostInterface.h"
+#include "dialects/dist/IR/DistOps.h"
+#include "dialects/dist/IR/ShardingAdapters.h"
+#include "dialects/nn/IR/NNAttributes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace mlir;
+
+namespace partita::autoshard {
+
+namespace {
+using dist::AxisRef;
+using dist::Mesh;
+using dist::Sharding;
+
+/// One way to run a node: the layout of each value it reads and writes (an
+/// empty Sharding where the value is no tensor), its compute and memory.
+struct Choice {
+  std::vector<Sharding> reads, writes;
+  double seconds = 0;
+  double memory = 0;
+};
+
+struct Node {
+  /// The op; null for an argument's or a result's node.
+  Operation *op = nullptr;
+  int64_t argument = -1, result = -1;
+  /// The values it reads: an op's operands; the returned values an argument
+  /// takes back; an unpaired result's returned value.
+  std::vector<Value> reads;
+  std::vector<Choice> choices;
+};
+
+/// A key that tells layouts apart: dimensions' axes and the partial axes.
+std::string layoutKey(const Sharding &sharding) {
+  std::string key;
+  for (const dist::DimSharding &dim : sharding.dims) {
+    key += '[';
+    for (const AxisRef &axis : dim.axes)
+      key += axis.name + ",";
+    key += ']';
+  }
+  if (sharding.isPartial()) {
+    key += "p" + std::to_string(static_cast<uint32_t>(sharding.partialKind));
+    for (const AxisRef &axis : sharding.partialAxes)
+      key += axis.name + ",";
+  }
+  return key;
+}
+
+RankedTensorType staticTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape() ? tensor : RankedTensorType();
+}
+
+/// Every layout of a tensor of `shape` on `mesh`: each axis (of size > 1)
+/// on a dimension whose size its axes' product divides, or on none; axes on
+/// one dimension in mesh order. Never partial.
+std::vector<Sharding> enumerateLayouts(ArrayRef<int64_t> shape,
+                                       const Mesh &mesh) {
+  std::vector<Sharding> layouts;
+  std::vector<std::vector<AxisRef>> dims(shape.size());
+  std::vector<int64_t> split(shape.size(), 1);
+  std::function<void(size_t)> visit = [&](size_t axis) {
+    if (axis == mesh.axes.size()) {
+      layouts.emplace_back(dims);
+      return;
+    }
+    visit(axis + 1);
+    const dist::MeshAxis &meshAxis = mesh.axes[axis];
+    if (meshAxis.size <= 1)
+      return;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] % (split[d] * meshAxis.size) != 0)
+        continue;
+      dims[d].push_back(meshAxis.name);
+      split[d] *= meshAxis.size;
+      visit(axis + 1);
+      split[d] /= meshAxis.size;
+      dims[d].pop_back();
+    }
+  };
+  visit(0);
+  return layouts;
+}
+
+/// The seconds of `op` at the local shapes of `choice` (0 when the op has no
+/// cost model or it fails).
+double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
+                      const CostRates &rates) {
+  auto costOp = dyn_cast<dist::CostOpInterface>(op);
+  if (!costOp)
+    return 0;
+  auto local = [&](Value value, const Sharding &sharding,
+                   SmallVectorImpl<dist::TensorShape> &out) {
+    auto type = staticTensor(value.getType());
+    if (!type) {
+      out.push_back({{}, value.getType()});
+      return;
+    }
+    std::vector<int64_t> global(type.getShape().begin(), type.getShape().end());
+    std::vector<int64_t> shape = sharding.localShape(mesh, global);
+    out.push_back({SmallVector<int64_t, 4>(shape.begin(), shape.end()),
+                   type.getElementType()});
+  };
+  SmallVector<dist::TensorShape> operands, results;
+  for (auto [value, sharding] : llvm::zip(op->getOperands(), choice.reads))
+    local(value, sharding, operands);
+  for (auto [value, sharding] : llvm::zip(op->getResults(), choice.writes))
+    local(value, sharding, results);
+  FailureOr<dist::OpCost> cost = costOp.getCost(operands, results);
+  if (failed(cost))
+    return 0;
+  return cost->flops / rates.deviceFlops +
+         (cost->bytesRead + cost->bytesWritten) / rates.memoryBytesPerSecond;
+}
+
+/// The choices of an op with sharding rule `rule`: every assignment of each
+/// mesh axis (of size > 1) to a parallel or reduction factor, or to none,
+/// where each factor's axes divide it and a factor that is not its
+/// dimension's major one splits only once the factors before it are split
+/// whole. Results are partial over the axes of reduction factors.
+std::vector<Choice> enumerateOpChoices(Operation *op,
+                                       const dist::ShardingRule &rule,
+                                       const Mesh &mesh) {
+  int64_t numFactors = rule.getNumFactors();
+  std::vector<std::vector<AxisRef>> factorAxes(numFactors);
+  std::vector<int64_t> factorSplit(numFactors, 1);
+  std::vector<Choice> choices;
+  std::map<std::string, size_t> seen;
+
+  auto layoutOf = [&](const dist::TensorFactors &dims,
+                      bool withPartial) -> std::optional<Sharding> {
+    std::vector<std::vector<AxisRef>> axes(dims.size());
+    for (size_t d = 0; d < dims.size(); ++d) {
+      bool wholeBefore = true;
+      for (int64_t f : dims[d]) {
+        if (!factorAxes[f].empty() && !wholeBefore)
+          return std::nullopt;
+        wholeBefore = factorSplit[f] == rule.getFactor(f).size;
+        llvm::append_range(axes[d], factorAxes[f]);
+      }
+    }
+    std::vector<AxisRef> partial;
+    std::optional<dist::ReductionKind> kind;
+    if (withPartial)
+      for (int64_t f = 0; f < numFactors; ++f) {
+        const dist::Factor &factor = rule.getFactor(f);
+        if (factor.kind != dist::FactorKind::Reduction || factorAxes[f].empty())
+          continue;
+        if (kind && *kind != factor.partialKind)
+          return std::nullopt; // two kinds of partial sums: not one value
+        kind = factor.partialKind;
+        llvm::append_range(partial, factorAxes[f]);
+      }
+    // Partial axes in mesh order, as propagation writes them.
+    llvm::sort(partial, [&](const AxisRef &a, const AxisRef &b) {
+      return *mesh.findAxis(a.name) < *mesh.findAxis(b.name);
+    });
+    return Sharding(std::move(axes), std::move(partial),
+                    kind.value_or(dist::ReductionKind{}));
+  };
+
+  std::function<void(size_t)> visit = [&](size_t axis) {
+    if (axis == mesh.axes.size()) {
+      Choice choice;
+      for (const dist::TensorFactors &dims : rule.getOperands()) {
+        std::optional<Sharding> layout = layoutOf(dims, false);
+        if (!layout)
+          return;
+        choice.reads.push_back(std::move(*layout));
+      }
+      for (const dist::TensorFactors &dims : rule.getResults()) {
+        std::optional<Sharding> layout = layoutOf(dims, true);
+        if (!layout)
+          return;
+        choice.writes.push_back(std::move(*layout));
+      }
+      std::string key;
+      for (const Sharding &s : choice.reads)
+        key += layoutKey(s) + ";";
+      key += "->";
+      for (const Sharding &s : choice.writes)
+        key += layoutKey(s) + ";";
+      if (seen.emplace(key, choices.size()).second)
+        choices.push_back(std::move(choice));
+      return;
+    }
+    visit(axis + 1);
+    const dist::MeshAxis &meshAxis = mesh.axes[axis];
+    if (meshAxis.size <= 1)
+      return;
+    for (int64_t f = 0; f < numFactors; ++f) {
+      const dist::Factor &factor = rule.getFactor(f);
+      if (factor.kind != dist::FactorKind::Parallel &&
+          factor.kind != dist::FactorKind::Reduction)
+        continue;
+      if (factor.size % (factorSplit[f] * meshAxis.size) != 0)
+        continue;
+      factorAxes[f].push_back(meshAxis.name);
+      factorSplit[f] *= meshAxis.size;
+      visit(axis + 1);
+      factorSplit[f] /= meshAxis.size;
+      factorAxes[f].pop_back();
+    }
+  };
+  visit(0);
+  (void)op;
+  return choices;
+}
+
+/// A value's producer: its node and which of the node's writes it is.
+struct Producer {
+  int64_t node = -1, write = -1;
+};
+
+class Search {
+public:
+  Search(func::FuncOp func, const Mesh &mesh, const CostRates &rates)
+      : func(func), mesh(mesh), rates(rates) {}
+
+  FailureOr<AutoShardReport> run();
+
+private:
+  LogicalResult checkFunction();
+  LogicalResult addArguments();
+  LogicalResult addOps();
+  void addResults();
+  ChoiceProblem buildProblem();
+  double reshardSeconds(Value value, const Sharding &from, const Sharding &to);
+  void write(const std::vector<int64_t> &chosen, AutoShardReport &report);
+  dist::ShardingAttr toAttr(const Sharding &sharding);
+
+  func::FuncOp func;
+  const Mesh &mesh;
+  const CostRates &rates;
+  std::vector<Node> nodes;
+  llvm::DenseMap<Value, Producer> producers;
+  /// The node of each argument (-1: not a tensor), and the argument whose
+  /// node takes each function result back (-1: none).
+  std::vector<int64_t> argumentNodes, takenBackBy;
+  std::map<std::string, double> reshardCache;
+};
+
+LogicalResult Search::checkFunction() {
+  if (func.isExternal() || !func.getBody().hasOneBlock())
+    return func.emitError() << "dist-auto-shard takes a function of one block";
+  WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+    if (op == func.getOperation())
+      return WalkResult::advance();
+    if (op->getNumRegions() != 0)
+      return op->emitError()
+             << "dist-auto-shard does not take ops with regions yet";
+    if (isa<func::CallOp>(op))
+      return op->emitError() << "dist-auto-shard does not take calls yet; "
+                                "inline the callee first";
+    if (isa<dist::ConstraintOp>(op) ||
+        op->hasAttr(dist::DistDialect::kShardingAttrName))
+      return op->emitError()
+             << "dist-auto-shard chooses every op's sharding; this op is "
+                "annotated already (annotate arguments only, or use "
+                "dist-propagate)";
+    for (Value value : op->getResults())
+      if (auto tensor = dyn_cast<RankedTensorType>(value.getType());
+          tensor && !tensor.hasStaticShape())
+        return op->emitError()
+               << "dist-auto-shard needs static shapes, but result #"
+               << cast<OpResult>(value).getResultNumber() << " is " << tensor;
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult Search::addArguments() {
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto type = staticTensor(arg.getType());
+    if (!type) {
+      argumentNodes.push_back(-1);
+      continue;
+    }
+    Node node;
+    node.argument = i;
+    if (auto attr = func.getArgAttrOfType<dist::ShardingAttr>(
+            i, dist::DistDialect::kShardingAttrName)) {
+      FailureOr<Sharding> pinned = dist::shardingFromAttr(
+          attr, mesh, [&] { return emitError(arg.getLoc()); });
+      if (failed(pinned))
+        return failure();
+      if (pinned->isPartial() || pinned->hasSubAxes())
+        return emitError(arg.getLoc())
+               << "dist-auto-shard takes argument annotations without "
+                  "partial axes or sub-axes";
+      Choice choice;
+      choice.writes.push_back(pinned->layoutOnly());
+      node.choices.push_back(std::move(choice));
+    } else {
+      for (Sharding &layout : enumerateLayouts(type.getShape(), mesh)) {
+        Choice choice;
+        choice.writes.push_back(std::move(layout));
+        node.choices.push_back(std::move(choice));
+      }
+    }
+    for (Choice &choice : node.choices) {
+      std::vector<int64_t> global(type.getShape().begin(),
+                                  type.getShape().end());
+      double elements = 1;
+      for (int64_t d : choice.writes[0].localShape(mesh, global))
+        elements *= d;
+      choice.memory =
+          elements * dist::getElementBytes(type.getElementType()).value_or(4);
+    }
+    producers[arg] = {static_cast<int64_t>(nodes.size()), 0};
+    argumentNodes.push_back(nodes.size());
+    nodes.push_back(std::move(node));
+  }
+  return success();
+}
+
+LogicalResult Search::addOps() {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    Node node;
+    node.op = &op;
+    llvm::append_range(node.reads, op.getOperands());
+    std::optional<dist::ShardingRule> rule;
+    if (auto ruleOp = dyn_cast<dist::ShardingRuleOpInterface>(&op)) {
+      FailureOr<dist::ShardingRule> got = ruleOp.getShardingRule();
+      if (succeeded(got)) {
+        if (failed(got->verify(&op)))
+          return failure();
+        rule = std::move(*got);
+      }
+    }
+    if (rule) {
+      node.choices = enumerateOpChoices(&op, *rule, mesh);
+      // Values that are no tensors have no layout.
+      for (Choice &choice : node.choices) {
+        for (auto [value, layout] : llvm::zip(op.getOperands(), choice.reads))
+          if (!staticTensor(value.getType()))
+            layout = Sharding();
+        for (auto [value, layout] : llvm::zip(op.getResults(), choice.writes))
+          if (!staticTensor(value.getType()))
+            layout = Sharding();
+      }
+    } else {
+      // No rule: everything whole, as dist-propagate leaves it.
+      Choice choice;
+      for (Value value : op.getOperands()) {
+        auto type = staticTensor(value.getType());
+        choice.reads.push_back(type ? Sharding::replicated(type.getRank())
+                                    : Sharding());
+      }
+      for (Value value : op.getResults()) {
+        auto type = staticTensor(value.getType());
+        choice.writes.push_back(type ? Sharding::replicated(type.getRank())
+                                     : Sharding());
+      }
+      node.choices.push_back(std::move(choice));
+    }
+    if (node.choices.empty())
+      return op.emitError() << "dist-auto-shard found no way to run this op "
+                               "on mesh "
+                            << mesh.toString();
+    for (Choice &choice : node.choices)
+      choice.seconds = computeSeconds(&op, choice, mesh, rates);
+    for (OpResult result : op.getResults())
+      producers[result] = {static_cast<int64_t>(nodes.size()),
+                           result.getResultNumber()};
+    nodes.push_back(std::move(node));
+  }
+  return success();
+}
+
+void Search::addResults() {
+  Operation *terminator = func.getBody().front().getTerminator();
+  // A result named like an argument (nn.param / nn.state) is that
+  // argument's next value: the argument's node reads it in its own layout.
+  llvm::StringMap<int64_t> argumentByName;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    for (const nn::NameAttrDecl &decl : {nn::paramAttr, nn::stateAttr})
+      if (StringAttr name = decl.getArg(func, i))
+        argumentByName[(decl.getName() + ":" + name.getValue()).str()] = i;
+  takenBackBy.assign(terminator->getNumOperands(), -1);
+  for (auto [i, value] : llvm::enumerate(terminator->getOperands())) {
+    auto type = staticTensor(value.getType());
+    if (!type)
+      continue;
+    for (const nn::NameAttrDecl &decl : {nn::paramAttr, nn::stateAttr}) {
+      StringAttr name = decl.getResult(func, i);
+      if (!name)
+        continue;
+      auto it = argumentByName.find(
+          (decl.getName() + ":" + name.getValue()).str());
+      if (it == argumentByName.end() ||
+          func.getArgument(it->second).getType() != type ||
+          argumentNodes[it->second] < 0)
+        continue;
+      takenBackBy[i] = it->second;
+      Node &node = nodes[argumentNodes[it->second]];
+      node.reads.push_back(value);
+      for (Choice &choice : node.choices)
+        choice.reads.push_back(choice.writes[0]);
+    }
+    if (takenBackBy[i] >= 0)
+      continue;
+    Node node;
+    node.result = i;
+    node.reads.push_back(value);
+    for (Sharding &layout : enumerateLayouts(type.getShape(), mesh)) {
+      Choice choice;
+      choice.reads.push_back(std::move(layout));
+      node.choices.push_back(std::move(choice));
+    }
+    nodes.push_back(std::move(node));
+  }
+}
+
+double Search::reshardSeconds(Value value, const Sharding &from,
+                              const Sharding &to) {
+  std::string fromKey = layoutKey(from), toKey = layoutKey(to);
+  if (fromKey == toKey)
+    return 0;
+  auto type = cast<RankedTensorType>(value.getType());
+  partition::TensorInfo info;
+  info.shape.assign(type.getShape().begin(), type.getShape().end());
+  info.elementBytes =
+      dist::getElementBytes(type.getElementType()).value_or(4);
+  std::string key;
+  for (int64_t d : info.shape)
+    key += std::to_string(d) + "x";
+  key += std::to_string(info.elementBytes) + ":" + fromKey + ">" + toKey;
+  auto [it, inserted] = reshardCache.try_emplace(key, 0.0);
+  if (!inserted)
+    return it->second;
+  partition::ReshardOptions options;
+  // A collective call's fixed cost, and a slower link for an axis whose
+  // groups span nodes, both in bytes of the in-node link.
+  options.stepCost = rates.callSeconds * rates.linkBytesPerSecond;
+  std::vector<std::pair<std::string, int64_t>> axes;
+  for (const dist::MeshAxis &axis : mesh.axes)
+    axes.push_back({axis.name, axis.size});
+  for (const dist::MeshAxis &axis : mesh.axes)
+    if (sharding::groupSpansNodes(axes, {axis.name}, rates.devicesPerNode))
+      options.axisWeights[axis.name] =
+          rates.linkBytesPerSecond / rates.nodeLinkBytesPerSecond;
+  llvm::Expected<partition::ReshardPlan> plan =
+      partition::planReshard(mesh, info, from, to, options);
+  if (!plan) {
+    llvm::consumeError(plan.takeError());
+    return it->second = kForbidden;
+  }
+  return it->second = plan->cost / rates.linkBytesPerSecond;
+}
+
+ChoiceProblem Search::buildProblem() {
+  ChoiceProblem problem;
+  problem.memoryLimit = rates.memoryPerDevice;
+  for (const Node &node : nodes) {
+    ChoiceNode choiceNode;
+    for (const Choice &choice : node.choices) {
+      choiceNode.costs.push_back(choice.seconds);
+      choiceNode.memory.push_back(choice.memory);
+    }
+    problem.nodes.push_back(std::move(choiceNode));
+  }
+  for (size_t v = 0; v < nodes.size(); ++v) {
+    const Node &consumer = nodes[v];
+    for (size_t k = 0; k < consumer.reads.size(); ++k) {
+      Value value = consumer.reads[k];
+      if (!staticTensor(value.getType()))
+        continue;
+      auto it = producers.find(value);
+      if (it == producers.end())
+        continue;
+      Producer producer = it->second;
+      if (producer.node == static_cast<int64_t>(v))
+        continue; // an argument returned as it is
+      ChoiceEdge edge;
+      edge.from = producer.node;
+      edge.to = v;
+      std::map<std::string, int64_t> fromClasses, toClasses;
+      std::vector<const Sharding *> fromLayouts, toLayouts;
+      for (const Choice &choice : nodes[producer.node].choices) {
+        const Sharding &layout = choice.writes[producer.write];
+        auto [at, added] =
+            fromClasses.try_emplace(layoutKey(layout), fromLayouts.size());
+        if (added)
+          fromLayouts.push_back(&layout);
+        edge.fromClass.push_back(at->second);
+      }
+      for (const Choice &choice : consumer.choices) {
+        const Sharding &layout = choice.reads[k];
+        auto [at, added] =
+            toClasses.try_emplace(layoutKey(layout), toLayouts.size());
+        if (added)
+          toLayouts.push_back(&layout);
+        edge.toClass.push_back(at->second);
+      }
+      edge.cost.assign(fromLayouts.size(),
+                       std::vector<double>(toLayouts.size(), 0));
+      for (size_t a = 0; a < fromLayouts.size(); ++a)
+        for (size_t b = 0; b < toLayouts.size(); ++b)
+          edge.cost[a][b] =
+              reshardSeconds(value, *fromLayouts[a], *toLayouts[b]);
+      problem.edges.push_back(std::move(edge));
+    }
+  }
+  return problem;
+}
+
+dist::ShardingAttr Search::toAttr(const Sharding &sharding) {
+  Sharding closed = sharding;
+  for (dist::DimSharding &dim : closed.dims) {
+    dim.closed = true;
+    dim.priority = 0;
+  }
+  return dist::shardingToAttr(func.getContext(), closed, mesh.name);
+}
+
+void Search::write(const std::vector<int64_t> &chosen,
+                   AutoShardReport &report) {
+  MLIRContext *ctx = func.getContext();
+  auto layoutWritten = [&](Value value) -> const Sharding * {
+    auto it = producers.find(value);
+    if (it == producers.end())
+      return nullptr;
+    const Node &node = nodes[it->second.node];
+    return &node.choices[chosen[it->second.node]].writes[it->second.write];
+  };
+  // One constraint per value and layout; it dominates every later reader
+  // in the block.
+  std::map<std::pair<void *, std::string>, Value> constrained;
+  auto readAs = [&](Value value, const Sharding &layout,
+                    Operation *reader) -> Value {
+    const Sharding *written = layoutWritten(value);
+    if (!written || layoutKey(*written) == layoutKey(layout))
+      return value;
+    auto key = std::make_pair(value.getAsOpaquePointer(), layoutKey(layout));
+    auto [it, inserted] = constrained.try_emplace(key, Value());
+    if (inserted) {
+      OpBuilder builder(reader);
+      it->second = dist::ConstraintOp::create(builder, reader->getLoc(),
+                                              value.getType(), value,
+                                              toAttr(layout))
+                       .getResult();
+      ++report.reshards;
+    }
+    return it->second;
+  };
+
+  for (size_t u = 0; u < nodes.size(); ++u) {
+    const Node &node = nodes[u];
+    const Choice &choice = node.choices[chosen[u]];
+    if (node.argument >= 0)
+      func.setArgAttr(node.argument, dist::DistDialect::kShardingAttrName,
+                      toAttr(choice.writes[0]));
+    if (!node.op)
+      continue;
+    if (node.op->getNumResults() > 0 &&
+        llvm::all_of(node.op->getResults(),
+                     [](Value v) { return staticTensor(v.getType()); })) {
+      SmallVector<Attribute> attrs;
+      for (const Sharding &layout : choice.writes)
+        attrs.push_back(toAttr(layout));
+      node.op->setAttr(dist::DistDialect::kShardingAttrName,
+                       ArrayAttr::get(ctx, attrs));
+    }
+    for (auto [k, value] : llvm::enumerate(node.reads))
+      if (staticTensor(value.getType()))
+        node.op->setOperand(k, readAs(value, choice.reads[k], node.op));
+  }
+
+  // Function results: an argument's next value in the argument's layout,
+  // any other in its node's.
+  Operation *terminator = func.getBody().front().getTerminator();
+  std::vector<const Sharding *> resultLayouts(terminator->getNumOperands());
+  for (size_t u = 0; u < nodes.size(); ++u)
+    if (nodes[u].result >= 0)
+      resultLayouts[nodes[u].result] = &nodes[u].choices[chosen[u]].reads[0];
+  for (auto [i, value] : llvm::enumerate(terminator->getOperands())) {
+    const Sharding *layout = resultLayouts[i];
+    if (takenBackBy[i] >= 0) {
+      int64_t u = argumentNodes[takenBackBy[i]];
+      layout = &nodes[u].choices[chosen[u]].writes[0];
+    }
+    if (!layout)
+      continue;
+    func.setResultAttr(i, dist::DistDialect::kShardingAttrName,
+                       toAttr(*layout));
+    terminator->setOperand(i, readAs(value, *layout, terminator));
+  }
+}
+
+FailureOr<AutoShardReport> Search::run() {
+  if (failed(checkFunction()) || failed(addArguments()) || failed(addOps()))
+    return failure();
+  addResults();
+  ChoiceProblem problem = buildProblem();
+  ChoiceSolution solution;
+  std::string error;
+  ChoiceOptions options;
+  options.timeLimitSeconds = rates.timeLimitSeconds;
+  if (!solveChoices(problem, options, solution, error))
+    return func.emitError() << "dist-auto-shard: " << error << " on mesh "
+                            << mesh.toString();
+  AutoShardReport report;
+  report.nodes = nodes.size();
+  for (const Node &node : nodes)
+    report.choices += node.choices.size();
+  report.binaryVariables = solution.binaryVariables;
+  report.continuousVariables = solution.continuousVariables;
+  report.constraints = solution.constraints;
+  report.optimal = solution.optimal;
+  for (size_t u = 0; u < nodes.size(); ++u) {
+    report.computeSeconds += problem.nodes[u].costs[solution.choices[u]];
+    report.argumentBytes += problem.nodes[u].memory[solution.choices[u]];
+  }
+  report.commSeconds = solution.cost - report.computeSeconds;
+  write(solution.choices, report);
+  return report;
+}
+} // namespace
+
+FailureOr<AutoShardReport> autoShardFunction(func::FuncOp func,
+                                             const Mesh &mesh,
+                                             const CostRates &rates) {
+  return Search(func, mesh, rates).run();
+}
+
+} // namespace partita::autoshard

@@ -1,0 +1,96 @@
+//===- OpShardingSearch.h - every op's sharding, chosen by an ILP -*- C++ -*-===//
+//
+// The per-op sharding search of `dist-auto-shard` (`partita plan --strategy
+// ilp`), after Alpa's intra-operator pass (Zheng et al. 2022, section 4):
+// on one mesh, every op of a function picks how its factors (its sharding
+// rule, ShardingRule.h) are split over the mesh axes, every argument how it
+// is laid out, and the choices together minimise the estimated step time:
+// - an op's choice costs its compute at the local shapes it implies
+//   (CostOpInterface: FLOPs at the device rate, bytes read and written at
+//   the memory rate);
+// - a value whose producer writes one sharding and whose consumer reads
+//   another costs the cheapest reshard between them (the partitioner's
+//   planner, Reshard.h: bytes over the link of the axes involved, plus a
+//   fixed cost a collective call); a sharded reduction factor leaves its
+//   result partial, so the reduction is priced where a consumer needs it
+//   whole;
+// - a train step's updated parameter or state must come back in its
+//   argument's layout, so ZeRO-like layouts (update sharded, gradients
+//   reduce-scattered, parameters gathered) are priced like any other;
+// - the arguments' bytes per device (parameters, optimizer state, inputs)
+//   may be capped; activations are not counted.
+// ChoiceILP.h solves it with CBC. The choices are written as closed
+// annotations on every argument, op result and function result, with a
+// `dist.constraint` before each op that reads a value in another layout
+// than it was written in; dist-propagate then has nothing to choose, and
+// dist-partition turns each constraint into the reshard that was priced.
+//
+// What it leaves out: factors that need a collective-aware lowering
+// (FactorKind::Collective: vocabulary-parallel embedding and cross-entropy,
+// split attention keys, split norms) stay whole; a dimension made of
+// several factors splits only its major one; a value read in one other
+// layout by several ops is priced once per op but resharded once;
+// communication does not overlap compute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H
+#define PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H
+
+#include "dialects/dist/IR/ShardingModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+
+namespace partita::autoshard {
+
+/// The rates the search prices a choice at (the strategy search's cost
+/// model, StrategySearch.h, plus a memory rate for ops that only move data).
+struct CostRates {
+  /// FLOP/s a device sustains.
+  double deviceFlops = 100e12;
+  /// Bytes a second a device reads or writes its memory.
+  double memoryBytesPerSecond = 2e12;
+  /// Bytes a second a device sends inside its node, and to another node.
+  double linkBytesPerSecond = 100e9;
+  double nodeLinkBytesPerSecond = 25e9;
+  /// Devices a node holds (the mesh row-major over device numbers); 0: one
+  /// node.
+  int64_t devicesPerNode = 0;
+  /// Fixed cost of a collective call, seconds.
+  double callSeconds = 20e-6;
+  /// Bytes of arguments a device may hold; 0: no limit.
+  double memoryPerDevice = 0;
+  /// CBC's time limit; it keeps its best solution when it stops.
+  double timeLimitSeconds = 60;
+};
+
+/// What the search solved and what it estimates for its choice.
+struct AutoShardReport {
+  /// Nodes (ops, arguments and unpaired function results) and their
+  /// choices in all.
+  int64_t nodes = 0, choices = 0;
+  /// The integer program CBC solved.
+  int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
+  bool optimal = false;
+  /// The estimate of the chosen shardings: the ops' compute, the reshards'
+  /// communication, and the arguments' bytes per device.
+  double computeSeconds = 0, commSeconds = 0, argumentBytes = 0;
+  /// `dist.constraint` ops written (reshards).
+  int64_t reshards = 0;
+};
+
+/// Chooses and writes the sharding of every tensor of `func` on `mesh` (see
+/// the file comment). Arguments that already carry `dist.sharding` keep it.
+/// Fails, with a diagnostic, on a function it cannot take (more than one
+/// block, ops with regions, calls, `dist.constraint` or annotated op
+/// results, dynamic shapes) or when no choice fits the memory limit.
+mlir::FailureOr<AutoShardReport> autoShardFunction(mlir::func::FuncOp func,
+                                                   const dist::Mesh &mesh,
+                                                   const CostRates &rates);
+
+} // namespace partita::autoshard
+
+#endif // PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H

@@ -1,0 +1,59 @@
+//===- Passes.td - the per-op sharding search -------------*- tablegen -*-===//
+
+#ifndef PARTITA_PASSES_AUTOSHARD_PASSES
+#define PARTITA_PASSES_AUTOSHARD_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
+  let summary = "Chooses every op's sharding on a mesh by an integer program (Alpa's intra-operator search).";
+  let description = [{
+    For each function with a body, chooses how every op splits its factors
+    (its `ShardingRuleOpInterface` rule) over the axes of the mesh, and how
+    every argument is laid out, so that the estimated step time is least:
+    each op's compute at its local shapes (`CostOpInterface`: FLOPs at
+    `device-tflops`, bytes at `memory-gbytes`) plus, for each value read in
+    another layout than it was written in, the cheapest reshard between
+    them (the partitioner's planner: bytes over `link-gbytes`, or
+    `node-link-gbytes` for an axis whose groups span nodes of
+    `devices-per-node`, plus `call-us` a collective). A train step's updated
+    parameters and optimizer state (results named by `nn.param` /
+    `nn.state`) must come back in their argument's layout. The integer
+    program (Zheng et al. 2022, "Alpa", section 4.2) is solved by CBC; with
+    `memory-per-device-gib`, the arguments' bytes per device are capped.
+
+    Afterwards every argument, op result and function result carries a
+    closed `dist.sharding` (p0), a `dist.constraint` stands before each op
+    that reads a value in another layout, and the function carries
+    `dist.auto_shard`, the search's size and estimate. Arguments annotated
+    beforehand keep their annotation; annotated ops or constraints are an
+    error. Factors that need a collective-aware lowering stay whole.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Create the mesh when the module has none, e.g. \"dp=2,tp=4\"">,
+    Option<"meshName", "mesh-name", "std::string", /*default=*/"\"mesh\"",
+           "Symbol name of the mesh to shard over">,
+    Option<"deviceTflops", "device-tflops", "double", /*default=*/"100",
+           "FLOP/s of a device, in TFLOP/s">,
+    Option<"memoryGbytes", "memory-gbytes", "double", /*default=*/"2000",
+           "Memory bandwidth of a device, in GB/s">,
+    Option<"linkGbytes", "link-gbytes", "double", /*default=*/"100",
+           "Bytes a second a device sends inside its node, in GB/s">,
+    Option<"nodeLinkGbytes", "node-link-gbytes", "double", /*default=*/"25",
+           "Bytes a second a device sends to another node, in GB/s">,
+    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
+           "Devices a node holds (0: one node)">,
+    Option<"callUs", "call-us", "double", /*default=*/"20",
+           "Fixed cost of a collective call, in microseconds">,
+    Option<"memoryPerDeviceGib", "memory-per-device-gib", "double",
+           /*default=*/"0",
+           "Most argument bytes (parameters, optimizer state, inputs) a "
+           "device may hold, in GiB (0: no limit)">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"60",
+           "Seconds CBC may search; it keeps its best solution when it stops">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+#endif // PARTITA_PASSES_AUTOSHARD_PASSES
