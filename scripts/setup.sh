@@ -11,6 +11,8 @@ PACKAGES=(
   # oneDNN: the cpu backend's bf16 contractions (PARTITA_ONEDNN, runtime/).
   libdnnl-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
+  # CBC (COIN-OR branch and cut): dist-auto-shard's integer program.
+  coinor-libcbc-dev
   python3-numpy python3-torch
   python3-venv python3-dev
   libtomlplusplus-dev python3-matplotlib

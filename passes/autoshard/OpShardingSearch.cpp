@@ -146,8 +146,7 @@ double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
 /// where each factor's axes divide it and a factor that is not its
 /// dimension's major one splits only once the factors before it are split
 /// whole. Results are partial over the axes of reduction factors.
-std::vector<Choice> enumerateOpChoices(Operation *op,
-                                       const dist::ShardingRule &rule,
+std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
                                        const Mesh &mesh) {
   int64_t numFactors = rule.getNumFactors();
   std::vector<std::vector<AxisRef>> factorAxes(numFactors);
@@ -231,7 +230,6 @@ std::vector<Choice> enumerateOpChoices(Operation *op,
     }
   };
   visit(0);
-  (void)op;
   return choices;
 }
 
@@ -335,6 +333,10 @@ LogicalResult Search::addArguments() {
         elements *= d;
       choice.memory =
           elements * dist::getElementBytes(type.getElementType()).value_or(4);
+      // A model input is written anew every step: its local bytes at the
+      // memory rate (so a batch is split where nothing else decides).
+      if (nn::inputAttr.getArg(func, i))
+        choice.seconds = choice.memory / rates.memoryBytesPerSecond;
     }
     producers[arg] = {static_cast<int64_t>(nodes.size()), 0};
     argumentNodes.push_back(nodes.size());
@@ -358,7 +360,7 @@ LogicalResult Search::addOps() {
       }
     }
     if (rule) {
-      node.choices = enumerateOpChoices(&op, *rule, mesh);
+      node.choices = enumerateOpChoices(*rule, mesh);
       // Values that are no tensors have no layout.
       for (Choice &choice : node.choices) {
         for (auto [value, layout] : llvm::zip(op.getOperands(), choice.reads))

@@ -17,6 +17,8 @@
 // - a train step's updated parameter or state must come back in its
 //   argument's layout, so ZeRO-like layouts (update sharded, gradients
 //   reduce-scattered, parameters gathered) are priced like any other;
+// - a model input (`nn.input`) is written anew every step: its bytes per
+//   device at the memory rate;
 // - the arguments' bytes per device (parameters, optimizer state, inputs)
 //   may be capped; activations are not counted.
 // ChoiceILP.h solves it with CBC. The choices are written as closed
