@@ -69,7 +69,20 @@ private:
                             "memory-per-device-gib must not be negative";
       return failure();
     }
+    if (solver != "cbc" && solver != "greedy") {
+      module.emitError() << "dist-auto-shard: solver must be cbc or greedy, "
+                            "got '"
+                         << solver << "'";
+      return failure();
+    }
+    if (solver == "greedy" && memoryPerDeviceGib > 0) {
+      module.emitError() << "dist-auto-shard: solver=greedy does not take "
+                            "memory-per-device-gib (only the integer program "
+                            "keeps a limit)";
+      return failure();
+    }
     CostRates rates;
+    rates.greedyOnly = solver == "greedy";
     rates.deviceFlops = deviceTflops * 1e12;
     rates.memoryBytesPerSecond = memoryGbytes * 1e9;
     rates.linkBytesPerSecond = linkGbytes * 1e9;
@@ -92,7 +105,7 @@ private:
         b.getNamedAttr("continuous_variables",
                        b.getI64IntegerAttr(report.continuousVariables)),
         b.getNamedAttr("constraints", b.getI64IntegerAttr(report.constraints)),
-        b.getNamedAttr("optimal", b.getBoolAttr(report.optimal)),
+        b.getNamedAttr("method", b.getStringAttr(report.method)),
         b.getNamedAttr("compute_seconds",
                        b.getF64FloatAttr(report.computeSeconds)),
         b.getNamedAttr("comm_seconds", b.getF64FloatAttr(report.commSeconds)),

@@ -107,6 +107,18 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
           return bad("consumer class out of range");
   }
 
+  if (options.heuristicOnly) {
+    if (problem.memoryLimit > 0)
+      return fail(error, "the greedy heuristic does not take a memory limit");
+    solution.choices = heuristicChoices(problem);
+    solution.cost = evaluateChoices(problem, solution.choices);
+    solution.method = ChoiceMethod::Heuristic;
+    if (std::isinf(solution.cost))
+      return fail(error, "the greedy heuristic found no choices that avoid "
+                         "the forbidden pairs");
+    return true;
+  }
+
   Program program;
   // One binary column per choice; its objective gathers the node's cost and
   // the costs of edges whose other side has one class.
@@ -231,6 +243,15 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   solution.binaryVariables = binaries;
   solution.continuousVariables = numColumns - binaries;
   solution.constraints = numRows;
+  // CBC's solution, if it has one; else (or if it is worse) the heuristic's
+  // when that fits the memory limit.
+  std::vector<int64_t> fallback = heuristicChoices(problem);
+  double fallbackMemory = 0;
+  double fallbackCost = evaluateChoices(problem, fallback, &fallbackMemory);
+  bool fallbackFits =
+      !std::isinf(fallbackCost) &&
+      (problem.memoryLimit <= 0 ||
+       fallbackMemory <= problem.memoryLimit * (1 + 1e-9));
   const double *solved = model.bestSolution();
   if (!solved) {
     if (model.isProvenInfeasible() ||
@@ -238,8 +259,13 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
       return fail(error, problem.memoryLimit > 0
                              ? "no choices fit the memory limit"
                              : "no choices avoid the forbidden pairs");
-    return fail(error, "CBC found no solution in its time limit (" +
-                           seconds + " s)");
+    if (!fallbackFits)
+      return fail(error, "CBC found no solution in its time limit (" +
+                             seconds + " s), nor did the greedy heuristic");
+    solution.choices = std::move(fallback);
+    solution.cost = fallbackCost;
+    solution.method = ChoiceMethod::Heuristic;
+    return true;
   }
   solution.choices.assign(numNodes, -1);
   for (int64_t u = 0; u < numNodes; ++u) {
@@ -255,8 +281,71 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   if (std::isinf(solution.cost) ||
       (problem.memoryLimit > 0 && memory > problem.memoryLimit * (1 + 1e-9)))
     return fail(error, "CBC's solution breaks a constraint");
-  solution.optimal = model.isProvenOptimal();
+  solution.method = model.isProvenOptimal() ? ChoiceMethod::Optimal
+                                            : ChoiceMethod::TimeLimit;
+  if (solution.method == ChoiceMethod::TimeLimit && fallbackFits &&
+      fallbackCost < solution.cost) {
+    solution.choices = std::move(fallback);
+    solution.cost = fallbackCost;
+    solution.method = ChoiceMethod::Heuristic;
+  }
   return true;
+}
+
+std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem) {
+  const size_t numNodes = problem.nodes.size();
+  // Each node's edges, with whether it is the edge's producer.
+  std::vector<std::vector<std::pair<const ChoiceEdge *, bool>>> incident(
+      numNodes);
+  for (const ChoiceEdge &edge : problem.edges) {
+    incident[edge.from].push_back({&edge, true});
+    incident[edge.to].push_back({&edge, false});
+  }
+  std::vector<int64_t> choices(numNodes, -1);
+  // The cost of node u taking choice s against its neighbours' choices
+  // (those still -1 left out).
+  auto localCost = [&](size_t u, size_t s) {
+    double cost = problem.nodes[u].costs[s];
+    for (auto [edge, isFrom] : incident[u]) {
+      int64_t other = isFrom ? edge->to : edge->from;
+      int64_t theirs = choices[other];
+      if (theirs < 0)
+        continue;
+      cost += isFrom ? edge->cost[edge->fromClass[s]][edge->toClass[theirs]]
+                     : edge->cost[edge->fromClass[theirs]][edge->toClass[s]];
+    }
+    return cost;
+  };
+  auto best = [&](size_t u) {
+    int64_t chosen = 0;
+    double least = kForbidden;
+    for (size_t s = 0; s < problem.nodes[u].costs.size(); ++s) {
+      double cost = localCost(u, s);
+      if (cost < least) {
+        least = cost;
+        chosen = s;
+      }
+    }
+    return chosen;
+  };
+  // Greedy in node order, then sweeps that move one node at a time to its
+  // best choice given the others (iterated conditional modes) until none
+  // moves.
+  for (size_t u = 0; u < numNodes; ++u)
+    choices[u] = best(u);
+  for (int sweep = 0; sweep < 50; ++sweep) {
+    bool moved = false;
+    for (size_t u = 0; u < numNodes; ++u) {
+      int64_t chosen = best(u);
+      if (chosen != choices[u] && localCost(u, chosen) < localCost(u, choices[u])) {
+        choices[u] = chosen;
+        moved = true;
+      }
+    }
+    if (!moved)
+      break;
+  }
+  return choices;
 }
 
 } // namespace partita::autoshard

@@ -60,6 +60,19 @@ struct ChoiceProblem {
 struct ChoiceOptions {
   /// CBC gives up after this long and keeps the best solution it has.
   double timeLimitSeconds = 60;
+  /// Only heuristicChoices, without CBC (no proof, and no memory limit).
+  bool heuristicOnly = false;
+};
+
+/// How a solution was found.
+enum class ChoiceMethod {
+  /// CBC proved it optimal.
+  Optimal,
+  /// CBC's best when its time limit stopped it.
+  TimeLimit,
+  /// The greedy heuristic's (heuristicChoices), when CBC found nothing
+  /// better in its time limit.
+  Heuristic,
 };
 
 struct ChoiceSolution {
@@ -67,8 +80,7 @@ struct ChoiceSolution {
   std::vector<int64_t> choices;
   /// The total cost of those choices (node and edge costs).
   double cost = 0;
-  /// CBC proved it optimal (false: the time limit stopped it first).
-  bool optimal = false;
+  ChoiceMethod method = ChoiceMethod::Optimal;
   /// The size of the program it solved.
   int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
 };
@@ -79,10 +91,17 @@ double evaluateChoices(const ChoiceProblem &problem,
                        const std::vector<int64_t> &choices,
                        double *memory = nullptr);
 
-/// Solves `problem`. Fails, with the reason in `error`, when it is malformed
-/// (a class or node index out of range, a node without choices), when no
-/// choices fit the memory limit and the forbidden pairs, or when CBC finds
-/// no solution in the time limit.
+/// A quick answer without CBC: each node in order takes its cheapest choice
+/// against the nodes before it, then nodes move one at a time to their
+/// cheapest choice against all their neighbours until none moves (iterated
+/// conditional modes). It ignores the memory limit.
+std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem);
+
+/// Solves `problem`. When CBC's time limit stops it, the answer is the better
+/// of CBC's best and heuristicChoices' (if that fits). Fails, with the reason
+/// in `error`, when the problem is malformed (a class or node index out of
+/// range, a node without choices), when no choices fit the memory limit and
+/// the forbidden pairs, or when neither finds a solution.
 bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
                   ChoiceSolution &solution, std::string &error);
 

@@ -628,6 +628,7 @@ FailureOr<AutoShardReport> Search::run() {
   std::string error;
   ChoiceOptions options;
   options.timeLimitSeconds = rates.timeLimitSeconds;
+  options.heuristicOnly = rates.greedyOnly;
   if (!solveChoices(problem, options, solution, error))
     return func.emitError() << "dist-auto-shard: " << error << " on mesh "
                             << mesh.toString();
@@ -638,7 +639,17 @@ FailureOr<AutoShardReport> Search::run() {
   report.binaryVariables = solution.binaryVariables;
   report.continuousVariables = solution.continuousVariables;
   report.constraints = solution.constraints;
-  report.optimal = solution.optimal;
+  switch (solution.method) {
+  case ChoiceMethod::Optimal:
+    report.method = "optimal";
+    break;
+  case ChoiceMethod::TimeLimit:
+    report.method = "time-limit";
+    break;
+  case ChoiceMethod::Heuristic:
+    report.method = "heuristic";
+    break;
+  }
   for (size_t u = 0; u < nodes.size(); ++u) {
     report.computeSeconds += problem.nodes[u].costs[solution.choices[u]];
     report.argumentBytes += problem.nodes[u].memory[solution.choices[u]];

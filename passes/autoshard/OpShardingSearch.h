@@ -45,6 +45,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <string>
 
 namespace partita::autoshard {
 
@@ -67,6 +68,8 @@ struct CostRates {
   double memoryPerDevice = 0;
   /// CBC's time limit; it keeps its best solution when it stops.
   double timeLimitSeconds = 60;
+  /// The greedy heuristic alone, without CBC.
+  bool greedyOnly = false;
 };
 
 /// What the search solved and what it estimates for its choice.
@@ -76,7 +79,10 @@ struct AutoShardReport {
   int64_t nodes = 0, choices = 0;
   /// The integer program CBC solved.
   int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
-  bool optimal = false;
+  /// "optimal" (CBC proved it), "time-limit" (CBC's best when its time
+  /// limit stopped it) or "heuristic" (the greedy heuristic's, CBC having
+  /// found nothing better in time).
+  std::string method;
   /// The estimate of the chosen shardings: the ops' compute, the reshards'
   /// communication, and the arguments' bytes per device.
   double computeSeconds = 0, commSeconds = 0, argumentBytes = 0;

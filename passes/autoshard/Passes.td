@@ -21,6 +21,10 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
     `nn.state`) must come back in their argument's layout. The integer
     program (Zheng et al. 2022, "Alpa", section 4.2) is solved by CBC; with
     `memory-per-device-gib`, the arguments' bytes per device are capped.
+    When CBC's `time-limit` stops it, the answer is the better of its best
+    and a greedy heuristic's (each op its cheapest choice against its
+    neighbours, repeated until none moves); `solver=greedy` runs only the
+    heuristic.
 
     Afterwards every argument, op result and function result carries a
     closed `dist.sharding` (p0), a `dist.constraint` stands before each op
@@ -52,6 +56,9 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
            "device may hold, in GiB (0: no limit)">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"60",
            "Seconds CBC may search; it keeps its best solution when it stops">,
+    Option<"solver", "solver", "std::string", /*default=*/"\"cbc\"",
+           "cbc (the integer program, with the greedy heuristic as a "
+           "fallback) or greedy (the heuristic alone: fast, not optimal)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

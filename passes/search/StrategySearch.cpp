@@ -117,6 +117,18 @@ std::string Candidate::stageMesh() const {
   return text;
 }
 
+autoshard::DistAutoShardOptions toAutoShardOptions(const CostModel &cost) {
+  autoshard::DistAutoShardOptions options;
+  options.deviceTflops = cost.deviceFlops / 1e12;
+  options.linkGbytes = cost.linkBytesPerSecond / 1e9;
+  options.nodeLinkGbytes = cost.nodeLinkBytesPerSecond / 1e9;
+  options.devicesPerNode = cost.devicesPerNode;
+  options.callUs = cost.callSeconds / 1e-6;
+  options.memoryPerDeviceGib =
+      double(cost.memoryPerDevice) / double(int64_t(1) << 30);
+  return options;
+}
+
 void applyCandidate(const Candidate &candidate, CompilerOptions &options) {
   options.annotate.strategy = candidate.preset;
   options.annotate.sequenceParallel = candidate.sequenceParallel;

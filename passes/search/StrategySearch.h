@@ -215,6 +215,10 @@ std::vector<std::string> searchableSchedules();
 /// Why `name` is no schedule the search prices, or empty.
 std::string checkSearchableSchedule(llvm::StringRef name);
 
+/// dist-auto-shard's options (`--strategy ilp`) for the rates and memory
+/// limit of `cost`: the one cost model in the pass's units.
+autoshard::DistAutoShardOptions toAutoShardOptions(const CostModel &cost);
+
 /// Sets `options` to compile `candidate`: its preset, sequence
 /// parallelism, stage mesh, microbatches and pipeline (stages, cut and
 /// schedule).

@@ -151,7 +151,7 @@ class Model:
 
     def _compile(self, mesh, strategy, train, lr, weight_decay, stage, seed,
                  sequence_parallel, precision="fp32", microbatches=1, pp=0,
-                 schedule="1f1b", stages_by="layers"):
+                 schedule="1f1b", stages_by="layers", cost=None):
         annotated = any(a.sharding for a in self.arguments())
         if strategy is None:
             if not annotated:
@@ -164,16 +164,27 @@ class Model:
         elif train is False:
             train = None
         axes = mesh.axes if (mesh is not None and strategy != "none") else []
+        given = {k: v for k, v in (cost or {}).items() if v is not None}
+        if given and strategy != "ilp":
+            raise Error(f"{', '.join(sorted(given))} only price "
+                        f"strategy='ilp', not '{strategy}'")
         return self._impl.compile(strategy, axes, train, lr, weight_decay,
                                   stage, seed, sequence_parallel, precision,
-                                  microbatches, pp, schedule, stages_by)
+                                  microbatches, pp, schedule, stages_by,
+                                  **given)
 
     def plan(self, mesh: Optional[Mesh] = None, strategy: Optional[str] = None,
              train: Union[None, bool, str] = None, lr: Optional[float] = None,
              weight_decay: Optional[float] = None, seed: int = 0,
              sequence_parallel: bool = False,
              precision: str = "fp32", microbatches: int = 1, pp: int = 0,
-             schedule: str = "1f1b", stages_by: str = "layers") -> Plan:
+             schedule: str = "1f1b", stages_by: str = "layers",
+             device_tflops: Optional[float] = None,
+             link_gbytes: Optional[float] = None,
+             call_us: Optional[float] = None,
+             memory_per_device: Optional[int] = None,
+             devices_per_node: Optional[int] = None,
+             node_link_gbytes: Optional[float] = None) -> Plan:
         """Compiles the model for `mesh` with a strategy preset (dp, megatron,
         dp+megatron, zero1..3, fsdp, ...; default: the model's own
         annotations), as a train step when `train` is set (True/"adamw",
@@ -184,11 +195,20 @@ class Model:
         `stages_by` ("layers" or balanced by "cost") along a new major-most
         axis "pp" (`mesh` is each stage's), run by `schedule` ("gpipe",
         "1f1b", "zb-h1" or "interleaved" with 2 stages a rank): `--pp`,
-        `--stages-by`, `--schedule`. The GIL is released while it
+        `--stages-by`, `--schedule`. strategy="ilp" chooses every op's
+        sharding on `mesh` by an integer program over the cost model that
+        `device_tflops`, `link_gbytes`, `call_us`, `memory_per_device`
+        (bytes of arguments a device holds), `devices_per_node` and
+        `node_link_gbytes` set, as `search` takes them (`partita plan
+        --strategy ilp`, docs/strategies.md). The GIL is released while it
         compiles."""
+        cost = dict(device_tflops=device_tflops, link_gbytes=link_gbytes,
+                    call_us=call_us, memory_per_device=memory_per_device,
+                    devices_per_node=devices_per_node,
+                    node_link_gbytes=node_link_gbytes)
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
                                 "plan", seed, sequence_parallel, precision,
-                                microbatches, pp, schedule, stages_by)
+                                microbatches, pp, schedule, stages_by, cost)
         return Plan(data, f"<plan of {strategy or 'annotations'}>")
 
     def search(self, devices: int, train: Union[None, bool, str] = None,

@@ -416,6 +416,8 @@ struct CompileRequest {
   std::string schedule = "1f1b";  // with pipelineStages: gpipe, 1f1b, zb-h1,
                                   // interleaved (2 chunks a rank)
   std::string stagesBy = "layers"; // with pipelineStages: layers or cost
+  /// With strategy "ilp": the cost model dist-auto-shard prices choices by.
+  search::CostModel cost;
 };
 
 /// The train step's options of `request` (train, lr, weight decay,
@@ -472,15 +474,22 @@ void setTrainOptions(const CompileRequest &request, CompilerOptions &options) {
 std::pair<std::unique_ptr<Model>, std::optional<nb::bytes>>
 compileModel(Model &model, const CompileRequest &request) {
   CompilerOptions options;
-  if (request.strategy != "none" &&
+  bool ilp = request.strategy == kILPStrategy;
+  if (request.strategy != "none" && !ilp &&
       !sharding::lookupStrategy(request.strategy)) {
     std::string known;
     for (const sharding::Strategy &strategy : sharding::getStrategies())
       known += strategy.name.str() + ", ";
     raiseError("unknown strategy '" + request.strategy + "': expected " +
-               known + "or none");
+               known + "none or ilp");
   }
+  if (ilp && (request.pipelineStages > 0 || request.microbatches > 1 ||
+              request.sequenceParallel))
+    raiseError("strategy ilp does not take pp, microbatches or "
+               "sequence_parallel: it shards one step on one mesh");
   options.annotate.strategy = request.strategy;
+  if (ilp)
+    options.autoShard = search::toAutoShardOptions(request.cost);
   options.annotate.meshName = kMeshName.str();
   options.annotate.sequenceParallel = request.sequenceParallel;
   if (!request.mesh.empty()) {
@@ -699,8 +708,16 @@ NB_MODULE(_compiler, m) {
              uint64_t seed, bool sequenceParallel,
              const std::string &precision, int64_t microbatches,
              int64_t pipelineStages, const std::string &schedule,
-             const std::string &stagesBy) {
+             const std::string &stagesBy, int64_t memoryPerDevice,
+             double deviceTflops, double linkGbytes, double callUs,
+             int64_t devicesPerNode, double nodeLinkGbytes) {
             CompileRequest request;
+            request.cost.memoryPerDevice = memoryPerDevice;
+            request.cost.deviceFlops = deviceTflops * 1e12;
+            request.cost.linkBytesPerSecond = linkGbytes * 1e9;
+            request.cost.callSeconds = callUs * 1e-6;
+            request.cost.devicesPerNode = devicesPerNode;
+            request.cost.nodeLinkBytesPerSecond = nodeLinkGbytes * 1e9;
             request.precision = precision;
             request.microbatches = microbatches;
             request.pipelineStages = pipelineStages;
@@ -721,7 +738,10 @@ NB_MODULE(_compiler, m) {
           nb::arg("last"), nb::arg("seed"), nb::arg("sequence_parallel"),
           nb::arg("precision") = "fp32", nb::arg("microbatches") = 1,
           nb::arg("pp") = 0, nb::arg("schedule") = "1f1b",
-          nb::arg("stages_by") = "layers");
+          nb::arg("stages_by") = "layers", nb::arg("memory_per_device") = 0,
+          nb::arg("device_tflops") = 100.0, nb::arg("link_gbytes") = 100.0,
+          nb::arg("call_us") = 20.0, nb::arg("devices_per_node") = 0,
+          nb::arg("node_link_gbytes") = 25.0);
 
   m.def(
       "search",

@@ -58,3 +58,36 @@ def test_training_matches_one_rank(one_rank, strategy, axes):
     assert set(out["parameters"]) == set(ref["parameters"])
     for name, value in ref["parameters"].items():
         assert relative_error(out["parameters"][name], value) < 1e-3, name
+
+
+# Tests that a plan whose every op's sharding the integer program chose
+# (strategy="ilp": `partita plan --strategy ilp`) matches the one-rank run,
+# forward and training. The devices are slow (10 GFLOP/s), so that splitting
+# the compute is worth collectives and the plan is sharded.
+def test_ilp_matches_one_rank(one_rank):
+    mesh = Mesh({"dp": 2, "tp": 2})
+    forward = gpt().plan(mesh, strategy="ilp", device_tflops=0.01)
+    inputs = batch(10)
+    out = forward.run(inputs, ranks=mesh.size)
+    assert relative_error(out["logits"], one_rank[0].run(inputs)["logits"]) < 1e-5
+
+    plan = gpt().plan(mesh, strategy="ilp", train="adamw", lr=1e-2,
+                      device_tflops=0.01)
+    # Some parameter is split (explain lists each one's sharding).
+    params = plan.explain().text.split("parameters (name, global shape")[1]
+    params = params.split("\n\n")[0]
+    assert '"dp"' in params or '"tp"' in params
+    batches = [batch(20 + i) for i in range(3)]
+    out = plan.train(batches)
+    ref = one_rank[1].train(batches)
+    np.testing.assert_allclose(out["losses"], ref["losses"], rtol=1e-4)
+    for name, value in ref["parameters"].items():
+        assert relative_error(out["parameters"][name], value) < 1e-3, name
+
+
+def test_ilp_cost_options_need_ilp():
+    with pytest.raises(partita.Error, match="device_tflops only price "
+                                            "strategy='ilp', not 'dp'"):
+        gpt().plan(Mesh({"dp": 2}), strategy="dp", device_tflops=1.0)
+    with pytest.raises(partita.Error, match="strategy ilp does not take pp"):
+        gpt().plan(Mesh({"dp": 2}), strategy="ilp", train="adamw", pp=2)

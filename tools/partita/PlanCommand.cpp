@@ -105,6 +105,18 @@ cl::opt<std::string> callMicrosArg(
     cl::cat(searchCategory),
     cl::desc("--strategy auto or ilp: the cost model's fixed cost of a communicator "
              "call in microseconds (default 20)"));
+cl::opt<double> ilpSecondsArg(
+    "ilp-seconds", cl::sub(planCommand), cl::init(60), cl::value_desc("s"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy ilp: the seconds CBC may search the integer "
+             "program; when they run out, the better of its best solution "
+             "and the greedy heuristic's is taken (default 60)"));
+cl::opt<std::string> ilpSolverArg(
+    "ilp-solver", cl::sub(planCommand), cl::init("cbc"),
+    cl::value_desc("cbc|greedy"), cl::cat(searchCategory),
+    cl::desc("--strategy ilp: cbc (the integer program, default) or greedy "
+             "(the heuristic alone: fast on large graphs, not optimal, no "
+             "--memory-per-device)"));
 cl::list<std::string> searchStrategiesArg(
     "search-strategies", cl::sub(planCommand), cl::CommaSeparated,
     cl::value_desc("a,b,..."), cl::cat(searchCategory),
@@ -344,7 +356,8 @@ std::string describeAutoShard(mlir::ModuleOp module) {
         return f.getValueAsDouble();
       return 0.0;
     };
-    auto optimal = report.getAs<mlir::BoolAttr>("optimal");
+    auto method = report.getAs<mlir::StringAttr>("method");
+    StringRef how = method ? method.getValue() : "";
     std::string text;
     raw_string_ostream os(text);
     os << ": " << int64_t(number("nodes")) << " ops and values, "
@@ -352,9 +365,10 @@ std::string describeAutoShard(mlir::ModuleOp module) {
        << int64_t(number("binary_variables")) << " binary and "
        << int64_t(number("continuous_variables")) << " continuous variables, "
        << int64_t(number("constraints")) << " rows, solved "
-       << (optimal && optimal.getValue() ? "optimally"
-                                         : "to CBC's time limit (not proven "
-                                           "optimal)")
+       << (how == "optimal"      ? "optimally"
+           : how == "time-limit" ? "to CBC's time limit (not proven optimal)"
+                                 : "by the greedy heuristic (CBC found "
+                                   "nothing better in its time limit)")
        << "; estimated step " << format("%.4g", number("compute_seconds") * 1e3)
        << " ms compute + " << format("%.4g", number("comm_seconds") * 1e3)
        << " ms communication, " << int64_t(number("reshards"))
@@ -449,6 +463,11 @@ int checkSearchOptions(search::CostModel &cost) {
         return reportError(kCommand, "--" + option->ArgStr +
                                          " needs --strategy auto");
     if (!ilp) {
+      for (const cl::Option *option : std::initializer_list<const cl::Option *>{
+               std::addressof(ilpSecondsArg), std::addressof(ilpSolverArg)})
+        if (option->getNumOccurrences())
+          return reportError(kCommand,
+                             "--" + option->ArgStr + " needs --strategy ilp");
       for (const cl::Option *option : costFlags)
         if (option->getNumOccurrences())
           return reportError(kCommand, "--" + option->ArgStr +
@@ -465,6 +484,16 @@ int checkSearchOptions(search::CostModel &cost) {
       return reportError(kCommand, "--strategy ilp does not take --pp or "
                                    "--microbatches yet: it shards one step "
                                    "on one mesh");
+    if (!(ilpSecondsArg > 0))
+      return reportError(kCommand, "--ilp-seconds must be positive, got " +
+                                       std::to_string(ilpSecondsArg));
+    if (ilpSolverArg != "cbc" && ilpSolverArg != "greedy")
+      return reportError(kCommand, "--ilp-solver must be cbc or greedy, not '" +
+                                       ilpSolverArg + "'");
+    if (ilpSolverArg == "greedy" && memoryPerDeviceArg.getNumOccurrences())
+      return reportError(kCommand, "--ilp-solver greedy does not take "
+                                   "--memory-per-device (only the integer "
+                                   "program keeps a limit)");
     return parseCostFlags(cost, /*devices=*/0);
   }
   if (!devicesArg.getNumOccurrences())
@@ -878,14 +907,9 @@ int runPlan() {
                                  "--sequence-parallel");
   options.annotate.regatherNormOutputs = regatherNormOutputs;
   if (strategyArg == kILPStrategy) {
-    autoshard::DistAutoShardOptions &autoShard = options.autoShard;
-    autoShard.deviceTflops = cost.deviceFlops / 1e12;
-    autoShard.linkGbytes = cost.linkBytesPerSecond / 1e9;
-    autoShard.nodeLinkGbytes = cost.nodeLinkBytesPerSecond / 1e9;
-    autoShard.devicesPerNode = cost.devicesPerNode;
-    autoShard.callUs = cost.callSeconds / 1e-6;
-    autoShard.memoryPerDeviceGib =
-        double(cost.memoryPerDevice) / double(int64_t(1) << 30);
+    options.autoShard = search::toAutoShardOptions(cost);
+    options.autoShard.timeLimit = ilpSecondsArg;
+    options.autoShard.solver = ilpSolverArg;
   }
   options.propagate.recordOrigins = recordOrigins;
   options.overlapComm = overlapComm;

@@ -12,7 +12,16 @@
 // Every input the per-op search cannot take is an error at the op or value
 // that makes it so.
 
+// RUN: not partita-opt %s -split-input-file \
+// RUN:   -dist-auto-shard="mesh=x=2 solver=glpk" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=SOLVER
+// RUN: not partita-opt %s -split-input-file \
+// RUN:   -dist-auto-shard="mesh=x=2 solver=greedy memory-per-device-gib=1" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=GREEDY-MEMORY
+
 // NO-MESH: error: module has no mesh @mesh; declare one or pass the mesh option
+// SOLVER: error: dist-auto-shard: solver must be cbc or greedy, got 'glpk'
+// GREEDY-MEMORY: error: dist-auto-shard: solver=greedy does not take memory-per-device-gib (only the integer program keeps a limit)
 // RATE: error: dist-auto-shard: link-gbytes must be positive, got 0
 // NEGATIVE: error: dist-auto-shard: devices-per-node, call-us and memory-per-device-gib must not be negative
 

@@ -34,7 +34,7 @@ func.func @forward(%w1: tensor<64x1024xf32> {nn.param = "w1"},
 // The updated weights come back as they went in.
 // CHECK-SAME: -> (tensor<64x1024xf32> {dist.sharding = #dist.sharding<@mesh, [{}p0, {"tp"}p0]>, nn.param = "w1"}
 // CHECK-SAME: tensor<1024x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}p0, {}p0]>, nn.param = "w2"}
-// CHECK-SAME: dist.auto_shard = {{{.*}}optimal = true
+// CHECK-SAME: dist.auto_shard = {{{.*}}method = "optimal"
 // The row-parallel einsum's output is partial; the cross-entropy reads it
 // whole (the one all-reduce of the forward).
 // CHECK: %[[Y:.+]] = nn.einsum "bf,fc->bc" {{.*}} {dist.sharding = [#dist.sharding<@mesh, [{}p0, {}p0], partial={"tp"}>]}

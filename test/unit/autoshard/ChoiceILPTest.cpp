@@ -110,13 +110,24 @@ void expectOptimal(const ChoiceProblem &problem, int seed) {
     return;
   }
   ASSERT_TRUE(solved) << "seed " << seed << ": " << error;
-  EXPECT_TRUE(solution.optimal) << "seed " << seed;
+  EXPECT_EQ(solution.method, ChoiceMethod::Optimal) << "seed " << seed;
   double memory = 0;
   double cost = evaluateChoices(problem, solution.choices, &memory);
   EXPECT_EQ(cost, solution.cost) << "seed " << seed;
   EXPECT_NEAR(cost, best, 1e-12 + 1e-9 * best) << "seed " << seed;
   if (problem.memoryLimit > 0)
     EXPECT_LE(memory, problem.memoryLimit * (1 + 1e-9)) << "seed " << seed;
+  // The heuristic picks a choice for every node and, where its answer fits
+  // the memory limit (which it ignores), never beats the optimum.
+  std::vector<int64_t> greedy = heuristicChoices(problem);
+  ASSERT_EQ(greedy.size(), problem.nodes.size());
+  for (size_t u = 0; u < greedy.size(); ++u)
+    ASSERT_TRUE(greedy[u] >= 0 &&
+                greedy[u] < static_cast<int64_t>(problem.nodes[u].costs.size()));
+  double greedyMemory = 0;
+  double greedyCost = evaluateChoices(problem, greedy, &greedyMemory);
+  if (problem.memoryLimit <= 0 || greedyMemory <= problem.memoryLimit)
+    EXPECT_GE(greedyCost * (1 + 1e-12) + 1e-15, best) << "seed " << seed;
 }
 
 TEST(ChoiceILPTest, MatchesBruteForceOnRandomProblems) {
@@ -157,6 +168,23 @@ TEST(ChoiceILPTest, PaysForAgreementAcrossAnEdge) {
   ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
   EXPECT_EQ(solution.cost, 3.0);
   EXPECT_EQ(solution.choices[0], solution.choices[1]);
+}
+
+// On problems without forbidden pairs the heuristic always has an answer,
+// and on most of these small ones it is the optimum.
+TEST(ChoiceILPTest, HeuristicIsFiniteAndOftenOptimal) {
+  int optimal = 0, total = 0;
+  for (int seed = 3000; seed < 3200; ++seed) {
+    std::mt19937 rng(seed);
+    ChoiceProblem problem =
+        randomProblem(rng, /*withMemory=*/false, /*withForbidden=*/false);
+    double cost = evaluateChoices(problem, heuristicChoices(problem));
+    ASSERT_FALSE(std::isinf(cost)) << "seed " << seed;
+    double best = bruteForce(problem);
+    optimal += cost <= best * (1 + 1e-9) + 1e-15;
+    ++total;
+  }
+  EXPECT_GE(optimal, total / 2) << optimal << " of " << total;
 }
 
 TEST(ChoiceILPTest, ReportsMalformedProblems) {
