@@ -75,6 +75,7 @@ std::vector<std::string> searchableStrategies() {
       names.push_back(strategy.name.str() + "+sp");
   }
   names.push_back(kPurePipeline);
+  names.push_back(kILPStrategy.str());
   return names;
 }
 
@@ -129,8 +130,15 @@ autoshard::DistAutoShardOptions toAutoShardOptions(const CostModel &cost) {
   return options;
 }
 
-void applyCandidate(const Candidate &candidate, CompilerOptions &options) {
+void applyCandidate(const Candidate &candidate, const CostModel &cost,
+                    CompilerOptions &options) {
   options.annotate.strategy = candidate.preset;
+  if (candidate.preset == kILPStrategy) {
+    // The search's own memory limit is the plan's total; the program's cap
+    // on argument bytes stays off.
+    options.autoShard = toAutoShardOptions(cost);
+    options.autoShard.memoryPerDeviceGib = 0;
+  }
   options.annotate.sequenceParallel = candidate.sequenceParallel;
   options.annotate.mesh = candidate.stageMesh();
   options.microbatches = candidate.microbatches;
@@ -143,16 +151,41 @@ void applyCandidate(const Candidate &candidate, CompilerOptions &options) {
   }
 }
 
-/// The unpipelined candidates of `space` on `devices` devices.
+/// The candidates of `space` on `devices` devices, unpipelined (or a
+/// pipeline's stage meshes: `pipelined`, which ilp does not take).
 static std::vector<Candidate>
 enumerateMeshes(int64_t devices, const SearchSpace &space,
-                const sharding::DistAnnotateOptions &annotate) {
+                const sharding::DistAnnotateOptions &annotate,
+                bool pipelined) {
   std::vector<Candidate> out;
   for (const std::string &name : searchableStrategies()) {
     if (name == kPurePipeline ||
         (!space.strategies.empty() &&
          !llvm::is_contained(space.strategies, name)))
       continue;
+    if (name == kILPStrategy) {
+      // Only when named: one integer program per mesh, on one axis or two
+      // (the axes' names are only names to it).
+      if (!llvm::is_contained(space.strategies, name) || pipelined)
+        continue;
+      std::vector<SmallVector<int64_t>> shapes;
+      SmallVector<int64_t> prefix;
+      factorizations(devices, 1, prefix, shapes);
+      factorizations(devices, 2, prefix, shapes);
+      for (const SmallVector<int64_t> &sizes : shapes) {
+        Candidate candidate;
+        candidate.strategy = candidate.preset = name;
+        const std::string *axisNames[] = {&annotate.dataAxis,
+                                          &annotate.tensorAxis};
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          candidate.mesh += (i ? "," : "") + *axisNames[i] + "=" +
+                            std::to_string(sizes[i]);
+          candidate.axes.emplace_back(*axisNames[i], sizes[i]);
+        }
+        out.push_back(std::move(candidate));
+      }
+      continue;
+    }
     bool sequenceParallel = StringRef(name).ends_with("+sp");
     StringRef preset =
         sequenceParallel ? StringRef(name).drop_back(3) : StringRef(name);
@@ -197,7 +230,8 @@ enumerateMeshes(int64_t devices, const SearchSpace &space,
 std::vector<Candidate>
 enumerateCandidates(int64_t devices, const SearchSpace &space,
                     const sharding::DistAnnotateOptions &annotate) {
-  std::vector<Candidate> out = enumerateMeshes(devices, space, annotate);
+  std::vector<Candidate> out =
+      enumerateMeshes(devices, space, annotate, /*pipelined=*/false);
   for (const std::string &schedule : space.schedules) {
     for (int64_t stages = 2; stages <= devices; ++stages) {
       if (devices % stages)
@@ -213,7 +247,7 @@ enumerateCandidates(int64_t devices, const SearchSpace &space,
           meshes.push_back(std::move(pure));
         }
       } else {
-        meshes = enumerateMeshes(inner, space, annotate);
+        meshes = enumerateMeshes(inner, space, annotate, /*pipelined=*/true);
       }
       std::string axis = pipeline::kPipelineAxis.str();
       for (Candidate &candidate : meshes) {
@@ -239,7 +273,7 @@ static void evaluate(Candidate &candidate, mlir::ModuleOp model,
                      const CompilerOptions &base, const CostModel &cost,
                      bool *splitFailed = nullptr) {
   CompilerOptions options = base;
-  applyCandidate(candidate, options);
+  applyCandidate(candidate, cost, options);
   // The candidate's errors are its rejection, not the user's errors: this
   // handler, registered last, sees each diagnostic first.
   std::string firstError;
@@ -395,7 +429,7 @@ searchStrategies(mlir::ModuleOp model, const CompilerOptions &base,
       evaluate(candidate, model, base, cost);
       told(candidate);
       if (base.train && cost.memoryPerDevice > 0 && candidate.compiled() &&
-          !candidate.fits(cost))
+          !candidate.fits(cost) && candidate.preset != kILPStrategy)
         if (std::optional<Candidate> fit =
                 accumulate(choice, model, base, cost, told))
           accumulated.push_back(std::move(*fit));

@@ -205,7 +205,9 @@ enumerateCandidates(int64_t devices, const SearchSpace &space,
 
 /// The names enumerateCandidates knows, in its order: every preset, and
 /// "megatron+sp", "dp+megatron+sp" after their presets; then "pp", the
-/// pure pipeline (searched only with schedules).
+/// pure pipeline (searched only with schedules); then "ilp", every op's
+/// sharding by dist-auto-shard on each mesh of one or two axes (searched
+/// only when named, and not pipelined).
 std::vector<std::string> searchableStrategies();
 
 /// The pipeline schedules the search prices: "1f1b", "zb-h1",
@@ -221,8 +223,10 @@ autoshard::DistAutoShardOptions toAutoShardOptions(const CostModel &cost);
 
 /// Sets `options` to compile `candidate`: its preset, sequence
 /// parallelism, stage mesh, microbatches and pipeline (stages, cut and
-/// schedule).
-void applyCandidate(const Candidate &candidate, CompilerOptions &options);
+/// schedule); for ilp, dist-auto-shard's rates from `cost` (without its
+/// argument cap: the search's limit is the plan's memory).
+void applyCandidate(const Candidate &candidate, const CostModel &cost,
+                    CompilerOptions &options);
 
 /// Compiles each candidate of `candidates` from a copy of `model` with
 /// `base` (its strategy and mesh replaced), measures its plan and prices it

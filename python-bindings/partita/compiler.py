@@ -5,7 +5,8 @@ IR crosses as text: `str(model)` is the module, `parse` reads one.
 
 import fnmatch
 import os
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 from . import _compiler
 from ._error import Error
@@ -64,6 +65,9 @@ class SearchResult(NamedTuple):
 
     candidates: List[Candidate]
     table: str
+    # The cost model's options search was given, for plan_best to compile
+    # an "ilp" winner with.
+    cost: Dict[str, Any] = {}
 
     @property
     def best(self) -> Optional[Candidate]:
@@ -238,7 +242,10 @@ class Model:
         candidates = [
             Candidate(s, p, sp, Mesh(dict(axes)), *rest)
             for s, p, sp, axes, *rest in rows]
-        return SearchResult(candidates, table)
+        cost = dict(device_tflops=device_tflops, link_gbytes=link_gbytes,
+                    call_us=call_us, devices_per_node=devices_per_node,
+                    node_link_gbytes=node_link_gbytes)
+        return SearchResult(candidates, table, cost)
 
     def plan_best(self, result: SearchResult,
                   train: Union[None, bool, str] = None,
@@ -262,7 +269,8 @@ class Model:
                          pp=best.pipeline_stages if best.pipeline_stages > 1
                          else 0,
                          schedule=best.schedule or "1f1b",
-                         stages_by=best.stages_by or "layers")
+                         stages_by=best.stages_by or "layers",
+                         **(result.cost if best.preset == "ilp" else {}))
 
     def compile(self, mesh: Optional[Mesh] = None,
                 strategy: Optional[str] = None, stage: str = "propagated",

@@ -277,3 +277,20 @@ def test_search_pipelines(small_gpt):
         small_gpt.plan(strategy="none", train=True, pp=2, stages_by="weight")
     with pytest.raises(partita.Error, match="pp must be at least 0"):
         small_gpt.plan(strategy="dp", mesh=partita.Mesh({"dp": 2}), pp=2)
+
+
+def test_search_with_ilp_and_plan_best(small_gpt):
+    # ilp joins the search only when named: one program per mesh of 1 or 2
+    # axes; plan_best compiles an ilp winner with the search's cost model.
+    result = small_gpt.search(4, train=True, strategies=["dp", "ilp"],
+                              schedules=[], device_tflops=0.001)
+    ilp = [c for c in result.candidates if c.strategy == "ilp"]
+    assert sorted(list(c.mesh.axes) for c in ilp) == [
+        [("dp", 2), ("tp", 2)], [("dp", 4)]]
+    assert all(not c.rejection for c in ilp)
+    assert result.cost["device_tflops"] == 0.001
+    assert "ilp" in result.table
+    plan = small_gpt.plan_best(result, train=True)
+    assert plan.num_devices == 4
+    default = small_gpt.search(4, train=True, schedules=[])
+    assert all(c.strategy != "ilp" for c in default.candidates)

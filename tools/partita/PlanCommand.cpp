@@ -838,7 +838,7 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
                                      " bytes a device");
   }
   const search::Candidate &best = result.candidates.front();
-  search::applyCandidate(best, options);
+  search::applyCandidate(best, cost, options);
   if (!quiet)
     errs() << "partita plan: chose " << best.strategy << " on " << best.mesh
            << (best.pipelined()
@@ -1123,7 +1123,8 @@ int runPlan() {
   };
   callbacks.afterStage = [&](CompileStage stage) {
     std::string what = describeStage(stage, options);
-    if (stage == CompileStage::Annotated && strategyArg == kILPStrategy)
+    if (stage == CompileStage::Annotated &&
+        options.annotate.strategy == kILPStrategy)
       what += describeAutoShard(*module);
     progress.done(what);
   };
