@@ -17,7 +17,10 @@
 // consumer class b, sum_a e_ab = sum of s_v over b's choices), which with
 // binary s forces e to the one pair chosen, so e may stay continuous. An
 // edge whose side has one class adds its costs to the other side's choices
-// instead, with no variables. CBC (COIN-OR branch and cut) solves it.
+// instead, with no variables. A resource shared by some pairs (one call for
+// every gradient reduction that rides in a bucket) is one more binary,
+// at least every pair variable that needs it. CBC (COIN-OR branch and cut)
+// solves it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +51,9 @@ struct ChoiceEdge {
   /// cost[a][b]: the cost when `from` picks a choice of class a and `to` one
   /// of class b (kForbidden: never both).
   std::vector<std::vector<double>> cost;
+  /// shared[a][b]: the pair also needs the problem's shared resource (empty:
+  /// no pair does).
+  std::vector<std::vector<char>> shared;
 };
 
 struct ChoiceProblem {
@@ -55,6 +61,9 @@ struct ChoiceProblem {
   std::vector<ChoiceEdge> edges;
   /// The most memory the chosen choices may hold together; <= 0: no limit.
   double memoryLimit = 0;
+  /// Paid once when any chosen pair needs the shared resource (a bucket of
+  /// gradient reductions: one communicator call, however many ride in it).
+  double sharedCost = 0;
 };
 
 struct ChoiceOptions {

@@ -251,7 +251,8 @@ private:
   LogicalResult addOps();
   void addResults();
   ChoiceProblem buildProblem();
-  double reshardSeconds(Value value, const Sharding &from, const Sharding &to);
+  double reshardSeconds(Value value, const Sharding &from, const Sharding &to,
+                        bool bucketed);
   void write(const std::vector<int64_t> &chosen, AutoShardReport &report);
   dist::ShardingAttr toAttr(const Sharding &sharding);
 
@@ -444,7 +445,7 @@ void Search::addResults() {
 }
 
 double Search::reshardSeconds(Value value, const Sharding &from,
-                              const Sharding &to) {
+                              const Sharding &to, bool bucketed) {
   std::string fromKey = layoutKey(from), toKey = layoutKey(to);
   if (fromKey == toKey)
     return 0;
@@ -456,14 +457,16 @@ double Search::reshardSeconds(Value value, const Sharding &from,
   std::string key;
   for (int64_t d : info.shape)
     key += std::to_string(d) + "x";
-  key += std::to_string(info.elementBytes) + ":" + fromKey + ">" + toKey;
+  key += std::to_string(info.elementBytes) + ":" + fromKey + ">" + toKey +
+         (bucketed ? "b" : "");
   auto [it, inserted] = reshardCache.try_emplace(key, 0.0);
   if (!inserted)
     return it->second;
   partition::ReshardOptions options;
   // A collective call's fixed cost, and a slower link for an axis whose
   // groups span nodes, both in bytes of the in-node link.
-  options.stepCost = rates.callSeconds * rates.linkBytesPerSecond;
+  options.stepCost =
+      bucketed ? 0.0 : rates.callSeconds * rates.linkBytesPerSecond;
   std::vector<std::pair<std::string, int64_t>> axes;
   for (const dist::MeshAxis &axis : mesh.axes)
     axes.push_back({axis.name, axis.size});
@@ -483,6 +486,9 @@ double Search::reshardSeconds(Value value, const Sharding &from,
 ChoiceProblem Search::buildProblem() {
   ChoiceProblem problem;
   problem.memoryLimit = rates.memoryPerDevice;
+  // The reshards into an optimizer update are gradient reductions, which
+  // dist-optimize-comm sends in buckets: bytes each, and one call for all.
+  problem.sharedCost = rates.callSeconds;
   for (const Node &node : nodes) {
     ChoiceNode choiceNode;
     for (const Choice &choice : node.choices) {
@@ -524,12 +530,21 @@ ChoiceProblem Search::buildProblem() {
           toLayouts.push_back(&layout);
         edge.toClass.push_back(at->second);
       }
+      bool bucketed = consumer.op && nn::getGradKind(consumer.op) ==
+                                         nn::GradKind::Update;
       edge.cost.assign(fromLayouts.size(),
                        std::vector<double>(toLayouts.size(), 0));
+      if (bucketed)
+        edge.shared.assign(fromLayouts.size(),
+                           std::vector<char>(toLayouts.size(), 0));
       for (size_t a = 0; a < fromLayouts.size(); ++a)
-        for (size_t b = 0; b < toLayouts.size(); ++b)
-          edge.cost[a][b] =
-              reshardSeconds(value, *fromLayouts[a], *toLayouts[b]);
+        for (size_t b = 0; b < toLayouts.size(); ++b) {
+          double cost = reshardSeconds(value, *fromLayouts[a], *toLayouts[b],
+                                       bucketed);
+          edge.cost[a][b] = cost;
+          if (bucketed)
+            edge.shared[a][b] = cost > 0 && !std::isinf(cost);
+        }
       problem.edges.push_back(std::move(edge));
     }
   }

@@ -13,7 +13,8 @@
 //   planner, Reshard.h: bytes over the link of the axes involved, plus a
 //   fixed cost a collective call); a sharded reduction factor leaves its
 //   result partial, so the reduction is priced where a consumer needs it
-//   whole;
+//   whole; the reshards into an optimizer update (gradient reductions,
+//   which dist-optimize-comm buckets) pay their bytes and one call for all;
 // - a train step's updated parameter or state must come back in its
 //   argument's layout, so ZeRO-like layouts (update sharded, gradients
 //   reduce-scattered, parameters gathered) are priced like any other;

@@ -39,7 +39,7 @@ double bruteForce(const ChoiceProblem &problem) {
 }
 
 ChoiceProblem randomProblem(std::mt19937 &rng, bool withMemory,
-                            bool withForbidden) {
+                            bool withForbidden, bool withShared = false) {
   std::uniform_int_distribution<int> numNodes(2, 6), numChoices(1, 4);
   std::uniform_real_distribution<double> cost(0, 1e-3), mem(0, 1e6);
   std::bernoulli_distribution forbid(withForbidden ? 0.15 : 0.0);
@@ -85,8 +85,17 @@ ChoiceProblem randomProblem(std::mt19937 &rng, bool withMemory,
       for (auto &row : edge.cost)
         for (double &c : row)
           c = forbid(rng) ? kForbidden : cost(rng);
+      std::bernoulli_distribution share(0.3);
+      if (withShared && share(rng)) {
+        edge.shared.assign(a, std::vector<char>(b));
+        for (auto &row : edge.shared)
+          for (char &f : row)
+            f = share(rng);
+      }
       problem.edges.push_back(std::move(edge));
     }
+  if (withShared)
+    problem.sharedCost = 2e-3;
   if (withMemory) {
     // Somewhere between the least and the most memory a node could hold.
     double least = 0, most = 0;
@@ -155,6 +164,36 @@ TEST(ChoiceILPTest, MatchesBruteForceWithForbiddenPairs) {
                                 /*withForbidden=*/true),
                   seed);
   }
+}
+
+// A shared cost (one bucket's call) paid once whatever number of pairs need
+// it, and not at all when none does.
+TEST(ChoiceILPTest, MatchesBruteForceWithASharedCost) {
+  for (int seed = 4000; seed < 4150; ++seed) {
+    std::mt19937 rng(seed);
+    expectOptimal(randomProblem(rng, /*withMemory=*/seed % 2 == 0,
+                                /*withForbidden=*/false, /*withShared=*/true),
+                  seed);
+  }
+}
+
+TEST(ChoiceILPTest, PaysASharedCostOnce) {
+  // Two independent edges whose cheap pairs both need the resource: paying
+  // it once (3 + 1 + 1) beats avoiding it on both (2 + 2 ... = 4 + 4).
+  ChoiceProblem problem;
+  problem.nodes = {{{0, 0}, {}}, {{0, 0}, {}}, {{0, 0}, {}}, {{0, 0}, {}}};
+  problem.edges.push_back(
+      {0, 1, {0, 1}, {0, 1}, {{1, 4}, {4, 4}}, {{1, 0}, {0, 0}}});
+  problem.edges.push_back(
+      {2, 3, {0, 1}, {0, 1}, {{1, 4}, {4, 4}}, {{1, 0}, {0, 0}}});
+  problem.sharedCost = 3;
+  ChoiceSolution solution;
+  std::string error;
+  ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
+  EXPECT_EQ(solution.cost, 5.0);
+  problem.sharedCost = 7; // now avoiding it (8) is cheaper than 9
+  ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
+  EXPECT_EQ(solution.cost, 8.0);
 }
 
 // A chain where the cheapest choice of each node alone is not the cheapest
