@@ -296,7 +296,8 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   // first ("-dualS"; on the programs of a 2-D mesh it takes seconds where
   // branch and cut's own first solve takes minutes), then branch and cut.
   // CBC's own preprocessing is off: on a two-node program with a memory row
-  // (ChoiceILPTest, seed 4072) it returned a worse answer as proven optimal.
+  // (seed 4072 of the unit test against brute force) it returned a worse
+  // answer as proven optimal.
   std::string seconds = std::to_string(options.timeLimitSeconds);
   const char *argv[] = {"partita", "-log", "0", "-slog", "0", "-seconds",
                         seconds.c_str(), "-preprocess", "off", "-dualS",

@@ -41,6 +41,7 @@
 #define PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H
 
 #include "dialects/dist/IR/ShardingModel.h"
+#include "passes/sharding/DeviceRates.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LLVM.h"
@@ -50,21 +51,11 @@
 
 namespace partita::autoshard {
 
-/// The rates the search prices a choice at (the strategy search's cost
-/// model, StrategySearch.h, plus a memory rate for ops that only move data).
-struct CostRates {
-  /// FLOP/s a device sustains.
-  double deviceFlops = 100e12;
+/// The rates the search prices a choice at: the strategy search's devices
+/// and links (DeviceRates), and a memory rate for ops that only move data.
+struct CostRates : sharding::DeviceRates {
   /// Bytes a second a device reads or writes its memory.
   double memoryBytesPerSecond = 2e12;
-  /// Bytes a second a device sends inside its node, and to another node.
-  double linkBytesPerSecond = 100e9;
-  double nodeLinkBytesPerSecond = 25e9;
-  /// Devices a node holds (the mesh row-major over device numbers); 0: one
-  /// node.
-  int64_t devicesPerNode = 0;
-  /// Fixed cost of a collective call, seconds.
-  double callSeconds = 20e-6;
   /// Bytes of arguments a device may hold; 0: no limit.
   double memoryPerDevice = 0;
   /// CBC's time limit; it keeps its best solution when it stops.

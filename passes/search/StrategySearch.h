@@ -32,6 +32,7 @@
 
 #include "passes/Pipelines.h"
 #include "passes/plan/PlanExplain.h"
+#include "passes/sharding/DeviceRates.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -45,21 +46,10 @@
 
 namespace partita::search {
 
-/// The devices and links the cost model prices a step on.
-struct CostModel {
-  /// Contraction FLOP/s a device sustains.
-  double deviceFlops = 100e12;
-  /// Bytes a second a device sends to a device of its node (each ring
-  /// step's link).
-  double linkBytesPerSecond = 100e9;
-  /// Devices a node holds, numbered consecutively (the mesh is laid out
-  /// row-major over device numbers, its last axis fastest); 0: one node.
-  int64_t devicesPerNode = 0;
-  /// Bytes a second a device sends to another node: a collective whose
-  /// group spans nodes runs at this rate.
-  double nodeLinkBytesPerSecond = 25e9;
-  /// Fixed cost of a communicator call (latency, launch), seconds.
-  double callSeconds = 20e-6;
+/// The devices and links the cost model prices a step on (DeviceRates:
+/// FLOP/s, links inside and across nodes, a call's cost), and what only the
+/// search prices.
+struct CostModel : sharding::DeviceRates {
   /// The share of a train step's compute that is its backward, which the
   /// bucketed gradient reductions may hide behind (forward 1, backward 2).
   double backwardShare = 2.0 / 3.0;

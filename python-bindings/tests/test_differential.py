@@ -73,10 +73,8 @@ def test_ilp_matches_one_rank(one_rank):
 
     plan = gpt().plan(mesh, strategy="ilp", train="adamw", lr=1e-2,
                       device_tflops=0.01)
-    # Some parameter is split (explain lists each one's sharding).
-    params = plan.explain().text.split("parameters (name, global shape")[1]
-    params = params.split("\n\n")[0]
-    assert '"dp"' in params or '"tp"' in params
+    # It is partitioned: the program reduces something across devices.
+    assert "all_reduce over" in plan.explain().text
     batches = [batch(20 + i) for i in range(3)]
     out = plan.train(batches)
     ref = one_rank[1].train(batches)
