@@ -69,9 +69,9 @@ private:
                             "memory-per-device-gib must not be negative";
       return failure();
     }
-    if (solver != "cbc" && solver != "greedy") {
-      module.emitError() << "dist-auto-shard: solver must be cbc or greedy, "
-                            "got '"
+    if (solver != "cbc" && solver != "greedy" && solver != "one-axis") {
+      module.emitError() << "dist-auto-shard: solver must be cbc, greedy or "
+                            "one-axis, got '"
                          << solver << "'";
       return failure();
     }
@@ -82,7 +82,9 @@ private:
       return failure();
     }
     CostRates rates;
-    rates.greedyOnly = solver == "greedy";
+    rates.solver = solver == "greedy"     ? CostRates::Solver::Greedy
+                   : solver == "one-axis" ? CostRates::Solver::OneAxis
+                                          : CostRates::Solver::CBC;
     rates.deviceFlops = deviceTflops * 1e12;
     rates.memoryBytesPerSecond = memoryGbytes * 1e9;
     rates.linkBytesPerSecond = linkGbytes * 1e9;

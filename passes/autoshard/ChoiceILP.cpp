@@ -1,9 +1,10 @@
 //===- ChoiceILP.cpp - one choice per node, pairwise costs, by CBC --------===//
 //
-// See ChoiceILP.h. The program goes to CBC in one piece (column-wise, as
-// CbcModel takes it, through Clp's solver interface); costs are scaled to microseconds-sized numbers
-// and memory to MiB, so CBC's tolerances are neither too tight nor too loose
-// for either.
+// See ChoiceILP.h. The program goes to CBC in one piece (column-wise,
+// through Clp's solver interface, as CbcModel takes it); costs are scaled
+// to microseconds-sized numbers and memory to MiB, so CBC's tolerances are
+// neither too tight nor too loose for either. The greedy heuristic is here
+// too: the fallback when CBC's time runs out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -397,12 +398,72 @@ std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem) {
   // moves.
   for (size_t u = 0; u < numNodes; ++u)
     choices[u] = best(u);
+  std::vector<int64_t> greedy = improveChoices(problem, std::move(choices));
+  // Also from every node's first choice; the better of the two.
+  std::vector<int64_t> first =
+      improveChoices(problem, std::vector<int64_t>(numNodes, 0));
+  return evaluateChoices(problem, first) < evaluateChoices(problem, greedy)
+             ? first
+             : greedy;
+}
+
+std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
+                                    std::vector<int64_t> choices) {
+  const size_t numNodes = problem.nodes.size();
+  std::vector<std::vector<std::pair<const ChoiceEdge *, bool>>> incident(
+      numNodes);
+  for (const ChoiceEdge &edge : problem.edges) {
+    incident[edge.from].push_back({&edge, true});
+    incident[edge.to].push_back({&edge, false});
+  }
+  auto pairOf = [&](const ChoiceEdge *edge, bool isFrom, size_t s) {
+    int64_t theirs = choices[isFrom ? edge->to : edge->from];
+    return isFrom ? std::make_pair(edge->fromClass[s], edge->toClass[theirs])
+                  : std::make_pair(edge->fromClass[theirs], edge->toClass[s]);
+  };
+  // Node u's edges that need the shared resource when it takes choice s.
+  auto sharedAt = [&](size_t u, size_t s) {
+    int64_t count = 0;
+    for (auto [edge, isFrom] : incident[u]) {
+      auto [a, b] = pairOf(edge, isFrom, s);
+      count += !edge->shared.empty() && edge->shared[a][b];
+    }
+    return count;
+  };
+  // Pairs needing the shared resource in all: a move pays its cost only
+  // when it makes the first one (and saves it when it ends the last).
+  int64_t sharedInUse = 0;
+  for (const ChoiceEdge &edge : problem.edges)
+    sharedInUse += !edge.shared.empty() &&
+                   edge.shared[edge.fromClass[choices[edge.from]]]
+                              [edge.toClass[choices[edge.to]]];
+  auto localCost = [&](size_t u, size_t s, int64_t othersShared) {
+    double cost = problem.nodes[u].costs[s];
+    for (auto [edge, isFrom] : incident[u]) {
+      auto [a, b] = pairOf(edge, isFrom, s);
+      cost += edge->cost[a][b];
+    }
+    if (othersShared + sharedAt(u, s) > 0)
+      cost += problem.sharedCost;
+    return cost;
+  };
   for (int sweep = 0; sweep < 50; ++sweep) {
     bool moved = false;
     for (size_t u = 0; u < numNodes; ++u) {
-      int64_t chosen = best(u);
-      if (chosen != choices[u] && localCost(u, chosen) < localCost(u, choices[u])) {
+      int64_t mine = sharedAt(u, choices[u]);
+      int64_t others = sharedInUse - mine;
+      int64_t chosen = choices[u];
+      double least = localCost(u, chosen, others);
+      for (size_t s = 0; s < problem.nodes[u].costs.size(); ++s) {
+        double cost = localCost(u, s, others);
+        if (cost < least) {
+          least = cost;
+          chosen = s;
+        }
+      }
+      if (chosen != choices[u]) {
         choices[u] = chosen;
+        sharedInUse = others + sharedAt(u, chosen);
         moved = true;
       }
     }

@@ -103,8 +103,17 @@ double evaluateChoices(const ChoiceProblem &problem,
 /// A quick answer without CBC: each node in order takes its cheapest choice
 /// against the nodes before it, then nodes move one at a time to their
 /// cheapest choice against all their neighbours until none moves (iterated
-/// conditional modes). It ignores the memory limit.
+/// conditional modes); the same moves also start from every node's first
+/// choice (dist-auto-shard lists the unsplit one first), and the cheaper
+/// end wins. It ignores the memory limit.
 std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem);
+
+/// `choices` moved, one node at a time, to each node's cheapest choice
+/// against all its neighbours (and the shared cost, paid by the move that
+/// makes its first pair) until none moves: never costlier than they came.
+/// The memory limit is ignored.
+std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
+                                    std::vector<int64_t> choices);
 
 /// Solves `problem`. When CBC's time limit stops it, the answer is the better
 /// of CBC's best and heuristicChoices' (if that fits). Fails, with the reason

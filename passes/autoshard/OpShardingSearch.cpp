@@ -26,7 +26,9 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,17 @@ std::string layoutKey(const Sharding &sharding) {
     for (const AxisRef &axis : sharding.partialAxes)
       key += axis.name + ",";
   }
+  return key;
+}
+
+/// What tells two choices of a node apart: the layouts read and written.
+std::string choiceKey(const Choice &choice) {
+  std::string key;
+  for (const Sharding &s : choice.reads)
+    key += layoutKey(s) + ";";
+  key += "->";
+  for (const Sharding &s : choice.writes)
+    key += layoutKey(s) + ";";
   return key;
 }
 
@@ -201,13 +214,7 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
           return;
         choice.writes.push_back(std::move(*layout));
       }
-      std::string key;
-      for (const Sharding &s : choice.reads)
-        key += layoutKey(s) + ";";
-      key += "->";
-      for (const Sharding &s : choice.writes)
-        key += layoutKey(s) + ";";
-      if (seen.emplace(key, choices.size()).second)
+      if (seen.emplace(choiceKey(choice), choices.size()).second)
         choices.push_back(std::move(choice));
       return;
     }
@@ -246,6 +253,17 @@ public:
   FailureOr<AutoShardReport> run();
 
 private:
+  /// Reads the function into nodes and builds the program.
+  LogicalResult prepare(ChoiceProblem &problem);
+  /// The optimum of the same function on the mesh's devices as one axis,
+  /// mapped onto these nodes' choices (that axis on a factor or dimension
+  /// becomes every mesh axis there, in mesh order), or empty when the mesh
+  /// has fewer than two axes or that program has no solution.
+  std::vector<int64_t> oneAxisChoices(ChoiceSolution *solved = nullptr);
+  /// The one-axis answer improved by single moves (or as it is, when that
+  /// fits the memory limit and the improved one does not), into `solution`
+  /// if it is cheaper than `solution.cost`; whether it was.
+  bool tryOneAxis(const ChoiceProblem &problem, ChoiceSolution &solution);
   LogicalResult checkFunction();
   LogicalResult addArguments();
   LogicalResult addOps();
@@ -634,19 +652,114 @@ void Search::write(const std::vector<int64_t> &chosen,
   }
 }
 
-FailureOr<AutoShardReport> Search::run() {
+LogicalResult Search::prepare(ChoiceProblem &problem) {
   if (failed(checkFunction()) || failed(addArguments()) || failed(addOps()))
     return failure();
   addResults();
-  ChoiceProblem problem = buildProblem();
+  problem = buildProblem();
+  return success();
+}
+
+std::vector<int64_t> Search::oneAxisChoices(ChoiceSolution *solved) {
+  // The one axis is named so that no mesh axis can be: a layout key lists
+  // axis names, each followed by a comma, and the one axis's name followed
+  // by its comma becomes every split axis's.
+  const std::string oneName = "<all>";
+  std::string all;
+  Mesh flat;
+  flat.name = mesh.name;
+  int64_t devices = 1, split = 0;
+  for (const dist::MeshAxis &axis : mesh.axes)
+    if (axis.size > 1) {
+      all += axis.name + ",";
+      devices *= axis.size;
+      ++split;
+    }
+  if (split < 2)
+    return {};
+  flat.axes.push_back({oneName, devices});
+  Search one(func, flat, rates);
+  ChoiceProblem problem;
+  if (failed(one.prepare(problem)) || one.nodes.size() != nodes.size())
+    return {};
   ChoiceSolution solution;
   std::string error;
   ChoiceOptions options;
   options.timeLimitSeconds = rates.timeLimitSeconds;
-  options.heuristicOnly = rates.greedyOnly;
   if (!solveChoices(problem, options, solution, error))
-    return func.emitError() << "dist-auto-shard: " << error << " on mesh "
-                            << mesh.toString();
+    return {};
+  if (solved)
+    *solved = solution;
+  std::vector<int64_t> mapped(nodes.size(), -1);
+  for (size_t u = 0; u < nodes.size(); ++u) {
+    std::string key = choiceKey(one.nodes[u].choices[solution.choices[u]]);
+    for (size_t at = key.find(oneName + ","); at != std::string::npos;
+         at = key.find(oneName + ",", at + all.size()))
+      key.replace(at, oneName.size() + 1, all);
+    for (size_t s = 0; s < nodes[u].choices.size() && mapped[u] < 0; ++s)
+      if (choiceKey(nodes[u].choices[s]) == key)
+        mapped[u] = s;
+    if (mapped[u] < 0)
+      return {};
+  }
+  return mapped;
+}
+
+bool Search::tryOneAxis(const ChoiceProblem &problem,
+                        ChoiceSolution &solution) {
+  ChoiceSolution one;
+  std::vector<int64_t> seed = oneAxisChoices(&one);
+  if (seed.empty())
+    return false;
+  auto fits = [&](const std::vector<int64_t> &choices, double &cost) {
+    double memory = 0;
+    cost = evaluateChoices(problem, choices, &memory);
+    return !std::isinf(cost) &&
+           (problem.memoryLimit <= 0 || memory <= problem.memoryLimit);
+  };
+  std::vector<int64_t> improved = improveChoices(problem, seed);
+  double cost = 0;
+  if (!fits(improved, cost)) {
+    improved = std::move(seed);
+    if (!fits(improved, cost))
+      return false;
+  }
+  if (cost >= solution.cost)
+    return false;
+  solution.choices = std::move(improved);
+  solution.cost = cost;
+  if (solution.binaryVariables == 0) {
+    // Nothing else was solved: the size is the one-axis program's.
+    solution.binaryVariables = one.binaryVariables;
+    solution.continuousVariables = one.continuousVariables;
+    solution.constraints = one.constraints;
+  }
+  return true;
+}
+
+FailureOr<AutoShardReport> Search::run() {
+  ChoiceProblem problem;
+  if (failed(prepare(problem)))
+    return failure();
+  ChoiceSolution solution;
+  solution.cost = kForbidden;
+  bool fromOneAxis = rates.solver == CostRates::Solver::OneAxis &&
+                     tryOneAxis(problem, solution);
+  if (!fromOneAxis) {
+    // (one-axis on a mesh of one axis is the program itself.)
+    std::string error;
+    ChoiceOptions options;
+    options.timeLimitSeconds = rates.timeLimitSeconds;
+    options.heuristicOnly = rates.solver == CostRates::Solver::Greedy;
+    if (!solveChoices(problem, options, solution, error))
+      return func.emitError() << "dist-auto-shard: " << error << " on mesh "
+                              << mesh.toString();
+    // CBC stopped early on a mesh of several axes: the one-axis optimum (a
+    // smaller program) improved by single moves may do better.
+    if (solution.method != ChoiceMethod::Optimal &&
+        rates.solver == CostRates::Solver::CBC)
+      fromOneAxis = tryOneAxis(problem, solution);
+  }
   AutoShardReport report;
   report.nodes = nodes.size();
   for (const Node &node : nodes)
@@ -665,6 +778,10 @@ FailureOr<AutoShardReport> Search::run() {
     report.method = "heuristic";
     break;
   }
+  if (fromOneAxis)
+    report.method = rates.solver == CostRates::Solver::OneAxis
+                        ? "one-axis"
+                        : "one-axis-fallback";
   for (size_t u = 0; u < nodes.size(); ++u) {
     report.computeSeconds += problem.nodes[u].costs[solution.choices[u]];
     report.argumentBytes += problem.nodes[u].memory[solution.choices[u]];

@@ -60,8 +60,12 @@ struct CostRates : sharding::DeviceRates {
   double memoryPerDevice = 0;
   /// CBC's time limit; it keeps its best solution when it stops.
   double timeLimitSeconds = 60;
-  /// The greedy heuristic alone, without CBC.
-  bool greedyOnly = false;
+  /// How the program is solved: cbc (with the greedy heuristic, and on a
+  /// mesh of several axes the one-axis answer, as fallbacks when its time
+  /// runs out), greedy (the heuristic alone), or one-axis (CBC on the
+  /// mesh's devices as one axis, a smaller program, mapped back and improved
+  /// by single moves).
+  enum class Solver { CBC, Greedy, OneAxis } solver = Solver::CBC;
 };
 
 /// What the search solved and what it estimates for its choice.
@@ -72,8 +76,10 @@ struct AutoShardReport {
   /// The integer program CBC solved.
   int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
   /// "optimal" (CBC proved it), "time-limit" (CBC's best when its time
-  /// limit stopped it) or "heuristic" (the greedy heuristic's, CBC having
-  /// found nothing better in time).
+  /// limit stopped it), "heuristic" (the greedy heuristic's, CBC having
+  /// found nothing better in time), "one-axis" (solver one-axis) or
+  /// "one-axis-fallback" (on a mesh of several axes that CBC did not
+  /// finish, the one-axis answer was better).
   std::string method;
   /// The estimate of the chosen shardings: the ops' compute, the reshards'
   /// communication, and the arguments' bytes per device.

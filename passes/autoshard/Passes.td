@@ -21,10 +21,12 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
     `nn.state`) must come back in their argument's layout. The integer
     program (Zheng et al. 2022, "Alpa", section 4.2) is solved by CBC; with
     `memory-per-device-gib`, the arguments' bytes per device are capped.
-    When CBC's `time-limit` stops it, the answer is the better of its best
-    and a greedy heuristic's (each op its cheapest choice against its
-    neighbours, repeated until none moves); `solver=greedy` runs only the
-    heuristic.
+    When CBC's `time-limit` stops it, the answer is the best of its best, a
+    greedy heuristic's (each op its cheapest choice against its neighbours,
+    repeated until none moves), and on a mesh of several axes the optimum on
+    its devices as one axis (a much smaller program) mapped back and
+    improved by single moves. `solver=greedy` runs only the heuristic;
+    `solver=one-axis` only the last.
 
     Afterwards every argument, op result and function result carries a
     closed `dist.sharding` (p0), a `dist.constraint` stands before each op
@@ -57,8 +59,10 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
     Option<"timeLimit", "time-limit", "double", /*default=*/"60",
            "Seconds CBC may search; it keeps its best solution when it stops">,
     Option<"solver", "solver", "std::string", /*default=*/"\"cbc\"",
-           "cbc (the integer program, with the greedy heuristic as a "
-           "fallback) or greedy (the heuristic alone: fast, not optimal)">,
+           "cbc (the integer program, with the greedy heuristic and the "
+           "one-axis answer as fallbacks), greedy (the heuristic alone: "
+           "fast, not optimal) or one-axis (the program on the mesh's "
+           "devices as one axis, mapped back and improved by single moves)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

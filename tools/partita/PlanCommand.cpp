@@ -113,10 +113,12 @@ cl::opt<double> ilpSecondsArg(
              "and the greedy heuristic's is taken (default 60)"));
 cl::opt<std::string> ilpSolverArg(
     "ilp-solver", cl::sub(planCommand), cl::init("cbc"),
-    cl::value_desc("cbc|greedy"), cl::cat(searchCategory),
-    cl::desc("--strategy ilp: cbc (the integer program, default) or greedy "
-             "(the heuristic alone: fast on large graphs, not optimal, no "
-             "--memory-per-device)"));
+    cl::value_desc("cbc|greedy|one-axis"), cl::cat(searchCategory),
+    cl::desc("--strategy ilp: cbc (the integer program, default), greedy "
+             "(a heuristic alone: fast, not optimal, no --memory-per-device) "
+             "or one-axis (the program on the mesh's devices as one axis, "
+             "much smaller on a 2-D mesh, mapped back and improved by single "
+             "moves)"));
 cl::list<std::string> searchStrategiesArg(
     "search-strategies", cl::sub(planCommand), cl::CommaSeparated,
     cl::value_desc("a,b,..."), cl::cat(searchCategory),
@@ -367,8 +369,15 @@ std::string describeAutoShard(mlir::ModuleOp module) {
        << int64_t(number("constraints")) << " rows, solved "
        << (how == "optimal"      ? "optimally"
            : how == "time-limit" ? "to CBC's time limit (not proven optimal)"
-                                 : "by the greedy heuristic (CBC found "
-                                   "nothing better in its time limit)")
+           : how == "one-axis"
+               ? "from the answer on the mesh's devices as one axis, "
+                 "improved by single moves"
+           : how == "one-axis-fallback"
+               ? "from the answer on the mesh's devices as one axis, "
+                 "improved by single moves (CBC found nothing better in its "
+                 "time limit)"
+               : "by the greedy heuristic (CBC found nothing better in its "
+                 "time limit)")
        << "; estimated step " << format("%.4g", number("compute_seconds") * 1e3)
        << " ms compute + " << format("%.4g", number("comm_seconds") * 1e3)
        << " ms communication, " << int64_t(number("reshards"))
@@ -487,9 +496,11 @@ int checkSearchOptions(search::CostModel &cost) {
     if (!(ilpSecondsArg > 0))
       return reportError(kCommand, "--ilp-seconds must be positive, got " +
                                        std::to_string(ilpSecondsArg));
-    if (ilpSolverArg != "cbc" && ilpSolverArg != "greedy")
-      return reportError(kCommand, "--ilp-solver must be cbc or greedy, not '" +
-                                       ilpSolverArg + "'");
+    if (ilpSolverArg != "cbc" && ilpSolverArg != "greedy" &&
+        ilpSolverArg != "one-axis")
+      return reportError(kCommand,
+                         "--ilp-solver must be cbc, greedy or one-axis, not '" +
+                             ilpSolverArg + "'");
     if (ilpSolverArg == "greedy" && memoryPerDeviceArg.getNumOccurrences())
       return reportError(kCommand, "--ilp-solver greedy does not take "
                                    "--memory-per-device (only the integer "

@@ -20,7 +20,7 @@
 // RUN:   | FileCheck %s --check-prefix=GREEDY-MEMORY
 
 // NO-MESH: error: module has no mesh @mesh; declare one or pass the mesh option
-// SOLVER: error: dist-auto-shard: solver must be cbc or greedy, got 'glpk'
+// SOLVER: error: dist-auto-shard: solver must be cbc, greedy or one-axis, got 'glpk'
 // GREEDY-MEMORY: error: dist-auto-shard: solver=greedy does not take memory-per-device-gib (only the integer program keeps a limit)
 // RATE: error: dist-auto-shard: link-gbytes must be positive, got 0
 // NEGATIVE: error: dist-auto-shard: devices-per-node, call-us and memory-per-device-gib must not be negative

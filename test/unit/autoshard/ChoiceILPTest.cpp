@@ -226,6 +226,22 @@ TEST(ChoiceILPTest, HeuristicIsFiniteAndOftenOptimal) {
   EXPECT_GE(optimal, total / 2) << optimal << " of " << total;
 }
 
+// Single moves never make an assignment costlier, shared cost included.
+TEST(ChoiceILPTest, ImproveNeverCostsMore) {
+  for (int seed = 5000; seed < 5200; ++seed) {
+    std::mt19937 rng(seed);
+    ChoiceProblem problem = randomProblem(rng, /*withMemory=*/false,
+                                          /*withForbidden=*/false,
+                                          /*withShared=*/true);
+    std::vector<int64_t> start;
+    for (const ChoiceNode &node : problem.nodes)
+      start.push_back(rng() % node.costs.size());
+    double before = evaluateChoices(problem, start);
+    double after = evaluateChoices(problem, improveChoices(problem, start));
+    EXPECT_LE(after, before * (1 + 1e-12)) << "seed " << seed;
+  }
+}
+
 TEST(ChoiceILPTest, ReportsMalformedProblems) {
   ChoiceSolution solution;
   std::string error;
