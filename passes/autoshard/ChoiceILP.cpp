@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <iterator>
 
@@ -299,7 +300,10 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   // CBC's own preprocessing is off: on a two-node program with a memory row
   // (seed 4072 of the unit test against brute force) it returned a worse
   // answer as proven optimal.
-  std::string seconds = std::to_string(options.timeLimitSeconds);
+  char secondsText[32];
+  std::snprintf(secondsText, sizeof(secondsText), "%g",
+                options.timeLimitSeconds);
+  std::string seconds = secondsText;
   const char *argv[] = {"partita", "-log", "0", "-slog", "0", "-seconds",
                         seconds.c_str(), "-preprocess", "off", "-dualS",
                         "-solve",  "-quit"};

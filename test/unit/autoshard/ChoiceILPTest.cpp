@@ -261,6 +261,27 @@ TEST(ChoiceILPTest, ReportsMalformedProblems) {
   tooBig.memoryLimit = 5;
   EXPECT_FALSE(solveChoices(tooBig, {}, solution, error));
   EXPECT_EQ(error, "no choices fit the memory limit");
+  ChoiceOptions heuristic;
+  heuristic.heuristicOnly = true;
+  EXPECT_FALSE(solveChoices(tooBig, heuristic, solution, error));
+  EXPECT_EQ(error, "the greedy heuristic does not take a memory limit");
+
+  // Two fixed choices whose pair is forbidden, and two nodes whose every
+  // pair is.
+  ChoiceProblem fixedPair;
+  fixedPair.nodes = {{{1.0}, {}}, {{1.0}, {}}};
+  fixedPair.edges.push_back({0, 1, {0}, {0}, {{kForbidden}}});
+  EXPECT_FALSE(solveChoices(fixedPair, {}, solution, error));
+  EXPECT_EQ(error, "two fixed choices are forbidden together");
+  ChoiceProblem noPair;
+  noPair.nodes = {{{1.0, 2.0}, {}}, {{1.0, 2.0}, {}}};
+  noPair.edges.push_back(
+      {0, 1, {0, 1}, {0, 1}, {{kForbidden, kForbidden}, {kForbidden, kForbidden}}});
+  EXPECT_FALSE(solveChoices(noPair, {}, solution, error));
+  EXPECT_EQ(error, "no choices avoid the forbidden pairs");
+  EXPECT_FALSE(solveChoices(noPair, heuristic, solution, error));
+  EXPECT_EQ(error, "the greedy heuristic found no choices that avoid the "
+                   "forbidden pairs");
 }
 
 } // namespace
