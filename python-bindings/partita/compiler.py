@@ -188,7 +188,9 @@ class Model:
              call_us: Optional[float] = None,
              memory_per_device: Optional[int] = None,
              devices_per_node: Optional[int] = None,
-             node_link_gbytes: Optional[float] = None) -> Plan:
+             node_link_gbytes: Optional[float] = None,
+             ilp_seconds: Optional[float] = None,
+             ilp_solver: Optional[str] = None) -> Plan:
         """Compiles the model for `mesh` with a strategy preset (dp, megatron,
         dp+megatron, zero1..3, fsdp, ...; default: the model's own
         annotations), as a train step when `train` is set (True/"adamw",
@@ -203,13 +205,15 @@ class Model:
         sharding on `mesh` by an integer program over the cost model that
         `device_tflops`, `link_gbytes`, `call_us`, `memory_per_device`
         (bytes of arguments a device holds), `devices_per_node` and
-        `node_link_gbytes` set, as `search` takes them (`partita plan
-        --strategy ilp`, docs/strategies.md). The GIL is released while it
-        compiles."""
+        `node_link_gbytes` set, as `search` takes them, solved by
+        `ilp_solver` ("cbc", "greedy" or "one-axis") with CBC given
+        `ilp_seconds` (`partita plan --strategy ilp`, docs/strategies.md).
+        The GIL is released while it compiles."""
         cost = dict(device_tflops=device_tflops, link_gbytes=link_gbytes,
                     call_us=call_us, memory_per_device=memory_per_device,
                     devices_per_node=devices_per_node,
-                    node_link_gbytes=node_link_gbytes)
+                    node_link_gbytes=node_link_gbytes,
+                    ilp_seconds=ilp_seconds, ilp_solver=ilp_solver)
         _, data = self._compile(mesh, strategy, train, lr, weight_decay,
                                 "plan", seed, sequence_parallel, precision,
                                 microbatches, pp, schedule, stages_by, cost)

@@ -416,8 +416,11 @@ struct CompileRequest {
   std::string schedule = "1f1b";  // with pipelineStages: gpipe, 1f1b, zb-h1,
                                   // interleaved (2 chunks a rank)
   std::string stagesBy = "layers"; // with pipelineStages: layers or cost
-  /// With strategy "ilp": the cost model dist-auto-shard prices choices by.
+  /// With strategy "ilp": the cost model dist-auto-shard prices choices by,
+  /// CBC's seconds and the solver (`--ilp-seconds`, `--ilp-solver`).
   search::CostModel cost;
+  double ilpSeconds = 60;
+  std::string ilpSolver = "cbc";
 };
 
 /// The train step's options of `request` (train, lr, weight decay,
@@ -488,8 +491,11 @@ compileModel(Model &model, const CompileRequest &request) {
     raiseError("strategy ilp does not take pp, microbatches or "
                "sequence_parallel: it shards one step on one mesh");
   options.annotate.strategy = request.strategy;
-  if (ilp)
+  if (ilp) {
     options.autoShard = search::toAutoShardOptions(request.cost);
+    options.autoShard.timeLimit = request.ilpSeconds;
+    options.autoShard.solver = request.ilpSolver;
+  }
   options.annotate.meshName = kMeshName.str();
   options.annotate.sequenceParallel = request.sequenceParallel;
   if (!request.mesh.empty()) {
@@ -710,8 +716,11 @@ NB_MODULE(_compiler, m) {
              int64_t pipelineStages, const std::string &schedule,
              const std::string &stagesBy, int64_t memoryPerDevice,
              double deviceTflops, double linkGbytes, double callUs,
-             int64_t devicesPerNode, double nodeLinkGbytes) {
+             int64_t devicesPerNode, double nodeLinkGbytes,
+             double ilpSeconds, const std::string &ilpSolver) {
             CompileRequest request;
+            request.ilpSeconds = ilpSeconds;
+            request.ilpSolver = ilpSolver;
             request.cost.memoryPerDevice = memoryPerDevice;
             request.cost.deviceFlops = deviceTflops * 1e12;
             request.cost.linkBytesPerSecond = linkGbytes * 1e9;
@@ -741,7 +750,8 @@ NB_MODULE(_compiler, m) {
           nb::arg("stages_by") = "layers", nb::arg("memory_per_device") = 0,
           nb::arg("device_tflops") = 100.0, nb::arg("link_gbytes") = 100.0,
           nb::arg("call_us") = 20.0, nb::arg("devices_per_node") = 0,
-          nb::arg("node_link_gbytes") = 25.0);
+          nb::arg("node_link_gbytes") = 25.0, nb::arg("ilp_seconds") = 60.0,
+          nb::arg("ilp_solver") = "cbc");
 
   m.def(
       "search",

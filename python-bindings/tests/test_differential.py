@@ -83,6 +83,20 @@ def test_ilp_matches_one_rank(one_rank):
         assert relative_error(out["parameters"][name], value) < 1e-3, name
 
 
+def test_ilp_solvers(one_rank):
+    # The one-axis solver's plan on a 2-D mesh trains like one rank too.
+    mesh = Mesh({"dp": 2, "tp": 2})
+    plan = gpt().plan(mesh, strategy="ilp", train="adamw", lr=1e-2,
+                      device_tflops=0.01, ilp_solver="one-axis")
+    batches = [batch(30 + i) for i in range(2)]
+    out = plan.train(batches)
+    ref = one_rank[1].train(batches)
+    np.testing.assert_allclose(out["losses"], ref["losses"], rtol=1e-4)
+    with pytest.raises(partita.Error, match="solver must be cbc, greedy or "
+                                            "one-axis, got 'glpk'"):
+        gpt().plan(mesh, strategy="ilp", ilp_solver="glpk")
+
+
 def test_ilp_cost_options_need_ilp():
     with pytest.raises(partita.Error, match="device_tflops only price "
                                             "strategy='ilp', not 'dp'"):
