@@ -54,6 +54,17 @@ struct Program {
   }
 };
 
+/// Each node's edges, with whether the node is the edge's producer.
+using Incidence = std::vector<std::vector<std::pair<const ChoiceEdge *, bool>>>;
+Incidence incidentEdges(const ChoiceProblem &problem) {
+  Incidence incident(problem.nodes.size());
+  for (const ChoiceEdge &edge : problem.edges) {
+    incident[edge.from].push_back({&edge, true});
+    incident[edge.to].push_back({&edge, false});
+  }
+  return incident;
+}
+
 bool anyFlag(const std::vector<char> &flags) {
   return std::any_of(flags.begin(), flags.end(), [](char f) { return f; });
 }
@@ -363,13 +374,7 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
 
 std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem) {
   const size_t numNodes = problem.nodes.size();
-  // Each node's edges, with whether it is the edge's producer.
-  std::vector<std::vector<std::pair<const ChoiceEdge *, bool>>> incident(
-      numNodes);
-  for (const ChoiceEdge &edge : problem.edges) {
-    incident[edge.from].push_back({&edge, true});
-    incident[edge.to].push_back({&edge, false});
-  }
+  Incidence incident = incidentEdges(problem);
   std::vector<int64_t> choices(numNodes, -1);
   // The cost of node u taking choice s against its neighbours' choices
   // (those still -1 left out).
@@ -414,12 +419,7 @@ std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem) {
 std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
                                     std::vector<int64_t> choices) {
   const size_t numNodes = problem.nodes.size();
-  std::vector<std::vector<std::pair<const ChoiceEdge *, bool>>> incident(
-      numNodes);
-  for (const ChoiceEdge &edge : problem.edges) {
-    incident[edge.from].push_back({&edge, true});
-    incident[edge.to].push_back({&edge, false});
-  }
+  Incidence incident = incidentEdges(problem);
   auto pairOf = [&](const ChoiceEdge *edge, bool isFrom, size_t s) {
     int64_t theirs = choices[isFrom ? edge->to : edge->from];
     return isFrom ? std::make_pair(edge->fromClass[s], edge->toClass[theirs])
