@@ -69,7 +69,8 @@ private:
                             "memory-per-device-gib must not be negative";
       return failure();
     }
-    if (solver != "cbc" && solver != "greedy" && solver != "one-axis") {
+    std::optional<CostRates::Solver> parsedSolver = parseSolver(solver);
+    if (!parsedSolver) {
       module.emitError() << "dist-auto-shard: solver must be cbc, greedy or "
                             "one-axis, got '"
                          << solver << "'";
@@ -82,9 +83,7 @@ private:
       return failure();
     }
     CostRates rates;
-    rates.solver = solver == "greedy"     ? CostRates::Solver::Greedy
-                   : solver == "one-axis" ? CostRates::Solver::OneAxis
-                                          : CostRates::Solver::CBC;
+    rates.solver = *parsedSolver;
     rates.deviceFlops = deviceTflops * 1e12;
     rates.memoryBytesPerSecond = memoryGbytes * 1e9;
     rates.linkBytesPerSecond = linkGbytes * 1e9;

@@ -89,13 +89,21 @@ double evaluateChoices(const ChoiceProblem &problem,
     int64_t a = edge.fromClass[choices[edge.from]];
     int64_t b = edge.toClass[choices[edge.to]];
     total += edge.cost[a][b];
-    shared |= !edge.shared.empty() && edge.shared[a][b];
+    shared |= edge.needsShared(a, b);
   }
   if (shared)
     total += problem.sharedCost;
   if (memory)
     *memory = held;
   return total;
+}
+
+bool fitsProblem(const ChoiceProblem &problem,
+                 const std::vector<int64_t> &choices, double &cost) {
+  double memory = 0;
+  cost = evaluateChoices(problem, choices, &memory);
+  return !std::isinf(cost) &&
+         (problem.memoryLimit <= 0 || memory <= problem.memoryLimit);
 }
 
 bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
@@ -170,9 +178,6 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   for (int64_t u = 0; u < numNodes; ++u)
     needsShared[u].assign(costs[u].size(), 0);
   bool sharedAlways = false;
-  auto isShared = [](const ChoiceEdge &edge, int64_t a, int64_t b) {
-    return !edge.shared.empty() && edge.shared[a][b];
-  };
   for (const ChoiceEdge &edge : problem.edges) {
     bool oneFrom = numClasses(edge.fromClass) == 1 ||
                    problem.nodes[edge.from].costs.size() == 1;
@@ -180,18 +185,18 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
                  problem.nodes[edge.to].costs.size() == 1;
     if (oneFrom && oneTo) {
       constant += edge.cost[edge.fromClass[0]][edge.toClass[0]];
-      sharedAlways |= isShared(edge, edge.fromClass[0], edge.toClass[0]);
+      sharedAlways |= edge.needsShared(edge.fromClass[0], edge.toClass[0]);
     } else if (oneFrom) {
       for (size_t t = 0; t < costs[edge.to].size(); ++t) {
         costs[edge.to][t] += edge.cost[edge.fromClass[0]][edge.toClass[t]];
         needsShared[edge.to][t] |=
-            isShared(edge, edge.fromClass[0], edge.toClass[t]);
+            edge.needsShared(edge.fromClass[0], edge.toClass[t]);
       }
     } else if (oneTo) {
       for (size_t s = 0; s < costs[edge.from].size(); ++s) {
         costs[edge.from][s] += edge.cost[edge.fromClass[s]][edge.toClass[0]];
         needsShared[edge.from][s] |=
-            isShared(edge, edge.fromClass[s], edge.toClass[0]);
+            edge.needsShared(edge.fromClass[s], edge.toClass[0]);
       }
     } else {
       paired.push_back(&edge);
@@ -268,7 +273,7 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
         int col = program.addColumn(cost * kCostScale, /*isInteger=*/false, 1);
         program.set(fromRow[a], col, 1);
         program.set(toRow[b], col, 1);
-        if (sharedColumn >= 0 && isShared(*edge, a, b)) {
+        if (sharedColumn >= 0 && edge->needsShared(a, b)) {
           int row = program.addRow(-std::numeric_limits<double>::max(), 0);
           program.set(row, col, 1);
           program.set(row, sharedColumn, -1);
@@ -323,15 +328,18 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   solution.binaryVariables = binaries;
   solution.continuousVariables = numColumns - binaries;
   solution.constraints = numRows;
-  // CBC's solution, if it has one; else (or if it is worse) the heuristic's
-  // when that fits the memory limit.
-  std::vector<int64_t> fallback = heuristicChoices(problem);
-  double fallbackMemory = 0;
-  double fallbackCost = evaluateChoices(problem, fallback, &fallbackMemory);
-  bool fallbackFits =
-      !std::isinf(fallbackCost) &&
-      (problem.memoryLimit <= 0 ||
-       fallbackMemory <= problem.memoryLimit * (1 + 1e-9));
+  // CBC's solution, if it has one; else (or if its time ran out first and
+  // the heuristic's is cheaper than `toBeat`) the heuristic's when that fits.
+  auto takeHeuristic = [&](double toBeat) {
+    std::vector<int64_t> fallback = heuristicChoices(problem);
+    double cost = 0;
+    if (!fitsProblem(problem, fallback, cost) || cost >= toBeat)
+      return false;
+    solution.choices = std::move(fallback);
+    solution.cost = cost;
+    solution.method = ChoiceMethod::Heuristic;
+    return true;
+  };
   const double *solved = model.bestSolution();
   if (!solved) {
     if (model.isProvenInfeasible() ||
@@ -339,12 +347,9 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
       return fail(error, problem.memoryLimit > 0
                              ? "no choices fit the memory limit"
                              : "no choices avoid the forbidden pairs");
-    if (!fallbackFits)
+    if (!takeHeuristic(kForbidden))
       return fail(error, "CBC found no solution in its time limit (" +
                              seconds + " s), nor did the greedy heuristic");
-    solution.choices = std::move(fallback);
-    solution.cost = fallbackCost;
-    solution.method = ChoiceMethod::Heuristic;
     return true;
   }
   solution.choices.assign(numNodes, -1);
@@ -363,12 +368,8 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
     return fail(error, "CBC's solution breaks a constraint");
   solution.method = model.isProvenOptimal() ? ChoiceMethod::Optimal
                                             : ChoiceMethod::TimeLimit;
-  if (solution.method == ChoiceMethod::TimeLimit && fallbackFits &&
-      fallbackCost < solution.cost) {
-    solution.choices = std::move(fallback);
-    solution.cost = fallbackCost;
-    solution.method = ChoiceMethod::Heuristic;
-  }
+  if (solution.method == ChoiceMethod::TimeLimit)
+    takeHeuristic(solution.cost);
   return true;
 }
 
@@ -430,7 +431,7 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
     int64_t count = 0;
     for (auto [edge, isFrom] : incident[u]) {
       auto [a, b] = pairOf(edge, isFrom, s);
-      count += !edge->shared.empty() && edge->shared[a][b];
+      count += edge->needsShared(a, b);
     }
     return count;
   };
@@ -438,9 +439,8 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
   // when it makes the first one (and saves it when it ends the last).
   int64_t sharedInUse = 0;
   for (const ChoiceEdge &edge : problem.edges)
-    sharedInUse += !edge.shared.empty() &&
-                   edge.shared[edge.fromClass[choices[edge.from]]]
-                              [edge.toClass[choices[edge.to]]];
+    sharedInUse += edge.needsShared(edge.fromClass[choices[edge.from]],
+                                    edge.toClass[choices[edge.to]]);
   auto localCost = [&](size_t u, size_t s, int64_t othersShared) {
     double cost = problem.nodes[u].costs[s];
     for (auto [edge, isFrom] : incident[u]) {

@@ -54,6 +54,11 @@ struct ChoiceEdge {
   /// shared[a][b]: the pair also needs the problem's shared resource (empty:
   /// no pair does).
   std::vector<std::vector<char>> shared;
+
+  /// Whether the pair of classes (a, b) needs the shared resource.
+  bool needsShared(int64_t a, int64_t b) const {
+    return !shared.empty() && shared[a][b];
+  }
 };
 
 struct ChoiceProblem {
@@ -114,6 +119,11 @@ std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem);
 /// The memory limit is ignored.
 std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
                                     std::vector<int64_t> choices);
+
+/// Whether `choices` avoid every forbidden choice and pair and fit the
+/// memory limit; their total cost through `cost`.
+bool fitsProblem(const ChoiceProblem &problem,
+                 const std::vector<int64_t> &choices, double &cost);
 
 /// Solves `problem`. When CBC's time limit stops it, the answer is the better
 /// of CBC's best and heuristicChoices' (if that fits). Fails, with the reason

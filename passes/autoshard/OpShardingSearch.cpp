@@ -92,35 +92,13 @@ RankedTensorType staticTensor(Type type) {
   return tensor && tensor.hasStaticShape() ? tensor : RankedTensorType();
 }
 
-/// Every layout of a tensor of `shape` on `mesh`: each axis (of size > 1)
-/// on a dimension whose size its axes' product divides, or on none; axes on
-/// one dimension in mesh order. Never partial.
-std::vector<Sharding> enumerateLayouts(ArrayRef<int64_t> shape,
-                                       const Mesh &mesh) {
-  std::vector<Sharding> layouts;
-  std::vector<std::vector<AxisRef>> dims(shape.size());
-  std::vector<int64_t> split(shape.size(), 1);
-  std::function<void(size_t)> visit = [&](size_t axis) {
-    if (axis == mesh.axes.size()) {
-      layouts.emplace_back(dims);
-      return;
-    }
-    visit(axis + 1);
-    const dist::MeshAxis &meshAxis = mesh.axes[axis];
-    if (meshAxis.size <= 1)
-      return;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] % (split[d] * meshAxis.size) != 0)
-        continue;
-      dims[d].push_back(meshAxis.name);
-      split[d] *= meshAxis.size;
-      visit(axis + 1);
-      split[d] /= meshAxis.size;
-      dims[d].pop_back();
-    }
-  };
-  visit(0);
-  return layouts;
+/// A tensor of `type` as `sharding` lays it out on `mesh`: its local shape.
+dist::TensorShape localTensor(RankedTensorType type, const Sharding &sharding,
+                              const Mesh &mesh) {
+  std::vector<int64_t> global(type.getShape().begin(), type.getShape().end());
+  std::vector<int64_t> shape = sharding.localShape(mesh, global);
+  return {SmallVector<int64_t, 4>(shape.begin(), shape.end()),
+          type.getElementType()};
 }
 
 /// The seconds of `op` at the local shapes of `choice` (0 when the op has no
@@ -130,23 +108,16 @@ double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
   auto costOp = dyn_cast<dist::CostOpInterface>(op);
   if (!costOp)
     return 0;
-  auto local = [&](Value value, const Sharding &sharding,
-                   SmallVectorImpl<dist::TensorShape> &out) {
+  auto local = [&](Value value, const Sharding &sharding) {
     auto type = staticTensor(value.getType());
-    if (!type) {
-      out.push_back({{}, value.getType()});
-      return;
-    }
-    std::vector<int64_t> global(type.getShape().begin(), type.getShape().end());
-    std::vector<int64_t> shape = sharding.localShape(mesh, global);
-    out.push_back({SmallVector<int64_t, 4>(shape.begin(), shape.end()),
-                   type.getElementType()});
+    return type ? localTensor(type, sharding, mesh)
+                : dist::TensorShape{{}, value.getType()};
   };
   SmallVector<dist::TensorShape> operands, results;
   for (auto [value, sharding] : llvm::zip(op->getOperands(), choice.reads))
-    local(value, sharding, operands);
+    operands.push_back(local(value, sharding));
   for (auto [value, sharding] : llvm::zip(op->getResults(), choice.writes))
-    local(value, sharding, results);
+    results.push_back(local(value, sharding));
   FailureOr<dist::OpCost> cost = costOp.getCost(operands, results);
   if (failed(cost))
     return 0;
@@ -240,6 +211,23 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
   return choices;
 }
 
+/// Every layout of a tensor of `shape` on `mesh`: the choices of a rule that
+/// makes each dimension a factor of its own (each axis of size > 1 on a
+/// dimension whose size its axes' product divides, or on none; axes on one
+/// dimension in mesh order). Never partial.
+std::vector<Sharding> enumerateLayouts(ArrayRef<int64_t> shape,
+                                       const Mesh &mesh) {
+  dist::ShardingRule rule;
+  dist::TensorFactors dims;
+  for (int64_t size : shape)
+    dims.push_back({rule.addFactor(size, dist::FactorKind::Parallel)});
+  rule.addResult(std::move(dims));
+  std::vector<Sharding> layouts;
+  for (Choice &choice : enumerateOpChoices(rule, mesh))
+    layouts.push_back(std::move(choice.writes[0]));
+  return layouts;
+}
+
 /// A value's producer: its node and which of the node's writes it is.
 struct Producer {
   int64_t node = -1, write = -1;
@@ -247,8 +235,7 @@ struct Producer {
 
 class Search {
 public:
-  Search(func::FuncOp func, const Mesh &mesh, const CostRates &rates)
-      : func(func), mesh(mesh), rates(rates) {}
+  Search(func::FuncOp func, const Mesh &mesh, const CostRates &rates);
 
   FailureOr<AutoShardReport> run();
 
@@ -283,7 +270,26 @@ private:
   /// node takes each function result back (-1: none).
   std::vector<int64_t> argumentNodes, takenBackBy;
   std::map<std::string, double> reshardCache;
+  /// The planner's options for a reshard, and for one in a bucket (no call
+  /// of its own).
+  partition::ReshardOptions reshardOptions, bucketedOptions;
 };
+
+Search::Search(func::FuncOp func, const Mesh &mesh, const CostRates &rates)
+    : func(func), mesh(mesh), rates(rates) {
+  // A collective call's fixed cost, and a slower link for an axis whose
+  // groups span nodes, both in bytes of the in-node link.
+  reshardOptions.stepCost = rates.callSeconds * rates.linkBytesPerSecond;
+  std::vector<std::pair<std::string, int64_t>> axes;
+  for (const dist::MeshAxis &axis : mesh.axes)
+    axes.push_back({axis.name, axis.size});
+  for (const dist::MeshAxis &axis : mesh.axes)
+    if (sharding::groupSpansNodes(axes, {axis.name}, rates.devicesPerNode))
+      reshardOptions.axisWeights[axis.name] =
+          rates.linkBytesPerSecond / rates.nodeLinkBytesPerSecond;
+  bucketedOptions = reshardOptions;
+  bucketedOptions.stepCost = 0;
+}
 
 LogicalResult Search::checkFunction() {
   if (func.isExternal() || !func.getBody().hasOneBlock())
@@ -344,14 +350,12 @@ LogicalResult Search::addArguments() {
         node.choices.push_back(std::move(choice));
       }
     }
+    int64_t elementBytes =
+        dist::getElementBytes(type.getElementType()).value_or(4);
     for (Choice &choice : node.choices) {
-      std::vector<int64_t> global(type.getShape().begin(),
-                                  type.getShape().end());
-      double elements = 1;
-      for (int64_t d : choice.writes[0].localShape(mesh, global))
-        elements *= d;
       choice.memory =
-          elements * dist::getElementBytes(type.getElementType()).value_or(4);
+          localTensor(type, choice.writes[0], mesh).getNumElements() *
+          elementBytes;
       // A model input is written anew every step: its local bytes at the
       // memory rate (so a batch is split where nothing else decides).
       if (nn::inputAttr.getArg(func, i))
@@ -480,20 +484,8 @@ double Search::reshardSeconds(Value value, const Sharding &from,
   auto [it, inserted] = reshardCache.try_emplace(key, 0.0);
   if (!inserted)
     return it->second;
-  partition::ReshardOptions options;
-  // A collective call's fixed cost, and a slower link for an axis whose
-  // groups span nodes, both in bytes of the in-node link.
-  options.stepCost =
-      bucketed ? 0.0 : rates.callSeconds * rates.linkBytesPerSecond;
-  std::vector<std::pair<std::string, int64_t>> axes;
-  for (const dist::MeshAxis &axis : mesh.axes)
-    axes.push_back({axis.name, axis.size});
-  for (const dist::MeshAxis &axis : mesh.axes)
-    if (sharding::groupSpansNodes(axes, {axis.name}, rates.devicesPerNode))
-      options.axisWeights[axis.name] =
-          rates.linkBytesPerSecond / rates.nodeLinkBytesPerSecond;
-  llvm::Expected<partition::ReshardPlan> plan =
-      partition::planReshard(mesh, info, from, to, options);
+  llvm::Expected<partition::ReshardPlan> plan = partition::planReshard(
+      mesh, info, from, to, bucketed ? bucketedOptions : reshardOptions);
   if (!plan) {
     llvm::consumeError(plan.takeError());
     return it->second = kForbidden;
@@ -711,17 +703,11 @@ bool Search::tryOneAxis(const ChoiceProblem &problem,
   std::vector<int64_t> seed = oneAxisChoices(&one);
   if (seed.empty())
     return false;
-  auto fits = [&](const std::vector<int64_t> &choices, double &cost) {
-    double memory = 0;
-    cost = evaluateChoices(problem, choices, &memory);
-    return !std::isinf(cost) &&
-           (problem.memoryLimit <= 0 || memory <= problem.memoryLimit);
-  };
   std::vector<int64_t> improved = improveChoices(problem, seed);
   double cost = 0;
-  if (!fits(improved, cost)) {
+  if (!fitsProblem(problem, improved, cost)) {
     improved = std::move(seed);
-    if (!fits(improved, cost))
+    if (!fitsProblem(problem, improved, cost))
       return false;
   }
   if (cost >= solution.cost)
@@ -791,6 +777,16 @@ FailureOr<AutoShardReport> Search::run() {
   return report;
 }
 } // namespace
+
+std::optional<CostRates::Solver> parseSolver(std::string_view name) {
+  if (name == "cbc")
+    return CostRates::Solver::CBC;
+  if (name == "greedy")
+    return CostRates::Solver::Greedy;
+  if (name == "one-axis")
+    return CostRates::Solver::OneAxis;
+  return std::nullopt;
+}
 
 FailureOr<AutoShardReport> autoShardFunction(func::FuncOp func,
                                              const Mesh &mesh,

@@ -47,7 +47,9 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace partita::autoshard {
 
@@ -67,6 +69,10 @@ struct CostRates : sharding::DeviceRates {
   /// by single moves).
   enum class Solver { CBC, Greedy, OneAxis } solver = Solver::CBC;
 };
+
+/// The solver named `name` ("cbc", "greedy" or "one-axis": the pass's
+/// `solver` option, `partita plan --ilp-solver`), or none.
+std::optional<CostRates::Solver> parseSolver(std::string_view name);
 
 /// What the search solved and what it estimates for its choice.
 struct AutoShardReport {

@@ -11,6 +11,7 @@
 #include "dialects/InitAllDialects.h"
 #include "passes/Pipelines.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/autoshard/OpShardingSearch.h"
 #include "passes/search/StrategySearch.h"
 #include "passes/sharding/Strategies.h"
 #include "tools/partita/Driver.h"
@@ -496,8 +497,7 @@ int checkSearchOptions(search::CostModel &cost) {
     if (!(ilpSecondsArg > 0))
       return reportError(kCommand, "--ilp-seconds must be positive, got " +
                                        std::to_string(ilpSecondsArg));
-    if (ilpSolverArg != "cbc" && ilpSolverArg != "greedy" &&
-        ilpSolverArg != "one-axis")
+    if (!autoshard::parseSolver(ilpSolverArg))
       return reportError(kCommand,
                          "--ilp-solver must be cbc, greedy or one-axis, not '" +
                              ilpSolverArg + "'");

@@ -124,8 +124,9 @@ void expectOptimal(const ChoiceProblem &problem, int seed) {
   double cost = evaluateChoices(problem, solution.choices, &memory);
   EXPECT_EQ(cost, solution.cost) << "seed " << seed;
   EXPECT_NEAR(cost, best, 1e-12 + 1e-9 * best) << "seed " << seed;
-  if (problem.memoryLimit > 0)
+  if (problem.memoryLimit > 0) {
     EXPECT_LE(memory, problem.memoryLimit * (1 + 1e-9)) << "seed " << seed;
+  }
   // The heuristic picks a choice for every node and, where its answer fits
   // the memory limit (which it ignores), never beats the optimum.
   std::vector<int64_t> greedy = heuristicChoices(problem);
@@ -135,8 +136,9 @@ void expectOptimal(const ChoiceProblem &problem, int seed) {
                 greedy[u] < static_cast<int64_t>(problem.nodes[u].costs.size()));
   double greedyMemory = 0;
   double greedyCost = evaluateChoices(problem, greedy, &greedyMemory);
-  if (problem.memoryLimit <= 0 || greedyMemory <= problem.memoryLimit)
+  if (problem.memoryLimit <= 0 || greedyMemory <= problem.memoryLimit) {
     EXPECT_GE(greedyCost * (1 + 1e-12) + 1e-15, best) << "seed " << seed;
+  }
 }
 
 TEST(ChoiceILPTest, MatchesBruteForceOnRandomProblems) {
