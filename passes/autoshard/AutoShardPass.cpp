@@ -101,6 +101,8 @@ private:
     return b.getDictionaryAttr({
         b.getNamedAttr("nodes", b.getI64IntegerAttr(report.nodes)),
         b.getNamedAttr("choices", b.getI64IntegerAttr(report.choices)),
+        b.getNamedAttr("solved_nodes", b.getI64IntegerAttr(report.solvedNodes)),
+        b.getNamedAttr("programs", b.getI64IntegerAttr(report.programs)),
         b.getNamedAttr("binary_variables",
                        b.getI64IntegerAttr(report.binaryVariables)),
         b.getNamedAttr("continuous_variables",

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <iterator>
@@ -65,8 +66,11 @@ Incidence incidentEdges(const ChoiceProblem &problem) {
   return incident;
 }
 
-bool anyFlag(const std::vector<char> &flags) {
-  return std::any_of(flags.begin(), flags.end(), [](char f) { return f; });
+int64_t numClasses(const std::vector<int64_t> &classes) {
+  int64_t count = 0;
+  for (int64_t c : classes)
+    count = std::max(count, c + 1);
+  return count;
 }
 
 bool fail(std::string &error, std::string message) {
@@ -106,178 +110,61 @@ bool fitsProblem(const ChoiceProblem &problem,
          (problem.memoryLimit <= 0 || memory <= problem.memoryLimit);
 }
 
-bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
+namespace {
+/// CBC on `problem`, a program without shared pairs (what reduceChoices
+/// leaves of one), with the heuristic as its fallback.
+bool solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
                   ChoiceSolution &solution, std::string &error) {
   const int64_t numNodes = problem.nodes.size();
-  // Check the shape first: CBC must never see an index out of range.
-  for (int64_t u = 0; u < numNodes; ++u) {
-    const ChoiceNode &node = problem.nodes[u];
-    if (node.costs.empty())
-      return fail(error, "node " + std::to_string(u) + " has no choices");
-    if (!node.memory.empty() && node.memory.size() != node.costs.size())
-      return fail(error, "node " + std::to_string(u) +
-                             " has memory for a different number of choices");
-  }
-  for (size_t i = 0; i < problem.edges.size(); ++i) {
-    const ChoiceEdge &edge = problem.edges[i];
-    auto bad = [&](const std::string &what) {
-      return fail(error, "edge " + std::to_string(i) + ": " + what);
-    };
-    if (edge.from < 0 || edge.from >= numNodes || edge.to < 0 ||
-        edge.to >= numNodes || edge.from == edge.to)
-      return bad("node index out of range or a node to itself");
-    if (edge.fromClass.size() != problem.nodes[edge.from].costs.size() ||
-        edge.toClass.size() != problem.nodes[edge.to].costs.size())
-      return bad("a class per choice expected");
-    for (int64_t a : edge.fromClass)
-      if (a < 0 || a >= static_cast<int64_t>(edge.cost.size()))
-        return bad("producer class out of range");
-    for (const auto &row : edge.cost)
-      for (int64_t b : edge.toClass)
-        if (b < 0 || b >= static_cast<int64_t>(row.size()))
-          return bad("consumer class out of range");
-    if (!edge.shared.empty()) {
-      if (edge.shared.size() != edge.cost.size())
-        return bad("a shared flag per cost expected");
-      for (size_t a = 0; a < edge.cost.size(); ++a)
-        if (edge.shared[a].size() != edge.cost[a].size())
-          return bad("a shared flag per cost expected");
-    }
-  }
-
-  if (options.heuristicOnly) {
-    if (problem.memoryLimit > 0)
-      return fail(error, "the greedy heuristic does not take a memory limit");
-    solution.choices = heuristicChoices(problem);
-    solution.cost = evaluateChoices(problem, solution.choices);
-    solution.method = ChoiceMethod::Heuristic;
-    if (std::isinf(solution.cost))
-      return fail(error, "the greedy heuristic found no choices that avoid "
-                         "the forbidden pairs");
-    return true;
-  }
-
   Program program;
-  // One binary column per choice; its objective gathers the node's cost and
-  // the costs of edges whose other side has one class.
+  // One binary column per choice.
   std::vector<std::vector<int>> column(numNodes);
-  std::vector<std::vector<double>> costs(numNodes);
-  for (int64_t u = 0; u < numNodes; ++u)
-    costs[u] = problem.nodes[u].costs;
-  double constant = 0;
-  auto numClasses = [](const std::vector<int64_t> &classes) {
-    int64_t count = 0;
-    for (int64_t c : classes)
-      count = std::max(count, c + 1);
-    return count;
-  };
-  std::vector<const ChoiceEdge *> paired;
-  // Choices that need the shared resource on their own (an edge folded into
-  // them), and whether a fixed pair needs it whatever is chosen.
-  std::vector<std::vector<char>> needsShared(numNodes);
-  for (int64_t u = 0; u < numNodes; ++u)
-    needsShared[u].assign(costs[u].size(), 0);
-  bool sharedAlways = false;
-  for (const ChoiceEdge &edge : problem.edges) {
-    bool oneFrom = numClasses(edge.fromClass) == 1 ||
-                   problem.nodes[edge.from].costs.size() == 1;
-    bool oneTo = numClasses(edge.toClass) == 1 ||
-                 problem.nodes[edge.to].costs.size() == 1;
-    if (oneFrom && oneTo) {
-      constant += edge.cost[edge.fromClass[0]][edge.toClass[0]];
-      sharedAlways |= edge.needsShared(edge.fromClass[0], edge.toClass[0]);
-    } else if (oneFrom) {
-      for (size_t t = 0; t < costs[edge.to].size(); ++t) {
-        costs[edge.to][t] += edge.cost[edge.fromClass[0]][edge.toClass[t]];
-        needsShared[edge.to][t] |=
-            edge.needsShared(edge.fromClass[0], edge.toClass[t]);
-      }
-    } else if (oneTo) {
-      for (size_t s = 0; s < costs[edge.from].size(); ++s) {
-        costs[edge.from][s] += edge.cost[edge.fromClass[s]][edge.toClass[0]];
-        needsShared[edge.from][s] |=
-            edge.needsShared(edge.fromClass[s], edge.toClass[0]);
-      }
-    } else {
-      paired.push_back(&edge);
-    }
-  }
-  if (std::isinf(constant))
-    return fail(error, "two fixed choices are forbidden together");
-
   int memoryRow = -1;
   if (problem.memoryLimit > 0)
     memoryRow = program.addRow(-std::numeric_limits<double>::max(),
                                problem.memoryLimit * kMemoryScale);
   for (int64_t u = 0; u < numNodes; ++u) {
+    const ChoiceNode &node = problem.nodes[u];
     int row = program.addRow(1, 1);
     bool any = false;
-    for (size_t s = 0; s < costs[u].size(); ++s) {
-      bool forbidden = std::isinf(costs[u][s]);
+    for (size_t s = 0; s < node.costs.size(); ++s) {
+      bool forbidden = std::isinf(node.costs[s]);
       any |= !forbidden;
-      int col = program.addColumn(forbidden ? 0 : costs[u][s] * kCostScale,
+      int col = program.addColumn(forbidden ? 0 : node.costs[s] * kCostScale,
                                   /*isInteger=*/true, forbidden ? 0 : 1);
       column[u].push_back(col);
       program.set(row, col, 1);
-      const ChoiceNode &node = problem.nodes[u];
       if (memoryRow >= 0 && !node.memory.empty() && node.memory[s] != 0)
         program.set(memoryRow, col, node.memory[s] * kMemoryScale);
     }
     if (!any)
-      return fail(error, "every choice of node " + std::to_string(u) +
-                             " is forbidden");
-  }
-  // The shared resource: one binary at least every choice and pair that
-  // needs it (none when nothing can).
-  bool anyShared = sharedAlways;
-  for (const auto &flags : needsShared)
-    anyShared |= anyFlag(flags);
-  for (const ChoiceEdge *edge : paired)
-    for (const auto &row : edge->shared)
-      anyShared |= anyFlag(row);
-  int sharedColumn = -1;
-  if (anyShared && problem.sharedCost > 0) {
-    sharedColumn = program.addColumn(problem.sharedCost * kCostScale,
-                                     /*isInteger=*/true, 1);
-    if (sharedAlways)
-      program.lower[sharedColumn] = 1;
-    for (int64_t u = 0; u < numNodes; ++u)
-      for (size_t s = 0; s < needsShared[u].size(); ++s)
-        if (needsShared[u][s]) {
-          int row = program.addRow(-std::numeric_limits<double>::max(), 0);
-          program.set(row, column[u][s], 1);
-          program.set(row, sharedColumn, -1);
-        }
+      return fail(error, "no choices avoid the forbidden pairs");
   }
   int64_t binaries = program.objective.size();
 
-  // Per paired edge: a continuous e_ab per allowed class pair, tied to both
-  // sides' choices by the marginal rows.
-  for (const ChoiceEdge *edge : paired) {
-    int64_t fromClasses = numClasses(edge->fromClass);
-    int64_t toClasses = numClasses(edge->toClass);
+  // Per edge: a continuous e_ab per allowed class pair, tied to both sides'
+  // choices by the marginal rows. (reduceChoices has folded the edges with
+  // one class on a side into the other side's costs.)
+  for (const ChoiceEdge &edge : problem.edges) {
+    int64_t fromClasses = numClasses(edge.fromClass);
+    int64_t toClasses = numClasses(edge.toClass);
     std::vector<int> fromRow(fromClasses), toRow(toClasses);
     for (int64_t a = 0; a < fromClasses; ++a)
       fromRow[a] = program.addRow(0, 0);
     for (int64_t b = 0; b < toClasses; ++b)
       toRow[b] = program.addRow(0, 0);
-    for (size_t s = 0; s < edge->fromClass.size(); ++s)
-      program.set(fromRow[edge->fromClass[s]], column[edge->from][s], -1);
-    for (size_t t = 0; t < edge->toClass.size(); ++t)
-      program.set(toRow[edge->toClass[t]], column[edge->to][t], -1);
+    for (size_t s = 0; s < edge.fromClass.size(); ++s)
+      program.set(fromRow[edge.fromClass[s]], column[edge.from][s], -1);
+    for (size_t t = 0; t < edge.toClass.size(); ++t)
+      program.set(toRow[edge.toClass[t]], column[edge.to][t], -1);
     for (int64_t a = 0; a < fromClasses; ++a)
       for (int64_t b = 0; b < toClasses; ++b) {
-        double cost = edge->cost[a][b];
+        double cost = edge.cost[a][b];
         if (std::isinf(cost))
           continue;
         int col = program.addColumn(cost * kCostScale, /*isInteger=*/false, 1);
         program.set(fromRow[a], col, 1);
         program.set(toRow[b], col, 1);
-        if (sharedColumn >= 0 && edge->needsShared(a, b)) {
-          int row = program.addRow(-std::numeric_limits<double>::max(), 0);
-          program.set(row, col, 1);
-          program.set(row, sharedColumn, -1);
-        }
       }
   }
 
@@ -370,6 +257,159 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
                                             : ChoiceMethod::TimeLimit;
   if (solution.method == ChoiceMethod::TimeLimit)
     takeHeuristic(solution.cost);
+  return true;
+}
+/// reduceChoices on `problem` (no shared pairs), CBC on what is left, and
+/// the answer expanded to every node.
+bool solveUnshared(const ChoiceProblem &problem, const ChoiceOptions &options,
+                   ChoiceSolution &solution, std::string &error) {
+  ReducedProblem reduced = reduceChoices(problem);
+  if (std::isinf(reduced.constant))
+    return fail(error, "no choices avoid the forbidden pairs");
+  ChoiceSolution left;
+  if (!reduced.problem.nodes.empty() &&
+      !solveProgram(reduced.problem, options, left, error))
+    return false;
+  solution = left;
+  solution.choices = reduced.expand(left.choices);
+  solution.solvedNodes = reduced.problem.nodes.size();
+  solution.programs = 1;
+  return true;
+}
+} // namespace
+
+bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
+                  ChoiceSolution &solution, std::string &error) {
+  const int64_t numNodes = problem.nodes.size();
+  // Check the shape first: CBC must never see an index out of range.
+  for (int64_t u = 0; u < numNodes; ++u) {
+    const ChoiceNode &node = problem.nodes[u];
+    if (node.costs.empty())
+      return fail(error, "node " + std::to_string(u) + " has no choices");
+    if (!node.memory.empty() && node.memory.size() != node.costs.size())
+      return fail(error, "node " + std::to_string(u) +
+                             " has memory for a different number of choices");
+  }
+  for (size_t i = 0; i < problem.edges.size(); ++i) {
+    const ChoiceEdge &edge = problem.edges[i];
+    auto bad = [&](const std::string &what) {
+      return fail(error, "edge " + std::to_string(i) + ": " + what);
+    };
+    if (edge.from < 0 || edge.from >= numNodes || edge.to < 0 ||
+        edge.to >= numNodes || edge.from == edge.to)
+      return bad("node index out of range or a node to itself");
+    if (edge.fromClass.size() != problem.nodes[edge.from].costs.size() ||
+        edge.toClass.size() != problem.nodes[edge.to].costs.size())
+      return bad("a class per choice expected");
+    for (int64_t a : edge.fromClass)
+      if (a < 0 || a >= static_cast<int64_t>(edge.cost.size()))
+        return bad("producer class out of range");
+    for (const auto &row : edge.cost)
+      for (int64_t b : edge.toClass)
+        if (b < 0 || b >= static_cast<int64_t>(row.size()))
+          return bad("consumer class out of range");
+    if (!edge.shared.empty()) {
+      if (edge.shared.size() != edge.cost.size())
+        return bad("a shared flag per cost expected");
+      for (size_t a = 0; a < edge.cost.size(); ++a)
+        if (edge.shared[a].size() != edge.cost[a].size())
+          return bad("a shared flag per cost expected");
+    }
+  }
+
+  if (options.heuristicOnly) {
+    if (problem.memoryLimit > 0)
+      return fail(error, "the greedy heuristic does not take a memory limit");
+    solution.choices = heuristicChoices(problem);
+    solution.cost = evaluateChoices(problem, solution.choices);
+    solution.method = ChoiceMethod::Heuristic;
+    if (std::isinf(solution.cost))
+      return fail(error, "the greedy heuristic found no choices that avoid "
+                         "the forbidden pairs");
+    return true;
+  }
+
+  for (int64_t u = 0; u < numNodes; ++u)
+    if (std::all_of(problem.nodes[u].costs.begin(),
+                    problem.nodes[u].costs.end(),
+                    [](double cost) { return std::isinf(cost); }))
+      return fail(error,
+                  "every choice of node " + std::to_string(u) + " is forbidden");
+
+  // The shared resource, by cases: paid (its flags dropped, its cost added
+  // if the answer uses it) or avoided (the pairs that need it forbidden).
+  // Each is a program without it, which reduceChoices can shrink; the
+  // cheaper answer wins. When the paid case's answer needs no shared pair,
+  // it is the avoided case's optimum too.
+  bool anyShared = false;
+  for (const ChoiceEdge &edge : problem.edges)
+    for (const auto &row : edge.shared)
+      anyShared |= std::any_of(row.begin(), row.end(), [](char f) { return f; });
+  auto withoutShared = [&](bool avoid) {
+    ChoiceProblem cases = problem;
+    for (ChoiceEdge &edge : cases.edges) {
+      if (avoid)
+        for (size_t a = 0; a < edge.shared.size(); ++a)
+          for (size_t b = 0; b < edge.shared[a].size(); ++b)
+            if (edge.shared[a][b])
+              edge.cost[a][b] = kForbidden;
+      edge.shared.clear();
+    }
+    cases.sharedCost = 0;
+    return cases;
+  };
+  auto usesShared = [&](const std::vector<int64_t> &choices) {
+    for (const ChoiceEdge &edge : problem.edges)
+      if (edge.needsShared(edge.fromClass[choices[edge.from]],
+                           edge.toClass[choices[edge.to]]))
+        return true;
+    return false;
+  };
+  auto start = std::chrono::steady_clock::now();
+  bool found = solveUnshared(anyShared ? withoutShared(false) : problem,
+                             options, solution, error);
+  if (anyShared && problem.sharedCost > 0 &&
+      (!found || usesShared(solution.choices))) {
+    std::chrono::duration<double> spent =
+        std::chrono::steady_clock::now() - start;
+    ChoiceOptions rest = options;
+    rest.timeLimitSeconds =
+        std::max(options.timeLimitSeconds - spent.count(), 1.0);
+    ChoiceSolution avoided;
+    std::string avoidedError;
+    if (solveUnshared(withoutShared(true), rest, avoided, avoidedError)) {
+      avoided.cost = evaluateChoices(problem, avoided.choices);
+      if (found) {
+        solution.cost = evaluateChoices(problem, solution.choices);
+        ChoiceSolution &worse =
+            avoided.cost < solution.cost ? solution : avoided;
+        ChoiceSolution &better =
+            avoided.cost < solution.cost ? avoided : solution;
+        // Proven only if both cases were.
+        if (worse.method != ChoiceMethod::Optimal &&
+            better.method == ChoiceMethod::Optimal)
+          better.method = ChoiceMethod::TimeLimit;
+        better.solvedNodes += worse.solvedNodes;
+        better.binaryVariables += worse.binaryVariables;
+        better.continuousVariables += worse.continuousVariables;
+        better.constraints += worse.constraints;
+        ++better.programs;
+        solution = better;
+      } else {
+        solution = std::move(avoided);
+      }
+      found = true;
+    } else if (!found) {
+      return false; // the first case's error says why
+    }
+  }
+  if (!found)
+    return false;
+  double memory = 0;
+  solution.cost = evaluateChoices(problem, solution.choices, &memory);
+  if (std::isinf(solution.cost) ||
+      (problem.memoryLimit > 0 && memory > problem.memoryLimit * (1 + 1e-9)))
+    return fail(error, "the solution breaks a constraint");
   return true;
 }
 

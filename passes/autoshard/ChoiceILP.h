@@ -15,12 +15,16 @@
 // by its marginals. Here the marginals are taken over classes (for each
 // producer class a, sum_b e_ab = sum of s_u over a's choices; for each
 // consumer class b, sum_a e_ab = sum of s_v over b's choices), which with
-// binary s forces e to the one pair chosen, so e may stay continuous. An
-// edge whose side has one class adds its costs to the other side's choices
-// instead, with no variables. A resource shared by some pairs (one call for
-// every gradient reduction that rides in a bucket) is one more binary,
-// at least every pair variable that needs it. CBC (COIN-OR branch and cut)
-// solves it.
+// binary s forces e to the one pair chosen, so e may stay continuous.
+//
+// Before CBC sees it, the program is made smaller without changing its
+// optimum (reduceChoices): nodes that one or two neighbours decide (chains
+// of elementwise ops, most of a graph's leaves) are taken out, and edges
+// whose side has one class become costs of the other side's choices. A
+// resource shared by some pairs (one call for every gradient reduction that
+// rides in a bucket) would tie every node that may need it together, so the
+// two cases, paying for it and avoiding it, are solved apart and the cheaper
+// answer taken. CBC (COIN-OR branch and cut) solves each.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,7 +99,11 @@ struct ChoiceSolution {
   /// The total cost of those choices (node and edge costs).
   double cost = 0;
   ChoiceMethod method = ChoiceMethod::Optimal;
-  /// The size of the program it solved.
+  /// The size of the program it solved: the nodes left by reduceChoices,
+  /// and CBC's variables and rows for them.
+  int64_t solvedNodes = 0;
+  /// Programs solved: 2 when the shared resource was both paid and avoided.
+  int64_t programs = 0;
   int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
 };
 
@@ -125,8 +133,44 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
 bool fitsProblem(const ChoiceProblem &problem,
                  const std::vector<int64_t> &choices, double &cost);
 
-/// Solves `problem`. When CBC's time limit stops it, the answer is the better
-/// of CBC's best and heuristicChoices' (if that fits). Fails, with the reason
+/// `problem`, which has no shared pairs, with the nodes that their
+/// neighbours decide taken out (ChoiceReduction.cpp): a node without edges,
+/// or with edges to one or two other nodes, whose choices hold no memory
+/// under the limit. Its cheapest choice for each combination of its
+/// neighbours' classes is kept, and that cost is moved onto the neighbour
+/// (one) or onto an edge between the two (two). The optimum of what is left
+/// plus `constant` is the optimum of `problem`, and `expand` maps any
+/// choices of what is left to choices of `problem` that cost exactly that
+/// much more. `problem` must be well formed (solveChoices checks it).
+struct ReducedProblem {
+  /// The nodes left and their edges.
+  ChoiceProblem problem;
+  /// Each node's index in `problem`, or -1 where it was taken out.
+  std::vector<int64_t> kept;
+  /// The cost of the nodes taken out with no neighbours left.
+  double constant = 0;
+
+  /// A node taken out: its choice for each combination of the classes its
+  /// neighbours (none, one or two) take on the edges it had to them.
+  struct Elimination {
+    int64_t node = 0;
+    std::vector<int64_t> neighbours;
+    std::vector<std::vector<int64_t>> neighbourClasses;
+    std::vector<std::vector<int64_t>> table;
+  };
+  /// In the order they were taken out; decided in the reverse one.
+  std::vector<Elimination> eliminated;
+
+  /// Choices for every node of the original problem, from choices for the
+  /// nodes left.
+  std::vector<int64_t> expand(const std::vector<int64_t> &leftChoices) const;
+};
+
+ReducedProblem reduceChoices(const ChoiceProblem &problem);
+
+/// Solves `problem`: reduceChoices, then CBC on the nodes left. When CBC's
+/// time limit stops it, the answer is the better of CBC's best and
+/// heuristicChoices' on the nodes left (if that fits). Fails, with the reason
 /// in `error`, when the problem is malformed (a class or node index out of
 /// range, a node without choices), when no choices fit the memory limit and
 /// the forbidden pairs, or when neither finds a solution.

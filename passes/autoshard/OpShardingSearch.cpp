@@ -714,8 +714,10 @@ bool Search::tryOneAxis(const ChoiceProblem &problem,
     return false;
   solution.choices = std::move(improved);
   solution.cost = cost;
-  if (solution.binaryVariables == 0) {
+  if (solution.programs == 0) {
     // Nothing else was solved: the size is the one-axis program's.
+    solution.solvedNodes = one.solvedNodes;
+    solution.programs = one.programs;
     solution.binaryVariables = one.binaryVariables;
     solution.continuousVariables = one.continuousVariables;
     solution.constraints = one.constraints;
@@ -750,6 +752,8 @@ FailureOr<AutoShardReport> Search::run() {
   report.nodes = nodes.size();
   for (const Node &node : nodes)
     report.choices += node.choices.size();
+  report.solvedNodes = solution.solvedNodes;
+  report.programs = solution.programs;
   report.binaryVariables = solution.binaryVariables;
   report.continuousVariables = solution.continuousVariables;
   report.constraints = solution.constraints;

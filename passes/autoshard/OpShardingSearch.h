@@ -79,7 +79,11 @@ struct AutoShardReport {
   /// Nodes (ops, arguments and unpaired function results) and their
   /// choices in all.
   int64_t nodes = 0, choices = 0;
-  /// The integer program CBC solved.
+  /// The nodes left once those their neighbours decide are taken out
+  /// (reduceChoices, ChoiceILP.h), and the integer programs CBC solved for
+  /// them (two when the gradient buckets' call was priced both paid and
+  /// avoided), their sizes summed.
+  int64_t solvedNodes = 0, programs = 0;
   int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
   /// "optimal" (CBC proved it), "time-limit" (CBC's best when its time
   /// limit stopped it), "heuristic" (the greedy heuristic's, CBC having

@@ -363,11 +363,25 @@ std::string describeAutoShard(mlir::ModuleOp module) {
     StringRef how = method ? method.getValue() : "";
     std::string text;
     raw_string_ostream os(text);
+    int64_t programs = number("programs");
     os << ": " << int64_t(number("nodes")) << " ops and values, "
-       << int64_t(number("choices")) << " choices; an integer program of "
-       << int64_t(number("binary_variables")) << " binary and "
-       << int64_t(number("continuous_variables")) << " continuous variables, "
-       << int64_t(number("constraints")) << " rows, solved "
+       << int64_t(number("choices")) << " choices";
+    if (programs == 0) {
+      os << "; no integer program"; // --ilp-solver greedy
+    } else {
+      os << ", " << int64_t(number("solved_nodes"))
+         << " left once those their neighbours decide are taken out; ";
+      if (number("binary_variables") == 0)
+        os << "nothing left for CBC";
+      else
+        os << (programs > 1 ? std::to_string(programs) + " integer programs"
+                            : std::string("an integer program"))
+           << " of " << int64_t(number("binary_variables")) << " binary and "
+           << int64_t(number("continuous_variables"))
+           << " continuous variables, " << int64_t(number("constraints"))
+           << " rows" << (programs > 1 ? " in all" : "");
+    }
+    os << ", solved "
        << (how == "optimal"      ? "optimally"
            : how == "time-limit" ? "to CBC's time limit (not proven optimal)"
            : how == "one-axis"
@@ -377,13 +391,14 @@ std::string describeAutoShard(mlir::ModuleOp module) {
                ? "from the answer on the mesh's devices as one axis, "
                  "improved by single moves (CBC found nothing better in its "
                  "time limit)"
+           : programs == 0
+               ? "by the greedy heuristic alone"
                : "by the greedy heuristic (CBC found nothing better in its "
                  "time limit)")
        << "; estimated step " << format("%.4g", number("compute_seconds") * 1e3)
        << " ms compute + " << format("%.4g", number("comm_seconds") * 1e3)
-       << " ms communication, " << int64_t(number("reshards"))
-       << " reshards, " << int64_t(number("argument_bytes"))
-       << " argument bytes a device";
+       << " ms communication, " << int64_t(number("reshards")) << " reshards, "
+       << int64_t(number("argument_bytes")) << " argument bytes a device";
     return text;
   }
   return "";

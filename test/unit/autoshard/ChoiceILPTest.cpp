@@ -39,8 +39,9 @@ double bruteForce(const ChoiceProblem &problem) {
 }
 
 ChoiceProblem randomProblem(std::mt19937 &rng, bool withMemory,
-                            bool withForbidden, bool withShared = false) {
-  std::uniform_int_distribution<int> numNodes(2, 6), numChoices(1, 4);
+                            bool withForbidden, bool withShared = false,
+                            double edgeChance = 0.5, int maxNodes = 6) {
+  std::uniform_int_distribution<int> numNodes(2, maxNodes), numChoices(1, 4);
   std::uniform_real_distribution<double> cost(0, 1e-3), mem(0, 1e6);
   std::bernoulli_distribution forbid(withForbidden ? 0.15 : 0.0);
   ChoiceProblem problem;
@@ -57,7 +58,7 @@ ChoiceProblem randomProblem(std::mt19937 &rng, bool withMemory,
   }
   // Edges from earlier to later nodes (a DAG, as in a function), with
   // classes that group some choices.
-  std::bernoulli_distribution hasEdge(0.5);
+  std::bernoulli_distribution hasEdge(edgeChance);
   for (int u = 0; u < n; ++u)
     for (int v = u + 1; v < n; ++v) {
       if (!hasEdge(rng))
@@ -179,6 +180,141 @@ TEST(ChoiceILPTest, MatchesBruteForceWithASharedCost) {
   }
 }
 
+// Sparse graphs, where most nodes have one or two neighbours (and some two
+// edges to one neighbour), so reduceChoices takes most of them out.
+TEST(ChoiceILPTest, MatchesBruteForceOnSparseProblems) {
+  for (int seed = 6000; seed < 6200; ++seed) {
+    std::mt19937 rng(seed);
+    ChoiceProblem problem = randomProblem(
+        rng, /*withMemory=*/seed % 3 == 0, /*withForbidden=*/seed % 2 == 0,
+        /*withShared=*/seed % 5 == 0, /*edgeChance=*/0.3, /*maxNodes=*/8);
+    // Some edges twice, in both directions.
+    size_t numEdges = problem.edges.size();
+    for (size_t i = 0; i < numEdges; i += 3) {
+      ChoiceEdge twin = problem.edges[i];
+      std::swap(twin.from, twin.to);
+      std::swap(twin.fromClass, twin.toClass);
+      std::vector<std::vector<double>> cost(
+          twin.cost.empty() ? 0 : twin.cost[0].size(),
+          std::vector<double>(twin.cost.size()));
+      for (size_t a = 0; a < twin.cost.size(); ++a)
+        for (size_t b = 0; b < twin.cost[a].size(); ++b)
+          cost[b][a] = twin.cost[a][b] * 0.5;
+      twin.cost = std::move(cost);
+      twin.shared.clear();
+      problem.edges.push_back(std::move(twin));
+    }
+    expectOptimal(problem, seed);
+  }
+}
+
+// The reduced program is exact: for any choices of the nodes left, the
+// expanded choices cost the reduced cost plus the constant, and the
+// cheapest over the nodes left (plus the constant) is the brute-force
+// optimum.
+TEST(ChoiceILPTest, ReductionKeepsEveryCost) {
+  int takenOut = 0;
+  for (int seed = 7000; seed < 7200; ++seed) {
+    std::mt19937 rng(seed);
+    ChoiceProblem problem =
+        randomProblem(rng, /*withMemory=*/false, /*withForbidden=*/seed % 2,
+                      /*withShared=*/false, /*edgeChance=*/0.35,
+                      /*maxNodes=*/8);
+    ReducedProblem reduced = reduceChoices(problem);
+    ASSERT_EQ(reduced.kept.size(), problem.nodes.size());
+    takenOut += reduced.eliminated.size();
+    double best = bruteForce(problem);
+    double bestLeft = kForbidden;
+    std::vector<int64_t> left(reduced.problem.nodes.size(), 0);
+    while (true) {
+      std::vector<int64_t> full = reduced.expand(left);
+      double cost = evaluateChoices(problem, full);
+      double leftCost = evaluateChoices(reduced.problem, left) + reduced.constant;
+      if (std::isinf(cost) || std::isinf(leftCost))
+        EXPECT_EQ(std::isinf(cost), std::isinf(leftCost)) << "seed " << seed;
+      else
+        EXPECT_NEAR(cost, leftCost, 1e-12) << "seed " << seed;
+      bestLeft = std::min(bestLeft, leftCost);
+      size_t u = 0;
+      for (; u < left.size(); ++u) {
+        if (++left[u] <
+            static_cast<int64_t>(reduced.problem.nodes[u].costs.size()))
+          break;
+        left[u] = 0;
+      }
+      if (u == left.size())
+        break;
+    }
+    if (std::isinf(best))
+      EXPECT_TRUE(std::isinf(bestLeft)) << "seed " << seed;
+    else
+      EXPECT_NEAR(bestLeft, best, 1e-12) << "seed " << seed;
+  }
+  // Not a vacuous check: most nodes of these sparse graphs go.
+  EXPECT_GT(takenOut, 600);
+}
+
+// A chain of 60 nodes (an elementwise chain) is taken out whole: nothing is
+// left for CBC, and the answer is the optimum that dynamic programming over
+// the chain finds.
+TEST(ChoiceILPTest, ChainIsSolvedByReductionAlone) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> cost(0, 1);
+  ChoiceProblem problem;
+  const int n = 60, k = 3;
+  for (int u = 0; u < n; ++u) {
+    ChoiceNode node;
+    for (int s = 0; s < k; ++s)
+      node.costs.push_back(cost(rng));
+    problem.nodes.push_back(std::move(node));
+  }
+  for (int u = 0; u + 1 < n; ++u) {
+    ChoiceEdge edge{u, u + 1, {0, 1, 2}, {0, 1, 2}, {}, {}};
+    edge.cost.assign(k, std::vector<double>(k));
+    for (auto &row : edge.cost)
+      for (double &c : row)
+        c = cost(rng);
+    problem.edges.push_back(std::move(edge));
+  }
+  // Viterbi: the cheapest prefix ending in each choice.
+  std::vector<double> prefix = problem.nodes[0].costs;
+  for (int u = 1; u < n; ++u) {
+    std::vector<double> next(k, kForbidden);
+    for (int t = 0; t < k; ++t)
+      for (int s = 0; s < k; ++s)
+        next[t] = std::min(next[t], prefix[s] + problem.edges[u - 1].cost[s][t] +
+                                        problem.nodes[u].costs[t]);
+    prefix = next;
+  }
+  double best = *std::min_element(prefix.begin(), prefix.end());
+  ChoiceSolution solution;
+  std::string error;
+  ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
+  EXPECT_EQ(solution.solvedNodes, 0);
+  EXPECT_EQ(solution.binaryVariables, 0);
+  EXPECT_EQ(solution.method, ChoiceMethod::Optimal);
+  EXPECT_NEAR(solution.cost, best, 1e-9);
+}
+
+// A node that holds memory under a limit stays for CBC, whatever its degree.
+TEST(ChoiceILPTest, ReductionKeepsNodesThatHoldMemory) {
+  ChoiceProblem problem;
+  problem.nodes = {{{1.0, 2.0}, {10, 5}}, {{1.0, 1.0}, {}}, {{3.0, 1.0}, {}}};
+  problem.edges.push_back({0, 1, {0, 1}, {0, 1}, {{0, 1}, {1, 0}}});
+  problem.edges.push_back({1, 2, {0, 1}, {0, 1}, {{0, 1}, {1, 0}}});
+  ReducedProblem unlimited = reduceChoices(problem);
+  EXPECT_TRUE(unlimited.problem.nodes.empty());
+  problem.memoryLimit = 8;
+  ReducedProblem limited = reduceChoices(problem);
+  ASSERT_EQ(limited.problem.nodes.size(), 1u);
+  EXPECT_EQ(limited.kept[0], 0);
+  ChoiceSolution solution;
+  std::string error;
+  ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
+  EXPECT_EQ(solution.choices, (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(solution.cost, 4.0);
+}
+
 TEST(ChoiceILPTest, PaysASharedCostOnce) {
   // Two independent edges whose cheap pairs both need the resource: paying
   // it once (3 + 1 + 1) beats avoiding it on both (2 + 2 ... = 4 + 4).
@@ -274,7 +410,7 @@ TEST(ChoiceILPTest, ReportsMalformedProblems) {
   fixedPair.nodes = {{{1.0}, {}}, {{1.0}, {}}};
   fixedPair.edges.push_back({0, 1, {0}, {0}, {{kForbidden}}});
   EXPECT_FALSE(solveChoices(fixedPair, {}, solution, error));
-  EXPECT_EQ(error, "two fixed choices are forbidden together");
+  EXPECT_EQ(error, "no choices avoid the forbidden pairs");
   ChoiceProblem noPair;
   noPair.nodes = {{{1.0, 2.0}, {}}, {{1.0, 2.0}, {}}};
   noPair.edges.push_back(
