@@ -121,8 +121,7 @@ double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
   FailureOr<dist::OpCost> cost = costOp.getCost(operands, results);
   if (failed(cost))
     return 0;
-  return cost->flops / rates.deviceFlops +
-         (cost->bytesRead + cost->bytesWritten) / rates.memoryBytesPerSecond;
+  return rates.kernelSeconds(cost->flops, cost->bytesRead + cost->bytesWritten);
 }
 
 /// The choices of an op with sharding rule `rule`: every assignment of each
@@ -256,8 +255,12 @@ private:
   LogicalResult addOps();
   void addResults();
   ChoiceProblem buildProblem();
+  /// The seconds of the cheapest reshard of `value` from `from` to `to`
+  /// (kForbidden when there is none); `bucketed`: into an optimizer update,
+  /// where its reductions ride the gradient bucket's call, and through
+  /// `reduces` whether it has any.
   double reshardSeconds(Value value, const Sharding &from, const Sharding &to,
-                        bool bucketed);
+                        bool bucketed, bool *reduces = nullptr);
   void write(const std::vector<int64_t> &chosen, AutoShardReport &report);
   dist::ShardingAttr toAttr(const Sharding &sharding);
 
@@ -269,10 +272,10 @@ private:
   /// The node of each argument (-1: not a tensor), and the argument whose
   /// node takes each function result back (-1: none).
   std::vector<int64_t> argumentNodes, takenBackBy;
-  std::map<std::string, double> reshardCache;
-  /// The planner's options for a reshard, and for one in a bucket (no call
-  /// of its own).
-  partition::ReshardOptions reshardOptions, bucketedOptions;
+  /// Seconds and whether it reduces, by tensor, layouts and bucketing.
+  std::map<std::string, std::pair<double, bool>> reshardCache;
+  /// The planner's options: link weights, a call's cost a step.
+  partition::ReshardOptions reshardOptions;
 };
 
 Search::Search(func::FuncOp func, const Mesh &mesh, const CostRates &rates)
@@ -287,8 +290,6 @@ Search::Search(func::FuncOp func, const Mesh &mesh, const CostRates &rates)
     if (sharding::groupSpansNodes(axes, {axis.name}, rates.devicesPerNode))
       reshardOptions.axisWeights[axis.name] =
           rates.linkBytesPerSecond / rates.nodeLinkBytesPerSecond;
-  bucketedOptions = reshardOptions;
-  bucketedOptions.stepCost = 0;
 }
 
 LogicalResult Search::checkFunction() {
@@ -467,7 +468,10 @@ void Search::addResults() {
 }
 
 double Search::reshardSeconds(Value value, const Sharding &from,
-                              const Sharding &to, bool bucketed) {
+                              const Sharding &to, bool bucketed,
+                              bool *reduces) {
+  if (reduces)
+    *reduces = false;
   std::string fromKey = layoutKey(from), toKey = layoutKey(to);
   if (fromKey == toKey)
     return 0;
@@ -481,16 +485,32 @@ double Search::reshardSeconds(Value value, const Sharding &from,
     key += std::to_string(d) + "x";
   key += std::to_string(info.elementBytes) + ":" + fromKey + ">" + toKey +
          (bucketed ? "b" : "");
-  auto [it, inserted] = reshardCache.try_emplace(key, 0.0);
-  if (!inserted)
-    return it->second;
-  llvm::Expected<partition::ReshardPlan> plan = partition::planReshard(
-      mesh, info, from, to, bucketed ? bucketedOptions : reshardOptions);
-  if (!plan) {
-    llvm::consumeError(plan.takeError());
-    return it->second = kForbidden;
+  auto [it, inserted] = reshardCache.try_emplace(key, kForbidden, false);
+  if (inserted) {
+    llvm::Expected<partition::ReshardPlan> plan =
+        partition::planReshard(mesh, info, from, to, reshardOptions);
+    if (!plan) {
+      llvm::consumeError(plan.takeError());
+    } else {
+      // dist-optimize-comm sends an update's gradient reductions (its
+      // all-reduces and reduce-scatters) in buckets: those steps ride the
+      // bucket's call, priced once for all (ChoiceProblem::sharedCost);
+      // any other step (a gather) is a call of its own.
+      double cost = plan->cost;
+      bool reduction = false;
+      for (const partition::ReshardStep &step : plan->steps)
+        if (step.kind == partition::StepKind::AllReduce ||
+            step.kind == partition::StepKind::ReduceScatter) {
+          reduction = true;
+          if (bucketed)
+            cost -= reshardOptions.stepCost;
+        }
+      it->second = {cost / rates.linkBytesPerSecond, reduction};
+    }
   }
-  return it->second = plan->cost / rates.linkBytesPerSecond;
+  if (reduces)
+    *reduces = it->second.second;
+  return it->second.first;
 }
 
 ChoiceProblem Search::buildProblem() {
@@ -549,11 +569,11 @@ ChoiceProblem Search::buildProblem() {
                            std::vector<char>(toLayouts.size(), 0));
       for (size_t a = 0; a < fromLayouts.size(); ++a)
         for (size_t b = 0; b < toLayouts.size(); ++b) {
-          double cost = reshardSeconds(value, *fromLayouts[a], *toLayouts[b],
-                                       bucketed);
-          edge.cost[a][b] = cost;
+          bool reduces = false;
+          edge.cost[a][b] = reshardSeconds(value, *fromLayouts[a],
+                                           *toLayouts[b], bucketed, &reduces);
           if (bucketed)
-            edge.shared[a][b] = cost > 0 && !std::isinf(cost);
+            edge.shared[a][b] = reduces;
         }
       problem.edges.push_back(std::move(edge));
     }

@@ -13,8 +13,9 @@
 //   planner, Reshard.h: bytes over the link of the axes involved, plus a
 //   fixed cost a collective call); a sharded reduction factor leaves its
 //   result partial, so the reduction is priced where a consumer needs it
-//   whole; the reshards into an optimizer update (gradient reductions,
-//   which dist-optimize-comm buckets) pay their bytes and one call for all;
+//   whole; the reductions (all-reduces, reduce-scatters) of the reshards
+//   into an optimizer update, which dist-optimize-comm buckets, pay their
+//   bytes and one call for all (any other step, a gather, its own call);
 // - a train step's updated parameter or state must come back in its
 //   argument's layout, so ZeRO-like layouts (update sharded, gradients
 //   reduce-scattered, parameters gathered) are priced like any other;
@@ -53,11 +54,9 @@
 
 namespace partita::autoshard {
 
-/// The rates the search prices a choice at: the strategy search's devices
-/// and links (DeviceRates), and a memory rate for ops that only move data.
+/// The rates the search prices a choice at: the strategy search's devices,
+/// memory and links (DeviceRates), and what only this search takes.
 struct CostRates : sharding::DeviceRates {
-  /// Bytes a second a device reads or writes its memory.
-  double memoryBytesPerSecond = 2e12;
   /// Bytes of arguments a device may hold; 0: no limit.
   double memoryPerDevice = 0;
   /// CBC's time limit; it keeps its best solution when it stops.

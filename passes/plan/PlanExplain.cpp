@@ -416,48 +416,6 @@ const plan::Program *microbatchProgramOf(const plan::Plan &proto,
                                                     : nullptr;
 }
 
-/// Floating-point operations of an einsum: 2 x the product of every index's
-/// size (its first two inputs name the indices; an addend names none).
-double einsumFlops(const plan::Program &program, const plan::Kernel &kernel) {
-  StringRef spec = kernel.attrs().spec();
-  StringRef lhs = spec.split("->").first;
-  SmallVector<StringRef, 2> operands;
-  lhs.split(operands, ',');
-  std::map<char, int64_t> sizes;
-  for (size_t k = 0; k < operands.size() && k < 2; ++k) {
-    if (k >= size_t(kernel.inputs_size()) ||
-        !isBuffer(program, kernel.inputs(k)))
-      return 0;
-    const plan::Buffer &buffer = program.buffers(kernel.inputs(k));
-    if (size_t(buffer.local_shape_size()) != operands[k].size())
-      return 0;
-    for (size_t d = 0; d < operands[k].size(); ++d)
-      sizes[operands[k][d]] = buffer.local_shape(d);
-  }
-  double flops = 2;
-  for (auto [index, size] : sizes)
-    flops *= double(size);
-  return flops;
-}
-
-/// Floating-point operations of an attention's two products (Q K^T and
-/// P V) over q [batch, seq_q, heads, d] and k [batch, seq_kv, kv_heads, d]:
-/// 4 x batch x heads x seq_q x seq_kv x d, half of it when causal.
-double attentionFlops(const plan::Program &program,
-                      const plan::Kernel &kernel) {
-  if (kernel.inputs_size() < 2 || !isBuffer(program, kernel.inputs(0)) ||
-      !isBuffer(program, kernel.inputs(1)))
-    return 0;
-  const plan::Buffer &q = program.buffers(kernel.inputs(0));
-  const plan::Buffer &k = program.buffers(kernel.inputs(1));
-  if (q.local_shape_size() != 4 || k.local_shape_size() != 4)
-    return 0;
-  double flops = 4.0 * double(q.local_shape(0)) * double(q.local_shape(2)) *
-                 double(q.local_shape(1)) * double(k.local_shape(1)) *
-                 double(q.local_shape(3));
-  return kernel.attrs().causal() ? flops / 2 : flops;
-}
-
 /// "1536 B (1.50 KiB)" for a fractional byte count, rounded.
 std::string wireText(double bytes) {
   return bytesText(int64_t(bytes + 0.5));
@@ -604,20 +562,13 @@ static void addProgramWork(PlanWork &work, const plan::Plan &proto,
   for (const plan::Instruction &inst : program.instructions()) {
     if (inst.has_kernel()) {
       const plan::Kernel &kernel = inst.kernel();
-      double flops = 0;
-      if (kernel.kind() == plan::Kernel::EINSUM)
-        flops = einsumFlops(program, kernel);
-      else if (kernel.kind() == plan::Kernel::ATTENTION)
-        flops = attentionFlops(program, kernel);
-      else if (kernel.kind() == plan::Kernel::ATTENTION_GRAD)
-        // dq, dk and dv together are 2.5 forwards (5 products against 2);
-        // a call for some of them a third of that each.
-        flops = attentionFlops(program, kernel) * 2.5 *
-                double(kernel.attrs().wrt().empty()
-                           ? 3
-                           : kernel.attrs().wrt().size()) /
-                3.0;
-      work.flops += double(times) * flops;
+      // The costs lowering wrote (the dialect's CostOpInterface).
+      work.kernelFlops += double(times) * kernel.flops();
+      work.kernelBytes += double(times) * kernel.bytes();
+      if (kernel.kind() == plan::Kernel::EINSUM ||
+          kernel.kind() == plan::Kernel::ATTENTION ||
+          kernel.kind() == plan::Kernel::ATTENTION_GRAD)
+        work.flops += double(times) * kernel.flops();
       continue;
     }
     if (!inst.has_collective())

@@ -74,12 +74,14 @@ struct PlanTraffic {
 /// (`partita plan --strategy auto`): what `partita explain` counts, as
 /// numbers.
 struct PlanWork {
-  /// Floating-point operations of the contractions on this device: einsums
-  /// (2 per multiply-add), attention (its two products, half of them when
-  /// causal) and attention gradients (2.5x the forward's for dq, dk and dv
-  /// together, the FlashAttention paper's count; each gradient's share
-  /// otherwise). Elementwise and row kernels are not counted.
+  /// Floating-point operations of the contractions on this device (einsums,
+  /// attention and its gradients), as the plan's kernels carry them (the
+  /// dialect's CostOpInterface at the local shapes, written by lowering).
   double flops = 0;
+  /// FLOPs and bytes of memory read and written by every kernel, the
+  /// contractions included: what the cost model prices compute by
+  /// (DeviceRates::kernelSeconds).
+  double kernelFlops = 0, kernelBytes = 0;
   /// Bytes this device sends under the ring algorithms (the explain
   /// report's "wire"), summed over the communicating collectives.
   double wireBytes = 0;

@@ -37,6 +37,7 @@
 
 #include "passes/plan/PlanLowering.h"
 
+#include "dialects/dist/IR/CostInterface.h"
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/dist/IR/DistOps.h"
 #include "dialects/dist/IR/KernelInterface.h"
@@ -363,6 +364,10 @@ private:
   LogicalResult lowerKernel(Operation *op, Operation *kernelOp,
                             ArrayRef<Value> inputs,
                             const Fusion *fusion = nullptr);
+  /// Sets `kernel`'s flops and bytes from the CostOpInterface of the op(s)
+  /// it runs (none: left 0).
+  void setCost(Operation *op, Operation *kernelOp, const Fusion *fusion,
+               pb::Kernel &kernel);
   LogicalResult lowerCollective(Operation *op);
   LogicalResult lowerConstant(Operation *op, DenseElementsAttr dense);
   LogicalResult lowerResult(func::ReturnOp ret, unsigned index, Value value);
@@ -986,6 +991,7 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, Operation *kernelOp,
     for (int64_t d : fusion->dims)
       kernel.mutable_attrs()->add_dims(d);
   }
+  setCost(op, kernelOp, fusion, kernel);
   int64_t index = program.instructions_size();
   for (Value operand : inputs) {
     kernel.add_inputs(use(operand));
@@ -1006,6 +1012,36 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, Operation *kernelOp,
   inst->set_location(locationString(kernelOp->getLoc()));
   *inst->mutable_kernel() = std::move(kernel);
   return success();
+}
+
+void FunctionLowering::setCost(Operation *op, Operation *kernelOp,
+                               const Fusion *fusion, pb::Kernel &kernel) {
+  auto costOf = [](Operation *of) -> std::optional<dist::OpCost> {
+    if (!isa<dist::CostOpInterface>(of))
+      return std::nullopt;
+    FailureOr<dist::OpCost> cost = dist::costOfOwnTypes(of);
+    return succeeded(cost) ? std::optional(*cost) : std::nullopt;
+  };
+  std::optional<dist::OpCost> cost = costOf(kernelOp);
+  if (!cost)
+    return;
+  double bytes = cost->bytesRead + cost->bytesWritten;
+  if (fusion) {
+    // The einsum reads its operands, the add its addend; the sum is
+    // written once, the einsum's own result never.
+    std::optional<dist::OpCost> add = costOf(op);
+    auto bytesOf = [](Value value) {
+      FailureOr<SmallVector<dist::TensorShape>> shapes =
+          dist::getTensorShapes(value.getType());
+      return succeeded(shapes) ? dist::getBytes((*shapes)[0]).value_or(0) : 0;
+    };
+    if (add)
+      cost->flops += add->flops;
+    bytes = cost->bytesRead + bytesOf(fusion->addend) +
+            bytesOf(op->getResult(0));
+  }
+  kernel.set_flops(cost->flops);
+  kernel.set_bytes(bytes);
 }
 
 FailureOr<dist::KernelDescription>

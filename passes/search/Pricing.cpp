@@ -1,9 +1,11 @@
 //===- Pricing.cpp - the cost model applied to a compiled plan -------------===//
 //
-// Measures a candidate's plan (PlanExplain.h) and prices it: compute and
-// communication by the cost model, the overlap of bucketed gradient
-// reductions, and for a pipeline its schedule simulated with each stage's
-// times (PipelineSchedule.h).
+// Measures a candidate's plan (PlanExplain.h) and prices it: compute (every
+// kernel's FLOPs and memory bytes, as lowering wrote them from the dialect's
+// CostOpInterface, by DeviceRates::kernelSeconds: the same formula
+// dist-auto-shard prices an op by) and communication by the cost model, the
+// overlap of bucketed gradient reductions, and for a pipeline its schedule
+// simulated with each stage's times (PipelineSchedule.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +54,8 @@ static double commSeconds(const plan_lowering::PlanWork &work,
 static void addWork(plan_lowering::PlanWork &work,
                     const plan_lowering::PlanWork &more, int64_t times) {
   work.flops += double(times) * more.flops;
+  work.kernelFlops += double(times) * more.kernelFlops;
+  work.kernelBytes += double(times) * more.kernelBytes;
   work.wireBytes += double(times) * more.wireBytes;
   work.collectives += times * more.collectives;
   work.calls += times * more.calls;
@@ -103,7 +107,7 @@ static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
           plan_lowering::measurePlanWork(plan, *program);
       addWork(work, one, times);
       double bucketed = 0;
-      return one.flops / cost.deviceFlops +
+      return cost.kernelSeconds(one.kernelFlops, one.kernelBytes) +
              commSeconds(one, candidate.axes, cost, bucketed,
                          candidate.crossesNodes);
     };
@@ -176,7 +180,8 @@ static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
   for (int r = 0; r < ranks; ++r) {
     double bucketed = 0;
     bool crosses = false;
-    double compute = rankWorks[r].flops / cost.deviceFlops;
+    double compute =
+        cost.kernelSeconds(rankWorks[r].kernelFlops, rankWorks[r].kernelBytes);
     double comm =
         commSeconds(rankWorks[r], candidate.axes, cost, bucketed, crosses);
     if (compute + comm > busiest) {
@@ -213,7 +218,8 @@ std::string pricePlan(Candidate &candidate, const plan::Plan &plan,
   candidate.work = plan_lowering::measurePlanWork(plan, *program);
   candidate.memory =
       plan_lowering::explainPlan(plan, *program, "", nulls()).total;
-  candidate.computeSeconds = candidate.work.flops / cost.deviceFlops;
+  candidate.computeSeconds =
+      cost.kernelSeconds(candidate.work.kernelFlops, candidate.work.kernelBytes);
   double bucketed = 0;
   candidate.commSeconds = commSeconds(candidate.work, candidate.axes, cost,
                                       bucketed, candidate.crossesNodes);

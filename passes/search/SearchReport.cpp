@@ -85,7 +85,7 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 void writeSearchReport(const SearchResult &result, raw_ostream &os) {
   os << "rank\tstrategy\tmesh\tmicrobatches\tschedule\tstages_by\tseconds\t"
         "compute_seconds\tcomm_seconds\thidden_seconds\tbubble_seconds\t"
-        "flops\twire_bytes\tcalls\tcollectives\tmemory_bytes\tcrosses_nodes\t"
+        "flops\tkernel_flops\tkernel_bytes\twire_bytes\tcalls\tcollectives\tmemory_bytes\tcrosses_nodes\t"
         "traffic\tstages\trejection\n";
   for (const Candidate &c : result.candidates) {
     std::string rejection = c.rejection;
@@ -94,9 +94,11 @@ void writeSearchReport(const SearchResult &result, raw_ostream &os) {
     os << c.rank << "\t" << c.strategy << "\t" << c.mesh << "\t"
        << c.microbatches << "\t" << (c.pipelined() ? c.schedule : "-") << "\t"
        << (c.pipelined() ? c.stagesBy : "-") << "\t"
-       << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g", c.seconds,
-                 c.computeSeconds, c.commSeconds, c.hiddenSeconds,
-                 c.bubbleSeconds, c.work.flops, c.work.wireBytes)
+       << format("%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t"
+                 "%.17g",
+                 c.seconds, c.computeSeconds, c.commSeconds, c.hiddenSeconds,
+                 c.bubbleSeconds, c.work.flops, c.work.kernelFlops,
+                 c.work.kernelBytes, c.work.wireBytes)
        << "\t" << c.work.calls << "\t" << c.work.collectives << "\t"
        << c.memory << "\t" << int(c.crossesNodes) << "\t";
     for (size_t i = 0; i < c.work.traffic.size(); ++i) {

@@ -125,6 +125,7 @@ autoshard::DistAutoShardOptions toAutoShardOptions(const CostModel &cost) {
   options.nodeLinkGbytes = cost.nodeLinkBytesPerSecond / 1e9;
   options.devicesPerNode = cost.devicesPerNode;
   options.callUs = cost.callSeconds / 1e-6;
+  options.memoryGbytes = cost.memoryBytesPerSecond / 1e9;
   options.memoryPerDeviceGib =
       double(cost.memoryPerDevice) / double(int64_t(1) << 30);
   return options;

@@ -247,7 +247,8 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 /// The same as tab-separated values with exact numbers, a header line
 /// first: rank (0 when it does not fit), strategy, mesh, microbatches,
 /// schedule and stages_by ("-" when not pipelined), seconds, compute_seconds,
-/// comm_seconds, hidden_seconds, bubble_seconds, flops, wire_bytes, calls,
+/// comm_seconds, hidden_seconds, bubble_seconds, flops (the contractions'),
+/// kernel_flops and kernel_bytes (every kernel's), wire_bytes, calls,
 /// collectives, memory_bytes, crosses_nodes (0 or 1), traffic (per group of
 /// axes "AXES/bucketed|plain/CALLS/WIRE_BYTES", AXES joined by "+", entries
 /// by ";"), stages (per pipeline stage

@@ -2,8 +2,8 @@
 //
 // The rates both cost models share: the strategy search's
 // (passes/search/StrategySearch.h, CostModel) and dist-auto-shard's
-// (passes/autoshard/OpShardingSearch.h, CostRates). Each adds what only it
-// prices. Plain C++, no LLVM.
+// (passes/autoshard/OpShardingSearch.h, CostRates), and the one formula
+// both price a kernel by. Each adds what only it prices. Plain C++, no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +28,15 @@ struct DeviceRates {
   double nodeLinkBytesPerSecond = 25e9;
   /// Fixed cost of a communicator call (latency, launch), seconds.
   double callSeconds = 20e-6;
+  /// Bytes a second a device reads or writes its memory.
+  double memoryBytesPerSecond = 2e12;
+
+  /// Seconds of kernels doing `flops` FLOPs and moving `bytes` bytes of
+  /// memory (the dialect's CostOpInterface counts, dist::OpCost): each at
+  /// its rate, added (no overlap of the two within a kernel).
+  double kernelSeconds(double flops, double bytes) const {
+    return flops / deviceFlops + bytes / memoryBytesPerSecond;
+  }
 };
 
 } // namespace partita::sharding

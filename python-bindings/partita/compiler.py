@@ -184,6 +184,7 @@ class Model:
              precision: str = "fp32", microbatches: int = 1, pp: int = 0,
              schedule: str = "1f1b", stages_by: str = "layers",
              device_tflops: Optional[float] = None,
+             memory_gbytes: Optional[float] = None,
              link_gbytes: Optional[float] = None,
              call_us: Optional[float] = None,
              memory_per_device: Optional[int] = None,
@@ -203,13 +204,15 @@ class Model:
         "1f1b", "zb-h1" or "interleaved" with 2 stages a rank): `--pp`,
         `--stages-by`, `--schedule`. strategy="ilp" chooses every op's
         sharding on `mesh` by an integer program over the cost model that
-        `device_tflops`, `link_gbytes`, `call_us`, `memory_per_device`
+        `device_tflops`, `memory_gbytes`, `link_gbytes`, `call_us`,
+        `memory_per_device`
         (bytes of arguments a device holds), `devices_per_node` and
         `node_link_gbytes` set, as `search` takes them, solved by
         `ilp_solver` ("cbc", "greedy" or "one-axis") with CBC given
         `ilp_seconds` (`partita plan --strategy ilp`, docs/strategies.md).
         The GIL is released while it compiles."""
-        cost = dict(device_tflops=device_tflops, link_gbytes=link_gbytes,
+        cost = dict(device_tflops=device_tflops, memory_gbytes=memory_gbytes,
+                    link_gbytes=link_gbytes,
                     call_us=call_us, memory_per_device=memory_per_device,
                     devices_per_node=devices_per_node,
                     node_link_gbytes=node_link_gbytes,
@@ -221,7 +224,8 @@ class Model:
 
     def search(self, devices: int, train: Union[None, bool, str] = None,
                memory_per_device: Optional[int] = None,
-               device_tflops: float = 100.0, link_gbytes: float = 100.0,
+               device_tflops: float = 100.0, memory_gbytes: float = 2000.0,
+               link_gbytes: float = 100.0,
                call_us: float = 20.0, devices_per_node: Optional[int] = None,
                node_link_gbytes: float = 25.0,
                strategies: Optional[Sequence[str]] = None,
@@ -232,8 +236,10 @@ class Model:
         every mesh of `devices` devices (as a train step when `train` is
         set, also pipelined under each of `schedules`: default 1f1b, zb-h1
         and interleaved, [] for none) and prices each plan by the cost model
-        (docs/strategies.md). `plan_best(result)` compiles the winner. The
-        GIL is released while it compiles."""
+        (docs/strategies.md: every kernel's FLOPs at `device_tflops` and
+        bytes at `memory_gbytes`, collectives over `link_gbytes`).
+        `plan_best(result)` compiles the winner. The GIL is released while
+        it compiles."""
         if train is True:
             train = "adamw"
         elif train is False:
@@ -242,11 +248,13 @@ class Model:
             self._impl, devices, train, lr, None, precision, seed,
             memory_per_device or 0, device_tflops, link_gbytes, call_us,
             devices_per_node or 0, node_link_gbytes, list(strategies or []),
-            None if schedules is None else list(schedules))
+            None if schedules is None else list(schedules),
+            memory_gbytes=memory_gbytes)
         candidates = [
             Candidate(s, p, sp, Mesh(dict(axes)), *rest)
             for s, p, sp, axes, *rest in rows]
-        cost = dict(device_tflops=device_tflops, link_gbytes=link_gbytes,
+        cost = dict(device_tflops=device_tflops, memory_gbytes=memory_gbytes,
+                    link_gbytes=link_gbytes,
                     call_us=call_us, devices_per_node=devices_per_node,
                     node_link_gbytes=node_link_gbytes)
         return SearchResult(candidates, table, cost)

@@ -587,7 +587,8 @@ searchModel(Model &model, const CompileRequest &request, int64_t devices,
       if (std::string error = search::checkSearchableSchedule(name);
           !error.empty())
         raiseError(error);
-  if (!(cost.deviceFlops > 0) || !(cost.linkBytesPerSecond > 0) ||
+  if (!(cost.deviceFlops > 0) || !(cost.memoryBytesPerSecond > 0) ||
+      !(cost.linkBytesPerSecond > 0) ||
       !(cost.nodeLinkBytesPerSecond > 0) || !(cost.callSeconds >= 0) ||
       cost.memoryPerDevice < 0 || cost.devicesPerNode < 0 ||
       (cost.devicesPerNode > 0 && devices % cost.devicesPerNode != 0))
@@ -717,12 +718,14 @@ NB_MODULE(_compiler, m) {
              const std::string &stagesBy, int64_t memoryPerDevice,
              double deviceTflops, double linkGbytes, double callUs,
              int64_t devicesPerNode, double nodeLinkGbytes,
-             double ilpSeconds, const std::string &ilpSolver) {
+             double ilpSeconds, const std::string &ilpSolver,
+             double memoryGbytes) {
             CompileRequest request;
             request.ilpSeconds = ilpSeconds;
             request.ilpSolver = ilpSolver;
             request.cost.memoryPerDevice = memoryPerDevice;
             request.cost.deviceFlops = deviceTflops * 1e12;
+            request.cost.memoryBytesPerSecond = memoryGbytes * 1e9;
             request.cost.linkBytesPerSecond = linkGbytes * 1e9;
             request.cost.callSeconds = callUs * 1e-6;
             request.cost.devicesPerNode = devicesPerNode;
@@ -751,7 +754,7 @@ NB_MODULE(_compiler, m) {
           nb::arg("device_tflops") = 100.0, nb::arg("link_gbytes") = 100.0,
           nb::arg("call_us") = 20.0, nb::arg("devices_per_node") = 0,
           nb::arg("node_link_gbytes") = 25.0, nb::arg("ilp_seconds") = 60.0,
-          nb::arg("ilp_solver") = "cbc");
+          nb::arg("ilp_solver") = "cbc", nb::arg("memory_gbytes") = 2000.0);
 
   m.def(
       "search",
@@ -761,7 +764,8 @@ NB_MODULE(_compiler, m) {
          double deviceTflops, double linkGbytes, double callUs,
          int64_t devicesPerNode, double nodeLinkGbytes,
          const std::vector<std::string> &strategies,
-         std::optional<std::vector<std::string>> schedules) {
+         std::optional<std::vector<std::string>> schedules,
+         double memoryGbytes) {
         CompileRequest request;
         request.train = train;
         request.lr = lr;
@@ -771,6 +775,7 @@ NB_MODULE(_compiler, m) {
         partita::search::CostModel cost;
         cost.memoryPerDevice = memoryPerDevice;
         cost.deviceFlops = deviceTflops * 1e12;
+        cost.memoryBytesPerSecond = memoryGbytes * 1e9;
         cost.linkBytesPerSecond = linkGbytes * 1e9;
         cost.callSeconds = callUs * 1e-6;
         cost.devicesPerNode = devicesPerNode;
@@ -783,7 +788,8 @@ NB_MODULE(_compiler, m) {
       nb::arg("precision"), nb::arg("seed"), nb::arg("memory_per_device"),
       nb::arg("device_tflops"), nb::arg("link_gbytes"), nb::arg("call_us"),
       nb::arg("devices_per_node"), nb::arg("node_link_gbytes"),
-      nb::arg("strategies"), nb::arg("schedules").none());
+      nb::arg("strategies"), nb::arg("schedules").none(),
+      nb::arg("memory_gbytes") = 2000.0);
   m.def("parse", &parseModel, nb::arg("text"), nb::arg("source"));
   m.def("build_model", &buildModel, nb::arg("kind"), nb::arg("layers").none(),
         nb::arg("hidden").none(), nb::arg("heads").none(),

@@ -294,3 +294,19 @@ def test_search_with_ilp_and_plan_best(small_gpt):
     assert plan.num_devices == 4
     default = small_gpt.search(4, train=True, schedules=[])
     assert all(c.strategy != "ilp" for c in default.candidates)
+
+
+def test_search_prices_kernel_bytes_at_memory_gbytes(small_gpt):
+    # Every kernel's bytes at memory_gbytes, its FLOPs at device_tflops:
+    # with FLOPs free, compute is the bytes alone, so it scales as 1 / rate.
+    fast = small_gpt.search(2, train=True, strategies=["dp"], schedules=[],
+                            device_tflops=1e9, memory_gbytes=1000.0)
+    slow = small_gpt.search(2, train=True, strategies=["dp"], schedules=[],
+                            device_tflops=1e9, memory_gbytes=1.0)
+    assert fast.best.compute_seconds > 0
+    assert slow.best.compute_seconds == pytest.approx(
+        1000 * fast.best.compute_seconds, rel=1e-3)
+    assert slow.cost["memory_gbytes"] == 1.0
+    with pytest.raises(partita.Error, match="rates above 0"):
+        small_gpt.search(2, train=True, strategies=["dp"], schedules=[],
+                         memory_gbytes=0.0)

@@ -84,6 +84,13 @@ cl::opt<std::string> deviceTflopsArg(
     cl::cat(searchCategory),
     cl::desc("--strategy auto or ilp: the cost model's FLOP rate of a device "
              "in TFLOP/s (default 100)"));
+cl::opt<std::string> memoryGbytesArg(
+    "memory-gbytes", cl::sub(planCommand), cl::value_desc("x"),
+    cl::cat(searchCategory),
+    cl::desc("--strategy auto or ilp: the cost model's bytes a device reads "
+             "or writes its memory a second, in GB/s (default 2000): every "
+             "kernel costs its FLOPs at --device-tflops plus its bytes at "
+             "this rate"));
 cl::opt<std::string> linkGbytesArg(
     "link-gbytes", cl::sub(planCommand), cl::value_desc("x"),
     cl::cat(searchCategory),
@@ -480,8 +487,9 @@ int checkSearchOptions(search::CostModel &cost) {
       std::addressof(searchSchedulesArg), std::addressof(searchReportArg)};
   std::initializer_list<const cl::Option *> costFlags = {
       std::addressof(memoryPerDeviceArg), std::addressof(deviceTflopsArg),
-      std::addressof(linkGbytesArg),      std::addressof(callMicrosArg),
-      std::addressof(devicesPerNodeArg),  std::addressof(nodeLinkGbytesArg)};
+      std::addressof(memoryGbytesArg),    std::addressof(linkGbytesArg),
+      std::addressof(callMicrosArg),      std::addressof(devicesPerNodeArg),
+      std::addressof(nodeLinkGbytesArg)};
   if (!automatic) {
     for (const cl::Option *option : searchOnly)
       if (option->getNumOccurrences())
@@ -577,6 +585,7 @@ int parseCostFlags(search::CostModel &cost, int64_t devices) {
     cost.memoryPerDevice = *parsed;
   }
   if (parsePositive(deviceTflopsArg, 1e12, cost.deviceFlops) ||
+      parsePositive(memoryGbytesArg, 1e9, cost.memoryBytesPerSecond) ||
       parsePositive(linkGbytesArg, 1e9, cost.linkBytesPerSecond) ||
       parsePositive(nodeLinkGbytesArg, 1e9, cost.nodeLinkBytesPerSecond) ||
       parsePositive(callMicrosArg, 1e-6, cost.callSeconds))
@@ -824,7 +833,9 @@ int chooseStrategy(mlir::ModuleOp module, CompilerOptions &options,
                 " candidates for " + Twine(int64_t(devicesArg)) + " devices");
   if (!quiet) {
     errs() << "partita plan: cost model: "
-           << format("%g", cost.deviceFlops / 1e12) << " TFLOP/s a device, "
+           << format("%g", cost.deviceFlops / 1e12) << " TFLOP/s and "
+           << format("%g", cost.memoryBytesPerSecond / 1e9)
+           << " GB/s of memory a device, "
            << format("%g", cost.linkBytesPerSecond / 1e9) << " GB/s a link, "
            << format("%g", cost.callSeconds * 1e6) << " us a communicator call";
     if (nodes)

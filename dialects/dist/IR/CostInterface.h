@@ -1,9 +1,10 @@
 //===- CostInterface.h - per-op compute and memory cost ---------*- C++ -*-===//
 //
-// Declares CostOpInterface and the value it returns. The strategy search
-// costs a candidate sharding by asking each op for its cost at the
-// candidate's local shapes; a roofline turns FLOPs and bytes into time, and
-// the communication model turns wire bytes into time.
+// Declares CostOpInterface and the value it returns: the one source of a
+// kernel's cost. dist-auto-shard asks each op for its cost at a choice's
+// local shapes; plan lowering writes each kernel's FLOPs and bytes into the
+// plan, where the strategy search and the runtime's profile read them. The cost model turns FLOPs and bytes into time
+// (passes/sharding/DeviceRates.h, kernelSeconds), and wire bytes too.
 //
 // Units and conventions, shared by every implementation:
 // - flops: floating-point operations, a multiply-add counted as 2, so a

@@ -830,32 +830,24 @@ static std::string instructionLabel(const plan::Instruction &inst) {
 }
 
 /// ExecutorOptions::profileEinsums: an einsum's profile line, "einsum",
-/// its spec and its operands' shapes, and its floating-point operations
-/// (2 per multiply-add: twice the product of every index's size). A spec
-/// the kernel would reject keeps the plain label; the kernel reports it.
-static std::pair<std::string, double>
-einsumProfileLabel(const std::string &spec,
-                   const std::vector<TensorView> &inputs) {
+/// its spec and its operands' shapes. A spec the kernel would reject keeps
+/// the plain label; the kernel reports it.
+static std::string einsumProfileLabel(const std::string &spec,
+                                      const std::vector<TensorView> &inputs) {
   std::string label = "einsum " + spec;
   size_t arrow = spec.find("->");
-  std::map<char, int64_t> sizes;
   size_t operand = 0, position = 0;
   for (size_t i = 0; i < std::min(arrow, spec.size()); ++i) {
-    char c = spec[i];
-    if (c == ',') {
+    if (spec[i] == ',') {
       ++operand;
       position = 0;
       continue;
     }
     // The addend (a third input) names no indices of its own.
     if (operand >= 2 || operand >= inputs.size() ||
-        position >= inputs[operand].shape.size())
-      return {"einsum", 0};
-    sizes[c] = inputs[operand].shape[position++];
+        position++ >= inputs[operand].shape.size())
+      return "einsum";
   }
-  double flops = 2;
-  for (auto [c, size] : sizes)
-    flops *= double(size);
   for (size_t k = 0; k < std::min<size_t>(inputs.size(), 2); ++k) {
     label += " [";
     for (size_t d = 0; d < inputs[k].shape.size(); ++d)
@@ -864,7 +856,7 @@ einsumProfileLabel(const std::string &spec,
   }
   if (inputs.size() > 2)
     label += " + addend";
-  return {label, flops};
+  return label;
 }
 
 static ReduceOp toReduceOp(int op) {
@@ -1413,8 +1405,10 @@ static void buildImpl(Executor::Impl &s, std::shared_ptr<const PlanFile> plan,
       std::vector<TensorView> inputs;
       for (int64_t id : inst.kernel().inputs())
         inputs.push_back(s.views[id]);
-      std::tie(label, flops) =
-          einsumProfileLabel(inst.kernel().attrs().spec(), inputs);
+      label = einsumProfileLabel(inst.kernel().attrs().spec(), inputs);
+      // The FLOPs lowering wrote (the dialect's cost model; 0 in a plan
+      // without them, which then prints no rate).
+      flops = inst.kernel().flops();
     }
     size_t slot = s.profileSlot(label);
     s.steps.push_back([impl, waits, step, where, slot, drains, flops] {

@@ -15,6 +15,10 @@
 //  - z = t + t (an einsum read twice) is no fusion;
 //  - f = c + e where the broadcast c is also read by g: e takes c whole
 //    (dims 0, 1), and the broadcast stays.
+// Each kernel carries its cost (the ops' CostOpInterface): p's einsum is
+// 2*4*8*6 = 384 FLOPs and its add 4*6 = 24; it reads x and w (80 floats) and
+// the addend b (6) and writes y (24) once: 440 bytes. r's is 2*4*6*6 + 24 =
+// 312 FLOPs; y and u (60 floats), the addend q (24) and s (24): 432 bytes.
 // With --plan-fuse-adds=false every op is its own instruction. Both plans
 // compute the same results (within rounding: the fused GEMM adds the bias
 // before its sum is rounded).
@@ -35,6 +39,8 @@
 // CHECK-NEXT:     inputs: 1
 // CHECK-NEXT:     inputs: 2
 // CHECK-NEXT:     outputs: 5
+// CHECK-NEXT:     flops: 408
+// CHECK-NEXT:     bytes: 440
 // CHECK-NEXT:   }
 // CHECK-NEXT:   location: "p"
 // CHECK:          kind: EINSUM
@@ -49,6 +55,8 @@
 // CHECK-NEXT:     inputs: 4
 // CHECK-NEXT:     inputs: 6
 // CHECK-NEXT:     outputs: 7
+// CHECK-NEXT:     flops: 312
+// CHECK-NEXT:     bytes: 432
 // CHECK-NEXT:   }
 // CHECK-NEXT:   location: "r"
 // CHECK:          kind: EINSUM

@@ -52,6 +52,8 @@
 // CHECK-NEXT:       }
 // CHECK-NEXT:       inputs: 0
 // CHECK-NEXT:       outputs: 1
+// CHECK-NEXT:       flops: 8
+// CHECK-NEXT:       bytes: 64
 // CHECK-NEXT:     }
 // CHECK-NEXT:     location: "a"
 // CHECK-NEXT:   }

@@ -123,6 +123,11 @@
 // CHECK-NEXT:    outputs: 12
 // CHECK-NEXT:    outputs: 13
 // CHECK-NEXT:    outputs: 14
+// (Its cost, CostOpInterface's: 14 FLOPs an element of the 12; reads the
+// parameter, gradient and both moments, 48 bytes each, and the step's 4,
+// writes three: 340 bytes.)
+// CHECK-NEXT:    flops: 168
+// CHECK-NEXT:    bytes: 340
 // CHECK-NEXT:  }
 // CHECK:       results: 12
 // CHECK-NEXT:  results: 13

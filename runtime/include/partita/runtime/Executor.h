@@ -163,8 +163,8 @@ struct ExecutorOptions {
   bool profile = false;
   /// With `profile`: one line per einsum spec and operand shapes
   /// ("einsum bsh,hd->bsd [8,128,256] [256,1024]") instead of one
-  /// "einsum" line, each with its multiply-adds counted
-  /// (ProfileEntry::flops), so a slow GEMM shape can be found.
+  /// "einsum" line, each with its FLOPs (ProfileEntry::flops), so a slow
+  /// GEMM shape can be found.
   bool profileEinsums = false;
   /// Record when each step (and each action of a pipelined step) begins
   /// and ends (Executor::trace).
@@ -209,8 +209,9 @@ struct ProfileEntry {
   std::string what;
   int64_t calls = 0;
   double seconds = 0;
-  /// Floating-point operations of those calls (2 per multiply-add), where
-  /// counted (ExecutorOptions::profileEinsums); 0 otherwise.
+  /// Floating-point operations of those calls as the plan's kernels carry
+  /// them (2 per multiply-add, and a fused addend's adds), where counted
+  /// (ExecutorOptions::profileEinsums); 0 otherwise.
   double flops = 0;
 };
 

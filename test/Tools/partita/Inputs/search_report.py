@@ -17,7 +17,7 @@ def read_report(path):
                 row[key] = int(row[key])
             for key in ("seconds", "compute_seconds", "comm_seconds",
                         "hidden_seconds", "bubble_seconds", "flops",
-                        "wire_bytes"):
+                        "kernel_flops", "kernel_bytes", "wire_bytes"):
                 row[key] = float(row[key])
             row["traffic"] = [
                 (t.split("/")[0].split("+"), t.split("/")[1] == "bucketed",
