@@ -38,7 +38,7 @@ inline constexpr llvm::StringLiteral kAccumulatorAttrName = "dist.accumulator";
 inline constexpr llvm::StringLiteral kPipelineStagesAttrName =
     "dist.pipeline_stages";
 /// Function attribute: each stage's predicted seconds (f64 array; the
-/// forward ops' CostOpInterface roofline x 3), written by
+/// forward ops' CostOpInterface time x 3), written by
 /// dist-pipeline-split.
 inline constexpr llvm::StringLiteral kStageCostsAttrName = "dist.stage_costs";
 /// On the step after dist-stage-split: per stage, a dictionary of the

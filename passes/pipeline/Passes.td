@@ -101,8 +101,9 @@ def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
       the last (head, loss) to stage N - 1.
     - `cost`: the forward ops, in program order, are cut into N contiguous
       runs minimizing the largest run's cost (an exact linear-partition
-      dynamic program); an op's cost is its `CostOpInterface` roofline time
-      (max of flops / 1e12 and bytes / 1e11 seconds), times 3 for forward
+      dynamic program); an op's cost is its `CostOpInterface` time as the
+      searches price a kernel (flops / 100e12 + bytes / 2e12 seconds:
+      `DeviceRates::kernelSeconds` at its defaults), times 3 for forward
       plus backward. Embedding, head and loss count like any op. Limits:
       no memory budget yet; the cut follows program order, so a value used
       far ahead (a skip connection) may cross several stages, which is
@@ -119,7 +120,7 @@ def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
     Values may skip stages.
 
     The function also gets `dist.stage_costs`: each stage's predicted
-    seconds under the cost split's measure (its forward ops' roofline x 3),
+    seconds under the cost split's measure (its forward ops' time x 3),
     whichever way it was split, so that splits can be compared.
 
     Diagnostics: a forward op on an earlier stage than one of its operands

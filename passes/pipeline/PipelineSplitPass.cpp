@@ -12,6 +12,7 @@
 #include "dialects/dist/IR/CostInterface.h"
 #include "dialects/dist/IR/DistDialect.h"
 #include "dialects/nn/IR/NNAttributes.h"
+#include "passes/sharding/DeviceRates.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -48,16 +49,18 @@ std::optional<int64_t> latestOperandStage(Operation *op) {
   return latest;
 }
 
-/// A roofline time in seconds (nominal 1 TFLOP/s and 100 GB/s: only the
-/// ratio between ops matters for the cut).
-double roofline(Operation *op) {
+/// An op's seconds by the cost model every search prices kernels by
+/// (DeviceRates::kernelSeconds at its default rates: only the ratio between
+/// ops matters for the cut).
+double opSeconds(Operation *op) {
   auto cost = dyn_cast<dist::CostOpInterface>(op);
   if (!cost)
     return 0;
   FailureOr<dist::OpCost> c = cost.getCostOfOwnTypes();
   if (failed(c))
     return 0;
-  return std::max(c->flops / 1e12, (c->bytesRead + c->bytesWritten) / 1e11);
+  return sharding::DeviceRates().kernelSeconds(c->flops,
+                                               c->bytesRead + c->bytesWritten);
 }
 
 struct DistPipelineSplitPass
@@ -135,7 +138,7 @@ LogicalResult DistPipelineSplitPass::assignForward(func::FuncOp func,
                               << " forward ops";
     SmallVector<double> costs;
     for (Operation *op : fwd)
-      costs.push_back(3 * roofline(op));
+      costs.push_back(3 * opSeconds(op));
     SmallVector<int> stage = pipeline::partitionByCost(costs, numStages);
     for (auto [op, s] : llvm::zip(fwd, stage))
       setStage(op, s);
@@ -230,7 +233,7 @@ void DistPipelineSplitPass::runOnOperation() {
     SmallVector<double> costs(size_t(std::max<int64_t>(numStages, 0)), 0.0);
     for (Operation *op : fwd)
       if (std::optional<int64_t> st = stageOf(op); st && *st < numStages)
-        costs[size_t(*st)] += 3 * roofline(op);
+        costs[size_t(*st)] += 3 * opSeconds(op);
     func->setAttr(pipeline::kStageCostsAttrName,
                   b.getArrayAttr(llvm::map_to_vector(costs, [&](double c) {
                     return Attribute(b.getF64FloatAttr(c));
