@@ -1140,6 +1140,17 @@ int runPlan() {
                               const mlir::OpPassManager &pm) {
     current = stage;
     errorsBefore = numErrors;
+    // The integer program may take a while: say so before it starts.
+    if (stage == CompileStage::Annotated &&
+        options.annotate.strategy == kILPStrategy && !quiet) {
+      errs() << "partita plan: choosing every op's sharding on mesh "
+             << options.annotate.mesh;
+      if (options.autoShard.solver == "greedy")
+        errs() << " by the greedy heuristic\n";
+      else
+        errs() << " by an integer program (CBC, up to "
+               << format("%g", options.autoShard.timeLimit) << " s)...\n";
+    }
     progress.start();
     if (printPipeline) {
       errs() << "partita plan: " << stringifyCompileStage(stage) << ": ";
