@@ -66,18 +66,18 @@ Incidence incidentEdges(const ChoiceProblem &problem) {
   return incident;
 }
 
+bool fail(std::string &error, std::string message) {
+  error = std::move(message);
+  return false;
+}
+} // namespace
+
 int64_t numClasses(const std::vector<int64_t> &classes) {
   int64_t count = 0;
   for (int64_t c : classes)
     count = std::max(count, c + 1);
   return count;
 }
-
-bool fail(std::string &error, std::string message) {
-  error = std::move(message);
-  return false;
-}
-} // namespace
 
 double evaluateChoices(const ChoiceProblem &problem,
                        const std::vector<int64_t> &choices, double *memory) {
@@ -111,8 +111,8 @@ bool fitsProblem(const ChoiceProblem &problem,
 }
 
 namespace {
-/// How a program's solve ended: with an answer, with a proof that none exists
-/// (below the cutoff, when there is one), or out of time with none.
+/// How a program's solve ended: with an answer, with a proof that none
+/// exists, or out of time with none.
 enum class Outcome { Solved, NoneExists, GaveUp };
 
 /// CBC on `problem`, a program without shared pairs (what reduceChoices
@@ -219,9 +219,9 @@ Outcome solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
                         "-solve",  "-quit"};
   CbcMain1(static_cast<int>(std::size(argv)), argv, model);
 
-  solution.binaryVariables = binaries;
-  solution.continuousVariables = numColumns - binaries;
-  solution.constraints = numRows;
+  solution.size.binaryVariables = binaries;
+  solution.size.continuousVariables = numColumns - binaries;
+  solution.size.constraints = numRows;
   // CBC's solution, if it has one; else (or if its time ran out first and
   // the heuristic's is cheaper than `toBeat`) the heuristic's when that fits.
   auto takeHeuristic = [&](double toBeat) {
@@ -277,6 +277,8 @@ Outcome solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
 Outcome solveUnshared(const ChoiceProblem &problem,
                       const ChoiceOptions &options, ChoiceSolution &solution,
                       std::string &error) {
+  solution.size = ProgramSize();
+  solution.size.programs = 1;
   ReducedProblem reduced = reduceChoices(problem);
   if (std::isinf(reduced.constant)) {
     error = "no choices avoid the forbidden pairs";
@@ -287,11 +289,9 @@ Outcome solveUnshared(const ChoiceProblem &problem,
   if (!reduced.problem.nodes.empty())
     outcome = solveProgram(reduced.problem, options, left, error);
   // The program's size, with an answer or without.
-  solution.solvedNodes = reduced.problem.nodes.size();
-  solution.programs = 1;
-  solution.binaryVariables = left.binaryVariables;
-  solution.continuousVariables = left.continuousVariables;
-  solution.constraints = left.constraints;
+  solution.size = left.size;
+  solution.size.solvedNodes = reduced.problem.nodes.size();
+  solution.size.programs = 1;
   if (outcome == Outcome::Solved) {
     solution.choices = reduced.expand(left.choices);
     solution.method = left.method;
@@ -422,11 +422,7 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
     bool bothProven = proven(paid, solution) && proven(second, avoided);
     ChoiceSolution chosen = takeAvoided ? avoided : solution;
     const ChoiceSolution &other = takeAvoided ? solution : avoided;
-    chosen.solvedNodes = std::max(chosen.solvedNodes, other.solvedNodes);
-    chosen.binaryVariables += other.binaryVariables;
-    chosen.continuousVariables += other.continuousVariables;
-    chosen.constraints += other.constraints;
-    chosen.programs = 2;
+    chosen.size += other.size;
     if (chosen.method == ChoiceMethod::Optimal && !bothProven)
       chosen.method = ChoiceMethod::TimeLimit;
     solution = std::move(chosen);

@@ -31,6 +31,7 @@
 #ifndef PARTITA_PASSES_AUTOSHARD_CHOICEILP_H
 #define PARTITA_PASSES_AUTOSHARD_CHOICEILP_H
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -93,18 +94,35 @@ enum class ChoiceMethod {
   Heuristic,
 };
 
+/// The size of what was solved: the nodes left by reduceChoices, the
+/// integer programs CBC solved for them, and their variables and rows.
+struct ProgramSize {
+  int64_t solvedNodes = 0;
+  /// 2 when the shared resource was both paid and avoided.
+  int64_t programs = 0;
+  int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
+
+  /// Both programs' sizes: the larger of the nodes left, the rest summed.
+  ProgramSize &operator+=(const ProgramSize &other) {
+    solvedNodes = std::max(solvedNodes, other.solvedNodes);
+    programs += other.programs;
+    binaryVariables += other.binaryVariables;
+    continuousVariables += other.continuousVariables;
+    constraints += other.constraints;
+    return *this;
+  }
+};
+
+/// The number of classes of `classes` (one past the largest).
+int64_t numClasses(const std::vector<int64_t> &classes);
+
 struct ChoiceSolution {
   /// The choice of each node.
   std::vector<int64_t> choices;
   /// The total cost of those choices (node and edge costs).
   double cost = 0;
   ChoiceMethod method = ChoiceMethod::Optimal;
-  /// The size of the program it solved: the nodes left by reduceChoices,
-  /// and CBC's variables and rows for them.
-  int64_t solvedNodes = 0;
-  /// Programs solved: 2 when the shared resource was both paid and avoided.
-  int64_t programs = 0;
-  int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
+  ProgramSize size;
 };
 
 /// The total cost of `choices` (kForbidden when a choice or pair is

@@ -40,13 +40,6 @@ struct WorkEdge {
   bool alive = true;
 };
 
-int64_t numClasses(const std::vector<int64_t> &classes) {
-  int64_t count = 0;
-  for (int64_t c : classes)
-    count = std::max(count, c + 1);
-  return count;
-}
-
 /// The classes of (x[s], y[s]) pairs, numbered densely in order of first
 /// appearance, with the pair of each class.
 std::vector<int64_t>

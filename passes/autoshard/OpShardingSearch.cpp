@@ -734,14 +734,9 @@ bool Search::tryOneAxis(const ChoiceProblem &problem,
     return false;
   solution.choices = std::move(improved);
   solution.cost = cost;
-  if (solution.programs == 0) {
-    // Nothing else was solved: the size is the one-axis program's.
-    solution.solvedNodes = one.solvedNodes;
-    solution.programs = one.programs;
-    solution.binaryVariables = one.binaryVariables;
-    solution.continuousVariables = one.continuousVariables;
-    solution.constraints = one.constraints;
-  }
+  // Nothing else was solved: the size is the one-axis program's.
+  if (solution.size.programs == 0)
+    solution.size = one.size;
   return true;
 }
 
@@ -772,11 +767,7 @@ FailureOr<AutoShardReport> Search::run() {
   report.nodes = nodes.size();
   for (const Node &node : nodes)
     report.choices += node.choices.size();
-  report.solvedNodes = solution.solvedNodes;
-  report.programs = solution.programs;
-  report.binaryVariables = solution.binaryVariables;
-  report.continuousVariables = solution.continuousVariables;
-  report.constraints = solution.constraints;
+  report.program = solution.size;
   switch (solution.method) {
   case ChoiceMethod::Optimal:
     report.method = "optimal";

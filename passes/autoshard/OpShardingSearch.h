@@ -42,6 +42,7 @@
 #define PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H
 
 #include "dialects/dist/IR/ShardingModel.h"
+#include "passes/autoshard/ChoiceILP.h"
 #include "passes/sharding/DeviceRates.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -79,11 +80,10 @@ struct AutoShardReport {
   /// choices in all.
   int64_t nodes = 0, choices = 0;
   /// The nodes left once those their neighbours decide are taken out
-  /// (reduceChoices, ChoiceILP.h), and the integer programs CBC solved for
-  /// them (two when the gradient buckets' call was priced both paid and
-  /// avoided), their sizes summed.
-  int64_t solvedNodes = 0, programs = 0;
-  int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
+  /// (reduceChoices), and the integer programs CBC solved for them (two
+  /// when the gradient buckets' call was priced both paid and avoided),
+  /// their sizes summed.
+  ProgramSize program;
   /// "optimal" (CBC proved it), "time-limit" (CBC's best when its time
   /// limit stopped it), "heuristic" (the greedy heuristic's, CBC having
   /// found nothing better in time), "one-axis" (solver one-axis) or

@@ -53,10 +53,8 @@ std::optional<int64_t> latestOperandStage(Operation *op) {
 /// (DeviceRates::kernelSeconds at its default rates: only the ratio between
 /// ops matters for the cut).
 double opSeconds(Operation *op) {
-  auto cost = dyn_cast<dist::CostOpInterface>(op);
-  if (!cost)
-    return 0;
-  FailureOr<dist::OpCost> c = cost.getCostOfOwnTypes();
+  // (costOfOwnTypes fails for an op without a cost model.)
+  FailureOr<dist::OpCost> c = dist::costOfOwnTypes(op);
   if (failed(c))
     return 0;
   return sharding::DeviceRates().kernelSeconds(c->flops,

@@ -1016,26 +1016,21 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, Operation *kernelOp,
 
 void FunctionLowering::setCost(Operation *op, Operation *kernelOp,
                                const Fusion *fusion, pb::Kernel &kernel) {
-  auto costOf = [](Operation *of) -> std::optional<dist::OpCost> {
-    if (!isa<dist::CostOpInterface>(of))
-      return std::nullopt;
-    FailureOr<dist::OpCost> cost = dist::costOfOwnTypes(of);
-    return succeeded(cost) ? std::optional(*cost) : std::nullopt;
-  };
-  std::optional<dist::OpCost> cost = costOf(kernelOp);
-  if (!cost)
+  // (costOfOwnTypes fails for an op without a cost model.)
+  FailureOr<dist::OpCost> cost = dist::costOfOwnTypes(kernelOp);
+  if (failed(cost))
     return;
   double bytes = cost->bytesRead + cost->bytesWritten;
   if (fusion) {
     // The einsum reads its operands, the add its addend; the sum is
     // written once, the einsum's own result never.
-    std::optional<dist::OpCost> add = costOf(op);
+    FailureOr<dist::OpCost> add = dist::costOfOwnTypes(op);
     auto bytesOf = [](Value value) {
       FailureOr<SmallVector<dist::TensorShape>> shapes =
           dist::getTensorShapes(value.getType());
       return succeeded(shapes) ? dist::getBytes((*shapes)[0]).value_or(0) : 0;
     };
-    if (add)
+    if (succeeded(add))
       cost->flops += add->flops;
     bytes = cost->bytesRead + bytesOf(fusion->addend) +
             bytesOf(op->getResult(0));

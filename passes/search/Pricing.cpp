@@ -50,6 +50,12 @@ static double commSeconds(const plan_lowering::PlanWork &work,
   return total;
 }
 
+/// Seconds of `work`'s kernels (DeviceRates::kernelSeconds).
+static double computeSeconds(const plan_lowering::PlanWork &work,
+                             const CostModel &cost) {
+  return cost.kernelSeconds(work.kernelFlops, work.kernelBytes);
+}
+
 /// `work` plus `more` times `times` (traffic merged by axes and bucketing).
 static void addWork(plan_lowering::PlanWork &work,
                     const plan_lowering::PlanWork &more, int64_t times) {
@@ -107,9 +113,9 @@ static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
           plan_lowering::measurePlanWork(plan, *program);
       addWork(work, one, times);
       double bucketed = 0;
-      return cost.kernelSeconds(one.kernelFlops, one.kernelBytes) +
-             commSeconds(one, candidate.axes, cost, bucketed,
-                         candidate.crossesNodes);
+      return computeSeconds(one, cost) + commSeconds(one, candidate.axes, cost,
+                                                     bucketed,
+                                                     candidate.crossesNodes);
     };
     stageCost.forward = run(stage.forward(), m);
     if (stage.backward() >= 0) {
@@ -180,8 +186,7 @@ static std::string pricePipeline(Candidate &candidate, const plan::Plan &plan,
   for (int r = 0; r < ranks; ++r) {
     double bucketed = 0;
     bool crosses = false;
-    double compute =
-        cost.kernelSeconds(rankWorks[r].kernelFlops, rankWorks[r].kernelBytes);
+    double compute = computeSeconds(rankWorks[r], cost);
     double comm =
         commSeconds(rankWorks[r], candidate.axes, cost, bucketed, crosses);
     if (compute + comm > busiest) {
@@ -218,8 +223,7 @@ std::string pricePlan(Candidate &candidate, const plan::Plan &plan,
   candidate.work = plan_lowering::measurePlanWork(plan, *program);
   candidate.memory =
       plan_lowering::explainPlan(plan, *program, "", nulls()).total;
-  candidate.computeSeconds =
-      cost.kernelSeconds(candidate.work.kernelFlops, candidate.work.kernelBytes);
+  candidate.computeSeconds = computeSeconds(candidate.work, cost);
   double bucketed = 0;
   candidate.commSeconds = commSeconds(candidate.work, candidate.axes, cost,
                                       bucketed, candidate.crossesNodes);

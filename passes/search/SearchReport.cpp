@@ -85,8 +85,8 @@ void printSearchTable(const SearchResult &result, const CostModel &cost,
 void writeSearchReport(const SearchResult &result, raw_ostream &os) {
   os << "rank\tstrategy\tmesh\tmicrobatches\tschedule\tstages_by\tseconds\t"
         "compute_seconds\tcomm_seconds\thidden_seconds\tbubble_seconds\t"
-        "flops\tkernel_flops\tkernel_bytes\twire_bytes\tcalls\tcollectives\tmemory_bytes\tcrosses_nodes\t"
-        "traffic\tstages\trejection\n";
+        "flops\tkernel_flops\tkernel_bytes\twire_bytes\tcalls\tcollectives\t"
+        "memory_bytes\tcrosses_nodes\ttraffic\tstages\trejection\n";
   for (const Candidate &c : result.candidates) {
     std::string rejection = c.rejection;
     std::replace(rejection.begin(), rejection.end(), '\t', ' ');

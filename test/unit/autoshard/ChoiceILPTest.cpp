@@ -290,8 +290,8 @@ TEST(ChoiceILPTest, ChainIsSolvedByReductionAlone) {
   ChoiceSolution solution;
   std::string error;
   ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
-  EXPECT_EQ(solution.solvedNodes, 0);
-  EXPECT_EQ(solution.binaryVariables, 0);
+  EXPECT_EQ(solution.size.solvedNodes, 0);
+  EXPECT_EQ(solution.size.binaryVariables, 0);
   EXPECT_EQ(solution.method, ChoiceMethod::Optimal);
   EXPECT_NEAR(solution.cost, best, 1e-9);
 }
@@ -330,18 +330,18 @@ TEST(ChoiceILPTest, PaysASharedCostOnce) {
   ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
   EXPECT_EQ(solution.cost, 5.0);
   // Solved as two programs (paid, avoided): the paid one's answer uses it.
-  EXPECT_EQ(solution.programs, 2);
+  EXPECT_EQ(solution.size.programs, 2);
   problem.sharedCost = 7; // now avoiding it (8) is cheaper than 9
   ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
   EXPECT_EQ(solution.cost, 8.0);
-  EXPECT_EQ(solution.programs, 2);
+  EXPECT_EQ(solution.size.programs, 2);
   // When the pairs that need it are dear anyway, the paid program's answer
   // does without it, and no second program is needed.
   for (ChoiceEdge &edge : problem.edges)
     edge.cost[0][0] = 9;
   ASSERT_TRUE(solveChoices(problem, {}, solution, error)) << error;
   EXPECT_EQ(solution.cost, 8.0);
-  EXPECT_EQ(solution.programs, 1);
+  EXPECT_EQ(solution.size.programs, 1);
   EXPECT_EQ(solution.method, ChoiceMethod::Optimal);
 }
 
