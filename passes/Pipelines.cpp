@@ -77,6 +77,10 @@ void buildAnnotatePassPipeline(OpPassManager &pm,
     autoshard::DistAutoShardOptions autoShard = options.autoShard;
     autoShard.mesh = options.annotate.mesh;
     autoShard.meshName = options.annotate.meshName;
+    // The local forms the partitioner will build are the ones offered.
+    autoShard.vocabParallelCrossEntropy =
+        options.partition.vocabParallelCrossEntropy;
+    autoShard.splitKeyAttention = options.partition.splitKeyAttention;
     pm.addPass(autoshard::createDistAutoShard(autoShard));
   } else if (options.annotate.strategy != "none") {
     pm.addPass(sharding::createDistAnnotate(options.annotate));

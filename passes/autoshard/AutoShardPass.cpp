@@ -92,6 +92,8 @@ private:
     rates.callSeconds = callUs * 1e-6;
     rates.memoryPerDevice = memoryPerDeviceGib * double(1ull << 30);
     rates.timeLimitSeconds = timeLimit;
+    rates.partitionHooks.vocabParallelCrossEntropy = vocabParallelCrossEntropy;
+    rates.partitionHooks.splitKeyAttention = splitKeyAttention;
     return rates;
   }
 

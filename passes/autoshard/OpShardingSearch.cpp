@@ -42,11 +42,32 @@ using dist::Mesh;
 using dist::Sharding;
 
 /// One way to run a node: the layout of each value it reads and writes (an
-/// empty Sharding where the value is no tensor), its compute and memory.
+/// empty Sharding where the value is no tensor), its compute, the
+/// communication of its own local form (a split collective factor's
+/// all-reduces), and memory.
 struct Choice {
   std::vector<Sharding> reads, writes;
   double seconds = 0;
+  double commSeconds = 0;
   double memory = 0;
+  /// The axes on each factor of the op's rule, kept only when a collective
+  /// factor is split (the op's partition hook then builds its local form
+  /// from them).
+  std::vector<dist::AxisNames> factorAxes;
+};
+
+/// How the collective factors of an op may be split: those its partition
+/// hook (PartitionOpInterface::canSplitCollectiveFactor) takes split, and
+/// whether that leaves the results partial over their axes.
+struct CollectiveFactors {
+  std::vector<char> splittable, partial;
+
+  bool splits(int64_t f) const {
+    return f < static_cast<int64_t>(splittable.size()) && splittable[f];
+  }
+  bool leavesPartial(int64_t f) const {
+    return f < static_cast<int64_t>(partial.size()) && partial[f];
+  }
 };
 
 struct Node {
@@ -125,15 +146,20 @@ double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
 }
 
 /// The choices of an op with sharding rule `rule`: every assignment of each
-/// mesh axis (of size > 1) to a parallel or reduction factor, or to none,
-/// where each factor's axes divide it and a factor that is not its
-/// dimension's major one splits only once the factors before it are split
-/// whole. Results are partial over the axes of reduction factors.
+/// mesh axis (of size > 1) to a parallel or reduction factor, or to one
+/// collective factor that `collective` marks splittable, or to none, where
+/// each factor's axes divide it and a factor that is not its dimension's
+/// major one splits only once the factors before it are split whole.
+/// Results are partial over the axes of reduction factors and of a split
+/// collective factor that leaves them partial (the embedding's vocabulary).
 std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
-                                       const Mesh &mesh) {
+                                       const Mesh &mesh,
+                                       const CollectiveFactors &collective) {
   int64_t numFactors = rule.getNumFactors();
   std::vector<std::vector<AxisRef>> factorAxes(numFactors);
   std::vector<int64_t> factorSplit(numFactors, 1);
+  // The collective factor split so far, or -1.
+  int64_t collectiveSplit = -1;
   std::vector<Choice> choices;
   std::map<std::string, size_t> seen;
 
@@ -154,7 +180,11 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
     if (withPartial)
       for (int64_t f = 0; f < numFactors; ++f) {
         const dist::Factor &factor = rule.getFactor(f);
-        if (factor.kind != dist::FactorKind::Reduction || factorAxes[f].empty())
+        bool partialFactor =
+            factor.kind == dist::FactorKind::Reduction ||
+            (factor.kind == dist::FactorKind::Collective &&
+             collective.leavesPartial(f));
+        if (!partialFactor || factorAxes[f].empty())
           continue;
         if (kind && *kind != factor.partialKind)
           return std::nullopt; // two kinds of partial sums: not one value
@@ -184,8 +214,15 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
           return;
         choice.writes.push_back(std::move(*layout));
       }
-      if (seen.emplace(choiceKey(choice), choices.size()).second)
-        choices.push_back(std::move(choice));
+      if (!seen.emplace(choiceKey(choice), choices.size()).second)
+        return;
+      if (collectiveSplit >= 0)
+        for (const std::vector<AxisRef> &axes : factorAxes) {
+          dist::AxisNames &names = choice.factorAxes.emplace_back();
+          for (const AxisRef &axis : axes)
+            names.push_back(axis.name);
+        }
+      choices.push_back(std::move(choice));
       return;
     }
     visit(axis + 1);
@@ -194,16 +231,24 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
       return;
     for (int64_t f = 0; f < numFactors; ++f) {
       const dist::Factor &factor = rule.getFactor(f);
+      // One collective factor at most: the hook's local form takes one.
+      bool collectiveFactor = factor.kind == dist::FactorKind::Collective &&
+                              collective.splits(f) &&
+                              (collectiveSplit < 0 || collectiveSplit == f);
       if (factor.kind != dist::FactorKind::Parallel &&
-          factor.kind != dist::FactorKind::Reduction)
+          factor.kind != dist::FactorKind::Reduction && !collectiveFactor)
         continue;
       if (factor.size % (factorSplit[f] * meshAxis.size) != 0)
         continue;
+      int64_t before = collectiveSplit;
+      if (collectiveFactor)
+        collectiveSplit = f;
       factorAxes[f].push_back(meshAxis.name);
       factorSplit[f] *= meshAxis.size;
       visit(axis + 1);
       factorSplit[f] /= meshAxis.size;
       factorAxes[f].pop_back();
+      collectiveSplit = before;
     }
   };
   visit(0);
@@ -222,7 +267,7 @@ std::vector<Sharding> enumerateLayouts(ArrayRef<int64_t> shape,
     dims.push_back({rule.addFactor(size, dist::FactorKind::Parallel)});
   rule.addResult(std::move(dims));
   std::vector<Sharding> layouts;
-  for (Choice &choice : enumerateOpChoices(rule, mesh))
+  for (Choice &choice : enumerateOpChoices(rule, mesh, {}))
     layouts.push_back(std::move(choice.writes[0]));
   return layouts;
 }
@@ -255,6 +300,17 @@ private:
   LogicalResult addOps();
   void addResults();
   ChoiceProblem buildProblem();
+  /// Which collective factors of `op` its partition hook splits, under the
+  /// partitioner's options.
+  CollectiveFactors collectiveFactorsOf(Operation *op,
+                                        const dist::ShardingRule &rule);
+  /// Prices `choice`, which splits a collective factor of `op`, by the local
+  /// form the op's partition hook builds for it (in a scratch block, then
+  /// dropped): each op's compute by its cost model, each all-reduce by the
+  /// reshard planner (bytes over the axes' link, plus a call). False when
+  /// the hook fails or builds another collective.
+  bool priceLocalForm(Operation *op, const dist::ShardingRule &rule,
+                      Choice &choice);
   /// The seconds of the cheapest reshard of `value` from `from` to `to`
   /// (kForbidden when there is none); `bucketed`: into an optimizer update,
   /// where its reductions ride the gradient bucket's call, and through
@@ -384,7 +440,8 @@ LogicalResult Search::addOps() {
       }
     }
     if (rule) {
-      node.choices = enumerateOpChoices(*rule, mesh);
+      node.choices =
+          enumerateOpChoices(*rule, mesh, collectiveFactorsOf(&op, *rule));
       // Values that are no tensors have no layout.
       for (Choice &choice : node.choices) {
         for (auto [value, layout] : llvm::zip(op.getOperands(), choice.reads))
@@ -409,12 +466,19 @@ LogicalResult Search::addOps() {
       }
       node.choices.push_back(std::move(choice));
     }
+    // A choice that splits a collective factor runs the op's local form;
+    // one whose form cannot be built or priced is no choice.
+    llvm::erase_if(node.choices, [&](Choice &choice) {
+      if (choice.factorAxes.empty()) {
+        choice.seconds = computeSeconds(&op, choice, mesh, rates);
+        return false;
+      }
+      return !priceLocalForm(&op, *rule, choice);
+    });
     if (node.choices.empty())
       return op.emitError() << "dist-auto-shard found no way to run this op "
                                "on mesh "
                             << mesh.toString();
-    for (Choice &choice : node.choices)
-      choice.seconds = computeSeconds(&op, choice, mesh, rates);
     for (OpResult result : op.getResults())
       producers[result] = {static_cast<int64_t>(nodes.size()),
                            result.getResultNumber()};
@@ -465,6 +529,119 @@ void Search::addResults() {
     }
     nodes.push_back(std::move(node));
   }
+}
+
+CollectiveFactors Search::collectiveFactorsOf(Operation *op,
+                                             const dist::ShardingRule &rule) {
+  CollectiveFactors collective;
+  auto hook = dyn_cast<dist::PartitionOpInterface>(op);
+  if (!hook || hook.runsWhole())
+    return collective;
+  int64_t n = rule.getNumFactors();
+  collective.splittable.assign(n, 0);
+  collective.partial.assign(n, 0);
+  for (int64_t f = 0; f < n; ++f) {
+    const dist::Factor &factor = rule.getFactor(f);
+    // The partitioner keeps attention's value head dimension whole.
+    if (factor.kind != dist::FactorKind::Collective ||
+        factor.role == dist::FactorRole::ValueHeadDim)
+      continue;
+    // Split as an operand is (the embedding's vocabulary) or as the result
+    // asks (softmax, the norms): the layouts are the same either way.
+    if (!hook.canSplitCollectiveFactor(f, /*fromOperand=*/true,
+                                       rates.partitionHooks) &&
+        !hook.canSplitCollectiveFactor(f, /*fromOperand=*/false,
+                                       rates.partitionHooks))
+      continue;
+    collective.splittable[f] = 1;
+    collective.partial[f] = hook.leavesResultsPartial(rule, f);
+  }
+  return collective;
+}
+
+bool Search::priceLocalForm(Operation *op, const dist::ShardingRule &rule,
+                            Choice &choice) {
+  MLIRContext *ctx = op->getContext();
+  auto localType = [&](Value value, const Sharding &layout) -> Type {
+    auto type = staticTensor(value.getType());
+    if (!type)
+      return value.getType();
+    return RankedTensorType::get(localTensor(type, layout, mesh).shape,
+                                 type.getElementType());
+  };
+  // A function of its own in a module of its own, as the hooks expect.
+  OwningOpRef<ModuleOp> scratchModule = ModuleOp::create(op->getLoc());
+  OpBuilder builder = OpBuilder::atBlockEnd(scratchModule->getBody());
+  auto scratchFunc = func::FuncOp::create(builder, op->getLoc(), "scratch",
+                                          builder.getFunctionType({}, {}));
+  Block &scratch = *scratchFunc.addEntryBlock();
+  SmallVector<Value> operands;
+  SmallVector<RankedTensorType> realTypes;
+  for (auto [value, layout] : llvm::zip(op->getOperands(), choice.reads)) {
+    operands.push_back(
+        scratch.addArgument(localType(value, layout), op->getLoc()));
+    realTypes.push_back(staticTensor(value.getType()));
+  }
+  SmallVector<Type> resultTypes;
+  for (auto [value, layout] : llvm::zip(op->getResults(), choice.writes))
+    resultTypes.push_back(localType(value, layout));
+  int64_t meanShards = 1;
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f)
+    if (rule.getFactor(f).kind == dist::FactorKind::Reduction)
+      for (const std::string &axis : choice.factorAxes[f])
+        meanShards *= mesh.axes[*mesh.findAxis(axis)].size;
+  builder.setInsertionPointToEnd(&scratch);
+  llvm::StringMap<Value> functionCache;
+  dist::PartitionState state{builder,
+                             FlatSymbolRefAttr::get(ctx, mesh.name),
+                             mesh,
+                             &rule,
+                             choice.factorAxes,
+                             operands,
+                             resultTypes,
+                             realTypes,
+                             /*padded=*/false,
+                             meanShards,
+                             rates.partitionHooks,
+                             functionCache};
+  FailureOr<SmallVector<Value>> built;
+  {
+    // A form the hook refuses is no choice, not an error of the search.
+    ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+    built = cast<dist::PartitionOpInterface>(op).partition(state);
+  }
+  if (failed(built))
+    return false;
+  choice.seconds = choice.commSeconds = 0;
+  for (Operation &local : scratch) {
+    if (auto reduce = dyn_cast<dist::AllReduceOp>(&local)) {
+      auto type = cast<RankedTensorType>(reduce.getType());
+      Sharding whole = Sharding::replicated(type.getRank());
+      Sharding partial = whole;
+      for (StringRef axis : reduce.getAxes().getAsValueRange<StringAttr>())
+        partial.partialAxes.push_back(axis.str());
+      partial.partialKind = reduce.getKind();
+      double seconds = reshardSeconds(reduce.getInput(), partial, whole,
+                                      /*bucketed=*/false);
+      if (seconds >= kForbidden)
+        return false;
+      choice.commSeconds += seconds;
+      continue;
+    }
+    // Any other collective is not priced here: no such form is offered.
+    if (isa<dist::DistDialect>(local.getDialect())) {
+      if (isa<dist::AxisIndexOp>(local))
+        continue;
+      return false;
+    }
+    if (!isa<dist::CostOpInterface>(local))
+      continue;
+    FailureOr<dist::OpCost> cost = dist::costOfOwnTypes(&local);
+    if (succeeded(cost))
+      choice.seconds +=
+          rates.kernelSeconds(cost->flops, cost->bytesRead + cost->bytesWritten);
+  }
+  return true;
 }
 
 double Search::reshardSeconds(Value value, const Sharding &from,
@@ -522,7 +699,7 @@ ChoiceProblem Search::buildProblem() {
   for (const Node &node : nodes) {
     ChoiceNode choiceNode;
     for (const Choice &choice : node.choices) {
-      choiceNode.costs.push_back(choice.seconds);
+      choiceNode.costs.push_back(choice.seconds + choice.commSeconds);
       choiceNode.memory.push_back(choice.memory);
     }
     problem.nodes.push_back(std::move(choiceNode));
@@ -784,7 +961,7 @@ FailureOr<AutoShardReport> Search::run() {
                         ? "one-axis"
                         : "one-axis-fallback";
   for (size_t u = 0; u < nodes.size(); ++u) {
-    report.computeSeconds += problem.nodes[u].costs[solution.choices[u]];
+    report.computeSeconds += nodes[u].choices[solution.choices[u]].seconds;
     report.argumentBytes += problem.nodes[u].memory[solution.choices[u]];
   }
   report.commSeconds = solution.cost - report.computeSeconds;

@@ -29,10 +29,14 @@
 // than it was written in; dist-propagate then has nothing to choose, and
 // dist-partition turns each constraint into the reshard that was priced.
 //
-// What it leaves out: factors that need a collective-aware lowering
-// (FactorKind::Collective: vocabulary-parallel embedding and cross-entropy,
-// split attention keys, split norms) stay whole; a dimension made of
-// several factors splits only its major one; a value read in one other
+// A factor that needs a collective-aware local form (FactorKind::Collective:
+// softmax's and the norms' reduced dimension, the embedding's vocabulary) is
+// a choice when the op's partition hook builds that form under the
+// partitioner's options; the choice is priced by the form the hook builds.
+//
+// What it leaves out: the vocabulary-parallel cross-entropy and split-key
+// attention unless the partitioner's options turn them on; a dimension made
+// of several factors splits only its major one; a value read in one other
 // layout by several ops is priced once per op but resharded once;
 // communication does not overlap compute.
 //
@@ -41,6 +45,7 @@
 #ifndef PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H
 #define PARTITA_PASSES_AUTOSHARD_OPSHARDINGSEARCH_H
 
+#include "dialects/dist/IR/PartitionHooks.h"
 #include "dialects/dist/IR/ShardingModel.h"
 #include "passes/autoshard/ChoiceILP.h"
 #include "passes/sharding/DeviceRates.h"
@@ -68,6 +73,9 @@ struct CostRates : sharding::DeviceRates {
   /// mesh's devices as one axis, a smaller program, mapped back and improved
   /// by single moves).
   enum class Solver { CBC, Greedy, OneAxis } solver = Solver::CBC;
+  /// The partitioner's opt-in local forms (its options), so that the
+  /// collective factors offered split are those dist-partition will split.
+  dist::PartitionHookOptions partitionHooks;
 };
 
 /// The solver named `name` ("cbc", "greedy" or "one-axis": the pass's

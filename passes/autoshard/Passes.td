@@ -33,7 +33,13 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
     that reads a value in another layout, and the function carries
     `dist.auto_shard`, the search's size and estimate. Arguments annotated
     beforehand keep their annotation; annotated ops or constraints are an
-    error. Factors that need a collective-aware lowering stay whole.
+    error.
+
+    A factor that needs a collective-aware local form (softmax's and the
+    norms' reduced dimension, the embedding's vocabulary) is offered split
+    when the op's partition hook builds that form under dist-partition's
+    options: such a choice is priced by the form the hook builds (its ops'
+    costs, and its all-reduces by the reshard planner).
   }];
   let options = [
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
@@ -63,6 +69,14 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
            "one-axis answer as fallbacks), greedy (the heuristic alone: "
            "fast, not optimal) or one-axis (the program on the mesh's "
            "devices as one axis, mapped back and improved by single moves)">,
+    Option<"vocabParallelCrossEntropy", "vocab-parallel-cross-entropy",
+           "bool", /*default=*/"false",
+           "Offer cross_entropy over a split vocabulary (dist-partition's "
+           "option of the same name must be on too)">,
+    Option<"splitKeyAttention", "split-key-attention", "bool",
+           /*default=*/"false",
+           "Offer attention over split keys (dist-partition's option of the "
+           "same name must be on too)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
