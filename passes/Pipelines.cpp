@@ -81,6 +81,7 @@ void buildAnnotatePassPipeline(OpPassManager &pm,
     autoShard.vocabParallelCrossEntropy =
         options.partition.vocabParallelCrossEntropy;
     autoShard.splitKeyAttention = options.partition.splitKeyAttention;
+    autoShard.keepPartialResults = options.partition.keepPartialResults;
     pm.addPass(autoshard::createDistAutoShard(autoShard));
   } else if (options.annotate.strategy != "none") {
     pm.addPass(sharding::createDistAnnotate(options.annotate));

@@ -94,6 +94,7 @@ private:
     rates.timeLimitSeconds = timeLimit;
     rates.partitionHooks.vocabParallelCrossEntropy = vocabParallelCrossEntropy;
     rates.partitionHooks.splitKeyAttention = splitKeyAttention;
+    rates.keepPartialResults = keepPartialResults;
     return rates;
   }
 

@@ -22,6 +22,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -71,11 +72,11 @@ struct CollectiveFactors {
 };
 
 struct Node {
-  /// The op; null for an argument's or a result's node.
+  /// The op; null for an argument's, a result's or a shared value's node.
   Operation *op = nullptr;
   int64_t argument = -1, result = -1;
   /// The values it reads: an op's operands; the returned values an argument
-  /// takes back; an unpaired result's returned value.
+  /// takes back; an unpaired result's returned value; a shared value.
   std::vector<Value> reads;
   std::vector<Choice> choices;
 };
@@ -252,6 +253,36 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
     }
   };
   visit(0);
+  if (!rule.isAdditive())
+    return choices;
+  // An additive op (add, sub) adds partial sums as they are: every operand
+  // and the result partial over the same axes (any set of the axes a
+  // choice leaves free), so that the sum is reduced once, after it.
+  size_t numBase = choices.size();
+  for (size_t c = 0; c < numBase; ++c) {
+    std::vector<const dist::MeshAxis *> free;
+    for (const dist::MeshAxis &axis : mesh.axes)
+      if (axis.size > 1 &&
+          llvm::none_of(choices[c].writes, [&](const Sharding &s) {
+            return s.usesAxis(axis.name);
+          }))
+        free.push_back(&axis);
+    for (uint64_t subset = 1; subset < (uint64_t{1} << free.size());
+         ++subset) {
+      std::vector<AxisRef> partial;
+      for (size_t a = 0; a < free.size(); ++a)
+        if (subset & (uint64_t{1} << a))
+          partial.push_back(free[a]->name);
+      Choice choice = choices[c];
+      for (std::vector<Sharding> *tensors : {&choice.reads, &choice.writes})
+        for (Sharding &tensor : *tensors) {
+          tensor.partialAxes = partial;
+          tensor.partialKind = dist::ReductionKind::Sum;
+        }
+      if (seen.emplace(choiceKey(choice), choices.size()).second)
+        choices.push_back(std::move(choice));
+    }
+  }
   return choices;
 }
 
@@ -298,8 +329,23 @@ private:
   LogicalResult checkFunction();
   LogicalResult addArguments();
   LogicalResult addOps();
-  void addResults();
+  LogicalResult addResults();
+  /// A node for each value read more than once: the layout it is resharded
+  /// into once (any layout its producer writes or a reader reads), from
+  /// which its readers read. So a reshard that several readers share is
+  /// priced once, as dist-partition makes it once (a reader that wants yet
+  /// another layout is priced from the shared one: at least what the
+  /// partitioner's direct reshard costs).
+  void addSharedValues();
   ChoiceProblem buildProblem();
+  /// Each annotated op result becomes a `dist.constraint` after the op (the
+  /// reshard dist-partition would make from what the op writes to the
+  /// annotation), its annotation removed.
+  void pinAnnotatedResults();
+  /// The one choice of a `dist.constraint` (a pinned value): its operand
+  /// read, and its result written, in its layout (partial ones too); fails
+  /// on sub-axes.
+  LogicalResult addConstraint(dist::ConstraintOp op, Node &node);
   /// Which collective factors of `op` its partition hook splits, under the
   /// partitioner's options.
   CollectiveFactors collectiveFactorsOf(Operation *op,
@@ -325,6 +371,8 @@ private:
   const CostRates &rates;
   std::vector<Node> nodes;
   llvm::DenseMap<Value, Producer> producers;
+  /// The node of each value read more than once (addSharedValues).
+  llvm::DenseMap<Value, int64_t> sharedValues;
   /// The node of each argument (-1: not a tensor), and the argument whose
   /// node takes each function result back (-1: none).
   std::vector<int64_t> argumentNodes, takenBackBy;
@@ -360,12 +408,6 @@ LogicalResult Search::checkFunction() {
     if (isa<func::CallOp>(op))
       return op->emitError() << "dist-auto-shard does not take calls yet; "
                                 "inline the callee first";
-    if (isa<dist::ConstraintOp>(op) ||
-        op->hasAttr(dist::DistDialect::kShardingAttrName))
-      return op->emitError()
-             << "dist-auto-shard chooses every op's sharding; this op is "
-                "annotated already (annotate arguments only, or use "
-                "dist-propagate)";
     for (Value value : op->getResults())
       if (auto tensor = dyn_cast<RankedTensorType>(value.getType());
           tensor && !tensor.hasStaticShape())
@@ -425,11 +467,57 @@ LogicalResult Search::addArguments() {
   return success();
 }
 
+void Search::pinAnnotatedResults() {
+  for (Operation &op :
+       llvm::make_early_inc_range(func.getBody().front().without_terminator())) {
+    auto attrs =
+        op.getAttrOfType<ArrayAttr>(dist::DistDialect::kShardingAttrName);
+    if (!attrs || isa<dist::ConstraintOp>(op) ||
+        attrs.size() != op.getNumResults())
+      continue;
+    OpBuilder builder(op.getContext());
+    builder.setInsertionPointAfter(&op);
+    for (auto [attr, result] : llvm::zip(attrs, op.getResults())) {
+      auto sharding = dyn_cast<dist::ShardingAttr>(attr);
+      if (!sharding || !staticTensor(result.getType()))
+        continue;
+      auto pinned = dist::ConstraintOp::create(builder, op.getLoc(),
+                                               result.getType(), result,
+                                               sharding);
+      result.replaceAllUsesExcept(pinned.getResult(), pinned);
+    }
+    op.removeAttr(dist::DistDialect::kShardingAttrName);
+  }
+}
+
+LogicalResult Search::addConstraint(dist::ConstraintOp op, Node &node) {
+  FailureOr<Sharding> pinned = dist::shardingFromAttr(
+      op.getSharding(), mesh, [&] { return op.emitError(); });
+  if (failed(pinned))
+    return failure();
+  if (pinned->hasSubAxes())
+    return op.emitError()
+           << "dist-auto-shard takes pinned layouts without sub-axes";
+  Choice choice;
+  choice.reads.push_back(*pinned);
+  choice.writes.push_back(*pinned);
+  node.choices.push_back(std::move(choice));
+  return success();
+}
+
 LogicalResult Search::addOps() {
   for (Operation &op : func.getBody().front().without_terminator()) {
     Node node;
     node.op = &op;
     llvm::append_range(node.reads, op.getOperands());
+    if (auto constraint = dyn_cast<dist::ConstraintOp>(op)) {
+      if (failed(addConstraint(constraint, node)))
+        return failure();
+      producers[constraint.getResult()] = {static_cast<int64_t>(nodes.size()),
+                                           0};
+      nodes.push_back(std::move(node));
+      continue;
+    }
     std::optional<dist::ShardingRule> rule;
     if (auto ruleOp = dyn_cast<dist::ShardingRuleOpInterface>(&op)) {
       FailureOr<dist::ShardingRule> got = ruleOp.getShardingRule();
@@ -487,7 +575,7 @@ LogicalResult Search::addOps() {
   return success();
 }
 
-void Search::addResults() {
+LogicalResult Search::addResults() {
   Operation *terminator = func.getBody().front().getTerminator();
   // A result named like an argument (nn.param / nn.state) is that
   // argument's next value: the argument's node reads it in its own layout.
@@ -522,13 +610,50 @@ void Search::addResults() {
     Node node;
     node.result = i;
     node.reads.push_back(value);
-    for (Sharding &layout : enumerateLayouts(type.getShape(), mesh)) {
+    std::vector<Sharding> layouts;
+    if (auto attr = dist::getFuncResultSharding(func, i)) {
+      FailureOr<Sharding> pinned = dist::shardingFromAttr(
+          attr, mesh, [&] { return emitError(terminator->getLoc()); });
+      if (failed(pinned))
+        return failure();
+      if (pinned->isPartial() || pinned->hasSubAxes())
+        return emitError(terminator->getLoc())
+               << "dist-auto-shard takes result annotations without partial "
+                  "axes or sub-axes";
+      layouts.push_back(pinned->layoutOnly());
+    } else {
+      layouts = enumerateLayouts(type.getShape(), mesh);
+    }
+    for (const Sharding &layout : layouts) {
       Choice choice;
-      choice.reads.push_back(std::move(layout));
+      choice.reads.push_back(layout);
       node.choices.push_back(std::move(choice));
+      // dist-partition returns a partial value partial where the result's
+      // layout differs only by that (the runtime reduces it as it reads the
+      // output): read partial over any set of the axes left free, for free.
+      if (!rates.keepPartialResults)
+        continue;
+      std::vector<AxisRef> free;
+      for (const dist::MeshAxis &axis : mesh.axes)
+        if (axis.size > 1 && !layout.usesAxis(axis.name))
+          free.push_back(axis.name);
+      for (uint64_t subset = 1; subset < (uint64_t{1} << free.size());
+           ++subset)
+        for (dist::ReductionKind kind :
+             {dist::ReductionKind::Sum, dist::ReductionKind::Max}) {
+          Sharding partial = layout;
+          for (size_t a = 0; a < free.size(); ++a)
+            if (subset & (uint64_t{1} << a))
+              partial.partialAxes.push_back(free[a]);
+          partial.partialKind = kind;
+          Choice kept;
+          kept.reads.push_back(std::move(partial));
+          node.choices.push_back(std::move(kept));
+        }
     }
     nodes.push_back(std::move(node));
   }
+  return success();
 }
 
 CollectiveFactors Search::collectiveFactorsOf(Operation *op,
@@ -690,6 +815,42 @@ double Search::reshardSeconds(Value value, const Sharding &from,
   return it->second.first;
 }
 
+void Search::addSharedValues() {
+  // Every read of each value with a producer, in node order.
+  llvm::MapVector<Value, std::vector<std::pair<int64_t, size_t>>> reads;
+  for (size_t v = 0; v < nodes.size(); ++v)
+    for (auto [k, value] : llvm::enumerate(nodes[v].reads)) {
+      auto it = producers.find(value);
+      if (!staticTensor(value.getType()) || it == producers.end() ||
+          it->second.node == static_cast<int64_t>(v))
+        continue;
+      reads[value].push_back({static_cast<int64_t>(v), k});
+    }
+  for (auto &[value, readers] : reads) {
+    if (readers.size() < 2)
+      continue;
+    Node node;
+    node.reads.push_back(value);
+    std::map<std::string, bool> seen;
+    auto offer = [&](const Sharding &layout) {
+      if (!seen.emplace(layoutKey(layout), true).second)
+        return;
+      Choice choice;
+      choice.reads.push_back(layout);
+      choice.writes.push_back(layout);
+      node.choices.push_back(std::move(choice));
+    };
+    Producer producer = producers.find(value)->second;
+    for (const Choice &choice : nodes[producer.node].choices)
+      offer(choice.writes[producer.write]);
+    for (auto [v, k] : readers)
+      for (const Choice &choice : nodes[v].choices)
+        offer(choice.reads[k]);
+    sharedValues[value] = nodes.size();
+    nodes.push_back(std::move(node));
+  }
+}
+
 ChoiceProblem Search::buildProblem() {
   ChoiceProblem problem;
   problem.memoryLimit = rates.memoryPerDevice;
@@ -716,6 +877,11 @@ ChoiceProblem Search::buildProblem() {
       Producer producer = it->second;
       if (producer.node == static_cast<int64_t>(v))
         continue; // an argument returned as it is
+      // A value read more than once is read from its shared node.
+      if (auto shared = sharedValues.find(value);
+          shared != sharedValues.end() &&
+          shared->second != static_cast<int64_t>(v))
+        producer = {shared->second, 0};
       ChoiceEdge edge;
       edge.from = producer.node;
       edge.to = v;
@@ -777,25 +943,46 @@ void Search::write(const std::vector<int64_t> &chosen,
     const Node &node = nodes[it->second.node];
     return &node.choices[chosen[it->second.node]].writes[it->second.write];
   };
-  // One constraint per value and layout; it dominates every later reader
-  // in the block.
+  // One constraint per value and layout, before its first reader (so it
+  // dominates every later one in the block), or after the value's
+  // definition (`reader` null).
   std::map<std::pair<void *, std::string>, Value> constrained;
-  auto readAs = [&](Value value, const Sharding &layout,
-                    Operation *reader) -> Value {
-    const Sharding *written = layoutWritten(value);
-    if (!written || layoutKey(*written) == layoutKey(layout))
-      return value;
+  auto constrain = [&](Value value, const Sharding &layout,
+                       Operation *reader) -> Value {
     auto key = std::make_pair(value.getAsOpaquePointer(), layoutKey(layout));
     auto [it, inserted] = constrained.try_emplace(key, Value());
     if (inserted) {
-      OpBuilder builder(reader);
-      it->second = dist::ConstraintOp::create(builder, reader->getLoc(),
+      OpBuilder builder(ctx);
+      if (reader)
+        builder.setInsertionPoint(reader);
+      else
+        builder.setInsertionPointAfterValue(value);
+      it->second = dist::ConstraintOp::create(builder, value.getLoc(),
                                               value.getType(), value,
                                               toAttr(layout))
                        .getResult();
       ++report.reshards;
     }
     return it->second;
+  };
+  // A value read more than once is resharded into its shared node's layout
+  // once, after its definition, and read from there, as it was priced.
+  auto readAs = [&](Value value, const Sharding &layout,
+                    Operation *reader) -> Value {
+    const Sharding *held = layoutWritten(value);
+    if (!held)
+      return value;
+    if (auto shared = sharedValues.find(value); shared != sharedValues.end()) {
+      const Sharding &sharedLayout =
+          nodes[shared->second].choices[chosen[shared->second]].writes[0];
+      if (layoutKey(sharedLayout) != layoutKey(*held)) {
+        value = constrain(value, sharedLayout, nullptr);
+        held = &sharedLayout;
+      }
+    }
+    if (layoutKey(*held) == layoutKey(layout))
+      return value;
+    return constrain(value, layout, reader);
   };
 
   for (size_t u = 0; u < nodes.size(); ++u) {
@@ -804,7 +991,8 @@ void Search::write(const std::vector<int64_t> &chosen,
     if (node.argument >= 0)
       func.setArgAttr(node.argument, dist::DistDialect::kShardingAttrName,
                       toAttr(choice.writes[0]));
-    if (!node.op)
+    // A pinned value's constraint makes its own reshard.
+    if (!node.op || isa<dist::ConstraintOp>(node.op))
       continue;
     if (node.op->getNumResults() > 0 &&
         llvm::all_of(node.op->getResults(),
@@ -835,16 +1023,20 @@ void Search::write(const std::vector<int64_t> &chosen,
     }
     if (!layout)
       continue;
+    // A partial read is the value as written, returned partial.
     func.setResultAttr(i, dist::DistDialect::kShardingAttrName,
-                       toAttr(*layout));
+                       toAttr(layout->layoutOnly()));
     terminator->setOperand(i, readAs(value, *layout, terminator));
   }
 }
 
 LogicalResult Search::prepare(ChoiceProblem &problem) {
-  if (failed(checkFunction()) || failed(addArguments()) || failed(addOps()))
+  if (failed(checkFunction()))
     return failure();
-  addResults();
+  pinAnnotatedResults();
+  if (failed(addArguments()) || failed(addOps()) || failed(addResults()))
+    return failure();
+  addSharedValues();
   problem = buildProblem();
   return success();
 }

@@ -76,6 +76,9 @@ struct CostRates : sharding::DeviceRates {
   /// The partitioner's opt-in local forms (its options), so that the
   /// collective factors offered split are those dist-partition will split.
   dist::PartitionHookOptions partitionHooks;
+  /// Whether dist-partition returns a partial value partial (its option of
+  /// that name): a function result may then be read partial, for free.
+  bool keepPartialResults = true;
 };
 
 /// The solver named `name` ("cbc", "greedy" or "one-axis": the pass's

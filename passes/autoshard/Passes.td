@@ -31,9 +31,12 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
     Afterwards every argument, op result and function result carries a
     closed `dist.sharding` (p0), a `dist.constraint` stands before each op
     that reads a value in another layout, and the function carries
-    `dist.auto_shard`, the search's size and estimate. Arguments annotated
-    beforehand keep their annotation; annotated ops or constraints are an
-    error.
+    `dist.auto_shard`, the search's size and estimate. Arguments, op results
+    and function results annotated beforehand keep their annotation (an op
+    keeps the choices that write it), so a propagated program is priced as
+    it is; a `dist.constraint` is an error. A function result may be read
+    partial for free, as dist-partition returns it with
+    `keep-partial-results`.
 
     A factor that needs a collective-aware local form (softmax's and the
     norms' reduced dimension, the embedding's vocabulary) is offered split
@@ -73,6 +76,10 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
            "bool", /*default=*/"false",
            "Offer cross_entropy over a split vocabulary (dist-partition's "
            "option of the same name must be on too)">,
+    Option<"keepPartialResults", "keep-partial-results", "bool",
+           /*default=*/"true",
+           "Price a partial value returned partial as free, as "
+           "dist-partition's option of the same name returns it">,
     Option<"splitKeyAttention", "split-key-attention", "bool",
            /*default=*/"false",
            "Offer attention over split keys (dist-partition's option of the "

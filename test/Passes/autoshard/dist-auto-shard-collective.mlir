@@ -33,13 +33,15 @@ func.func @embed(%table: tensor<65536x9xf32> {nn.param = "table"},
 // SLOW-CALL: nn.embedding %arg0[%arg1] {dist.sharding = [#dist.sharding<@mesh, [{}p0, {}p0, {}p0], partial={"tp"}>]}
 
 // Partitioned: the rows of this device's shard are found from its index on
-// the axis; the partial result is reduced (here scattered over the batch,
-// as the function result is laid out) once.
+// the axis. The partial result is returned partial (dist-partition's
+// keep-partial-results: the runtime reduces it as it reads the output),
+// which the program prices as free.
 // PART-LABEL: func.func @embed
+// PART-SAME: -> (tensor<2x4x9xf32> {dist.global_sharding = #dist.sharding<@mesh, [{}, {}, {}], partial={"tp"}>
 // PART: dist.axis_index on @mesh axes = ["tp"]
 // PART: nn.embedding {{.*}} : tensor<32768x9xf32>, tensor<2x4xi32> -> tensor<2x4x9xf32>
-// PART: dist.reduce_scatter {{.*}} axes = ["tp"]
-// PART-NOT: dist.all_gather
+// PART-NOT: dist.
+// PART: return
 
 // -----
 
@@ -69,11 +71,11 @@ func.func @norm(%x: tensor<1x16xf32> {nn.input = "x"},
 
 // Partitioned: the norm's two all-reduces of one-element statistics (the
 // mean, then the variance), then the row-parallel einsum's partial output,
-// reduced (scattered, as the result is laid out) once.
+// returned partial.
 // PART-LABEL: func.func @norm
+// PART-SAME: -> (tensor<1x16xf32> {dist.global_sharding = #dist.sharding<@mesh, [{}, {}], partial={"tp"}>
 // PART-NOT: dist.all_gather
 // PART: dist.all_reduce {{.*}} axes = ["tp"] kind = sum : tensor<1xf32>
 // PART: dist.all_reduce {{.*}} axes = ["tp"] kind = sum : tensor<1xf32>
 // PART: nn.einsum "bh,hc->bc" {{.*}} : (tensor<1x2048xf32>, tensor<2048x16xf32>) -> tensor<1x16xf32>
-// PART-NEXT: dist.reduce_scatter {{.*}} axes = ["tp"]
 // PART-NEXT: return

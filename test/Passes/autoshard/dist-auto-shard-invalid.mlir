@@ -25,24 +25,6 @@
 // RATE: error: dist-auto-shard: link-gbytes must be positive, got 0
 // NEGATIVE: error: dist-auto-shard: devices-per-node, call-us and memory-per-device-gib must not be negative
 
-dist.mesh @mesh <["x"=2]>
-func.func @annotated(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @below {{dist-auto-shard chooses every op's sharding; this op is annotated already}}
-  %y = nn.gelu %x {dist.sharding = [#dist.sharding<@mesh, [{"x"}, {}]>]} : tensor<4x8xf32>
-  return %y : tensor<4x8xf32>
-}
-
-// -----
-
-dist.mesh @mesh <["x"=2]>
-func.func @constrained(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @below {{dist-auto-shard chooses every op's sharding; this op is annotated already}}
-  %y = dist.constraint %x <@mesh, [{"x"}, {}]> : tensor<4x8xf32>
-  return %y : tensor<4x8xf32>
-}
-
-// -----
-
 func.func private @callee(tensor<4x8xf32>) -> tensor<4x8xf32>
 func.func @caller(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // expected-error @below {{dist-auto-shard does not take calls yet; inline the callee first}}

@@ -35,11 +35,15 @@ func.func @forward(%w1: tensor<64x1024xf32> {nn.param = "w1"},
 // CHECK-SAME: -> (tensor<64x1024xf32> {dist.sharding = #dist.sharding<@mesh, [{}p0, {"tp"}p0]>, nn.param = "w1"}
 // CHECK-SAME: tensor<1024x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}p0, {}p0]>, nn.param = "w2"}
 // CHECK-SAME: dist.auto_shard = {{{.*}}method = "optimal"
-// The row-parallel einsum's output is partial; the cross-entropy reads it
-// whole (the one all-reduce of the forward).
+// The row-parallel einsum's output is partial. It is reduced once (the one
+// all-reduce of the forward), read by the cross-entropy and its gradient;
+// the cross-entropy takes its own rows of it (a local slice), its loss
+// partial, returned partial.
 // CHECK: %[[Y:.+]] = nn.einsum "bf,fc->bc" {{.*}} {dist.sharding = [#dist.sharding<@mesh, [{}p0, {}p0], partial={"tp"}>]}
-// CHECK: %[[WHOLE:.+]] = dist.constraint %[[Y]] <@mesh, [{}p0, {}p0]>
-// CHECK: nn.cross_entropy %[[WHOLE]]
+// CHECK-NEXT: %[[WHOLE:.+]] = dist.constraint %[[Y]] <@mesh, [{}p0, {}p0]>
+// CHECK-NEXT: %[[ROWS:.+]] = dist.constraint %[[WHOLE]] <@mesh, [{"tp"}p0, {}p0]>
+// CHECK: nn.cross_entropy %[[ROWS]], {{.*}} partial={"tp"}
+// CHECK: nn.cross_entropy_grad %[[WHOLE]],
 
 // On dp=2,tp=2 the same split takes both axes (a batch of 8 split over dp
 // would leave 320 KiB of weight gradients to reduce).
