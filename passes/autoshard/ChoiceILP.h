@@ -92,6 +92,9 @@ enum class ChoiceMethod {
   /// The greedy heuristic's (heuristicChoices), when CBC found nothing
   /// better in its time limit.
   Heuristic,
+  /// The relaxation's largest choices improved by single moves, when CBC
+  /// found nothing better in its time limit.
+  Rounded,
 };
 
 /// The size of what was solved: the nodes left by reduceChoices, the

@@ -1147,6 +1147,9 @@ FailureOr<AutoShardReport> Search::run() {
   case ChoiceMethod::Heuristic:
     report.method = "heuristic";
     break;
+  case ChoiceMethod::Rounded:
+    report.method = "rounded";
+    break;
   }
   if (fromOneAxis)
     report.method = rates.solver == CostRates::Solver::OneAxis

@@ -96,7 +96,9 @@ struct AutoShardReport {
   /// their sizes summed.
   ProgramSize program;
   /// "optimal" (CBC proved it), "time-limit" (CBC's best when its time
-  /// limit stopped it), "heuristic" (the greedy heuristic's, CBC having
+  /// limit stopped it), "rounded" (the relaxation's largest choices
+  /// improved by single moves, CBC having found nothing better in time),
+  /// "heuristic" (the greedy heuristic's, CBC having
   /// found nothing better in time), "one-axis" (solver one-axis) or
   /// "one-axis-fallback" (on a mesh of several axes that CBC did not
   /// finish, the one-axis answer was better).
