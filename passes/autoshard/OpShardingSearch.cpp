@@ -22,7 +22,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -337,6 +336,10 @@ private:
   /// another layout is priced from the shared one: at least what the
   /// partitioner's direct reshard costs).
   void addSharedValues();
+  /// Reserves the shared node of `value` (read more than once) right after
+  /// its producer's, so that node order (which the greedy heuristic follows)
+  /// keeps them together; addSharedValues gives it its choices.
+  void reserveShared(Value value);
   ChoiceProblem buildProblem();
   /// Each annotated op result becomes a `dist.constraint` after the op (the
   /// reshard dist-partition would make from what the op writes to the
@@ -463,6 +466,7 @@ LogicalResult Search::addArguments() {
     producers[arg] = {static_cast<int64_t>(nodes.size()), 0};
     argumentNodes.push_back(nodes.size());
     nodes.push_back(std::move(node));
+    reserveShared(arg);
   }
   return success();
 }
@@ -516,6 +520,7 @@ LogicalResult Search::addOps() {
       producers[constraint.getResult()] = {static_cast<int64_t>(nodes.size()),
                                            0};
       nodes.push_back(std::move(node));
+      reserveShared(constraint.getResult());
       continue;
     }
     std::optional<dist::ShardingRule> rule;
@@ -571,6 +576,8 @@ LogicalResult Search::addOps() {
       producers[result] = {static_cast<int64_t>(nodes.size()),
                            result.getResultNumber()};
     nodes.push_back(std::move(node));
+    for (OpResult result : op.getResults())
+      reserveShared(result);
   }
   return success();
 }
@@ -815,22 +822,28 @@ double Search::reshardSeconds(Value value, const Sharding &from,
   return it->second.first;
 }
 
+void Search::reserveShared(Value value) {
+  if (!staticTensor(value.getType()) ||
+      std::distance(value.use_begin(), value.use_end()) < 2)
+    return;
+  sharedValues[value] = nodes.size();
+  Node node;
+  node.reads.push_back(value);
+  nodes.push_back(std::move(node));
+}
+
 void Search::addSharedValues() {
-  // Every read of each value with a producer, in node order.
-  llvm::MapVector<Value, std::vector<std::pair<int64_t, size_t>>> reads;
+  // Every read of each shared value, but its own node's.
+  llvm::DenseMap<Value, std::vector<std::pair<int64_t, size_t>>> reads;
   for (size_t v = 0; v < nodes.size(); ++v)
     for (auto [k, value] : llvm::enumerate(nodes[v].reads)) {
-      auto it = producers.find(value);
-      if (!staticTensor(value.getType()) || it == producers.end() ||
-          it->second.node == static_cast<int64_t>(v))
-        continue;
-      reads[value].push_back({static_cast<int64_t>(v), k});
+      auto shared = sharedValues.find(value);
+      if (shared != sharedValues.end() &&
+          shared->second != static_cast<int64_t>(v))
+        reads[value].push_back({static_cast<int64_t>(v), k});
     }
-  for (auto &[value, readers] : reads) {
-    if (readers.size() < 2)
-      continue;
-    Node node;
-    node.reads.push_back(value);
+  for (auto [value, index] : sharedValues) {
+    Node &node = nodes[index];
     std::map<std::string, bool> seen;
     auto offer = [&](const Sharding &layout) {
       if (!seen.emplace(layoutKey(layout), true).second)
@@ -843,11 +856,9 @@ void Search::addSharedValues() {
     Producer producer = producers.find(value)->second;
     for (const Choice &choice : nodes[producer.node].choices)
       offer(choice.writes[producer.write]);
-    for (auto [v, k] : readers)
+    for (auto [v, k] : reads[value])
       for (const Choice &choice : nodes[v].choices)
         offer(choice.reads[k]);
-    sharedValues[value] = nodes.size();
-    nodes.push_back(std::move(node));
   }
 }
 
