@@ -332,9 +332,9 @@ private:
   /// A node for each value read more than once: the layout it is resharded
   /// into once (any layout its producer writes or a reader reads), from
   /// which its readers read. So a reshard that several readers share is
-  /// priced once, as dist-partition makes it once (a reader that wants yet
-  /// another layout is priced from the shared one: at least what the
-  /// partitioner's direct reshard costs).
+  /// priced once, as dist-partition makes it once; a reader that wants yet
+  /// another layout is priced, and written (write()), as a reshard from the
+  /// shared one.
   void addSharedValues();
   /// Reserves the shared node of `value` (read more than once) right after
   /// its producer's, so that node order (which the greedy heuristic follows)
@@ -354,7 +354,7 @@ private:
   CollectiveFactors collectiveFactorsOf(Operation *op,
                                         const dist::ShardingRule &rule);
   /// Prices `choice`, which splits a collective factor of `op`, by the local
-  /// form the op's partition hook builds for it (in a scratch block, then
+  /// form the op's partition hook builds for it (in a scratch module, then
   /// dropped): each op's compute by its cost model, each all-reduce by the
   /// reshard planner (bytes over the axes' link, plus a call). False when
   /// the hook fails or builds another collective.
