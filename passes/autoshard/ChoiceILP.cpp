@@ -1,10 +1,12 @@
 //===- ChoiceILP.cpp - one choice per node, pairwise costs, by CBC --------===//
 //
-// See ChoiceILP.h. The program goes to CBC in one piece (column-wise,
-// through Clp's solver interface, as CbcModel takes it); costs are scaled
-// to microseconds-sized numbers and memory to MiB, so CBC's tolerances are
-// neither too tight nor too loose for either. The greedy heuristic is here
-// too: the fallback when CBC's time runs out.
+// See ChoiceILP.h. The program is built in one piece (column-wise, through
+// Clp's solver interface, as CbcModel takes it); costs are scaled to
+// microseconds-sized numbers and memory to MiB, so the solvers' tolerances
+// are neither too tight nor too loose for either. Its relaxation is solved
+// first by Clp's barrier and rounded; CBC's branch and cut runs only when
+// the rounded answer is not proven optimal by it. The greedy heuristic is
+// here too: a fallback when CBC's time runs out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +68,13 @@ Incidence incidentEdges(const ChoiceProblem &problem) {
     incident[edge.to].push_back({&edge, false});
   }
   return incident;
+}
+
+/// Seconds as CBC's options and messages print them ("%g").
+std::string formatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
 }
 
 bool fail(std::string &error, std::string message) {
@@ -277,11 +286,8 @@ Outcome solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
   // CBC's own preprocessing is off: on a two-node program with a memory row
   // (seed 4072 of the unit test against brute force) it returned a worse
   // answer as proven optimal.
-  char secondsText[32];
-  std::snprintf(secondsText, sizeof(secondsText), "%g",
-                std::max(options.timeLimitSeconds - spent,
-                         std::min(options.timeLimitSeconds, 1.0)));
-  std::string seconds = secondsText;
+  std::string seconds = formatSeconds(std::max(
+      options.timeLimitSeconds - spent, std::min(options.timeLimitSeconds, 1.0)));
   const char *argv[] = {"partita", "-log", "0", "-slog", "0", "-seconds",
                         seconds.c_str(), "-preprocess", "off", "-dualS",
                         "-solve",  "-quit"};
@@ -315,11 +321,9 @@ Outcome solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
       return Outcome::NoneExists;
     }
     if (!takeHeuristic(kForbidden)) {
-      char limit[32];
-      std::snprintf(limit, sizeof(limit), "%g", options.timeLimitSeconds);
-      error = std::string("CBC found no solution in its time limit (") +
-              limit + " s), nor did the rounded relaxation or the greedy "
-                      "heuristic";
+      error = "CBC found no solution in its time limit (" +
+              formatSeconds(options.timeLimitSeconds) +
+              " s), nor did the rounded relaxation or the greedy heuristic";
       return Outcome::GaveUp;
     }
     return Outcome::Solved;

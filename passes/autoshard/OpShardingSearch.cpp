@@ -122,6 +122,11 @@ dist::TensorShape localTensor(RankedTensorType type, const Sharding &sharding,
           type.getElementType()};
 }
 
+/// The seconds of a kernel of cost `cost` at `rates`.
+double kernelSeconds(const dist::OpCost &cost, const CostRates &rates) {
+  return rates.kernelSeconds(cost.flops, cost.bytesRead + cost.bytesWritten);
+}
+
 /// The seconds of `op` at the local shapes of `choice` (0 when the op has no
 /// cost model or it fails).
 double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
@@ -140,9 +145,25 @@ double computeSeconds(Operation *op, const Choice &choice, const Mesh &mesh,
   for (auto [value, sharding] : llvm::zip(op->getResults(), choice.writes))
     results.push_back(local(value, sharding));
   FailureOr<dist::OpCost> cost = costOp.getCost(operands, results);
-  if (failed(cost))
-    return 0;
-  return rates.kernelSeconds(cost->flops, cost->bytesRead + cost->bytesWritten);
+  return succeeded(cost) ? kernelSeconds(*cost, rates) : 0;
+}
+
+/// Every non-empty set of the mesh axes (of size > 1) that `used` does not
+/// name, each in mesh order: the axes a value may also be partial over.
+std::vector<std::vector<AxisRef>>
+freeAxisSets(const Mesh &mesh, function_ref<bool(StringRef)> used) {
+  std::vector<AxisRef> free;
+  for (const dist::MeshAxis &axis : mesh.axes)
+    if (axis.size > 1 && !used(axis.name))
+      free.push_back(axis.name);
+  std::vector<std::vector<AxisRef>> sets;
+  for (uint64_t subset = 1; subset < (uint64_t{1} << free.size()); ++subset) {
+    std::vector<AxisRef> &set = sets.emplace_back();
+    for (size_t a = 0; a < free.size(); ++a)
+      if (subset & (uint64_t{1} << a))
+        set.push_back(free[a]);
+  }
+  return sets;
 }
 
 /// The choices of an op with sharding rule `rule`: every assignment of each
@@ -259,19 +280,12 @@ std::vector<Choice> enumerateOpChoices(const dist::ShardingRule &rule,
   // choice leaves free), so that the sum is reduced once, after it.
   size_t numBase = choices.size();
   for (size_t c = 0; c < numBase; ++c) {
-    std::vector<const dist::MeshAxis *> free;
-    for (const dist::MeshAxis &axis : mesh.axes)
-      if (axis.size > 1 &&
-          llvm::none_of(choices[c].writes, [&](const Sharding &s) {
-            return s.usesAxis(axis.name);
-          }))
-        free.push_back(&axis);
-    for (uint64_t subset = 1; subset < (uint64_t{1} << free.size());
-         ++subset) {
-      std::vector<AxisRef> partial;
-      for (size_t a = 0; a < free.size(); ++a)
-        if (subset & (uint64_t{1} << a))
-          partial.push_back(free[a]->name);
+    auto used = [&](StringRef axis) {
+      return llvm::any_of(choices[c].writes, [&](const Sharding &s) {
+        return s.usesAxis(axis);
+      });
+    };
+    for (const std::vector<AxisRef> &partial : freeAxisSets(mesh, used)) {
       Choice choice = choices[c];
       for (std::vector<Sharding> *tensors : {&choice.reads, &choice.writes})
         for (Sharding &tensor : *tensors) {
@@ -640,18 +654,12 @@ LogicalResult Search::addResults() {
       // output): read partial over any set of the axes left free, for free.
       if (!rates.keepPartialResults)
         continue;
-      std::vector<AxisRef> free;
-      for (const dist::MeshAxis &axis : mesh.axes)
-        if (axis.size > 1 && !layout.usesAxis(axis.name))
-          free.push_back(axis.name);
-      for (uint64_t subset = 1; subset < (uint64_t{1} << free.size());
-           ++subset)
+      auto used = [&](StringRef axis) { return layout.usesAxis(axis); };
+      for (const std::vector<AxisRef> &axes : freeAxisSets(mesh, used))
         for (dist::ReductionKind kind :
              {dist::ReductionKind::Sum, dist::ReductionKind::Max}) {
           Sharding partial = layout;
-          for (size_t a = 0; a < free.size(); ++a)
-            if (subset & (uint64_t{1} << a))
-              partial.partialAxes.push_back(free[a]);
+          partial.partialAxes = axes;
           partial.partialKind = kind;
           Choice kept;
           kept.reads.push_back(std::move(partial));
@@ -766,12 +774,10 @@ bool Search::priceLocalForm(Operation *op, const dist::ShardingRule &rule,
         continue;
       return false;
     }
-    if (!isa<dist::CostOpInterface>(local))
-      continue;
-    FailureOr<dist::OpCost> cost = dist::costOfOwnTypes(&local);
-    if (succeeded(cost))
-      choice.seconds +=
-          rates.kernelSeconds(cost->flops, cost->bytesRead + cost->bytesWritten);
+    // (costOfOwnTypes fails for an op without a cost model.)
+    if (FailureOr<dist::OpCost> cost = dist::costOfOwnTypes(&local);
+        succeeded(cost))
+      choice.seconds += kernelSeconds(*cost, rates);
   }
   return true;
 }
@@ -823,8 +829,8 @@ double Search::reshardSeconds(Value value, const Sharding &from,
 }
 
 void Search::reserveShared(Value value) {
-  if (!staticTensor(value.getType()) ||
-      std::distance(value.use_begin(), value.use_end()) < 2)
+  if (!staticTensor(value.getType()) || value.use_empty() ||
+      value.hasOneUse())
     return;
   sharedValues[value] = nodes.size();
   Node node;
