@@ -82,6 +82,10 @@ void buildAnnotatePassPipeline(OpPassManager &pm,
         options.partition.vocabParallelCrossEntropy;
     autoShard.splitKeyAttention = options.partition.splitKeyAttention;
     autoShard.keepPartialResults = options.partition.keepPartialResults;
+    // Gradient reductions overlap the backward only when dist-optimize-comm
+    // issues them early.
+    if (!options.train || !options.overlapComm)
+      autoShard.overlapShare = 0;
     pm.addPass(autoshard::createDistAutoShard(autoShard));
   } else if (options.annotate.strategy != "none") {
     pm.addPass(sharding::createDistAnnotate(options.annotate));

@@ -64,6 +64,12 @@ private:
                            << " must be positive, got " << p.value;
         return failure();
       }
+    if (!(overlapShare >= 0 && overlapShare <= 1)) {
+      module.emitError() << "dist-auto-shard: overlap-share must lie between "
+                            "0 and 1, got "
+                         << overlapShare;
+      return failure();
+    }
     if (devicesPerNode < 0 || !(callUs >= 0) || !(memoryPerDeviceGib >= 0)) {
       module.emitError() << "dist-auto-shard: devices-per-node, call-us and "
                             "memory-per-device-gib must not be negative";
@@ -95,6 +101,7 @@ private:
     rates.partitionHooks.vocabParallelCrossEntropy = vocabParallelCrossEntropy;
     rates.partitionHooks.splitKeyAttention = splitKeyAttention;
     rates.keepPartialResults = keepPartialResults;
+    rates.overlapShare = overlapShare;
     return rates;
   }
 
@@ -118,6 +125,9 @@ private:
         b.getNamedAttr("compute_seconds",
                        b.getF64FloatAttr(report.computeSeconds)),
         b.getNamedAttr("comm_seconds", b.getF64FloatAttr(report.commSeconds)),
+        b.getNamedAttr("hidden_seconds",
+                       b.getF64FloatAttr(report.hiddenSeconds)),
+        b.getNamedAttr("gap_seconds", b.getF64FloatAttr(report.gapSeconds)),
         b.getNamedAttr("argument_bytes",
                        b.getF64FloatAttr(report.argumentBytes)),
         b.getNamedAttr("reshards", b.getI64IntegerAttr(report.reshards)),

@@ -90,8 +90,33 @@ int64_t numClasses(const std::vector<int64_t> &classes) {
   return count;
 }
 
+namespace {
+/// What `choices` hide: the chosen shared pairs' costs (and sharedCost if
+/// any) through `shared`, the chosen choices' cover through `cover`.
+void sharedAndCover(const ChoiceProblem &problem,
+                    const std::vector<int64_t> &choices, double &shared,
+                    double &cover) {
+  shared = cover = 0;
+  bool any = false;
+  for (const ChoiceEdge &edge : problem.edges) {
+    int64_t a = edge.fromClass[choices[edge.from]];
+    int64_t b = edge.toClass[choices[edge.to]];
+    if (edge.needsShared(a, b)) {
+      shared += edge.hideable(a, b);
+      any = true;
+    }
+  }
+  if (any)
+    shared += problem.sharedCost;
+  for (size_t u = 0; u < problem.nodes.size(); ++u)
+    if (!problem.nodes[u].cover.empty())
+      cover += problem.nodes[u].cover[choices[u]];
+}
+} // namespace
+
 double evaluateChoices(const ChoiceProblem &problem,
-                       const std::vector<int64_t> &choices, double *memory) {
+                       const std::vector<int64_t> &choices, double *memory,
+                       double *hidden) {
   double total = 0, held = 0;
   for (size_t u = 0; u < problem.nodes.size(); ++u) {
     const ChoiceNode &node = problem.nodes[u];
@@ -108,9 +133,15 @@ double evaluateChoices(const ChoiceProblem &problem,
   }
   if (shared)
     total += problem.sharedCost;
+  double sharedSeconds = 0, cover = 0;
+  if (!std::isinf(total))
+    sharedAndCover(problem, choices, sharedSeconds, cover);
+  double hides = std::min(sharedSeconds, cover);
   if (memory)
     *memory = held;
-  return total;
+  if (hidden)
+    *hidden = hides;
+  return total - hides;
 }
 
 bool fitsProblem(const ChoiceProblem &problem,
@@ -379,45 +410,11 @@ Outcome solveUnshared(const ChoiceProblem &problem,
 }
 } // namespace
 
-bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
-                  ChoiceSolution &solution, std::string &error) {
+namespace {
+/// solveChoices on a well-formed `problem` whose cover is ignored.
+bool solveLinear(const ChoiceProblem &problem, const ChoiceOptions &options,
+                 ChoiceSolution &solution, std::string &error) {
   const int64_t numNodes = problem.nodes.size();
-  // Check the shape first: CBC must never see an index out of range.
-  for (int64_t u = 0; u < numNodes; ++u) {
-    const ChoiceNode &node = problem.nodes[u];
-    if (node.costs.empty())
-      return fail(error, "node " + std::to_string(u) + " has no choices");
-    if (!node.memory.empty() && node.memory.size() != node.costs.size())
-      return fail(error, "node " + std::to_string(u) +
-                             " has memory for a different number of choices");
-  }
-  for (size_t i = 0; i < problem.edges.size(); ++i) {
-    const ChoiceEdge &edge = problem.edges[i];
-    auto bad = [&](const std::string &what) {
-      return fail(error, "edge " + std::to_string(i) + ": " + what);
-    };
-    if (edge.from < 0 || edge.from >= numNodes || edge.to < 0 ||
-        edge.to >= numNodes || edge.from == edge.to)
-      return bad("node index out of range or a node to itself");
-    if (edge.fromClass.size() != problem.nodes[edge.from].costs.size() ||
-        edge.toClass.size() != problem.nodes[edge.to].costs.size())
-      return bad("a class per choice expected");
-    for (int64_t a : edge.fromClass)
-      if (a < 0 || a >= static_cast<int64_t>(edge.cost.size()))
-        return bad("producer class out of range");
-    for (const auto &row : edge.cost)
-      for (int64_t b : edge.toClass)
-        if (b < 0 || b >= static_cast<int64_t>(row.size()))
-          return bad("consumer class out of range");
-    if (!edge.shared.empty()) {
-      if (edge.shared.size() != edge.cost.size())
-        return bad("a shared flag per cost expected");
-      for (size_t a = 0; a < edge.cost.size(); ++a)
-        if (edge.shared[a].size() != edge.cost[a].size())
-          return bad("a shared flag per cost expected");
-    }
-  }
-
   if (options.heuristicOnly) {
     if (problem.memoryLimit > 0)
       return fail(error, "the greedy heuristic does not take a memory limit");
@@ -516,6 +513,258 @@ bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
   return true;
 }
 
+/// The paid case of `problem` at weight `weight` in [0, 1]: the shared
+/// resource taken as paid (its flags dropped; its cost, `weight` times
+/// sharedCost, is left to the caller to add), the hideable part of each
+/// shared pair `weight` times as much, each choice `weight` times its cover
+/// less, and no cover. For any choices that need the shared resource, this
+/// plus weight x sharedCost is (1 - weight) x (their total with every shared
+/// pair hidden) + weight x (their total with all the cover hiding), which is
+/// at most their total: the weighted optimum bounds theirs from below.
+ChoiceProblem weightedPaid(const ChoiceProblem &problem, double weight) {
+  ChoiceProblem out = problem;
+  for (ChoiceNode &node : out.nodes) {
+    for (size_t s = 0; s < node.cover.size(); ++s)
+      if (!std::isinf(node.costs[s]))
+        node.costs[s] = std::max(0.0, node.costs[s] - weight * node.cover[s]);
+    node.cover.clear();
+  }
+  for (ChoiceEdge &edge : out.edges) {
+    for (size_t a = 0; a < edge.shared.size(); ++a)
+      for (size_t b = 0; b < edge.shared[a].size(); ++b)
+        if (edge.shared[a][b] && !std::isinf(edge.cost[a][b]))
+          edge.cost[a][b] -= (1 - weight) * edge.hideable(a, b);
+    edge.shared.clear();
+    edge.sharedSeconds.clear();
+  }
+  out.sharedCost = 0;
+  return out;
+}
+
+/// The avoided case of `problem`: every pair that needs the shared resource
+/// forbidden, and no cover (nothing is left for it to hide).
+ChoiceProblem avoidingShared(const ChoiceProblem &problem) {
+  ChoiceProblem out = problem;
+  for (ChoiceNode &node : out.nodes)
+    node.cover.clear();
+  for (ChoiceEdge &edge : out.edges) {
+    for (size_t a = 0; a < edge.shared.size(); ++a)
+      for (size_t b = 0; b < edge.shared[a].size(); ++b)
+        if (edge.shared[a][b])
+          edge.cost[a][b] = kForbidden;
+    edge.shared.clear();
+    edge.sharedSeconds.clear();
+  }
+  out.sharedCost = 0;
+  return out;
+}
+
+/// solveChoices on a well-formed `problem` with cover and shared pairs, by
+/// cases. Choices that avoid the shared resource hide nothing: one program.
+/// Those that pay it: the paid weighted programs at 0 (everything shared
+/// hidden) and 1 (all the cover hiding), then at the weight where the lines
+/// of the two answers nearest either side meet (a cutting plane on the
+/// weighted optima, a concave function of the weight), until the weighted
+/// optimum there meets the lines or 8 programs were solved. The best answer
+/// is optimal when it costs no more than the smaller of the avoided case's
+/// optimum and the paid case's largest weighted optimum.
+bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
+                  ChoiceSolution &solution, std::string &error) {
+  auto start = std::chrono::steady_clock::now();
+  auto spent = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  auto timeLeft = [&] {
+    ChoiceOptions left = options;
+    left.timeLimitSeconds =
+        std::max(options.timeLimitSeconds - spent(),
+                 std::min(1.0, options.timeLimitSeconds));
+    return left;
+  };
+  ChoiceSolution best;
+  best.cost = kForbidden;
+  ProgramSize size;
+  auto consider = [&](ChoiceSolution &answer) {
+    size += answer.size;
+    double cost = evaluateChoices(problem, answer.choices);
+    if (cost < best.cost) {
+      best = std::move(answer);
+      best.cost = cost;
+    }
+  };
+  // Whether each case's bound holds (its programs solved optimally), and
+  // the bounds: the avoided case's optimum (kForbidden when no choices
+  // avoid the resource), the paid case's largest weighted optimum.
+  bool proven = true;
+  double avoidedBound = kForbidden, paidBound = -kForbidden;
+  std::string why;
+
+  ChoiceSolution avoided;
+  if (solveLinear(avoidingShared(problem), options, avoided, why)) {
+    if (avoided.method == ChoiceMethod::Optimal)
+      avoidedBound = avoided.cost;
+    else
+      proven = false;
+    consider(avoided);
+  } else if (why != "no choices avoid the forbidden pairs" &&
+             why != "no choices fit the memory limit") {
+    proven = false;
+  }
+
+  // A paid answer's line: its weighted cost at weight w is at0 + w x slope,
+  // with slope = its hideable shared cost (sharedCost too) less its cover.
+  struct Line {
+    double at0 = 0, slope = 0;
+  };
+  auto solveAt = [&](double weight, Line &line) {
+    ChoiceSolution answer;
+    if (!solveLinear(weightedPaid(problem, weight), timeLeft(), answer, why)) {
+      proven = false;
+      return false;
+    }
+    double value = answer.cost + weight * problem.sharedCost;
+    if (answer.method == ChoiceMethod::Optimal)
+      paidBound = std::max(paidBound, value);
+    else
+      proven = false;
+    double shared = 0, cover = 0;
+    sharedAndCover(problem, answer.choices, shared, cover);
+    bool pays = false;
+    for (const ChoiceEdge &edge : problem.edges)
+      pays |= edge.needsShared(edge.fromClass[answer.choices[edge.from]],
+                               edge.toClass[answer.choices[edge.to]]);
+    if (!pays)
+      shared += problem.sharedCost; // (sharedAndCover adds it only if paid)
+    line.slope = shared - cover;
+    line.at0 = value - weight * line.slope;
+    consider(answer);
+    return true;
+  };
+  Line low, high;
+  if (solveAt(0, low) && low.slope > 0 && solveAt(1, high) &&
+      high.slope < 0 && !options.heuristicOnly) {
+    for (int program = 2; program < 8 && spent() < options.timeLimitSeconds;
+         ++program) {
+      // Stop once the paid case cannot beat the best answer.
+      double top = low.at0 + (high.at0 - low.at0) / (low.slope - high.slope) *
+                                 low.slope;
+      if (proven && top >= best.cost)
+        break;
+      double weight = (high.at0 - low.at0) / (low.slope - high.slope);
+      Line line;
+      if (!solveAt(weight, line))
+        break;
+      double value = line.at0 + weight * line.slope;
+      if (value >= top - 1e-9 * std::abs(top) - 1e-15 || line.slope == 0)
+        break; // the weighted optima are highest here
+      (line.slope > 0 ? low : high) = line;
+    }
+  }
+  if (std::isinf(best.cost)) {
+    error = why;
+    return false;
+  }
+
+  // Single moves priced with what the cover hides may still help when the
+  // weighting left a gap.
+  std::vector<int64_t> moved = improveChoices(problem, best.choices);
+  double movedCost = 0;
+  if (fitsProblem(problem, moved, movedCost) && movedCost < best.cost) {
+    best.choices = std::move(moved);
+    best.cost = movedCost;
+  }
+  evaluateChoices(problem, best.choices, nullptr, &best.hidden);
+  best.size = size;
+  double bound = std::min(avoidedBound, paidBound);
+  if (proven && !std::isinf(bound)) {
+    bool closed = best.cost <= bound + 1e-7 * std::abs(bound) + 1e-12;
+    best.method = closed ? ChoiceMethod::Optimal : ChoiceMethod::Bounded;
+    best.gap = closed ? 0 : best.cost - bound;
+  } else if (best.method == ChoiceMethod::Optimal) {
+    best.method = ChoiceMethod::TimeLimit;
+  }
+  solution = std::move(best);
+  return true;
+}
+
+} // namespace
+
+bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
+                  ChoiceSolution &solution, std::string &error) {
+  const int64_t numNodes = problem.nodes.size();
+  // Check the shape first: CBC must never see an index out of range.
+  for (int64_t u = 0; u < numNodes; ++u) {
+    const ChoiceNode &node = problem.nodes[u];
+    if (node.costs.empty())
+      return fail(error, "node " + std::to_string(u) + " has no choices");
+    if (!node.memory.empty() && node.memory.size() != node.costs.size())
+      return fail(error, "node " + std::to_string(u) +
+                             " has memory for a different number of choices");
+    if (!node.cover.empty() && node.cover.size() != node.costs.size())
+      return fail(error, "node " + std::to_string(u) +
+                             " has cover for a different number of choices");
+    for (size_t s = 0; s < node.cover.size(); ++s)
+      if (!(node.cover[s] >= 0) ||
+          (!std::isinf(node.costs[s]) && node.cover[s] > node.costs[s]))
+        return fail(error, "node " + std::to_string(u) +
+                               ": a choice's cover must lie between 0 and "
+                               "its cost");
+  }
+  for (size_t i = 0; i < problem.edges.size(); ++i) {
+    const ChoiceEdge &edge = problem.edges[i];
+    auto bad = [&](const std::string &what) {
+      return fail(error, "edge " + std::to_string(i) + ": " + what);
+    };
+    if (edge.from < 0 || edge.from >= numNodes || edge.to < 0 ||
+        edge.to >= numNodes || edge.from == edge.to)
+      return bad("node index out of range or a node to itself");
+    if (edge.fromClass.size() != problem.nodes[edge.from].costs.size() ||
+        edge.toClass.size() != problem.nodes[edge.to].costs.size())
+      return bad("a class per choice expected");
+    for (int64_t a : edge.fromClass)
+      if (a < 0 || a >= static_cast<int64_t>(edge.cost.size()))
+        return bad("producer class out of range");
+    for (const auto &row : edge.cost)
+      for (int64_t b : edge.toClass)
+        if (b < 0 || b >= static_cast<int64_t>(row.size()))
+          return bad("consumer class out of range");
+    if (!edge.shared.empty()) {
+      if (edge.shared.size() != edge.cost.size())
+        return bad("a shared flag per cost expected");
+      for (size_t a = 0; a < edge.cost.size(); ++a)
+        if (edge.shared[a].size() != edge.cost[a].size())
+          return bad("a shared flag per cost expected");
+    }
+    if (!edge.sharedSeconds.empty()) {
+      if (edge.sharedSeconds.size() != edge.cost.size())
+        return bad("shared seconds per cost expected");
+      for (size_t a = 0; a < edge.cost.size(); ++a) {
+        if (edge.sharedSeconds[a].size() != edge.cost[a].size())
+          return bad("shared seconds per cost expected");
+        for (size_t b = 0; b < edge.cost[a].size(); ++b) {
+          double part = edge.sharedSeconds[a][b];
+          if (!(part >= 0) ||
+              (!std::isinf(edge.cost[a][b]) && part > edge.cost[a][b]))
+            return bad("shared seconds must lie between 0 and the cost");
+        }
+      }
+    }
+  }
+
+  bool anyCover = false, anyShared = false;
+  for (const ChoiceNode &node : problem.nodes)
+    anyCover |= std::any_of(node.cover.begin(), node.cover.end(),
+                            [](double c) { return c > 0; });
+  for (const ChoiceEdge &edge : problem.edges)
+    for (const auto &row : edge.shared)
+      anyShared |= std::any_of(row.begin(), row.end(), [](char f) { return f; });
+  if (anyCover && anyShared)
+    return solveCovered(problem, options, solution, error);
+  return solveLinear(problem, options, solution, error);
+}
+
 std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem) {
   const size_t numNodes = problem.nodes.size();
   Incidence incident = incidentEdges(problem);
@@ -569,48 +818,82 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
     return isFrom ? std::make_pair(edge->fromClass[s], edge->toClass[theirs])
                   : std::make_pair(edge->fromClass[theirs], edge->toClass[s]);
   };
-  // Node u's edges that need the shared resource when it takes choice s.
+  // What node u's edges need of the shared resource when it takes choice s:
+  // how many pairs, and their costs.
+  struct Shared {
+    int64_t pairs = 0;
+    double seconds = 0;
+  };
   auto sharedAt = [&](size_t u, size_t s) {
-    int64_t count = 0;
+    Shared shared;
     for (auto [edge, isFrom] : incident[u]) {
       auto [a, b] = pairOf(edge, isFrom, s);
-      count += edge->needsShared(a, b);
+      if (edge->needsShared(a, b)) {
+        ++shared.pairs;
+        shared.seconds += edge->hideable(a, b);
+      }
     }
-    return count;
+    return shared;
   };
-  // Pairs needing the shared resource in all: a move pays its cost only
-  // when it makes the first one (and saves it when it ends the last).
-  int64_t sharedInUse = 0;
-  for (const ChoiceEdge &edge : problem.edges)
-    sharedInUse += edge.needsShared(edge.fromClass[choices[edge.from]],
-                                    edge.toClass[choices[edge.to]]);
-  auto localCost = [&](size_t u, size_t s, int64_t othersShared) {
+  auto coverOf = [&](size_t u, size_t s) {
+    const std::vector<double> &cover = problem.nodes[u].cover;
+    return cover.empty() ? 0.0 : cover[s];
+  };
+  // Node u's cost at choice s given the others' totals: a move pays the
+  // shared cost only when it makes the first shared pair (and saves it when
+  // it ends the last), and what is hidden is min(shared, cover) of all.
+  Shared others;
+  double othersCover = 0;
+  auto localCost = [&](size_t u, size_t s) {
     double cost = problem.nodes[u].costs[s];
     for (auto [edge, isFrom] : incident[u]) {
       auto [a, b] = pairOf(edge, isFrom, s);
       cost += edge->cost[a][b];
     }
-    if (othersShared + sharedAt(u, s) > 0)
+    Shared mine = sharedAt(u, s);
+    double shared = others.seconds + mine.seconds;
+    if (others.pairs + mine.pairs > 0) {
       cost += problem.sharedCost;
+      shared += problem.sharedCost;
+    }
+    if (!std::isinf(cost))
+      cost -= std::min(shared, othersCover + coverOf(u, s));
     return cost;
   };
   for (int sweep = 0; sweep < 50; ++sweep) {
+    // The totals afresh each sweep, so rounding does not build up.
+    Shared total;
+    double totalCover = 0;
+    for (const ChoiceEdge &edge : problem.edges) {
+      int64_t a = edge.fromClass[choices[edge.from]];
+      int64_t b = edge.toClass[choices[edge.to]];
+      if (edge.needsShared(a, b)) {
+        ++total.pairs;
+        total.seconds += edge.hideable(a, b);
+      }
+    }
+    for (size_t u = 0; u < numNodes; ++u)
+      totalCover += coverOf(u, choices[u]);
     bool moved = false;
     for (size_t u = 0; u < numNodes; ++u) {
-      int64_t mine = sharedAt(u, choices[u]);
-      int64_t others = sharedInUse - mine;
+      Shared mine = sharedAt(u, choices[u]);
+      others = {total.pairs - mine.pairs, total.seconds - mine.seconds};
+      othersCover = totalCover - coverOf(u, choices[u]);
       int64_t chosen = choices[u];
-      double least = localCost(u, chosen, others);
+      double least = localCost(u, chosen);
       for (size_t s = 0; s < problem.nodes[u].costs.size(); ++s) {
-        double cost = localCost(u, s, others);
-        if (cost < least) {
+        double cost = localCost(u, s);
+        // (A move must gain more than rounding.)
+        if (cost < least - 1e-12 * std::abs(least)) {
           least = cost;
           chosen = s;
         }
       }
       if (chosen != choices[u]) {
         choices[u] = chosen;
-        sharedInUse = others + sharedAt(u, chosen);
+        Shared now = sharedAt(u, chosen);
+        total = {others.pairs + now.pairs, others.seconds + now.seconds};
+        totalCover = othersCover + coverOf(u, chosen);
         moved = true;
       }
     }

@@ -26,6 +26,16 @@
 // two cases, paying for it and avoiding it, are solved apart and the cheaper
 // answer taken. CBC (COIN-OR branch and cut) solves each.
 //
+// The shared pairs (a train step's bucketed gradient reductions) may run
+// behind some of the chosen choices' time (their cover: the backward's
+// compute), so the total is less min(shared, cover), a term of every node
+// at once. It is priced by weighting (a Lagrangian relaxation of the one
+// row it would need): at weight w in [0, 1] the shared pairs cost w times
+// their cost and each choice w times its cover less, a program like the
+// others whose optimum bounds the total's from below; the weight is moved
+// to where the answers' shared cost and cover cross, and the best answer
+// taken.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_PASSES_AUTOSHARD_CHOICEILP_H
@@ -47,6 +57,10 @@ struct ChoiceNode {
   std::vector<double> costs;
   /// The memory each choice holds (bytes); empty: none.
   std::vector<double> memory;
+  /// The seconds of each choice that the shared pairs' costs may run behind
+  /// (a train step's backward compute, which its bucketed gradient
+  /// reductions overlap), between 0 and the choice's cost; empty: none.
+  std::vector<double> cover;
 };
 
 struct ChoiceEdge {
@@ -59,10 +73,22 @@ struct ChoiceEdge {
   /// shared[a][b]: the pair also needs the problem's shared resource (empty:
   /// no pair does).
   std::vector<std::vector<char>> shared;
+  /// sharedSeconds[a][b]: of a shared pair's cost, the part that rides with
+  /// the shared resource (a bucketed reduction's bytes, not a gather after
+  /// it), which the cover may hide; between 0 and the cost (empty: all of
+  /// it).
+  std::vector<std::vector<double>> sharedSeconds;
 
   /// Whether the pair of classes (a, b) needs the shared resource.
   bool needsShared(int64_t a, int64_t b) const {
     return !shared.empty() && shared[a][b];
+  }
+  /// What of the pair's cost rides with the shared resource (0 when it does
+  /// not need it).
+  double hideable(int64_t a, int64_t b) const {
+    if (!needsShared(a, b))
+      return 0;
+    return sharedSeconds.empty() ? cost[a][b] : sharedSeconds[a][b];
   }
 };
 
@@ -74,6 +100,10 @@ struct ChoiceProblem {
   /// Paid once when any chosen pair needs the shared resource (a bucket of
   /// gradient reductions: one communicator call, however many ride in it).
   double sharedCost = 0;
+  // The total of some choices is their node and edge costs, and sharedCost
+  // if any chosen pair needs the shared resource, less what is hidden:
+  // min(the chosen shared pairs' hideable costs and sharedCost, the chosen
+  // choices' cover).
 };
 
 struct ChoiceOptions {
@@ -95,13 +125,18 @@ enum class ChoiceMethod {
   /// The relaxation's largest choices improved by single moves, when CBC
   /// found nothing better in its time limit.
   Rounded,
+  /// The best answer of the weighted programs that price the cover (each
+  /// solved optimally), within ChoiceSolution::gap of their bound: the
+  /// weighting left a gap it could not close.
+  Bounded,
 };
 
 /// The size of what was solved: the nodes left by reduceChoices, the
 /// integer programs CBC solved for them, and their variables and rows.
 struct ProgramSize {
   int64_t solvedNodes = 0;
-  /// 2 when the shared resource was both paid and avoided.
+  /// 2 when the shared resource was both paid and avoided; one more for
+  /// each weighted program that priced the cover.
   int64_t programs = 0;
   int64_t binaryVariables = 0, continuousVariables = 0, constraints = 0;
 
@@ -122,17 +157,21 @@ int64_t numClasses(const std::vector<int64_t> &classes);
 struct ChoiceSolution {
   /// The choice of each node.
   std::vector<int64_t> choices;
-  /// The total cost of those choices (node and edge costs).
-  double cost = 0;
+  /// The total cost of those choices (node and edge costs, less what is
+  /// hidden), and what is hidden.
+  double cost = 0, hidden = 0;
   ChoiceMethod method = ChoiceMethod::Optimal;
+  /// Bounded: how far above the best lower bound `cost` may be (seconds).
+  double gap = 0;
   ProgramSize size;
 };
 
 /// The total cost of `choices` (kForbidden when a choice or pair is
-/// forbidden), and their memory through `memory`.
+/// forbidden), their memory through `memory`, and the seconds of the shared
+/// pairs hidden behind their cover through `hidden`.
 double evaluateChoices(const ChoiceProblem &problem,
                        const std::vector<int64_t> &choices,
-                       double *memory = nullptr);
+                       double *memory = nullptr, double *hidden = nullptr);
 
 /// A quick answer without CBC: each node in order takes its cheapest choice
 /// against the nodes before it, then nodes move one at a time to their
@@ -144,8 +183,9 @@ std::vector<int64_t> heuristicChoices(const ChoiceProblem &problem);
 
 /// `choices` moved, one node at a time, to each node's cheapest choice
 /// against all its neighbours (and the shared cost, paid by the move that
-/// makes its first pair) until none moves: never costlier than they came.
-/// The memory limit is ignored.
+/// makes its first pair, and what the cover hides, from the totals of all
+/// the others) until none moves: never costlier than they came. The memory
+/// limit is ignored.
 std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
                                     std::vector<int64_t> choices);
 
@@ -191,9 +231,11 @@ ReducedProblem reduceChoices(const ChoiceProblem &problem);
 
 /// Solves `problem`: reduceChoices, then CBC on the nodes left. When CBC's
 /// time limit stops it, the answer is the better of CBC's best and
-/// heuristicChoices' on the nodes left (if that fits). Fails, with the reason
-/// in `error`, when the problem is malformed (a class or node index out of
-/// range, a node without choices), when no choices fit the memory limit and
+/// heuristicChoices' on the nodes left (if that fits). A problem with cover
+/// and shared pairs is solved as weighted programs (see the file comment),
+/// at most 8. Fails, with the reason in `error`, when the problem is
+/// malformed (a class or node index out of range, a node without choices,
+/// a cover outside [0, cost]), when no choices fit the memory limit and
 /// the forbidden pairs, or when neither finds a solution.
 bool solveChoices(const ChoiceProblem &problem, const ChoiceOptions &options,
                   ChoiceSolution &solution, std::string &error);

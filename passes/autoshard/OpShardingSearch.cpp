@@ -376,10 +376,11 @@ private:
                       Choice &choice);
   /// The seconds of the cheapest reshard of `value` from `from` to `to`
   /// (kForbidden when there is none); `bucketed`: into an optimizer update,
-  /// where its reductions ride the gradient bucket's call, and through
-  /// `reduces` whether it has any.
+  /// where its reductions ride the gradient bucket's call. Through
+  /// `reductionSeconds`, the part of them its reductions' bytes take (0
+  /// when it has none; what a bucket may hide).
   double reshardSeconds(Value value, const Sharding &from, const Sharding &to,
-                        bool bucketed, bool *reduces = nullptr);
+                        bool bucketed, double *reductionSeconds = nullptr);
   void write(const std::vector<int64_t> &chosen, AutoShardReport &report);
   dist::ShardingAttr toAttr(const Sharding &sharding);
 
@@ -394,7 +395,8 @@ private:
   /// node takes each function result back (-1: none).
   std::vector<int64_t> argumentNodes, takenBackBy;
   /// Seconds and whether it reduces, by tensor, layouts and bucketing.
-  std::map<std::string, std::pair<double, bool>> reshardCache;
+  /// (seconds, reductionSeconds) by reshard.
+  std::map<std::string, std::pair<double, double>> reshardCache;
   /// The planner's options: link weights, a call's cost a step.
   partition::ReshardOptions reshardOptions;
 };
@@ -784,9 +786,9 @@ bool Search::priceLocalForm(Operation *op, const dist::ShardingRule &rule,
 
 double Search::reshardSeconds(Value value, const Sharding &from,
                               const Sharding &to, bool bucketed,
-                              bool *reduces) {
-  if (reduces)
-    *reduces = false;
+                              double *reductionSeconds) {
+  if (reductionSeconds)
+    *reductionSeconds = 0;
   std::string fromKey = layoutKey(from), toKey = layoutKey(to);
   if (fromKey == toKey)
     return 0;
@@ -800,7 +802,7 @@ double Search::reshardSeconds(Value value, const Sharding &from,
     key += std::to_string(d) + "x";
   key += std::to_string(info.elementBytes) + ":" + fromKey + ">" + toKey +
          (bucketed ? "b" : "");
-  auto [it, inserted] = reshardCache.try_emplace(key, kForbidden, false);
+  auto [it, inserted] = reshardCache.try_emplace(key, kForbidden, 0.0);
   if (inserted) {
     llvm::Expected<partition::ReshardPlan> plan =
         partition::planReshard(mesh, info, from, to, reshardOptions);
@@ -811,20 +813,21 @@ double Search::reshardSeconds(Value value, const Sharding &from,
       // all-reduces and reduce-scatters) in buckets: those steps ride the
       // bucket's call, priced once for all (ChoiceProblem::sharedCost);
       // any other step (a gather) is a call of its own.
-      double cost = plan->cost;
-      bool reduction = false;
+      // (A step's cost includes its call's.)
+      double cost = plan->cost, reduction = 0;
       for (const partition::ReshardStep &step : plan->steps)
         if (step.kind == partition::StepKind::AllReduce ||
             step.kind == partition::StepKind::ReduceScatter) {
-          reduction = true;
+          reduction += step.cost - reshardOptions.stepCost;
           if (bucketed)
             cost -= reshardOptions.stepCost;
         }
-      it->second = {cost / rates.linkBytesPerSecond, reduction};
+      it->second = {cost / rates.linkBytesPerSecond,
+                    std::max(0.0, reduction) / rates.linkBytesPerSecond};
     }
   }
-  if (reduces)
-    *reduces = it->second.second;
+  if (reductionSeconds)
+    *reductionSeconds = it->second.second;
   return it->second.first;
 }
 
@@ -879,6 +882,9 @@ ChoiceProblem Search::buildProblem() {
     for (const Choice &choice : node.choices) {
       choiceNode.costs.push_back(choice.seconds + choice.commSeconds);
       choiceNode.memory.push_back(choice.memory);
+      // What the bucketed reductions may run behind (ChoiceNode::cover).
+      if (rates.overlapShare > 0)
+        choiceNode.cover.push_back(rates.overlapShare * choice.seconds);
     }
     problem.nodes.push_back(std::move(choiceNode));
   }
@@ -924,16 +930,21 @@ ChoiceProblem Search::buildProblem() {
                                          nn::GradKind::Update;
       edge.cost.assign(fromLayouts.size(),
                        std::vector<double>(toLayouts.size(), 0));
-      if (bucketed)
+      if (bucketed) {
         edge.shared.assign(fromLayouts.size(),
                            std::vector<char>(toLayouts.size(), 0));
+        edge.sharedSeconds.assign(fromLayouts.size(),
+                                  std::vector<double>(toLayouts.size(), 0));
+      }
       for (size_t a = 0; a < fromLayouts.size(); ++a)
         for (size_t b = 0; b < toLayouts.size(); ++b) {
-          bool reduces = false;
+          double reduction = 0;
           edge.cost[a][b] = reshardSeconds(value, *fromLayouts[a],
-                                           *toLayouts[b], bucketed, &reduces);
-          if (bucketed)
-            edge.shared[a][b] = reduces;
+                                           *toLayouts[b], bucketed, &reduction);
+          if (bucketed && reduction > 0 && !std::isinf(edge.cost[a][b])) {
+            edge.shared[a][b] = true;
+            edge.sharedSeconds[a][b] = std::min(reduction, edge.cost[a][b]);
+          }
         }
       problem.edges.push_back(std::move(edge));
     }
@@ -1167,6 +1178,10 @@ FailureOr<AutoShardReport> Search::run() {
   case ChoiceMethod::Rounded:
     report.method = "rounded";
     break;
+  case ChoiceMethod::Bounded:
+    report.method = "bounded";
+    report.gapSeconds = solution.gap;
+    break;
   }
   if (fromOneAxis)
     report.method = rates.solver == CostRates::Solver::OneAxis
@@ -1176,7 +1191,10 @@ FailureOr<AutoShardReport> Search::run() {
     report.computeSeconds += nodes[u].choices[solution.choices[u]].seconds;
     report.argumentBytes += problem.nodes[u].memory[solution.choices[u]];
   }
-  report.commSeconds = solution.cost - report.computeSeconds;
+  // (tryOneAxis leaves what is hidden to be worked out.)
+  evaluateChoices(problem, solution.choices, nullptr, &report.hiddenSeconds);
+  report.commSeconds =
+      solution.cost + report.hiddenSeconds - report.computeSeconds;
   write(solution.choices, report);
   return report;
 }

@@ -22,7 +22,10 @@
 // - a model input (`nn.input`) is written anew every step: its bytes per
 //   device at the memory rate;
 // - the arguments' bytes per device (parameters, optimizer state, inputs)
-//   may be capped; activations are not counted.
+//   may be capped; activations are not counted;
+// - the bucketed gradient reductions may run behind overlapShare of the
+//   step's compute, as the strategy search prices a plan (Pricing.h):
+//   min(their time, that share) comes off the estimate.
 // ChoiceILP.h solves it with CBC. The choices are written as closed
 // annotations on every argument, op result and function result, with a
 // `dist.constraint` before each op that reads a value in another layout
@@ -38,7 +41,8 @@
 // attention unless the partitioner's options turn them on; a dimension made
 // of several factors splits only its major one; a value read in one other
 // layout by several ops is priced once per op but resharded once;
-// communication does not overlap compute.
+// the overlap of the bucketed gradient reductions is the strategy search's
+// (up to overlapShare of all the compute), not a schedule's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +83,10 @@ struct CostRates : sharding::DeviceRates {
   /// Whether dist-partition returns a partial value partial (its option of
   /// that name): a function result may then be read partial, for free.
   bool keepPartialResults = true;
+  /// The share of the compute behind which the gradient reductions into
+  /// optimizer updates (bucketed) may run: the search's backwardShare; 0
+  /// when dist-optimize-comm does not overlap them.
+  double overlapShare = 2.0 / 3.0;
 };
 
 /// The solver named `name` ("cbc", "greedy" or "one-axis": the pass's
@@ -96,7 +104,9 @@ struct AutoShardReport {
   /// their sizes summed.
   ProgramSize program;
   /// "optimal" (CBC proved it), "time-limit" (CBC's best when its time
-  /// limit stopped it), "rounded" (the relaxation's largest choices
+  /// limit stopped it), "bounded" (the best of the programs that weight the
+  /// overlap, within gapSeconds of their bound), "rounded" (the
+  /// relaxation's largest choices
   /// improved by single moves, CBC having found nothing better in time),
   /// "heuristic" (the greedy heuristic's, CBC having
   /// found nothing better in time), "one-axis" (solver one-axis) or
@@ -104,8 +114,12 @@ struct AutoShardReport {
   /// finish, the one-axis answer was better).
   std::string method;
   /// The estimate of the chosen shardings: the ops' compute, the reshards'
-  /// communication, and the arguments' bytes per device.
-  double computeSeconds = 0, commSeconds = 0, argumentBytes = 0;
+  /// communication, the part of it hidden behind compute, and the
+  /// arguments' bytes per device. The step is compute + comm - hidden.
+  double computeSeconds = 0, commSeconds = 0, hiddenSeconds = 0,
+         argumentBytes = 0;
+  /// "bounded": how far above a lower bound the step's estimate may be.
+  double gapSeconds = 0;
   /// `dist.constraint` ops written (reshards).
   int64_t reshards = 0;
 };

@@ -43,6 +43,18 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
     when the op's partition hook builds that form under dist-partition's
     options: such a choice is priced by the form the hook builds (its ops'
     costs, and its all-reduces by the reshard planner).
+
+    A train step's gradient reductions into its optimizer updates, which
+    dist-optimize-comm sends in buckets as the backward makes them, may run
+    behind `overlap-share` of the step's compute (the backward's share, as
+    the strategy search prices it): the estimate is less min(their time,
+    that share of the compute). That term ties every op together, so it is
+    priced by weighting (a Lagrangian relaxation): programs in which the
+    reductions cost a weight w in [0, 1] of their time and each op w times
+    its share less, whose optima bound the step's from below, with the
+    weight moved to where the answers' reductions and covering compute
+    cross (at most 8 programs). When the weighting cannot close the gap,
+    the method is `bounded` and `dist.auto_shard` gives the gap.
   }];
   let options = [
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
@@ -84,6 +96,11 @@ def DistAutoShard : Pass<"dist-auto-shard", "::mlir::ModuleOp"> {
            /*default=*/"false",
            "Offer attention over split keys (dist-partition's option of the "
            "same name must be on too)">,
+    Option<"overlapShare", "overlap-share", "double",
+           /*default=*/"0.6666666666666666",
+           "Share of a train step's compute (its backward) that bucketed "
+           "gradient reductions may run behind, between 0 (no overlap, as "
+           "with the pipeline's overlap-comm off) and 1">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

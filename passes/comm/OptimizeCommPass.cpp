@@ -39,6 +39,18 @@ bool isGradientReduction(Operation *op) {
          llvm::any_of(op->getOperands(), isGradient);
 }
 
+/// Whether a backward op (tagged "B" or "W") reads a result of `op`: an
+/// activation gradient's reduction (a tensor-parallel backward's), which
+/// the backward waits for at once. It is not bucketed: a bucket would make
+/// the weight gradients riding with it wait too, and nothing can run behind
+/// it.
+bool feedsBackward(Operation *op) {
+  return llvm::any_of(op->getUsers(), [](Operation *user) {
+    std::optional<nn::GradKind> kind = nn::getGradKind(user);
+    return kind == nn::GradKind::Input || kind == nn::GradKind::Weight;
+  });
+}
+
 /// Whether `op` is a reduce_scatter whose result an optimizer update reads
 /// (a ZeRO gradient scattered into its sharded update).
 bool scattersIntoUpdate(Operation *op) {
@@ -126,7 +138,7 @@ void bucketInBlock(Block &block, int64_t capBytes) {
       if (it != bucketOf.end())
         buckets[it->second].open = false;
     }
-    if (!isGradientReduction(&op))
+    if (!isGradientReduction(&op) || feedsBackward(&op))
       continue;
     BucketKey key = keyOf(&op);
     int64_t bytes = operandBytes(&op);

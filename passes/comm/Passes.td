@@ -35,9 +35,15 @@ def DistOptimizeComm : Pass<"dist-optimize-comm", "::mlir::ModuleOp"> {
     would keep the gathered parameter alive longer and undo the sharding's
     memory saving.
 
-    Then the gradient reductions are bucketed, as PyTorch DDP does (Li et
+    Then the gradient reductions that leave the backward (no op tagged
+    `"B"` or `"W"` reads their results: a weight gradient's, which the
+    optimizer reads) are bucketed, as PyTorch DDP does (Li et
     al., "PyTorch Distributed", VLDB 2020, section 3.2.3; its default cap is
-    25 MiB): walking the block in order, each reduction joins the open
+    25 MiB). An activation gradient's reduction (a tensor-parallel
+    backward's), which the next backward op waits for, stays a collective
+    of its own: in a bucket it would hold back the weight gradients riding
+    with it, and nothing could run behind it anyway. Walking the block in
+    order, each reduction joins the open
     bucket when it has the same kind, mesh, axes, reduction and element
     type, and the bucket's bytes (the sum of its members' local operand
     bytes) stay within `bucket-bytes`; else it opens a new one. A bucket

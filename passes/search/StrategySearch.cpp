@@ -128,6 +128,7 @@ autoshard::DistAutoShardOptions toAutoShardOptions(const CostModel &cost) {
   options.memoryGbytes = cost.memoryBytesPerSecond / 1e9;
   options.memoryPerDeviceGib =
       double(cost.memoryPerDevice) / double(int64_t(1) << 30);
+  options.overlapShare = cost.backwardShare;
   return options;
 }
 

@@ -27,6 +27,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/ADT/STLExtras.h"
@@ -394,6 +395,16 @@ std::string describeAutoShard(mlir::ModuleOp module) {
            : how == "one-axis"
                ? "from the answer on the mesh's devices as one axis, "
                  "improved by single moves"
+           : how == "bounded"
+               ? "within " +
+                     formatv("{0:g}",
+                             100 * number("gap_seconds") /
+                                 std::max(1e-300, number("compute_seconds") +
+                                                      number("comm_seconds") -
+                                                      number("hidden_seconds")))
+                         .str() +
+                     "% of a lower bound (the best answer of the programs "
+                     "that weight the gradient reductions' overlap)"
            : how == "rounded"
                ? "from the relaxation's largest choices, improved by single "
                  "moves (CBC found nothing better in its time limit)"
@@ -407,7 +418,11 @@ std::string describeAutoShard(mlir::ModuleOp module) {
                  "time limit)")
        << "; estimated step " << format("%.4g", number("compute_seconds") * 1e3)
        << " ms compute + " << format("%.4g", number("comm_seconds") * 1e3)
-       << " ms communication, " << int64_t(number("reshards")) << " reshards, "
+       << " ms communication";
+    if (number("hidden_seconds") > 0)
+      os << " (" << format("%.4g", number("hidden_seconds") * 1e3)
+         << " ms of it behind the backward)";
+    os << ", " << int64_t(number("reshards")) << " reshards, "
        << int64_t(number("argument_bytes")) << " argument bytes a device";
     return text;
   }

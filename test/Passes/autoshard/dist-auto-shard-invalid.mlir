@@ -18,11 +18,15 @@
 // RUN: not partita-opt %s -split-input-file \
 // RUN:   -dist-auto-shard="mesh=x=2 solver=greedy memory-per-device-gib=1" 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=GREEDY-MEMORY
+// RUN: not partita-opt %s -split-input-file \
+// RUN:   -dist-auto-shard="mesh=x=2 overlap-share=1.5" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=OVERLAP
 
 // NO-MESH: error: module has no mesh @mesh; declare one or pass the mesh option
 // SOLVER: error: dist-auto-shard: solver must be cbc, greedy or one-axis, got 'glpk'
 // GREEDY-MEMORY: error: dist-auto-shard: solver=greedy does not take memory-per-device-gib (only the integer program keeps a limit)
 // RATE: error: dist-auto-shard: link-gbytes must be positive, got 0
+// OVERLAP: error: dist-auto-shard: overlap-share must lie between 0 and 1, got 1.5
 // NEGATIVE: error: dist-auto-shard: devices-per-node, call-us and memory-per-device-gib must not be negative
 
 func.func private @callee(tensor<4x8xf32>) -> tensor<4x8xf32>

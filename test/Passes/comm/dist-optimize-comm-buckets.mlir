@@ -53,6 +53,40 @@ func.func @cap(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %w: tensor<8x8xf32>)
 
 // -----
 
+// Tests that an activation gradient's reduction, which the next backward op
+// (tagged "B" or "W") reads, stays out of the buckets (a tensor-parallel
+// backward's): bucketed, it would hold back the weight gradients with it
+// and nothing could run behind it. It is still hoisted, and the weight
+// gradients' reductions around it share one bucket.
+dist.mesh @mesh <["dp"=2]>
+// CHECK-LABEL: func.func @activation_gradient_unbucketed
+// CHECK:      nn.einsum "bi,bj->ij" {{.*}} {nn.grad_kind = "W"}
+// CHECK-NEXT: %[[DX:.*]] = nn.add
+// CHECK-NEXT: %[[RDX:.*]] = dist.all_reduce %[[DX]] on @mesh axes = ["dp"] kind = sum : tensor<4x8xf32>
+// CHECK-NEXT: nn.add %[[RDX]], %arg0 {nn.grad_kind = "B"}
+// CHECK-NEXT: nn.einsum "bi,bj->ij" {{.*}} {nn.grad_kind = "W"}
+// CHECK-NEXT: dist.all_reduce {{.*}} {dist.bucket = 1 : i64}
+// CHECK-NEXT: dist.all_reduce {{.*}} {dist.bucket = 1 : i64}
+// CHECK-NOT:  dist.bucket = 2
+// DEFAULT-LABEL: func.func @activation_gradient_unbucketed
+// DEFAULT:  dist.all_reduce {{.*}} : tensor<4x8xf32>
+// DEFAULT-COUNT-2: {dist.bucket = 1 : i64}
+// DEFAULT-NOT: dist.bucket
+// DEFAULT: return
+func.func @activation_gradient_unbucketed(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>)
+    -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) {
+  %gw1 = nn.einsum "bi,bj->ij" %a, %b {nn.grad_kind = "W"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %dx = nn.add %a, %b {nn.grad_kind = "B"} : tensor<4x8xf32>
+  %rdx = dist.all_reduce %dx on @mesh axes = ["dp"] kind = sum : tensor<4x8xf32>
+  %dx2 = nn.add %rdx, %a {nn.grad_kind = "B"} : tensor<4x8xf32>
+  %gw2 = nn.einsum "bi,bj->ij" %dx2, %b {nn.grad_kind = "W"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %r1 = dist.all_reduce %gw1 on @mesh axes = ["dp"] kind = sum : tensor<8x8xf32>
+  %r2 = dist.all_reduce %gw2 on @mesh axes = ["dp"] kind = sum : tensor<8x8xf32>
+  return %r1, %r2, %dx2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that reading a member's result closes its bucket: %y reads r1
 // before g2 exists, so r1 runs alone (bucket 1) and r2 starts bucket 2.
 // A reduction larger than the cap (g3, 1024 bytes) is a bucket of its own.

@@ -391,6 +391,112 @@ TEST(ChoiceILPTest, ImproveNeverCostsMore) {
   }
 }
 
+/// `problem` with cover on every choice (a random share of its cost, as a
+/// backward's share of an op's compute) and, on some shared edges, only a
+/// random part of a shared pair's cost hideable (a gather after the
+/// reduction is not).
+void addCover(std::mt19937 &rng, ChoiceProblem &problem) {
+  std::uniform_real_distribution<double> share(0, 1);
+  for (ChoiceNode &node : problem.nodes)
+    for (double cost : node.costs)
+      node.cover.push_back(std::isinf(cost) ? 0 : share(rng) * cost);
+  for (ChoiceEdge &edge : problem.edges) {
+    if (edge.shared.empty() || rng() % 2)
+      continue;
+    edge.sharedSeconds = edge.cost;
+    for (auto &row : edge.sharedSeconds)
+      for (double &part : row)
+        part = std::isinf(part) ? 0 : share(rng) * part;
+  }
+  problem.sharedCost = std::uniform_real_distribution<double>(0, 1e-3)(rng);
+}
+
+// The overlap term (what the shared pairs hide behind the cover) ties every
+// node together; the weighted programs must still find the brute-force
+// optimum or say how far from a bound they may be, and the bound must hold.
+TEST(ChoiceILPTest, CoverMatchesBruteForce) {
+  int total = 0, optimal = 0, hidesSome = 0;
+  for (int seed = 8000; seed < 8300; ++seed) {
+    std::mt19937 rng(seed);
+    ChoiceProblem problem = randomProblem(
+        rng, /*withMemory=*/seed % 3 == 0, /*withForbidden=*/seed % 2 == 0,
+        /*withShared=*/true, /*edgeChance=*/0.6, /*maxNodes=*/7);
+    addCover(rng, problem);
+    double best = bruteForce(problem);
+    ChoiceSolution solution;
+    std::string error;
+    bool solved = solveChoices(problem, {}, solution, error);
+    if (std::isinf(best)) {
+      EXPECT_FALSE(solved) << "seed " << seed;
+      continue;
+    }
+    ASSERT_TRUE(solved) << "seed " << seed << ": " << error;
+    ++total;
+    double memory = 0, hidden = 0;
+    double cost = evaluateChoices(problem, solution.choices, &memory, &hidden);
+    EXPECT_EQ(cost, solution.cost) << "seed " << seed;
+    EXPECT_EQ(hidden, solution.hidden) << "seed " << seed;
+    hidesSome += hidden > 0;
+    if (problem.memoryLimit > 0) {
+      EXPECT_LE(memory, problem.memoryLimit * (1 + 1e-9)) << "seed " << seed;
+    }
+    EXPECT_GE(cost, best * (1 - 1e-9) - 1e-15) << "seed " << seed;
+    if (solution.method == ChoiceMethod::Optimal) {
+      ++optimal;
+      EXPECT_NEAR(cost, best, 1e-12 + 1e-7 * best) << "seed " << seed;
+    } else {
+      ASSERT_EQ(solution.method, ChoiceMethod::Bounded) << "seed " << seed;
+      EXPECT_GT(solution.gap, 0) << "seed " << seed;
+      // The bound is a bound.
+      EXPECT_LE(cost - solution.gap, best * (1 + 1e-9) + 1e-15)
+          << "seed " << seed;
+    }
+  }
+  // Most are proven; and the cases are not all ones where nothing hides.
+  EXPECT_GE(optimal, total * 9 / 10) << optimal << " of " << total;
+  EXPECT_GE(hidesSome, total / 4) << hidesSome << " of " << total;
+}
+
+// What is hidden is min(the chosen shared pairs' hideable costs and the
+// shared cost, the chosen choices' cover), worked out by hand.
+TEST(ChoiceILPTest, HidesTheLesserOfSharedAndCover) {
+  ChoiceProblem problem;
+  // Node 0 computes 4 (cover 3 of it); node 1 reads it either way: the
+  // shared pair (class 1) costs 5, of which 2 ride the shared call.
+  problem.nodes = {{{4.0}, {}, {3.0}}, {{1.0, 1.0}, {}, {0.0, 0.0}}};
+  ChoiceEdge edge{0, 1, {0}, {0, 1}, {{0.0, 5.0}}, {{0, 1}}, {{0.0, 2.0}}};
+  problem.edges.push_back(edge);
+  problem.sharedCost = 0.5;
+  double hidden = 0;
+  // Pair (0, 1): 4 + 1 + 5 + 0.5 - min(2 + 0.5, 3).
+  EXPECT_DOUBLE_EQ(evaluateChoices(problem, {0, 1}, nullptr, &hidden), 8.0);
+  EXPECT_DOUBLE_EQ(hidden, 2.5);
+  problem.sharedCost = 2;
+  // min(2 + 2, 3) = 3.
+  EXPECT_DOUBLE_EQ(evaluateChoices(problem, {0, 1}, nullptr, &hidden), 9.0);
+  EXPECT_DOUBLE_EQ(hidden, 3.0);
+  // Not shared: nothing hides.
+  EXPECT_DOUBLE_EQ(evaluateChoices(problem, {0, 0}, nullptr, &hidden), 5.0);
+  EXPECT_DOUBLE_EQ(hidden, 0.0);
+}
+
+// Single moves with cover never make an assignment costlier.
+TEST(ChoiceILPTest, ImproveWithCoverNeverCostsMore) {
+  for (int seed = 9000; seed < 9200; ++seed) {
+    std::mt19937 rng(seed);
+    ChoiceProblem problem = randomProblem(rng, /*withMemory=*/false,
+                                          /*withForbidden=*/false,
+                                          /*withShared=*/true);
+    addCover(rng, problem);
+    std::vector<int64_t> start;
+    for (const ChoiceNode &node : problem.nodes)
+      start.push_back(rng() % node.costs.size());
+    double before = evaluateChoices(problem, start);
+    double after = evaluateChoices(problem, improveChoices(problem, start));
+    EXPECT_LE(after, before * (1 + 1e-12)) << "seed " << seed;
+  }
+}
+
 TEST(ChoiceILPTest, ReportsMalformedProblems) {
   ChoiceSolution solution;
   std::string error;
@@ -431,6 +537,24 @@ TEST(ChoiceILPTest, ReportsMalformedProblems) {
   EXPECT_FALSE(solveChoices(noPair, heuristic, solution, error));
   EXPECT_EQ(error, "the greedy heuristic found no choices that avoid the "
                    "forbidden pairs");
+
+  // Cover: one per choice, between 0 and the choice's cost.
+  ChoiceProblem badCover;
+  badCover.nodes = {{{1.0, 2.0}, {}, {0.5}}};
+  EXPECT_FALSE(solveChoices(badCover, {}, solution, error));
+  EXPECT_EQ(error, "node 0 has cover for a different number of choices");
+  badCover.nodes = {{{1.0, 2.0}, {}, {0.5, 3.0}}};
+  EXPECT_FALSE(solveChoices(badCover, {}, solution, error));
+  EXPECT_EQ(error, "node 0: a choice's cover must lie between 0 and its cost");
+  // A shared pair's hideable part: between 0 and its cost.
+  ChoiceProblem badShared;
+  badShared.nodes = {{{1.0}, {}}, {{1.0}, {}}};
+  badShared.edges.push_back({0, 1, {0}, {0}, {{1.0}}, {{1}}, {{2.0}}});
+  EXPECT_FALSE(solveChoices(badShared, {}, solution, error));
+  EXPECT_EQ(error, "edge 0: shared seconds must lie between 0 and the cost");
+  badShared.edges[0].sharedSeconds = {{1.0, 0.0}};
+  EXPECT_FALSE(solveChoices(badShared, {}, solution, error));
+  EXPECT_EQ(error, "edge 0: shared seconds per cost expected");
 }
 
 } // namespace
