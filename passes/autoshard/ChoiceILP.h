@@ -100,6 +100,9 @@ struct ChoiceProblem {
   /// Paid once when any chosen pair needs the shared resource (a bucket of
   /// gradient reductions: one communicator call, however many ride in it).
   double sharedCost = 0;
+  /// sharedCost is paid (and may hide) whether or not a chosen pair needs
+  /// the resource: the case of the choices that pay it, solved apart.
+  bool sharedPaid = false;
   // The total of some choices is their node and edge costs, and sharedCost
   // if any chosen pair needs the shared resource, less what is hidden:
   // min(the chosen shared pairs' hideable costs and sharedCost, the chosen
@@ -111,6 +114,10 @@ struct ChoiceOptions {
   double timeLimitSeconds = 60;
   /// Only heuristicChoices, without CBC (no proof, and no memory limit).
   bool heuristicOnly = false;
+  /// When the weighted programs leave a gap, the cover is priced exactly
+  /// in one more program if the problem has at most this many columns
+  /// (choices and class pairs; it cannot be made smaller first).
+  int64_t exactCoverColumns = 20000;
 };
 
 /// How a solution was found.

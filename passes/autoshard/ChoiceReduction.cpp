@@ -37,6 +37,9 @@ struct WorkEdge {
   int64_t a = 0, b = 0;
   std::vector<int64_t> aClass, bClass;
   std::vector<std::vector<double>> cost;
+  /// A paid program's hideable part of each pair (empty: none), which its
+  /// row needs: such an edge is never folded, and its nodes stay.
+  std::vector<std::vector<double>> hideable;
   bool alive = true;
 };
 
@@ -65,7 +68,8 @@ public:
 private:
   void addEdge(int64_t a, int64_t b, std::vector<int64_t> aClass,
                std::vector<int64_t> bClass,
-               std::vector<std::vector<double>> cost);
+               std::vector<std::vector<double>> cost,
+               std::vector<std::vector<double>> hideable = {});
   void removeEdge(int64_t e);
   /// Folds edge `e` into a side's costs if the other side has one class;
   /// whether it did.
@@ -84,16 +88,23 @@ private:
 
 void Reducer::addEdge(int64_t a, int64_t b, std::vector<int64_t> aClass,
                       std::vector<int64_t> bClass,
-                      std::vector<std::vector<double>> cost) {
+                      std::vector<std::vector<double>> cost,
+                      std::vector<std::vector<double>> hideable) {
   if (a > b) {
     std::swap(a, b);
     std::swap(aClass, bClass);
-    std::vector<std::vector<double>> transposed(
-        numClasses(aClass), std::vector<double>(numClasses(bClass)));
-    for (size_t i = 0; i < cost.size(); ++i)
-      for (size_t j = 0; j < cost[i].size(); ++j)
-        transposed[j][i] = cost[i][j];
-    cost = std::move(transposed);
+    auto transpose = [&](std::vector<std::vector<double>> &table) {
+      if (table.empty())
+        return;
+      std::vector<std::vector<double>> transposed(
+          numClasses(aClass), std::vector<double>(numClasses(bClass)));
+      for (size_t i = 0; i < table.size(); ++i)
+        for (size_t j = 0; j < table[i].size(); ++j)
+          transposed[j][i] = table[i][j];
+      table = std::move(transposed);
+    };
+    transpose(cost);
+    transpose(hideable);
   }
   auto existing = adjacent[a].find(b);
   if (existing != adjacent[a].end()) {
@@ -104,19 +115,29 @@ void Reducer::addEdge(int64_t a, int64_t b, std::vector<int64_t> aClass,
     std::vector<int64_t> mergedB = productClasses(old.bClass, bClass, bPairs);
     std::vector<std::vector<double>> merged(aPairs.size(),
                                             std::vector<double>(bPairs.size()));
+    std::vector<std::vector<double>> mergedHideable;
+    if (!old.hideable.empty() || !hideable.empty())
+      mergedHideable = merged;
     for (size_t i = 0; i < aPairs.size(); ++i)
-      for (size_t j = 0; j < bPairs.size(); ++j)
-        merged[i][j] = old.cost[aPairs[i].first][bPairs[j].first] +
-                       cost[aPairs[i].second][bPairs[j].second];
+      for (size_t j = 0; j < bPairs.size(); ++j) {
+        auto [oldA, newA] = aPairs[i];
+        auto [oldB, newB] = bPairs[j];
+        merged[i][j] = old.cost[oldA][oldB] + cost[newA][newB];
+        if (!mergedHideable.empty())
+          mergedHideable[i][j] =
+              (old.hideable.empty() ? 0 : old.hideable[oldA][oldB]) +
+              (hideable.empty() ? 0 : hideable[newA][newB]);
+      }
     old.aClass = std::move(mergedA);
     old.bClass = std::move(mergedB);
     old.cost = std::move(merged);
+    old.hideable = std::move(mergedHideable);
     foldIfOneSided(existing->second);
     return;
   }
   int64_t e = edges.size();
-  edges.push_back(
-      {a, b, std::move(aClass), std::move(bClass), std::move(cost)});
+  edges.push_back({a, b, std::move(aClass), std::move(bClass), std::move(cost),
+                   std::move(hideable)});
   adjacent[a][b] = e;
   adjacent[b][a] = e;
   foldIfOneSided(e);
@@ -133,6 +154,8 @@ void Reducer::removeEdge(int64_t e) {
 
 bool Reducer::foldIfOneSided(int64_t e) {
   WorkEdge &edge = edges[e];
+  if (!edge.hideable.empty())
+    return false;
   if (numClasses(edge.aClass) == 1) {
     for (size_t t = 0; t < costs[edge.b].size(); ++t)
       costs[edge.b][t] += edge.cost[0][edge.bClass[t]];
@@ -219,8 +242,30 @@ ReducedProblem Reducer::run() {
     for (int64_t u = 0; u < numNodes; ++u)
       for (double held : problem.nodes[u].memory)
         pinned[u] |= held != 0;
-  for (const ChoiceEdge &edge : problem.edges)
-    addEdge(edge.from, edge.to, edge.fromClass, edge.toClass, edge.cost);
+  // A paid program's cover and hideable pairs are in its rows: their nodes
+  // stay, and so do those edges.
+  if (problem.sharedPaid)
+    for (int64_t u = 0; u < numNodes; ++u)
+      for (double cover : problem.nodes[u].cover)
+        pinned[u] |= cover != 0;
+  for (const ChoiceEdge &edge : problem.edges) {
+    std::vector<std::vector<double>> hideable;
+    if (problem.sharedPaid && !edge.shared.empty()) {
+      hideable.assign(edge.cost.size(), {});
+      bool any = false;
+      for (size_t a = 0; a < edge.cost.size(); ++a)
+        for (size_t b = 0; b < edge.cost[a].size(); ++b) {
+          hideable[a].push_back(edge.hideable(a, b));
+          any |= hideable[a][b] != 0;
+        }
+      if (any)
+        pinned[edge.from] = pinned[edge.to] = 1;
+      else
+        hideable.clear();
+    }
+    addEdge(edge.from, edge.to, edge.fromClass, edge.toClass, edge.cost,
+            std::move(hideable));
+  }
   for (int64_t u = 0; u < numNodes; ++u)
     worklist.push_back(u);
   while (!worklist.empty()) {
@@ -234,20 +279,30 @@ ReducedProblem Reducer::run() {
   reduced.kept.assign(numNodes, -1);
   ChoiceProblem &left = reduced.problem;
   left.memoryLimit = problem.memoryLimit;
+  left.sharedPaid = problem.sharedPaid;
+  left.sharedCost = problem.sharedPaid ? problem.sharedCost : 0;
   for (int64_t u = 0; u < numNodes; ++u) {
     if (removed[u])
       continue;
     reduced.kept[u] = left.nodes.size();
-    left.nodes.push_back({costs[u], problem.nodes[u].memory});
+    left.nodes.push_back({costs[u], problem.nodes[u].memory,
+                          problem.sharedPaid ? problem.nodes[u].cover
+                                             : std::vector<double>()});
   }
-  for (const WorkEdge &edge : edges)
-    if (edge.alive)
-      left.edges.push_back({reduced.kept[edge.a],
-                            reduced.kept[edge.b],
-                            edge.aClass,
-                            edge.bClass,
-                            edge.cost,
-                            {}});
+  for (const WorkEdge &edge : edges) {
+    if (!edge.alive)
+      continue;
+    ChoiceEdge kept{reduced.kept[edge.a], reduced.kept[edge.b], edge.aClass,
+                    edge.bClass, edge.cost, {}};
+    if (!edge.hideable.empty()) {
+      kept.sharedSeconds = edge.hideable;
+      kept.shared.assign(edge.hideable.size(), {});
+      for (size_t a = 0; a < edge.hideable.size(); ++a)
+        for (double part : edge.hideable[a])
+          kept.shared[a].push_back(part != 0);
+    }
+    left.edges.push_back(std::move(kept));
+  }
   return std::move(reduced);
 }
 
