@@ -91,9 +91,11 @@ int64_t numClasses(const std::vector<int64_t> &classes) {
 }
 
 namespace {
-/// What `choices` hide: the chosen shared pairs' costs (and sharedCost if
-/// any) through `shared`, the chosen choices' cover through `cover`.
-void sharedAndCover(const ChoiceProblem &problem,
+/// What `choices` may hide: the chosen shared pairs' hideable costs (and
+/// sharedCost if any, or if paid anyway) through `shared`, the chosen
+/// choices' cover through `cover`. Whether any chosen pair needs the shared
+/// resource.
+bool sharedAndCover(const ChoiceProblem &problem,
                     const std::vector<int64_t> &choices, double &shared,
                     double &cover) {
   shared = cover = 0;
@@ -111,6 +113,7 @@ void sharedAndCover(const ChoiceProblem &problem,
   for (size_t u = 0; u < problem.nodes.size(); ++u)
     if (!problem.nodes[u].cover.empty())
       cover += problem.nodes[u].cover[choices[u]];
+  return any;
 }
 } // namespace
 
@@ -667,13 +670,8 @@ bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
     else
       proven = false;
     double shared = 0, cover = 0;
-    sharedAndCover(problem, answer.choices, shared, cover);
-    bool pays = false;
-    for (const ChoiceEdge &edge : problem.edges)
-      pays |= edge.needsShared(edge.fromClass[answer.choices[edge.from]],
-                               edge.toClass[answer.choices[edge.to]]);
-    if (!pays)
-      shared += problem.sharedCost; // (sharedAndCover adds it only if paid)
+    if (!sharedAndCover(problem, answer.choices, shared, cover))
+      shared += problem.sharedCost; // (paid here all the same)
     line.slope = shared - cover;
     line.at0 = value - weight * line.slope;
     consider(answer);
@@ -684,12 +682,11 @@ bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
       high.slope < 0 && !options.heuristicOnly) {
     for (int program = 2; program < 8 && spent() < options.timeLimitSeconds;
          ++program) {
-      // Stop once the paid case cannot beat the best answer.
-      double top = low.at0 + (high.at0 - low.at0) / (low.slope - high.slope) *
-                                 low.slope;
-      if (proven && top >= best.cost)
+      // Done once the paid case is shown not to beat the best answer.
+      if (proven && paidBound >= best.cost)
         break;
       double weight = (high.at0 - low.at0) / (low.slope - high.slope);
+      double top = low.at0 + weight * low.slope;
       Line line;
       if (!solveAt(weight, line))
         break;
