@@ -201,10 +201,12 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
 bool fitsProblem(const ChoiceProblem &problem,
                  const std::vector<int64_t> &choices, double &cost);
 
-/// `problem`, which has no shared pairs, with the nodes that their
-/// neighbours decide taken out (ChoiceReduction.cpp): a node without edges,
-/// or with edges to one or two other nodes, whose choices hold no memory
-/// under the limit. Its cheapest choice for each combination of its
+/// `problem`, which has no shared pairs or pays its shared resource
+/// (sharedPaid), with the nodes that their neighbours decide taken out
+/// (ChoiceReduction.cpp): a node without edges, or with edges to one or two
+/// other nodes, whose choices hold no memory under the limit (and, paid,
+/// have no cover and are on no pair that may hide; those pairs' edges stay
+/// too). Its cheapest choice for each combination of its
 /// neighbours' classes is kept, and that cost is moved onto the neighbour
 /// (one) or onto an edge between the two (two). The optimum of what is left
 /// plus `constant` is the optimum of `problem`, and `expand` maps any

@@ -15,9 +15,11 @@
 // and each node taken out is decided afterwards from its neighbours' choices,
 // in the reverse order. An edge whose side has one class is folded into the
 // other side's costs first. A node that holds memory under a limit is never
-// taken out: its choice matters to more than its neighbours. The program has
-// no shared resource here: solveChoices solves the cases of paying and of
-// avoiding it apart.
+// taken out: its choice matters to more than its neighbours; nor, in a
+// program whose shared resource is paid (sharedPaid: the overlap priced
+// exactly), a node with cover or on a pair that may hide, nor such an edge,
+// for the same reason. Otherwise the program has no shared resource here:
+// solveChoices solves the cases of paying and of avoiding it apart.
 //
 //===----------------------------------------------------------------------===//
 

@@ -394,8 +394,7 @@ private:
   /// The node of each argument (-1: not a tensor), and the argument whose
   /// node takes each function result back (-1: none).
   std::vector<int64_t> argumentNodes, takenBackBy;
-  /// Seconds and whether it reduces, by tensor, layouts and bucketing.
-  /// (seconds, reductionSeconds) by reshard.
+  /// (seconds, reductionSeconds) by tensor, layouts and bucketing.
   std::map<std::string, std::pair<double, double>> reshardCache;
   /// The planner's options: link weights, a call's cost a step.
   partition::ReshardOptions reshardOptions;
