@@ -77,6 +77,19 @@ std::string formatSeconds(double seconds) {
   return text;
 }
 
+/// What a solve that must stop `limit` seconds after it started may still
+/// take, `spent` seconds in: the rest, but at least a second (or the whole
+/// limit, if shorter).
+double secondsLeft(double limit, double spent) {
+  return std::max(limit - spent, std::min(limit, 1.0));
+}
+
+/// Whether `cost` is no more than `bound` (a lower bound on every answer),
+/// but for the solvers' tolerance: then it is optimal.
+bool meetsBound(double cost, double bound) {
+  return cost <= bound + 1e-7 * std::abs(bound) + 1e-12;
+}
+
 bool fail(std::string &error, std::string message) {
   error = std::move(message);
   return false;
@@ -127,19 +140,15 @@ double evaluateChoices(const ChoiceProblem &problem,
     if (!node.memory.empty())
       held += node.memory[choices[u]];
   }
-  bool shared = false;
-  for (const ChoiceEdge &edge : problem.edges) {
-    int64_t a = edge.fromClass[choices[edge.from]];
-    int64_t b = edge.toClass[choices[edge.to]];
-    total += edge.cost[a][b];
-    shared |= edge.needsShared(a, b);
-  }
-  if (shared || problem.sharedPaid)
-    total += problem.sharedCost;
+  for (const ChoiceEdge &edge : problem.edges)
+    total += edge.cost[edge.fromClass[choices[edge.from]]]
+                      [edge.toClass[choices[edge.to]]];
   double sharedSeconds = 0, cover = 0;
-  if (!std::isinf(total))
-    sharedAndCover(problem, choices, sharedSeconds, cover);
-  double hides = std::min(sharedSeconds, cover);
+  if (sharedAndCover(problem, choices, sharedSeconds, cover) ||
+      problem.sharedPaid)
+    total += problem.sharedCost;
+  // (Nothing hides from a forbidden total.)
+  double hides = std::isinf(total) ? 0 : std::min(sharedSeconds, cover);
   if (memory)
     *memory = held;
   if (hidden)
@@ -333,7 +342,7 @@ Outcome solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
           roundedCost = cost;
         }
       }
-      if (roundedCost <= bound + 1e-7 * std::abs(bound) + 1e-12) {
+      if (meetsBound(roundedCost, bound)) {
         solution.choices = std::move(rounded);
         solution.cost = roundedCost;
         solution.method = ChoiceMethod::Optimal;
@@ -354,8 +363,8 @@ Outcome solveProgram(const ChoiceProblem &problem, const ChoiceOptions &options,
   // CBC's own preprocessing is off: on a two-node program with a memory row
   // (seed 4072 of the unit test against brute force) it returned a worse
   // answer as proven optimal.
-  std::string seconds = formatSeconds(std::max(
-      options.timeLimitSeconds - spent, std::min(options.timeLimitSeconds, 1.0)));
+  std::string seconds =
+      formatSeconds(secondsLeft(options.timeLimitSeconds, spent));
   const char *argv[] = {"partita", "-log", "0", "-slog", "0", "-seconds",
                         seconds.c_str(), "-preprocess", "off", "-dualS",
                         "-solve",  "-quit"};
@@ -451,6 +460,22 @@ Outcome solveUnshared(const ChoiceProblem &problem,
 } // namespace
 
 namespace {
+/// `problem` without its shared resource: the pairs that need it forbidden
+/// (`avoid`) or only its flags dropped (paid: its cost left to the caller),
+/// and sharedCost 0.
+void dropShared(ChoiceProblem &problem, bool avoid) {
+  for (ChoiceEdge &edge : problem.edges) {
+    if (avoid)
+      for (size_t a = 0; a < edge.shared.size(); ++a)
+        for (size_t b = 0; b < edge.shared[a].size(); ++b)
+          if (edge.shared[a][b])
+            edge.cost[a][b] = kForbidden;
+    edge.shared.clear();
+    edge.sharedSeconds.clear();
+  }
+  problem.sharedCost = 0;
+}
+
 /// solveChoices on a well-formed `problem` whose cover is ignored.
 bool solveLinear(const ChoiceProblem &problem, const ChoiceOptions &options,
                  ChoiceSolution &solution, std::string &error) {
@@ -485,15 +510,7 @@ bool solveLinear(const ChoiceProblem &problem, const ChoiceOptions &options,
       anyShared |= std::any_of(row.begin(), row.end(), [](char f) { return f; });
   auto withoutShared = [&](bool avoid) {
     ChoiceProblem cases = problem;
-    for (ChoiceEdge &edge : cases.edges) {
-      if (avoid)
-        for (size_t a = 0; a < edge.shared.size(); ++a)
-          for (size_t b = 0; b < edge.shared[a].size(); ++b)
-            if (edge.shared[a][b])
-              edge.cost[a][b] = kForbidden;
-      edge.shared.clear();
-    }
-    cases.sharedCost = 0;
+    dropShared(cases, avoid);
     return cases;
   };
   auto usesShared = [&](const std::vector<int64_t> &choices) {
@@ -569,33 +586,12 @@ ChoiceProblem weightedPaid(const ChoiceProblem &problem, double weight) {
         node.costs[s] = std::max(0.0, node.costs[s] - weight * node.cover[s]);
     node.cover.clear();
   }
-  for (ChoiceEdge &edge : out.edges) {
+  for (ChoiceEdge &edge : out.edges)
     for (size_t a = 0; a < edge.shared.size(); ++a)
       for (size_t b = 0; b < edge.shared[a].size(); ++b)
         if (edge.shared[a][b] && !std::isinf(edge.cost[a][b]))
           edge.cost[a][b] -= (1 - weight) * edge.hideable(a, b);
-    edge.shared.clear();
-    edge.sharedSeconds.clear();
-  }
-  out.sharedCost = 0;
-  return out;
-}
-
-/// The avoided case of `problem`: every pair that needs the shared resource
-/// forbidden, and no cover (nothing is left for it to hide).
-ChoiceProblem avoidingShared(const ChoiceProblem &problem) {
-  ChoiceProblem out = problem;
-  for (ChoiceNode &node : out.nodes)
-    node.cover.clear();
-  for (ChoiceEdge &edge : out.edges) {
-    for (size_t a = 0; a < edge.shared.size(); ++a)
-      for (size_t b = 0; b < edge.shared[a].size(); ++b)
-        if (edge.shared[a][b])
-          edge.cost[a][b] = kForbidden;
-    edge.shared.clear();
-    edge.sharedSeconds.clear();
-  }
-  out.sharedCost = 0;
+  dropShared(out, /*avoid=*/false);
   return out;
 }
 
@@ -618,9 +614,7 @@ bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
   };
   auto timeLeft = [&] {
     ChoiceOptions left = options;
-    left.timeLimitSeconds =
-        std::max(options.timeLimitSeconds - spent(),
-                 std::min(1.0, options.timeLimitSeconds));
+    left.timeLimitSeconds = secondsLeft(options.timeLimitSeconds, spent());
     return left;
   };
   ChoiceSolution best;
@@ -641,8 +635,11 @@ bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
   double avoidedBound = kForbidden, paidBound = -kForbidden;
   std::string why;
 
+  // (Its cover is left: with no shared pair nothing hides behind it.)
+  ChoiceProblem avoiding = problem;
+  dropShared(avoiding, /*avoid=*/true);
   ChoiceSolution avoided;
-  if (solveLinear(avoidingShared(problem), options, avoided, why)) {
+  if (solveLinear(avoiding, options, avoided, why)) {
     if (avoided.method == ChoiceMethod::Optimal)
       avoidedBound = avoided.cost;
     else
@@ -701,12 +698,9 @@ bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
   // so. (Holding the cover at the best answer's, so that only the nodes on
   // hideable pairs stay, left an 8-layer GPT's program on dp=2,tp=4 to
   // branch and cut for longer than the time limit, with nothing better.)
-  auto gapLeft = [&] {
-    double bound = std::min(avoidedBound, paidBound);
-    return !std::isinf(bound) &&
-           best.cost > bound + 1e-7 * std::abs(bound) + 1e-12;
-  };
-  if (proven && gapLeft() && !options.heuristicOnly) {
+  auto bound = [&] { return std::min(avoidedBound, paidBound); };
+  if (proven && !std::isinf(bound()) && !meetsBound(best.cost, bound()) &&
+      !options.heuristicOnly) {
     int64_t columns = 0;
     for (const ChoiceNode &node : problem.nodes)
       columns += node.costs.size();
@@ -739,11 +733,10 @@ bool solveCovered(const ChoiceProblem &problem, const ChoiceOptions &options,
   }
   evaluateChoices(problem, best.choices, nullptr, &best.hidden);
   best.size = size;
-  double bound = std::min(avoidedBound, paidBound);
-  if (proven && !std::isinf(bound)) {
-    bool closed = best.cost <= bound + 1e-7 * std::abs(bound) + 1e-12;
+  if (proven && !std::isinf(bound())) {
+    bool closed = meetsBound(best.cost, bound());
     best.method = closed ? ChoiceMethod::Optimal : ChoiceMethod::Bounded;
-    best.gap = closed ? 0 : best.cost - bound;
+    best.gap = closed ? 0 : best.cost - bound();
   } else if (best.method == ChoiceMethod::Optimal) {
     best.method = ChoiceMethod::TimeLimit;
   }
@@ -880,22 +873,28 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
     return isFrom ? std::make_pair(edge->fromClass[s], edge->toClass[theirs])
                   : std::make_pair(edge->fromClass[theirs], edge->toClass[s]);
   };
-  // What node u's edges need of the shared resource when it takes choice s:
-  // how many pairs, and their costs.
+  // Node u's edges when it takes choice s, in one pass: their costs, and
+  // what they need of the shared resource (how many pairs, and their
+  // hideable costs).
   struct Shared {
     int64_t pairs = 0;
     double seconds = 0;
   };
-  auto sharedAt = [&](size_t u, size_t s) {
+  struct Edges {
+    double cost = 0;
     Shared shared;
+  };
+  auto edgesAt = [&](size_t u, size_t s) {
+    Edges edges;
     for (auto [edge, isFrom] : incident[u]) {
       auto [a, b] = pairOf(edge, isFrom, s);
+      edges.cost += edge->cost[a][b];
       if (edge->needsShared(a, b)) {
-        ++shared.pairs;
-        shared.seconds += edge->hideable(a, b);
+        ++edges.shared.pairs;
+        edges.shared.seconds += edge->hideable(a, b);
       }
     }
-    return shared;
+    return edges;
   };
   auto coverOf = [&](size_t u, size_t s) {
     const std::vector<double> &cover = problem.nodes[u].cover;
@@ -907,14 +906,10 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
   Shared others;
   double othersCover = 0;
   auto localCost = [&](size_t u, size_t s) {
-    double cost = problem.nodes[u].costs[s];
-    for (auto [edge, isFrom] : incident[u]) {
-      auto [a, b] = pairOf(edge, isFrom, s);
-      cost += edge->cost[a][b];
-    }
-    Shared mine = sharedAt(u, s);
-    double shared = others.seconds + mine.seconds;
-    if (others.pairs + mine.pairs > 0 || problem.sharedPaid) {
+    Edges mine = edgesAt(u, s);
+    double cost = problem.nodes[u].costs[s] + mine.cost;
+    double shared = others.seconds + mine.shared.seconds;
+    if (others.pairs + mine.shared.pairs > 0 || problem.sharedPaid) {
       cost += problem.sharedCost;
       shared += problem.sharedCost;
     }
@@ -938,7 +933,7 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
       totalCover += coverOf(u, choices[u]);
     bool moved = false;
     for (size_t u = 0; u < numNodes; ++u) {
-      Shared mine = sharedAt(u, choices[u]);
+      Shared mine = edgesAt(u, choices[u]).shared;
       others = {total.pairs - mine.pairs, total.seconds - mine.seconds};
       othersCover = totalCover - coverOf(u, choices[u]);
       int64_t chosen = choices[u];
@@ -953,7 +948,7 @@ std::vector<int64_t> improveChoices(const ChoiceProblem &problem,
       }
       if (chosen != choices[u]) {
         choices[u] = chosen;
-        Shared now = sharedAt(u, chosen);
+        Shared now = edgesAt(u, chosen).shared;
         total = {others.pairs + now.pairs, others.seconds + now.seconds};
         totalCover = othersCover + coverOf(u, chosen);
         moved = true;

@@ -25,13 +25,16 @@ using namespace partita;
 
 namespace {
 
-/// Whether `value` is produced by an op nn-autodiff tagged as backward.
+/// Whether nn-autodiff tagged `op` as backward ("B" or "W").
+bool isBackward(Operation *op) {
+  std::optional<nn::GradKind> kind = nn::getGradKind(op);
+  return kind == nn::GradKind::Input || kind == nn::GradKind::Weight;
+}
+
+/// Whether `value` is produced by a backward op.
 bool isGradient(Value value) {
   Operation *def = value.getDefiningOp();
-  if (!def)
-    return false;
-  std::optional<nn::GradKind> kind = nn::getGradKind(def);
-  return kind == nn::GradKind::Input || kind == nn::GradKind::Weight;
+  return def && isBackward(def);
 }
 
 bool isGradientReduction(Operation *op) {
@@ -45,10 +48,7 @@ bool isGradientReduction(Operation *op) {
 /// the weight gradients riding with it wait too, and nothing can run behind
 /// it.
 bool feedsBackward(Operation *op) {
-  return llvm::any_of(op->getUsers(), [](Operation *user) {
-    std::optional<nn::GradKind> kind = nn::getGradKind(user);
-    return kind == nn::GradKind::Input || kind == nn::GradKind::Weight;
-  });
+  return llvm::any_of(op->getUsers(), isBackward);
 }
 
 /// Whether `op` is a reduce_scatter whose result an optimizer update reads
